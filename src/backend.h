@@ -1,0 +1,81 @@
+/*
+ * backend.h -- the seam between the scheduler and a GPU (real or simulated).
+ *
+ * A backend is a static const table of function pointers plus an opaque state
+ * pointer. The scheduler is the same code over every backend; entries a backend
+ * leaves NULL get a default from the front end (backend.c). Streams and events
+ * are opaque pointers owned by the backend.
+ */
+#ifndef UVMRT_BACKEND_H
+#define UVMRT_BACKEND_H
+
+#include "uvmrt.h"
+
+typedef struct uvmrt_event_st *uvmrt_event_t;
+
+typedef enum uvmrt_location {
+    UVMRT_LOC_DEVICE = 0,
+    UVMRT_LOC_HOST = 1
+} uvmrt_location_t;
+
+/* A contiguous managed range. */
+typedef struct uvmrt_range {
+    void *ptr;
+    size_t bytes;
+} uvmrt_range_t;
+
+/* What a backend needs to open. */
+typedef struct uvmrt_backend_config {
+    int device;
+    const uvmrt_profile_t *profile; /* sim: the model; cuda: unused */
+    struct uvmrt_log *log;
+} uvmrt_backend_config_t;
+
+/* What the GPU did while running one layer's work (sim only: the model's view). */
+typedef struct uvmrt_touch_result {
+    uint64_t fault_count;
+    uint64_t fault_bytes;
+} uvmrt_touch_result_t;
+
+typedef struct uvmrt_backend_ops {
+    const char *name;
+    uvmrt_status_t (*open)(const uvmrt_backend_config_t *cfg, void **state);
+    void (*close)(void *state);
+    /* Free and total device memory (for the auto budget). */
+    uvmrt_status_t (*mem_info)(void *state, uint64_t *free_bytes, uint64_t *total_bytes);
+    /* Managed memory, 2 MiB aligned. */
+    uvmrt_status_t (*alloc)(void *state, size_t bytes, void **ptr);
+    void (*free)(void *state, void *ptr, size_t bytes);
+    uvmrt_status_t (*stream_create)(void *state, uvmrt_stream_t *out);
+    void (*stream_destroy)(void *state, uvmrt_stream_t stream);
+    /* timing = 1: usable with event_elapsed_ns. */
+    uvmrt_status_t (*event_create)(void *state, int timing, uvmrt_event_t *out);
+    void (*event_destroy)(void *state, uvmrt_event_t event);
+    uvmrt_status_t (*event_record)(void *state, uvmrt_event_t event, uvmrt_stream_t stream);
+    uvmrt_status_t (*stream_wait)(void *state, uvmrt_stream_t stream, uvmrt_event_t event);
+    /* 1 when all work before the event's record has completed. */
+    int (*event_done)(void *state, uvmrt_event_t event);
+    /* Time between two completed timing events. */
+    uvmrt_status_t (*event_elapsed_ns)(void *state, uvmrt_event_t start, uvmrt_event_t end,
+                                       uint64_t *ns);
+    uvmrt_status_t (*stream_sync)(void *state, uvmrt_stream_t stream);
+    /* Migrate ranges (prefetch) to a location, ordered on the stream. */
+    uvmrt_status_t (*move)(void *state, const uvmrt_range_t *ranges, size_t n,
+                           uvmrt_location_t to, uvmrt_stream_t stream);
+    /* Declare ranges' contents dead: the GPU may drop them without write-back.
+     * NULL: the front end falls back to move(HOST). */
+    uvmrt_status_t (*discard)(void *state, const uvmrt_range_t *ranges, size_t n,
+                              uvmrt_stream_t stream);
+    /* The layer's work touches these ranges for duration_ns on the stream
+     * (sim only: advances the model, counts faults). NULL for real GPUs. */
+    uvmrt_status_t (*touch)(void *state, uvmrt_stream_t stream, const uvmrt_range_t *ranges,
+                            size_t n, uint64_t duration_ns, uvmrt_touch_result_t *result);
+    /* Host-side clock, in ns (sim: the model's host time). */
+    uint64_t (*now_ns)(void *state);
+} uvmrt_backend_ops_t;
+
+extern const uvmrt_backend_ops_t uvmrt_backend_sim;
+/* NULL when the library was built without CUDA. */
+extern const uvmrt_backend_ops_t *const uvmrt_backend_cuda_ptr;
+
+#endif

@@ -1,0 +1,355 @@
+/*
+ * sim.c -- a deterministic model of a GPU with managed memory, for machines
+ * without one and for tests.
+ *
+ * Memory is real host memory (reserved lazily, so untouched tensors cost
+ * nothing); the model tracks where each 64 KiB page lives (host, device, or
+ * nowhere: never touched or discarded) and advances virtual clocks:
+ *  - one timeline per stream; the host's own clock moves on stream syncs;
+ *  - one copy engine per direction (transfers in one direction are serial);
+ *  - a migration costs the profile's per-call time plus bytes / bandwidth;
+ *  - a layer's work costs its declared duration, plus demand faults for pages
+ *    not on the device (bytes / fault bandwidth), plus the driver's own
+ *    evictions (allocation order) when the device is full.
+ * Pages that hold no data move for free: nothing needs copying.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "backend.h"
+#include "log.h"
+
+#define PAGE (64u << 10)
+#define MAX_STREAMS 64
+
+enum { PG_NOWHERE = 0, PG_HOST = 1, PG_DEVICE = 2 };
+
+typedef struct sim_alloc {
+    char *base;
+    size_t bytes;
+    uint8_t *page; /* PG_* per page */
+} sim_alloc_t;
+
+typedef struct sim_timeline {
+    const void *key; /* the stream handle */
+    uint64_t t;
+} sim_timeline_t;
+
+struct uvmrt_event_st {
+    uint64_t t;
+    int timing;
+};
+
+typedef struct sim {
+    const uvmrt_profile_t *prof;
+    uvmrt_log_t *log;
+    sim_alloc_t *allocs;
+    size_t n_allocs, cap_allocs;
+    uint64_t device_bytes;
+    uint64_t host_t;
+    uint64_t h2d_engine_t, d2h_engine_t;
+    sim_timeline_t lines[MAX_STREAMS];
+    int n_lines;
+    int n_created_streams;
+} sim_t;
+
+static uvmrt_status_t sim_open(const uvmrt_backend_config_t *cfg, void **state)
+{
+    if (cfg->profile == NULL) return UVMRT_ERR_INVALID;
+    sim_t *s = calloc(1, sizeof *s);
+    if (s == NULL) return UVMRT_ERR_NOMEM;
+    s->prof = cfg->profile;
+    s->log = cfg->log;
+    *state = s;
+    return UVMRT_OK;
+}
+
+static void sim_close(void *state)
+{
+    sim_t *s = state;
+    if (s == NULL) return;
+    for (size_t i = 0; i < s->n_allocs; i++) {
+        munmap(s->allocs[i].base, s->allocs[i].bytes);
+        free(s->allocs[i].page);
+    }
+    free(s->allocs);
+    free(s);
+}
+
+static uvmrt_status_t sim_mem_info(void *state, uint64_t *free_bytes, uint64_t *total)
+{
+    sim_t *s = state;
+    *total = s->prof->memory_bytes;
+    *free_bytes = s->prof->memory_bytes - s->device_bytes;
+    return UVMRT_OK;
+}
+
+/* ------------------------------------------------------------------ memory */
+static uvmrt_status_t sim_alloc(void *state, size_t bytes, void **ptr)
+{
+    sim_t *s = state;
+    const size_t align = 2u << 20;
+    bytes = (bytes + PAGE - 1) / PAGE * PAGE;
+    if (s->n_allocs == s->cap_allocs) {
+        size_t cap = s->cap_allocs ? 2 * s->cap_allocs : 16;
+        sim_alloc_t *a = realloc(s->allocs, cap * sizeof *a);
+        if (a == NULL) return UVMRT_ERR_NOMEM;
+        s->allocs = a;
+        s->cap_allocs = cap;
+    }
+    /* Reserve, then trim to a 2 MiB aligned range; pages are committed on touch. */
+    size_t span = bytes + align;
+    char *raw = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                     -1, 0);
+    if (raw == MAP_FAILED) return UVMRT_ERR_NOMEM;
+    char *base = (char *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1));
+    if (base > raw) munmap(raw, (size_t)(base - raw));
+    size_t tail = (size_t)(raw + span - (base + bytes));
+    if (tail > 0) munmap(base + bytes, tail);
+    uint8_t *page = calloc(bytes / PAGE, 1);
+    if (page == NULL) {
+        munmap(base, bytes);
+        return UVMRT_ERR_NOMEM;
+    }
+    s->allocs[s->n_allocs++] = (sim_alloc_t){base, bytes, page};
+    *ptr = base;
+    return UVMRT_OK;
+}
+
+static void sim_free(void *state, void *ptr, size_t bytes)
+{
+    (void)bytes;
+    sim_t *s = state;
+    for (size_t i = 0; i < s->n_allocs; i++) {
+        sim_alloc_t *a = &s->allocs[i];
+        if (a->base != ptr) continue;
+        for (size_t p = 0; p < a->bytes / PAGE; p++)
+            if (a->page[p] == PG_DEVICE) s->device_bytes -= PAGE;
+        munmap(a->base, a->bytes);
+        free(a->page);
+        memmove(a, a + 1, (s->n_allocs - i - 1) * sizeof *a);
+        s->n_allocs--;
+        return;
+    }
+}
+
+/* The allocation and page range [p0, p1) covering a range; NULL if not ours. */
+static sim_alloc_t *locate(sim_t *s, const uvmrt_range_t *r, size_t *p0, size_t *p1)
+{
+    char *lo = r->ptr, *hi = (char *)r->ptr + r->bytes;
+    for (size_t i = 0; i < s->n_allocs; i++) {
+        sim_alloc_t *a = &s->allocs[i];
+        if (lo >= a->base && hi <= a->base + a->bytes) {
+            *p0 = (size_t)(lo - a->base) / PAGE;
+            *p1 = ((size_t)(hi - a->base) + PAGE - 1) / PAGE;
+            return a;
+        }
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ streams and events */
+static sim_timeline_t *line_of(sim_t *s, uvmrt_stream_t stream)
+{
+    for (int i = 0; i < s->n_lines; i++)
+        if (s->lines[i].key == (const void *)stream) return &s->lines[i];
+    if (s->n_lines == MAX_STREAMS) return &s->lines[0]; /* more streams than modelled: share */
+    s->lines[s->n_lines] = (sim_timeline_t){stream, s->host_t};
+    return &s->lines[s->n_lines++];
+}
+
+/* When new work on this stream can start: after its earlier work and after the host enqueued it. */
+static uint64_t ready_at(sim_t *s, sim_timeline_t *l) { return l->t > s->host_t ? l->t : s->host_t; }
+
+static uvmrt_status_t sim_stream_create(void *state, uvmrt_stream_t *out)
+{
+    sim_t *s = state;
+    /* Distinct non-NULL keys that are never dereferenced. */
+    *out = (uvmrt_stream_t)(uintptr_t)(0x5100 + 16 * ++s->n_created_streams);
+    return UVMRT_OK;
+}
+static void sim_stream_destroy(void *state, uvmrt_stream_t stream) { (void)state; (void)stream; }
+
+static uvmrt_status_t sim_event_create(void *state, int timing, uvmrt_event_t *out)
+{
+    (void)state;
+    uvmrt_event_t e = calloc(1, sizeof *e);
+    if (e == NULL) return UVMRT_ERR_NOMEM;
+    e->timing = timing;
+    *out = e;
+    return UVMRT_OK;
+}
+static void sim_event_destroy(void *state, uvmrt_event_t e) { (void)state; free(e); }
+
+static uvmrt_status_t sim_event_record(void *state, uvmrt_event_t e, uvmrt_stream_t stream)
+{
+    sim_t *s = state;
+    sim_timeline_t *l = line_of(s, stream);
+    e->t = ready_at(s, l);
+    return UVMRT_OK;
+}
+
+static uvmrt_status_t sim_stream_wait(void *state, uvmrt_stream_t stream, uvmrt_event_t e)
+{
+    sim_t *s = state;
+    sim_timeline_t *l = line_of(s, stream);
+    uint64_t r = ready_at(s, l);
+    l->t = e->t > r ? e->t : r;
+    return UVMRT_OK;
+}
+
+static int sim_event_done(void *state, uvmrt_event_t e) { (void)state; (void)e; return 1; }
+
+static uvmrt_status_t sim_elapsed(void *state, uvmrt_event_t a, uvmrt_event_t b, uint64_t *ns)
+{
+    (void)state;
+    *ns = b->t > a->t ? b->t - a->t : 0;
+    return UVMRT_OK;
+}
+
+static uvmrt_status_t sim_stream_sync(void *state, uvmrt_stream_t stream)
+{
+    sim_t *s = state;
+    sim_timeline_t *l = line_of(s, stream);
+    if (l->t > s->host_t) s->host_t = l->t;
+    return UVMRT_OK;
+}
+
+static uint64_t sim_now(void *state) { return ((sim_t *)state)->host_t; }
+
+static uint64_t ns_for(double bytes, double bps) { return bps > 0 ? (uint64_t)(bytes / bps * 1e9) : 0; }
+
+/* ------------------------------------------------------------------ migration */
+static uvmrt_status_t sim_move(void *state, const uvmrt_range_t *ranges, size_t n, uvmrt_location_t to,
+                               uvmrt_stream_t stream)
+{
+    sim_t *s = state;
+    sim_timeline_t *l = line_of(s, stream);
+    uint64_t *engine = to == UVMRT_LOC_DEVICE ? &s->h2d_engine_t : &s->d2h_engine_t;
+    double bps = to == UVMRT_LOC_DEVICE ? s->prof->prefetch_h2d_bps : s->prof->evict_d2h_bps;
+    uint64_t t = ready_at(s, l);
+    if (*engine > t) t = *engine;
+    for (size_t i = 0; i < n; i++) {
+        size_t p0, p1;
+        sim_alloc_t *a = locate(s, &ranges[i], &p0, &p1);
+        if (a == NULL) return UVMRT_ERR_INVALID;
+        uint64_t copied = 0;
+        for (size_t p = p0; p < p1; p++) {
+            uint8_t from = a->page[p];
+            if (to == UVMRT_LOC_DEVICE && from != PG_DEVICE) {
+                if (from == PG_HOST) copied += PAGE;
+                a->page[p] = PG_DEVICE;
+                s->device_bytes += PAGE;
+            } else if (to == UVMRT_LOC_HOST && from == PG_DEVICE) {
+                copied += PAGE;
+                a->page[p] = PG_HOST;
+                s->device_bytes -= PAGE;
+            }
+        }
+        t += s->prof->prefetch_call_ns + ns_for((double)copied, bps);
+    }
+    *engine = t;
+    l->t = t;
+    return UVMRT_OK;
+}
+
+static uvmrt_status_t sim_discard(void *state, const uvmrt_range_t *ranges, size_t n,
+                                  uvmrt_stream_t stream)
+{
+    sim_t *s = state;
+    sim_timeline_t *l = line_of(s, stream);
+    uint64_t t = ready_at(s, l);
+    for (size_t i = 0; i < n; i++) {
+        size_t p0, p1;
+        sim_alloc_t *a = locate(s, &ranges[i], &p0, &p1);
+        if (a == NULL) return UVMRT_ERR_INVALID;
+        for (size_t p = p0; p < p1; p++) {
+            if (a->page[p] == PG_DEVICE) s->device_bytes -= PAGE;
+            a->page[p] = PG_NOWHERE;
+        }
+        t += s->prof->prefetch_call_ns;
+    }
+    l->t = t;
+    return UVMRT_OK;
+}
+
+static int page_in(const sim_alloc_t *a, size_t p, const uvmrt_range_t *ranges, size_t n)
+{
+    const char *addr = a->base + p * PAGE;
+    for (size_t i = 0; i < n; i++)
+        if (addr >= (const char *)ranges[i].ptr && addr < (const char *)ranges[i].ptr + ranges[i].bytes)
+            return 1;
+    return 0;
+}
+
+/* The driver's eviction when the device is full: allocation order, never the
+ * pages the faulting work touches. Returns the bytes written back. */
+static uint64_t driver_evict(sim_t *s, uint64_t need, const uvmrt_range_t *ranges, size_t n)
+{
+    uint64_t written = 0;
+    for (size_t i = 0; i < s->n_allocs && s->device_bytes + need > s->prof->memory_bytes; i++) {
+        sim_alloc_t *a = &s->allocs[i];
+        for (size_t p = 0; p < a->bytes / PAGE && s->device_bytes + need > s->prof->memory_bytes; p++) {
+            if (a->page[p] != PG_DEVICE || page_in(a, p, ranges, n)) continue;
+            a->page[p] = PG_HOST;
+            s->device_bytes -= PAGE;
+            written += PAGE;
+        }
+    }
+    return written;
+}
+
+static uvmrt_status_t sim_touch(void *state, uvmrt_stream_t stream, const uvmrt_range_t *ranges,
+                                size_t n, uint64_t duration_ns, uvmrt_touch_result_t *res)
+{
+    sim_t *s = state;
+    sim_timeline_t *l = line_of(s, stream);
+    uint64_t t = ready_at(s, l);
+    memset(res, 0, sizeof *res);
+    uint64_t copied = 0, written = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t p0, p1;
+        sim_alloc_t *a = locate(s, &ranges[i], &p0, &p1);
+        if (a == NULL) return UVMRT_ERR_INVALID;
+        uint64_t faulted = 0;
+        for (size_t p = p0; p < p1; p++) {
+            if (a->page[p] == PG_DEVICE) continue;
+            if (s->device_bytes + PAGE > s->prof->memory_bytes) written += driver_evict(s, PAGE, ranges, n);
+            if (a->page[p] == PG_HOST) copied += PAGE;
+            a->page[p] = PG_DEVICE;
+            s->device_bytes += PAGE;
+            faulted += PAGE;
+        }
+        if (faulted > 0) {
+            res->fault_bytes += faulted;
+            res->fault_count += (faulted + s->prof->fault_group_bytes - 1) / s->prof->fault_group_bytes;
+        }
+    }
+    t += ns_for((double)copied, s->prof->fault_bps) + ns_for((double)written, s->prof->evict_d2h_bps) +
+         duration_ns;
+    l->t = t;
+    return UVMRT_OK;
+}
+
+const uvmrt_backend_ops_t uvmrt_backend_sim = {
+    .name = "sim",
+    .open = sim_open,
+    .close = sim_close,
+    .mem_info = sim_mem_info,
+    .alloc = sim_alloc,
+    .free = sim_free,
+    .stream_create = sim_stream_create,
+    .stream_destroy = sim_stream_destroy,
+    .event_create = sim_event_create,
+    .event_destroy = sim_event_destroy,
+    .event_record = sim_event_record,
+    .stream_wait = sim_stream_wait,
+    .event_done = sim_event_done,
+    .event_elapsed_ns = sim_elapsed,
+    .stream_sync = sim_stream_sync,
+    .move = sim_move,
+    .discard = sim_discard,
+    .touch = sim_touch,
+    .now_ns = sim_now,
+};

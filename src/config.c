@@ -1,0 +1,232 @@
+/*
+ * config.c -- the configuration table, environment overrides and the printout.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+
+/* ------------------------------------------------------------------ parsers */
+static uvmrt_status_t parse_device(uvmrt_config_t *c, const char *t)
+{
+    char *end = NULL;
+    long v = strtol(t, &end, 10);
+    if (t[0] == '\0' || *end != '\0' || v < 0 || v > 1023) return UVMRT_ERR_CONFIG;
+    c->device = (int)v;
+    return UVMRT_OK;
+}
+static void format_device(const uvmrt_config_t *c, char *b, size_t n) { snprintf(b, n, "%d", c->device); }
+
+static uvmrt_status_t parse_backend(uvmrt_config_t *c, const char *t)
+{
+    return uvmrt_backend_parse(t, &c->backend) == UVMRT_OK ? UVMRT_OK : UVMRT_ERR_CONFIG;
+}
+static void format_backend(const uvmrt_config_t *c, char *b, size_t n)
+{
+    snprintf(b, n, "%s", uvmrt_backend_name(c->backend));
+}
+
+static uvmrt_status_t parse_profile(uvmrt_config_t *c, const char *t)
+{
+    if (uvmrt_profile_find(t) == NULL) return UVMRT_ERR_CONFIG;
+    snprintf(c->profile, sizeof c->profile, "%s", t);
+    return UVMRT_OK;
+}
+static void format_profile(const uvmrt_config_t *c, char *b, size_t n) { snprintf(b, n, "%s", c->profile); }
+
+static uvmrt_status_t parse_policy(uvmrt_config_t *c, const char *t)
+{
+    return uvmrt_policy_parse(t, &c->policy) == UVMRT_OK ? UVMRT_OK : UVMRT_ERR_CONFIG;
+}
+static void format_policy(const uvmrt_config_t *c, char *b, size_t n)
+{
+    snprintf(b, n, "%s", uvmrt_policy_name(c->policy));
+}
+
+static uvmrt_status_t parse_budget(uvmrt_config_t *c, const char *t)
+{
+    if (strcmp(t, "auto") == 0) {
+        c->budget_bytes = 0;
+        return UVMRT_OK;
+    }
+    uint64_t v;
+    if (uvmrt_size_parse(t, &v) != UVMRT_OK || v == 0) return UVMRT_ERR_CONFIG;
+    c->budget_bytes = v;
+    return UVMRT_OK;
+}
+static void format_size(uint64_t v, char *b, size_t n)
+{
+    if (v != 0 && v % (1ull << 30) == 0) snprintf(b, n, "%" PRIu64 "G", v >> 30);
+    else if (v != 0 && v % (1ull << 20) == 0) snprintf(b, n, "%" PRIu64 "M", v >> 20);
+    else snprintf(b, n, "%" PRIu64, v);
+}
+static void format_budget(const uvmrt_config_t *c, char *b, size_t n)
+{
+    if (c->budget_bytes == 0) snprintf(b, n, "auto");
+    else format_size(c->budget_bytes, b, n);
+}
+
+static uvmrt_status_t parse_reserve(uvmrt_config_t *c, const char *t)
+{
+    return uvmrt_size_parse(t, &c->budget_reserve_bytes) == UVMRT_OK ? UVMRT_OK : UVMRT_ERR_CONFIG;
+}
+static void format_reserve(const uvmrt_config_t *c, char *b, size_t n)
+{
+    format_size(c->budget_reserve_bytes, b, n);
+}
+
+static uvmrt_status_t parse_discard(uvmrt_config_t *c, const char *t)
+{
+    if (strcmp(t, "1") == 0) c->discard_dead = 1;
+    else if (strcmp(t, "0") == 0) c->discard_dead = 0;
+    else return UVMRT_ERR_CONFIG;
+    return UVMRT_OK;
+}
+static void format_discard(const uvmrt_config_t *c, char *b, size_t n) { snprintf(b, n, "%d", c->discard_dead); }
+
+static uvmrt_status_t parse_log_level(uvmrt_config_t *c, const char *t)
+{
+    for (int l = UVMRT_LOG_ERROR; l <= UVMRT_LOG_DEBUG; l++)
+        if (strcmp(t, uvmrt_log_level_name((uvmrt_log_level_t)l)) == 0) {
+            c->log_level = (uvmrt_log_level_t)l;
+            return UVMRT_OK;
+        }
+    return UVMRT_ERR_CONFIG;
+}
+static void format_log_level(const uvmrt_config_t *c, char *b, size_t n)
+{
+    snprintf(b, n, "%s", uvmrt_log_level_name(c->log_level));
+}
+
+static uvmrt_status_t parse_report(uvmrt_config_t *c, const char *t)
+{
+    int ok = strcmp(t, "none") == 0 || strcmp(t, "stderr") == 0 ||
+             ((strncmp(t, "json:", 5) == 0 || strncmp(t, "text:", 5) == 0) && t[5] != '\0');
+    if (!ok || strlen(t) >= sizeof c->report) return UVMRT_ERR_CONFIG;
+    snprintf(c->report, sizeof c->report, "%s", t);
+    return UVMRT_OK;
+}
+static void format_report(const uvmrt_config_t *c, char *b, size_t n) { snprintf(b, n, "%s", c->report); }
+
+/* ------------------------------------------------------------------ the table */
+/* LOG_LEVEL comes first so that messages about later entries honour it. */
+static const uvmrt_config_entry_t table[] = {
+    {"LOG_LEVEL", "warn", "error, warn, info or debug", "messages at or above this level are logged",
+     parse_log_level, format_log_level},
+    {"BACKEND", "cuda", "cuda or sim", "cuda: a real GPU; sim: a deterministic model of one",
+     parse_backend, format_backend},
+    {"DEVICE", "0", "a device ordinal from 0 to 1023", "the CUDA device to use", parse_device,
+     format_device},
+    {"PROFILE", "consumer-8g", "a profile name (uvmrt-demo --profile list prints them)",
+     "the sim backend's device profile", parse_profile, format_profile},
+    {"POLICY", "prefetch", "none, demand or prefetch",
+     "none: plain managed memory; demand: driver emulation; prefetch: the scheduler",
+     parse_policy, format_policy},
+    {"BUDGET", "auto", "a size such as 8G or 512M (K, M, G, T suffixes), or auto",
+     "device bytes uvmrt may keep resident; auto = free memory minus the reserve",
+     parse_budget, format_budget},
+    {"BUDGET_RESERVE", "512M", "a size such as 512M", "memory left free when the budget is auto",
+     parse_reserve, format_reserve},
+    {"DISCARD", "1", "1 or 0", "evict dead data (next use overwrites it) without write-back",
+     parse_discard, format_discard},
+    {"REPORT", "none", "none, stderr, json:PATH or text:PATH",
+     "the report written when the context is destroyed", parse_report, format_report},
+};
+#define TABLE_LEN (sizeof table / sizeof table[0])
+
+const uvmrt_config_entry_t *uvmrt_config_table(size_t *count)
+{
+    if (count) *count = TABLE_LEN;
+    return table;
+}
+
+/* ------------------------------------------------------------------ resolve */
+/* Copies params into cfg, checking each field; bad fields are named. */
+static uvmrt_status_t apply_params(uvmrt_config_t *c, const uvmrt_params_t *p, const uvmrt_log_t *log)
+{
+    if (p->struct_size != sizeof(uvmrt_params_t)) {
+        LOG_ERROR(log, "params.struct_size = %zu: expected %zu (call uvmrt_params_init first)",
+                  p->struct_size, sizeof(uvmrt_params_t));
+        return UVMRT_ERR_INVALID;
+    }
+#define BAD_PARAM(field, fmt, value, expected)                                          \
+    do {                                                                                \
+        LOG_ERROR(log, "params." field " = " fmt ": expected %s", value, expected);     \
+        return UVMRT_ERR_INVALID;                                                       \
+    } while (0)
+    if (p->device < 0 || p->device > 1023) BAD_PARAM("device", "%d", p->device, table[2].expected);
+    if ((unsigned)p->backend > UVMRT_BACKEND_SIM)
+        BAD_PARAM("backend", "%d", (int)p->backend, "UVMRT_BACKEND_CUDA or UVMRT_BACKEND_SIM");
+    if ((unsigned)p->policy > UVMRT_POLICY_PREFETCH)
+        BAD_PARAM("policy", "%d", (int)p->policy, "a uvmrt_policy_t value");
+    if ((unsigned)p->log_level > UVMRT_LOG_DEBUG)
+        BAD_PARAM("log_level", "%d", (int)p->log_level, "a uvmrt_log_level_t value");
+    if (p->discard_dead != 0 && p->discard_dead != 1)
+        BAD_PARAM("discard_dead", "%d", p->discard_dead, "0 or 1");
+    if (p->profile != NULL && parse_profile(c, p->profile) != UVMRT_OK)
+        BAD_PARAM("profile", "'%s'", p->profile, table[3].expected);
+    if (p->report != NULL && parse_report(c, p->report) != UVMRT_OK)
+        BAD_PARAM("report", "'%s'", p->report, table[8].expected);
+#undef BAD_PARAM
+    c->device = p->device;
+    c->backend = p->backend;
+    c->policy = p->policy;
+    c->budget_bytes = p->budget_bytes;
+    c->budget_reserve_bytes = p->budget_reserve_bytes;
+    c->discard_dead = p->discard_dead;
+    c->log_level = p->log_level;
+    return UVMRT_OK;
+}
+
+uvmrt_status_t uvmrt_config_resolve(uvmrt_config_t *cfg, uvmrt_config_source_t *sources,
+                                    const uvmrt_params_t *params, const uvmrt_log_t *log)
+{
+    uvmrt_config_t c;
+    memset(&c, 0, sizeof c);
+    char defaults[TABLE_LEN][128];
+    for (size_t i = 0; i < TABLE_LEN; i++) {
+        if (table[i].parse(&c, table[i].default_value) != UVMRT_OK) return UVMRT_ERR_CONFIG;
+        table[i].format(&c, defaults[i], sizeof defaults[i]);
+        sources[i] = UVMRT_SRC_DEFAULT;
+    }
+    if (params != NULL) {
+        uvmrt_status_t st = apply_params(&c, params, log);
+        if (st != UVMRT_OK) return st;
+        for (size_t i = 0; i < TABLE_LEN; i++) {
+            char now[UVMRT_REPORT_MAX];
+            table[i].format(&c, now, sizeof now);
+            if (strcmp(now, defaults[i]) != 0) sources[i] = UVMRT_SRC_PARAM;
+        }
+    }
+    uvmrt_log_t env_log = log ? *log : (uvmrt_log_t){UVMRT_LOG_WARN, NULL, NULL};
+    if (params == NULL || !params->ignore_env) {
+        for (size_t i = 0; i < TABLE_LEN; i++) {
+            char var[64];
+            snprintf(var, sizeof var, "UVMRT_%s", table[i].name);
+            const char *value = getenv(var);
+            if (value == NULL) continue;
+            if (table[i].parse(&c, value) != UVMRT_OK) {
+                LOG_ERROR(&env_log, "%s='%s' is not valid: expected %s", var, value, table[i].expected);
+                return UVMRT_ERR_CONFIG;
+            }
+            sources[i] = UVMRT_SRC_ENV;
+            if (i == 0) env_log.level = c.log_level;
+        }
+    }
+    *cfg = c;
+    return UVMRT_OK;
+}
+
+void uvmrt_config_print(const uvmrt_config_t *cfg, const uvmrt_config_source_t *sources, FILE *out)
+{
+    static const char *const src_names[] = {"default", "params", "environment"};
+    for (size_t i = 0; i < TABLE_LEN; i++) {
+        char value[UVMRT_REPORT_MAX];
+        table[i].format(cfg, value, sizeof value);
+        char left[UVMRT_REPORT_MAX + 64];
+        snprintf(left, sizeof left, "UVMRT_%s=%s", table[i].name, value);
+        fprintf(out, "  %-32s (%s)\n", left, src_names[sources[i]]);
+    }
+}

@@ -1,0 +1,160 @@
+/*
+ * context.c -- context lifecycle: params and environment into a configuration,
+ * the backend opened, the budget resolved; layers declared.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+void uvmrt_params_init(uvmrt_params_t *p)
+{
+    if (p == NULL) return;
+    memset(p, 0, sizeof *p);
+    p->struct_size = sizeof *p;
+    p->device = 0;
+    p->backend = UVMRT_BACKEND_CUDA;
+    p->profile = NULL; /* the table's default */
+    p->policy = UVMRT_POLICY_PREFETCH;
+    p->budget_bytes = 0;
+    p->budget_reserve_bytes = 512ull << 20;
+    p->discard_dead = 1;
+    p->log_level = UVMRT_LOG_WARN;
+    p->report = NULL;
+}
+
+static uvmrt_status_t resolve_budget(uvmrt_context_t *ctx)
+{
+    uint64_t free_b = 0, total_b = 0;
+    uvmrt_status_t st = ctx->ops->mem_info(ctx->be, &free_b, &total_b);
+    if (st != UVMRT_OK) return st;
+    if (ctx->cfg.budget_bytes == 0) {
+        if (free_b <= ctx->cfg.budget_reserve_bytes) {
+            LOG_ERROR(&ctx->log, "budget auto: free device memory (%llu bytes) is not above "
+                                 "UVMRT_BUDGET_RESERVE (%llu bytes): expected a smaller reserve",
+                      (unsigned long long)free_b, (unsigned long long)ctx->cfg.budget_reserve_bytes);
+            return UVMRT_ERR_CONFIG;
+        }
+        ctx->budget = free_b - ctx->cfg.budget_reserve_bytes;
+    } else {
+        ctx->budget = ctx->cfg.budget_bytes;
+        if (ctx->budget > free_b)
+            LOG_WARN(&ctx->log, "budget %llu bytes is more than the device's free memory (%llu bytes): "
+                                "the driver will evict on its own beyond that",
+                     (unsigned long long)ctx->budget, (unsigned long long)free_b);
+    }
+    return UVMRT_OK;
+}
+
+uvmrt_status_t uvmrt__context_create_with(const uvmrt_params_t *params, const uvmrt_backend_ops_t *ops,
+                                          uvmrt_context_t **out)
+{
+    if (out == NULL) return UVMRT_ERR_INVALID;
+    *out = NULL;
+    uvmrt_context_t *ctx = calloc(1, sizeof *ctx);
+    if (ctx == NULL) return UVMRT_ERR_NOMEM;
+    ctx->log.level = params ? params->log_level : UVMRT_LOG_WARN;
+    if ((unsigned)ctx->log.level > UVMRT_LOG_DEBUG) ctx->log.level = UVMRT_LOG_WARN;
+    ctx->log.fn = params ? params->log_fn : NULL;
+    ctx->log.user = params ? params->log_user : NULL;
+    ctx->open_call = -1;
+
+    uvmrt_status_t st = uvmrt_config_resolve(&ctx->cfg, ctx->sources, params, &ctx->log);
+    if (st != UVMRT_OK) goto fail;
+    ctx->log.level = ctx->cfg.log_level;
+    ctx->profile = uvmrt_profile_find(ctx->cfg.backend == UVMRT_BACKEND_SIM ? ctx->cfg.profile : "h200");
+
+    if (ops == NULL) ops = ctx->cfg.backend == UVMRT_BACKEND_SIM ? &uvmrt_backend_sim : uvmrt_backend_cuda_ptr;
+    if (ops == NULL) {
+        LOG_WARN(&ctx->log, "backend cuda: this build of uvmrt has no CUDA support (use backend sim)");
+        st = UVMRT_ERR_NO_DEVICE;
+        goto fail;
+    }
+    ctx->ops = ops;
+    uvmrt_backend_config_t bcfg = {ctx->cfg.device, ctx->profile, &ctx->log};
+    st = ops->open(&bcfg, &ctx->be);
+    if (st != UVMRT_OK) {
+        ctx->be = NULL;
+        goto fail;
+    }
+    if ((st = resolve_budget(ctx)) != UVMRT_OK) goto fail;
+    if ((st = ops->stream_create(ctx->be, &ctx->h2d_stream)) != UVMRT_OK) goto fail;
+    if ((st = ops->stream_create(ctx->be, &ctx->d2h_stream)) != UVMRT_OK) goto fail;
+    if ((st = uvmrt__exec_init(ctx)) != UVMRT_OK) goto fail;
+    LOG_INFO(&ctx->log, "context: backend %s, policy %s, budget %llu bytes", ops->name,
+             uvmrt_policy_name(ctx->cfg.policy), (unsigned long long)ctx->budget);
+    *out = ctx;
+    return UVMRT_OK;
+fail:
+    uvmrt_context_destroy(ctx);
+    return st;
+}
+
+uvmrt_status_t uvmrt_context_create(const uvmrt_params_t *params, uvmrt_context_t **out)
+{
+    return uvmrt__context_create_with(params, NULL, out);
+}
+
+void uvmrt_context_destroy(uvmrt_context_t *ctx)
+{
+    if (ctx == NULL) return;
+    if (ctx->be != NULL) {
+        if (ctx->in_step) LOG_WARN(&ctx->log, "context destroyed inside a step: the step is not counted");
+        uvmrt__exec_fini(ctx); /* waits for copy streams, harvests timings */
+        if (ctx->h2d_stream) uvmrt__report_at_destroy(ctx);
+        uvmrt__tensors_release_all(ctx);
+        if (ctx->h2d_stream) ctx->ops->stream_destroy(ctx->be, ctx->h2d_stream);
+        if (ctx->d2h_stream) ctx->ops->stream_destroy(ctx->be, ctx->d2h_stream);
+        ctx->ops->close(ctx->be);
+    }
+    for (int i = 0; i < ctx->n_layers; i++) {
+        free(ctx->layers[i].name);
+        free(ctx->layers[i].owned);
+    }
+    free(ctx->layers);
+    free(ctx->steps);
+    free(ctx);
+}
+
+void uvmrt_context_print_config(const uvmrt_context_t *ctx, FILE *out)
+{
+    if (ctx == NULL || out == NULL) return;
+    fprintf(out, "uvmrt %s configuration:\n", uvmrt_version_string());
+    uvmrt_config_print(&ctx->cfg, ctx->sources, out);
+    fprintf(out, "  backend %s", ctx->ops->name);
+    if (ctx->cfg.backend == UVMRT_BACKEND_SIM)
+        fprintf(out, ", profile %s: %s", ctx->profile->name, ctx->profile->description);
+    fprintf(out, "\n  budget %.3f GiB (%llu bytes)%s\n", (double)ctx->budget / (1u << 30),
+            (unsigned long long)ctx->budget, ctx->cfg.budget_bytes == 0 ? ", auto: free memory minus reserve" : "");
+}
+
+uvmrt_policy_t uvmrt_context_policy(const uvmrt_context_t *ctx) { return ctx->cfg.policy; }
+uvmrt_backend_kind_t uvmrt_context_backend(const uvmrt_context_t *ctx) { return ctx->cfg.backend; }
+uint64_t uvmrt_context_budget(const uvmrt_context_t *ctx) { return ctx->budget; }
+const uvmrt_profile_t *uvmrt_context_profile(const uvmrt_context_t *ctx) { return ctx->profile; }
+
+uvmrt_status_t uvmrt_layer_add(uvmrt_context_t *ctx, const char *name, int *out_layer)
+{
+    if (ctx == NULL || name == NULL || out_layer == NULL) {
+        if (ctx) LOG_ERROR(&ctx->log, "uvmrt_layer_add: name and out_layer must not be NULL");
+        return UVMRT_ERR_INVALID;
+    }
+    if (ctx->in_step) {
+        LOG_ERROR(&ctx->log, "uvmrt_layer_add('%s') inside a step: declare layers before uvmrt_step_begin", name);
+        return UVMRT_ERR_STATE;
+    }
+    if (ctx->n_layers == ctx->cap_layers) {
+        int cap = ctx->cap_layers ? 2 * ctx->cap_layers : 16;
+        uvmrt_layer_t *l = realloc(ctx->layers, (size_t)cap * sizeof *l);
+        if (l == NULL) return UVMRT_ERR_NOMEM;
+        ctx->layers = l;
+        ctx->cap_layers = cap;
+    }
+    uvmrt_layer_t *L = &ctx->layers[ctx->n_layers];
+    memset(L, 0, sizeof *L);
+    if ((L->name = strdup(name)) == NULL) return UVMRT_ERR_NOMEM;
+    *out_layer = ctx->n_layers++;
+    return UVMRT_OK;
+}
+
+int uvmrt_layer_count(const uvmrt_context_t *ctx) { return ctx ? ctx->n_layers : 0; }

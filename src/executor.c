@@ -1,0 +1,765 @@
+/*
+ * executor.c -- steps and layer calls: the policies at work.
+ *
+ *  none      no hints; tensors are counted resident once used (no budget).
+ *  demand    the driver under oversubscription, emulated: a layer's missing
+ *            tensors fault in; when over budget, resident tensors are written
+ *            back in allocation order first, on the layer's stream.
+ *  prefetch  step 1 is recorded (and runs like demand); from step 2 on the plan
+ *            (plan.c) is followed: at each issue point evictions go on the d2h
+ *            copy stream (after the last use of each victim), prefetches on the
+ *            h2d copy stream (after the evictions that make room), and a layer's
+ *            stream waits only for the prefetches of its own tensors. A tensor the
+ *            plan did not bring in time is prefetched late (the stream waits);
+ *            a step that leaves the record runs like demand and is re-recorded.
+ *
+ * Sync events live in a ring and are referenced by sequence number, so a tensor
+ * can remember "the prefetch that brought me" without owning an event.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+/* ------------------------------------------------------------------ event ring */
+static uvmrt_status_t ring_record(uvmrt_context_t *ctx, uvmrt_stream_t stream, uvmrt_evref_t *out)
+{
+    uint64_t seq = ctx->ring_next++;
+    uvmrt_event_t *slot = &ctx->ring[seq % UVMRT_EVENT_RING];
+    uvmrt_status_t st;
+    if (*slot == NULL) {
+        if ((st = ctx->ops->event_create(ctx->be, 0, slot)) != UVMRT_OK) return st;
+    } else {
+        /* Reusing a slot drops its old record: it must have completed (4096
+         * records later it always has; wait rather than assume). */
+        while (!be_event_done(ctx, *slot)) {
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    if ((st = be_record(ctx, *slot, stream)) != UVMRT_OK) return st;
+    *out = seq;
+    return UVMRT_OK;
+}
+
+/* Makes stream wait for a recorded event; records older than the ring are complete. */
+static uvmrt_status_t ring_wait(uvmrt_context_t *ctx, uvmrt_stream_t stream, uvmrt_evref_t ref)
+{
+    if (ref == 0 || ctx->ring_next - ref > UVMRT_EVENT_RING) return UVMRT_OK;
+    return be_wait(ctx, stream, ctx->ring[ref % UVMRT_EVENT_RING]);
+}
+
+uvmrt_status_t uvmrt__exec_init(uvmrt_context_t *ctx)
+{
+    ctx->ring_next = 1;
+    return UVMRT_OK;
+}
+
+static void harvest_copy_timings(uvmrt_context_t *ctx, int wait_all);
+
+void uvmrt__exec_fini(uvmrt_context_t *ctx)
+{
+    if (ctx->h2d_stream) be_stream_sync(ctx, ctx->h2d_stream);
+    if (ctx->d2h_stream) be_stream_sync(ctx, ctx->d2h_stream);
+    harvest_copy_timings(ctx, 1);
+    for (int i = 0; i < UVMRT_EVENT_RING; i++)
+        if (ctx->ring[i]) ctx->ops->event_destroy(ctx->be, ctx->ring[i]);
+    for (int i = 0; i < ctx->n_timing; i++) ctx->ops->event_destroy(ctx->be, ctx->timing[i]);
+    for (int i = 0; i < ctx->n_copy_timing; i++) {
+        ctx->ops->event_destroy(ctx->be, ctx->copy_timing[i].start);
+        ctx->ops->event_destroy(ctx->be, ctx->copy_timing[i].end);
+    }
+    free(ctx->timing);
+    free(ctx->copy_timing);
+    free(ctx->cur.calls);
+    free(ctx->cur.use_tensor);
+    free(ctx->cur.use_access);
+    free(ctx->record.calls);
+    free(ctx->record.use_tensor);
+    free(ctx->record.use_access);
+    free(ctx->scratch_resident);
+    uvmrt_plan_free(&ctx->plan);
+}
+
+/* ------------------------------------------------------------------ timing events */
+/* The i-th timing event of the step (created once, reused every step). */
+static uvmrt_status_t timing_event(uvmrt_context_t *ctx, int i)
+{
+    if (i < ctx->n_timing) return UVMRT_OK;
+    if (i >= ctx->cap_timing) {
+        int cap = ctx->cap_timing ? 2 * ctx->cap_timing : 64;
+        while (cap <= i) cap *= 2;
+        uvmrt_event_t *t = realloc(ctx->timing, (size_t)cap * sizeof *t);
+        if (t == NULL) return UVMRT_ERR_NOMEM;
+        ctx->timing = t;
+        ctx->cap_timing = cap;
+    }
+    while (ctx->n_timing <= i) {
+        uvmrt_status_t st = ctx->ops->event_create(ctx->be, 1, &ctx->timing[ctx->n_timing]);
+        if (st != UVMRT_OK) return st;
+        ctx->n_timing++;
+    }
+    return UVMRT_OK;
+}
+
+/* A free start/end pair for timing one copy batch. */
+static uvmrt_copy_timing_t *copy_timing_slot(uvmrt_context_t *ctx)
+{
+    for (int i = 0; i < ctx->n_copy_timing; i++)
+        if (!ctx->copy_timing[i].pending) return &ctx->copy_timing[i];
+    uvmrt_copy_timing_t *arr = realloc(ctx->copy_timing, (size_t)(ctx->n_copy_timing + 1) * sizeof *arr);
+    if (arr == NULL) return NULL;
+    ctx->copy_timing = arr;
+    uvmrt_copy_timing_t *c = &arr[ctx->n_copy_timing];
+    memset(c, 0, sizeof *c);
+    if (ctx->ops->event_create(ctx->be, 1, &c->start) != UVMRT_OK) return NULL;
+    if (ctx->ops->event_create(ctx->be, 1, &c->end) != UVMRT_OK) {
+        ctx->ops->event_destroy(ctx->be, c->start);
+        return NULL;
+    }
+    ctx->n_copy_timing++;
+    return c;
+}
+
+/* Adds finished copy batches' busy time to the step that issued them. */
+static void harvest_copy_timings(uvmrt_context_t *ctx, int wait_all)
+{
+    for (int i = 0; i < ctx->n_copy_timing; i++) {
+        uvmrt_copy_timing_t *c = &ctx->copy_timing[i];
+        if (!c->pending || (!wait_all && !be_event_done(ctx, c->end))) continue;
+        uint64_t ns = 0;
+        if (be_elapsed(ctx, c->start, c->end, &ns) == UVMRT_OK) {
+            uvmrt_step_stats_t *s = c->step < ctx->n_steps ? &ctx->steps[c->step] : &ctx->cur_stats;
+            if (c->d2h) s->d2h_busy_ns += ns;
+            else s->h2d_busy_ns += ns;
+        }
+        c->pending = 0;
+    }
+}
+
+/* ------------------------------------------------------------------ sequences */
+static int seq_reserve(void **arr, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap) return 0;
+    size_t c = *cap ? *cap : 64;
+    while (c < need) c *= 2;
+    void *p = realloc(*arr, c * elem);
+    if (p == NULL) return -1;
+    *arr = p;
+    *cap = c;
+    return 0;
+}
+
+/* Room for `need` uses: the two use arrays always share one capacity. */
+static int seq_reserve_uses(uvmrt_sequence_t *s, size_t need)
+{
+    if (need <= s->cap_uses) return 0;
+    size_t c = s->cap_uses ? s->cap_uses : 64;
+    while (c < need) c *= 2;
+    int *t = realloc(s->use_tensor, c * sizeof *t);
+    if (t == NULL) return -1;
+    s->use_tensor = t;
+    unsigned *a = realloc(s->use_access, c * sizeof *a);
+    if (a == NULL) return -1;
+    s->use_access = a;
+    s->cap_uses = c;
+    return 0;
+}
+
+static int seq_add_use(uvmrt_sequence_t *s, int tensor, unsigned access)
+{
+    if (seq_reserve_uses(s, s->n_uses + 1)) return -1;
+    s->use_tensor[s->n_uses] = tensor;
+    s->use_access[s->n_uses] = access;
+    s->n_uses++;
+    return 0;
+}
+
+static int seq_copy(uvmrt_sequence_t *dst, const uvmrt_sequence_t *src)
+{
+    if (seq_reserve((void **)&dst->calls, &dst->cap_calls, src->n_calls, sizeof *dst->calls)) return -1;
+    if (seq_reserve_uses(dst, src->n_uses)) return -1;
+    if (src->n_calls) memcpy(dst->calls, src->calls, src->n_calls * sizeof *dst->calls);
+    if (src->n_uses) {
+        memcpy(dst->use_tensor, src->use_tensor, src->n_uses * sizeof *dst->use_tensor);
+        memcpy(dst->use_access, src->use_access, src->n_uses * sizeof *dst->use_access);
+    }
+    dst->n_calls = src->n_calls;
+    dst->n_uses = src->n_uses;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ uses */
+/* Access a layer's own tensor gets by default, by role and phase (0: not used). */
+static unsigned default_access(uvmrt_role_t role, uvmrt_phase_t phase)
+{
+    static const unsigned table[UVMRT_ROLE_COUNT][UVMRT_PHASE_COUNT] = {
+        [UVMRT_ROLE_WEIGHT] = {UVMRT_USE_READ, UVMRT_USE_READ, UVMRT_USE_READWRITE},
+        [UVMRT_ROLE_GRADIENT] = {0, UVMRT_USE_WRITE, UVMRT_USE_READ},
+        [UVMRT_ROLE_ACTIVATION] = {UVMRT_USE_WRITE, UVMRT_USE_READ, 0},
+        [UVMRT_ROLE_OPTIMIZER_STATE] = {0, 0, UVMRT_USE_READWRITE},
+        [UVMRT_ROLE_WORKSPACE] = {UVMRT_USE_READWRITE, UVMRT_USE_READWRITE, UVMRT_USE_READWRITE},
+    };
+    return table[role][phase];
+}
+
+/* Appends the call's uses (defaults, then extras replacing or adding) to cur. */
+static uvmrt_status_t resolve_uses(uvmrt_context_t *ctx, const uvmrt_layer_call_t *call, size_t first)
+{
+    uvmrt_sequence_t *s = &ctx->cur;
+    if (!call->no_default_uses) {
+        const uvmrt_layer_t *L = &ctx->layers[call->layer];
+        for (int i = 0; i < L->n_owned; i++) {
+            const uvmrt_tensor_t *t = ctx->tensors[L->owned[i]];
+            unsigned acc = default_access(t->role, call->phase);
+            if (acc && seq_add_use(s, t->id, acc)) return UVMRT_ERR_NOMEM;
+        }
+    }
+    for (size_t u = 0; u < call->n_uses; u++) {
+        const uvmrt_tensor_t *t = uvmrt__tensor_checked(ctx, call->uses[u].tensor);
+        unsigned acc = call->uses[u].access;
+        if (t == NULL) {
+            LOG_ERROR(&ctx->log, "layer '%s' %s: uses[%zu].tensor is not a live tensor of this context",
+                      ctx->layers[call->layer].name, uvmrt_phase_name(call->phase), u);
+            return UVMRT_ERR_INVALID;
+        }
+        if (acc < UVMRT_USE_READ || acc > UVMRT_USE_READWRITE) {
+            LOG_ERROR(&ctx->log, "layer '%s' %s: uses[%zu] ('%s') access %u: expected UVMRT_USE_READ, "
+                                 "UVMRT_USE_WRITE or UVMRT_USE_READWRITE",
+                      ctx->layers[call->layer].name, uvmrt_phase_name(call->phase), u, t->name, acc);
+            return UVMRT_ERR_INVALID;
+        }
+        size_t k = first;
+        while (k < s->n_uses && s->use_tensor[k] != t->id) k++;
+        if (k < s->n_uses) s->use_access[k] = acc;
+        else if (seq_add_use(s, t->id, acc)) return UVMRT_ERR_NOMEM;
+    }
+    return UVMRT_OK;
+}
+
+/* ------------------------------------------------------------------ ranges */
+static int cmp_tensor_addr(const void *a, const void *b)
+{
+    const uvmrt_tensor_t *x = *(uvmrt_tensor_t *const *)a, *y = *(uvmrt_tensor_t *const *)b;
+    if (x->arena != y->arena) return x->arena < y->arena ? -1 : 1;
+    return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* Sorts tensors by address and merges neighbours into contiguous ranges, so one
+ * call moves what lies side by side. ranges must hold n entries. */
+static size_t merge_ranges(uvmrt_tensor_t **ts, size_t n, uvmrt_range_t *ranges)
+{
+    qsort(ts, n, sizeof *ts, cmp_tensor_addr);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (k > 0 && ts[i - 1]->arena == ts[i]->arena &&
+            (char *)ranges[k - 1].ptr + ranges[k - 1].bytes == (char *)ts[i]->ptr) {
+            ranges[k - 1].bytes += ts[i]->footprint;
+        } else {
+            ranges[k++] = (uvmrt_range_t){ts[i]->ptr, ts[i]->footprint};
+        }
+    }
+    return k;
+}
+
+/* ------------------------------------------------------------------ batches */
+typedef struct batch {
+    uvmrt_tensor_t **evict, **discard, **fetch;
+    size_t n_evict, n_discard, n_fetch;
+} batch_t;
+
+static int batch_init(batch_t *b, int n)
+{
+    memset(b, 0, sizeof *b);
+    size_t sz = (size_t)(n > 0 ? n : 1) * sizeof(uvmrt_tensor_t *);
+    b->evict = malloc(sz);
+    b->discard = malloc(sz);
+    b->fetch = malloc(sz);
+    return b->evict && b->discard && b->fetch ? 0 : -1;
+}
+
+static void batch_free(batch_t *b)
+{
+    free(b->evict);
+    free(b->discard);
+    free(b->fetch);
+}
+
+static uvmrt_status_t timed_start(uvmrt_context_t *ctx, uvmrt_stream_t s, uvmrt_copy_timing_t **out)
+{
+    uvmrt_copy_timing_t *c = copy_timing_slot(ctx);
+    *out = c;
+    if (c == NULL) return UVMRT_ERR_NOMEM;
+    c->d2h = s == ctx->d2h_stream;
+    c->step = ctx->step_index;
+    return be_record(ctx, c->start, s);
+}
+
+static uvmrt_status_t timed_end(uvmrt_context_t *ctx, uvmrt_stream_t s, uvmrt_copy_timing_t *c)
+{
+    c->pending = 1;
+    return be_record(ctx, c->end, s);
+}
+
+/* Issues one batch on the copy streams: evictions (after each victim's last use),
+ * then prefetches (after those evictions). Counters go to (layer, phase). */
+static uvmrt_status_t issue_batch(uvmrt_context_t *ctx, batch_t *b, int layer, uvmrt_phase_t phase)
+{
+    uvmrt_status_t st = UVMRT_OK;
+    size_t n_victims = b->n_evict + b->n_discard;
+    size_t n_max = n_victims > b->n_fetch ? n_victims : b->n_fetch;
+    uvmrt_range_t *ranges = malloc((n_max ? n_max : 1) * sizeof *ranges);
+    if (ranges == NULL) return UVMRT_ERR_NOMEM;
+    uvmrt_evref_t evicted = 0;
+    if (n_victims > 0) {
+        uvmrt_stream_t s = ctx->d2h_stream;
+        uvmrt_copy_timing_t *c;
+        for (size_t i = 0; i < b->n_evict && st == UVMRT_OK; i++) st = ring_wait(ctx, s, b->evict[i]->last_use);
+        for (size_t i = 0; i < b->n_evict && st == UVMRT_OK; i++) st = ring_wait(ctx, s, b->evict[i]->ready);
+        for (size_t i = 0; i < b->n_discard && st == UVMRT_OK; i++) st = ring_wait(ctx, s, b->discard[i]->last_use);
+        for (size_t i = 0; i < b->n_discard && st == UVMRT_OK; i++) st = ring_wait(ctx, s, b->discard[i]->ready);
+        if (st == UVMRT_OK) st = timed_start(ctx, s, &c);
+        if (st == UVMRT_OK) st = be_move(ctx, ranges, merge_ranges(b->evict, b->n_evict, ranges), UVMRT_LOC_HOST, s);
+        if (st == UVMRT_OK) st = be_discard(ctx, ranges, merge_ranges(b->discard, b->n_discard, ranges), s);
+        if (st == UVMRT_OK) st = timed_end(ctx, s, c);
+        if (st == UVMRT_OK) st = ring_record(ctx, s, &evicted);
+        if (st != UVMRT_OK) goto out;
+        for (size_t i = 0; i < n_victims; i++) {
+            int discarded = i >= b->n_evict;
+            uvmrt_tensor_t *t = discarded ? b->discard[i - b->n_evict] : b->evict[i];
+            t->resident = 0;
+            t->ready = 0;
+            t->leaving = evicted;
+            if (discarded) t->dead = 1;
+            uvmrt__resident_add(ctx, -(int64_t)t->footprint);
+            uvmrt__stat_add(ctx, layer, phase, discarded ? STAT_DISCARD : STAT_EVICT, t->footprint);
+        }
+    }
+    if (b->n_fetch > 0) {
+        uvmrt_stream_t s = ctx->h2d_stream;
+        uvmrt_copy_timing_t *c;
+        uvmrt_evref_t ready;
+        st = ring_wait(ctx, s, evicted);
+        for (size_t i = 0; i < b->n_fetch && st == UVMRT_OK; i++) st = ring_wait(ctx, s, b->fetch[i]->leaving);
+        if (st == UVMRT_OK) st = timed_start(ctx, s, &c);
+        if (st == UVMRT_OK) st = be_move(ctx, ranges, merge_ranges(b->fetch, b->n_fetch, ranges), UVMRT_LOC_DEVICE, s);
+        if (st == UVMRT_OK) st = timed_end(ctx, s, c);
+        if (st == UVMRT_OK) st = ring_record(ctx, s, &ready);
+        if (st != UVMRT_OK) goto out;
+        for (size_t i = 0; i < b->n_fetch; i++) {
+            uvmrt_tensor_t *t = b->fetch[i];
+            t->resident = 1;
+            t->ready = ready;
+            uvmrt__resident_add(ctx, (int64_t)t->footprint);
+            uvmrt__stat_add(ctx, layer, phase, STAT_PREFETCH, t->footprint);
+        }
+    }
+out:
+    free(ranges);
+    return st;
+}
+
+/* ------------------------------------------------------------------ the plan */
+static int residency_matches(const uvmrt_context_t *ctx, const uint8_t *r)
+{
+    for (int t = 0; t < ctx->n_tensors; t++)
+        if ((ctx->tensors[t]->resident != 0) != (r[t] != 0)) return 0;
+    return 1;
+}
+
+/* Builds (or rebuilds) the plan from the record when residency left its path. */
+static uvmrt_status_t ensure_plan(uvmrt_context_t *ctx)
+{
+    int n = ctx->n_tensors;
+    if (ctx->have_plan && residency_matches(ctx, ctx->plan.start_resident)) return UVMRT_OK;
+    if (ctx->have_plan) {
+        uvmrt_plan_free(&ctx->plan);
+        ctx->have_plan = 0;
+    }
+    const uvmrt_sequence_t *r = &ctx->record;
+    int m = (int)r->n_calls;
+    uvmrt_plan_event_t *ev = calloc((size_t)m, sizeof *ev);
+    uint64_t *fp = calloc((size_t)n + 1, sizeof *fp);
+    uint8_t *res0 = calloc((size_t)n + 1, 1);
+    uvmrt_status_t st = UVMRT_ERR_NOMEM;
+    if (ev && fp && res0) {
+        for (int e = 0; e < m; e++)
+            ev[e] = (uvmrt_plan_event_t){(int)r->calls[e].n_uses, &r->use_tensor[r->calls[e].use_first],
+                                         &r->use_access[r->calls[e].use_first]};
+        for (int t = 0; t < n; t++) {
+            fp[t] = ctx->tensors[t]->magic == UVMRT_TENSOR_MAGIC ? ctx->tensors[t]->footprint : 0;
+            res0[t] = (uint8_t)ctx->tensors[t]->resident;
+        }
+        uvmrt_plan_input_t in = {m, ev, n, fp, ctx->budget, res0, ctx->cfg.discard_dead};
+        int bad = -1;
+        st = uvmrt_plan_build(&in, &ctx->plan, &bad);
+        if (st == UVMRT_OK) {
+            ctx->have_plan = 1;
+            ctx->plans_built++;
+            LOG_DEBUG(&ctx->log, "plan %llu: %d events, %zu actions", (unsigned long long)ctx->plans_built, m,
+                      ctx->plan.n_actions);
+        } else {
+            LOG_WARN(&ctx->log, "no plan (%s): this step runs like demand", uvmrt_status_str(st));
+        }
+    }
+    free(ev);
+    free(fp);
+    free(res0);
+    return st;
+}
+
+/* Executes the plan's issue point p, one batch per target event. */
+static uvmrt_status_t run_point(uvmrt_context_t *ctx, int p)
+{
+    const uvmrt_plan_t *pl = &ctx->plan;
+    size_t a = pl->point_first[p], end = pl->point_first[p + 1];
+    batch_t b;
+    if (batch_init(&b, ctx->n_tensors) != 0) return UVMRT_ERR_NOMEM;
+    uvmrt_status_t st = UVMRT_OK;
+    uint64_t planned = ctx->resident_bytes;
+    while (a < end && st == UVMRT_OK) {
+        int target = pl->actions[a].target;
+        b.n_evict = b.n_discard = b.n_fetch = 0;
+        for (; a < end && pl->actions[a].target == target; a++) {
+            uvmrt_tensor_t *t = ctx->tensors[pl->actions[a].tensor];
+            if (t->magic != UVMRT_TENSOR_MAGIC) continue;
+            if (pl->actions[a].kind == UVMRT_ACT_PREFETCH) {
+                /* Skip what is already there, or what would break the budget
+                 * because the real state drifted from the plan's. */
+                if (t->resident || planned + t->footprint > ctx->budget) continue;
+                b.fetch[b.n_fetch++] = t;
+                planned += t->footprint;
+            } else if (t->resident) {
+                if (pl->actions[a].kind == UVMRT_ACT_DISCARD) b.discard[b.n_discard++] = t;
+                else b.evict[b.n_evict++] = t;
+                planned -= t->footprint;
+            }
+        }
+        const uvmrt_call_t *c = &ctx->record.calls[target % pl->m];
+        st = issue_batch(ctx, &b, c->layer, c->phase);
+    }
+    batch_free(&b);
+    return st;
+}
+
+static int plan_active(const uvmrt_context_t *ctx)
+{
+    return ctx->cfg.policy == UVMRT_POLICY_PREFETCH && ctx->have_plan && !ctx->deviated;
+}
+
+/* ------------------------------------------------------------------ steps */
+uvmrt_status_t uvmrt_step_begin(uvmrt_context_t *ctx)
+{
+    if (ctx == NULL) return UVMRT_ERR_INVALID;
+    if (ctx->in_step) {
+        LOG_ERROR(&ctx->log, "uvmrt_step_begin: step %llu is still open (call uvmrt_step_end first)",
+                  (unsigned long long)ctx->step_index + 1);
+        return UVMRT_ERR_STATE;
+    }
+    ctx->in_step = 1;
+    ctx->open_call = -1;
+    ctx->deviated = 0;
+    ctx->cur.n_calls = ctx->cur.n_uses = 0;
+    memset(&ctx->cur_stats, 0, sizeof ctx->cur_stats);
+    ctx->cur_stats.peak_resident_bytes = ctx->resident_bytes;
+    ctx->step_start_ns = be_now(ctx);
+    if (ctx->cfg.policy == UVMRT_POLICY_PREFETCH && ctx->have_record && ensure_plan(ctx) == UVMRT_OK)
+        return run_point(ctx, 0);
+    return UVMRT_OK;
+}
+
+uvmrt_status_t uvmrt_step_end(uvmrt_context_t *ctx)
+{
+    if (ctx == NULL) return UVMRT_ERR_INVALID;
+    if (!ctx->in_step) {
+        LOG_ERROR(&ctx->log, "uvmrt_step_end outside a step (call uvmrt_step_begin first)");
+        return UVMRT_ERR_STATE;
+    }
+    if (ctx->open_call >= 0) {
+        LOG_ERROR(&ctx->log, "uvmrt_step_end: layer '%s' is still open (call uvmrt_layer_end first)",
+                  ctx->layers[ctx->cur.calls[ctx->open_call].layer].name);
+        return UVMRT_ERR_STATE;
+    }
+    uvmrt_status_t st = UVMRT_OK;
+    /* Wait for each compute stream used in the step (not the copy streams: their
+     * prefetches for the next step may still run). */
+    for (size_t i = 0; i < ctx->cur.n_calls && st == UVMRT_OK; i++) {
+        int seen = 0;
+        for (size_t j = 0; j < i; j++) seen |= ctx->cur.calls[j].stream == ctx->cur.calls[i].stream;
+        if (!seen) st = be_stream_sync(ctx, ctx->cur.calls[i].stream);
+    }
+    if (st != UVMRT_OK) return st;
+    for (size_t i = 0; i < ctx->cur.n_calls; i++) {
+        const uvmrt_call_t *c = &ctx->cur.calls[i];
+        uint64_t wait = 0, dur = 0;
+        if ((st = be_elapsed(ctx, ctx->timing[c->ev_wait_start], ctx->timing[c->ev_wait_end], &wait)) != UVMRT_OK ||
+            (st = be_elapsed(ctx, ctx->timing[c->ev_wait_end], ctx->timing[c->ev_end], &dur)) != UVMRT_OK)
+            return st;
+        uvmrt__stat_add(ctx, c->layer, c->phase, STAT_WAIT_NS, wait);
+        uvmrt__stat_add(ctx, c->layer, c->phase, STAT_DURATION_NS, dur);
+    }
+    harvest_copy_timings(ctx, 0);
+    ctx->cur_stats.step_ns = be_now(ctx) - ctx->step_start_ns;
+    if (ctx->cfg.policy == UVMRT_POLICY_PREFETCH && (!ctx->have_record || ctx->deviated ||
+                                                     ctx->cur.n_calls != ctx->record.n_calls)) {
+        if (seq_copy(&ctx->record, &ctx->cur) != 0) return UVMRT_ERR_NOMEM;
+        ctx->have_record = ctx->record.n_calls > 0;
+        if (ctx->have_plan) {
+            uvmrt_plan_free(&ctx->plan);
+            ctx->have_plan = 0;
+        }
+        LOG_INFO(&ctx->log, "step %llu recorded: %zu layer calls", (unsigned long long)ctx->n_steps + 1,
+                 ctx->record.n_calls);
+    }
+    uvmrt__stats_fold_step(ctx, &ctx->cur_stats);
+    ctx->in_step = 0;
+    ctx->step_index++;
+    return UVMRT_OK;
+}
+
+/* ------------------------------------------------------------------ layer calls */
+static uint64_t working_set(const uvmrt_context_t *ctx, size_t first, size_t n)
+{
+    uint64_t ws = 0;
+    for (size_t i = 0; i < n; i++) ws += ctx->tensors[ctx->cur.use_tensor[first + i]]->footprint;
+    return ws;
+}
+
+static int call_matches_record(const uvmrt_context_t *ctx, size_t i)
+{
+    if (i >= ctx->record.n_calls) return 0;
+    const uvmrt_call_t *a = &ctx->cur.calls[i], *b = &ctx->record.calls[i];
+    if (a->layer != b->layer || a->phase != b->phase || a->n_uses != b->n_uses) return 0;
+    for (size_t k = 0; k < a->n_uses; k++)
+        if (ctx->cur.use_tensor[a->use_first + k] != ctx->record.use_tensor[b->use_first + k] ||
+            ctx->cur.use_access[a->use_first + k] != ctx->record.use_access[b->use_first + k])
+            return 0;
+    return 1;
+}
+
+static int used_by(const uvmrt_context_t *ctx, const uvmrt_call_t *c, int tensor)
+{
+    for (size_t k = 0; k < c->n_uses; k++)
+        if (ctx->cur.use_tensor[c->use_first + k] == tensor) return 1;
+    return 0;
+}
+
+/* Runtime's own fault estimate (real GPUs until CUPTI counts arrive). */
+static void estimate_fault(uvmrt_context_t *ctx, const uvmrt_call_t *c, const uvmrt_tensor_t *t)
+{
+    if (ctx->ops->touch != NULL) return; /* the model counts real faults */
+    uint64_t group = ctx->profile->fault_group_bytes;
+    uvmrt__stat_add(ctx, c->layer, c->phase, STAT_FAULT_BYTES, t->footprint);
+    uvmrt__stat_add(ctx, c->layer, c->phase, STAT_FAULT_COUNT, (t->footprint + group - 1) / group);
+}
+
+/* Demand: missing tensors will fault in; first write back, in allocation order,
+ * what must leave for them to fit (on the layer's stream, as the driver would). */
+static uvmrt_status_t demand_path(uvmrt_context_t *ctx, const uvmrt_call_t *c)
+{
+    uint64_t need = 0;
+    for (size_t k = 0; k < c->n_uses; k++) {
+        const uvmrt_tensor_t *t = ctx->tensors[ctx->cur.use_tensor[c->use_first + k]];
+        if (!t->resident) need += t->footprint;
+    }
+    if (need == 0) return UVMRT_OK;
+    uvmrt_status_t st = UVMRT_OK;
+    if (ctx->cfg.policy != UVMRT_POLICY_NONE && ctx->resident_bytes + need > ctx->budget) {
+        uvmrt_tensor_t **victims = malloc((size_t)ctx->n_tensors * sizeof *victims);
+        uvmrt_range_t *ranges = malloc((size_t)ctx->n_tensors * sizeof *ranges);
+        size_t nv = 0;
+        uint64_t freed = 0;
+        if (victims == NULL || ranges == NULL) st = UVMRT_ERR_NOMEM;
+        for (int id = 0; st == UVMRT_OK && id < ctx->n_tensors &&
+                         ctx->resident_bytes - freed + need > ctx->budget; id++) {
+            uvmrt_tensor_t *t = ctx->tensors[id];
+            if (t->magic != UVMRT_TENSOR_MAGIC || !t->resident || used_by(ctx, c, id)) continue;
+            st = ring_wait(ctx, c->stream, t->ready);
+            victims[nv++] = t;
+            freed += t->footprint;
+        }
+        if (st == UVMRT_OK) st = be_move(ctx, ranges, merge_ranges(victims, nv, ranges), UVMRT_LOC_HOST, c->stream);
+        uvmrt_evref_t ev = 0;
+        if (st == UVMRT_OK && nv > 0) st = ring_record(ctx, c->stream, &ev);
+        for (size_t i = 0; st == UVMRT_OK && i < nv; i++) {
+            victims[i]->resident = 0;
+            victims[i]->ready = 0;
+            victims[i]->leaving = ev;
+            uvmrt__resident_add(ctx, -(int64_t)victims[i]->footprint);
+            uvmrt__stat_add(ctx, c->layer, c->phase, STAT_EVICT, victims[i]->footprint);
+        }
+        free(victims);
+        free(ranges);
+    }
+    for (size_t k = 0; st == UVMRT_OK && k < c->n_uses; k++) {
+        uvmrt_tensor_t *t = ctx->tensors[ctx->cur.use_tensor[c->use_first + k]];
+        if (t->resident) continue;
+        st = ring_wait(ctx, c->stream, t->leaving); /* its own write-back must finish first */
+        t->resident = 1;
+        t->ready = 0;
+        uvmrt__resident_add(ctx, (int64_t)t->footprint);
+        estimate_fault(ctx, c, t);
+    }
+    return st;
+}
+
+/* Prefetch policy, a tensor the plan did not bring: fetch it now, making room by
+ * farthest next use (never the layer's own tensors); the stream will wait. */
+static uvmrt_status_t late_path(uvmrt_context_t *ctx, const uvmrt_call_t *c, int event)
+{
+    batch_t b;
+    if (batch_init(&b, ctx->n_tensors) != 0) return UVMRT_ERR_NOMEM;
+    uint64_t need = 0;
+    for (size_t k = 0; k < c->n_uses; k++) {
+        uvmrt_tensor_t *t = ctx->tensors[ctx->cur.use_tensor[c->use_first + k]];
+        if (!t->resident) {
+            b.fetch[b.n_fetch++] = t;
+            need += t->footprint;
+        }
+    }
+    uint64_t resident = ctx->resident_bytes;
+    while (resident + need > ctx->budget) {
+        uvmrt_tensor_t *victim = NULL;
+        int32_t far = -1;
+        for (int id = 0; id < ctx->n_tensors; id++) {
+            uvmrt_tensor_t *t = ctx->tensors[id];
+            if (t->magic != UVMRT_TENSOR_MAGIC || !t->resident || used_by(ctx, c, id)) continue;
+            int dup = 0;
+            for (size_t i = 0; i < b.n_evict; i++) dup |= b.evict[i] == t;
+            for (size_t i = 0; i < b.n_discard; i++) dup |= b.discard[i] == t;
+            if (dup) continue;
+            int32_t nu = uvmrt_plan_next_use(&ctx->plan, event, id);
+            if (nu > far) {
+                far = nu;
+                victim = t;
+            }
+        }
+        if (victim == NULL) break; /* cannot happen: the working set fits the budget */
+        unsigned acc = 0;
+        if (far != UVMRT_NEVER) {
+            const uvmrt_call_t *nc = &ctx->record.calls[(event + far) % ctx->plan.m];
+            for (size_t k = 0; k < nc->n_uses; k++)
+                if (ctx->record.use_tensor[nc->use_first + k] == victim->id) acc = ctx->record.use_access[nc->use_first + k];
+        }
+        if (ctx->cfg.discard_dead && far != UVMRT_NEVER && !(acc & UVMRT_USE_READ)) b.discard[b.n_discard++] = victim;
+        else b.evict[b.n_evict++] = victim;
+        resident -= victim->footprint;
+    }
+    uvmrt_status_t st = issue_batch(ctx, &b, c->layer, c->phase);
+    batch_free(&b);
+    return st;
+}
+
+uvmrt_status_t uvmrt_layer_begin(uvmrt_context_t *ctx, const uvmrt_layer_call_t *call)
+{
+    if (ctx == NULL || call == NULL) return UVMRT_ERR_INVALID;
+    if (!ctx->in_step) {
+        LOG_ERROR(&ctx->log, "uvmrt_layer_begin outside a step (call uvmrt_step_begin first)");
+        return UVMRT_ERR_STATE;
+    }
+    if (ctx->open_call >= 0) {
+        LOG_ERROR(&ctx->log, "uvmrt_layer_begin: layer '%s' is still open (one layer call at a time)",
+                  ctx->layers[ctx->cur.calls[ctx->open_call].layer].name);
+        return UVMRT_ERR_STATE;
+    }
+    if (call->layer < 0 || call->layer >= ctx->n_layers) {
+        LOG_ERROR(&ctx->log, "uvmrt_layer_begin: layer %d does not exist: expected 0..%d", call->layer,
+                  ctx->n_layers - 1);
+        return UVMRT_ERR_INVALID;
+    }
+    if ((unsigned)call->phase >= UVMRT_PHASE_COUNT) {
+        LOG_ERROR(&ctx->log, "uvmrt_layer_begin: phase %d: expected forward, backward or optimizer", (int)call->phase);
+        return UVMRT_ERR_INVALID;
+    }
+    if (call->n_uses > 0 && call->uses == NULL) {
+        LOG_ERROR(&ctx->log, "uvmrt_layer_begin: n_uses = %zu but uses is NULL", call->n_uses);
+        return UVMRT_ERR_INVALID;
+    }
+    uvmrt_sequence_t *s = &ctx->cur;
+    if (seq_reserve((void **)&s->calls, &s->cap_calls, s->n_calls + 1, sizeof *s->calls)) return UVMRT_ERR_NOMEM;
+    size_t first = s->n_uses;
+    uvmrt_status_t st = resolve_uses(ctx, call, first);
+    uint64_t ws = st == UVMRT_OK ? working_set(ctx, first, s->n_uses - first) : 0;
+    if (st == UVMRT_OK && ctx->cfg.policy != UVMRT_POLICY_NONE && ws > ctx->budget) {
+        LOG_ERROR(&ctx->log, "layer '%s' (%s) needs a working set of %llu bytes (%zu tensors) but the budget "
+                             "is %llu bytes: raise UVMRT_BUDGET or split the layer",
+                  ctx->layers[call->layer].name, uvmrt_phase_name(call->phase), (unsigned long long)ws,
+                  s->n_uses - first, (unsigned long long)ctx->budget);
+        st = UVMRT_ERR_BUDGET;
+    }
+    if (st == UVMRT_OK) st = timing_event(ctx, (int)(3 * s->n_calls + 2));
+    if (st != UVMRT_OK) {
+        s->n_uses = first; /* nothing changed */
+        return st;
+    }
+    size_t i = s->n_calls++;
+    uvmrt_call_t *c = &s->calls[i];
+    uint64_t dur = call->sim_duration_ns;
+    if (dur == 0 && call->flops > 0 && ctx->profile->flops > 0) dur = (uint64_t)(call->flops / ctx->profile->flops * 1e9);
+    *c = (uvmrt_call_t){call->layer, call->phase, call->stream, first, s->n_uses - first, dur,
+                        (int)(3 * i), (int)(3 * i + 1), (int)(3 * i + 2)};
+    ctx->open_call = (int)i;
+    if (ctx->cfg.policy == UVMRT_POLICY_PREFETCH && ctx->have_record && !ctx->deviated &&
+        !call_matches_record(ctx, i)) {
+        ctx->deviated = 1;
+        LOG_INFO(&ctx->log, "step %llu left the recorded sequence at call %zu (layer '%s' %s): running like "
+                            "demand, re-recording",
+                 (unsigned long long)ctx->step_index + 1, i, ctx->layers[c->layer].name, uvmrt_phase_name(c->phase));
+    }
+
+    if ((st = be_record(ctx, ctx->timing[c->ev_wait_start], c->stream)) != UVMRT_OK) return st;
+    if (plan_active(ctx)) {
+        int missing = 0;
+        for (size_t k = 0; k < c->n_uses; k++) missing |= !ctx->tensors[s->use_tensor[first + k]]->resident;
+        if (missing && (st = late_path(ctx, c, (int)i)) != UVMRT_OK) return st;
+    }
+    /* Wait only for the prefetches of this layer's own tensors. */
+    for (size_t k = 0; k < c->n_uses && st == UVMRT_OK; k++)
+        st = ring_wait(ctx, c->stream, ctx->tensors[s->use_tensor[first + k]]->ready);
+    if (st == UVMRT_OK) st = be_record(ctx, ctx->timing[c->ev_wait_end], c->stream);
+    if (st == UVMRT_OK && !plan_active(ctx)) st = demand_path(ctx, c);
+    return st;
+}
+
+uvmrt_status_t uvmrt_layer_end(uvmrt_context_t *ctx)
+{
+    if (ctx == NULL) return UVMRT_ERR_INVALID;
+    if (!ctx->in_step || ctx->open_call < 0) {
+        LOG_ERROR(&ctx->log, "uvmrt_layer_end without an open layer (call uvmrt_layer_begin first)");
+        return UVMRT_ERR_STATE;
+    }
+    int i = ctx->open_call;
+    uvmrt_call_t *c = &ctx->cur.calls[i];
+    uvmrt_status_t st = UVMRT_OK;
+    /* The work of a model GPU happens here: it touches what the layer declared. */
+    if (ctx->ops->touch != NULL) {
+        uvmrt_tensor_t **ts = malloc((c->n_uses ? c->n_uses : 1) * sizeof *ts);
+        uvmrt_range_t *ranges = malloc((c->n_uses ? c->n_uses : 1) * sizeof *ranges);
+        if (ts == NULL || ranges == NULL) st = UVMRT_ERR_NOMEM;
+        for (size_t k = 0; st == UVMRT_OK && k < c->n_uses; k++) ts[k] = ctx->tensors[ctx->cur.use_tensor[c->use_first + k]];
+        uvmrt_touch_result_t res;
+        int modelled;
+        if (st == UVMRT_OK)
+            st = be_touch(ctx, c->stream, ranges, merge_ranges(ts, c->n_uses, ranges), c->sim_duration_ns, &res, &modelled);
+        if (st == UVMRT_OK) {
+            uvmrt__stat_add(ctx, c->layer, c->phase, STAT_FAULT_COUNT, res.fault_count);
+            uvmrt__stat_add(ctx, c->layer, c->phase, STAT_FAULT_BYTES, res.fault_bytes);
+        }
+        free(ts);
+        free(ranges);
+        if (st != UVMRT_OK) return st;
+    }
+    uvmrt_evref_t done;
+    if ((st = be_record(ctx, ctx->timing[c->ev_end], c->stream)) != UVMRT_OK) return st;
+    if ((st = ring_record(ctx, c->stream, &done)) != UVMRT_OK) return st;
+    for (size_t k = 0; k < c->n_uses; k++) {
+        uvmrt_tensor_t *t = ctx->tensors[ctx->cur.use_tensor[c->use_first + k]];
+        t->last_use = done;
+        if (ctx->cur.use_access[c->use_first + k] & UVMRT_USE_WRITE) t->dead = 0;
+    }
+    uvmrt__stat_add(ctx, c->layer, c->phase, -1, 0); /* counts the call */
+    ctx->open_call = -1;
+    if (plan_active(ctx) && i < ctx->plan.m) st = run_point(ctx, i + 1);
+    return st;
+}

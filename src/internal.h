@@ -1,0 +1,182 @@
+/*
+ * internal.h -- the context and tensor structures, shared by the library's
+ * modules (never installed). Tests include it to reach the internal hooks.
+ */
+#ifndef UVMRT_INTERNAL_H
+#define UVMRT_INTERNAL_H
+
+#include <stdint.h>
+
+#include "backend.h"
+#include "config.h"
+#include "log.h"
+#include "plan.h"
+#include "uvmrt.h"
+
+#define UVMRT_TENSOR_MAGIC 0x75766d74u /* "uvmt" while allocated */
+#define UVMRT_BLOCK (2u << 20)         /* the driver's large page: arena and big-tensor alignment */
+#define UVMRT_SMALL_ALIGN (64u << 10)  /* alignment of tensors under 1 MiB */
+#define UVMRT_EVENT_RING 4096          /* sync events in flight; see ring_* in executor.c */
+
+/* A reference to a recorded sync event in the ring: its sequence number (0 = none). */
+typedef uint64_t uvmrt_evref_t;
+
+typedef struct uvmrt_arena {
+    void *base;
+    size_t bytes;
+    int live_tensors;
+} uvmrt_arena_t;
+
+struct uvmrt_tensor {
+    uint32_t magic;
+    uvmrt_context_t *ctx;
+    int id;              /* allocation order; index in ctx->tensors */
+    char *name;
+    int layer;
+    uvmrt_role_t role;
+    size_t size;         /* bytes requested */
+    size_t footprint;    /* size rounded up to its alignment: what residency counts */
+    int arena;
+    size_t offset;
+    void *ptr;
+    /* uvmrt's own residency accounting (cudaMemGetInfo does not see managed pages) */
+    int resident;
+    int dead;                 /* contents dead: discarded, or never written */
+    uvmrt_evref_t ready;      /* the prefetch that made it resident */
+    uvmrt_evref_t leaving;    /* the eviction that made it non-resident */
+    uvmrt_evref_t last_use;   /* end of the last layer call that used it */
+};
+
+typedef struct uvmrt_layer {
+    char *name;
+    uvmrt_layer_stats_t stats[UVMRT_PHASE_COUNT];
+    int *owned;          /* tensor ids owned by this layer (default uses) */
+    int n_owned, cap_owned;
+} uvmrt_layer_t;
+
+/* One layer call of a step, as recorded. */
+typedef struct uvmrt_call {
+    int layer;
+    uvmrt_phase_t phase;
+    uvmrt_stream_t stream;
+    size_t use_first, n_uses; /* into the step's uses arrays */
+    uint64_t sim_duration_ns;
+    /* timing events on the call's stream (indices into ctx->timing) */
+    int ev_wait_start, ev_wait_end, ev_end;
+} uvmrt_call_t;
+
+/* The calls of one step; uses are flattened (tensor id, access). */
+typedef struct uvmrt_sequence {
+    uvmrt_call_t *calls;
+    size_t n_calls, cap_calls;
+    int *use_tensor;
+    unsigned *use_access;
+    size_t n_uses, cap_uses;
+} uvmrt_sequence_t;
+
+/* A timing pair on a copy stream, harvested when complete. */
+typedef struct uvmrt_copy_timing {
+    uvmrt_event_t start, end;
+    uint64_t step;
+    int d2h;
+    int pending;
+} uvmrt_copy_timing_t;
+
+struct uvmrt_context {
+    uvmrt_config_t cfg;
+    uvmrt_config_source_t sources[16];
+    uvmrt_log_t log;
+    const uvmrt_profile_t *profile;
+    uint64_t budget;
+
+    const uvmrt_backend_ops_t *ops;
+    void *be;                       /* backend state */
+    uvmrt_stream_t h2d_stream, d2h_stream;
+
+    /* trace hook: the calls the scheduler makes to the backend, backend-neutral */
+    void (*trace_fn)(void *user, const char *line);
+    void *trace_user;
+
+    uvmrt_tensor_t **tensors;       /* by id, freed ones kept (magic cleared) */
+    int n_tensors, cap_tensors;
+    uvmrt_arena_t *arenas;
+    int n_arenas, cap_arenas;
+    uvmrt_layer_t *layers;
+    int n_layers, cap_layers;
+
+    /* residency */
+    uint64_t resident_bytes, peak_resident_bytes, allocated_bytes;
+
+    /* sync events: a ring, referenced by sequence number */
+    uvmrt_event_t ring[UVMRT_EVENT_RING];
+    uint64_t ring_next;             /* next sequence number (starts at 1) */
+
+    /* timing events for layer calls, reused every step */
+    uvmrt_event_t *timing;
+    int n_timing, cap_timing;
+    uvmrt_copy_timing_t *copy_timing;
+    int n_copy_timing;
+
+    /* steps */
+    int in_step;
+    int open_call;                  /* index of the open call in cur, or -1 */
+    uint64_t step_index;            /* steps begun so far, minus one while in a step */
+    uint64_t step_start_ns;
+    uvmrt_sequence_t cur;           /* this step's calls */
+    uvmrt_sequence_t record;        /* the recorded step (prefetch policy) */
+    int have_record;
+    int deviated;                   /* this step left the record */
+    uvmrt_plan_t plan;
+    int have_plan;
+    uint8_t *scratch_resident;      /* n_tensors bytes */
+    uint64_t plans_built;
+
+    uvmrt_step_stats_t cur_stats;
+    uvmrt_step_stats_t *steps;
+    uint64_t n_steps, cap_steps;
+};
+
+/* ------------------------------------------------------------------ internal API */
+/* Creates a context over a given backend (tests: recording or custom backends). */
+uvmrt_status_t uvmrt__context_create_with(const uvmrt_params_t *params,
+                                          const uvmrt_backend_ops_t *ops,
+                                          uvmrt_context_t **out);
+/* Every backend call the scheduler makes is described to fn, one line each, with
+ * pointers as arena offsets, so traces from different backends compare equal. */
+void uvmrt__set_trace(uvmrt_context_t *ctx, void (*fn)(void *user, const char *line), void *user);
+
+/* tensor.c */
+uvmrt_tensor_t *uvmrt__tensor_checked(const uvmrt_context_t *ctx, const uvmrt_tensor_t *t);
+void uvmrt__tensors_release_all(uvmrt_context_t *ctx);
+void uvmrt__describe_ptr(const uvmrt_context_t *ctx, const void *ptr, char *buf, size_t len);
+
+/* backend.c: the front end (defaults for NULL entries, trace) */
+uvmrt_status_t be_move(uvmrt_context_t *ctx, const uvmrt_range_t *r, size_t n, uvmrt_location_t to,
+                       uvmrt_stream_t stream);
+uvmrt_status_t be_discard(uvmrt_context_t *ctx, const uvmrt_range_t *r, size_t n,
+                          uvmrt_stream_t stream);
+uvmrt_status_t be_record(uvmrt_context_t *ctx, uvmrt_event_t ev, uvmrt_stream_t stream);
+uvmrt_status_t be_wait(uvmrt_context_t *ctx, uvmrt_stream_t stream, uvmrt_event_t ev);
+uvmrt_status_t be_touch(uvmrt_context_t *ctx, uvmrt_stream_t stream, const uvmrt_range_t *r,
+                        size_t n, uint64_t duration_ns, uvmrt_touch_result_t *res, int *modelled);
+uvmrt_status_t be_stream_sync(uvmrt_context_t *ctx, uvmrt_stream_t stream);
+uvmrt_status_t be_elapsed(uvmrt_context_t *ctx, uvmrt_event_t a, uvmrt_event_t b, uint64_t *ns);
+int be_event_done(uvmrt_context_t *ctx, uvmrt_event_t ev);
+uint64_t be_now(uvmrt_context_t *ctx);
+
+/* executor.c */
+uvmrt_status_t uvmrt__exec_init(uvmrt_context_t *ctx);
+void uvmrt__exec_fini(uvmrt_context_t *ctx);
+
+/* stats.c / report.c */
+void uvmrt__stats_fold_step(uvmrt_context_t *ctx, const uvmrt_step_stats_t *s);
+uvmrt_status_t uvmrt__report_at_destroy(const uvmrt_context_t *ctx);
+/* Adds to the counters of the call's layer and phase and to the current step. */
+void uvmrt__stat_add(uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, int kind, uint64_t bytes);
+
+enum { STAT_PREFETCH, STAT_EVICT, STAT_DISCARD, STAT_FAULT_BYTES, STAT_FAULT_COUNT, STAT_WAIT_NS,
+       STAT_DURATION_NS };
+
+void uvmrt__resident_add(uvmrt_context_t *ctx, int64_t delta);
+
+#endif

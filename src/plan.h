@@ -1,0 +1,77 @@
+/*
+ * plan.h -- the planner: a pure function from a recorded step to the prefetches
+ * and evictions that keep each layer's tensors resident under a budget.
+ *
+ * A step is a cyclic sequence of m events (layer calls). Each event uses a set of
+ * tensors. Issue point 0 is the step's start; issue point k+1 is just after event
+ * k's work has been enqueued. At each issue point the planner looks ahead (up to
+ * one full cycle) and prefetches the tensors of upcoming events in order, making
+ * room by evicting the resident tensor whose next use is farthest (Belady),
+ * never one used by the event just enqueued, and stopping as soon as the only
+ * possible victims are needed no later than the tensor it would fetch.
+ * A victim whose next use overwrites it (WRITE without READ) is discarded rather
+ * than written back, when discard is enabled.
+ */
+#ifndef UVMRT_PLAN_H
+#define UVMRT_PLAN_H
+
+#include <stdint.h>
+
+#include "uvmrt.h"
+
+#define UVMRT_NEVER INT32_MAX /* next use: not in the cycle */
+
+typedef enum uvmrt_action_kind {
+    UVMRT_ACT_PREFETCH = 0,
+    UVMRT_ACT_EVICT = 1,   /* write back to host */
+    UVMRT_ACT_DISCARD = 2  /* drop: contents are dead */
+} uvmrt_action_kind_t;
+
+typedef struct uvmrt_action {
+    int tensor;      /* tensor id */
+    int kind;        /* uvmrt_action_kind_t */
+    int target;      /* the event (0..2m-1; >= m is the next step) this action serves */
+} uvmrt_action_t;
+
+/* One event of the recorded step. */
+typedef struct uvmrt_plan_event {
+    int n;
+    const int *tensors;      /* tensor ids, no duplicates */
+    const unsigned *access;  /* UVMRT_USE_* per tensor */
+} uvmrt_plan_event_t;
+
+typedef struct uvmrt_plan_input {
+    int m;                           /* events per step, >= 1 */
+    const uvmrt_plan_event_t *events;
+    int n_tensors;
+    const uint64_t *footprint;       /* bytes per tensor id */
+    uint64_t budget;
+    const uint8_t *resident0;        /* residency at the step's start, per tensor id */
+    int discard;                     /* 1: discard dead victims */
+} uvmrt_plan_input_t;
+
+typedef struct uvmrt_plan {
+    int m;
+    int n_tensors;
+    uint8_t *start_resident;         /* the residency the plan assumes at step start */
+    uint8_t *end_resident;           /* and leaves at step end */
+    size_t *point_first;             /* m+2 entries: actions of point p are [first[p], first[p+1]) */
+    uvmrt_action_t *actions;
+    size_t n_actions;
+    /* next_use[e * n_tensors + t]: the first event after e (cyclic, e+1..e+m) using
+     * t, as an offset 1..m, or UVMRT_NEVER. Used by the executor's late path. */
+    int32_t *next_use;
+} uvmrt_plan_t;
+
+/* Builds a plan. UVMRT_ERR_BUDGET when one event's working set exceeds the budget
+ * (*bad_event receives it when not NULL); UVMRT_ERR_NOMEM. */
+uvmrt_status_t uvmrt_plan_build(const uvmrt_plan_input_t *in, uvmrt_plan_t *out, int *bad_event);
+void uvmrt_plan_free(uvmrt_plan_t *plan);
+
+/* Next use of tensor t after event e, as an offset 1..m, or UVMRT_NEVER. */
+static inline int32_t uvmrt_plan_next_use(const uvmrt_plan_t *p, int e, int t)
+{
+    return p->next_use[(size_t)e * (size_t)p->n_tensors + (size_t)t];
+}
+
+#endif

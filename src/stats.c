@@ -1,0 +1,97 @@
+/*
+ * stats.c -- counters per (layer, phase), per step and in total, and the
+ * residency accounting they balance against (bytes in - bytes out = change in
+ * resident bytes).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+void uvmrt__stat_add(uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, int kind, uint64_t v)
+{
+    uvmrt_layer_stats_t *l = &ctx->layers[layer].stats[phase];
+    uvmrt_step_stats_t *s = &ctx->cur_stats;
+    switch (kind) {
+    case -1: l->calls++; break;
+    case STAT_PREFETCH: l->prefetch_bytes += v; s->prefetch_bytes += v; break;
+    case STAT_EVICT: l->evict_bytes += v; s->evict_bytes += v; break;
+    case STAT_DISCARD: l->discard_bytes += v; s->discard_bytes += v; break;
+    case STAT_FAULT_BYTES: l->fault_bytes += v; s->fault_bytes += v; break;
+    case STAT_FAULT_COUNT: l->fault_count += v; s->fault_count += v; break;
+    case STAT_WAIT_NS: l->wait_ns += v; s->wait_ns += v; break;
+    case STAT_DURATION_NS: l->duration_ns += v; break;
+    default: break;
+    }
+}
+
+void uvmrt__resident_add(uvmrt_context_t *ctx, int64_t delta)
+{
+    ctx->resident_bytes = (uint64_t)((int64_t)ctx->resident_bytes + delta);
+    if (ctx->resident_bytes > ctx->peak_resident_bytes) ctx->peak_resident_bytes = ctx->resident_bytes;
+    if (ctx->resident_bytes > ctx->cur_stats.peak_resident_bytes)
+        ctx->cur_stats.peak_resident_bytes = ctx->resident_bytes;
+}
+
+void uvmrt__stats_fold_step(uvmrt_context_t *ctx, const uvmrt_step_stats_t *s)
+{
+    if (ctx->n_steps == ctx->cap_steps) {
+        uint64_t cap = ctx->cap_steps ? 2 * ctx->cap_steps : 16;
+        uvmrt_step_stats_t *p = realloc(ctx->steps, cap * sizeof *p);
+        if (p == NULL) {
+            LOG_WARN(&ctx->log, "out of memory keeping step statistics: step %llu dropped",
+                     (unsigned long long)ctx->n_steps + 1);
+            return;
+        }
+        ctx->steps = p;
+        ctx->cap_steps = cap;
+    }
+    ctx->steps[ctx->n_steps++] = *s;
+}
+
+uvmrt_status_t uvmrt_layer_stats_get(const uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase,
+                                     uvmrt_layer_stats_t *out)
+{
+    if (ctx == NULL || out == NULL) return UVMRT_ERR_INVALID;
+    if (layer < 0 || layer >= ctx->n_layers || (unsigned)phase >= UVMRT_PHASE_COUNT) {
+        LOG_ERROR(&ctx->log, "uvmrt_layer_stats_get: layer %d phase %d: expected layer 0..%d and a phase", layer,
+                  (int)phase, ctx->n_layers - 1);
+        return UVMRT_ERR_INVALID;
+    }
+    *out = ctx->layers[layer].stats[phase];
+    return UVMRT_OK;
+}
+
+uvmrt_status_t uvmrt_step_stats_get(const uvmrt_context_t *ctx, uint64_t step, uvmrt_step_stats_t *out)
+{
+    if (ctx == NULL || out == NULL) return UVMRT_ERR_INVALID;
+    if (step >= ctx->n_steps) {
+        LOG_ERROR(&ctx->log, "uvmrt_step_stats_get: step %llu: expected 0..%lld (completed steps)",
+                  (unsigned long long)step, (long long)ctx->n_steps - 1);
+        return UVMRT_ERR_INVALID;
+    }
+    *out = ctx->steps[step];
+    return UVMRT_OK;
+}
+
+uvmrt_status_t uvmrt_summary_get(const uvmrt_context_t *ctx, uvmrt_summary_t *out)
+{
+    if (ctx == NULL || out == NULL) return UVMRT_ERR_INVALID;
+    memset(out, 0, sizeof *out);
+    out->steps = ctx->n_steps;
+    out->budget_bytes = ctx->budget;
+    out->resident_bytes = ctx->resident_bytes;
+    out->peak_resident_bytes = ctx->peak_resident_bytes;
+    out->allocated_bytes = ctx->allocated_bytes;
+    out->plans_built = ctx->plans_built;
+    for (int l = 0; l < ctx->n_layers; l++)
+        for (int p = 0; p < UVMRT_PHASE_COUNT; p++) {
+            const uvmrt_layer_stats_t *s = &ctx->layers[l].stats[p];
+            out->prefetch_bytes += s->prefetch_bytes;
+            out->evict_bytes += s->evict_bytes;
+            out->discard_bytes += s->discard_bytes;
+            out->fault_count += s->fault_count;
+            out->fault_bytes += s->fault_bytes;
+        }
+    return UVMRT_OK;
+}

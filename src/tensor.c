@@ -1,0 +1,255 @@
+/*
+ * tensor.c -- tensors and the arenas they are packed into.
+ *
+ * One uvmrt_tensors_alloc() call makes one arena per owning layer, so a layer's
+ * tensors sit side by side and the scheduler can move several with one call.
+ * Tensors of 1 MiB or more start on 2 MiB boundaries (the driver's large page);
+ * smaller ones on 64 KiB. A tensor's footprint (its size rounded up to its
+ * alignment) is what residency accounting counts.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static size_t align_of(size_t size) { return size >= (1u << 20) ? UVMRT_BLOCK : UVMRT_SMALL_ALIGN; }
+static size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+uvmrt_tensor_t *uvmrt__tensor_checked(const uvmrt_context_t *ctx, const uvmrt_tensor_t *t)
+{
+    if (ctx == NULL || t == NULL || t->ctx != ctx || t->id < 0 || t->id >= ctx->n_tensors ||
+        ctx->tensors[t->id] != t || t->magic != UVMRT_TENSOR_MAGIC)
+        return NULL;
+    return (uvmrt_tensor_t *)t;
+}
+
+static int grow(void **arr, int *cap, int need, size_t elem)
+{
+    if (need <= *cap) return 0;
+    int c = *cap ? *cap : 16;
+    while (c < need) c *= 2;
+    void *p = realloc(*arr, (size_t)c * elem);
+    if (p == NULL) return -1;
+    *arr = p;
+    *cap = c;
+    return 0;
+}
+
+static uvmrt_status_t check_desc(const uvmrt_context_t *ctx, const uvmrt_tensor_desc_t *d, size_t i)
+{
+    const char *name = d->name ? d->name : "(unnamed)";
+    if (d->size_bytes == 0) {
+        LOG_ERROR(&ctx->log, "tensor %zu '%s': size_bytes is 0: expected a size > 0", i, name);
+        return UVMRT_ERR_INVALID;
+    }
+    if (d->layer < -1 || d->layer >= ctx->n_layers) {
+        LOG_ERROR(&ctx->log, "tensor %zu '%s': layer %d does not exist: expected -1 or 0..%d", i, name,
+                  d->layer, ctx->n_layers - 1);
+        return UVMRT_ERR_INVALID;
+    }
+    if ((unsigned)d->role >= UVMRT_ROLE_COUNT) {
+        LOG_ERROR(&ctx->log, "tensor %zu '%s': role %d: expected a uvmrt_role_t value", i, name, (int)d->role);
+        return UVMRT_ERR_INVALID;
+    }
+    return UVMRT_OK;
+}
+
+uvmrt_status_t uvmrt_tensors_alloc(uvmrt_context_t *ctx, size_t n, const uvmrt_tensor_desc_t *descs,
+                                   uvmrt_tensor_t **out)
+{
+    if (ctx == NULL || descs == NULL || out == NULL || n == 0) {
+        if (ctx) LOG_ERROR(&ctx->log, "uvmrt_tensors_alloc: n = %zu, descs %s, out %s: expected n > 0 "
+                                      "and both arrays", n, descs ? "set" : "NULL", out ? "set" : "NULL");
+        return UVMRT_ERR_INVALID;
+    }
+    if (ctx->in_step) {
+        LOG_ERROR(&ctx->log, "uvmrt_tensors_alloc inside a step: allocate before uvmrt_step_begin");
+        return UVMRT_ERR_STATE;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uvmrt_status_t st = check_desc(ctx, &descs[i], i);
+        if (st != UVMRT_OK) return st;
+    }
+    /* Lay out: one arena per distinct layer, in order of first appearance. */
+    size_t *offset = calloc(n, sizeof *offset);
+    int *arena_of = calloc(n, sizeof *arena_of);
+    size_t *arena_bytes = calloc(n, sizeof *arena_bytes);
+    int *arena_layer = calloc(n, sizeof *arena_layer);
+    void **arena_base = calloc(n, sizeof *arena_base);
+    uvmrt_tensor_t **made = calloc(n, sizeof *made);
+    int n_new = 0;
+    uvmrt_status_t st = UVMRT_ERR_NOMEM;
+    if (!offset || !arena_of || !arena_bytes || !arena_layer || !arena_base || !made) goto fail;
+    for (size_t i = 0; i < n; i++) {
+        int a = 0;
+        while (a < n_new && arena_layer[a] != descs[i].layer) a++;
+        if (a == n_new) arena_layer[n_new++] = descs[i].layer;
+        size_t al = align_of(descs[i].size_bytes);
+        offset[i] = round_up(arena_bytes[a], al);
+        arena_bytes[a] = offset[i] + round_up(descs[i].size_bytes, al);
+        arena_of[i] = a;
+    }
+    if (grow((void **)&ctx->arenas, &ctx->cap_arenas, ctx->n_arenas + n_new, sizeof *ctx->arenas) ||
+        grow((void **)&ctx->tensors, &ctx->cap_tensors, ctx->n_tensors + (int)n, sizeof *ctx->tensors))
+        goto fail;
+    for (int a = 0; a < n_new; a++) {
+        arena_bytes[a] = round_up(arena_bytes[a], UVMRT_BLOCK);
+        st = ctx->ops->alloc(ctx->be, arena_bytes[a], &arena_base[a]);
+        if (st != UVMRT_OK) {
+            LOG_ERROR(&ctx->log, "allocating an arena of %zu bytes for layer %d failed: %s", arena_bytes[a],
+                      arena_layer[a], uvmrt_status_str(st));
+            goto fail;
+        }
+    }
+    st = UVMRT_ERR_NOMEM;
+    for (size_t i = 0; i < n; i++) {
+        uvmrt_tensor_t *t = calloc(1, sizeof *t);
+        char fallback[32];
+        snprintf(fallback, sizeof fallback, "tensor%d", ctx->n_tensors + (int)i);
+        if (t == NULL || (t->name = strdup(descs[i].name ? descs[i].name : fallback)) == NULL) {
+            free(t);
+            goto fail;
+        }
+        made[i] = t;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int layer = descs[i].layer;
+        if (layer >= 0) {
+            uvmrt_layer_t *L = &ctx->layers[layer];
+            if (grow((void **)&L->owned, &L->cap_owned, L->n_owned + 1, sizeof *L->owned)) goto fail;
+        }
+    }
+    /* Nothing can fail from here on: commit. */
+    for (int a = 0; a < n_new; a++)
+        ctx->arenas[ctx->n_arenas + a] = (uvmrt_arena_t){arena_base[a], arena_bytes[a], 0};
+    for (size_t i = 0; i < n; i++) {
+        uvmrt_tensor_t *t = made[i];
+        int a = ctx->n_arenas + arena_of[i];
+        t->magic = UVMRT_TENSOR_MAGIC;
+        t->ctx = ctx;
+        t->id = ctx->n_tensors++;
+        t->layer = descs[i].layer;
+        t->role = descs[i].role;
+        t->size = descs[i].size_bytes;
+        t->footprint = round_up(t->size, align_of(t->size));
+        t->arena = a;
+        t->offset = offset[i];
+        t->ptr = (char *)ctx->arenas[a].base + offset[i];
+        t->dead = 1;
+        ctx->arenas[a].live_tensors++;
+        ctx->tensors[t->id] = t;
+        ctx->allocated_bytes += t->footprint;
+        if (t->layer >= 0) {
+            uvmrt_layer_t *L = &ctx->layers[t->layer];
+            L->owned[L->n_owned++] = t->id;
+        }
+        out[i] = t;
+    }
+    ctx->n_arenas += n_new;
+    free(ctx->scratch_resident);
+    ctx->scratch_resident = NULL;
+    if (ctx->have_plan) {
+        uvmrt_plan_free(&ctx->plan);
+        ctx->have_plan = 0;
+    }
+    st = UVMRT_OK;
+    goto done;
+fail:
+    for (int a = 0; a < n_new; a++)
+        if (arena_base[a]) ctx->ops->free(ctx->be, arena_base[a], arena_bytes[a]);
+    for (size_t i = 0; made && i < n; i++)
+        if (made[i]) {
+            free(made[i]->name);
+            free(made[i]);
+        }
+    if (st == UVMRT_ERR_NOMEM) LOG_ERROR(&ctx->log, "uvmrt_tensors_alloc: out of memory");
+done:
+    free(offset);
+    free(arena_of);
+    free(arena_bytes);
+    free(arena_layer);
+    free(arena_base);
+    free(made);
+    return st;
+}
+
+uvmrt_status_t uvmrt_tensor_alloc(uvmrt_context_t *ctx, const uvmrt_tensor_desc_t *desc, uvmrt_tensor_t **out)
+{
+    return uvmrt_tensors_alloc(ctx, 1, desc, out);
+}
+
+uvmrt_status_t uvmrt_tensor_free(uvmrt_context_t *ctx, uvmrt_tensor_t *tensor)
+{
+    if (tensor == NULL) return UVMRT_OK;
+    if (ctx == NULL) return UVMRT_ERR_INVALID;
+    uvmrt_tensor_t *t = uvmrt__tensor_checked(ctx, tensor);
+    if (t == NULL) {
+        LOG_ERROR(&ctx->log, "uvmrt_tensor_free(%p): not a live tensor of this context (freed twice?)",
+                  (void *)tensor);
+        return UVMRT_ERR_NOT_FOUND;
+    }
+    if (ctx->in_step) {
+        LOG_ERROR(&ctx->log, "uvmrt_tensor_free('%s') inside a step: free after uvmrt_step_end", t->name);
+        return UVMRT_ERR_STATE;
+    }
+    if (t->resident) uvmrt__resident_add(ctx, -(int64_t)t->footprint);
+    ctx->allocated_bytes -= t->footprint;
+    if (t->layer >= 0) {
+        uvmrt_layer_t *L = &ctx->layers[t->layer];
+        for (int i = 0; i < L->n_owned; i++)
+            if (L->owned[i] == t->id) {
+                memmove(&L->owned[i], &L->owned[i + 1], (size_t)(L->n_owned - i - 1) * sizeof *L->owned);
+                L->n_owned--;
+                break;
+            }
+    }
+    uvmrt_arena_t *a = &ctx->arenas[t->arena];
+    if (--a->live_tensors == 0) {
+        ctx->ops->free(ctx->be, a->base, a->bytes);
+        a->base = NULL;
+    }
+    t->magic = 0; /* kept until the context goes, so a second free is caught */
+    t->resident = 0;
+    /* The record and plan name this tensor: start over. */
+    ctx->have_record = 0;
+    if (ctx->have_plan) {
+        uvmrt_plan_free(&ctx->plan);
+        ctx->have_plan = 0;
+    }
+    return UVMRT_OK;
+}
+
+void uvmrt__tensors_release_all(uvmrt_context_t *ctx)
+{
+    for (int i = 0; i < ctx->n_arenas; i++)
+        if (ctx->arenas[i].base) ctx->ops->free(ctx->be, ctx->arenas[i].base, ctx->arenas[i].bytes);
+    for (int i = 0; i < ctx->n_tensors; i++) {
+        free(ctx->tensors[i]->name);
+        free(ctx->tensors[i]);
+    }
+    free(ctx->tensors);
+    free(ctx->arenas);
+    ctx->tensors = NULL;
+    ctx->arenas = NULL;
+    ctx->n_tensors = ctx->n_arenas = 0;
+}
+
+void uvmrt__describe_ptr(const uvmrt_context_t *ctx, const void *ptr, char *buf, size_t len)
+{
+    for (int i = 0; i < ctx->n_arenas; i++) {
+        const char *b = ctx->arenas[i].base;
+        if (b && (const char *)ptr >= b && (const char *)ptr < b + ctx->arenas[i].bytes) {
+            snprintf(buf, len, "a%d+0x%zx", i, (size_t)((const char *)ptr - b));
+            return;
+        }
+    }
+    snprintf(buf, len, "%p", ptr);
+}
+
+void *uvmrt_tensor_ptr(const uvmrt_tensor_t *t) { return t && t->magic == UVMRT_TENSOR_MAGIC ? t->ptr : NULL; }
+size_t uvmrt_tensor_size(const uvmrt_tensor_t *t) { return t && t->magic == UVMRT_TENSOR_MAGIC ? t->size : 0; }
+const char *uvmrt_tensor_name(const uvmrt_tensor_t *t) { return t ? t->name : NULL; }
+int uvmrt_tensor_layer(const uvmrt_tensor_t *t) { return t ? t->layer : -1; }
+uvmrt_role_t uvmrt_tensor_role(const uvmrt_tensor_t *t) { return t ? t->role : UVMRT_ROLE_WORKSPACE; }
+int uvmrt_tensor_is_resident(const uvmrt_tensor_t *t) { return t && t->magic == UVMRT_TENSOR_MAGIC && t->resident; }
