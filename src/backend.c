@@ -56,13 +56,28 @@ uvmrt_status_t be_wait(uvmrt_context_t *ctx, uvmrt_stream_t stream, uvmrt_event_
     return ctx->ops->stream_wait(ctx->be, stream, ev);
 }
 
-uvmrt_status_t be_touch(uvmrt_context_t *ctx, uvmrt_stream_t stream, const uvmrt_range_t *r, size_t n,
-                        uint64_t duration_ns, uvmrt_touch_result_t *res, int *modelled)
+uvmrt_status_t be_touch(uvmrt_context_t *ctx, uvmrt_stream_t stream, const uvmrt_touch_t *work,
+                        uvmrt_touch_result_t *res)
 {
     memset(res, 0, sizeof *res);
-    *modelled = ctx->ops->touch != NULL;
     if (ctx->ops->touch == NULL) return UVMRT_OK;
-    return ctx->ops->touch(ctx->be, stream, r, n, duration_ns, res);
+    return ctx->ops->touch(ctx->be, stream, work, res);
+}
+
+uvmrt_status_t be_advise_remote(uvmrt_context_t *ctx, const uvmrt_range_t *r, size_t n)
+{
+    if (n == 0) return UVMRT_OK;
+    if (ctx->trace_fn != NULL) {
+        char line[512];
+        size_t len = (size_t)snprintf(line, sizeof line, "advise remote:");
+        for (size_t i = 0; i < n && len < sizeof line - 64; i++) {
+            char where[64];
+            uvmrt__describe_ptr(ctx, r[i].ptr, where, sizeof where);
+            len += (size_t)snprintf(line + len, sizeof line - len, " [%s %zu]", where, r[i].bytes);
+        }
+        ctx->trace_fn(ctx->trace_user, line);
+    }
+    return ctx->ops->advise_remote == NULL ? UVMRT_OK : ctx->ops->advise_remote(ctx->be, r, n);
 }
 
 uvmrt_status_t be_stream_sync(uvmrt_context_t *ctx, uvmrt_stream_t stream)

@@ -31,6 +31,18 @@ typedef struct uvmrt_backend_config {
     struct uvmrt_log *log;
 } uvmrt_backend_config_t;
 
+/* What one layer's work touches: ranges used on the device, and ranges of
+ * host-homed tensors read or written over the link. */
+typedef struct uvmrt_touch {
+    const uvmrt_range_t *local;
+    size_t n_local;
+    const uvmrt_range_t *remote_read;
+    size_t n_remote_read;
+    const uvmrt_range_t *remote_write;
+    size_t n_remote_write;
+    uint64_t duration_ns;
+} uvmrt_touch_t;
+
 /* What the GPU did while running one layer's work (sim only: the model's view). */
 typedef struct uvmrt_touch_result {
     uint64_t fault_count;
@@ -66,10 +78,14 @@ typedef struct uvmrt_backend_ops {
      * NULL: the front end falls back to move(HOST). */
     uvmrt_status_t (*discard)(void *state, const uvmrt_range_t *ranges, size_t n,
                               uvmrt_stream_t stream);
-    /* The layer's work touches these ranges for duration_ns on the stream
-     * (sim only: advances the model, counts faults). NULL for real GPUs. */
-    uvmrt_status_t (*touch)(void *state, uvmrt_stream_t stream, const uvmrt_range_t *ranges,
-                            size_t n, uint64_t duration_ns, uvmrt_touch_result_t *result);
+    /* Keep ranges in host memory, mapped for the GPU (preferred location host,
+     * accessed by the device). Not stream ordered: call when no queued work uses
+     * them. NULL: nothing to do (the model takes remote ranges from touch). */
+    uvmrt_status_t (*advise_remote)(void *state, const uvmrt_range_t *ranges, size_t n);
+    /* The layer's work runs on the stream (sim only: advances the model, counts
+     * faults and link traffic). NULL for real GPUs. */
+    uvmrt_status_t (*touch)(void *state, uvmrt_stream_t stream, const uvmrt_touch_t *work,
+                            uvmrt_touch_result_t *result);
     /* Host-side clock, in ns (sim: the model's host time). */
     uint64_t (*now_ns)(void *state);
 } uvmrt_backend_ops_t;

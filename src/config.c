@@ -86,6 +86,15 @@ static uvmrt_status_t parse_discard(uvmrt_config_t *c, const char *t)
 }
 static void format_discard(const uvmrt_config_t *c, char *b, size_t n) { snprintf(b, n, "%d", c->discard_dead); }
 
+static uvmrt_status_t parse_remote(uvmrt_config_t *c, const char *t)
+{
+    if (strcmp(t, "1") == 0) c->remote = 1;
+    else if (strcmp(t, "0") == 0) c->remote = 0;
+    else return UVMRT_ERR_CONFIG;
+    return UVMRT_OK;
+}
+static void format_remote(const uvmrt_config_t *c, char *b, size_t n) { snprintf(b, n, "%d", c->remote); }
+
 static uvmrt_status_t parse_log_level(uvmrt_config_t *c, const char *t)
 {
     for (int l = UVMRT_LOG_ERROR; l <= UVMRT_LOG_DEBUG; l++)
@@ -131,6 +140,9 @@ static const uvmrt_config_entry_t table[] = {
      parse_reserve, format_reserve},
     {"DISCARD", "1", "1 or 0", "evict dead data (next use overwrites it) without write-back",
      parse_discard, format_discard},
+    {"REMOTE", "1", "1 or 0",
+     "let tensors whose every use is UVMRT_USE_STREAM stay in host memory when that moves fewer bytes",
+     parse_remote, format_remote},
     {"REPORT", "none", "none, stderr, json:PATH or text:PATH",
      "the report written when the context is destroyed", parse_report, format_report},
 };
@@ -143,6 +155,13 @@ const uvmrt_config_entry_t *uvmrt_config_table(size_t *count)
 }
 
 /* ------------------------------------------------------------------ resolve */
+static const char *expected_of(const char *name)
+{
+    for (size_t i = 0; i < TABLE_LEN; i++)
+        if (strcmp(table[i].name, name) == 0) return table[i].expected;
+    return "?";
+}
+
 /* Copies params into cfg, checking each field; bad fields are named. */
 static uvmrt_status_t apply_params(uvmrt_config_t *c, const uvmrt_params_t *p, const uvmrt_log_t *log)
 {
@@ -156,7 +175,7 @@ static uvmrt_status_t apply_params(uvmrt_config_t *c, const uvmrt_params_t *p, c
         LOG_ERROR(log, "params." field " = " fmt ": expected %s", value, expected);     \
         return UVMRT_ERR_INVALID;                                                       \
     } while (0)
-    if (p->device < 0 || p->device > 1023) BAD_PARAM("device", "%d", p->device, table[2].expected);
+    if (p->device < 0 || p->device > 1023) BAD_PARAM("device", "%d", p->device, expected_of("DEVICE"));
     if ((unsigned)p->backend > UVMRT_BACKEND_SIM)
         BAD_PARAM("backend", "%d", (int)p->backend, "UVMRT_BACKEND_CUDA or UVMRT_BACKEND_SIM");
     if ((unsigned)p->policy > UVMRT_POLICY_PREFETCH)
@@ -165,10 +184,11 @@ static uvmrt_status_t apply_params(uvmrt_config_t *c, const uvmrt_params_t *p, c
         BAD_PARAM("log_level", "%d", (int)p->log_level, "a uvmrt_log_level_t value");
     if (p->discard_dead != 0 && p->discard_dead != 1)
         BAD_PARAM("discard_dead", "%d", p->discard_dead, "0 or 1");
+    if (p->remote != 0 && p->remote != 1) BAD_PARAM("remote", "%d", p->remote, "0 or 1");
     if (p->profile != NULL && parse_profile(c, p->profile) != UVMRT_OK)
-        BAD_PARAM("profile", "'%s'", p->profile, table[3].expected);
+        BAD_PARAM("profile", "'%s'", p->profile, expected_of("PROFILE"));
     if (p->report != NULL && parse_report(c, p->report) != UVMRT_OK)
-        BAD_PARAM("report", "'%s'", p->report, table[8].expected);
+        BAD_PARAM("report", "'%s'", p->report, expected_of("REPORT"));
 #undef BAD_PARAM
     c->device = p->device;
     c->backend = p->backend;
@@ -176,6 +196,7 @@ static uvmrt_status_t apply_params(uvmrt_config_t *c, const uvmrt_params_t *p, c
     c->budget_bytes = p->budget_bytes;
     c->budget_reserve_bytes = p->budget_reserve_bytes;
     c->discard_dead = p->discard_dead;
+    c->remote = p->remote;
     c->log_level = p->log_level;
     return UVMRT_OK;
 }

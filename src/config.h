@@ -26,6 +26,7 @@ typedef struct uvmrt_config {
     uint64_t budget_bytes; /* 0 = auto */
     uint64_t budget_reserve_bytes;
     int discard_dead;
+    int remote;
     uvmrt_log_level_t log_level;
     char report[UVMRT_REPORT_MAX]; /* "none", "stderr", "json:PATH", "text:PATH" */
 } uvmrt_config_t;

@@ -19,6 +19,7 @@ void uvmrt_params_init(uvmrt_params_t *p)
     p->budget_bytes = 0;
     p->budget_reserve_bytes = 512ull << 20;
     p->discard_dead = 1;
+    p->remote = 1;
     p->log_level = UVMRT_LOG_WARN;
     p->report = NULL;
 }

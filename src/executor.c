@@ -224,9 +224,9 @@ static uvmrt_status_t resolve_uses(uvmrt_context_t *ctx, const uvmrt_layer_call_
                       ctx->layers[call->layer].name, uvmrt_phase_name(call->phase), u);
             return UVMRT_ERR_INVALID;
         }
-        if (acc < UVMRT_USE_READ || acc > UVMRT_USE_READWRITE) {
+        if ((acc & UVMRT_USE_READWRITE) == 0 || acc > (UVMRT_USE_READWRITE | UVMRT_USE_STREAM)) {
             LOG_ERROR(&ctx->log, "layer '%s' %s: uses[%zu] ('%s') access %u: expected UVMRT_USE_READ, "
-                                 "UVMRT_USE_WRITE or UVMRT_USE_READWRITE",
+                                 "UVMRT_USE_WRITE or UVMRT_USE_READWRITE, optionally | UVMRT_USE_STREAM",
                       ctx->layers[call->layer].name, uvmrt_phase_name(call->phase), u, t->name, acc);
             return UVMRT_ERR_INVALID;
         }
@@ -368,6 +368,41 @@ static int residency_matches(const uvmrt_context_t *ctx, const uint8_t *r)
     return 1;
 }
 
+/* Applies the plan's host homing: newly homed tensors get their range advised
+ * (once) and their pages populated on the host; resident ones are written back
+ * by the plan's point 0. Advice is not stream ordered: the copy streams are
+ * drained first (only when the homed set changes). */
+static uvmrt_status_t adopt_homing(uvmrt_context_t *ctx)
+{
+    int changed = 0;
+    for (int t = 0; t < ctx->n_tensors; t++)
+        changed |= (ctx->plan.host_homed[t] != 0) != (ctx->tensors[t]->host_homed != 0);
+    if (!changed) return UVMRT_OK;
+    uvmrt_status_t st = be_stream_sync(ctx, ctx->h2d_stream);
+    if (st == UVMRT_OK) st = be_stream_sync(ctx, ctx->d2h_stream);
+    uint64_t homed_bytes = 0;
+    for (int id = 0; id < ctx->n_tensors && st == UVMRT_OK; id++) {
+        uvmrt_tensor_t *t = ctx->tensors[id];
+        if (t->magic != UVMRT_TENSOR_MAGIC) continue;
+        if (!ctx->plan.host_homed[id]) {
+            t->host_homed = 0; /* its advice stays: explicit prefetches still migrate it */
+            continue;
+        }
+        homed_bytes += t->footprint;
+        if (t->host_homed) continue;
+        uvmrt_range_t r = {t->ptr, t->footprint};
+        if (!t->advised_remote && (st = be_advise_remote(ctx, &r, 1)) == UVMRT_OK) t->advised_remote = 1;
+        if (st == UVMRT_OK && !t->resident) {
+            st = be_move(ctx, &r, 1, UVMRT_LOC_HOST, ctx->d2h_stream); /* populates host pages */
+            if (st == UVMRT_OK) st = ring_record(ctx, ctx->d2h_stream, &t->leaving);
+        }
+        t->host_homed = 1;
+    }
+    LOG_INFO(&ctx->log, "plan keeps %.1f MiB of tensors in host memory (remote access over the link)",
+             homed_bytes / 1048576.0);
+    return st;
+}
+
 /* Builds (or rebuilds) the plan from the record when residency left its path. */
 static uvmrt_status_t ensure_plan(uvmrt_context_t *ctx)
 {
@@ -382,8 +417,15 @@ static uvmrt_status_t ensure_plan(uvmrt_context_t *ctx)
     uvmrt_plan_event_t *ev = calloc((size_t)m, sizeof *ev);
     uint64_t *fp = calloc((size_t)n + 1, sizeof *fp);
     uint8_t *res0 = calloc((size_t)n + 1, 1);
+    uint8_t *remote_ok = calloc((size_t)n + 1, 1);
     uvmrt_status_t st = UVMRT_ERR_NOMEM;
-    if (ev && fp && res0) {
+    if (ev && fp && res0 && remote_ok) {
+        /* A tensor may be host-homed when every use of it in the step streams. */
+        if (ctx->cfg.remote) {
+            for (size_t u = 0; u < r->n_uses; u++) remote_ok[r->use_tensor[u]] = 1;
+            for (size_t u = 0; u < r->n_uses; u++)
+                if (!(r->use_access[u] & UVMRT_USE_STREAM)) remote_ok[r->use_tensor[u]] = 0;
+        }
         for (int e = 0; e < m; e++)
             ev[e] = (uvmrt_plan_event_t){(int)r->calls[e].n_uses, &r->use_tensor[r->calls[e].use_first],
                                          &r->use_access[r->calls[e].use_first]};
@@ -391,7 +433,9 @@ static uvmrt_status_t ensure_plan(uvmrt_context_t *ctx)
             fp[t] = ctx->tensors[t]->magic == UVMRT_TENSOR_MAGIC ? ctx->tensors[t]->footprint : 0;
             res0[t] = (uint8_t)ctx->tensors[t]->resident;
         }
-        uvmrt_plan_input_t in = {m, ev, n, fp, ctx->budget, res0, ctx->cfg.discard_dead};
+        const uvmrt_profile_t *pr = ctx->profile;
+        uvmrt_plan_input_t in = {m, ev, n, fp, ctx->budget, res0, ctx->cfg.discard_dead, remote_ok,
+                                 pr->prefetch_h2d_bps, pr->evict_d2h_bps, pr->remote_read_bps, pr->remote_write_bps};
         int bad = -1;
         st = uvmrt_plan_build(&in, &ctx->plan, &bad);
         if (st == UVMRT_OK) {
@@ -406,6 +450,8 @@ static uvmrt_status_t ensure_plan(uvmrt_context_t *ctx)
     free(ev);
     free(fp);
     free(res0);
+    free(remote_ok);
+    if (st == UVMRT_OK) st = adopt_homing(ctx);
     return st;
 }
 
@@ -561,7 +607,7 @@ static uvmrt_status_t demand_path(uvmrt_context_t *ctx, const uvmrt_call_t *c)
     uint64_t need = 0;
     for (size_t k = 0; k < c->n_uses; k++) {
         const uvmrt_tensor_t *t = ctx->tensors[ctx->cur.use_tensor[c->use_first + k]];
-        if (!t->resident) need += t->footprint;
+        if (!t->resident && !t->host_homed) need += t->footprint;
     }
     if (need == 0) return UVMRT_OK;
     uvmrt_status_t st = UVMRT_OK;
@@ -594,7 +640,7 @@ static uvmrt_status_t demand_path(uvmrt_context_t *ctx, const uvmrt_call_t *c)
     }
     for (size_t k = 0; st == UVMRT_OK && k < c->n_uses; k++) {
         uvmrt_tensor_t *t = ctx->tensors[ctx->cur.use_tensor[c->use_first + k]];
-        if (t->resident) continue;
+        if (t->resident || t->host_homed) continue;
         st = ring_wait(ctx, c->stream, t->leaving); /* its own write-back must finish first */
         t->resident = 1;
         t->ready = 0;
@@ -613,7 +659,7 @@ static uvmrt_status_t late_path(uvmrt_context_t *ctx, const uvmrt_call_t *c, int
     uint64_t need = 0;
     for (size_t k = 0; k < c->n_uses; k++) {
         uvmrt_tensor_t *t = ctx->tensors[ctx->cur.use_tensor[c->use_first + k]];
-        if (!t->resident) {
+        if (!t->resident && !t->host_homed) {
             b.fetch[b.n_fetch++] = t;
             need += t->footprint;
         }
@@ -711,12 +757,18 @@ uvmrt_status_t uvmrt_layer_begin(uvmrt_context_t *ctx, const uvmrt_layer_call_t 
     if ((st = be_record(ctx, ctx->timing[c->ev_wait_start], c->stream)) != UVMRT_OK) return st;
     if (plan_active(ctx)) {
         int missing = 0;
-        for (size_t k = 0; k < c->n_uses; k++) missing |= !ctx->tensors[s->use_tensor[first + k]]->resident;
+        for (size_t k = 0; k < c->n_uses; k++) {
+            const uvmrt_tensor_t *t = ctx->tensors[s->use_tensor[first + k]];
+            missing |= !t->resident && !t->host_homed;
+        }
         if (missing && (st = late_path(ctx, c, (int)i)) != UVMRT_OK) return st;
     }
-    /* Wait only for the prefetches of this layer's own tensors. */
-    for (size_t k = 0; k < c->n_uses && st == UVMRT_OK; k++)
-        st = ring_wait(ctx, c->stream, ctx->tensors[s->use_tensor[first + k]]->ready);
+    /* Wait only for the prefetches of this layer's own tensors (for host-homed
+     * ones: for their last move to the host). */
+    for (size_t k = 0; k < c->n_uses && st == UVMRT_OK; k++) {
+        const uvmrt_tensor_t *t = ctx->tensors[s->use_tensor[first + k]];
+        st = ring_wait(ctx, c->stream, t->host_homed ? t->leaving : t->ready);
+    }
     if (st == UVMRT_OK) st = be_record(ctx, ctx->timing[c->ev_wait_end], c->stream);
     if (st == UVMRT_OK && !plan_active(ctx)) st = demand_path(ctx, c);
     return st;
@@ -732,24 +784,47 @@ uvmrt_status_t uvmrt_layer_end(uvmrt_context_t *ctx)
     int i = ctx->open_call;
     uvmrt_call_t *c = &ctx->cur.calls[i];
     uvmrt_status_t st = UVMRT_OK;
-    /* The work of a model GPU happens here: it touches what the layer declared. */
-    if (ctx->ops->touch != NULL) {
-        uvmrt_tensor_t **ts = malloc((c->n_uses ? c->n_uses : 1) * sizeof *ts);
-        uvmrt_range_t *ranges = malloc((c->n_uses ? c->n_uses : 1) * sizeof *ranges);
-        if (ts == NULL || ranges == NULL) st = UVMRT_ERR_NOMEM;
-        for (size_t k = 0; st == UVMRT_OK && k < c->n_uses; k++) ts[k] = ctx->tensors[ctx->cur.use_tensor[c->use_first + k]];
+    /* Host-homed tensors are read and written over the link; the model GPU's
+     * work happens here (it touches what the layer declared). */
+    size_t nu = c->n_uses ? c->n_uses : 1;
+    uvmrt_tensor_t **loc = malloc(nu * sizeof *loc), **rd = malloc(nu * sizeof *rd), **wr = malloc(nu * sizeof *wr);
+    uvmrt_range_t *r_loc = malloc(nu * sizeof *r_loc), *r_rd = malloc(nu * sizeof *r_rd),
+                  *r_wr = malloc(nu * sizeof *r_wr);
+    if (!loc || !rd || !wr || !r_loc || !r_rd || !r_wr) st = UVMRT_ERR_NOMEM;
+    size_t n_loc = 0, n_rd = 0, n_wr = 0;
+    for (size_t k = 0; st == UVMRT_OK && k < c->n_uses; k++) {
+        uvmrt_tensor_t *t = ctx->tensors[ctx->cur.use_tensor[c->use_first + k]];
+        unsigned acc = ctx->cur.use_access[c->use_first + k];
+        if (!t->host_homed) {
+            loc[n_loc++] = t;
+            continue;
+        }
+        if (acc & UVMRT_USE_READ) {
+            rd[n_rd++] = t;
+            uvmrt__stat_add(ctx, c->layer, c->phase, STAT_REMOTE_READ, t->footprint);
+        }
+        if (acc & UVMRT_USE_WRITE) {
+            wr[n_wr++] = t;
+            uvmrt__stat_add(ctx, c->layer, c->phase, STAT_REMOTE_WRITE, t->footprint);
+        }
+    }
+    if (st == UVMRT_OK && ctx->ops->touch != NULL) {
+        uvmrt_touch_t work = {r_loc, merge_ranges(loc, n_loc, r_loc), r_rd, merge_ranges(rd, n_rd, r_rd),
+                              r_wr, merge_ranges(wr, n_wr, r_wr), c->sim_duration_ns};
         uvmrt_touch_result_t res;
-        int modelled;
-        if (st == UVMRT_OK)
-            st = be_touch(ctx, c->stream, ranges, merge_ranges(ts, c->n_uses, ranges), c->sim_duration_ns, &res, &modelled);
+        st = be_touch(ctx, c->stream, &work, &res);
         if (st == UVMRT_OK) {
             uvmrt__stat_add(ctx, c->layer, c->phase, STAT_FAULT_COUNT, res.fault_count);
             uvmrt__stat_add(ctx, c->layer, c->phase, STAT_FAULT_BYTES, res.fault_bytes);
         }
-        free(ts);
-        free(ranges);
-        if (st != UVMRT_OK) return st;
     }
+    free(loc);
+    free(rd);
+    free(wr);
+    free(r_loc);
+    free(r_rd);
+    free(r_wr);
+    if (st != UVMRT_OK) return st;
     uvmrt_evref_t done;
     if ((st = be_record(ctx, ctx->timing[c->ev_end], c->stream)) != UVMRT_OK) return st;
     if ((st = ring_record(ctx, c->stream, &done)) != UVMRT_OK) return st;

@@ -42,6 +42,8 @@ struct uvmrt_tensor {
     /* uvmrt's own residency accounting (cudaMemGetInfo does not see managed pages) */
     int resident;
     int dead;                 /* contents dead: discarded, or never written */
+    int host_homed;           /* the plan keeps it in host memory, used over the link */
+    int advised_remote;       /* advise_remote was applied to its range */
     uvmrt_evref_t ready;      /* the prefetch that made it resident */
     uvmrt_evref_t leaving;    /* the eviction that made it non-resident */
     uvmrt_evref_t last_use;   /* end of the last layer call that used it */
@@ -157,8 +159,9 @@ uvmrt_status_t be_discard(uvmrt_context_t *ctx, const uvmrt_range_t *r, size_t n
                           uvmrt_stream_t stream);
 uvmrt_status_t be_record(uvmrt_context_t *ctx, uvmrt_event_t ev, uvmrt_stream_t stream);
 uvmrt_status_t be_wait(uvmrt_context_t *ctx, uvmrt_stream_t stream, uvmrt_event_t ev);
-uvmrt_status_t be_touch(uvmrt_context_t *ctx, uvmrt_stream_t stream, const uvmrt_range_t *r,
-                        size_t n, uint64_t duration_ns, uvmrt_touch_result_t *res, int *modelled);
+uvmrt_status_t be_touch(uvmrt_context_t *ctx, uvmrt_stream_t stream, const uvmrt_touch_t *work,
+                        uvmrt_touch_result_t *res);
+uvmrt_status_t be_advise_remote(uvmrt_context_t *ctx, const uvmrt_range_t *r, size_t n);
 uvmrt_status_t be_stream_sync(uvmrt_context_t *ctx, uvmrt_stream_t stream);
 uvmrt_status_t be_elapsed(uvmrt_context_t *ctx, uvmrt_event_t a, uvmrt_event_t b, uint64_t *ns);
 int be_event_done(uvmrt_context_t *ctx, uvmrt_event_t ev);
@@ -175,7 +178,7 @@ uvmrt_status_t uvmrt__report_at_destroy(const uvmrt_context_t *ctx);
 void uvmrt__stat_add(uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, int kind, uint64_t bytes);
 
 enum { STAT_PREFETCH, STAT_EVICT, STAT_DISCARD, STAT_FAULT_BYTES, STAT_FAULT_COUNT, STAT_WAIT_NS,
-       STAT_DURATION_NS };
+       STAT_DURATION_NS, STAT_REMOTE_READ, STAT_REMOTE_WRITE };
 
 void uvmrt__resident_add(uvmrt_context_t *ctx, int64_t delta);
 

@@ -11,6 +11,7 @@ void uvmrt_plan_free(uvmrt_plan_t *p)
     if (p == NULL) return;
     free(p->start_resident);
     free(p->end_resident);
+    free(p->host_homed);
     free(p->point_first);
     free(p->actions);
     free(p->next_use);
@@ -135,32 +136,65 @@ static int plan_point(builder_t *b, int p)
     return 0;
 }
 
-uvmrt_status_t uvmrt_plan_build(const uvmrt_plan_input_t *in, uvmrt_plan_t *out, int *bad_event)
+/* One Belady plan with the homed tensors left out of every event. */
+static uvmrt_status_t build_once(const uvmrt_plan_input_t *full, const uint8_t *homed, uvmrt_plan_t *out,
+                                 int *bad_event)
 {
     memset(out, 0, sizeof *out);
-    if (in == NULL || in->m < 1 || in->n_tensors < 0) return UVMRT_ERR_INVALID;
-    for (int e = 0; e < in->m; e++) {
-        uint64_t ws = 0;
-        for (int i = 0; i < in->events[e].n; i++) ws += in->footprint[in->events[e].tensors[i]];
-        if (ws > in->budget) {
-            if (bad_event) *bad_event = e;
-            return UVMRT_ERR_BUDGET;
+    size_t nt = (size_t)full->n_tensors, m = (size_t)full->m, total_uses = 0;
+    for (size_t e = 0; e < m; e++) total_uses += (size_t)full->events[e].n;
+    uvmrt_plan_event_t *ev = malloc(m * sizeof *ev);
+    int *ts = malloc((total_uses + 1) * sizeof *ts);
+    unsigned *acc = malloc((total_uses + 1) * sizeof *acc);
+    uvmrt_status_t st = UVMRT_ERR_NOMEM;
+    if (ev == NULL || ts == NULL || acc == NULL) goto done;
+    size_t k = 0;
+    for (size_t e = 0; e < m; e++) {
+        ev[e] = (uvmrt_plan_event_t){0, ts + k, acc + k};
+        for (int i = 0; i < full->events[e].n; i++) {
+            int t = full->events[e].tensors[i];
+            if (homed[t]) continue;
+            ts[k] = t;
+            acc[k++] = full->events[e].access[i];
+            ev[e].n++;
         }
     }
-    size_t nt = (size_t)in->n_tensors;
+    uvmrt_plan_input_t in_copy = *full;
+    in_copy.events = ev;
+    const uvmrt_plan_input_t *in = &in_copy;
+    for (size_t e = 0; e < m; e++) {
+        uint64_t ws = 0;
+        for (int i = 0; i < ev[e].n; i++) ws += in->footprint[ev[e].tensors[i]];
+        if (ws > in->budget) {
+            if (bad_event) *bad_event = (int)e;
+            st = UVMRT_ERR_BUDGET;
+            goto done;
+        }
+    }
     out->m = in->m;
     out->n_tensors = in->n_tensors;
     out->start_resident = malloc(nt + 1);
     out->end_resident = malloc(nt + 1);
-    out->point_first = calloc((size_t)in->m + 2, sizeof *out->point_first);
+    out->host_homed = malloc(nt + 1);
+    out->point_first = calloc(m + 2, sizeof *out->point_first);
     out->next_use = next_use_table(in);
     builder_t b = {in, out, out->end_resident, 0, 0};
-    if (!out->start_resident || !out->end_resident || !out->point_first || !out->next_use) goto nomem;
+    if (!out->start_resident || !out->end_resident || !out->host_homed || !out->point_first || !out->next_use)
+        goto nomem;
     memcpy(out->start_resident, in->resident0, nt);
     memcpy(b.resident, in->resident0, nt);
+    memcpy(out->host_homed, homed, nt);
     for (size_t t = 0; t < nt; t++)
         if (b.resident[t]) b.used += in->footprint[t];
 
+    /* Newly homed tensors leave the device first (written back, so that their host
+     * pages hold the data the GPU will then reach over the link). */
+    for (size_t t = 0; t < nt; t++)
+        if (homed[t] && b.resident[t]) {
+            b.resident[t] = 0;
+            b.used -= in->footprint[t];
+            if (push(&b, (int)t, UVMRT_ACT_EVICT, 0) != 0) goto nomem;
+        }
     /* A start over budget (e.g. a smaller budget than the record's): shed the
      * farthest tensors first, at point 0. */
     while (b.used > in->budget) {
@@ -173,8 +207,116 @@ uvmrt_status_t uvmrt_plan_build(const uvmrt_plan_input_t *in, uvmrt_plan_t *out,
         if (plan_point(&b, p) != 0) goto nomem;
     }
     out->point_first[in->m + 1] = out->n_actions;
-    return UVMRT_OK;
+
+    /* The cost model: link seconds per direction for one step. */
+    for (size_t a = 0; a < out->n_actions; a++) {
+        double bytes = (double)in->footprint[out->actions[a].tensor];
+        if (out->actions[a].kind == UVMRT_ACT_PREFETCH && in->prefetch_bps > 0) out->est_h2d_s += bytes / in->prefetch_bps;
+        if (out->actions[a].kind == UVMRT_ACT_EVICT && in->evict_bps > 0) out->est_d2h_s += bytes / in->evict_bps;
+    }
+    for (size_t e = 0; e < m; e++)
+        for (int i = 0; i < full->events[e].n; i++) {
+            int t = full->events[e].tensors[i];
+            double bytes = (double)in->footprint[t];
+            if (!homed[t]) continue;
+            if ((full->events[e].access[i] & UVMRT_USE_READ) && in->remote_read_bps > 0)
+                out->est_h2d_s += bytes / in->remote_read_bps;
+            if ((full->events[e].access[i] & UVMRT_USE_WRITE) && in->remote_write_bps > 0)
+                out->est_d2h_s += bytes / in->remote_write_bps;
+        }
+    st = UVMRT_OK;
+    goto done;
 nomem:
     uvmrt_plan_free(out);
-    return UVMRT_ERR_NOMEM;
+    st = UVMRT_ERR_NOMEM;
+done:
+    free(ev);
+    free(ts);
+    free(acc);
+    return st;
+}
+
+static double plan_cost(const uvmrt_plan_t *p) { return p->est_h2d_s > p->est_d2h_s ? p->est_h2d_s : p->est_d2h_s; }
+
+typedef struct candidate {
+    int tensor;
+    double saving; /* seconds of link time saved by homing it, alone */
+} candidate_t;
+
+static int by_saving(const void *a, const void *b)
+{
+    const candidate_t *x = a, *y = b;
+    if (x->saving != y->saving) return x->saving > y->saving ? -1 : 1;
+    return x->tensor - y->tensor;
+}
+
+/* Tensors whose traffic in plan p would be cheaper over the link, best first. */
+static size_t homing_candidates(const uvmrt_plan_input_t *in, const uvmrt_plan_t *p, const uint8_t *homed,
+                                candidate_t *out)
+{
+    size_t nt = (size_t)in->n_tensors, n = 0;
+    double *migrate = calloc(nt + 1, sizeof *migrate), *remote = calloc(nt + 1, sizeof *remote);
+    if (migrate == NULL || remote == NULL) goto done;
+    for (size_t a = 0; a < p->n_actions; a++) {
+        int t = p->actions[a].tensor;
+        double bytes = (double)in->footprint[t];
+        if (p->actions[a].kind == UVMRT_ACT_PREFETCH) migrate[t] += bytes / in->prefetch_bps;
+        if (p->actions[a].kind == UVMRT_ACT_EVICT) migrate[t] += bytes / in->evict_bps;
+    }
+    for (int e = 0; e < in->m; e++)
+        for (int i = 0; i < in->events[e].n; i++) {
+            int t = in->events[e].tensors[i];
+            double bytes = (double)in->footprint[t];
+            if (in->events[e].access[i] & UVMRT_USE_READ) remote[t] += bytes / in->remote_read_bps;
+            if (in->events[e].access[i] & UVMRT_USE_WRITE) remote[t] += bytes / in->remote_write_bps;
+        }
+    for (size_t t = 0; t < nt; t++)
+        if (in->remote_ok[t] && !homed[t] && remote[t] > 0 && remote[t] < migrate[t])
+            out[n++] = (candidate_t){(int)t, migrate[t] - remote[t]};
+    qsort(out, n, sizeof *out, by_saving);
+done:
+    free(migrate);
+    free(remote);
+    return n;
+}
+
+uvmrt_status_t uvmrt_plan_build(const uvmrt_plan_input_t *in, uvmrt_plan_t *out, int *bad_event)
+{
+    memset(out, 0, sizeof *out);
+    if (in == NULL || in->m < 1 || in->n_tensors < 0) return UVMRT_ERR_INVALID;
+    size_t nt = (size_t)in->n_tensors;
+    uint8_t *homed = calloc(nt + 1, 1), *trial = calloc(nt + 1, 1);
+    candidate_t *cand = calloc(nt + 1, sizeof *cand);
+    uvmrt_status_t st = UVMRT_ERR_NOMEM;
+    if (homed == NULL || trial == NULL || cand == NULL) goto done;
+    if ((st = build_once(in, homed, out, bad_event)) != UVMRT_OK) goto done;
+    int homing = in->remote_ok != NULL && in->prefetch_bps > 0 && in->evict_bps > 0 && in->remote_read_bps > 0 &&
+                 in->remote_write_bps > 0;
+    /* Home the best candidates; if the plan as a whole does not improve, try the
+     * better half of them, and so on. A few rounds: each re-plans once or more. */
+    for (int round = 0; homing && round < 8; round++) {
+        size_t n = homing_candidates(in, out, homed, cand);
+        int improved = 0;
+        for (size_t k = n; k >= 1 && !improved; k /= 2) {
+            memcpy(trial, homed, nt);
+            for (size_t i = 0; i < k; i++) trial[cand[i].tensor] = 1;
+            uvmrt_plan_t p;
+            if (build_once(in, trial, &p, NULL) != UVMRT_OK) continue;
+            if (plan_cost(&p) < plan_cost(out) * 0.999) {
+                uvmrt_plan_free(out);
+                *out = p;
+                memcpy(homed, trial, nt);
+                improved = 1;
+            } else {
+                uvmrt_plan_free(&p);
+            }
+        }
+        if (!improved) break;
+    }
+    st = UVMRT_OK;
+done:
+    free(homed);
+    free(trial);
+    free(cand);
+    return st;
 }

@@ -11,6 +11,13 @@
  * possible victims are needed no later than the tensor it would fetch.
  * A victim whose next use overwrites it (WRITE without READ) is discarded rather
  * than written back, when discard is enabled.
+ *
+ * Host homing: a tensor whose every use streams (UVMRT_USE_STREAM) may instead
+ * stay in host memory for the whole step, read and written by the GPU over the
+ * link. The planner estimates each plan's link time per direction (prefetch and
+ * remote reads host->device; write-backs and remote writes device->host) and
+ * homes the tensors whose traffic is cheaper remote than migrated, keeping the
+ * homed set only when the whole plan's estimate improves.
  */
 #ifndef UVMRT_PLAN_H
 #define UVMRT_PLAN_H
@@ -48,6 +55,9 @@ typedef struct uvmrt_plan_input {
     uint64_t budget;
     const uint8_t *resident0;        /* residency at the step's start, per tensor id */
     int discard;                     /* 1: discard dead victims */
+    const uint8_t *remote_ok;        /* per tensor: may be host-homed; NULL = none may */
+    /* link rates for the cost model, bytes/s (0 disables homing) */
+    double prefetch_bps, evict_bps, remote_read_bps, remote_write_bps;
 } uvmrt_plan_input_t;
 
 typedef struct uvmrt_plan {
@@ -55,6 +65,8 @@ typedef struct uvmrt_plan {
     int n_tensors;
     uint8_t *start_resident;         /* the residency the plan assumes at step start */
     uint8_t *end_resident;           /* and leaves at step end */
+    uint8_t *host_homed;             /* tensors kept in host memory (never resident) */
+    double est_h2d_s, est_d2h_s;     /* the cost model's link time per direction, per step */
     size_t *point_first;             /* m+2 entries: actions of point p are [first[p], first[p+1]) */
     uvmrt_action_t *actions;
     size_t n_actions;
@@ -63,7 +75,8 @@ typedef struct uvmrt_plan {
     int32_t *next_use;
 } uvmrt_plan_t;
 
-/* Builds a plan. UVMRT_ERR_BUDGET when one event's working set exceeds the budget
+/* Builds a plan (choosing host-homed tensors when remote_ok allows).
+ * UVMRT_ERR_BUDGET when one event's working set exceeds the budget
  * (*bad_event receives it when not NULL); UVMRT_ERR_NOMEM. */
 uvmrt_status_t uvmrt_plan_build(const uvmrt_plan_input_t *in, uvmrt_plan_t *out, int *bad_event);
 void uvmrt_plan_free(uvmrt_plan_t *plan);

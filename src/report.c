@@ -19,9 +19,10 @@
 /* ------------------------------------------------------------------ text */
 static void text_row(FILE *f, const char *name, const char *phase, const uvmrt_layer_stats_t *s)
 {
-    fprintf(f, "%-20.20s %-9s %6llu %11.1f %10.1f %10.1f %8llu %10.1f %9.2f %9.2f\n", name, phase,
+    fprintf(f, "%-16.16s %-9s %6llu %11.1f %9.1f %11.1f %9.1f %9.1f %8llu %9.1f %9.2f %9.2f\n", name, phase,
             (unsigned long long)s->calls, s->prefetch_bytes / MIB, s->evict_bytes / MIB, s->discard_bytes / MIB,
-            (unsigned long long)s->fault_count, s->fault_bytes / MIB, s->wait_ns / 1e6, s->duration_ns / 1e6);
+            s->remote_read_bytes / MIB, s->remote_write_bytes / MIB, (unsigned long long)s->fault_count,
+            s->fault_bytes / MIB, s->wait_ns / 1e6, s->duration_ns / 1e6);
 }
 
 static void write_text(const uvmrt_context_t *ctx, FILE *f)
@@ -31,8 +32,9 @@ static void write_text(const uvmrt_context_t *ctx, FILE *f)
     if (ctx->cfg.backend == UVMRT_BACKEND_SIM) fprintf(f, " (profile %s)", ctx->profile->name);
     fprintf(f, ", budget %.2f GiB, tensors %.2f GiB, peak resident %.2f GiB, steps %llu\n", ctx->budget / GIB,
             ctx->allocated_bytes / GIB, ctx->peak_resident_bytes / GIB, (unsigned long long)ctx->n_steps);
-    fprintf(f, "%-20s %-9s %6s %11s %10s %10s %8s %10s %9s %9s\n", "layer", "phase", "calls", "prefetch MiB",
-            "evict MiB", "discard MiB", "faults", "fault MiB", "wait ms", "time ms");
+    fprintf(f, "%-16s %-9s %6s %11s %9s %11s %9s %9s %8s %9s %9s %9s\n", "layer", "phase", "calls",
+            "prefetch MiB", "evict MiB", "discard MiB", "rd MiB", "wr MiB", "faults", "fault MiB", "wait ms",
+            "time ms");
     uvmrt_layer_stats_t total;
     memset(&total, 0, sizeof total);
     for (int l = 0; l < ctx->n_layers; l++)
@@ -46,11 +48,13 @@ static void write_text(const uvmrt_context_t *ctx, FILE *f)
             total.discard_bytes += s->discard_bytes;
             total.fault_count += s->fault_count;
             total.fault_bytes += s->fault_bytes;
+            total.remote_read_bytes += s->remote_read_bytes;
+            total.remote_write_bytes += s->remote_write_bytes;
             total.wait_ns += s->wait_ns;
             total.duration_ns += s->duration_ns;
         }
     text_row(f, "total", "", &total);
-    fprintf(f, "step ms:");
+    fprintf(f, "(rd/wr MiB: read/written over the link from host-homed tensors)\nstep ms:");
     for (uint64_t i = 0; i < ctx->n_steps; i++) fprintf(f, " %.2f", ctx->steps[i].step_ns / 1e6);
     fprintf(f, "\n");
 }
@@ -67,6 +71,8 @@ static json_t *phase_json(const uvmrt_layer_stats_t *s)
     json_object_set_new(o, "discard_bytes", json_u64(s->discard_bytes));
     json_object_set_new(o, "fault_count", json_u64(s->fault_count));
     json_object_set_new(o, "fault_bytes", json_u64(s->fault_bytes));
+    json_object_set_new(o, "remote_read_bytes", json_u64(s->remote_read_bytes));
+    json_object_set_new(o, "remote_write_bytes", json_u64(s->remote_write_bytes));
     json_object_set_new(o, "wait_ns", json_u64(s->wait_ns));
     json_object_set_new(o, "duration_ns", json_u64(s->duration_ns));
     return o;
@@ -81,6 +87,8 @@ static json_t *step_json(const uvmrt_step_stats_t *s)
     json_object_set_new(o, "discard_bytes", json_u64(s->discard_bytes));
     json_object_set_new(o, "fault_count", json_u64(s->fault_count));
     json_object_set_new(o, "fault_bytes", json_u64(s->fault_bytes));
+    json_object_set_new(o, "remote_read_bytes", json_u64(s->remote_read_bytes));
+    json_object_set_new(o, "remote_write_bytes", json_u64(s->remote_write_bytes));
     json_object_set_new(o, "wait_ns", json_u64(s->wait_ns));
     json_object_set_new(o, "peak_resident_bytes", json_u64(s->peak_resident_bytes));
     json_object_set_new(o, "h2d_busy_ns", json_u64(s->h2d_busy_ns));

@@ -21,6 +21,8 @@ void uvmrt__stat_add(uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, int k
     case STAT_FAULT_COUNT: l->fault_count += v; s->fault_count += v; break;
     case STAT_WAIT_NS: l->wait_ns += v; s->wait_ns += v; break;
     case STAT_DURATION_NS: l->duration_ns += v; break;
+    case STAT_REMOTE_READ: l->remote_read_bytes += v; s->remote_read_bytes += v; break;
+    case STAT_REMOTE_WRITE: l->remote_write_bytes += v; s->remote_write_bytes += v; break;
     default: break;
     }
 }
@@ -92,6 +94,11 @@ uvmrt_status_t uvmrt_summary_get(const uvmrt_context_t *ctx, uvmrt_summary_t *ou
             out->discard_bytes += s->discard_bytes;
             out->fault_count += s->fault_count;
             out->fault_bytes += s->fault_bytes;
+            out->remote_read_bytes += s->remote_read_bytes;
+            out->remote_write_bytes += s->remote_write_bytes;
         }
+    for (int t = 0; t < ctx->n_tensors; t++)
+        if (ctx->tensors[t]->magic == UVMRT_TENSOR_MAGIC && ctx->tensors[t]->host_homed)
+            out->host_homed_bytes += ctx->tensors[t]->footprint;
     return UVMRT_OK;
 }

@@ -253,3 +253,7 @@ const char *uvmrt_tensor_name(const uvmrt_tensor_t *t) { return t ? t->name : NU
 int uvmrt_tensor_layer(const uvmrt_tensor_t *t) { return t ? t->layer : -1; }
 uvmrt_role_t uvmrt_tensor_role(const uvmrt_tensor_t *t) { return t ? t->role : UVMRT_ROLE_WORKSPACE; }
 int uvmrt_tensor_is_resident(const uvmrt_tensor_t *t) { return t && t->magic == UVMRT_TENSOR_MAGIC && t->resident; }
+int uvmrt_tensor_is_host_homed(const uvmrt_tensor_t *t)
+{
+    return t && t->magic == UVMRT_TENSOR_MAGIC && t->host_homed;
+}

@@ -210,6 +210,36 @@ static uvmrt_status_t cuda_move(void *state, const uvmrt_range_t *r, size_t n, u
     return UVMRT_OK;
 }
 
+/* The one place that knows the advise signature of each CUDA version. */
+static cudaError_t advise_one(void *ptr, size_t bytes, enum cudaMemoryAdvise advice, uvmrt_location_t where,
+                              int device)
+{
+#if CUDART_VERSION >= 12020
+    struct cudaMemLocation loc;
+    loc.type = where == UVMRT_LOC_DEVICE ? cudaMemLocationTypeDevice : cudaMemLocationTypeHost;
+    loc.id = where == UVMRT_LOC_DEVICE ? device : 0;
+#if CUDART_VERSION >= 13000
+    return cudaMemAdvise(ptr, bytes, advice, loc);
+#else
+    return cudaMemAdvise_v2(ptr, bytes, advice, loc);
+#endif
+#else
+    return cudaMemAdvise(ptr, bytes, advice, where == UVMRT_LOC_DEVICE ? device : cudaCpuDeviceId);
+#endif
+}
+
+/* Host-homed: pages live in host memory and the GPU maps them (no migration on
+ * access: ~50 GB/s reads and writes over the link on the H200). */
+static uvmrt_status_t cuda_advise_remote(void *state, const uvmrt_range_t *r, size_t n)
+{
+    cuda_be_t *be = state;
+    for (size_t i = 0; i < n; i++) {
+        CUDA_TRY(be, advise_one(r[i].ptr, r[i].bytes, cudaMemAdviseSetPreferredLocation, UVMRT_LOC_HOST, be->device));
+        CUDA_TRY(be, advise_one(r[i].ptr, r[i].bytes, cudaMemAdviseSetAccessedBy, UVMRT_LOC_DEVICE, be->device));
+    }
+    return UVMRT_OK;
+}
+
 #if CUDART_VERSION >= 13000
 static uvmrt_status_t cuda_discard(void *state, const uvmrt_range_t *r, size_t n, uvmrt_stream_t stream)
 {
@@ -256,6 +286,7 @@ static const uvmrt_backend_ops_t cuda_ops = {
 #if CUDART_VERSION >= 13000
     .discard = cuda_discard, /* CUDA 12: NULL, the front end writes back instead */
 #endif
+    .advise_remote = cuda_advise_remote,
     .touch = NULL,           /* the real GPU runs the work itself */
     .now_ns = cuda_now,
 };

@@ -26,6 +26,8 @@ static const uvmrt_profile_t profiles[] = {
         .fault_bps = 5.8 * GB,          /* kernel over host-resident data: 5.4-6.3 */
         .fault_group_bytes = 716u << 10, /* ~6000 fault groups per 4 GiB */
         .prefetch_call_ns = 77000,      /* 2 MiB calls reach 17.3 GB/s, not 47.8 */
+        .remote_read_bps = 50.5 * GB,   /* preferred location host, accessed by the GPU */
+        .remote_write_bps = 52.2 * GB,
         .flops = 7.7e14,                /* bf16 GEMM through PyTorch: 769-798 TFLOP/s */
         .hbm_bps = 4264 * GB,           /* kernel reading resident managed memory */
     },
@@ -40,6 +42,8 @@ static const uvmrt_profile_t profiles[] = {
         .fault_bps = 3.0 * GB,
         .fault_group_bytes = 716u << 10,
         .prefetch_call_ns = 50000,
+        .remote_read_bps = 23.5 * GB,
+        .remote_write_bps = 24.5 * GB,
         .flops = 4.4e13,
         .hbm_bps = 288 * GB,
     },
@@ -54,6 +58,8 @@ static const uvmrt_profile_t profiles[] = {
         .fault_bps = 3.0 * GB,
         .fault_group_bytes = 716u << 10,
         .prefetch_call_ns = 50000,
+        .remote_read_bps = 23.5 * GB,
+        .remote_write_bps = 24.5 * GB,
         .flops = 6.0e13,
         .hbm_bps = 504 * GB,
     },
@@ -68,6 +74,8 @@ static const uvmrt_profile_t profiles[] = {
         .fault_bps = 3.0 * GB,
         .fault_group_bytes = 716u << 10,
         .prefetch_call_ns = 50000,
+        .remote_read_bps = 23.5 * GB,
+        .remote_write_bps = 24.5 * GB,
         .flops = 9.0e13,
         .hbm_bps = 672 * GB,
     },
@@ -82,6 +90,8 @@ static const uvmrt_profile_t profiles[] = {
         .fault_bps = 3.0 * GB,
         .fault_group_bytes = 716u << 10,
         .prefetch_call_ns = 50000,
+        .remote_read_bps = 23.5 * GB,
+        .remote_write_bps = 24.5 * GB,
         .flops = 1.65e14,
         .hbm_bps = 1008 * GB,
     },

@@ -10,7 +10,10 @@
  *  - a migration costs the profile's per-call time plus bytes / bandwidth;
  *  - a layer's work costs its declared duration, plus demand faults for pages
  *    not on the device (bytes / fault bandwidth), plus the driver's own
- *    evictions (allocation order) when the device is full.
+ *    evictions (allocation order) when the device is full;
+ *  - its reads and writes of host-homed ranges cross the link at the remote
+ *    bandwidths, occupying that direction's engine, so they queue behind and
+ *    delay migrations (and the layer ends when its link traffic has).
  * Pages that hold no data move for free: nothing needs copying.
  */
 #include <stdlib.h>
@@ -300,22 +303,40 @@ static uint64_t driver_evict(sim_t *s, uint64_t need, const uvmrt_range_t *range
     return written;
 }
 
-static uvmrt_status_t sim_touch(void *state, uvmrt_stream_t stream, const uvmrt_range_t *ranges,
-                                size_t n, uint64_t duration_ns, uvmrt_touch_result_t *res)
+/* Remote access to host-homed ranges: pages stay on the host (populated there
+ * when they held nothing). Returns the bytes that crossed the link. */
+static uvmrt_status_t remote_bytes(sim_t *s, const uvmrt_range_t *r, size_t n, uint64_t *bytes)
+{
+    for (size_t i = 0; i < n; i++) {
+        size_t p0, p1;
+        sim_alloc_t *a = locate(s, &r[i], &p0, &p1);
+        if (a == NULL) return UVMRT_ERR_INVALID;
+        for (size_t p = p0; p < p1; p++) {
+            if (a->page[p] == PG_DEVICE) continue; /* still on the device: a local access */
+            a->page[p] = PG_HOST;
+            *bytes += PAGE;
+        }
+    }
+    return UVMRT_OK;
+}
+
+static uvmrt_status_t sim_touch(void *state, uvmrt_stream_t stream, const uvmrt_touch_t *w,
+                                uvmrt_touch_result_t *res)
 {
     sim_t *s = state;
     sim_timeline_t *l = line_of(s, stream);
     uint64_t t = ready_at(s, l);
     memset(res, 0, sizeof *res);
     uint64_t copied = 0, written = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < w->n_local; i++) {
         size_t p0, p1;
-        sim_alloc_t *a = locate(s, &ranges[i], &p0, &p1);
+        sim_alloc_t *a = locate(s, &w->local[i], &p0, &p1);
         if (a == NULL) return UVMRT_ERR_INVALID;
         uint64_t faulted = 0;
         for (size_t p = p0; p < p1; p++) {
             if (a->page[p] == PG_DEVICE) continue;
-            if (s->device_bytes + PAGE > s->prof->memory_bytes) written += driver_evict(s, PAGE, ranges, n);
+            if (s->device_bytes + PAGE > s->prof->memory_bytes)
+                written += driver_evict(s, PAGE, w->local, w->n_local);
             if (a->page[p] == PG_HOST) copied += PAGE;
             a->page[p] = PG_DEVICE;
             s->device_bytes += PAGE;
@@ -326,9 +347,24 @@ static uvmrt_status_t sim_touch(void *state, uvmrt_stream_t stream, const uvmrt_
             res->fault_count += (faulted + s->prof->fault_group_bytes - 1) / s->prof->fault_group_bytes;
         }
     }
-    t += ns_for((double)copied, s->prof->fault_bps) + ns_for((double)written, s->prof->evict_d2h_bps) +
-         duration_ns;
-    l->t = t;
+    uint64_t end = t + ns_for((double)copied, s->prof->fault_bps) +
+                   ns_for((double)written, s->prof->evict_d2h_bps) + w->duration_ns;
+    /* Remote traffic shares the link with the copy engines, one direction each. */
+    uint64_t rd = 0, wr = 0;
+    uvmrt_status_t st = remote_bytes(s, w->remote_read, w->n_remote_read, &rd);
+    if (st == UVMRT_OK) st = remote_bytes(s, w->remote_write, w->n_remote_write, &wr);
+    if (st != UVMRT_OK) return st;
+    if (rd > 0) {
+        uint64_t r0 = s->h2d_engine_t > t ? s->h2d_engine_t : t;
+        s->h2d_engine_t = r0 + ns_for((double)rd, s->prof->remote_read_bps);
+        if (s->h2d_engine_t > end) end = s->h2d_engine_t;
+    }
+    if (wr > 0) {
+        uint64_t w0 = s->d2h_engine_t > t ? s->d2h_engine_t : t;
+        s->d2h_engine_t = w0 + ns_for((double)wr, s->prof->remote_write_bps);
+        if (s->d2h_engine_t > end) end = s->d2h_engine_t;
+    }
+    l->t = end;
     return UVMRT_OK;
 }
 
