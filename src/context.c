@@ -129,10 +129,20 @@ void uvmrt_context_print_config(const uvmrt_context_t *ctx, FILE *out)
             (unsigned long long)ctx->budget, ctx->cfg.budget_bytes == 0 ? ", auto: free memory minus reserve" : "");
 }
 
-uvmrt_policy_t uvmrt_context_policy(const uvmrt_context_t *ctx) { return ctx->cfg.policy; }
-uvmrt_backend_kind_t uvmrt_context_backend(const uvmrt_context_t *ctx) { return ctx->cfg.backend; }
-uint64_t uvmrt_context_budget(const uvmrt_context_t *ctx) { return ctx->budget; }
-const uvmrt_profile_t *uvmrt_context_profile(const uvmrt_context_t *ctx) { return ctx->profile; }
+/* NULL gives the defaults (and the default profile), so callers need no checks. */
+uvmrt_policy_t uvmrt_context_policy(const uvmrt_context_t *ctx)
+{
+    return ctx ? ctx->cfg.policy : UVMRT_POLICY_PREFETCH;
+}
+uvmrt_backend_kind_t uvmrt_context_backend(const uvmrt_context_t *ctx)
+{
+    return ctx ? ctx->cfg.backend : UVMRT_BACKEND_CUDA;
+}
+uint64_t uvmrt_context_budget(const uvmrt_context_t *ctx) { return ctx ? ctx->budget : 0; }
+const uvmrt_profile_t *uvmrt_context_profile(const uvmrt_context_t *ctx)
+{
+    return ctx ? ctx->profile : uvmrt_profile_find("consumer-8g");
+}
 
 uvmrt_status_t uvmrt_layer_add(uvmrt_context_t *ctx, const char *name, int *out_layer)
 {

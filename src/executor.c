@@ -58,6 +58,16 @@ uvmrt_status_t uvmrt__exec_init(uvmrt_context_t *ctx)
 
 static void harvest_copy_timings(uvmrt_context_t *ctx, int wait_all);
 
+uvmrt_status_t uvmrt__exec_release(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
+{
+    uvmrt_range_t r = {t->ptr, t->footprint};
+    uvmrt_status_t st = ring_wait(ctx, ctx->d2h_stream, t->last_use);
+    if (st == UVMRT_OK) st = ring_wait(ctx, ctx->d2h_stream, t->ready);
+    if (st == UVMRT_OK) st = be_discard(ctx, &r, 1, ctx->d2h_stream);
+    if (st == UVMRT_OK) st = ring_record(ctx, ctx->d2h_stream, &t->leaving);
+    return st;
+}
+
 void uvmrt__exec_fini(uvmrt_context_t *ctx)
 {
     if (ctx->h2d_stream) be_stream_sync(ctx, ctx->h2d_stream);
@@ -408,6 +418,9 @@ static uvmrt_status_t ensure_plan(uvmrt_context_t *ctx)
 {
     int n = ctx->n_tensors;
     if (ctx->have_plan && residency_matches(ctx, ctx->plan.start_resident)) return UVMRT_OK;
+    /* Re-planning the same record (the resident state drifted from the plan's,
+     * usually because the plan's end differs from its start): keep its homing. */
+    int replan = ctx->have_plan;
     if (ctx->have_plan) {
         uvmrt_plan_free(&ctx->plan);
         ctx->have_plan = 0;
@@ -418,8 +431,10 @@ static uvmrt_status_t ensure_plan(uvmrt_context_t *ctx)
     uint64_t *fp = calloc((size_t)n + 1, sizeof *fp);
     uint8_t *res0 = calloc((size_t)n + 1, 1);
     uint8_t *remote_ok = calloc((size_t)n + 1, 1);
+    uint8_t *homed = calloc((size_t)n + 1, 1);
     uvmrt_status_t st = UVMRT_ERR_NOMEM;
-    if (ev && fp && res0 && remote_ok) {
+    if (ev && fp && res0 && remote_ok && homed) {
+        for (int t = 0; t < n; t++) homed[t] = (uint8_t)ctx->tensors[t]->host_homed;
         /* A tensor may be host-homed when every use of it in the step streams. */
         if (ctx->cfg.remote) {
             for (size_t u = 0; u < r->n_uses; u++) remote_ok[r->use_tensor[u]] = 1;
@@ -435,7 +450,8 @@ static uvmrt_status_t ensure_plan(uvmrt_context_t *ctx)
         }
         const uvmrt_profile_t *pr = ctx->profile;
         uvmrt_plan_input_t in = {m, ev, n, fp, ctx->budget, res0, ctx->cfg.discard_dead, remote_ok,
-                                 pr->prefetch_h2d_bps, pr->evict_d2h_bps, pr->remote_read_bps, pr->remote_write_bps};
+                                 replan ? homed : NULL, pr->prefetch_h2d_bps, pr->evict_d2h_bps,
+                                 pr->remote_read_bps, pr->remote_write_bps};
         int bad = -1;
         st = uvmrt_plan_build(&in, &ctx->plan, &bad);
         if (st == UVMRT_OK) {
@@ -451,6 +467,7 @@ static uvmrt_status_t ensure_plan(uvmrt_context_t *ctx)
     free(fp);
     free(res0);
     free(remote_ok);
+    free(homed);
     if (st == UVMRT_OK) st = adopt_homing(ctx);
     return st;
 }
@@ -622,6 +639,7 @@ static uvmrt_status_t demand_path(uvmrt_context_t *ctx, const uvmrt_call_t *c)
             uvmrt_tensor_t *t = ctx->tensors[id];
             if (t->magic != UVMRT_TENSOR_MAGIC || !t->resident || used_by(ctx, c, id)) continue;
             st = ring_wait(ctx, c->stream, t->ready);
+            if (st == UVMRT_OK) st = ring_wait(ctx, c->stream, t->last_use); /* other streams' work */
             victims[nv++] = t;
             freed += t->footprint;
         }

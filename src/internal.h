@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "backend.h"
-#include "config.h"
+#include "settings.h"
 #include "log.h"
 #include "plan.h"
 #include "uvmrt.h"
@@ -169,6 +169,8 @@ uint64_t be_now(uvmrt_context_t *ctx);
 
 /* executor.c */
 uvmrt_status_t uvmrt__exec_init(uvmrt_context_t *ctx);
+/* Drops a resident tensor's pages from the device (after its last use). */
+uvmrt_status_t uvmrt__exec_release(uvmrt_context_t *ctx, uvmrt_tensor_t *t);
 void uvmrt__exec_fini(uvmrt_context_t *ctx);
 
 /* stats.c / report.c */

@@ -280,6 +280,24 @@ done:
     return n;
 }
 
+/* Plans with the trial homed set; keeps it (in homed and out) when the plan's
+ * link time improves. */
+static int try_homing(const uvmrt_plan_input_t *in, const uint8_t *trial, uint8_t *homed, uvmrt_plan_t *out,
+                      int *trials)
+{
+    uvmrt_plan_t p;
+    ++*trials;
+    if (build_once(in, trial, &p, NULL) != UVMRT_OK) return 0;
+    if (plan_cost(&p) < plan_cost(out) * 0.999) {
+        uvmrt_plan_free(out);
+        *out = p;
+        memcpy(homed, trial, (size_t)in->n_tensors);
+        return 1;
+    }
+    uvmrt_plan_free(&p);
+    return 0;
+}
+
 uvmrt_status_t uvmrt_plan_build(const uvmrt_plan_input_t *in, uvmrt_plan_t *out, int *bad_event)
 {
     memset(out, 0, sizeof *out);
@@ -289,29 +307,32 @@ uvmrt_status_t uvmrt_plan_build(const uvmrt_plan_input_t *in, uvmrt_plan_t *out,
     candidate_t *cand = calloc(nt + 1, sizeof *cand);
     uvmrt_status_t st = UVMRT_ERR_NOMEM;
     if (homed == NULL || trial == NULL || cand == NULL) goto done;
+    if (in->homed_fixed != NULL)
+        for (size_t t = 0; t < nt; t++) homed[t] = in->homed_fixed[t] && in->remote_ok && in->remote_ok[t];
     if ((st = build_once(in, homed, out, bad_event)) != UVMRT_OK) goto done;
-    int homing = in->remote_ok != NULL && in->prefetch_bps > 0 && in->evict_bps > 0 && in->remote_read_bps > 0 &&
+    int homing = in->homed_fixed == NULL && in->remote_ok != NULL && in->prefetch_bps > 0 && in->evict_bps > 0 && in->remote_read_bps > 0 &&
                  in->remote_write_bps > 0;
     /* Home the best candidates; if the plan as a whole does not improve, try the
-     * better half of them, and so on. A few rounds: each re-plans once or more. */
-    for (int round = 0; homing && round < 8; round++) {
+     * better half of them, and so on. Then give back to migration the homed
+     * tensors whose homing no longer pays (homing frees budget, so others may
+     * now fit). Every trial re-plans once: their number is capped. */
+    int trials = 0;
+    const int max_trials = 48;
+    for (int round = 0; homing && round < 8 && trials < max_trials; round++) {
         size_t n = homing_candidates(in, out, homed, cand);
         int improved = 0;
-        for (size_t k = n; k >= 1 && !improved; k /= 2) {
+        for (size_t k = n; k >= 1 && !improved && trials < max_trials; k /= 2) {
             memcpy(trial, homed, nt);
             for (size_t i = 0; i < k; i++) trial[cand[i].tensor] = 1;
-            uvmrt_plan_t p;
-            if (build_once(in, trial, &p, NULL) != UVMRT_OK) continue;
-            if (plan_cost(&p) < plan_cost(out) * 0.999) {
-                uvmrt_plan_free(out);
-                *out = p;
-                memcpy(homed, trial, nt);
-                improved = 1;
-            } else {
-                uvmrt_plan_free(&p);
-            }
+            improved = try_homing(in, trial, homed, out, &trials);
         }
         if (!improved) break;
+    }
+    for (size_t t = 0; homing && t < nt && trials < max_trials; t++) {
+        if (!homed[t]) continue;
+        memcpy(trial, homed, nt);
+        trial[t] = 0;
+        try_homing(in, trial, homed, out, &trials);
     }
     st = UVMRT_OK;
 done:

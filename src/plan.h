@@ -56,6 +56,8 @@ typedef struct uvmrt_plan_input {
     const uint8_t *resident0;        /* residency at the step's start, per tensor id */
     int discard;                     /* 1: discard dead victims */
     const uint8_t *remote_ok;        /* per tensor: may be host-homed; NULL = none may */
+    const uint8_t *homed_fixed;      /* non-NULL: home exactly these, no search (keeps a
+                                        re-plan of the same record stable) */
     /* link rates for the cost model, bytes/s (0 disables homing) */
     double prefetch_bps, evict_bps, remote_read_bps, remote_write_bps;
 } uvmrt_plan_input_t;

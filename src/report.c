@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -135,6 +136,12 @@ static uvmrt_status_t write_atomically(const uvmrt_context_t *ctx, const char *p
     if (tmp == NULL) return UVMRT_ERR_NOMEM;
     snprintf(tmp, n, "%s.tmpXXXXXX", path);
     int fd = mkstemp(tmp);
+    if (fd >= 0) {
+        /* mkstemp makes it 0600; a report is an ordinary file (0666 less the umask). */
+        mode_t mask = umask(0);
+        umask(mask);
+        fchmod(fd, 0666 & ~mask);
+    }
     FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
     if (f == NULL) {
         LOG_ERROR(&ctx->log, "cannot write report '%s': %s", path, strerror(errno));

@@ -193,7 +193,16 @@ uvmrt_status_t uvmrt_tensor_free(uvmrt_context_t *ctx, uvmrt_tensor_t *tensor)
         LOG_ERROR(&ctx->log, "uvmrt_tensor_free('%s') inside a step: free after uvmrt_step_end", t->name);
         return UVMRT_ERR_STATE;
     }
-    if (t->resident) uvmrt__resident_add(ctx, -(int64_t)t->footprint);
+    uvmrt_arena_t *a = &ctx->arenas[t->arena];
+    if (t->resident) {
+        /* Its pages must leave the device too when the arena stays (contents are
+         * dead: discard, after the last work that used them). */
+        if (a->live_tensors > 1) {
+            uvmrt_status_t st = uvmrt__exec_release(ctx, t);
+            if (st != UVMRT_OK) return st;
+        }
+        uvmrt__resident_add(ctx, -(int64_t)t->footprint);
+    }
     ctx->allocated_bytes -= t->footprint;
     if (t->layer >= 0) {
         uvmrt_layer_t *L = &ctx->layers[t->layer];
@@ -204,7 +213,6 @@ uvmrt_status_t uvmrt_tensor_free(uvmrt_context_t *ctx, uvmrt_tensor_t *tensor)
                 break;
             }
     }
-    uvmrt_arena_t *a = &ctx->arenas[t->arena];
     if (--a->live_tensors == 0) {
         ctx->ops->free(ctx->be, a->base, a->bytes);
         a->base = NULL;

@@ -55,6 +55,7 @@ typedef struct sim {
     sim_timeline_t lines[MAX_STREAMS];
     int n_lines;
     int n_created_streams;
+    size_t hand_alloc, hand_page; /* the driver's eviction clock */
 } sim_t;
 
 static uvmrt_status_t sim_open(const uvmrt_backend_config_t *cfg, void **state)
@@ -133,6 +134,7 @@ static void sim_free(void *state, void *ptr, size_t bytes)
         free(a->page);
         memmove(a, a + 1, (s->n_allocs - i - 1) * sizeof *a);
         s->n_allocs--;
+        s->hand_alloc = s->hand_page = 0;
         return;
     }
 }
@@ -286,19 +288,24 @@ static int page_in(const sim_alloc_t *a, size_t p, const uvmrt_range_t *ranges, 
     return 0;
 }
 
-/* The driver's eviction when the device is full: allocation order, never the
- * pages the faulting work touches. Returns the bytes written back. */
+/* The driver's eviction when the device is full: a clock hand sweeps the pages
+ * in allocation order (so a sweep costs O(1) per evicted page, amortized),
+ * never taking the pages the faulting work touches. Evicts in 2 MiB strides, as
+ * the driver does. Returns the bytes written back. */
 static uint64_t driver_evict(sim_t *s, uint64_t need, const uvmrt_range_t *ranges, size_t n)
 {
-    uint64_t written = 0;
-    for (size_t i = 0; i < s->n_allocs && s->device_bytes + need > s->prof->memory_bytes; i++) {
-        sim_alloc_t *a = &s->allocs[i];
-        for (size_t p = 0; p < a->bytes / PAGE && s->device_bytes + need > s->prof->memory_bytes; p++) {
-            if (a->page[p] != PG_DEVICE || page_in(a, p, ranges, n)) continue;
-            a->page[p] = PG_HOST;
-            s->device_bytes -= PAGE;
-            written += PAGE;
-        }
+    uint64_t written = 0, goal = need < (2u << 20) ? (2u << 20) : need;
+    size_t total = 0;
+    for (size_t i = 0; i < s->n_allocs; i++) total += s->allocs[i].bytes / PAGE;
+    for (size_t seen = 0; seen < total && written < goal; seen++) {
+        if (s->hand_alloc >= s->n_allocs) s->hand_alloc = 0, s->hand_page = 0;
+        sim_alloc_t *a = &s->allocs[s->hand_alloc];
+        size_t p = s->hand_page++;
+        if (s->hand_page >= a->bytes / PAGE) s->hand_alloc++, s->hand_page = 0;
+        if (a->page[p] != PG_DEVICE || page_in(a, p, ranges, n)) continue;
+        a->page[p] = PG_HOST;
+        s->device_bytes -= PAGE;
+        written += PAGE;
     }
     return written;
 }

@@ -1,12 +1,12 @@
 /*
- * config.c -- the configuration table, environment overrides and the printout.
+ * settings.c -- the configuration table, environment overrides and the printout.
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "settings.h"
 
 /* ------------------------------------------------------------------ parsers */
 static uvmrt_status_t parse_device(uvmrt_config_t *c, const char *t)

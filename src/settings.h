@@ -1,10 +1,10 @@
 /*
- * config.h -- the one configuration table: every setting has a name (UVMRT_ is
+ * settings.h -- the one configuration table: every setting has a name (UVMRT_ is
  * prepended for the environment), a default, a parser, a printer and a line of
  * documentation. Parsed once, when a context is created.
  */
-#ifndef UVMRT_CONFIG_H
-#define UVMRT_CONFIG_H
+#ifndef UVMRT_SETTINGS_H
+#define UVMRT_SETTINGS_H
 
 #include "log.h"
 #include "uvmrt.h"

@@ -1,0 +1,1066 @@
+/*
+ * demo.c -- uvmrt-demo: a synthetic deep network trained on uvmrt.
+ *
+ * L layers, each with four float32 tensors of E = layer_mib/4 MiB: weight W_i, saved
+ * activation A_i, gradient G_i and optimizer state O_i, plus one input X. A step is
+ * forward 0..L-1, backward L-1..0, optimizer 0..L-1 (formulas in demo.h), every layer
+ * call bracketed by uvmrt_layer_begin/uvmrt_layer_end on one compute stream. The
+ * whole network (24 GiB at the defaults) is far larger than the budget (8 GiB in the
+ * benchmark), so uvmrt has to move every layer in and out of the GPU each step.
+ *
+ * The demo runs the same training under the policies none (plain managed memory,
+ * everything resident), demand (the driver's behaviour under oversubscription) and
+ * prefetch (uvmrt's scheduler), prints per-step traffic and a side-by-side table, and
+ * checks that the trained weights and optimizer state are bit-identical to the
+ * reference run (policy none): moving data around must not change the result.
+ *
+ * Without a GPU it runs on uvmrt's sim backend: the schedule and its timing are the
+ * model's; the arithmetic runs on the CPU when the data is small enough to check.
+ *
+ * UVMRT_* environment variables override the corresponding flags (the library gives
+ * them precedence), so a run can be steered without changing its command line.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "uvmrt.h"
+
+#include "demo.h"
+
+#ifdef UVMRT_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "demo_kernels.h"
+
+/* kept free on the GPU beyond the tensors: real oversubscription can hang the GPU */
+static const uint64_t GPU_SAFETY_BYTES = 4ull << 30;
+#endif
+
+#define PROG "uvmrt-demo"
+
+static const double GIB = 1024.0 * 1024.0 * 1024.0; /* sizes: GiB */
+static const double GB = 1e9;                        /* traffic: GB, as in FACTS.md */
+static const uint64_t MIB = 1024u * 1024u;
+static const char *FALLBACK_PROFILE = "consumer-8g";
+static const uint64_t BUDGET_THIRD = UINT64_MAX; /* the default budget: tensors / 3 */
+
+/* ----------------------------------------------------------------------------
+ * options */
+
+typedef struct demo_options {
+    uvmrt_backend_kind_t backend;
+    int backend_explicit;     /* 1: --backend given (no fallback to sim) */
+    const char *profile;      /* sim profile; NULL: the library's default */
+    int policy_all;           /* 1: none, demand, prefetch in turn */
+    uvmrt_policy_t policy;    /* when !policy_all */
+    uint64_t budget_bytes;    /* 0 = auto; BUDGET_THIRD: a third of the tensors;
+                                 never applied to policy none */
+    int layers_explicit;      /* 1: --layers given (never shrunk to fit the GPU) */
+    int layers;               /* L */
+    uint64_t layer_mib;       /* MiB per layer: four tensors of layer_mib/4 MiB */
+    int steps;                /* K >= 2; step 1 is the recording step */
+    uint64_t seed;
+    int work;                 /* passes per layer kernel */
+    const char *report_json;  /* NULL: none */
+    uint64_t sim_data_limit;  /* bytes: above it the sim backend does no arithmetic */
+    int verify;
+    int quiet;
+    int said_schedule_only;   /* the sim "schedule only" note is printed once */
+} demo_options_t;
+
+static void usage(FILE *out) {
+    fprintf(out,
+        "Usage: " PROG " [OPTION]...\n"
+        "Train a synthetic deep network on uvmrt under the policies none, demand and\n"
+        "prefetch, and compare their step times, traffic and results.\n"
+        "\n"
+        "  --backend cuda|sim    backend (default cuda; without a GPU: sim, profile %s)\n"
+        "  --profile NAME|list   sim device profile; 'list' prints the built-in ones\n"
+        "  --policy none|demand|prefetch|all   (default all)\n"
+        "  --budget SIZE|auto    device bytes uvmrt may keep resident (default: a third\n"
+        "                        of the tensors, 3x oversubscription; auto: free device\n"
+        "                        memory less a reserve; not applied to policy none)\n"
+        "  --layers N            layers (default 24; on a GPU without room for them,\n"
+        "                        as many as fit)\n"
+        "  --layer-mib M         MiB per layer, 4 tensors of M/4 MiB; a multiple of 8\n"
+        "                        (default 1024)\n"
+        "  --steps K             training steps, >= 2 (default 5); step 1 is recorded\n"
+        "                        and left out of the medians\n"
+        "  --seed S              seed of the initial weights and input (default 1)\n"
+        "  --work N              passes of each layer kernel over its data (default 1)\n"
+        "  --report-json PATH    write uvmrt's JSON report; with --policy all the policy\n"
+        "                        goes before the extension (out.json -> out.demand.json)\n"
+        "  --sim-data-limit SIZE on sim, do the arithmetic on the CPU (and verify) only\n"
+        "                        up to this many tensor bytes (default 1G)\n"
+        "  --no-verify           skip the checksums (and the reference run)\n"
+        "  -q, --quiet           no configuration or per-layer tables\n"
+        "  -h, --help            this help\n"
+        "  -V, --version         version\n"
+        "\n"
+        "SIZE: an integer with an optional K, M, G or T suffix (powers of 1024).\n"
+        "UVMRT_* environment variables override these flags (see uvmrt-demo(1)).\n"
+        "Exit status: 0 success, 1 runtime error or checksum mismatch, 2 bad usage.\n",
+        FALLBACK_PROFILE);
+}
+
+static void usage_error(const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, PROG ": ");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nTry '" PROG " --help' for more information.\n");
+    exit(2);
+}
+
+/* A decimal integer in [lo, hi], or exit 2 naming the flag. */
+static long long parse_int(const char *flag, const char *text, long long lo, long long hi) {
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (errno || end == text || *end != '\0' || v < lo || v > hi)
+        usage_error("%s '%s': expected an integer from %lld to %lld", flag, text, lo, hi);
+    return v;
+}
+
+static uint64_t parse_size(const char *flag, const char *text, int allow_auto) {
+    uint64_t bytes = 0;
+    if (allow_auto && strcmp(text, "auto") == 0)
+        return 0;
+    if (uvmrt_size_parse(text, &bytes) != UVMRT_OK)
+        usage_error("%s '%s': expected a size such as 8G, 512MiB or 1048576%s", flag, text,
+                    allow_auto ? ", or auto" : "");
+    return bytes;
+}
+
+static void profiles_print(FILE *out) {
+    size_t count = 0;
+    const uvmrt_profile_t *p = uvmrt_profiles(&count);
+    /* bandwidths in GB/s: prefetch to GPU, eviction to host, demand faults, HBM */
+    fprintf(out, "%-16s %-8s %10s %8s %8s %8s %8s  %s\n", "profile", "source", "memory",
+            "prefetch", "evict", "fault", "HBM", "description");
+    for (size_t i = 0; i < count; i++)
+        fprintf(out, "%-16s %-8s %6.1f GiB %8.1f %8.1f %8.1f %8.0f  %s\n", p[i].name,
+                p[i].measured ? "measured" : "estimate", (double)p[i].memory_bytes / GIB,
+                p[i].prefetch_h2d_bps / GB, p[i].evict_d2h_bps / GB, p[i].fault_bps / GB,
+                p[i].hbm_bps / GB, p[i].description);
+    fprintf(out, "(bandwidths in GB/s)\n");
+}
+
+static void profile_names(char *buf, size_t cap) {
+    size_t count = 0, used = 0;
+    const uvmrt_profile_t *p = uvmrt_profiles(&count);
+    buf[0] = '\0';
+    for (size_t i = 0; i < count && used < cap; i++) {
+        int k = snprintf(buf + used, cap - used, "%s%s", i ? ", " : "", p[i].name);
+        if (k < 0)
+            break;
+        used += (size_t)k;
+    }
+}
+
+static void options_parse(int argc, char **argv, demo_options_t *opt) {
+    enum { O_BACKEND = 256, O_PROFILE, O_POLICY, O_BUDGET, O_LAYERS, O_LAYER_MIB, O_STEPS,
+           O_SEED, O_WORK, O_REPORT, O_SIM_LIMIT, O_NO_VERIFY };
+    static const struct option longopts[] = {
+        {"backend", required_argument, NULL, O_BACKEND},
+        {"profile", required_argument, NULL, O_PROFILE},
+        {"policy", required_argument, NULL, O_POLICY},
+        {"budget", required_argument, NULL, O_BUDGET},
+        {"layers", required_argument, NULL, O_LAYERS},
+        {"layer-mib", required_argument, NULL, O_LAYER_MIB},
+        {"steps", required_argument, NULL, O_STEPS},
+        {"seed", required_argument, NULL, O_SEED},
+        {"work", required_argument, NULL, O_WORK},
+        {"report-json", required_argument, NULL, O_REPORT},
+        {"sim-data-limit", required_argument, NULL, O_SIM_LIMIT},
+        {"no-verify", no_argument, NULL, O_NO_VERIFY},
+        {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+    };
+    *opt = (demo_options_t){
+        .backend = UVMRT_BACKEND_CUDA,
+        .policy_all = 1,
+        .policy = UVMRT_POLICY_PREFETCH,
+        .layers = 24,
+        .budget_bytes = BUDGET_THIRD,
+        .layer_mib = 1024,
+        .steps = 5,
+        .seed = 1,
+        .work = 1,
+        .sim_data_limit = 1ull << 30,
+        .verify = 1,
+    };
+    int list_profiles = 0, c;
+    while ((c = getopt_long(argc, argv, "qhV", longopts, NULL)) != -1) {
+        switch (c) {
+        case O_BACKEND:
+            if (uvmrt_backend_parse(optarg, &opt->backend) != UVMRT_OK)
+                usage_error("--backend '%s': expected cuda or sim", optarg);
+            opt->backend_explicit = 1;
+            break;
+        case O_PROFILE:
+            if (strcmp(optarg, "list") == 0) {
+                list_profiles = 1;
+            } else if (uvmrt_profile_find(optarg) == NULL) {
+                char names[512];
+                profile_names(names, sizeof names);
+                usage_error("--profile '%s': expected one of %s (or list)", optarg, names);
+            }
+            opt->profile = optarg;
+            break;
+        case O_POLICY:
+            if (strcmp(optarg, "all") == 0) {
+                opt->policy_all = 1;
+            } else if (uvmrt_policy_parse(optarg, &opt->policy) == UVMRT_OK) {
+                opt->policy_all = 0;
+            } else {
+                usage_error("--policy '%s': expected none, demand, prefetch or all", optarg);
+            }
+            break;
+        case O_BUDGET: opt->budget_bytes = parse_size("--budget", optarg, 1); break;
+        case O_LAYERS:
+            opt->layers = (int)parse_int("--layers", optarg, 1, 65536);
+            opt->layers_explicit = 1;
+            break;
+        case O_LAYER_MIB:
+            opt->layer_mib = (uint64_t)parse_int("--layer-mib", optarg, 8, 1 << 20);
+            if (opt->layer_mib % 8)
+                usage_error("--layer-mib '%s': expected a multiple of 8 (each of the 4 "
+                            "tensors a whole number of 2 MiB blocks)", optarg);
+            break;
+        case O_STEPS: opt->steps = (int)parse_int("--steps", optarg, 2, 1000000); break;
+        case O_SEED: {
+            char *end = NULL;
+            errno = 0;
+            opt->seed = strtoull(optarg, &end, 0);
+            if (errno || end == optarg || *end != '\0' || strchr(optarg, '-'))
+                usage_error("--seed '%s': expected an unsigned 64-bit integer", optarg);
+            break;
+        }
+        case O_WORK: opt->work = (int)parse_int("--work", optarg, 1, 1000000); break;
+        case O_REPORT:
+            if (optarg[0] == '\0')
+                usage_error("--report-json '': expected a file path");
+            opt->report_json = optarg;
+            break;
+        case O_SIM_LIMIT:
+            opt->sim_data_limit = parse_size("--sim-data-limit", optarg, 0);
+            break;
+        case O_NO_VERIFY: opt->verify = 0; break;
+        case 'q': opt->quiet = 1; break;
+        case 'h': usage(stdout); exit(0);
+        case 'V': printf(PROG " (uvmrt) %s\n", uvmrt_version_string()); exit(0);
+        default: /* getopt_long said what was wrong */
+            fprintf(stderr, "Try '" PROG " --help' for more information.\n");
+            exit(2);
+        }
+    }
+    if (optind < argc)
+        usage_error("unexpected argument '%s': this program takes options only", argv[optind]);
+    if (list_profiles) {
+        profiles_print(stdout);
+        exit(0);
+    }
+    if (opt->profile && opt->backend_explicit && opt->backend == UVMRT_BACKEND_CUDA)
+        fprintf(stderr, PROG ": note: --profile applies to the sim backend only\n");
+}
+
+/* UVMRT_* variables win over the flags (the library's precedence): say so up front. */
+static void env_overrides_note(const demo_options_t *opt) {
+    static const char *const vars[][2] = {
+        {"UVMRT_BACKEND", "--backend"}, {"UVMRT_PROFILE", "--profile"},
+        {"UVMRT_POLICY", "--policy"},   {"UVMRT_BUDGET", "--budget"},
+    };
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i][0]);
+        if (v && *v)
+            fprintf(stderr, PROG ": note: %s=%s is set and overrides %s\n", vars[i][0], v,
+                    vars[i][1]);
+    }
+    const char *report = getenv("UVMRT_REPORT");
+    if (report && *report && opt->policy_all)
+        fprintf(stderr, PROG ": note: UVMRT_REPORT=%s is written by each of the runs in "
+                        "turn (use --report-json for one report per policy)\n", report);
+}
+
+/* ----------------------------------------------------------------------------
+ * the network */
+
+enum { SLOT_W, SLOT_A, SLOT_G, SLOT_O, SLOTS };
+static const uvmrt_role_t SLOT_ROLE[SLOTS] = {
+    UVMRT_ROLE_WEIGHT, UVMRT_ROLE_ACTIVATION, UVMRT_ROLE_GRADIENT, UVMRT_ROLE_OPTIMIZER_STATE,
+};
+static const char SLOT_NAME[SLOTS] = {'W', 'A', 'G', 'O'};
+
+/* All tensors have E bytes and come from one uvmrt_tensors_alloc. */
+typedef struct demo_net {
+    int layers;                /* L */
+    size_t tensor_bytes;       /* E = layer_mib/4 MiB, a multiple of 2 MiB */
+    size_t n;                  /* E/4 floats per tensor */
+    uvmrt_tensor_t **tensors;  /* (1 + SLOTS*L,): X, then W_i, A_i, G_i, O_i per layer */
+} demo_net_t;
+
+static size_t net_count(int layers) {
+    return 1 + (size_t)SLOTS * (size_t)layers;
+}
+
+/* Tensor of (layer, slot); layer -1 is the input X (which stands in for A_{-1}).
+ * The index doubles as the tensor's id in the initialisation hash. */
+static size_t net_index(int layer, int slot) {
+    return layer < 0 ? 0 : 1 + (size_t)SLOTS * (size_t)layer + (size_t)slot;
+}
+
+static uvmrt_tensor_t *net_tensor(const demo_net_t *net, int layer, int slot) {
+    return net->tensors[net_index(layer, slot)];
+}
+
+static float *net_data(const demo_net_t *net, int layer, int slot) {
+    return (float *)uvmrt_tensor_ptr(net_tensor(net, layer, slot));
+}
+
+/* ----------------------------------------------------------------------------
+ * results */
+
+typedef struct demo_result {
+    int done;
+    uvmrt_policy_t policy;          /* effective (UVMRT_POLICY may override) */
+    uvmrt_backend_kind_t backend;   /* effective */
+    uint64_t budget_bytes;          /* resolved */
+    uint64_t peak_resident_bytes;
+    int steps;
+    uvmrt_step_stats_t *step_stats; /* (steps,) */
+    int have_checksums;
+    uint64_t *checksums;            /* (L, 2): W_i, O_i after the last step */
+} demo_result_t;
+
+/* Medians over steps 2..K (step 1 records the schedule). */
+typedef struct demo_medians {
+    double ms, in_gb, out_gb, discard_gb, rd_gb, wr_gb, faults, wait_ms;
+} demo_medians_t;
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, size_t n) {
+    if (n == 0)
+        return 0.0;
+    qsort(v, n, sizeof v[0], cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static demo_medians_t result_medians(const demo_result_t *res) {
+    size_t n = res->steps > 1 ? (size_t)res->steps - 1 : 0;
+    double *v = malloc((n ? n : 1) * sizeof *v);
+    demo_medians_t m = {0};
+    if (v == NULL)
+        return m;
+    const uvmrt_step_stats_t *s = res->step_stats + 1;
+#define DEMO_MEDIAN(field, expr)                                                               \
+    do {                                                                                       \
+        for (size_t i = 0; i < n; i++)                                                         \
+            v[i] = (expr);                                                                     \
+        m.field = median(v, n);                                                                \
+    } while (0)
+    DEMO_MEDIAN(ms, (double)s[i].step_ns / 1e6);
+    DEMO_MEDIAN(in_gb, (double)s[i].prefetch_bytes / GB);
+    DEMO_MEDIAN(out_gb, (double)s[i].evict_bytes / GB);
+    DEMO_MEDIAN(discard_gb, (double)s[i].discard_bytes / GB);
+    DEMO_MEDIAN(rd_gb, (double)s[i].remote_read_bytes / GB);
+    DEMO_MEDIAN(wr_gb, (double)s[i].remote_write_bytes / GB);
+    DEMO_MEDIAN(faults, (double)s[i].fault_count);
+    DEMO_MEDIAN(wait_ms, (double)s[i].wait_ns / 1e6);
+#undef DEMO_MEDIAN
+    free(v);
+    return m;
+}
+
+static void result_free(demo_result_t *res) {
+    free(res->step_stats);
+    free(res->checksums);
+    *res = (demo_result_t){0};
+}
+
+/* ----------------------------------------------------------------------------
+ * one run: a context, the network, K steps */
+
+typedef struct demo_run {
+    demo_options_t *opt;
+    uvmrt_context_t *ctx;
+    uvmrt_backend_kind_t backend;      /* effective */
+    uvmrt_policy_t policy;             /* effective */
+    const uvmrt_profile_t *profile;    /* sim: the model; cuda: reference figures */
+    uvmrt_stream_t stream;             /* compute stream; NULL on sim */
+    unsigned long long *sums_dev;      /* (L, 2) checksums on the GPU; cuda only */
+    int touch_data;                    /* 1: layer calls really compute */
+    unsigned stream_flag;              /* UVMRT_USE_STREAM at --work 1, else 0 */
+    demo_net_t net;
+    demo_result_t *res;
+} demo_run_t;
+
+static void run_close(demo_run_t *run) {
+    /* the context first: it may still refer to our stream */
+    uvmrt_context_destroy(run->ctx);
+    run->ctx = NULL;
+#ifdef UVMRT_HAVE_CUDA
+    if (run->stream)
+        cudaStreamDestroy((cudaStream_t)run->stream);
+    if (run->sums_dev)
+        cudaFree(run->sums_dev);
+#endif
+    run->stream = NULL;
+    run->sums_dev = NULL;
+    free(run->net.tensors);
+    run->net.tensors = NULL;
+}
+
+static void run_fail(demo_run_t *run, const char *fmt, ...) {
+    va_list ap;
+    fflush(stdout);
+    fprintf(stderr, PROG ": ");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    run_close(run);
+    exit(1);
+}
+
+#define UV_CHECK(run, expr)                                                                    \
+    do {                                                                                       \
+        uvmrt_status_t st_ = (expr);                                                           \
+        if (st_ != UVMRT_OK)                                                                   \
+            run_fail((run), "%s failed: %s (%s)", #expr, uvmrt_status_str(st_),                \
+                     uvmrt_status_name(st_));                                                  \
+    } while (0)
+
+#ifdef UVMRT_HAVE_CUDA
+#define CUDA_CHECK(run, expr)                                                                  \
+    do {                                                                                       \
+        cudaError_t e_ = (expr);                                                               \
+        if (e_ != cudaSuccess)                                                                 \
+            run_fail((run), "%s failed: %s (%s)", #expr, cudaGetErrorString(e_),               \
+                     cudaGetErrorName(e_));                                                    \
+    } while (0)
+
+static void launch_check(demo_run_t *run, int err, const char *kernel, int layer) {
+    if (err != 0)
+        run_fail(run, "%s kernel of layer %d: launch failed: %s (%s)", kernel, layer,
+                 cudaGetErrorString((cudaError_t)err), cudaGetErrorName((cudaError_t)err));
+}
+#endif
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static uint64_t total_tensor_bytes(const demo_options_t *opt) {
+    return (uint64_t)net_count(opt->layers) * (opt->layer_mib / 4 * MIB);
+}
+
+/* The default budget: a third of the tensors (3x oversubscription), but on sim no
+ * more than the modelled device holds (less the library's default reserve). */
+static uint64_t third_budget(const demo_options_t *opt, uvmrt_backend_kind_t backend) {
+    uint64_t b = total_tensor_bytes(opt) / 3;
+    const uvmrt_profile_t *p = uvmrt_profile_find(opt->profile ? opt->profile : FALLBACK_PROFILE);
+    if (backend == UVMRT_BACKEND_SIM && p != NULL && b > p->memory_bytes - (512ull << 20))
+        b = p->memory_bytes - (512ull << 20);
+    return b;
+}
+
+/* Creates the context; on "no GPU" falls back to sim unless --backend cuda was
+ * explicit. Exits on failure. */
+static uvmrt_context_t *context_open(demo_options_t *opt, uvmrt_policy_t policy) {
+    uvmrt_params_t params;
+    uvmrt_params_init(&params);
+    params.backend = opt->backend;
+    params.profile = opt->profile;
+    params.policy = policy;
+    params.budget_bytes = policy == UVMRT_POLICY_NONE ? 0
+                          : opt->budget_bytes == BUDGET_THIRD ? third_budget(opt, opt->backend)
+                                                              : opt->budget_bytes;
+    /* ignore_env stays 0: UVMRT_* variables steer the run and win over the flags */
+
+    uvmrt_context_t *ctx = NULL;
+    uvmrt_status_t st;
+    const char *why;
+#ifdef UVMRT_HAVE_CUDA
+    st = uvmrt_context_create(&params, &ctx);
+    why = uvmrt_status_str(st);
+#else
+    if (params.backend == UVMRT_BACKEND_CUDA) {
+        st = UVMRT_ERR_NO_DEVICE;
+        why = PROG " was built without CUDA";
+    } else {
+        st = uvmrt_context_create(&params, &ctx);
+        why = uvmrt_status_str(st);
+    }
+#endif
+    if ((st == UVMRT_ERR_NO_DEVICE || st == UVMRT_ERR_UNSUPPORTED) &&
+        params.backend == UVMRT_BACKEND_CUDA && !opt->backend_explicit) {
+        if (opt->profile == NULL)
+            opt->profile = FALLBACK_PROFILE;
+        const uvmrt_profile_t *p = uvmrt_profile_find(opt->profile);
+        printf("no usable GPU (%s): running on the sim backend with profile %s (%s)\n", why,
+               opt->profile, p ? p->description : "unknown profile");
+        opt->backend = UVMRT_BACKEND_SIM;
+        params.backend = UVMRT_BACKEND_SIM;
+        params.profile = opt->profile;
+        if (policy != UVMRT_POLICY_NONE && opt->budget_bytes == BUDGET_THIRD)
+            params.budget_bytes = third_budget(opt, UVMRT_BACKEND_SIM);
+        st = uvmrt_context_create(&params, &ctx);
+        why = uvmrt_status_str(st);
+    }
+    if (st != UVMRT_OK) {
+        fprintf(stderr, PROG ": cannot create a uvmrt context (backend %s, policy %s): %s\n",
+                uvmrt_backend_name(params.backend), uvmrt_policy_name(policy), why);
+        if (st == UVMRT_ERR_NO_DEVICE && opt->backend_explicit)
+            fprintf(stderr, PROG ": --backend cuda was asked for; use --backend sim to run "
+                            "without a GPU\n");
+        uvmrt_context_destroy(ctx);
+        exit(1);
+    }
+    return ctx;
+}
+
+/* The default network (24 GiB) may not fit a smaller GPU: unless --layers was
+ * given, use as many layers as fit its free memory less the safety margin. */
+static void fit_layers_to_gpu(demo_options_t *opt) {
+#ifdef UVMRT_HAVE_CUDA
+    size_t free_b = 0, total_b = 0;
+    if (opt->layers_explicit || opt->backend != UVMRT_BACKEND_CUDA ||
+        cudaMemGetInfo(&free_b, &total_b) != cudaSuccess)
+        return; /* no GPU: the sim fallback needs no fitting */
+    uint64_t room = free_b > GPU_SAFETY_BYTES ? (uint64_t)free_b - GPU_SAFETY_BYTES : 0;
+    uint64_t e = opt->layer_mib / 4 * MIB;
+    if (total_tensor_bytes(opt) <= room || room / e < 1 + 2 * SLOTS)
+        return;
+    int fit = (int)((room / e - 1) / SLOTS);
+    printf(PROG ": %d layers would not fit the GPU's free memory (%.2f GiB); using %d\n",
+           opt->layers, (double)free_b / GIB, fit);
+    opt->layers = fit;
+#else
+    (void)opt;
+#endif
+}
+
+/* The GPU side: the safety check, the compute stream, the checksum buffer. */
+static void run_open_gpu(demo_run_t *run) {
+#ifdef UVMRT_HAVE_CUDA
+    uint64_t need = total_tensor_bytes(run->opt);
+    size_t free_b = 0, total_b = 0;
+    int dev = -1;
+    CUDA_CHECK(run, cudaGetDevice(&dev));
+    CUDA_CHECK(run, cudaMemGetInfo(&free_b, &total_b));
+    /* never allocate more managed memory than the GPU has free: real oversubscription
+     * can hang the GPU; a smaller GPU is emulated with the budget instead */
+    uint64_t room = free_b > GPU_SAFETY_BYTES ? (uint64_t)free_b - GPU_SAFETY_BYTES : 0;
+    if (need > room) {
+        uint64_t e = run->opt->layer_mib / 4 * MIB, fit = room / e; /* tensors that fit */
+        run_fail(run, "refusing to allocate %.2f GiB of tensors on GPU %d: it has %.2f GiB "
+                      "free and %.0f GiB must stay free; use fewer --layers (%d would fit) "
+                      "or a smaller --layer-mib; --budget emulates a smaller GPU",
+                 (double)need / GIB, dev, (double)free_b / GIB, (double)GPU_SAFETY_BYTES / GIB,
+                 fit > 1 ? (int)((fit - 1) / SLOTS) : 0);
+    }
+    if (!run->opt->quiet)
+        printf("  GPU %d: %.2f GiB free of %.2f GiB; tensors %.2f GiB\n", dev,
+               (double)free_b / GIB, (double)total_b / GIB, (double)need / GIB);
+    cudaStream_t s = NULL;
+    CUDA_CHECK(run, cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    run->stream = (uvmrt_stream_t)s;
+    if (run->opt->verify)
+        CUDA_CHECK(run, cudaMalloc((void **)&run->sums_dev,
+                                   2 * (size_t)run->opt->layers * sizeof(unsigned long long)));
+#else
+    run_fail(run, "UVMRT_BACKEND selected the cuda backend, but " PROG
+                  " was built without CUDA kernels");
+#endif
+}
+
+static void net_alloc(demo_run_t *run) {
+    const demo_options_t *opt = run->opt;
+    demo_net_t *net = &run->net;
+    net->layers = opt->layers;
+    net->tensor_bytes = (size_t)(opt->layer_mib / 4 * MIB);
+    net->n = net->tensor_bytes / sizeof(float);
+    size_t count = net_count(opt->layers);
+
+    for (int i = 0; i < opt->layers; i++) {
+        char name[32];
+        int id = -1;
+        snprintf(name, sizeof name, "layer%d", i);
+        UV_CHECK(run, uvmrt_layer_add(run->ctx, name, &id));
+        if (id != i)
+            run_fail(run, "uvmrt_layer_add(%s) numbered it %d, expected %d", name, id, i);
+    }
+
+    uvmrt_tensor_desc_t *descs = calloc(count, sizeof *descs);
+    char(*names)[24] = calloc(count, sizeof *names);
+    net->tensors = calloc(count, sizeof *net->tensors);
+    if (!descs || !names || !net->tensors) {
+        free(descs);
+        free(names);
+        run_fail(run, "out of host memory for %zu tensor descriptors", count);
+    }
+    descs[0] = (uvmrt_tensor_desc_t){.name = "X", .layer = -1, .role = UVMRT_ROLE_ACTIVATION,
+                                     .size_bytes = net->tensor_bytes};
+    for (int i = 0; i < opt->layers; i++) {
+        for (int k = 0; k < SLOTS; k++) {
+            size_t j = net_index(i, k);
+            snprintf(names[j], sizeof names[j], "%c%d", SLOT_NAME[k], i);
+            descs[j] = (uvmrt_tensor_desc_t){.name = names[j], .layer = i,
+                                             .role = SLOT_ROLE[k],
+                                             .size_bytes = net->tensor_bytes};
+        }
+    }
+    uvmrt_status_t st = uvmrt_tensors_alloc(run->ctx, count, descs, net->tensors);
+    free(descs);
+    free(names);
+    UV_CHECK(run, st);
+}
+
+/* On the host, so the pages start where uvmrt's accounting says they are. A and G
+ * are written before they are read, so they are left alone. */
+static void net_init(demo_run_t *run) {
+    const demo_net_t *net = &run->net;
+    double t0 = now_s();
+    demo_cpu_fill_hash(net_data(net, -1, SLOT_A), net->n, run->opt->seed, net_index(-1, 0));
+    for (int i = 0; i < net->layers; i++) {
+        demo_cpu_fill_hash(net_data(net, i, SLOT_W), net->n, run->opt->seed,
+                           net_index(i, SLOT_W));
+        demo_cpu_fill_zero(net_data(net, i, SLOT_O), net->n);
+    }
+    if (!run->opt->quiet)
+        printf("  initialised X, W and O (%.2f GiB) on the host in %.1f s\n",
+               (double)(1 + 2 * (uint64_t)net->layers) * (double)net->tensor_bytes / GIB,
+               now_s() - t0);
+}
+
+/* The layer's arithmetic: a kernel on cuda, the CPU on sim with small data,
+ * nothing on sim with large data. */
+static void layer_work(demo_run_t *run, int i, uvmrt_phase_t phase) {
+    const demo_net_t *net = &run->net;
+    int top = i == net->layers - 1;
+    float *w = net_data(net, i, SLOT_W), *a = net_data(net, i, SLOT_A);
+    float *g = net_data(net, i, SLOT_G), *o = net_data(net, i, SLOT_O);
+    const float *a_prev = net_data(net, i - 1, SLOT_A);                   /* X for i = 0 */
+    const float *g_next = top ? a : net_data(net, i + 1, SLOT_G);          /* G_L := A_{L-1} */
+#ifdef UVMRT_HAVE_CUDA
+    if (run->backend == UVMRT_BACKEND_CUDA) {
+        int work = run->opt->work;
+        switch (phase) {
+        case UVMRT_PHASE_FORWARD:
+            launch_check(run, demo_forward_launch(a, a_prev, w, net->n, work, run->stream),
+                         "forward", i);
+            break;
+        case UVMRT_PHASE_BACKWARD:
+            launch_check(run, demo_backward_launch(g, g_next, a, w, net->n, work, run->stream),
+                         "backward", i);
+            break;
+        case UVMRT_PHASE_OPTIMIZER:
+            launch_check(run, demo_optimizer_launch(w, o, g, net->n, work, run->stream),
+                         "optimizer", i);
+            break;
+        }
+        return;
+    }
+#endif
+    if (!run->touch_data)
+        return;
+    switch (phase) {
+    case UVMRT_PHASE_FORWARD: demo_cpu_forward(a, a_prev, w, net->n); break;
+    case UVMRT_PHASE_BACKWARD: demo_cpu_backward(g, g_next, a, w, net->n); break;
+    case UVMRT_PHASE_OPTIMIZER: demo_cpu_optimizer(w, o, g, net->n); break;
+    }
+}
+
+/* One layer call: its uses, begin, the work, end. Every use is named (not left
+ * to the defaults) so that each can carry UVMRT_USE_STREAM: the kernels touch
+ * each byte once (at --work 1), so uvmrt may keep a tensor in host memory. */
+static void layer_call(demo_run_t *run, int i, uvmrt_phase_t phase) {
+    const demo_net_t *net = &run->net;
+    uint64_t e = net->tensor_bytes;
+    const unsigned R = UVMRT_USE_READ | run->stream_flag, W = UVMRT_USE_WRITE | run->stream_flag,
+                   RW = UVMRT_USE_READWRITE | run->stream_flag;
+    uvmrt_use_t uses[4];
+    size_t n_uses = 0;
+    uint64_t bytes = 0; /* moved through device memory: reads plus writes */
+    switch (phase) {
+    case UVMRT_PHASE_FORWARD: /* reads A_{i-1} (or X), W_i; writes A_i */
+        uses[n_uses++] = (uvmrt_use_t){net_tensor(net, i, SLOT_W), R};
+        uses[n_uses++] = (uvmrt_use_t){net_tensor(net, i, SLOT_A), W};
+        uses[n_uses++] = (uvmrt_use_t){net_tensor(net, i - 1, SLOT_A), R};
+        bytes = 3 * e;
+        break;
+    case UVMRT_PHASE_BACKWARD: /* reads G_{i+1} (A_i at the top), A_i, W_i; writes G_i */
+        uses[n_uses++] = (uvmrt_use_t){net_tensor(net, i, SLOT_W), R};
+        uses[n_uses++] = (uvmrt_use_t){net_tensor(net, i, SLOT_A), R};
+        uses[n_uses++] = (uvmrt_use_t){net_tensor(net, i, SLOT_G), W};
+        if (i < net->layers - 1) {
+            uses[n_uses++] = (uvmrt_use_t){net_tensor(net, i + 1, SLOT_G), R};
+            bytes = 4 * e;
+        } else {
+            bytes = 3 * e;
+        }
+        break;
+    case UVMRT_PHASE_OPTIMIZER: /* reads G_i; reads and writes O_i, W_i */
+        uses[n_uses++] = (uvmrt_use_t){net_tensor(net, i, SLOT_W), RW};
+        uses[n_uses++] = (uvmrt_use_t){net_tensor(net, i, SLOT_G), R};
+        uses[n_uses++] = (uvmrt_use_t){net_tensor(net, i, SLOT_O), RW};
+        bytes = 5 * e;
+        break;
+    }
+    uvmrt_layer_call_t call = {
+        .layer = i,
+        .phase = phase,
+        .stream = run->stream,
+        .uses = uses,
+        .n_uses = n_uses,
+        .no_default_uses = 1,
+    };
+    if (run->backend == UVMRT_BACKEND_SIM && run->profile && run->profile->hbm_bps > 0)
+        call.sim_duration_ns = (uint64_t)((double)bytes / run->profile->hbm_bps * 1e9 *
+                                          (double)run->opt->work);
+
+    uvmrt_status_t st = uvmrt_layer_begin(run->ctx, &call);
+    if (st != UVMRT_OK)
+        run_fail(run, "uvmrt_layer_begin(layer%d, %s) failed: %s (%s)", i,
+                 uvmrt_phase_name(phase), uvmrt_status_str(st), uvmrt_status_name(st));
+    layer_work(run, i, phase);
+    st = uvmrt_layer_end(run->ctx);
+    if (st != UVMRT_OK)
+        run_fail(run, "uvmrt_layer_end(layer%d, %s) failed: %s (%s)", i,
+                 uvmrt_phase_name(phase), uvmrt_status_str(st), uvmrt_status_name(st));
+}
+
+static void run_steps(demo_run_t *run) {
+    int layers = run->net.layers, steps = run->opt->steps;
+    for (int s = 0; s < steps; s++) {
+        UV_CHECK(run, uvmrt_step_begin(run->ctx));
+        for (int i = 0; i < layers; i++)
+            layer_call(run, i, UVMRT_PHASE_FORWARD);
+        for (int i = layers - 1; i >= 0; i--)
+            layer_call(run, i, UVMRT_PHASE_BACKWARD);
+        for (int i = 0; i < layers; i++)
+            layer_call(run, i, UVMRT_PHASE_OPTIMIZER);
+        UV_CHECK(run, uvmrt_step_end(run->ctx));
+
+        uvmrt_step_stats_t *st = &run->res->step_stats[s];
+        UV_CHECK(run, uvmrt_step_stats_get(run->ctx, (uint64_t)s, st));
+        printf("  step %d/%d  %.1f ms  in %.2f GB  out %.2f GB  discard %.2f GB  rd %.2f GB  "
+               "wr %.2f GB  faults %" PRIu64 "  wait %.1f ms%s\n",
+               s + 1, steps, (double)st->step_ns / 1e6, (double)st->prefetch_bytes / GB,
+               (double)st->evict_bytes / GB, (double)st->discard_bytes / GB,
+               (double)st->remote_read_bytes / GB, (double)st->remote_write_bytes / GB,
+               st->fault_count,
+               (double)st->wait_ns / 1e6, s == 0 ? "  (recording step)" : "");
+        fflush(stdout);
+    }
+    run->res->steps = steps;
+}
+
+/* Checksums of W_i and O_i, the training state (A and G hold dead data that uvmrt
+ * may have discarded). Outside a step. */
+static void run_checksums(demo_run_t *run) {
+    const demo_net_t *net = &run->net;
+    uint64_t *sums = run->res->checksums; /* (L, 2) */
+#ifdef UVMRT_HAVE_CUDA
+    if (run->backend == UVMRT_BACKEND_CUDA) {
+        size_t bytes = 2 * (size_t)net->layers * sizeof(unsigned long long);
+        cudaStream_t s = (cudaStream_t)run->stream;
+        /* outside a step a device-wide sync is harmless: the last evictions finish */
+        CUDA_CHECK(run, cudaDeviceSynchronize());
+        CUDA_CHECK(run, cudaMemsetAsync(run->sums_dev, 0, bytes, s));
+        for (int i = 0; i < net->layers; i++) {
+            launch_check(run, demo_checksum_launch(net_data(net, i, SLOT_W), net->tensor_bytes,
+                                                   run->sums_dev + 2 * i, run->stream),
+                         "checksum", i);
+            launch_check(run, demo_checksum_launch(net_data(net, i, SLOT_O), net->tensor_bytes,
+                                                   run->sums_dev + 2 * i + 1, run->stream),
+                         "checksum", i);
+        }
+        unsigned long long *host = malloc(bytes);
+        if (host == NULL)
+            run_fail(run, "out of host memory for checksums");
+        cudaError_t e = cudaMemcpyAsync(host, run->sums_dev, bytes, cudaMemcpyDeviceToHost, s);
+        if (e == cudaSuccess)
+            e = cudaStreamSynchronize(s);
+        if (e != cudaSuccess) {
+            free(host);
+            CUDA_CHECK(run, e);
+        }
+        for (size_t j = 0; j < 2 * (size_t)net->layers; j++)
+            sums[j] = (uint64_t)host[j];
+        free(host);
+        run->res->have_checksums = 1;
+        return;
+    }
+#endif
+    for (int i = 0; i < net->layers; i++) {
+        sums[2 * i] = demo_cpu_checksum(net_data(net, i, SLOT_W), net->tensor_bytes);
+        sums[2 * i + 1] = demo_cpu_checksum(net_data(net, i, SLOT_O), net->tensor_bytes);
+    }
+    run->res->have_checksums = 1;
+}
+
+static void summary_print(const demo_result_t *res, int layers) {
+    demo_medians_t m = result_medians(res);
+    printf("policy %s: %.1f ms/step, in %.2f GB, out %.2f GB, discard %.2f GB, remote read "
+           "%.2f GB, remote write %.2f GB, faults %.0f, wait %.1f ms per step (medians of steps "
+           "2..%d); peak resident %.2f GiB, budget %.2f GiB\n",
+           uvmrt_policy_name(res->policy), m.ms, m.in_gb, m.out_gb, m.discard_gb, m.rd_gb,
+           m.wr_gb, m.faults, m.wait_ms, res->steps, (double)res->peak_resident_bytes / GIB,
+           (double)res->budget_bytes / GIB);
+    if (res->have_checksums) {
+        /* one number for the whole training state, to compare runs by eye */
+        uint64_t digest = 0;
+        for (size_t j = 0; j < 2 * (size_t)layers; j++)
+            digest = digest * 0x100000001b3ull + res->checksums[j];
+        printf("  state digest 0x%016" PRIx64 " (of the W and O checksums)\n", digest);
+    }
+}
+
+/* Runs the whole training under one policy. label: "reference" or NULL. */
+static void run_policy(demo_options_t *opt, uvmrt_policy_t policy, const char *label,
+                       const char *report_path, int show_tables, demo_result_t *res) {
+    demo_run_t run = {.opt = opt, .res = res,
+                      .stream_flag = opt->work == 1 ? UVMRT_USE_STREAM : 0};
+    *res = (demo_result_t){0};
+    res->step_stats = calloc((size_t)opt->steps, sizeof *res->step_stats);
+    res->checksums = calloc(2 * (size_t)opt->layers, sizeof *res->checksums);
+    if (!res->step_stats || !res->checksums) {
+        fprintf(stderr, PROG ": out of host memory\n");
+        exit(1);
+    }
+
+    run.ctx = context_open(opt, policy);
+    run.backend = uvmrt_context_backend(run.ctx);
+    run.policy = uvmrt_context_policy(run.ctx);
+    run.profile = uvmrt_context_profile(run.ctx);
+    res->policy = run.policy;
+    res->backend = run.backend;
+    res->budget_bytes = uvmrt_context_budget(run.ctx);
+
+    uint64_t total = total_tensor_bytes(opt);
+    printf("\n== %s%spolicy %s on %s%s%s: budget %.2f GiB ==\n", label ? label : "",
+           label ? ": " : "", uvmrt_policy_name(run.policy), uvmrt_backend_name(run.backend),
+           run.backend == UVMRT_BACKEND_SIM ? ", profile " : "",
+           run.backend == UVMRT_BACKEND_SIM && run.profile ? run.profile->name : "",
+           (double)res->budget_bytes / GIB);
+    if (run.policy != policy)
+        fprintf(stderr, PROG ": warning: UVMRT_POLICY overrides the policy asked for (%s): "
+                        "this run uses %s\n",
+                uvmrt_policy_name(policy), uvmrt_policy_name(run.policy));
+    if (!opt->quiet) {
+        uvmrt_context_print_config(run.ctx, stdout);
+        fflush(stdout);
+    }
+
+    if (run.backend == UVMRT_BACKEND_CUDA) {
+        run_open_gpu(&run);
+        run.touch_data = 1;
+    } else {
+        run.touch_data = total <= opt->sim_data_limit;
+        if (!run.touch_data && !opt->said_schedule_only) {
+            printf("sim backend: schedule only, tensor data not touched (%.2f GiB > "
+                   "--sim-data-limit %.2f GiB)\n",
+                   (double)total / GIB, (double)opt->sim_data_limit / GIB);
+            opt->said_schedule_only = 1;
+        }
+    }
+
+    if (label && !run.touch_data) { /* a reference without data has nothing to compare */
+        printf("reference run skipped: no checksums on the sim backend in schedule-only mode\n");
+        run_close(&run);
+        return;
+    }
+
+    net_alloc(&run);
+    if (run.touch_data)
+        net_init(&run);
+    run_steps(&run);
+
+    if (show_tables && !opt->quiet) {
+        fflush(stdout);
+        UV_CHECK(&run, uvmrt_report_write(run.ctx, "text", "-"));
+        fflush(stdout);
+    }
+    if (report_path) {
+        UV_CHECK(&run, uvmrt_report_write(run.ctx, "json", report_path));
+        printf("  report: %s\n", report_path);
+    }
+    if (opt->verify && run.touch_data)
+        run_checksums(&run);
+
+    uvmrt_summary_t sum;
+    UV_CHECK(&run, uvmrt_summary_get(run.ctx, &sum));
+    res->peak_resident_bytes = sum.peak_resident_bytes;
+    res->done = 1;
+    summary_print(res, opt->layers);
+    fflush(stdout);
+    run_close(&run);
+}
+
+/* ----------------------------------------------------------------------------
+ * verification and the final table */
+
+/* out.json -> out.prefetch.json; a name without an extension gets ".prefetch". */
+static char *report_path_for(const char *path, const char *policy) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    const char *dot = strrchr(base, '.');
+    if (dot == NULL || dot == base)
+        dot = path + strlen(path);
+    size_t head = (size_t)(dot - path), len = strlen(path) + strlen(policy) + 2;
+    char *out = malloc(len);
+    if (out == NULL) {
+        fprintf(stderr, PROG ": out of host memory\n");
+        exit(1);
+    }
+    snprintf(out, len, "%.*s.%s%s", (int)head, path, policy, dot);
+    return out;
+}
+
+/* 0: match; 1: mismatch (printed). */
+static int checksums_compare(const demo_result_t *ref, const demo_result_t *res, int layers) {
+    int bad = 0;
+    for (int i = 0; i < layers; i++) {
+        for (int k = 0; k < 2; k++) {
+            uint64_t want = ref->checksums[2 * i + k], got = res->checksums[2 * i + k];
+            if (want == got)
+                continue;
+            if (bad == 0)
+                printf("checksums: MISMATCH (layer %d %c: policy %s 0x%016" PRIx64
+                       ", reference 0x%016" PRIx64 ")\n",
+                       i, k ? 'O' : 'W', uvmrt_policy_name(res->policy), got, want);
+            bad++;
+        }
+    }
+    if (bad > 1)
+        printf("checksums: %d of %d tensors differ under policy %s\n", bad, 2 * layers,
+               uvmrt_policy_name(res->policy));
+    return bad != 0;
+}
+
+/* Returns the exit status: 0, or 1 on a mismatch. */
+static int verify(const demo_options_t *opt, const demo_result_t *ref, const demo_result_t *runs,
+                  int n_runs) {
+    if (!opt->verify) {
+        printf("checksums: not verified (--no-verify)\n");
+        return 0;
+    }
+    int have = ref != NULL && ref->have_checksums;
+    for (int r = 0; r < n_runs; r++)
+        have = have && runs[r].have_checksums;
+    if (!have) {
+        if (ref == NULL)
+            printf("checksums: not compared (policy none is the reference)\n");
+        else
+            printf("checksums: not verified (sim backend: schedule only, tensor data not "
+                   "touched)\n");
+        return 0;
+    }
+    int bad = 0, compared = 0;
+    for (int r = 0; r < n_runs; r++) {
+        if (&runs[r] == ref)
+            continue;
+        bad |= checksums_compare(ref, &runs[r], opt->layers);
+        compared++;
+    }
+    if (!bad)
+        printf("checksums: match (W and O of %d layers, %d run%s against the reference, "
+               "policy %s)\n",
+               opt->layers, compared, compared == 1 ? "" : "s", uvmrt_policy_name(ref->policy));
+    return bad;
+}
+
+static void final_table(const demo_result_t *runs, int n_runs, int steps) {
+    demo_medians_t m[3] = {{0}};
+    printf("\n%-10s %10s %11s %12s %16s %10s %10s %12s %13s\n", "policy", "ms/step",
+           "GB in/step", "GB out/step", "GB discard/step", "GB rd/step", "GB wr/step",
+           "faults/step", "wait ms/step");
+    for (int r = 0; r < n_runs && r < 3; r++) {
+        m[r] = result_medians(&runs[r]);
+        printf("%-10s %10.1f %11.2f %12.2f %16.2f %10.2f %10.2f %12.0f %13.1f\n",
+               uvmrt_policy_name(runs[r].policy), m[r].ms, m[r].in_gb, m[r].out_gb,
+               m[r].discard_gb, m[r].rd_gb, m[r].wr_gb, m[r].faults, m[r].wait_ms);
+    }
+    printf("(in: prefetched to the GPU; out: written back; discard: dropped, dead data; "
+           "rd/wr: read/written over the link from tensors kept in host memory)\n");
+    printf("(medians over steps 2..%d; step 1 records the schedule)\n", steps);
+    if (n_runs == 3 && m[2].ms > 0 && m[0].ms > 0)
+        printf("demand/prefetch %.2fx   prefetch/none %.2fx\n", m[1].ms / m[2].ms,
+               m[2].ms / m[0].ms);
+}
+
+/* ----------------------------------------------------------------------------
+ * main */
+
+int main(int argc, char **argv) {
+    demo_options_t opt;
+    options_parse(argc, argv, &opt);
+    env_overrides_note(&opt);
+
+    fit_layers_to_gpu(&opt);
+    uint64_t e = opt.layer_mib / 4 * MIB;
+    printf(PROG ": %d layers x 4 tensors of %.0f MiB + input = %zu tensors, %.2f GiB; "
+           "%d steps, work %d, seed %" PRIu64 "\n",
+           opt.layers, (double)e / (double)MIB, net_count(opt.layers),
+           (double)total_tensor_bytes(&opt) / GIB, opt.steps, opt.work, opt.seed);
+
+    static const uvmrt_policy_t ALL[3] = {UVMRT_POLICY_NONE, UVMRT_POLICY_DEMAND,
+                                          UVMRT_POLICY_PREFETCH};
+    demo_result_t runs[3] = {{0}}, reference = {0};
+    const demo_result_t *ref = NULL;
+    int n_runs = 0;
+
+    if (opt.policy_all) {
+        for (int r = 0; r < 3; r++) {
+            char *path = opt.report_json ? report_path_for(opt.report_json,
+                                                           uvmrt_policy_name(ALL[r]))
+                                         : NULL;
+            run_policy(&opt, ALL[r], NULL, path, 1, &runs[r]);
+            free(path);
+        }
+        n_runs = 3;
+        ref = &runs[0];
+    } else {
+        if (opt.policy != UVMRT_POLICY_NONE && opt.verify) {
+            printf("reference run first: policy none, no budget, same seed and steps "
+                   "(for the checksums; --no-verify skips it)\n");
+            run_policy(&opt, UVMRT_POLICY_NONE, "reference", NULL, 0, &reference);
+            ref = &reference;
+        }
+        run_policy(&opt, opt.policy, NULL, opt.report_json, 1, &runs[0]);
+        n_runs = 1;
+    }
+
+    if (opt.policy_all)
+        final_table(runs, n_runs, opt.steps);
+    int status = verify(&opt, ref, runs, n_runs);
+
+    for (int r = 0; r < n_runs; r++)
+        result_free(&runs[r]);
+    result_free(&reference);
+    return status;
+}

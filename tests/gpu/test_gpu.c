@@ -1,0 +1,210 @@
+/*
+ * test_gpu.c -- tests on a real GPU, run by `make check-gpu`.
+ *
+ * Every test first creates a cuda context in its body and skips itself when
+ * there is no usable GPU (UVMRT_ERR_NO_DEVICE, or UVMRT_ERR_UNSUPPORTED without
+ * concurrent managed access). Nothing touches CUDA in the runner's parent
+ * process: Criterion forks each test, and CUDA must not be initialised before
+ * a fork. This file makes no CUDA call itself: it links CUDA only through
+ * libuvmrt. Total managed memory per test stays well under 1 GiB.
+ *
+ * The tests run one at a time (see main): they time copies and must not share
+ * the GPU with each other.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include <criterion/criterion.h>
+
+#include "../helpers.h"
+
+/* ------------------------------------------------------------------ contexts */
+static uvmrt_context_t *cuda_ctx_or_skip(uvmrt_policy_t policy, uint64_t budget)
+{
+    uvmrt_params_t p;
+    uvmrt_params_init(&p);
+    p.backend = UVMRT_BACKEND_CUDA;
+    p.policy = policy;
+    p.budget_bytes = budget;
+    p.ignore_env = 1;
+    p.log_fn = log_capture;
+    uvmrt_context_t *ctx = NULL;
+    uvmrt_status_t st = uvmrt_context_create(&p, &ctx);
+    if (st == UVMRT_ERR_NO_DEVICE || st == UVMRT_ERR_UNSUPPORTED)
+        cr_skip_test("no usable GPU (%s): %s", uvmrt_status_name(st), log_text());
+    cr_assert_eq(st, UVMRT_OK, "cuda context: %s; log:\n%s", uvmrt_status_name(st), log_text());
+    cr_assert_eq(uvmrt_context_backend(ctx), UVMRT_BACKEND_CUDA);
+    return ctx;
+}
+
+static void skip_without_gpu(void)
+{
+    uvmrt_context_destroy(cuda_ctx_or_skip(UVMRT_POLICY_PREFETCH, 64 * MIB));
+}
+
+/* ------------------------------------------------------------------ 1. the demo */
+/* The demo under every policy on the GPU, checksums verified against its CPU
+ * reference. UVMRT_DEMO names the program (make check-gpu sets it). */
+Test(gpu, demo_all_policies_checksums_match, .timeout = 600)
+{
+    skip_without_gpu();
+    const char *demo = getenv("UVMRT_DEMO");
+    if (demo == NULL || demo[0] == '\0') cr_skip_test("UVMRT_DEMO is not set");
+    env_clear_uvmrt(); /* the demo must see the flags, not a leftover UVMRT_POLICY */
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "'%s' --backend cuda --policy all --layers 8 --layer-mib 64 --budget 192M --steps 3 2>&1", demo);
+    FILE *f = popen(cmd, "r");
+    cr_assert_not_null(f, "popen(%s)", cmd);
+    strbuf_t out = {0};
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf - 1, f)) > 0) {
+        buf[n] = '\0';
+        sb_append(&out, buf);
+    }
+    int status = pclose(f);
+    const char *text = out.s ? out.s : "";
+    cr_assert(WIFEXITED(status), "the demo did not exit normally (status %#x):\n%s", status, text);
+    cr_expect_eq(WEXITSTATUS(status), 0, "the demo exited with %d:\n%s", WEXITSTATUS(status), text);
+    cr_expect_not_null(strstr(text, "checksums: match"), "no 'checksums: match' in:\n%s", text);
+    cr_expect_null(strstr(text, "MISMATCH"), "%s", text);
+    cr_expect_not_null(strstr(text, "policy demand"), "the demand policy did not run:\n%s", text);
+    cr_expect_not_null(strstr(text, "policy prefetch"), "the prefetch policy did not run:\n%s", text);
+    sb_free(&out);
+}
+
+/* ------------------------------------------------------------------ 2. prefetch overlaps other work */
+static void sleep_ns(long ns)
+{
+    struct timespec ts = {ns / 1000000000L, ns % 1000000000L};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
+/* The layers' "work" is host time between begin and end (this file launches no
+ * kernels). The plan issues each layer's prefetches at earlier layer ends, so
+ * they run on the copy stream while the host is busy: in steady state the
+ * layers' streams wait for less time than the copy stream spent prefetching. */
+Test(gpu, prefetch_overlaps_other_work, .timeout = 300)
+{
+    /* 8 layers of W 16, A 8, G 16, O 32 MiB (576 MiB in all); largest working
+     * set 64 MiB (optimizer: W + G + O); budget 3x that */
+    net_spec_t spec = {.layers = 8, .w_bytes = 16 * MIB, .a_bytes = 8 * MIB, .g_bytes = 16 * MIB,
+                       .o_bytes = 32 * MIB, .x_bytes = 8 * MIB};
+    uvmrt_context_t *ctx = cuda_ctx_or_skip(UVMRT_POLICY_PREFETCH, 192 * MIB);
+    net_t *net = net_create(ctx, &spec);
+    cr_assert_eq(net_max_working_set(net), 64 * MIB);
+    cr_assert_lt(net_total_footprint(net), 1 * GIB);
+    const int steps = 4;
+    const long work_ns = 8 * 1000 * 1000; /* per layer call, on the host */
+    for (int s = 0; s < steps; s++) {
+        cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK, "%s", log_text());
+        for (int phase = 0; phase < UVMRT_PHASE_COUNT; phase++)
+            for (int k = 0; k < net->L; k++) {
+                int i = phase == UVMRT_PHASE_BACKWARD ? net->L - 1 - k : k;
+                uvmrt_use_t extra = {NULL, UVMRT_USE_READ};
+                size_t n_extra = 0;
+                if (phase == UVMRT_PHASE_FORWARD) {
+                    extra.tensor = i > 0 ? net->a[i - 1] : net->x;
+                    n_extra = 1;
+                }
+                if (phase == UVMRT_PHASE_BACKWARD && i < net->L - 1) {
+                    extra.tensor = net->g[i + 1];
+                    n_extra = 1;
+                }
+                uvmrt_layer_call_t c = {.layer = net->layer[i], .phase = (uvmrt_phase_t)phase, .stream = NULL,
+                                        .uses = n_extra ? &extra : NULL, .n_uses = n_extra};
+                cr_assert_eq(uvmrt_layer_begin(ctx, &c), UVMRT_OK, "%s", log_text());
+                sleep_ns(work_ns);
+                cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK, "%s", log_text());
+                uvmrt_summary_t sum;
+                cr_assert_eq(uvmrt_summary_get(ctx, &sum), UVMRT_OK);
+                cr_assert_leq(sum.resident_bytes, sum.budget_bytes);
+            }
+        cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK, "%s", log_text());
+    }
+    for (uint64_t s = 2; s < (uint64_t)steps; s++) {
+        uvmrt_step_stats_t st;
+        cr_assert_eq(uvmrt_step_stats_get(ctx, s, &st), UVMRT_OK);
+        cr_log_info("step %llu: %.1f ms, prefetch %.0f MiB, h2d busy %.2f ms, wait %.2f ms, faults %llu",
+                    (unsigned long long)s + 1, st.step_ns / 1e6, st.prefetch_bytes / (double)MIB, st.h2d_busy_ns / 1e6,
+                    st.wait_ns / 1e6, (unsigned long long)st.fault_count);
+        cr_expect_gt(st.prefetch_bytes, 0, "step %llu prefetched nothing", (unsigned long long)s + 1);
+        cr_expect_gt(st.h2d_busy_ns, 0, "step %llu: no time measured on the copy stream", (unsigned long long)s + 1);
+        cr_expect_lt(st.wait_ns, st.h2d_busy_ns,
+                     "step %llu: the layers waited %llu ns, the copy stream prefetched for %llu ns: no overlap",
+                     (unsigned long long)s + 1, (unsigned long long)st.wait_ns, (unsigned long long)st.h2d_busy_ns);
+        cr_expect_eq(st.fault_count, 0, "step %llu: tensors used while not resident", (unsigned long long)s + 1);
+        cr_expect_leq(st.peak_resident_bytes, 192 * MIB);
+    }
+    net_free(net);
+    uvmrt_context_destroy(ctx);
+}
+
+/* ------------------------------------------------------------------ 3. same decisions on sim and cuda */
+typedef struct scenario_result {
+    strbuf_t trace;
+    uint64_t steps;
+} scenario_result_t;
+
+/* Runs the default network (optionally with streamed activations) for `steps`
+ * steps under prefetch with a budget that makes the plan evict. */
+static void run_traced(uvmrt_context_t *ctx, int stream_acts, int steps, strbuf_t *trace)
+{
+    uvmrt__set_trace(ctx, trace_to_strbuf, trace);
+    net_spec_t spec = net_spec_default();
+    spec.stream_acts = stream_acts;
+    net_t *net = net_create(ctx, &spec);
+    for (int s = 0; s < steps; s++) {
+        sb_appendf(trace, "== step %d\n", s + 1);
+        run_step(net, NULL, NULL);
+    }
+    net_free(net);
+}
+
+static void same_trace_sim_and_cuda(int stream_acts)
+{
+    const uint64_t budget = 16 * MIB; /* 2x the largest working set; total 62 MiB */
+    const int steps = 4;
+    strbuf_t t_cuda = {0}, t_sim = {0};
+    uvmrt_context_t *cu = cuda_ctx_or_skip(UVMRT_POLICY_PREFETCH, budget);
+    run_traced(cu, stream_acts, steps, &t_cuda);
+    uvmrt_summary_t s;
+    cr_assert_eq(uvmrt_summary_get(cu, &s), UVMRT_OK);
+    cr_assert_gt(s.evict_bytes + s.discard_bytes, 0, "the plan never evicted: the comparison proves little");
+    uvmrt_context_destroy(cu);
+    /* the sim with the profile the cuda context plans with (h200) */
+    uvmrt_context_t *sim = make_ctx(UVMRT_POLICY_PREFETCH, budget, "h200");
+    run_traced(sim, stream_acts, steps, &t_sim);
+    uvmrt_context_destroy(sim);
+    cr_assert_not_null(t_cuda.s);
+    cr_assert_not_null(t_sim.s);
+    /* from the first planned step (step 2) on */
+    const char *a = strstr(t_cuda.s, "== step 2\n"), *b = strstr(t_sim.s, "== step 2\n");
+    cr_assert_not_null(a);
+    cr_assert_not_null(b);
+    cr_expect_not_null(strstr(a, "prefetch on h2d:"), "no planned prefetch:\n%s", a);
+    cr_expect_str_eq(a, b, "sim and cuda decided differently (stream_acts %d)", stream_acts);
+    sb_free(&t_cuda);
+    sb_free(&t_sim);
+}
+
+Test(gpu, same_trace_on_sim_and_cuda, .timeout = 300) { same_trace_sim_and_cuda(0); }
+Test(gpu, same_trace_on_sim_and_cuda_streamed, .timeout = 300) { same_trace_sim_and_cuda(1); }
+
+/* ------------------------------------------------------------------ runner */
+/* One test at a time: they time transfers on one GPU. Arguments (e.g. --tap,
+ * -j) still override. */
+int main(int argc, char *argv[])
+{
+    struct criterion_test_set *tests = criterion_initialize();
+    criterion_options.jobs = 1;
+    int result = 0;
+    if (criterion_handle_args(argc, argv, true)) result = !criterion_run_all_tests(tests);
+    criterion_finalize(tests);
+    return result;
+}

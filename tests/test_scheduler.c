@@ -1,0 +1,647 @@
+/*
+ * test_scheduler.c -- the executor on the sim backend: the budget at every
+ * layer boundary, residency when a layer starts, no faults in steady state,
+ * deviations from the record, budget errors, and data surviving evictions.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "helpers.h"
+
+static uvmrt_summary_t summary(uvmrt_context_t *ctx)
+{
+    uvmrt_summary_t s;
+    cr_assert_eq(uvmrt_summary_get(ctx, &s), UVMRT_OK);
+    return s;
+}
+
+static uvmrt_step_stats_t step_stats(uvmrt_context_t *ctx, uint64_t step)
+{
+    uvmrt_step_stats_t s;
+    cr_assert_eq(uvmrt_step_stats_get(ctx, step, &s), UVMRT_OK, "step %llu", (unsigned long long)step);
+    return s;
+}
+
+/* A network on a fresh context; the budget is a multiple of the largest
+ * working set (ws_mult > 0), or the given bytes (ws_mult == 0). */
+static net_t *setup(uvmrt_policy_t policy, double ws_mult, uint64_t bytes)
+{
+    /* measure the network's working set on a throwaway context first */
+    net_spec_t spec = net_spec_default();
+    uvmrt_context_t *probe = make_ctx(policy, 1 * GIB, NULL);
+    net_t *pn = net_create(probe, &spec);
+    uint64_t ws = net_max_working_set(pn);
+    net_free(pn);
+    uvmrt_context_destroy(probe);
+    uint64_t budget = ws_mult > 0 ? (uint64_t)(ws * ws_mult) : bytes;
+    uvmrt_context_t *ctx = make_ctx(policy, budget, NULL);
+    return net_create(ctx, &spec);
+}
+
+static void teardown(net_t *net)
+{
+    uvmrt_context_t *ctx = net->ctx;
+    net_free(net);
+    uvmrt_context_destroy(ctx);
+}
+
+/* ------------------------------------------------------------------ prefetch */
+Test(scheduler, default_net_shape)
+{
+    net_t *net = setup(UVMRT_POLICY_PREFETCH, 0, 1 * GIB);
+    cr_expect_eq(net_max_working_set(net), 8 * MIB);
+    cr_expect_eq(net_total_footprint(net), 62 * MIB);
+    cr_expect_eq(net_calls_per_step(net), 18);
+    teardown(net);
+}
+
+/* Budgets from 2x the largest working set to the total: the budget holds at
+ * every layer boundary, every used tensor is resident at begin, and after the
+ * recorded step there are no demand faults. */
+Test(scheduler, prefetch_budget_and_no_faults)
+{
+    net_t *probe = setup(UVMRT_POLICY_PREFETCH, 0, 1 * GIB);
+    uint64_t ws = net_max_working_set(probe), total = net_total_footprint(probe);
+    teardown(probe);
+    const uint64_t budgets[] = {2 * ws, 2 * ws + 2 * MIB, 3 * ws, 4 * ws + 64 * KIB, total / 2, total - 2 * MIB, total};
+    for (size_t b = 0; b < sizeof budgets / sizeof budgets[0]; b++) {
+        net_t *net = setup(UVMRT_POLICY_PREFETCH, 0, budgets[b]);
+        invariant_count_t count = {0, 0};
+        const int steps = 5;
+        run_steps(net, steps, observe_invariants, &count);
+        cr_expect_eq(count.events, steps * 2 * net_calls_per_step(net));
+        uvmrt_summary_t s = summary(net->ctx);
+        cr_expect_leq(s.peak_resident_bytes, budgets[b], "budget %llu: peak %llu", (unsigned long long)budgets[b],
+                      (unsigned long long)s.peak_resident_bytes);
+        cr_expect_eq(s.steps, steps);
+        for (int i = 0; i < steps; i++) {
+            uvmrt_step_stats_t st = step_stats(net->ctx, (uint64_t)i);
+            cr_expect_leq(st.peak_resident_bytes, budgets[b], "budget %llu step %d: peak %llu",
+                          (unsigned long long)budgets[b], i, (unsigned long long)st.peak_resident_bytes);
+            if (i == 0) cr_expect_gt(st.fault_count, 0, "step 1 runs on demand: it must fault");
+            else
+                cr_expect_eq(st.fault_count, 0, "budget %llu (%.2fx ws): step %d has %llu faults (%llu bytes)",
+                             (unsigned long long)budgets[b], (double)budgets[b] / (double)ws, i + 1,
+                             (unsigned long long)st.fault_count, (unsigned long long)st.fault_bytes);
+            if (i >= 1 && budgets[b] < total)
+                cr_expect_gt(st.prefetch_bytes, 0, "budget %llu step %d: no prefetches", (unsigned long long)budgets[b],
+                             i + 1);
+        }
+        if (budgets[b] < total) cr_expect_gt(s.evict_bytes + s.discard_bytes, 0, "budget below total, nothing left");
+        teardown(net);
+    }
+}
+
+/* With everything fitting, the steady state moves nothing at all. */
+Test(scheduler, prefetch_everything_fits_no_traffic)
+{
+    net_t *net = setup(UVMRT_POLICY_PREFETCH, 0, 1 * GIB);
+    run_steps(net, 4, observe_invariants, NULL);
+    for (uint64_t i = 1; i < 4; i++) {
+        uvmrt_step_stats_t st = step_stats(net->ctx, i);
+        cr_expect_eq(st.prefetch_bytes + st.evict_bytes + st.discard_bytes + st.fault_bytes, 0, "step %llu moved data",
+                     (unsigned long long)i + 1);
+    }
+    cr_expect_eq(summary(net->ctx).resident_bytes, net_total_footprint(net));
+    teardown(net);
+}
+
+/* At the tightest legal budget (one working set) the scheduler still keeps the
+ * budget and every layer's tensors resident at its begin (late fetches). */
+Test(scheduler, prefetch_tight_budget_invariants)
+{
+    net_t *net = setup(UVMRT_POLICY_PREFETCH, 1.0, 0);
+    invariant_count_t count = {0, 0};
+    run_steps(net, 4, observe_invariants, &count);
+    cr_expect_gt(count.events, 0);
+    cr_expect_leq(summary(net->ctx).peak_resident_bytes, net_max_working_set(net));
+    teardown(net);
+}
+
+/* ------------------------------------------------------------------ demand and none */
+Test(scheduler, demand_keeps_budget_and_faults)
+{
+    net_t *net = setup(UVMRT_POLICY_DEMAND, 3.0, 0);
+    uint64_t budget = uvmrt_context_budget(net->ctx);
+    cr_assert_lt(budget, net_total_footprint(net));
+    invariant_count_t count = {0, 0};
+    run_steps(net, 4, observe_invariants, &count);
+    cr_expect_eq(count.events, 4 * 2 * net_calls_per_step(net));
+    cr_expect_leq(summary(net->ctx).peak_resident_bytes, budget);
+    for (uint64_t i = 1; i < 4; i++) {
+        uvmrt_step_stats_t st = step_stats(net->ctx, i);
+        cr_expect_gt(st.fault_count, 0, "demand, step %llu: total > budget but no faults", (unsigned long long)i + 1);
+        cr_expect_eq(st.prefetch_bytes, 0, "demand prefetched");
+        cr_expect_gt(st.evict_bytes, 0);
+    }
+    cr_expect_eq(summary(net->ctx).plans_built, 0, "demand built a plan");
+    teardown(net);
+}
+
+Test(scheduler, none_does_not_enforce_budget)
+{
+    net_t *net = setup(UVMRT_POLICY_NONE, 1.0, 0);
+    uint64_t budget = uvmrt_context_budget(net->ctx);
+    run_steps(net, 2, observe_invariants, NULL); /* the observer skips the budget check for none */
+    uvmrt_summary_t s = summary(net->ctx);
+    cr_expect_gt(s.peak_resident_bytes, budget, "none kept under the budget: it should not enforce it");
+    cr_expect_eq(s.resident_bytes, net_total_footprint(net));
+    cr_expect_eq(s.evict_bytes + s.discard_bytes + s.prefetch_bytes, 0);
+    teardown(net);
+}
+
+/* Under none a layer larger than the budget is not an error. */
+Test(scheduler, none_accepts_layer_over_budget)
+{
+    uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_NONE, 4 * MIB, NULL);
+    int l;
+    cr_assert_eq(uvmrt_layer_add(ctx, "big", &l), UVMRT_OK);
+    uvmrt_tensor_desc_t d = {"w", l, UVMRT_ROLE_WEIGHT, 8 * MIB};
+    uvmrt_tensor_t *t;
+    cr_assert_eq(uvmrt_tensor_alloc(ctx, &d, &t), UVMRT_OK);
+    cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
+    uvmrt_layer_call_t c = {.layer = l, .phase = UVMRT_PHASE_FORWARD};
+    cr_expect_eq(uvmrt_layer_begin(ctx, &c), UVMRT_OK, "%s", log_text());
+    cr_expect_eq(uvmrt_layer_end(ctx), UVMRT_OK);
+    cr_expect_eq(uvmrt_step_end(ctx), UVMRT_OK);
+    uvmrt_context_destroy(ctx);
+}
+
+/* ------------------------------------------------------------------ speed on sim */
+static uint64_t steady_step_ns(uvmrt_policy_t policy, double ws_mult)
+{
+    net_t *net = setup(policy, ws_mult, 0);
+    run_steps(net, 4, NULL, NULL);
+    uint64_t ns = step_stats(net->ctx, 3).step_ns;
+    cr_expect_gt(ns, 0);
+    teardown(net);
+    return ns;
+}
+
+Test(scheduler, prefetch_faster_than_demand_on_sim)
+{
+    for (double mult = 2.0; mult <= 4.0; mult += 1.0) {
+        uint64_t pf = steady_step_ns(UVMRT_POLICY_PREFETCH, mult);
+        uint64_t dm = steady_step_ns(UVMRT_POLICY_DEMAND, mult);
+        cr_expect_lt(pf, dm, "budget %.0fx ws: prefetch step %llu ns, demand %llu ns", mult, (unsigned long long)pf,
+                     (unsigned long long)dm);
+    }
+}
+
+/* ------------------------------------------------------------------ deviations */
+Test(scheduler, deviation_rerecords_then_no_faults)
+{
+    net_t *net = setup(UVMRT_POLICY_PREFETCH, 2.0, 0);
+    uvmrt_context_t *ctx = net->ctx;
+    run_steps(net, 3, observe_invariants, NULL);
+    uint64_t plans_before = summary(ctx).plans_built;
+    cr_assert_gt(plans_before, 0, "no plan after 3 steps");
+    cr_assert_eq(step_stats(ctx, 2).fault_count, 0);
+    /* step 4 leaves the record (layer 2's forward is skipped) */
+    run_step_ex(net, 2, observe_invariants, NULL);
+    /* step 5 is the usual sequence again: it differs from step 4's record */
+    run_step(net, observe_invariants, NULL);
+    /* steps 6, 7: the usual sequence was re-recorded; a new plan, and no faults */
+    run_steps(net, 2, observe_invariants, NULL);
+    cr_expect_gt(summary(ctx).plans_built, plans_before, "no new plan after the deviation");
+    for (uint64_t i = 5; i < 7; i++) {
+        uvmrt_step_stats_t st = step_stats(ctx, i);
+        cr_expect_eq(st.fault_count, 0, "step %llu after a deviation: %llu faults", (unsigned long long)i + 1,
+                     (unsigned long long)st.fault_count);
+        cr_expect_leq(st.peak_resident_bytes, uvmrt_context_budget(ctx));
+    }
+    teardown(net);
+}
+
+/* A new step shape of the same length (optimizer in reverse order): it is
+ * re-recorded, and from then on that shape runs without faults. */
+Test(scheduler, same_length_deviation_rerecords)
+{
+    net_t *net = setup(UVMRT_POLICY_PREFETCH, 2.0, 0);
+    uvmrt_context_t *ctx = net->ctx;
+    run_steps(net, 3, observe_invariants, NULL);
+    for (int k = 0; k < 4; k++) run_step_reversed_optimizer(net, observe_invariants, NULL);
+    for (uint64_t i = 5; i < 7; i++)
+        cr_expect_eq(step_stats(ctx, i).fault_count, 0, "step %llu: the new shape was not re-recorded",
+                     (unsigned long long)i + 1);
+    teardown(net);
+}
+
+/* A step cut short (a prefix of the record) also re-records. */
+Test(scheduler, short_step_then_full_steps)
+{
+    net_t *net = setup(UVMRT_POLICY_PREFETCH, 2.0, 0);
+    uvmrt_context_t *ctx = net->ctx;
+    run_steps(net, 2, observe_invariants, NULL);
+    cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
+    uvmrt_use_t x = {net->x, UVMRT_USE_READ};
+    uvmrt_layer_call_t c = {.layer = net->layer[0], .phase = UVMRT_PHASE_FORWARD, .uses = &x, .n_uses = 1,
+                            .sim_duration_ns = 1000};
+    cr_assert_eq(uvmrt_layer_begin(ctx, &c), UVMRT_OK);
+    cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK);
+    cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK);
+    run_steps(net, 3, observe_invariants, NULL);
+    cr_expect_eq(step_stats(ctx, 5).fault_count, 0);
+    teardown(net);
+}
+
+/* A step with an extra call at the end (longer than the record). */
+Test(scheduler, longer_step_then_full_steps)
+{
+    net_t *net = setup(UVMRT_POLICY_PREFETCH, 2.0, 0);
+    uvmrt_context_t *ctx = net->ctx;
+    run_steps(net, 2, observe_invariants, NULL);
+    cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
+    for (int i = 0; i < 2; i++) { /* forward of layer 0, twice */
+        uvmrt_use_t x = {net->x, UVMRT_USE_READ};
+        uvmrt_layer_call_t c = {.layer = net->layer[0], .phase = UVMRT_PHASE_FORWARD, .uses = &x, .n_uses = 1};
+        cr_assert_eq(uvmrt_layer_begin(ctx, &c), UVMRT_OK);
+        cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK);
+    }
+    cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK);
+    run_steps(net, 3, observe_invariants, NULL);
+    cr_expect_eq(step_stats(ctx, 5).fault_count, 0);
+    teardown(net);
+}
+
+/* Tensors allocated and freed between steps: the scheduler adapts. */
+Test(scheduler, alloc_and_free_between_steps)
+{
+    net_t *net = setup(UVMRT_POLICY_PREFETCH, 2.0, 0);
+    uvmrt_context_t *ctx = net->ctx;
+    run_steps(net, 2, observe_invariants, NULL);
+    uvmrt_tensor_desc_t d = {"extra", net->layer[1], UVMRT_ROLE_WORKSPACE, 1 * MIB};
+    uvmrt_tensor_t *extra;
+    cr_assert_eq(uvmrt_tensor_alloc(ctx, &d, &extra), UVMRT_OK);
+    run_steps(net, 2, NULL, NULL); /* the workspace joins layer 1's calls: not in the observer's list */
+    cr_assert_eq(uvmrt_tensor_free(ctx, extra), UVMRT_OK);
+    run_steps(net, 3, observe_invariants, NULL);
+    cr_expect_eq(step_stats(ctx, 6).fault_count, 0);
+    cr_expect_leq(summary(ctx).peak_resident_bytes, uvmrt_context_budget(ctx));
+    teardown(net);
+}
+
+/* ------------------------------------------------------------------ accounting vs the model */
+/* uvmrt keeps its own residency accounting; at every layer end it must agree
+ * with what the sim device actually holds. */
+static void accounting_observer(net_t *net, const net_event_t *ev, void *user)
+{
+    (void)user;
+    observe_invariants(net, ev, NULL);
+    if (!ev->is_end) return;
+    uvmrt_summary_t s;
+    cr_assert_eq(uvmrt_summary_get(net->ctx, &s), UVMRT_OK);
+    uint64_t dev = sim_device_bytes(net->ctx);
+    cr_assert_eq(dev, s.resident_bytes, "after layer %d %s (call %d): the sim device holds %llu bytes, uvmrt counts %llu",
+                 ev->layer, uvmrt_phase_name(ev->phase), ev->index, (unsigned long long)dev,
+                 (unsigned long long)s.resident_bytes);
+}
+
+Test(scheduler, accounting_matches_device)
+{
+    const uvmrt_policy_t pols[] = {UVMRT_POLICY_DEMAND, UVMRT_POLICY_PREFETCH};
+    const double mults[] = {1.0, 2.0, 3.5};
+    for (size_t p = 0; p < 2; p++)
+        for (size_t m = 0; m < 3; m++) {
+            net_t *net = setup(pols[p], mults[m], 0);
+            run_steps(net, 4, accounting_observer, NULL);
+            teardown(net);
+        }
+}
+
+/* Freeing a resident tensor whose arena lives on (its layer's other tensors
+ * remain) must give its device memory back: otherwise the device holds more
+ * than uvmrt counts, and later steps exceed the budget on the device. */
+Test(scheduler, free_resident_tensor_releases_device_memory)
+{
+    net_t *net = setup(UVMRT_POLICY_PREFETCH, 2.0, 0);
+    uvmrt_context_t *ctx = net->ctx;
+    run_steps(net, 3, accounting_observer, NULL);
+    uvmrt_tensor_t *victim = NULL;
+    for (int i = 0; i < net->L && victim == NULL; i++)
+        if (uvmrt_tensor_is_resident(net->o[i])) victim = net->o[i];
+    cr_assert_not_null(victim, "no resident optimizer state after 3 steps");
+    cr_assert_eq(uvmrt_tensor_free(ctx, victim), UVMRT_OK);
+    uvmrt_summary_t s = summary(ctx);
+    cr_expect_eq(sim_device_bytes(ctx), s.resident_bytes,
+                 "after freeing resident '%s': the sim device holds %llu bytes, uvmrt counts %llu",
+                 uvmrt_tensor_name(victim), (unsigned long long)sim_device_bytes(ctx),
+                 (unsigned long long)s.resident_bytes);
+    /* the network without that tensor: the observer checks the device against the budget */
+    for (int i = 0; i < net->L; i++)
+        if (net->o[i] == victim) {
+            uvmrt_tensor_desc_t d = {"O-again", net->layer[i], UVMRT_ROLE_OPTIMIZER_STATE, net->spec.o_bytes};
+            /* a new arena for it; the old one still holds the layer's W, A, G */
+            cr_assert_eq(uvmrt_tensor_alloc(ctx, &d, &net->o[i]), UVMRT_OK);
+        }
+    run_steps(net, 4, observe_invariants, NULL);
+    teardown(net);
+}
+
+/* ------------------------------------------------------------------ budget errors */
+Test(scheduler, layer_over_budget_error)
+{
+    uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_PREFETCH, 16 * MIB, NULL);
+    int small, big;
+    cr_assert_eq(uvmrt_layer_add(ctx, "small", &small), UVMRT_OK);
+    cr_assert_eq(uvmrt_layer_add(ctx, "hugelayer", &big), UVMRT_OK);
+    uvmrt_tensor_desc_t d[4] = {{"ws", small, UVMRT_ROLE_WEIGHT, 2 * MIB}, {"as", small, UVMRT_ROLE_ACTIVATION, 2 * MIB},
+                                {"wb", big, UVMRT_ROLE_WEIGHT, 14 * MIB}, {"ab", big, UVMRT_ROLE_ACTIVATION, 4 * MIB}};
+    uvmrt_tensor_t *t[4];
+    cr_assert_eq(uvmrt_tensors_alloc(ctx, 4, d, t), UVMRT_OK);
+    for (int step = 0; step < 3; step++) {
+        cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
+        uvmrt_layer_call_t cs = {.layer = small, .phase = UVMRT_PHASE_FORWARD, .sim_duration_ns = 1000};
+        cr_assert_eq(uvmrt_layer_begin(ctx, &cs), UVMRT_OK);
+        cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK);
+        uint64_t resident = summary(ctx).resident_bytes;
+        log_reset();
+        uvmrt_layer_call_t cb = {.layer = big, .phase = UVMRT_PHASE_FORWARD};
+        cr_expect_eq(uvmrt_layer_begin(ctx, &cb), UVMRT_ERR_BUDGET);
+        cr_expect(log_contains("hugelayer"), "message does not name the layer:\n%s", log_text());
+        cr_expect(log_contains("18874368"), "message does not give the working set (18874368 bytes):\n%s", log_text());
+        cr_expect(log_contains("16777216"), "message does not give the budget (16777216 bytes):\n%s", log_text());
+        cr_expect_eq(summary(ctx).resident_bytes, resident, "a failed begin changed residency");
+        cr_expect_eq(uvmrt_tensor_is_resident(t[2]), 0);
+        cr_expect_eq(uvmrt_layer_end(ctx), UVMRT_ERR_STATE, "no layer is open after a failed begin");
+        /* the step goes on */
+        uvmrt_layer_call_t cs2 = {.layer = small, .phase = UVMRT_PHASE_BACKWARD, .sim_duration_ns = 1000};
+        cr_assert_eq(uvmrt_layer_begin(ctx, &cs2), UVMRT_OK, "%s", log_text());
+        cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK);
+        cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK);
+    }
+    uvmrt_layer_stats_t ls;
+    cr_assert_eq(uvmrt_layer_stats_get(ctx, big, UVMRT_PHASE_FORWARD, &ls), UVMRT_OK);
+    cr_expect_eq(ls.calls, 0, "the rejected call was counted");
+    cr_assert_eq(uvmrt_layer_stats_get(ctx, small, UVMRT_PHASE_FORWARD, &ls), UVMRT_OK);
+    cr_expect_eq(ls.calls, 3);
+    cr_expect_eq(step_stats(ctx, 2).fault_count, 0);
+    uvmrt_context_destroy(ctx);
+}
+
+/* Extra uses count towards the working set, and a tensor named twice only once. */
+Test(scheduler, working_set_counts_extra_uses_once)
+{
+    uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_DEMAND, 6 * MIB, NULL);
+    int l;
+    cr_assert_eq(uvmrt_layer_add(ctx, "L", &l), UVMRT_OK);
+    uvmrt_tensor_desc_t d[3] = {{"w", l, UVMRT_ROLE_WEIGHT, 2 * MIB}, {"a", l, UVMRT_ROLE_ACTIVATION, 2 * MIB},
+                                {"x", -1, UVMRT_ROLE_ACTIVATION, 4 * MIB}};
+    uvmrt_tensor_t *t[3];
+    cr_assert_eq(uvmrt_tensors_alloc(ctx, 3, d, t), UVMRT_OK);
+    cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
+    uvmrt_use_t u[2] = {{t[0], UVMRT_USE_READWRITE}, {t[1], UVMRT_USE_READ}}; /* replace the defaults' access */
+    uvmrt_layer_call_t c = {.layer = l, .phase = UVMRT_PHASE_FORWARD, .uses = u, .n_uses = 2};
+    cr_expect_eq(uvmrt_layer_begin(ctx, &c), UVMRT_OK, "w and a named twice were counted twice: %s", log_text());
+    cr_expect_eq(summary(ctx).resident_bytes, 4 * MIB);
+    cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK);
+    uvmrt_use_t ux = {t[2], UVMRT_USE_READ};
+    uvmrt_layer_call_t cx = {.layer = l, .phase = UVMRT_PHASE_FORWARD, .uses = &ux, .n_uses = 1};
+    cr_expect_eq(uvmrt_layer_begin(ctx, &cx), UVMRT_ERR_BUDGET, "8 MiB working set in a 6 MiB budget");
+    /* no_default_uses: only x */
+    cx.no_default_uses = 1;
+    cr_expect_eq(uvmrt_layer_begin(ctx, &cx), UVMRT_OK, "%s", log_text());
+    cr_expect(uvmrt_tensor_is_resident(t[2]));
+    cr_expect_leq(summary(ctx).resident_bytes, 6 * MIB);
+    cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK);
+    cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK);
+    uvmrt_context_destroy(ctx);
+}
+
+/* ------------------------------------------------------------------ random schedules on the executor */
+typedef struct rnet {
+    uvmrt_context_t *ctx;
+    rsched_t s;
+    uvmrt_tensor_t **t;
+    int *layer;
+} rnet_t;
+
+static void rnet_make(rnet_t *r, uint64_t seed, uvmrt_policy_t policy, double ws_mult)
+{
+    uint64_t rng = seed * 2654435761u + 1;
+    int n = (int)rand_between(&rng, 4, 16), m = (int)rand_between(&rng, 2, 12);
+    rsched_make(&r->s, seed, n, m, (int)rand_between(&rng, 1, 4));
+    r->ctx = make_ctx(policy, (uint64_t)((double)rsched_max_ws(&r->s) * ws_mult), NULL);
+    r->layer = calloc((size_t)m, sizeof *r->layer);
+    r->t = calloc((size_t)n, sizeof *r->t);
+    uvmrt_tensor_desc_t *d = calloc((size_t)n, sizeof *d);
+    for (int e = 0; e < m; e++) {
+        char name[16];
+        snprintf(name, sizeof name, "e%d", e);
+        cr_assert_eq(uvmrt_layer_add(r->ctx, name, &r->layer[e]), UVMRT_OK);
+    }
+    for (int i = 0; i < n; i++) d[i] = (uvmrt_tensor_desc_t){NULL, -1, UVMRT_ROLE_WORKSPACE, r->s.size[i]};
+    cr_assert_eq(uvmrt_tensors_alloc(r->ctx, (size_t)n, d, r->t), UVMRT_OK);
+    free(d);
+}
+
+static void rnet_free(rnet_t *r)
+{
+    uvmrt_context_destroy(r->ctx);
+    free(r->t);
+    free(r->layer);
+    rsched_free(&r->s);
+}
+
+static void rnet_step(rnet_t *r, int check_resident)
+{
+    uvmrt_context_t *ctx = r->ctx;
+    uint64_t budget = uvmrt_context_budget(ctx);
+    cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
+    for (int e = 0; e < r->s.m; e++) {
+        uvmrt_use_t u[8];
+        for (int i = 0; i < r->s.count[e]; i++)
+            u[i] = (uvmrt_use_t){r->t[r->s.tensor[r->s.first[e] + i]], r->s.access[r->s.first[e] + i]};
+        uvmrt_layer_call_t c = {.layer = r->layer[e], .phase = UVMRT_PHASE_FORWARD, .uses = u,
+                                .n_uses = (size_t)r->s.count[e], .no_default_uses = 1, .sim_duration_ns = 50000};
+        cr_assert_eq(uvmrt_layer_begin(ctx, &c), UVMRT_OK, "event %d: %s", e, log_text());
+        uvmrt_summary_t s = summary(ctx);
+        cr_assert_leq(s.resident_bytes, budget, "event %d begin: resident %llu > budget %llu", e,
+                      (unsigned long long)s.resident_bytes, (unsigned long long)budget);
+        if (check_resident)
+            for (int i = 0; i < r->s.count[e]; i++) cr_assert(uvmrt_tensor_is_resident(u[i].tensor), "event %d", e);
+        cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK);
+        cr_assert_leq(summary(ctx).resident_bytes, budget, "event %d end", e);
+    }
+    cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK);
+}
+
+Test(scheduler, random_schedules_prefetch)
+{
+    for (uint64_t seed = 1; seed <= 40; seed++) {
+        const double mults[] = {1.0, 1.5, 2.0, 3.0};
+        for (size_t k = 0; k < 4; k++) {
+            rnet_t r;
+            rnet_make(&r, seed, UVMRT_POLICY_PREFETCH, mults[k]);
+            for (int step = 0; step < 4; step++) rnet_step(&r, 1);
+            if (mults[k] >= 2.0)
+                for (uint64_t i = 2; i < 4; i++)
+                    cr_expect_eq(step_stats(r.ctx, i).fault_count, 0, "seed %llu, %.1fx ws: step %llu faults",
+                                 (unsigned long long)seed, mults[k], (unsigned long long)i + 1);
+            rnet_free(&r);
+        }
+    }
+}
+
+Test(scheduler, random_schedules_demand)
+{
+    for (uint64_t seed = 1; seed <= 30; seed++) {
+        rnet_t r;
+        rnet_make(&r, seed, UVMRT_POLICY_DEMAND, 1.3);
+        for (int step = 0; step < 3; step++) rnet_step(&r, 1);
+        rnet_free(&r);
+    }
+}
+
+/* ------------------------------------------------------------------ host homing */
+/* Activations streamed (every use | UVMRT_USE_STREAM): the plan may keep them
+ * in host memory. Whatever it decides, the invariants hold: the budget on the
+ * accounting and on the model's device, every used tensor resident or homed at
+ * begin, no faults in steady state, remote traffic exactly when homed. */
+static net_t *setup_streamed(uvmrt_policy_t policy, uint64_t budget, int remote, const char *profile)
+{
+    uvmrt_params_t p;
+    sim_params(&p, policy, budget, profile);
+    p.remote = remote;
+    uvmrt_context_t *ctx = NULL;
+    cr_assert_eq(uvmrt_context_create(&p, &ctx), UVMRT_OK, "%s", log_text());
+    net_spec_t spec = net_spec_default();
+    spec.stream_acts = 1;
+    return net_create(ctx, &spec);
+}
+
+Test(scheduler, host_homing_invariants)
+{
+    const uint64_t budgets[] = {8 * MIB, 12 * MIB, 16 * MIB, 24 * MIB, 40 * MIB};
+    const char *profiles[] = {"consumer-8g", "h200"};
+    int homed_any = 0;
+    for (size_t pr = 0; pr < 2; pr++)
+        for (size_t b = 0; b < sizeof budgets / sizeof budgets[0]; b++) {
+            net_t *net = setup_streamed(UVMRT_POLICY_PREFETCH, budgets[b], 1, profiles[pr]);
+            uvmrt_context_t *ctx = net->ctx;
+            run_steps(net, 5, accounting_observer, NULL);
+            uvmrt_summary_t s = summary(ctx);
+            homed_any |= s.host_homed_bytes > 0;
+            uint64_t homed = 0;
+            for (int i = 0; i < net->n_all; i++) {
+                uvmrt_tensor_t *t = net->all[i];
+                if (!uvmrt_tensor_is_host_homed(t)) continue;
+                homed += footprint_of(uvmrt_tensor_size(t));
+                int is_act = t == net->x;
+                for (int l = 0; l < net->L; l++) is_act |= t == net->a[l];
+                cr_expect(is_act, "%s homed, but not all its uses stream", uvmrt_tensor_name(t));
+                cr_expect_eq(uvmrt_tensor_is_resident(t), 0);
+            }
+            cr_expect_eq(s.host_homed_bytes, homed);
+            for (uint64_t i = 2; i < 5; i++) {
+                uvmrt_step_stats_t st = step_stats(ctx, i);
+                cr_expect_eq(st.fault_count, 0, "%s budget %llu MiB step %llu: %llu faults", profiles[pr],
+                             (unsigned long long)(budgets[b] >> 20), (unsigned long long)i + 1,
+                             (unsigned long long)st.fault_count);
+                if (s.host_homed_bytes > 0)
+                    cr_expect_gt(st.remote_read_bytes + st.remote_write_bytes, 0, "homed but no remote traffic");
+                else
+                    cr_expect_eq(st.remote_read_bytes + st.remote_write_bytes, 0, "remote traffic, nothing homed");
+            }
+            teardown(net);
+        }
+    cr_log_info("homing used: %d", homed_any);
+}
+
+/* remote = 0: nothing is homed, even when every use streams. */
+Test(scheduler, host_homing_disabled)
+{
+    net_t *net = setup_streamed(UVMRT_POLICY_PREFETCH, 12 * MIB, 0, NULL);
+    run_steps(net, 4, accounting_observer, NULL);
+    uvmrt_summary_t s = summary(net->ctx);
+    cr_expect_eq(s.host_homed_bytes, 0);
+    cr_expect_eq(s.remote_read_bytes + s.remote_write_bytes, 0);
+    teardown(net);
+}
+
+/* STREAM on a demand or none context changes nothing but is accepted. */
+Test(scheduler, stream_flag_under_demand)
+{
+    net_t *net = setup_streamed(UVMRT_POLICY_DEMAND, 16 * MIB, 1, NULL);
+    run_steps(net, 3, accounting_observer, NULL);
+    uvmrt_summary_t s = summary(net->ctx);
+    cr_expect_eq(s.host_homed_bytes, 0);
+    cr_expect_eq(s.remote_read_bytes + s.remote_write_bytes, 0);
+    teardown(net);
+}
+
+/* ------------------------------------------------------------------ data survives */
+static uint32_t pattern(int tensor, size_t word) { return (uint32_t)(tensor * 2654435761u) ^ (uint32_t)(word * 40503u); }
+
+static void fill(uvmrt_tensor_t *t, int id)
+{
+    uint32_t *p = uvmrt_tensor_ptr(t);
+    size_t words = uvmrt_tensor_size(t) / sizeof *p;
+    for (size_t i = 0; i < words; i++) p[i] = pattern(id, i);
+}
+
+static void check(uvmrt_tensor_t *t, int id)
+{
+    const uint32_t *p = uvmrt_tensor_ptr(t);
+    size_t words = uvmrt_tensor_size(t) / sizeof *p;
+    for (size_t i = 0; i < words; i++)
+        cr_assert_eq(p[i], pattern(id, i), "tensor %s word %zu changed", uvmrt_tensor_name(t), i);
+}
+
+static void data_survives(uvmrt_policy_t policy)
+{
+    net_t *net = setup(policy, 2.0, 0);
+    for (int i = 0; i < net->L; i++) {
+        fill(net->w[i], 2 * i);
+        fill(net->o[i], 2 * i + 1);
+    }
+    run_steps(net, 4, observe_invariants, NULL);
+    uvmrt_summary_t s = summary(net->ctx);
+    cr_assert_gt(s.evict_bytes, 0, "nothing was evicted: the test proves nothing");
+    for (int i = 0; i < net->L; i++) {
+        check(net->w[i], 2 * i);
+        check(net->o[i], 2 * i + 1);
+    }
+    teardown(net);
+}
+
+Test(scheduler, data_survives_prefetch) { data_survives(UVMRT_POLICY_PREFETCH); }
+Test(scheduler, data_survives_demand) { data_survives(UVMRT_POLICY_DEMAND); }
+
+/* W and O are read before written in every phase: never discarded. */
+Test(scheduler, weights_never_discarded)
+{
+    net_t *net = setup(UVMRT_POLICY_PREFETCH, 2.0, 0);
+    uvmrt_context_t *ctx = net->ctx;
+    run_steps(net, 4, NULL, NULL);
+    uint64_t discard = 0;
+    for (int i = 0; i < net->L; i++) {
+        uvmrt_layer_stats_t ls;
+        for (int p = 0; p < UVMRT_PHASE_COUNT; p++) {
+            cr_assert_eq(uvmrt_layer_stats_get(ctx, net->layer[i], (uvmrt_phase_t)p, &ls), UVMRT_OK);
+            discard += ls.discard_bytes;
+        }
+    }
+    /* activations and gradients are overwritten before being read: some discards */
+    cr_expect_gt(discard, 0, "no discards at all with discard_dead = 1");
+    teardown(net);
+}
+
+Test(scheduler, discard_disabled_writes_back)
+{
+    uvmrt_params_t p;
+    sim_params(&p, UVMRT_POLICY_PREFETCH, 16 * MIB, NULL);
+    p.discard_dead = 0;
+    uvmrt_context_t *ctx = NULL;
+    cr_assert_eq(uvmrt_context_create(&p, &ctx), UVMRT_OK);
+    net_spec_t spec = net_spec_default();
+    net_t *net = net_create(ctx, &spec);
+    run_steps(net, 4, observe_invariants, NULL);
+    uvmrt_summary_t s = summary(ctx);
+    cr_expect_eq(s.discard_bytes, 0, "discard_dead = 0 but %llu bytes discarded", (unsigned long long)s.discard_bytes);
+    cr_expect_gt(s.evict_bytes, 0);
+    net_free(net);
+    uvmrt_context_destroy(ctx);
+}
