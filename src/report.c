@@ -31,8 +31,12 @@ static void write_text(const uvmrt_context_t *ctx, FILE *f)
     fprintf(f, "uvmrt %s report: policy %s, backend %s", uvmrt_version_string(), uvmrt_policy_name(ctx->cfg.policy),
             ctx->ops->name);
     if (ctx->cfg.backend == UVMRT_BACKEND_SIM) fprintf(f, " (profile %s)", ctx->profile->name);
-    fprintf(f, ", budget %.2f GiB, tensors %.2f GiB, peak resident %.2f GiB, steps %llu\n", ctx->budget / GIB,
-            ctx->allocated_bytes / GIB, ctx->peak_resident_bytes / GIB, (unsigned long long)ctx->n_steps);
+    uvmrt_summary_t sum;
+    uvmrt_summary_get(ctx, &sum);
+    fprintf(f, ", budget %.2f GiB, tensors %.2f GiB, peak resident %.2f GiB, kept in host memory %.2f GiB, "
+               "steps %llu\n",
+            ctx->budget / GIB, ctx->allocated_bytes / GIB, ctx->peak_resident_bytes / GIB,
+            sum.host_homed_bytes / GIB, (unsigned long long)ctx->n_steps);
     fprintf(f, "%-16s %-9s %6s %11s %9s %11s %9s %9s %8s %9s %9s %9s\n", "layer", "phase", "calls",
             "prefetch MiB", "evict MiB", "discard MiB", "rd MiB", "wr MiB", "faults", "fault MiB", "wait ms",
             "time ms");
@@ -107,6 +111,9 @@ static json_t *build_json(const uvmrt_context_t *ctx)
     json_object_set_new(root, "budget_bytes", json_u64(ctx->budget));
     json_object_set_new(root, "allocated_bytes", json_u64(ctx->allocated_bytes));
     json_object_set_new(root, "peak_resident_bytes", json_u64(ctx->peak_resident_bytes));
+    uvmrt_summary_t sum;
+    uvmrt_summary_get(ctx, &sum);
+    json_object_set_new(root, "host_homed_bytes", json_u64(sum.host_homed_bytes));
     json_object_set_new(root, "plans_built", json_u64(ctx->plans_built));
     json_t *step_ns = json_array(), *steps = json_array();
     for (uint64_t i = 0; i < ctx->n_steps; i++) {

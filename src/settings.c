@@ -77,22 +77,18 @@ static void format_reserve(const uvmrt_config_t *c, char *b, size_t n)
     format_size(c->budget_reserve_bytes, b, n);
 }
 
-static uvmrt_status_t parse_discard(uvmrt_config_t *c, const char *t)
+/* "1" or "0" into a flag. */
+static uvmrt_status_t parse_01(const char *t, int *flag)
 {
-    if (strcmp(t, "1") == 0) c->discard_dead = 1;
-    else if (strcmp(t, "0") == 0) c->discard_dead = 0;
-    else return UVMRT_ERR_CONFIG;
+    if (strcmp(t, "1") != 0 && strcmp(t, "0") != 0) return UVMRT_ERR_CONFIG;
+    *flag = t[0] == '1';
     return UVMRT_OK;
 }
+
+static uvmrt_status_t parse_discard(uvmrt_config_t *c, const char *t) { return parse_01(t, &c->discard_dead); }
 static void format_discard(const uvmrt_config_t *c, char *b, size_t n) { snprintf(b, n, "%d", c->discard_dead); }
 
-static uvmrt_status_t parse_remote(uvmrt_config_t *c, const char *t)
-{
-    if (strcmp(t, "1") == 0) c->remote = 1;
-    else if (strcmp(t, "0") == 0) c->remote = 0;
-    else return UVMRT_ERR_CONFIG;
-    return UVMRT_OK;
-}
+static uvmrt_status_t parse_remote(uvmrt_config_t *c, const char *t) { return parse_01(t, &c->remote); }
 static void format_remote(const uvmrt_config_t *c, char *b, size_t n) { snprintf(b, n, "%d", c->remote); }
 
 static uvmrt_status_t parse_log_level(uvmrt_config_t *c, const char *t)
