@@ -58,6 +58,38 @@ uvmrt_status_t uvmrt__exec_init(uvmrt_context_t *ctx)
 
 static void harvest_copy_timings(uvmrt_context_t *ctx, int wait_all);
 
+uvmrt_status_t uvmrt__exec_place(uvmrt_context_t *ctx, uvmrt_tensor_t *t, int host)
+{
+    t->placed_host = host;
+    if (!host) {
+        t->host_homed = 0; /* on the host, not resident: the policy moves it from now on */
+        return UVMRT_OK;
+    }
+    uvmrt_range_t r = {t->ptr, t->footprint};
+    uvmrt_status_t st = UVMRT_OK;
+    if (!t->advised_remote) {
+        /* advice is not stream ordered: let queued copies of it finish first */
+        st = be_stream_sync(ctx, ctx->h2d_stream);
+        if (st == UVMRT_OK) st = be_stream_sync(ctx, ctx->d2h_stream);
+        if (st == UVMRT_OK) st = be_advise_remote(ctx, &r, 1);
+        if (st != UVMRT_OK) return st;
+        t->advised_remote = 1;
+    }
+    if (!t->host_homed) {
+        /* to the host after its last use; populates host pages when it held nothing */
+        st = ring_wait(ctx, ctx->d2h_stream, t->last_use);
+        if (st == UVMRT_OK) st = ring_wait(ctx, ctx->d2h_stream, t->ready);
+        if (st == UVMRT_OK) st = be_move(ctx, &r, 1, UVMRT_LOC_HOST, ctx->d2h_stream);
+        if (st == UVMRT_OK) st = ring_record(ctx, ctx->d2h_stream, &t->leaving);
+        if (st != UVMRT_OK) return st;
+        if (t->resident) uvmrt__resident_add(ctx, -(int64_t)t->footprint);
+        t->resident = 0;
+        t->ready = 0;
+        t->host_homed = 1;
+    }
+    return UVMRT_OK;
+}
+
 uvmrt_status_t uvmrt__exec_release(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
 {
     uvmrt_range_t r = {t->ptr, t->footprint};
@@ -394,7 +426,7 @@ static uvmrt_status_t adopt_homing(uvmrt_context_t *ctx)
     for (int id = 0; id < ctx->n_tensors && st == UVMRT_OK; id++) {
         uvmrt_tensor_t *t = ctx->tensors[id];
         if (t->magic != UVMRT_TENSOR_MAGIC) continue;
-        if (!ctx->plan.host_homed[id]) {
+        if (!ctx->plan.host_homed[id] && !t->placed_host) {
             t->host_homed = 0; /* its advice stays: explicit prefetches still migrate it */
             continue;
         }
@@ -432,9 +464,11 @@ static uvmrt_status_t ensure_plan(uvmrt_context_t *ctx)
     uint8_t *res0 = calloc((size_t)n + 1, 1);
     uint8_t *remote_ok = calloc((size_t)n + 1, 1);
     uint8_t *homed = calloc((size_t)n + 1, 1);
+    uint8_t *forced = calloc((size_t)n + 1, 1);
     uvmrt_status_t st = UVMRT_ERR_NOMEM;
-    if (ev && fp && res0 && remote_ok && homed) {
+    if (ev && fp && res0 && remote_ok && homed && forced) {
         for (int t = 0; t < n; t++) homed[t] = (uint8_t)ctx->tensors[t]->host_homed;
+        for (int t = 0; t < n; t++) forced[t] = (uint8_t)ctx->tensors[t]->placed_host;
         /* A tensor may be host-homed when every use of it in the step streams. */
         if (ctx->cfg.remote) {
             for (size_t u = 0; u < r->n_uses; u++) remote_ok[r->use_tensor[u]] = 1;
@@ -450,7 +484,7 @@ static uvmrt_status_t ensure_plan(uvmrt_context_t *ctx)
         }
         const uvmrt_profile_t *pr = ctx->profile;
         uvmrt_plan_input_t in = {m, ev, n, fp, ctx->budget, res0, ctx->cfg.discard_dead, remote_ok,
-                                 replan ? homed : NULL, pr->prefetch_h2d_bps, pr->evict_d2h_bps,
+                                 replan ? homed : NULL, forced, pr->prefetch_h2d_bps, pr->evict_d2h_bps,
                                  pr->remote_read_bps, pr->remote_write_bps};
         int bad = -1;
         st = uvmrt_plan_build(&in, &ctx->plan, &bad);
@@ -468,6 +502,7 @@ static uvmrt_status_t ensure_plan(uvmrt_context_t *ctx)
     free(res0);
     free(remote_ok);
     free(homed);
+    free(forced);
     if (st == UVMRT_OK) st = adopt_homing(ctx);
     return st;
 }
@@ -582,10 +617,14 @@ uvmrt_status_t uvmrt_step_end(uvmrt_context_t *ctx)
 }
 
 /* ------------------------------------------------------------------ layer calls */
+/* Bytes a call needs resident: tensors placed in host memory by the user do not count. */
 static uint64_t working_set(const uvmrt_context_t *ctx, size_t first, size_t n)
 {
     uint64_t ws = 0;
-    for (size_t i = 0; i < n; i++) ws += ctx->tensors[ctx->cur.use_tensor[first + i]]->footprint;
+    for (size_t i = 0; i < n; i++) {
+        const uvmrt_tensor_t *t = ctx->tensors[ctx->cur.use_tensor[first + i]];
+        if (!t->placed_host) ws += t->footprint;
+    }
     return ws;
 }
 

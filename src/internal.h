@@ -42,7 +42,8 @@ struct uvmrt_tensor {
     /* uvmrt's own residency accounting (cudaMemGetInfo does not see managed pages) */
     int resident;
     int dead;                 /* contents dead: discarded, or never written */
-    int host_homed;           /* the plan keeps it in host memory, used over the link */
+    int host_homed;           /* kept in host memory, used over the link */
+    int placed_host;          /* uvmrt_tensor_set_placement(HOST): homed whatever the plan */
     int advised_remote;       /* advise_remote was applied to its range */
     uvmrt_evref_t ready;      /* the prefetch that made it resident */
     uvmrt_evref_t leaving;    /* the eviction that made it non-resident */
@@ -169,6 +170,8 @@ uint64_t be_now(uvmrt_context_t *ctx);
 
 /* executor.c */
 uvmrt_status_t uvmrt__exec_init(uvmrt_context_t *ctx);
+/* Keeps a tensor in host memory from now on (or gives it back to the policy). */
+uvmrt_status_t uvmrt__exec_place(uvmrt_context_t *ctx, uvmrt_tensor_t *t, int host);
 /* Drops a resident tensor's pages from the device (after its last use). */
 uvmrt_status_t uvmrt__exec_release(uvmrt_context_t *ctx, uvmrt_tensor_t *t);
 void uvmrt__exec_fini(uvmrt_context_t *ctx);

@@ -309,6 +309,8 @@ uvmrt_status_t uvmrt_plan_build(const uvmrt_plan_input_t *in, uvmrt_plan_t *out,
     if (homed == NULL || trial == NULL || cand == NULL) goto done;
     if (in->homed_fixed != NULL)
         for (size_t t = 0; t < nt; t++) homed[t] = in->homed_fixed[t] && in->remote_ok && in->remote_ok[t];
+    if (in->homed_forced != NULL)
+        for (size_t t = 0; t < nt; t++) homed[t] |= in->homed_forced[t];
     if ((st = build_once(in, homed, out, bad_event)) != UVMRT_OK) goto done;
     int homing = in->homed_fixed == NULL && in->remote_ok != NULL && in->prefetch_bps > 0 && in->evict_bps > 0 && in->remote_read_bps > 0 &&
                  in->remote_write_bps > 0;
@@ -329,7 +331,7 @@ uvmrt_status_t uvmrt_plan_build(const uvmrt_plan_input_t *in, uvmrt_plan_t *out,
         if (!improved) break;
     }
     for (size_t t = 0; homing && t < nt && trials < max_trials; t++) {
-        if (!homed[t]) continue;
+        if (!homed[t] || (in->homed_forced && in->homed_forced[t])) continue;
         memcpy(trial, homed, nt);
         trial[t] = 0;
         try_homing(in, trial, homed, out, &trials);

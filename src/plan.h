@@ -58,6 +58,7 @@ typedef struct uvmrt_plan_input {
     const uint8_t *remote_ok;        /* per tensor: may be host-homed; NULL = none may */
     const uint8_t *homed_fixed;      /* non-NULL: home exactly these, no search (keeps a
                                         re-plan of the same record stable) */
+    const uint8_t *homed_forced;     /* NULL or per tensor: always homed (user placement) */
     /* link rates for the cost model, bytes/s (0 disables homing) */
     double prefetch_bps, evict_bps, remote_read_bps, remote_write_bps;
 } uvmrt_plan_input_t;

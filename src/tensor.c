@@ -261,6 +261,38 @@ const char *uvmrt_tensor_name(const uvmrt_tensor_t *t) { return t ? t->name : NU
 int uvmrt_tensor_layer(const uvmrt_tensor_t *t) { return t ? t->layer : -1; }
 uvmrt_role_t uvmrt_tensor_role(const uvmrt_tensor_t *t) { return t ? t->role : UVMRT_ROLE_WORKSPACE; }
 int uvmrt_tensor_is_resident(const uvmrt_tensor_t *t) { return t && t->magic == UVMRT_TENSOR_MAGIC && t->resident; }
+uvmrt_status_t uvmrt_tensor_set_placement(uvmrt_context_t *ctx, uvmrt_tensor_t *tensor,
+                                          uvmrt_placement_t placement)
+{
+    if (ctx == NULL) return UVMRT_ERR_INVALID;
+    uvmrt_tensor_t *t = uvmrt__tensor_checked(ctx, tensor);
+    if (t == NULL) {
+        LOG_ERROR(&ctx->log, "uvmrt_tensor_set_placement(%p): not a live tensor of this context", (void *)tensor);
+        return UVMRT_ERR_NOT_FOUND;
+    }
+    if ((unsigned)placement > UVMRT_PLACE_HOST) {
+        LOG_ERROR(&ctx->log, "uvmrt_tensor_set_placement('%s'): placement %d: expected UVMRT_PLACE_AUTO or "
+                             "UVMRT_PLACE_HOST", t->name, (int)placement);
+        return UVMRT_ERR_INVALID;
+    }
+    if (ctx->in_step) {
+        LOG_ERROR(&ctx->log, "uvmrt_tensor_set_placement('%s') inside a step: place tensors between steps", t->name);
+        return UVMRT_ERR_STATE;
+    }
+    if ((t->placed_host != 0) == (placement == UVMRT_PLACE_HOST)) return UVMRT_OK;
+    uvmrt_status_t st = uvmrt__exec_place(ctx, t, placement == UVMRT_PLACE_HOST);
+    if (st == UVMRT_OK && ctx->have_plan) { /* the plan assumed the old placement */
+        uvmrt_plan_free(&ctx->plan);
+        ctx->have_plan = 0;
+    }
+    return st;
+}
+
+uvmrt_placement_t uvmrt_tensor_placement(const uvmrt_tensor_t *t)
+{
+    return t && t->magic == UVMRT_TENSOR_MAGIC && t->placed_host ? UVMRT_PLACE_HOST : UVMRT_PLACE_AUTO;
+}
+
 int uvmrt_tensor_is_host_homed(const uvmrt_tensor_t *t)
 {
     return t && t->magic == UVMRT_TENSOR_MAGIC && t->host_homed;

@@ -645,3 +645,68 @@ Test(scheduler, discard_disabled_writes_back)
     net_free(net);
     uvmrt_context_destroy(ctx);
 }
+
+/* ------------------------------------------------------------------ user placement */
+/* Gradients placed in host memory (as a CPU optimizer wants them): never resident,
+ * never prefetched or evicted, read and written over the link, not counted in a
+ * layer's working set, under prefetch and demand alike; back to AUTO, the policy
+ * moves them again. */
+static void placement_host(uvmrt_policy_t policy)
+{
+    net_spec_t spec = net_spec_default();
+    /* footprints W 2, A 2, G 2, O 4 MiB: the largest working set is 8 MiB with the
+     * gradients (backward, optimizer) and 6 MiB without them */
+    uint64_t budget = 7 * MIB;
+    uvmrt_context_t *ctx = make_ctx(policy, budget, NULL);
+    net_t *net = net_create(ctx, &spec);
+    cr_assert_eq(net_max_working_set(net), 8 * MIB);
+    for (int i = 0; i < net->L; i++)
+        cr_assert_eq(uvmrt_tensor_set_placement(ctx, net->g[i], UVMRT_PLACE_HOST), UVMRT_OK, "%s", log_text());
+    cr_assert_eq(uvmrt_tensor_placement(net->g[0]), UVMRT_PLACE_HOST);
+    cr_assert_eq(uvmrt_tensor_set_placement(ctx, net->g[0], (uvmrt_placement_t)7), UVMRT_ERR_INVALID);
+    cr_assert_not_null(strstr(log_text(), "placement 7"), "%s", log_text());
+    run_steps(net, 4, NULL, NULL);
+    for (int i = 0; i < net->L; i++) {
+        cr_expect(uvmrt_tensor_is_host_homed(net->g[i]), "g%d left the host", i);
+        cr_expect(!uvmrt_tensor_is_resident(net->g[i]), "g%d counted resident", i);
+    }
+    uvmrt_summary_t sum;
+    cr_assert_eq(uvmrt_summary_get(ctx, &sum), UVMRT_OK);
+    cr_expect_leq(sum.peak_resident_bytes, budget);
+    cr_expect_gt(sum.remote_write_bytes, 0, "gradients were not written over the link");
+    cr_expect_gt(sum.remote_read_bytes, 0, "gradients were not read over the link");
+    for (uint64_t s = 1; s < 4; s++) {
+        uvmrt_step_stats_t st;
+        cr_assert_eq(uvmrt_step_stats_get(ctx, s, &st), UVMRT_OK);
+        if (policy == UVMRT_POLICY_PREFETCH) cr_expect_eq(st.fault_count, 0, "step %llu faulted", (unsigned long long)s);
+    }
+    /* back to the policy: the gradients move again */
+    for (int i = 0; i < net->L; i++)
+        cr_assert_eq(uvmrt_tensor_set_placement(ctx, net->g[i], UVMRT_PLACE_AUTO), UVMRT_OK);
+    net_free(net);
+    uvmrt_context_destroy(ctx);
+    ctx = make_ctx(policy, 4 * budget, NULL);
+    net = net_create(ctx, &spec);
+    cr_assert_eq(uvmrt_tensor_set_placement(ctx, net->g[0], UVMRT_PLACE_HOST), UVMRT_OK);
+    cr_assert_eq(uvmrt_tensor_set_placement(ctx, net->g[0], UVMRT_PLACE_AUTO), UVMRT_OK);
+    run_steps(net, 3, NULL, NULL);
+    cr_expect(!uvmrt_tensor_is_host_homed(net->g[0]), "g0 still host-homed after AUTO");
+    net_free(net);
+    uvmrt_context_destroy(ctx);
+}
+
+Test(scheduler, placement_host_prefetch) { placement_host(UVMRT_POLICY_PREFETCH); }
+Test(scheduler, placement_host_demand) { placement_host(UVMRT_POLICY_DEMAND); }
+
+Test(scheduler, placement_inside_step_rejected)
+{
+    net_spec_t spec = net_spec_default();
+    uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_PREFETCH, 0, NULL);
+    net_t *net = net_create(ctx, &spec);
+    cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
+    cr_expect_eq(uvmrt_tensor_set_placement(ctx, net->g[0], UVMRT_PLACE_HOST), UVMRT_ERR_STATE);
+    cr_expect_eq(uvmrt_tensor_placement(net->g[0]), UVMRT_PLACE_AUTO, "a rejected call changed the placement");
+    cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK);
+    net_free(net);
+    uvmrt_context_destroy(ctx);
+}
