@@ -173,7 +173,11 @@ const uvmrt_profile_t *uvmrt_profile_find(const char *name);
  *   UVMRT_REMOTE          1 | 0: let streamed tensors stay in host memory, accessed over
  *                         the link, when that moves fewer bytes (default 1)
  *   UVMRT_LOG_LEVEL       error | warn | info | debug              (default warn)
- *   UVMRT_REPORT          none | stderr | json:PATH | text:PATH   (default none)
+ *   UVMRT_REPORT          none | stderr | json:PATH | text:PATH | csv:PATH | trace:PATH
+ *                         report written at destroy                (default none)
+ *   UVMRT_TRACE           none | PATH: trace-event timeline written at destroy (default none)
+ *   UVMRT_FAULT_STATS     1 | 0: collect the driver's unified-memory counters through
+ *                         CUPTI (cuda backend) or the model (sim)  (default 1)
  *
  * An invalid value makes uvmrt_context_create() fail with UVMRT_ERR_CONFIG and a
  * message naming the variable and what was expected.
@@ -193,6 +197,8 @@ typedef struct uvmrt_params {
     void *log_user;
     const char *report;            /* report written at destroy; copied; NULL = "none" */
     int ignore_env;                /* 1: do not read UVMRT_* variables */
+    int fault_stats;               /* 1: unified-memory counters (CUPTI on cuda, the model on sim) */
+    const char *trace;             /* trace-event JSON written at destroy; copied; NULL = none */
 } uvmrt_params_t;
 
 void uvmrt_params_init(uvmrt_params_t *params);
@@ -346,6 +352,18 @@ typedef struct uvmrt_layer_stats {
     uint64_t remote_write_bytes; /* written over the link to host-homed tensors */
     uint64_t wait_ns;          /* time the layer's stream waited for its prefetches */
     uint64_t duration_ns;      /* from the end of the wait to the end of the layer's work */
+    /* What the driver reported (CUPTI unified-memory counters on cuda, the model on
+     * sim; all 0 when fault_stats_source is "none"), for records whose address is in a
+     * uvmrt tensor and whose start time falls in this call's span (see uvmrt-report(5)). */
+    uint64_t gpu_faults;                 /* GPU page-fault groups */
+    uint64_t fault_htod_bytes;           /* host to device, cause: fault (coherence) or unknown */
+    uint64_t prefetch_htod_bytes;        /* host to device, cause: user prefetch (uvmrt's own) */
+    uint64_t driver_prefetch_htod_bytes; /* host to device, cause: driver prefetch / access counters */
+    uint64_t evict_dtoh_bytes;           /* device to host, any cause (write-backs, driver evictions) */
+    uint64_t thrashing;                  /* thrashing records */
+    uint64_t throttling;                 /* throttling records */
+    uint64_t remote_map;                 /* remote-map records */
+    uint64_t cpu_faults;                 /* CPU page faults (records counted) */
 } uvmrt_layer_stats_t;
 
 /* One step. */
@@ -358,6 +376,9 @@ typedef struct uvmrt_step_stats {
     uint64_t peak_resident_bytes;
     uint64_t h2d_busy_ns;      /* time the copy stream spent prefetching to the GPU */
     uint64_t d2h_busy_ns;      /* time the copy stream spent evicting */
+    /* the driver's counters attributed to this step (see uvmrt_layer_stats_t) */
+    uint64_t gpu_faults, fault_htod_bytes, prefetch_htod_bytes, driver_prefetch_htod_bytes;
+    uint64_t evict_dtoh_bytes, thrashing, throttling, remote_map, cpu_faults;
 } uvmrt_step_stats_t;
 
 /* The whole run. */
@@ -371,6 +392,14 @@ typedef struct uvmrt_summary {
     uint64_t remote_read_bytes, remote_write_bytes;
     uint64_t host_homed_bytes;   /* footprints of the tensors the plan keeps in host memory */
     uint64_t plans_built;      /* prefetch policy: times a plan was (re)built */
+    /* the driver's counters attributed to layer calls, summed */
+    uint64_t gpu_faults, fault_htod_bytes, prefetch_htod_bytes, driver_prefetch_htod_bytes;
+    uint64_t evict_dtoh_bytes, thrashing, throttling, remote_map, cpu_faults;
+    /* records whose address is in no uvmrt tensor, or that came outside every step */
+    uint64_t unattributed_records;
+    uint64_t unattributed_gpu_faults, unattributed_htod_bytes, unattributed_dtoh_bytes;
+    uint64_t unattributed_cpu_faults;
+    const char *fault_stats_source; /* "cupti", "sim" or "none" (static string) */
 } uvmrt_summary_t;
 
 uvmrt_status_t uvmrt_layer_stats_get(const uvmrt_context_t *ctx, int layer,
@@ -380,8 +409,9 @@ uvmrt_status_t uvmrt_step_stats_get(const uvmrt_context_t *ctx, uint64_t step,
                                     uvmrt_step_stats_t *out);
 uvmrt_status_t uvmrt_summary_get(const uvmrt_context_t *ctx, uvmrt_summary_t *out);
 
-/* Writes a report: format "text" (a per-layer table) or "json" (see uvmrt-report(5)).
- * path "-" or NULL means stdout for text; files are written to a temporary file in
+/* Writes a report: format "text" (a per-layer table), "json", "csv" (one row per
+ * step, layer and phase) or "trace" (trace-event JSON for Perfetto / chrome://tracing);
+ * see uvmrt-report(5). path "-" or NULL means stdout; files are written to a temporary file in
  * the same folder, then renamed, so a reader never sees half a report. */
 uvmrt_status_t uvmrt_report_write(const uvmrt_context_t *ctx, const char *format,
                                   const char *path);

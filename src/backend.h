@@ -9,6 +9,7 @@
 #ifndef UVMRT_BACKEND_H
 #define UVMRT_BACKEND_H
 
+#include "attrib.h"
 #include "uvmrt.h"
 
 typedef struct uvmrt_event_st *uvmrt_event_t;
@@ -88,6 +89,11 @@ typedef struct uvmrt_backend_ops {
                             uvmrt_touch_result_t *result);
     /* Host-side clock, in ns (sim: the model's host time). */
     uint64_t (*now_ns)(void *state);
+    /* Unified-memory records of the model (sim only; NULL for real GPUs, whose
+     * records come from CUPTI, faults.c): um_enable starts recording them, um_drain
+     * hands every record so far to sink (times on the now_ns clock) and forgets them. */
+    void (*um_enable)(void *state);
+    void (*um_drain)(void *state, void (*sink)(void *user, const uvmrt_um_record_t *r, size_t n), void *user);
 } uvmrt_backend_ops_t;
 
 extern const uvmrt_backend_ops_t uvmrt_backend_sim;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "faults.h"
 #include "internal.h"
 
 void uvmrt_params_init(uvmrt_params_t *p)
@@ -22,6 +23,8 @@ void uvmrt_params_init(uvmrt_params_t *p)
     p->remote = 1;
     p->log_level = UVMRT_LOG_WARN;
     p->report = NULL;
+    p->fault_stats = 1;
+    p->trace = NULL;
 }
 
 static uvmrt_status_t resolve_budget(uvmrt_context_t *ctx)
@@ -82,6 +85,7 @@ uvmrt_status_t uvmrt__context_create_with(const uvmrt_params_t *params, const uv
     if ((st = ops->stream_create(ctx->be, &ctx->h2d_stream)) != UVMRT_OK) goto fail;
     if ((st = ops->stream_create(ctx->be, &ctx->d2h_stream)) != UVMRT_OK) goto fail;
     if ((st = uvmrt__exec_init(ctx)) != UVMRT_OK) goto fail;
+    uvmrt__faults_open(ctx);
     LOG_INFO(&ctx->log, "context: backend %s, policy %s, budget %llu bytes", ops->name,
              uvmrt_policy_name(ctx->cfg.policy), (unsigned long long)ctx->budget);
     *out = ctx;
@@ -112,8 +116,15 @@ void uvmrt_context_destroy(uvmrt_context_t *ctx)
         free(ctx->layers[i].name);
         free(ctx->layers[i].owned);
     }
+    uvmrt__faults_close(ctx);
     free(ctx->layers);
     free(ctx->steps);
+    free(ctx->cur_rows);
+    free(ctx->rows);
+    free(ctx->spans);
+    free(ctx->copies);
+    free(ctx->pend);
+    uvmrt_attrib_index_free(&ctx->index);
     free(ctx);
 }
 

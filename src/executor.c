@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "faults.h"
 #include "internal.h"
 
 /* ------------------------------------------------------------------ event ring */
@@ -53,10 +54,43 @@ static uvmrt_status_t ring_wait(uvmrt_context_t *ctx, uvmrt_stream_t stream, uvm
 uvmrt_status_t uvmrt__exec_init(uvmrt_context_t *ctx)
 {
     ctx->ring_next = 1;
+    ctx->t0_ns = be_now(ctx);
+    ctx->anchor_ns = ctx->t0_ns;
+    /* The clock: an idle stream of our own, so recording the anchor waits for nothing. */
+    if (ctx->ops->stream_create(ctx->be, &ctx->clock_stream) != UVMRT_OK) ctx->clock_stream = NULL;
+    else if (ctx->ops->event_create(ctx->be, 1, &ctx->anchor_ev) != UVMRT_OK) ctx->anchor_ev = NULL;
     return UVMRT_OK;
 }
 
+/* ------------------------------------------------------------------ clock */
+/* Records the anchor on the idle clock stream and reads the host clock: from now
+ * on an event's time is anchor_ns plus its distance from the anchor. */
+static void anchor(uvmrt_context_t *ctx)
+{
+    if (ctx->anchor_ev == NULL) return;
+    if (be_record(ctx, ctx->anchor_ev, ctx->clock_stream) != UVMRT_OK ||
+        be_stream_sync(ctx, ctx->clock_stream) != UVMRT_OK) {
+        ctx->ops->event_destroy(ctx->be, ctx->anchor_ev);
+        ctx->anchor_ev = NULL;
+        return;
+    }
+    ctx->anchor_ns = be_now(ctx);
+    uvmrt__faults_anchor(ctx, ctx->anchor_ns);
+}
+
+/* A completed event's time on the host clock (ns since t0). */
+static uint64_t time_of(uvmrt_context_t *ctx, uvmrt_event_t ev)
+{
+    uint64_t before = 0, after = 0;
+    if (ctx->anchor_ev == NULL) return 0;
+    be_elapsed(ctx, ev, ctx->anchor_ev, &before);
+    be_elapsed(ctx, ctx->anchor_ev, ev, &after);
+    uint64_t t = ctx->anchor_ns - before + after;
+    return t > ctx->t0_ns ? t - ctx->t0_ns : 0;
+}
+
 static void harvest_copy_timings(uvmrt_context_t *ctx, int wait_all);
+static void attribute_rest(uvmrt_context_t *ctx);
 
 uvmrt_status_t uvmrt__exec_place(uvmrt_context_t *ctx, uvmrt_tensor_t *t, int host)
 {
@@ -104,7 +138,13 @@ void uvmrt__exec_fini(uvmrt_context_t *ctx)
 {
     if (ctx->h2d_stream) be_stream_sync(ctx, ctx->h2d_stream);
     if (ctx->d2h_stream) be_stream_sync(ctx, ctx->d2h_stream);
+    anchor(ctx);
     harvest_copy_timings(ctx, 1);
+    attribute_rest(ctx);
+    if (ctx->anchor_ev) ctx->ops->event_destroy(ctx->be, ctx->anchor_ev);
+    if (ctx->clock_stream) ctx->ops->stream_destroy(ctx->be, ctx->clock_stream);
+    ctx->anchor_ev = NULL;
+    ctx->clock_stream = NULL;
     for (int i = 0; i < UVMRT_EVENT_RING; i++)
         if (ctx->ring[i]) ctx->ops->event_destroy(ctx->be, ctx->ring[i]);
     for (int i = 0; i < ctx->n_timing; i++) ctx->ops->event_destroy(ctx->be, ctx->timing[i]);
@@ -175,6 +215,11 @@ static void harvest_copy_timings(uvmrt_context_t *ctx, int wait_all)
             uvmrt_step_stats_t *s = c->step < ctx->n_steps ? &ctx->steps[c->step] : &ctx->cur_stats;
             if (c->d2h) s->d2h_busy_ns += ns;
             else s->h2d_busy_ns += ns;
+            if (c->step < UVMRT_HISTORY_STEPS && ctx->anchor_ev != NULL &&
+                uvmrt__grow((void **)&ctx->copies, &ctx->cap_copies, ctx->n_copies + 1, sizeof *ctx->copies) == 0) {
+                uint64_t t = time_of(ctx, c->start);
+                ctx->copies[ctx->n_copies++] = (uvmrt_copy_span_t){c->step, t, t + ns, c->bytes, c->d2h};
+            }
         }
         c->pending = 0;
     }
@@ -364,7 +409,11 @@ static uvmrt_status_t issue_batch(uvmrt_context_t *ctx, batch_t *b, int layer, u
         if (st == UVMRT_OK) st = timed_start(ctx, s, &c);
         if (st == UVMRT_OK) st = be_move(ctx, ranges, merge_ranges(b->evict, b->n_evict, ranges), UVMRT_LOC_HOST, s);
         if (st == UVMRT_OK) st = be_discard(ctx, ranges, merge_ranges(b->discard, b->n_discard, ranges), s);
-        if (st == UVMRT_OK) st = timed_end(ctx, s, c);
+        if (st == UVMRT_OK) {
+            c->bytes = 0;
+            for (size_t i = 0; i < b->n_evict; i++) c->bytes += b->evict[i]->footprint;
+            st = timed_end(ctx, s, c);
+        }
         if (st == UVMRT_OK) st = ring_record(ctx, s, &evicted);
         if (st != UVMRT_OK) goto out;
         for (size_t i = 0; i < n_victims; i++) {
@@ -386,7 +435,11 @@ static uvmrt_status_t issue_batch(uvmrt_context_t *ctx, batch_t *b, int layer, u
         for (size_t i = 0; i < b->n_fetch && st == UVMRT_OK; i++) st = ring_wait(ctx, s, b->fetch[i]->leaving);
         if (st == UVMRT_OK) st = timed_start(ctx, s, &c);
         if (st == UVMRT_OK) st = be_move(ctx, ranges, merge_ranges(b->fetch, b->n_fetch, ranges), UVMRT_LOC_DEVICE, s);
-        if (st == UVMRT_OK) st = timed_end(ctx, s, c);
+        if (st == UVMRT_OK) {
+            c->bytes = 0;
+            for (size_t i = 0; i < b->n_fetch; i++) c->bytes += b->fetch[i]->footprint;
+            st = timed_end(ctx, s, c);
+        }
         if (st == UVMRT_OK) st = ring_record(ctx, s, &ready);
         if (st != UVMRT_OK) goto out;
         for (size_t i = 0; i < b->n_fetch; i++) {
@@ -546,6 +599,123 @@ static int plan_active(const uvmrt_context_t *ctx)
     return ctx->cfg.policy == UVMRT_POLICY_PREFETCH && ctx->have_plan && !ctx->deviated;
 }
 
+/* ------------------------------------------------------------------ spans and fault records */
+/* Rebuilds the address index when tensors came or went. */
+static int refresh_index(uvmrt_context_t *ctx)
+{
+    if (ctx->index_tensors == ctx->n_tensors && ctx->index_bytes == ctx->allocated_bytes && ctx->index.n > 0)
+        return 0;
+    uvmrt_attrib_index_clear(&ctx->index);
+    for (int id = 0; id < ctx->n_tensors; id++) {
+        const uvmrt_tensor_t *t = ctx->tensors[id];
+        if (t->magic != UVMRT_TENSOR_MAGIC) continue;
+        if (uvmrt_attrib_index_add(&ctx->index, (uint64_t)(uintptr_t)t->ptr,
+                                   (uint64_t)(uintptr_t)t->ptr + t->footprint, id) != 0)
+            return -1;
+    }
+    uvmrt_attrib_index_sort(&ctx->index);
+    ctx->index_tensors = ctx->n_tensors;
+    ctx->index_bytes = ctx->allocated_bytes;
+    return 0;
+}
+
+typedef struct {
+    uvmrt_attrib_span_t span;
+    size_t call;
+} span_sort_t;
+
+static int cmp_span(const void *a, const void *b)
+{
+    const span_sort_t *x = a, *y = b;
+    if (x->span.start != y->span.start) return x->span.start < y->span.start ? -1 : 1;
+    return x->call < y->call ? -1 : x->call > y->call;
+}
+
+/* The step's layer-call spans on the host clock (kept for the trace), then its
+ * unified-memory records attributed to them: records starting before the
+ * anchor belong to this step, later ones wait for the next. */
+static uvmrt_status_t step_spans_and_faults(uvmrt_context_t *ctx)
+{
+    size_t n = ctx->cur.n_calls;
+    int keep = ctx->n_steps < UVMRT_HISTORY_STEPS && ctx->anchor_ev != NULL;
+    size_t first_span = ctx->n_spans;
+    if (keep && uvmrt__grow((void **)&ctx->spans, &ctx->cap_spans, ctx->n_spans + n, sizeof *ctx->spans) != 0)
+        return UVMRT_ERR_NOMEM;
+    span_sort_t *ss = malloc((n ? n : 1) * sizeof *ss);
+    uvmrt_attrib_span_t *sp = malloc((n ? n : 1) * sizeof *sp);
+    uvmrt_fcount_t *fc = calloc(n ? n : 1, sizeof *fc);
+    uvmrt_status_t st = UVMRT_OK;
+    if (ss == NULL || sp == NULL || fc == NULL) st = UVMRT_ERR_NOMEM;
+    for (size_t i = 0; st == UVMRT_OK && i < n; i++) {
+        const uvmrt_call_t *c = &ctx->cur.calls[i];
+        uint64_t t0 = time_of(ctx, ctx->timing[c->ev_wait_start]);
+        uint64_t tw = time_of(ctx, ctx->timing[c->ev_wait_end]);
+        uint64_t t1 = time_of(ctx, ctx->timing[c->ev_end]);
+        ss[i] = (span_sort_t){{t0 + ctx->t0_ns, t1 + ctx->t0_ns}, i};
+        if (keep) ctx->spans[ctx->n_spans++] = (uvmrt_span_t){ctx->n_steps, c->layer, c->phase, t0, tw, t1, 0, 0};
+    }
+    if (st == UVMRT_OK && strcmp(ctx->fault_source, "none") != 0) {
+        uvmrt__faults_collect(ctx);
+        if (refresh_index(ctx) != 0) st = UVMRT_ERR_NOMEM;
+    }
+    if (st == UVMRT_OK && ctx->n_pend > 0) {
+        if (n > 1) qsort(ss, n, sizeof *ss, cmp_span);
+        for (size_t i = 0; i < n; i++) sp[i] = ss[i].span;
+        ctx->n_pend = uvmrt_attrib_run(&ctx->index, sp, n, ctx->pend, ctx->n_pend, ctx->anchor_ns, fc, &ctx->unattr);
+        for (size_t i = 0; i < n; i++) {
+            const uvmrt_call_t *c = &ctx->cur.calls[ss[i].call];
+            uvmrt__stat_add_fc(ctx, c->layer, c->phase, &fc[i], NULL, NULL);
+            if (keep) {
+                ctx->spans[first_span + ss[i].call].gpu_faults = fc[i].v[FC_GPU_FAULTS];
+                ctx->spans[first_span + ss[i].call].fault_htod_bytes = fc[i].v[FC_FAULT_HTOD];
+            }
+        }
+    }
+    free(ss);
+    free(sp);
+    free(fc);
+    return st;
+}
+
+/* The step's (layer, phase) rows that ran, for csv. */
+static void keep_rows(uvmrt_context_t *ctx)
+{
+    if (ctx->n_steps >= UVMRT_HISTORY_STEPS) return;
+    for (int r = 0; r < ctx->n_cur_rows; r++) {
+        if (ctx->cur_rows[r].calls == 0) continue;
+        if (uvmrt__grow((void **)&ctx->rows, &ctx->cap_rows, ctx->n_rows + 1, sizeof *ctx->rows) != 0) return;
+        ctx->rows[ctx->n_rows++] = (uvmrt_step_row_t){ctx->n_steps, r / UVMRT_PHASE_COUNT,
+                                                       (uvmrt_phase_t)(r % UVMRT_PHASE_COUNT), ctx->cur_rows[r]};
+    }
+}
+
+/* At the end: records still pending (the last step's tail, copies after it) go to
+ * the last call of the last step; without any step they are unattributed. */
+static void attribute_rest(uvmrt_context_t *ctx)
+{
+    if (ctx->fault_source == NULL || strcmp(ctx->fault_source, "none") == 0) return;
+    uvmrt__faults_collect(ctx);
+    if (ctx->n_pend == 0 || refresh_index(ctx) != 0) return;
+    uvmrt_fcount_t fc;
+    memset(&fc, 0, sizeof fc);
+    int last = ctx->n_steps > 0 && ctx->cur.n_calls > 0 && !ctx->in_step;
+    uvmrt_attrib_span_t all = {0, UINT64_MAX};
+    ctx->n_pend = uvmrt_attrib_run(&ctx->index, &all, last ? 1 : 0, ctx->pend, ctx->n_pend, UINT64_MAX, &fc,
+                                   &ctx->unattr);
+    if (!last) return;
+    const uvmrt_call_t *c = &ctx->cur.calls[ctx->cur.n_calls - 1];
+    uvmrt_layer_stats_t *row = NULL;
+    for (size_t i = ctx->n_rows; i > 0; i--)
+        if (ctx->rows[i - 1].step == ctx->n_steps - 1 && ctx->rows[i - 1].layer == c->layer &&
+            ctx->rows[i - 1].phase == c->phase) {
+            row = &ctx->rows[i - 1].s;
+            break;
+        }
+    uvmrt_layer_stats_t scratch;
+    memset(&scratch, 0, sizeof scratch);
+    uvmrt__stat_add_fc(ctx, c->layer, c->phase, &fc, &ctx->steps[ctx->n_steps - 1], row ? row : &scratch);
+}
+
 /* ------------------------------------------------------------------ steps */
 uvmrt_status_t uvmrt_step_begin(uvmrt_context_t *ctx)
 {
@@ -561,6 +731,17 @@ uvmrt_status_t uvmrt_step_begin(uvmrt_context_t *ctx)
     ctx->cur.n_calls = ctx->cur.n_uses = 0;
     memset(&ctx->cur_stats, 0, sizeof ctx->cur_stats);
     ctx->cur_stats.peak_resident_bytes = ctx->resident_bytes;
+    int nrows = ctx->n_layers * UVMRT_PHASE_COUNT;
+    if (nrows != ctx->n_cur_rows) {
+        uvmrt_layer_stats_t *r = realloc(ctx->cur_rows, (size_t)(nrows ? nrows : 1) * sizeof *r);
+        if (r == NULL) {
+            ctx->in_step = 0;
+            return UVMRT_ERR_NOMEM;
+        }
+        ctx->cur_rows = r;
+        ctx->n_cur_rows = nrows;
+    }
+    memset(ctx->cur_rows, 0, (size_t)nrows * sizeof *ctx->cur_rows);
     ctx->step_start_ns = be_now(ctx);
     if (ctx->cfg.policy == UVMRT_POLICY_PREFETCH && ctx->have_record && ensure_plan(ctx) == UVMRT_OK)
         return run_point(ctx, 0);
@@ -597,7 +778,9 @@ uvmrt_status_t uvmrt_step_end(uvmrt_context_t *ctx)
         uvmrt__stat_add(ctx, c->layer, c->phase, STAT_WAIT_NS, wait);
         uvmrt__stat_add(ctx, c->layer, c->phase, STAT_DURATION_NS, dur);
     }
+    anchor(ctx);
     harvest_copy_timings(ctx, 0);
+    if ((st = step_spans_and_faults(ctx)) != UVMRT_OK) return st;
     ctx->cur_stats.step_ns = be_now(ctx) - ctx->step_start_ns;
     if (ctx->cfg.policy == UVMRT_POLICY_PREFETCH && (!ctx->have_record || ctx->deviated ||
                                                      ctx->cur.n_calls != ctx->record.n_calls)) {
@@ -610,6 +793,7 @@ uvmrt_status_t uvmrt_step_end(uvmrt_context_t *ctx)
         LOG_INFO(&ctx->log, "step %llu recorded: %zu layer calls", (unsigned long long)ctx->n_steps + 1,
                  ctx->record.n_calls);
     }
+    keep_rows(ctx);
     uvmrt__stats_fold_step(ctx, &ctx->cur_stats);
     ctx->in_step = 0;
     ctx->step_index++;

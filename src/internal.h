@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 
+#include "attrib.h"
 #include "backend.h"
 #include "settings.h"
 #include "log.h"
@@ -81,9 +82,36 @@ typedef struct uvmrt_sequence {
 typedef struct uvmrt_copy_timing {
     uvmrt_event_t start, end;
     uint64_t step;
+    uint64_t bytes;
     int d2h;
     int pending;
 } uvmrt_copy_timing_t;
+
+#define UVMRT_HISTORY_STEPS 1000 /* steps whose rows and spans are kept for csv / trace */
+
+/* One (step, layer, phase) of the history. */
+typedef struct uvmrt_step_row {
+    uint64_t step;
+    int layer;
+    uvmrt_phase_t phase;
+    uvmrt_layer_stats_t s;
+} uvmrt_step_row_t;
+
+/* One layer call on its stream, times in ns since t0. */
+typedef struct uvmrt_span {
+    uint64_t step;
+    int layer;
+    uvmrt_phase_t phase;
+    uint64_t start_ns, wait_end_ns, end_ns;
+    uint64_t gpu_faults, fault_htod_bytes;
+} uvmrt_span_t;
+
+/* One copy batch on a copy stream, times in ns since t0. */
+typedef struct uvmrt_copy_span {
+    uint64_t step;
+    uint64_t start_ns, end_ns, bytes;
+    int d2h;
+} uvmrt_copy_span_t;
 
 struct uvmrt_context {
     uvmrt_config_t cfg;
@@ -137,6 +165,35 @@ struct uvmrt_context {
     uvmrt_step_stats_t cur_stats;
     uvmrt_step_stats_t *steps;
     uint64_t n_steps, cap_steps;
+
+    /* clocks: every event time is read against an anchor event recorded on an idle
+     * stream right after a sync, whose host time (be_now) is anchor_ns */
+    uint64_t t0_ns;                 /* be_now at context creation: trace time 0 */
+    uvmrt_stream_t clock_stream;
+    uvmrt_event_t anchor_ev;
+    uint64_t anchor_ns;
+
+    /* per (layer, phase) counters of the step in progress: n_layers * UVMRT_PHASE_COUNT */
+    uvmrt_layer_stats_t *cur_rows;
+    int n_cur_rows;
+    /* history for CSV and trace, kept for the first UVMRT_HISTORY_STEPS steps */
+    uvmrt_step_row_t *rows;
+    size_t n_rows, cap_rows;
+    uvmrt_span_t *spans;
+    size_t n_spans, cap_spans;
+    uvmrt_copy_span_t *copies;
+    size_t n_copies, cap_copies;
+
+    /* unified-memory records (faults.c): source, pending records, address index */
+    const char *fault_source;       /* "cupti", "sim" or "none" */
+    int fault_cupti;                /* this context owns the process's CUPTI subscription */
+    int64_t cupti_offset_ns;        /* CUPTI clock - host clock, at the last anchor */
+    uvmrt_um_record_t *pend;
+    size_t n_pend, cap_pend;
+    uvmrt_attrib_index_t index;
+    int index_tensors;
+    uint64_t index_bytes;
+    uvmrt_attrib_unattributed_t unattr;
 };
 
 /* ------------------------------------------------------------------ internal API */
@@ -186,5 +243,13 @@ enum { STAT_PREFETCH, STAT_EVICT, STAT_DISCARD, STAT_FAULT_BYTES, STAT_FAULT_COU
        STAT_DURATION_NS, STAT_REMOTE_READ, STAT_REMOTE_WRITE };
 
 void uvmrt__resident_add(uvmrt_context_t *ctx, int64_t delta);
+/* Adds the driver's counters to (layer, phase): its totals, step s (NULL: the step
+ * in progress) and row (NULL: the step in progress's row). */
+void uvmrt__stat_add_fc(uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, const uvmrt_fcount_t *fc,
+                        uvmrt_step_stats_t *s, uvmrt_layer_stats_t *row);
+/* Fills a stats struct's driver counters from fc (adds). */
+void uvmrt__fc_into_layer(uvmrt_layer_stats_t *l, const uvmrt_fcount_t *fc);
+/* Appends to a growable array; -1 on no memory. */
+int uvmrt__grow(void **arr, size_t *cap, size_t need, size_t elem);
 
 #endif

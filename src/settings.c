@@ -108,12 +108,24 @@ static void format_log_level(const uvmrt_config_t *c, char *b, size_t n)
 static uvmrt_status_t parse_report(uvmrt_config_t *c, const char *t)
 {
     int ok = strcmp(t, "none") == 0 || strcmp(t, "stderr") == 0 ||
-             ((strncmp(t, "json:", 5) == 0 || strncmp(t, "text:", 5) == 0) && t[5] != '\0');
+             ((strncmp(t, "json:", 5) == 0 || strncmp(t, "text:", 5) == 0) && t[5] != '\0') ||
+             (strncmp(t, "csv:", 4) == 0 && t[4] != '\0') || (strncmp(t, "trace:", 6) == 0 && t[6] != '\0');
     if (!ok || strlen(t) >= sizeof c->report) return UVMRT_ERR_CONFIG;
     snprintf(c->report, sizeof c->report, "%s", t);
     return UVMRT_OK;
 }
 static void format_report(const uvmrt_config_t *c, char *b, size_t n) { snprintf(b, n, "%s", c->report); }
+
+static uvmrt_status_t parse_fault_stats(uvmrt_config_t *c, const char *t) { return parse_01(t, &c->fault_stats); }
+static void format_fault_stats(const uvmrt_config_t *c, char *b, size_t n) { snprintf(b, n, "%d", c->fault_stats); }
+
+static uvmrt_status_t parse_trace(uvmrt_config_t *c, const char *t)
+{
+    if (t[0] == '\0' || strlen(t) >= sizeof c->trace) return UVMRT_ERR_CONFIG;
+    snprintf(c->trace, sizeof c->trace, "%s", t);
+    return UVMRT_OK;
+}
+static void format_trace(const uvmrt_config_t *c, char *b, size_t n) { snprintf(b, n, "%s", c->trace); }
 
 /* ------------------------------------------------------------------ the table */
 /* LOG_LEVEL comes first so that messages about later entries honour it. */
@@ -139,8 +151,14 @@ static const uvmrt_config_entry_t table[] = {
     {"REMOTE", "1", "1 or 0",
      "let tensors whose every use is UVMRT_USE_STREAM stay in host memory when that moves fewer bytes",
      parse_remote, format_remote},
-    {"REPORT", "none", "none, stderr, json:PATH or text:PATH",
+    {"REPORT", "none", "none, stderr, json:PATH, text:PATH, csv:PATH or trace:PATH",
      "the report written when the context is destroyed", parse_report, format_report},
+    {"FAULT_STATS", "1", "1 or 0",
+     "collect the driver's unified-memory counters (CUPTI on cuda, the model on sim)", parse_fault_stats,
+     format_fault_stats},
+    {"TRACE", "none", "none or a file path",
+     "trace-event JSON timeline (Perfetto, chrome://tracing) written when the context is destroyed",
+     parse_trace, format_trace},
 };
 #define TABLE_LEN (sizeof table / sizeof table[0])
 
@@ -181,6 +199,9 @@ static uvmrt_status_t apply_params(uvmrt_config_t *c, const uvmrt_params_t *p, c
     if (p->discard_dead != 0 && p->discard_dead != 1)
         BAD_PARAM("discard_dead", "%d", p->discard_dead, "0 or 1");
     if (p->remote != 0 && p->remote != 1) BAD_PARAM("remote", "%d", p->remote, "0 or 1");
+    if (p->fault_stats != 0 && p->fault_stats != 1) BAD_PARAM("fault_stats", "%d", p->fault_stats, "0 or 1");
+    if (p->trace != NULL && parse_trace(c, p->trace) != UVMRT_OK)
+        BAD_PARAM("trace", "'%s'", p->trace, expected_of("TRACE"));
     if (p->profile != NULL && parse_profile(c, p->profile) != UVMRT_OK)
         BAD_PARAM("profile", "'%s'", p->profile, expected_of("PROFILE"));
     if (p->report != NULL && parse_report(c, p->report) != UVMRT_OK)
@@ -193,6 +214,7 @@ static uvmrt_status_t apply_params(uvmrt_config_t *c, const uvmrt_params_t *p, c
     c->budget_reserve_bytes = p->budget_reserve_bytes;
     c->discard_dead = p->discard_dead;
     c->remote = p->remote;
+    c->fault_stats = p->fault_stats;
     c->log_level = p->log_level;
     return UVMRT_OK;
 }

@@ -28,7 +28,9 @@ typedef struct uvmrt_config {
     int discard_dead;
     int remote;
     uvmrt_log_level_t log_level;
-    char report[UVMRT_REPORT_MAX]; /* "none", "stderr", "json:PATH", "text:PATH" */
+    char report[UVMRT_REPORT_MAX]; /* "none", "stderr", "json:PATH", "text:PATH", "csv:PATH", "trace:PATH" */
+    int fault_stats;
+    char trace[UVMRT_REPORT_MAX];  /* "none" or a path */
 } uvmrt_config_t;
 
 typedef struct uvmrt_config_entry {

@@ -480,10 +480,10 @@ Test(stats, report_bad_format_and_io)
     net_t *net = setup(UVMRT_POLICY_PREFETCH, 16 * MIB);
     char *dir = make_tmpdir();
     char path[512];
-    snprintf(path, sizeof path, "%s/r.csv", dir);
+    snprintf(path, sizeof path, "%s/r.xml", dir);
     log_reset();
-    cr_expect_eq(uvmrt_report_write(net->ctx, "csv", path), UVMRT_ERR_INVALID);
-    cr_expect(log_contains("'csv'"), "%s", log_text());
+    cr_expect_eq(uvmrt_report_write(net->ctx, "xml", path), UVMRT_ERR_INVALID);
+    cr_expect(log_contains("'xml'"), "%s", log_text());
     cr_expect_eq(uvmrt_report_write(net->ctx, NULL, path), UVMRT_ERR_INVALID);
     cr_expect_eq(uvmrt_report_write(NULL, "json", path), UVMRT_ERR_INVALID);
     int other;

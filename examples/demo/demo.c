@@ -75,6 +75,9 @@ typedef struct demo_options {
     uint64_t seed;
     int work;                 /* passes per layer kernel */
     const char *report_json;  /* NULL: none */
+    const char *report_fmt;   /* --report FORMAT:PATH: text, json, csv or trace; NULL: none */
+    const char *report_file;
+    const char *trace;        /* --trace PATH: trace-event JSON; NULL: none */
     uint64_t sim_data_limit;  /* bytes: above it the sim backend does no arithmetic */
     int verify;
     int quiet;
@@ -103,6 +106,9 @@ static void usage(FILE *out) {
         "  --work N              passes of each layer kernel over its data (default 1)\n"
         "  --report-json PATH    write uvmrt's JSON report; with --policy all the policy\n"
         "                        goes before the extension (out.json -> out.demand.json)\n"
+        "  --report FORMAT:PATH  write uvmrt's report as text, json, csv or trace (same\n"
+        "                        naming with --policy all)\n"
+        "  --trace PATH          write a trace-event timeline (Perfetto, chrome://tracing)\n"
         "  --sim-data-limit SIZE on sim, do the arithmetic on the CPU (and verify) only\n"
         "                        up to this many tensor bytes (default 1G)\n"
         "  --no-verify           skip the checksums (and the reference run)\n"
@@ -174,7 +180,7 @@ static void profile_names(char *buf, size_t cap) {
 
 static void options_parse(int argc, char **argv, demo_options_t *opt) {
     enum { O_BACKEND = 256, O_PROFILE, O_POLICY, O_BUDGET, O_LAYERS, O_LAYER_MIB, O_STEPS,
-           O_SEED, O_WORK, O_REPORT, O_SIM_LIMIT, O_NO_VERIFY };
+           O_SEED, O_WORK, O_REPORT, O_SIM_LIMIT, O_NO_VERIFY, O_REPORT_ANY, O_TRACE };
     static const struct option longopts[] = {
         {"backend", required_argument, NULL, O_BACKEND},
         {"profile", required_argument, NULL, O_PROFILE},
@@ -186,6 +192,8 @@ static void options_parse(int argc, char **argv, demo_options_t *opt) {
         {"seed", required_argument, NULL, O_SEED},
         {"work", required_argument, NULL, O_WORK},
         {"report-json", required_argument, NULL, O_REPORT},
+        {"report", required_argument, NULL, O_REPORT_ANY},
+        {"trace", required_argument, NULL, O_TRACE},
         {"sim-data-limit", required_argument, NULL, O_SIM_LIMIT},
         {"no-verify", no_argument, NULL, O_NO_VERIFY},
         {"quiet", no_argument, NULL, 'q'},
@@ -258,6 +266,25 @@ static void options_parse(int argc, char **argv, demo_options_t *opt) {
             if (optarg[0] == '\0')
                 usage_error("--report-json '': expected a file path");
             opt->report_json = optarg;
+            break;
+        case O_REPORT_ANY: {
+            static char fmt[8];
+            const char *colon = strchr(optarg, ':');
+            size_t n = colon ? (size_t)(colon - optarg) : 0;
+            if (colon == NULL || colon[1] == '\0' || n >= sizeof fmt)
+                usage_error("--report '%s': expected FORMAT:PATH (text, json, csv or trace)", optarg);
+            memcpy(fmt, optarg, n);
+            fmt[n] = '\0';
+            if (strcmp(fmt, "text") && strcmp(fmt, "json") && strcmp(fmt, "csv") && strcmp(fmt, "trace"))
+                usage_error("--report '%s': format '%s': expected text, json, csv or trace", optarg, fmt);
+            opt->report_fmt = fmt;
+            opt->report_file = colon + 1;
+            break;
+        }
+        case O_TRACE:
+            if (optarg[0] == '\0')
+                usage_error("--trace '': expected a file path");
+            opt->trace = optarg;
             break;
         case O_SIM_LIMIT:
             opt->sim_data_limit = parse_size("--sim-data-limit", optarg, 0);
@@ -358,6 +385,8 @@ static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
+
+static char *report_path_for(const char *path, const char *policy);
 
 static double median(double *v, size_t n) {
     if (n == 0)
@@ -908,6 +937,16 @@ static void run_policy(demo_options_t *opt, uvmrt_policy_t policy, const char *l
     if (report_path) {
         UV_CHECK(&run, uvmrt_report_write(run.ctx, "json", report_path));
         printf("  report: %s\n", report_path);
+    }
+    for (int k = 0; k < 2 && show_tables; k++) {
+        const char *fmt = k == 0 ? opt->report_fmt : "trace";
+        const char *file = k == 0 ? opt->report_file : opt->trace;
+        if (fmt == NULL || file == NULL)
+            continue;
+        char *path = opt->policy_all ? report_path_for(file, uvmrt_policy_name(policy)) : strdup(file);
+        UV_CHECK(&run, uvmrt_report_write(run.ctx, fmt, path));
+        printf("  %s: %s\n", fmt, path);
+        free(path);
     }
     if (opt->verify && run.touch_data)
         run_checksums(&run);

@@ -56,7 +56,25 @@ typedef struct sim {
     int n_lines;
     int n_created_streams;
     size_t hand_alloc, hand_page; /* the driver's eviction clock */
+    int um_on;                    /* record unified-memory events (like CUPTI's) */
+    uvmrt_um_record_t *um;
+    size_t n_um, cap_um;
 } sim_t;
+
+/* One record, as CUPTI would give it; dropped silently when out of memory. */
+static void um_add(sim_t *s, uint32_t kind, uint32_t cause, const void *addr, uint64_t value, uint64_t t0,
+                   uint64_t t1)
+{
+    if (!s->um_on || value == 0) return;
+    if (s->n_um == s->cap_um) {
+        size_t cap = s->cap_um ? 2 * s->cap_um : 256;
+        uvmrt_um_record_t *u = realloc(s->um, cap * sizeof *u);
+        if (u == NULL) return;
+        s->um = u;
+        s->cap_um = cap;
+    }
+    s->um[s->n_um++] = (uvmrt_um_record_t){t0, t1, (uint64_t)(uintptr_t)addr, value, kind, cause};
+}
 
 static uvmrt_status_t sim_open(const uvmrt_backend_config_t *cfg, void **state)
 {
@@ -78,7 +96,17 @@ static void sim_close(void *state)
         free(s->allocs[i].page);
     }
     free(s->allocs);
+    free(s->um);
     free(s);
+}
+
+static void sim_um_enable(void *state) { ((sim_t *)state)->um_on = 1; }
+
+static void sim_um_drain(void *state, void (*sink)(void *user, const uvmrt_um_record_t *r, size_t n), void *user)
+{
+    sim_t *s = state;
+    if (s->n_um > 0) sink(user, s->um, s->n_um);
+    s->n_um = 0;
 }
 
 static uvmrt_status_t sim_mem_info(void *state, uint64_t *free_bytes, uint64_t *total)
@@ -252,7 +280,10 @@ static uvmrt_status_t sim_move(void *state, const uvmrt_range_t *ranges, size_t 
                 s->device_bytes -= PAGE;
             }
         }
-        t += s->prof->prefetch_call_ns + ns_for((double)copied, bps);
+        uint64_t t1 = t + s->prof->prefetch_call_ns + ns_for((double)copied, bps);
+        um_add(s, to == UVMRT_LOC_DEVICE ? UVMRT_UM_HTOD : UVMRT_UM_DTOH, UVMRT_UM_CAUSE_USER, ranges[i].ptr,
+               copied, t, t1);
+        t = t1;
     }
     *engine = t;
     l->t = t;
@@ -292,8 +323,9 @@ static int page_in(const sim_alloc_t *a, size_t p, const uvmrt_range_t *ranges, 
  * in allocation order (so a sweep costs O(1) per evicted page, amortized),
  * never taking the pages the faulting work touches. Evicts in 2 MiB strides, as
  * the driver does. Returns the bytes written back. */
-static uint64_t driver_evict(sim_t *s, uint64_t need, const uvmrt_range_t *ranges, size_t n)
+static uint64_t driver_evict(sim_t *s, uint64_t need, const uvmrt_range_t *ranges, size_t n, uint64_t t)
 {
+    const char *first = NULL;
     uint64_t written = 0, goal = need < (2u << 20) ? (2u << 20) : need;
     size_t total = 0;
     for (size_t i = 0; i < s->n_allocs; i++) total += s->allocs[i].bytes / PAGE;
@@ -306,7 +338,9 @@ static uint64_t driver_evict(sim_t *s, uint64_t need, const uvmrt_range_t *range
         a->page[p] = PG_HOST;
         s->device_bytes -= PAGE;
         written += PAGE;
+        if (first == NULL) first = a->base + p * PAGE;
     }
+    um_add(s, UVMRT_UM_DTOH, UVMRT_UM_CAUSE_EVICTION, first, written, t, t + ns_for((double)written, s->prof->evict_d2h_bps));
     return written;
 }
 
@@ -339,19 +373,23 @@ static uvmrt_status_t sim_touch(void *state, uvmrt_stream_t stream, const uvmrt_
         size_t p0, p1;
         sim_alloc_t *a = locate(s, &w->local[i], &p0, &p1);
         if (a == NULL) return UVMRT_ERR_INVALID;
-        uint64_t faulted = 0;
+        uint64_t faulted = 0, here = 0;
         for (size_t p = p0; p < p1; p++) {
             if (a->page[p] == PG_DEVICE) continue;
             if (s->device_bytes + PAGE > s->prof->memory_bytes)
-                written += driver_evict(s, PAGE, w->local, w->n_local);
-            if (a->page[p] == PG_HOST) copied += PAGE;
+                written += driver_evict(s, PAGE, w->local, w->n_local, t);
+            if (a->page[p] == PG_HOST) copied += PAGE, here += PAGE;
             a->page[p] = PG_DEVICE;
             s->device_bytes += PAGE;
             faulted += PAGE;
         }
         if (faulted > 0) {
+            uint64_t groups = (faulted + s->prof->fault_group_bytes - 1) / s->prof->fault_group_bytes;
             res->fault_bytes += faulted;
-            res->fault_count += (faulted + s->prof->fault_group_bytes - 1) / s->prof->fault_group_bytes;
+            res->fault_count += groups;
+            um_add(s, UVMRT_UM_GPU_FAULT, 0, w->local[i].ptr, groups, t, t);
+            um_add(s, UVMRT_UM_HTOD, UVMRT_UM_CAUSE_COHERENCE, w->local[i].ptr, here, t,
+                   t + ns_for((double)here, s->prof->fault_bps));
         }
     }
     uint64_t end = t + ns_for((double)copied, s->prof->fault_bps) +
@@ -395,4 +433,6 @@ const uvmrt_backend_ops_t uvmrt_backend_sim = {
     .discard = sim_discard,
     .touch = sim_touch,
     .now_ns = sim_now,
+    .um_enable = sim_um_enable,
+    .um_drain = sim_um_drain,
 };

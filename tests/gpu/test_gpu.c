@@ -255,6 +255,150 @@ static void same_trace_sim_and_cuda(int stream_acts)
 Test(gpu, same_trace_on_sim_and_cuda, .timeout = 300) { same_trace_sim_and_cuda(0); }
 Test(gpu, same_trace_on_sim_and_cuda_streamed, .timeout = 300) { same_trace_sim_and_cuda(1); }
 
+/* ------------------------------------------------------------------ 5. fault statistics (CUPTI) */
+/* The demo (kernels really touch the data) with env settings before it; the JSON
+ * report is written at destroy (UVMRT_REPORT), after the last records are
+ * attributed. --work 2: no UVMRT_USE_STREAM, so nothing is host-homed and every
+ * planned tensor migrates. 8 x 64 MiB layers = 512 MiB managed. Returns the report. */
+static json_t *demo_fault_report(const char *policy, const char *env, const char *tag)
+{
+    skip_without_gpu();
+    const char *demo = getenv("UVMRT_DEMO");
+    if (demo == NULL || demo[0] == '\0') cr_skip_test("UVMRT_DEMO is not set");
+    env_clear_uvmrt();
+    char path[256], cmd[4096];
+    snprintf(path, sizeof path, "/tmp/uvmrt-gpu-faults-%s-%d.json", tag, (int)getpid());
+    snprintf(cmd, sizeof cmd,
+             "env UVMRT_REPORT=json:%s %s '%s' --backend cuda --policy %s --layers 8 --layer-mib 64 "
+             "--budget 192M --steps 4 --work 2 --no-verify -q 2>&1",
+             path, env, demo, policy);
+    strbuf_t out = {0};
+    FILE *f = popen(cmd, "r");
+    cr_assert_not_null(f, "popen(%s)", cmd);
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf - 1, f)) > 0) {
+        buf[n] = '\0';
+        sb_append(&out, buf);
+    }
+    int status = pclose(f);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s:\n%s", cmd, out.s ? out.s : "");
+    json_error_t err;
+    json_t *root = json_load_file(path, 0, &err);
+    cr_assert_not_null(root, "report %s: %s\n%s", path, err.text, out.s ? out.s : "");
+    unlink(path);
+    const char *src = json_string_value(json_object_get(root, "fault_stats_source"));
+    cr_assert_not_null(src);
+    cr_assert_str_eq(src, "cupti", "CUPTI did not start (fault_stats_source %s); demo output:\n%s", src,
+                     out.s ? out.s : "");
+    sb_free(&out);
+    return root;
+}
+
+static uint64_t jget(const json_t *o, const char *key)
+{
+    const json_t *v = json_object_get(o, key);
+    return v ? (uint64_t)json_integer_value(v) : 0;
+}
+
+/* Under demand the layers that touch evicted data fault them in: the driver's
+ * counts show GPU faults and fault-driven bytes. */
+Test(gpu, cupti_demand_layers_fault, .timeout = 300)
+{
+    json_t *root = demo_fault_report("demand", "", "demand");
+    json_t *layers = json_object_get(root, "layers");
+    uint64_t faulting_layers = 0, faults = 0, fault_bytes = 0;
+    for (size_t l = 0; l < json_array_size(layers); l++) {
+        const char *phases[] = {"forward", "backward", "optimizer"};
+        uint64_t lf = 0;
+        for (int p = 0; p < 3; p++) {
+            json_t *ph = json_object_get(json_array_get(layers, l), phases[p]);
+            if (ph == NULL) continue;
+            lf += jget(ph, "gpu_faults");
+            faults += jget(ph, "gpu_faults");
+            fault_bytes += jget(ph, "fault_htod_bytes");
+        }
+        faulting_layers += lf > 0;
+    }
+    cr_expect_gt(faults, 0);
+    cr_expect_gt(fault_bytes, 0);
+    /* 8 x 64 MiB under a 192 MiB budget: every layer's data was evicted in between */
+    cr_expect_geq(faulting_layers, 6, "only %llu of 8 layers faulted", (unsigned long long)faulting_layers);
+    json_decref(root);
+}
+
+/* Under prefetch, planned tensors never fault once the plan runs: the last
+ * step's GPU faults are 0. */
+Test(gpu, cupti_prefetch_steady_state_no_faults, .timeout = 300)
+{
+    json_t *root = demo_fault_report("prefetch", "UVMRT_REMOTE=0", "prefetch");
+    json_t *steps = json_object_get(root, "steps");
+    size_t n = json_array_size(steps);
+    cr_assert_geq(n, 3);
+    json_t *last = json_array_get(steps, n - 1);
+    cr_expect_eq(jget(last, "gpu_faults"), 0, "last step: %llu GPU faults, %llu fault bytes",
+                 (unsigned long long)jget(last, "gpu_faults"), (unsigned long long)jget(last, "fault_htod_bytes"));
+    cr_expect_gt(jget(last, "prefetch_htod_bytes"), 0);
+    json_decref(root);
+}
+
+/* CUPTI's bytes of user prefetch to the GPU agree with uvmrt's own count within
+ * 1% (migration only: no remote homing, no discard, so every prefetched byte moves). */
+Test(gpu, cupti_prefetch_bytes_match_runtime, .timeout = 300)
+{
+    json_t *root = demo_fault_report("prefetch", "UVMRT_REMOTE=0 UVMRT_DISCARD=0", "bytes");
+    json_t *layers = json_object_get(root, "layers");
+    uint64_t mine = 0, cupti = jget(json_object_get(root, "unattributed"), "prefetch_htod_bytes");
+    for (size_t l = 0; l < json_array_size(layers); l++) {
+        const char *phases[] = {"forward", "backward", "optimizer"};
+        for (int p = 0; p < 3; p++) {
+            json_t *ph = json_object_get(json_array_get(layers, l), phases[p]);
+            if (ph == NULL) continue;
+            mine += jget(ph, "prefetch_bytes");
+            cupti += jget(ph, "prefetch_htod_bytes");
+        }
+    }
+    cr_assert_gt(mine, 0);
+    double diff = (double)(cupti > mine ? cupti - mine : mine - cupti) / (double)mine;
+    cr_expect_leq(diff, 0.01, "CUPTI user prefetch %llu bytes vs uvmrt %llu bytes (%.2f%%)",
+                  (unsigned long long)cupti, (unsigned long long)mine, 100 * diff);
+    json_decref(root);
+}
+
+/* With fault statistics off the run goes on and says so. */
+Test(gpu, cupti_off_says_none, .timeout = 120)
+{
+    skip_without_gpu();
+    uvmrt_params_t p;
+    uvmrt_params_init(&p);
+    p.backend = UVMRT_BACKEND_CUDA;
+    p.budget_bytes = 64 * MIB;
+    p.ignore_env = 1;
+    p.log_fn = log_capture;
+    p.fault_stats = 0;
+    uvmrt_context_t *ctx = NULL;
+    cr_assert_eq(uvmrt_context_create(&p, &ctx), UVMRT_OK, "%s", log_text());
+    uvmrt_summary_t s;
+    uvmrt_summary_get(ctx, &s);
+    cr_expect_str_eq(s.fault_stats_source, "none");
+    uvmrt_context_destroy(ctx);
+    /* and a second context while one holds CUPTI falls back to none with one warning */
+    p.fault_stats = 1;
+    uvmrt_context_t *a = NULL, *b = NULL;
+    cr_assert_eq(uvmrt_context_create(&p, &a), UVMRT_OK, "%s", log_text());
+    log_reset();
+    cr_assert_eq(uvmrt_context_create(&p, &b), UVMRT_OK, "%s", log_text());
+    uvmrt_summary_get(a, &s);
+    const char *sa = s.fault_stats_source;
+    uvmrt_summary_get(b, &s);
+    if (strcmp(sa, "cupti") == 0) {
+        cr_expect_str_eq(s.fault_stats_source, "none");
+        cr_expect(log_contains("holds CUPTI"), "%s", log_text());
+    }
+    uvmrt_context_destroy(b);
+    uvmrt_context_destroy(a);
+}
+
 /* ------------------------------------------------------------------ runner */
 /* One test at a time: they time transfers on one GPU. Arguments (e.g. --tap,
  * -j) still override. */
@@ -266,4 +410,113 @@ int main(int argc, char *argv[])
     if (criterion_handle_args(argc, argv, true)) result = !criterion_run_all_tests(tests);
     criterion_finalize(tests);
     return result;
+}
+
+/* ------------------------------------------------------------------ uvmrt-mlp (issue 4) */
+/* The trainer's loss sequence does not depend on where memory lives: with
+ * everything resident (policy none) and under prefetch and demand at a small
+ * budget, for each optimizer placement, the losses (printed with %a) are
+ * bitwise identical. UVMRT_MLP names the program; without it, it is looked for
+ * beside the demo (UVMRT_DEMO: .../examples/demo/uvmrt-demo). */
+static const char *mlp_program(char *buf, size_t cap)
+{
+    const char *mlp = getenv("UVMRT_MLP");
+    if (mlp && *mlp) return mlp;
+    const char *demo = getenv("UVMRT_DEMO");
+    if (demo == NULL || demo[0] == '\0') cr_skip_test("neither UVMRT_MLP nor UVMRT_DEMO is set");
+    const char *cut = strstr(demo, "demo/uvmrt-demo");
+    cr_assert_not_null(cut, "UVMRT_DEMO=%s: cannot find uvmrt-mlp beside it", demo);
+    snprintf(buf, cap, "%.*smlp/uvmrt-mlp", (int)(cut - demo), demo);
+    return buf;
+}
+
+/* Runs uvmrt-mlp; returns the loss log's text (caller frees). */
+static char *mlp_losses(const char *args, const char *tag)
+{
+    char prog[4096], log[256], cmd[8192];
+    const char *mlp = mlp_program(prog, sizeof prog);
+    snprintf(log, sizeof log, "/tmp/uvmrt-gpu-mlp-%d-%s.losses", (int)getpid(), tag);
+    env_clear_uvmrt();
+    snprintf(cmd, sizeof cmd, "'%s' --backend cuda --quiet --layers 4 --hidden 1024 --rows 1024 "
+             "--steps 5 --loss-log %s %s 2>&1", mlp, log, args);
+    FILE *f = popen(cmd, "r");
+    cr_assert_not_null(f, "popen(%s)", cmd);
+    strbuf_t out = {0};
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf - 1, f)) > 0) {
+        buf[n] = '\0';
+        sb_append(&out, buf);
+    }
+    int status = pclose(f);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: status %#x:\n%s", cmd, status,
+              out.s ? out.s : "");
+    cr_assert(out.s && strstr(out.s, "sim backend") == NULL, "ran on sim:\n%s", out.s);
+    FILE *l = fopen(log, "r");
+    cr_assert_not_null(l, "%s: no loss log:\n%s", log, out.s ? out.s : "");
+    char *text = calloc(1, 1 << 16);
+    cr_assert_not_null(text);
+    size_t got = fread(text, 1, (1 << 16) - 1, l);
+    text[got] = '\0';
+    fclose(l);
+    unlink(log);
+    free(out.s);
+    return text;
+}
+
+static void mlp_losses_independent_of_placement_in_memory(const char *extra, const char *name)
+{
+    skip_without_gpu();
+    char args[512];
+    snprintf(args, sizeof args, "--policy none %s", extra);
+    char *ref = mlp_losses(args, "none");
+    cr_assert(strlen(ref) > 0);
+    static const char *const runs[][2] = {
+        {"--policy prefetch --budget 24M", "prefetch"},
+        {"--policy demand --budget 24M", "demand"},
+    };
+    for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
+        snprintf(args, sizeof args, "%s %s", runs[k][0], extra);
+        char *got = mlp_losses(args, runs[k][1]);
+        cr_expect_str_eq(got, ref, "%s: losses under %s differ from the resident run", name,
+                         runs[k][1]);
+        free(got);
+    }
+    free(ref);
+}
+
+Test(gpu, mlp_losses_bitwise_resident_vs_budget_gpu_optimizer, .timeout = 600)
+{
+    mlp_losses_independent_of_placement_in_memory("--optimizer-on gpu", "gpu optimizer");
+}
+
+Test(gpu, mlp_losses_bitwise_resident_vs_budget_cpu_optimizer, .timeout = 600)
+{
+    mlp_losses_independent_of_placement_in_memory("--optimizer-on cpu", "cpu optimizer");
+}
+
+Test(gpu, mlp_losses_bitwise_resident_vs_budget_fp16, .timeout = 600)
+{
+    mlp_losses_independent_of_placement_in_memory("--optimizer-on gpu --precision fp16",
+                                                  "fp16");
+}
+
+/* The CPU and GPU AdamW round every operation alike (mlp_math.h), so the two
+ * placements train to the same bits too. */
+Test(gpu, mlp_losses_bitwise_gpu_vs_cpu_optimizer, .timeout = 600)
+{
+    skip_without_gpu();
+    char *gpu = mlp_losses("--policy none --optimizer-on gpu", "gpu");
+    char *cpu = mlp_losses("--policy none --optimizer-on cpu", "cpu");
+    char *mixed = mlp_losses("--policy none --cpu-layers 2", "mixed");
+    cr_expect_str_eq(cpu, gpu, "losses with the CPU optimizer differ from the GPU optimizer's");
+    cr_expect_str_eq(mixed, gpu, "losses with half the blocks on the CPU optimizer differ");
+    free(gpu);
+    free(cpu);
+    free(mixed);
+}
+
+Test(gpu, mlp_losses_bitwise_resident_vs_budget_mixed_optimizer, .timeout = 600)
+{
+    mlp_losses_independent_of_placement_in_memory("--cpu-layers 2", "mixed optimizer");
 }

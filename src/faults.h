@@ -1,0 +1,24 @@
+/*
+ * faults.h -- where unified-memory records come from: CUPTI's
+ * UNIFIED_MEMORY_COUNTER activity on the cuda backend, the model on sim, or
+ * nothing ("none": fault statistics off, CUPTI missing, not permitted, or held
+ * by another subscriber such as Nsight). Records land in ctx->pend on the
+ * context's host clock; the executor attributes them at each step end.
+ */
+#ifndef UVMRT_FAULTS_H
+#define UVMRT_FAULTS_H
+
+#include "internal.h"
+
+/* Chooses the source and starts it; sets ctx->fault_source. Never fails: a
+ * source that cannot start logs one warning naming the reason and gives "none". */
+void uvmrt__faults_open(uvmrt_context_t *ctx);
+/* Called right after an anchor: host_ns is be_now at the anchor event (CUPTI:
+ * measures its clock's offset from the host clock). */
+void uvmrt__faults_anchor(uvmrt_context_t *ctx, uint64_t host_ns);
+/* Flushes the source and appends its records so far to ctx->pend. */
+void uvmrt__faults_collect(uvmrt_context_t *ctx);
+/* Stops the source (after a last collect). */
+void uvmrt__faults_close(uvmrt_context_t *ctx);
+
+#endif

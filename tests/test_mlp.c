@@ -1,0 +1,443 @@
+/*
+ * test_mlp.c -- uvmrt-mlp's training math and schedule, without a GPU.
+ *
+ *  - the shared math (mlp_math.h): GELU and its derivative against fp64 and finite
+ *    differences; bf16/fp16 rounding against known patterns and F16C; one AdamW
+ *    element against fp64;
+ *  - the fp32 reference trainer (mlp_ref.c, the same formulas as the GPU kernels)
+ *    gives the gradients of an fp64 implementation written here, and those match
+ *    finite differences of the fp64 loss;
+ *  - the CPU AdamW (adamw_cpu.c) matches the scalar reference bit for bit on every
+ *    instruction-set path this CPU has (others are skipped);
+ *  - the loss falls on the teacher task;
+ *  - uvmrt-mlp's schedule on the sim backend, both optimizer placements, never
+ *    faults after the recording step under prefetch (the program is run by path).
+ */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+#include <jansson.h>
+
+#include "adamw_cpu.h"
+#include "helpers.h"
+#include "mlp_math.h"
+#include "mlp_ref.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+__attribute__((target("f16c"))) static uint16_t f16c_round(float f) {
+    return (uint16_t)_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
+}
+#endif
+
+/* ----------------------------------------------------------------------------
+ * fp64 model: the same network, written independently */
+
+static double gelu64(double x) {
+    return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+}
+
+static double gelu_grad64(double x) {
+    return 0.5 * (1.0 + erf(x / sqrt(2.0))) + x * exp(-0.5 * x * x) / sqrt(2.0 * M_PI);
+}
+
+/* Loss of the fp64 model with weights W (L, H, H); X, Y (N, H). When dW is not
+ * NULL, also its gradient. */
+static double loss64(int L, int H, int N, const double *W, const double *X, const double *Y,
+                     double *dW) {
+    size_t nh = (size_t)N * H, hh = (size_t)H * H;
+    double *A = calloc((size_t)(L + 1) * nh, sizeof(double));
+    double *Z = calloc((size_t)L * nh, sizeof(double));
+    double *dA = calloc(nh, sizeof(double)), *dZ = calloc(nh, sizeof(double));
+    double *dIn = calloc(nh, sizeof(double));
+    cr_assert(A && Z && dA && dZ && dIn);
+    memcpy(A, X, nh * sizeof(double));
+    for (int i = 0; i < L; i++)
+        for (int n = 0; n < N; n++)
+            for (int o = 0; o < H; o++) {
+                double acc = 0.0;
+                for (int k = 0; k < H; k++)
+                    acc += A[i * nh + (size_t)n * H + k] * W[i * hh + (size_t)o * H + k];
+                Z[i * nh + (size_t)n * H + o] = acc;
+                A[(i + 1) * nh + (size_t)n * H + o] = gelu64(acc);
+            }
+    double loss = 0.0;
+    for (size_t j = 0; j < nh; j++) {
+        double d = A[L * nh + j] - Y[j];
+        loss += d * d;
+        dA[j] = 2.0 * d / (double)nh;
+    }
+    loss /= (double)nh;
+    if (dW) {
+        for (int i = L - 1; i >= 0; i--) {
+            for (size_t j = 0; j < nh; j++)
+                dZ[j] = dA[j] * gelu_grad64(Z[i * nh + j]);
+            for (int o = 0; o < H; o++)
+                for (int k = 0; k < H; k++) {
+                    double acc = 0.0;
+                    for (int n = 0; n < N; n++)
+                        acc += dZ[(size_t)n * H + o] * A[i * nh + (size_t)n * H + k];
+                    dW[i * hh + (size_t)o * H + k] = acc;
+                }
+            for (int n = 0; n < N; n++)
+                for (int k = 0; k < H; k++) {
+                    double acc = 0.0;
+                    for (int o = 0; o < H; o++)
+                        acc += dZ[(size_t)n * H + o] * W[i * hh + (size_t)o * H + k];
+                    dIn[(size_t)n * H + k] = acc;
+                }
+            memcpy(dA, dIn, nh * sizeof(double));
+        }
+    }
+    free(A);
+    free(Z);
+    free(dA);
+    free(dZ);
+    free(dIn);
+    return loss;
+}
+
+/* ----------------------------------------------------------------------------
+ * the shared math */
+
+Test(mlp_math, gelu_matches_fp64_and_its_derivative_finite_differences) {
+    for (double x = -6.0; x <= 6.0; x += 0.01) {
+        float f = mlp_gelu((float)x);
+        cr_assert(fabs(f - gelu64((float)x)) <= 2e-6 * (1.0 + fabs(x)), "gelu(%g) = %.9g, fp64 %.9g",
+                  x, f, gelu64((float)x));
+        double h = 1e-6, fd = (gelu64(x + h) - gelu64(x - h)) / (2 * h);
+        cr_assert(fabs(gelu_grad64(x) - fd) < 1e-7, "fp64 gelu'(%g): %.9g vs fd %.9g", x,
+                  gelu_grad64(x), fd);
+        float g = mlp_gelu_grad((float)x);
+        cr_assert(fabs(g - gelu_grad64((float)x)) <= 2e-6, "gelu'(%g) = %.9g, fp64 %.9g", x, g,
+                  gelu_grad64((float)x));
+    }
+}
+
+Test(mlp_math, bf16_rounds_to_nearest_even) {
+    cr_assert_eq(mlp_f32_to_bf16(1.0f), 0x3f80);
+    cr_assert_eq(mlp_f32_to_bf16(mlp_bits_f32(0x3f808000u)), 0x3f80); /* tie: to even */
+    cr_assert_eq(mlp_f32_to_bf16(mlp_bits_f32(0x3f818000u)), 0x3f82); /* tie: to even */
+    cr_assert_eq(mlp_f32_to_bf16(mlp_bits_f32(0x3f808001u)), 0x3f81);
+    cr_assert_eq(mlp_f32_to_bf16(mlp_bits_f32(0x7f7fffffu)), 0x7f80); /* max float -> inf */
+    cr_assert_eq(mlp_f32_to_bf16(-0.0f), 0x8000);
+    cr_assert(isnan(mlp_bf16_to_f32(mlp_f32_to_bf16(NAN))));
+    for (uint32_t k = 0; k < 100000; k++) { /* round trip of every bf16 value's float */
+        uint16_t h = (uint16_t)(k * 0x9e37u);
+        if ((h & 0x7f80u) == 0x7f80u && (h & 0x7fu))
+            continue; /* NaN */
+        cr_assert_eq(mlp_f32_to_bf16(mlp_bf16_to_f32(h)), h);
+    }
+}
+
+Test(mlp_math, fp16_matches_known_values_and_f16c) {
+    cr_assert_eq(mlp_f32_to_fp16(1.0f), 0x3c00);
+    cr_assert_eq(mlp_f32_to_fp16(65504.0f), 0x7bff);
+    cr_assert_eq(mlp_f32_to_fp16(65520.0f), 0x7c00);
+    cr_assert_eq(mlp_f32_to_fp16(ldexpf(1.0f, -24)), 0x0001);
+    cr_assert_eq(mlp_f32_to_fp16(ldexpf(1.0f, -25)), 0x0000);             /* tie: to even */
+    cr_assert_eq(mlp_f32_to_fp16(ldexpf(3.0f, -25)), 0x0002);             /* 1.5 ulp: to even */
+    cr_assert_eq(mlp_f32_to_fp16(-2.0f), 0xc000);
+    for (uint32_t h = 0; h < 0x10000u; h++) { /* every finite fp16 round-trips */
+        if ((h & 0x7c00u) == 0x7c00u)
+            continue;
+        cr_assert_eq(mlp_f32_to_fp16(mlp_fp16_to_f32((uint16_t)h)), h, "fp16 0x%04x", h);
+    }
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("f16c"))
+        return;
+    uint64_t s = 12345;
+    for (int k = 0; k < 1000000; k++) {
+        s = mlp_splitmix64(s);
+        /* floats around the fp16 range, subnormals included */
+        uint32_t u = (uint32_t)s;
+        uint32_t e = 100u + (uint32_t)((s >> 40) % 48u); /* 2^-27 .. 2^20 */
+        u = (u & 0x807fffffu) | (e << 23);
+        float f = mlp_bits_f32(u);
+        uint16_t want = f16c_round(f);
+        cr_assert_eq(mlp_f32_to_fp16(f), want, "f = %a (0x%08x): 0x%04x, F16C 0x%04x", f, u,
+                     mlp_f32_to_fp16(f), want);
+    }
+#endif
+}
+
+Test(mlp_math, adamw_element_matches_fp64) {
+    uint64_t s = 7;
+    for (int k = 0; k < 10000; k++) {
+        float w = mlp_uniform(s, 1, k), m = 0.01f * mlp_uniform(s, 2, k);
+        float v = 1e-4f * fabsf(mlp_uniform(s, 3, k)), g = 0.1f * mlp_uniform(s, 4, k);
+        long t = 1 + k % 50;
+        double lr = 1e-3, wd = MLP_ADAMW_WD;
+        mlp_adamw_coef_t c = mlp_adamw_coef_make(lr, wd, t, 1.0);
+        double m64 = 0.9 * m + 0.1 * g, v64 = 0.999 * v + 0.001 * (double)g * g;
+        double w64 = w * (1 - lr * wd) -
+                     lr / (1 - pow(0.9, (double)t)) * m64 /
+                         (sqrt(v64) / sqrt(1 - pow(0.999, (double)t)) + 1e-8);
+        /* error bounds: a few ulps of the terms each result sums */
+        double m_mag = 0.9 * fabs(m) + 0.1 * fabs(g), v_mag = 0.999 * v + 0.001 * (double)g * g;
+        double w_mag = fabs(w) + lr / (1 - pow(0.9, (double)t)) * m_mag /
+                                     (sqrt(v64) / sqrt(1 - pow(0.999, (double)t)) + 1e-8);
+        mlp_adamw_elem(&w, &m, &v, g, &c);
+        cr_assert(fabs(m - m64) <= 1e-6 * m_mag, "m %.9g vs fp64 %.9g", m, m64);
+        cr_assert(fabs(v - v64) <= 1e-6 * v_mag, "v %.9g vs fp64 %.9g", v, v64);
+        cr_assert(fabs(w - w64) <= 2e-6 * w_mag, "w %.9g vs fp64 %.9g", w, w64);
+    }
+}
+
+/* ----------------------------------------------------------------------------
+ * gradients of a tiny model */
+
+Test(mlp_ref, gradients_match_fp64_and_finite_differences) {
+    const int L = 3, H = 8, N = 16;
+    mlp_ref_t r;
+    cr_assert_eq(mlp_ref_init(&r, L, H, N, 42), 0);
+    float loss = mlp_ref_forward_backward(&r);
+
+    size_t hh = (size_t)H * H, nh = (size_t)N * H, nw = (size_t)L * hh;
+    double *W = malloc(nw * sizeof(double)), *dW = malloc(nw * sizeof(double));
+    double *X = malloc(nh * sizeof(double)), *Y = malloc(nh * sizeof(double));
+    cr_assert(W && dW && X && Y);
+    for (size_t j = 0; j < nw; j++)
+        W[j] = r.W[j];
+    for (size_t j = 0; j < nh; j++)
+        X[j] = r.X[j], Y[j] = r.Y[j];
+    double l64 = loss64(L, H, N, W, X, Y, dW);
+    cr_assert(l64 > 1e-4, "the teacher task must start with a real loss (%g)", l64);
+    cr_assert(fabs(loss - l64) <= 1e-5 * l64, "loss fp32 %.9g vs fp64 %.9g", loss, l64);
+
+    double gmax = 0.0;
+    for (size_t j = 0; j < nw; j++)
+        gmax = fmax(gmax, fabs(dW[j]));
+    for (size_t j = 0; j < nw; j++) /* the fp32 reference against fp64 */
+        cr_assert(fabs(r.dW[j] - dW[j]) <= 1e-4 * gmax, "dW[%zu]: fp32 %.9g, fp64 %.9g", j,
+                  r.dW[j], dW[j]);
+    for (size_t j = 0; j < nw; j += 7) { /* fp64 against central differences */
+        double h = 1e-6, keep = W[j];
+        W[j] = keep + h;
+        double lp = loss64(L, H, N, W, X, Y, NULL);
+        W[j] = keep - h;
+        double lm = loss64(L, H, N, W, X, Y, NULL);
+        W[j] = keep;
+        double fd = (lp - lm) / (2 * h);
+        cr_assert(fabs(fd - dW[j]) <= 1e-6 * gmax + 1e-6 * fabs(dW[j]),
+                  "dW[%zu]: fp64 %.12g, finite difference %.12g", j, dW[j], fd);
+    }
+    free(W);
+    free(dW);
+    free(X);
+    free(Y);
+    mlp_ref_free(&r);
+}
+
+Test(mlp_ref, loss_falls_on_the_teacher_task) {
+    mlp_ref_t r;
+    cr_assert_eq(mlp_ref_init(&r, 3, 16, 64, 1), 0);
+    float first = 0.0f, loss = 0.0f;
+    for (int s = 0; s < 60; s++) {
+        loss = mlp_ref_forward_backward(&r);
+        if (s == 0)
+            first = loss;
+        mlp_ref_adamw(&r, mlp_isa_best(), 3e-3);
+    }
+    cr_assert(isfinite(loss));
+    cr_assert(loss < 0.5f * first, "loss %.6g after 60 steps, %.6g at the start", loss, first);
+    mlp_ref_free(&r);
+}
+
+/* ----------------------------------------------------------------------------
+ * the CPU AdamW paths, bit for bit */
+
+static void adamw_bitwise(mlp_isa_t isa, mlp_half_kind_t kind) {
+    if (!mlp_isa_available(isa))
+        cr_skip_test("this CPU has no %s path", mlp_isa_name(isa));
+    const size_t n = 3 * 65536 + 37; /* several OpenMP chunks and a ragged tail */
+    float *w[2], *m[2], *v[2], *g = malloc(n * sizeof(float));
+    uint16_t *h[2];
+    for (int k = 0; k < 2; k++) {
+        w[k] = malloc(n * sizeof(float));
+        m[k] = malloc(n * sizeof(float));
+        v[k] = malloc(n * sizeof(float));
+        h[k] = malloc(n * sizeof(uint16_t));
+        cr_assert(w[k] && m[k] && v[k] && h[k] && g);
+    }
+    for (size_t j = 0; j < n; j++) {
+        /* wide exponent range: tiny gradients, subnormal-ish halves, large moments */
+        float e = ldexpf(1.0f, (int)(j % 40) - 30);
+        w[0][j] = mlp_uniform(3, 1, j) * e * 64.0f;
+        m[0][j] = mlp_uniform(3, 2, j) * e;
+        v[0][j] = fabsf(mlp_uniform(3, 3, j)) * e * e;
+        g[j] = mlp_uniform(3, 4, j) * e;
+    }
+    if (kind == MLP_FP16)
+        for (size_t j = 0; j < n; j += 101)
+            g[j] = 0.0f; /* zero gradients too */
+    memcpy(w[1], w[0], n * sizeof(float));
+    memcpy(m[1], m[0], n * sizeof(float));
+    memcpy(v[1], v[0], n * sizeof(float));
+    for (long t = 1; t <= 3; t++) {
+        mlp_adamw_coef_t c = mlp_adamw_coef_make(1e-3, MLP_ADAMW_WD, t, kind == MLP_FP16 ? 1024.0 : 1.0);
+        mlp_adamw_scalar_ref(w[0], m[0], v[0], g, h[0], kind, n, &c);
+        mlp_adamw_cpu(isa, w[1], m[1], v[1], g, h[1], kind, n, &c);
+    }
+    for (size_t j = 0; j < n; j++) {
+        cr_assert(memcmp(&w[0][j], &w[1][j], 4) == 0 && memcmp(&m[0][j], &m[1][j], 4) == 0 &&
+                      memcmp(&v[0][j], &v[1][j], 4) == 0 && h[0][j] == h[1][j],
+                  "%s element %zu: w %a vs %a, m %a vs %a, v %a vs %a, half 0x%04x vs 0x%04x",
+                  mlp_isa_name(isa), j, w[0][j], w[1][j], m[0][j], m[1][j], v[0][j], v[1][j],
+                  h[0][j], h[1][j]);
+    }
+    for (int k = 0; k < 2; k++) {
+        free(w[k]);
+        free(m[k]);
+        free(v[k]);
+        free(h[k]);
+    }
+    free(g);
+}
+
+Test(adamw_cpu, scalar_path_bitwise_bf16) { adamw_bitwise(MLP_ISA_SCALAR, MLP_BF16); }
+Test(adamw_cpu, avx2_path_bitwise_bf16) { adamw_bitwise(MLP_ISA_AVX2, MLP_BF16); }
+Test(adamw_cpu, avx2_path_bitwise_fp16) { adamw_bitwise(MLP_ISA_AVX2, MLP_FP16); }
+Test(adamw_cpu, avx512_path_bitwise_bf16) { adamw_bitwise(MLP_ISA_AVX512, MLP_BF16); }
+Test(adamw_cpu, avx512_path_bitwise_fp16) { adamw_bitwise(MLP_ISA_AVX512, MLP_FP16); }
+
+Test(adamw_cpu, nonfinite_check) {
+    float g[100] = {0};
+    cr_assert_eq(mlp_nonfinite_cpu(g, 100), 0);
+    g[57] = INFINITY;
+    cr_assert_eq(mlp_nonfinite_cpu(g, 100), 1);
+    g[57] = NAN;
+    cr_assert_eq(mlp_nonfinite_cpu(g, 100), 1);
+}
+
+/* ----------------------------------------------------------------------------
+ * uvmrt-mlp on the sim backend */
+
+static const char *mlp_path(void) {
+    const char *p = getenv("UVMRT_MLP");
+    return p && *p ? p : UVMRT_MLP_PATH;
+}
+
+/* Runs uvmrt-mlp with args on sim; returns its result JSON (caller frees). */
+static json_t *run_sim(const char *args, const char *tag) {
+    char json_path[256], report[256], cmd[2048];
+    snprintf(json_path, sizeof json_path, "/tmp/uvmrt-test-mlp-%d-%s.json", (int)getpid(), tag);
+    snprintf(report, sizeof report, "/tmp/uvmrt-test-mlp-%d-%s.report.json", (int)getpid(), tag);
+    env_clear_uvmrt();
+    snprintf(cmd, sizeof cmd,
+             "'%s' --backend sim --profile consumer-8g --quiet --result-json %s "
+             "--report json:%s %s 2>&1",
+             mlp_path(), json_path, report, args);
+    FILE *p = popen(cmd, "r");
+    cr_assert(p != NULL, "popen %s", cmd);
+    char out[16384];
+    size_t got = fread(out, 1, sizeof out - 1, p);
+    out[got] = '\0';
+    int status = pclose(p);
+    cr_assert_eq(status, 0, "%s\nexited %d:\n%s", cmd, status, out);
+    json_error_t err;
+    json_t *res = json_load_file(json_path, 0, &err);
+    cr_assert(res != NULL, "%s: %s\n%s", json_path, err.text, out);
+    json_t *rep = json_load_file(report, 0, &err);
+    cr_assert(rep != NULL, "%s: %s", report, err.text);
+    json_object_set_new(res, "report", rep);
+    unlink(json_path);
+    unlink(report);
+    return res;
+}
+
+static int layer_has_phase(json_t *res, const char *phase) {
+    json_t *layers = json_object_get(json_object_get(res, "report"), "layers");
+    size_t k;
+    json_t *l;
+    int with = 0;
+    json_array_foreach(layers, k, l) with += json_object_get(l, phase) != NULL;
+    return with;
+}
+
+static void sim_schedule(const char *placement) {
+    char args[512], tag[32];
+    snprintf(args, sizeof args,
+             "--layers 6 --hidden 1024 --rows 1024 --steps 4 --policy prefetch --budget 24M "
+             "--optimizer-on %s", placement);
+    snprintf(tag, sizeof tag, "%s", placement);
+    json_t *res = run_sim(args, tag);
+    cr_assert_eq(json_integer_value(json_object_get(res, "steps")), 4);
+    cr_assert(json_is_false(json_object_get(res, "arithmetic")));
+    cr_assert_eq(json_integer_value(json_object_get(res, "faults_after_step1")), 0,
+                 "prefetch faulted after the recording step (--optimizer-on %s)", placement);
+    json_t *rep = json_object_get(res, "report");
+    json_t *steps = json_object_get(rep, "steps");
+    cr_assert_eq(json_array_size(steps), 4);
+    /* data moved: 24 MiB cannot hold the 6 blocks' tensors */
+    double moved = 0;
+    size_t k;
+    json_t *s;
+    json_array_foreach(steps, k, s) {
+        if (k == 0)
+            continue;
+        moved += json_number_value(json_object_get(s, "prefetch_bytes")) +
+                 json_number_value(json_object_get(s, "remote_read_bytes"));
+    }
+    cr_assert(moved > 0, "nothing moved under a 24 MiB budget");
+    cr_assert_eq(layer_has_phase(res, "forward"), 6);
+    cr_assert_eq(layer_has_phase(res, "backward"), 6);
+    /* the CPU optimizer is no GPU layer call */
+    cr_assert_eq(layer_has_phase(res, "optimizer"), strcmp(placement, "gpu") == 0 ? 6 : 0);
+    json_decref(res);
+}
+
+Test(mlp_sim, prefetch_schedule_gpu_optimizer_never_faults_after_step1, .timeout = 60) {
+    sim_schedule("gpu");
+}
+
+Test(mlp_sim, prefetch_schedule_cpu_optimizer_never_faults_after_step1, .timeout = 60) {
+    sim_schedule("cpu");
+}
+
+Test(mlp_sim, prefetch_schedule_mixed_optimizer_never_faults_after_step1, .timeout = 60) {
+    json_t *res = run_sim("--layers 6 --hidden 1024 --rows 1024 --steps 4 --budget 24M "
+                          "--cpu-layers 3", "mixed");
+    cr_assert_eq(json_integer_value(json_object_get(res, "faults_after_step1")), 0);
+    cr_assert_str_eq(json_string_value(json_object_get(res, "optimizer_on")), "mixed");
+    cr_assert_eq(layer_has_phase(res, "optimizer"), 3); /* blocks 0..2 on the GPU */
+    json_decref(res);
+}
+
+Test(mlp_sim, recompute_and_fp16_schedules_run, .timeout = 60) {
+    json_t *res = run_sim("--layers 4 --hidden 512 --rows 512 --steps 3 --budget 16M "
+                          "--recompute --precision fp16", "recompute");
+    cr_assert_eq(json_integer_value(json_object_get(res, "faults_after_step1")), 0);
+    cr_assert(json_is_true(json_object_get(res, "recompute")));
+    json_decref(res);
+}
+
+Test(mlp_sim, bad_values_exit_2_naming_the_flag) {
+    static const char *const bad[][2] = {
+        {"--layers 0", "--layers '0'"},       {"--hidden 12", "--hidden '12'"},
+        {"--precision fp8", "--precision"},   {"--optimizer-on tpu", "--optimizer-on"},
+        {"--report xml:/tmp/x", "--report"},  {"--budget lots", "--budget"},
+        {"--policy fast", "--policy"},        {"--lr -1", "--lr"},
+        {"--layers 4 --cpu-layers 5", "--cpu-layers"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        char cmd[1024], out[4096];
+        snprintf(cmd, sizeof cmd, "'%s' --backend sim %s 2>&1", mlp_path(), bad[k][0]);
+        FILE *p = popen(cmd, "r");
+        cr_assert(p != NULL);
+        size_t got = fread(out, 1, sizeof out - 1, p);
+        out[got] = '\0';
+        int status = pclose(p);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 2, "%s: status %d", cmd, status);
+        cr_assert(strstr(out, bad[k][1]) != NULL, "%s: message does not name %s:\n%s", cmd,
+                  bad[k][1], out);
+    }
+}

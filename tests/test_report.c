@@ -1,0 +1,250 @@
+/*
+ * test_report.c -- the report writers: JSON and trace files parse with jansson
+ * and carry the documented keys; CSV has one row per (step, layer, phase) that
+ * ran; the text table has units, a totals row and marked offenders; UVMRT_TRACE
+ * and UVMRT_REPORT=csv:PATH write at destroy.
+ */
+#include <criterion/criterion.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "helpers.h"
+
+static char dir[64];
+
+static void mkdir_tmp(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/uvmrt-report-XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+}
+
+static void rm_file(const char *name)
+{
+    char p[256];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    unlink(p);
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    cr_assert_eq(fread(b, 1, (size_t)n, f), (size_t)n);
+    b[n] = '\0';
+    fclose(f);
+    return b;
+}
+
+/* A 6-layer net on sim, run for `steps` steps. */
+static net_t *run(uvmrt_policy_t policy, int steps, const char *report, const char *trace)
+{
+    uvmrt_params_t p;
+    sim_params(&p, policy, 16 * MIB, NULL);
+    p.report = report;
+    p.trace = trace;
+    uvmrt_context_t *ctx = NULL;
+    cr_assert_eq(uvmrt_context_create(&p, &ctx), UVMRT_OK, "%s", log_text());
+    net_spec_t spec = net_spec_default();
+    net_t *net = net_create(ctx, &spec);
+    run_steps(net, steps, NULL, NULL);
+    return net;
+}
+
+static void done(net_t *net)
+{
+    uvmrt_context_t *ctx = net->ctx;
+    net_free(net);
+    uvmrt_context_destroy(ctx);
+}
+
+static const char *const PHASE_KEYS[] = {"calls", "prefetch_bytes", "evict_bytes", "fault_count", "wait_ns",
+                                         "gpu_faults", "fault_htod_bytes", "prefetch_htod_bytes",
+                                         "driver_prefetch_htod_bytes", "evict_dtoh_bytes", "thrashing",
+                                         "cpu_faults"};
+
+Test(report, json_has_fault_keys)
+{
+    mkdir_tmp();
+    net_t *net = run(UVMRT_POLICY_DEMAND, 3, NULL, NULL);
+    char path[256];
+    snprintf(path, sizeof path, "%s/r.json", dir);
+    cr_assert_eq(uvmrt_report_write(net->ctx, "json", path), UVMRT_OK);
+    json_error_t err;
+    json_t *root = json_load_file(path, 0, &err);
+    cr_assert_not_null(root, "%s: %s", path, err.text);
+    cr_expect_str_eq(json_string_value(json_object_get(root, "fault_stats_source")), "sim");
+    json_t *un = json_object_get(root, "unattributed");
+    cr_assert(json_is_object(un));
+    cr_expect(json_is_integer(json_object_get(un, "records")));
+    cr_expect(json_is_integer(json_object_get(un, "gpu_faults")));
+    json_t *layers = json_object_get(root, "layers");
+    cr_assert_eq(json_array_size(layers), 6);
+    uint64_t faults = 0;
+    for (size_t l = 0; l < json_array_size(layers); l++) {
+        json_t *fw = json_object_get(json_array_get(layers, l), "forward");
+        cr_assert(json_is_object(fw));
+        for (size_t k = 0; k < sizeof PHASE_KEYS / sizeof PHASE_KEYS[0]; k++)
+            cr_expect(json_is_integer(json_object_get(fw, PHASE_KEYS[k])), "forward lacks %s", PHASE_KEYS[k]);
+        faults += (uint64_t)json_integer_value(json_object_get(fw, "gpu_faults"));
+    }
+    cr_expect_gt(faults, 0);
+    json_t *steps = json_object_get(root, "steps");
+    cr_assert_eq(json_array_size(steps), 3);
+    cr_expect(json_is_integer(json_object_get(json_array_get(steps, 0), "gpu_faults")));
+    json_decref(root);
+    done(net);
+    rm_file("r.json");
+    rmdir(dir);
+}
+
+Test(report, csv_rows_are_steps_layers_phases)
+{
+    mkdir_tmp();
+    const int steps = 4;
+    net_t *net = run(UVMRT_POLICY_PREFETCH, steps, NULL, NULL);
+    char path[256];
+    snprintf(path, sizeof path, "%s/r.csv", dir);
+    cr_assert_eq(uvmrt_report_write(net->ctx, "csv", path), UVMRT_OK);
+    char *text = slurp(path);
+    int lines = 0;
+    for (char *c = text; *c; c++) lines += *c == '\n';
+    /* header + steps x layers x 3 phases (each phase runs in this net) */
+    cr_expect_eq(lines, 1 + steps * 6 * 3, "%d lines:\n%s", lines, text);
+    cr_expect_eq(strncmp(text, "policy,backend,fault_stats_source,step,layer,name,phase,", 56), 0);
+    cr_expect_not_null(strstr(text, "\nprefetch,sim,sim,3,5,\"layer5\",optimizer,1,"), "%s", text);
+    /* every row has as many fields as the header */
+    int header_fields = 1;
+    for (char *c = text; *c != '\n'; c++) header_fields += *c == ',';
+    for (char *line = strchr(text, '\n') + 1; *line; line = strchr(line, '\n') + 1) {
+        int f = 1;
+        for (char *c = line; *c != '\n'; c++) f += *c == ',';
+        cr_expect_eq(f, header_fields);
+    }
+    free(text);
+    done(net);
+    rm_file("r.csv");
+    rmdir(dir);
+}
+
+Test(report, trace_parses_with_spans_copies_and_faults)
+{
+    mkdir_tmp();
+    net_t *net = run(UVMRT_POLICY_PREFETCH, 3, NULL, NULL);
+    char path[256];
+    snprintf(path, sizeof path, "%s/t.json", dir);
+    cr_assert_eq(uvmrt_report_write(net->ctx, "trace", path), UVMRT_OK);
+    json_error_t err;
+    json_t *root = json_load_file(path, 0, &err);
+    cr_assert_not_null(root, "%s", err.text);
+    json_t *ev = json_object_get(root, "traceEvents");
+    cr_assert(json_is_array(ev));
+    int layer_spans = 0, copies = 0, counters = 0;
+    double last_end = 0;
+    for (size_t i = 0; i < json_array_size(ev); i++) {
+        json_t *e = json_array_get(ev, i);
+        const char *ph = json_string_value(json_object_get(e, "ph"));
+        const char *name = json_string_value(json_object_get(e, "name"));
+        cr_assert_not_null(ph);
+        cr_assert_not_null(name);
+        cr_expect(json_is_number(json_object_get(e, "ts")));
+        cr_expect(json_is_integer(json_object_get(e, "pid")));
+        cr_expect(json_is_integer(json_object_get(e, "tid")));
+        if (strcmp(ph, "X") == 0) {
+            cr_expect(json_number_value(json_object_get(e, "dur")) >= 0);
+            int tid = (int)json_integer_value(json_object_get(e, "tid"));
+            if (tid == 1) {
+                layer_spans++;
+                double ts = json_number_value(json_object_get(e, "ts"));
+                cr_expect(ts + 1e-3 >= last_end, "spans in order: %f < %f", ts, last_end);
+                last_end = ts + json_number_value(json_object_get(e, "dur"));
+            } else {
+                copies++;
+                cr_expect(json_is_integer(json_object_get(json_object_get(e, "args"), "bytes")));
+            }
+        }
+        if (strcmp(ph, "C") == 0) counters++;
+    }
+    cr_expect_eq(layer_spans, 3 * 6 * 3);
+    cr_expect_gt(copies, 0);
+    cr_expect_gt(counters, 0); /* step 1 runs like demand: faults */
+    cr_expect_not_null(strstr(json_string_value(json_object_get(json_array_get(ev, 3), "name")), "layer0 forward"));
+    json_decref(root);
+    done(net);
+    rm_file("t.json");
+    rmdir(dir);
+}
+
+Test(report, text_table_units_totals_offenders)
+{
+    net_t *net = run(UVMRT_POLICY_DEMAND, 2, NULL, NULL);
+    mkdir_tmp();
+    char path[256];
+    snprintf(path, sizeof path, "%s/r.txt", dir);
+    cr_assert_eq(uvmrt_report_write(net->ctx, "text", path), UVMRT_OK);
+    char *text = slurp(path);
+    cr_expect_not_null(strstr(text, "MiB"), "%s", text);
+    cr_expect_not_null(strstr(text, "\ntotal "), "%s", text);
+    cr_expect_not_null(strstr(text, " *"), "%s", text);
+    cr_expect_not_null(strstr(text, "* most faults"), "%s", text);
+    cr_expect_not_null(strstr(text, "fault statistics: sim"), "%s", text);
+    free(text);
+    done(net);
+    rm_file("r.txt");
+    rmdir(dir);
+}
+
+Test(report, csv_and_trace_at_destroy)
+{
+    mkdir_tmp();
+    char rep[300], trace[256], csv[256];
+    snprintf(csv, sizeof csv, "%s/d.csv", dir);
+    snprintf(rep, sizeof rep, "csv:%s", csv);
+    snprintf(trace, sizeof trace, "%s/d.trace.json", dir);
+    done(run(UVMRT_POLICY_PREFETCH, 2, rep, trace));
+    char *text = slurp(csv);
+    int lines = 0;
+    for (char *c = text; *c; c++) lines += *c == '\n';
+    cr_expect_eq(lines, 1 + 2 * 6 * 3);
+    free(text);
+    json_error_t err;
+    json_t *root = json_load_file(trace, 0, &err);
+    cr_expect_not_null(root, "%s", err.text);
+    json_decref(root);
+    rm_file("d.csv");
+    rm_file("d.trace.json");
+    rmdir(dir);
+}
+
+Test(report, env_trace_and_bad_format)
+{
+    env_clear_uvmrt();
+    mkdir_tmp();
+    char trace[256];
+    snprintf(trace, sizeof trace, "%s/e.json", dir);
+    setenv("UVMRT_TRACE", trace, 1);
+    setenv("UVMRT_FAULT_STATS", "0", 1);
+    uvmrt_params_t p;
+    sim_params(&p, UVMRT_POLICY_DEMAND, 16 * MIB, NULL);
+    p.ignore_env = 0;
+    uvmrt_context_t *ctx = NULL;
+    cr_assert_eq(uvmrt_context_create(&p, &ctx), UVMRT_OK, "%s", log_text());
+    uvmrt_summary_t s;
+    uvmrt_summary_get(ctx, &s);
+    cr_expect_str_eq(s.fault_stats_source, "none");
+    cr_expect_eq(uvmrt_report_write(ctx, "xml", "-"), UVMRT_ERR_INVALID);
+    cr_expect(log_contains("expected text, json, csv or trace"), "%s", log_text());
+    uvmrt_context_destroy(ctx);
+    cr_expect_eq(access(trace, R_OK), 0);
+    setenv("UVMRT_FAULT_STATS", "2", 1);
+    cr_expect_eq(uvmrt_context_create(&p, &ctx), UVMRT_ERR_CONFIG);
+    cr_expect(log_contains("UVMRT_FAULT_STATS='2'"), "%s", log_text());
+    rm_file("e.json");
+    rmdir(dir);
+}
