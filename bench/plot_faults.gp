@@ -7,7 +7,7 @@ if (fmt eq 'svg') { set terminal svg size 1200,800 dynamic font 'sans,11' } \
 else { set terminal pngcairo size 1200,800 font 'sans,10' }
 set output out
 if (!exists('label')) label = ''
-set multiplot layout 2,2 title 'uvmrt: what the driver did, per layer and policy (means per step, steps 2..N)'.label
+set multiplot layout 2,2 title 'uvmrt: what the driver did, per layer and policy (means per step, steps 2..N)'.(label eq '' ? '' : ' -- '.label)
 set key top right opaque box
 set grid ytics
 set style data linespoints
