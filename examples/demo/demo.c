@@ -37,6 +37,7 @@
 #include <time.h>
 
 #include "uvmrt.h"
+#include "../common/cli.h"
 
 #include "demo.h"
 
@@ -122,36 +123,6 @@ static void usage(FILE *out) {
         FALLBACK_PROFILE);
 }
 
-static void usage_error(const char *fmt, ...) {
-    va_list ap;
-    fprintf(stderr, PROG ": ");
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\nTry '" PROG " --help' for more information.\n");
-    exit(2);
-}
-
-/* A decimal integer in [lo, hi], or exit 2 naming the flag. */
-static long long parse_int(const char *flag, const char *text, long long lo, long long hi) {
-    char *end = NULL;
-    errno = 0;
-    long long v = strtoll(text, &end, 10);
-    if (errno || end == text || *end != '\0' || v < lo || v > hi)
-        usage_error("%s '%s': expected an integer from %lld to %lld", flag, text, lo, hi);
-    return v;
-}
-
-static uint64_t parse_size(const char *flag, const char *text, int allow_auto) {
-    uint64_t bytes = 0;
-    if (allow_auto && strcmp(text, "auto") == 0)
-        return 0;
-    if (uvmrt_size_parse(text, &bytes) != UVMRT_OK)
-        usage_error("%s '%s': expected a size such as 8G, 512MiB or 1048576%s", flag, text,
-                    allow_auto ? ", or auto" : "");
-    return bytes;
-}
-
 static void profiles_print(FILE *out) {
     size_t count = 0;
     const uvmrt_profile_t *p = uvmrt_profiles(&count);
@@ -219,7 +190,7 @@ static void options_parse(int argc, char **argv, demo_options_t *opt) {
         switch (c) {
         case O_BACKEND:
             if (uvmrt_backend_parse(optarg, &opt->backend) != UVMRT_OK)
-                usage_error("--backend '%s': expected cuda or sim", optarg);
+                cli_usage_error("--backend '%s': expected cuda or sim", optarg);
             opt->backend_explicit = 1;
             break;
         case O_PROFILE:
@@ -228,7 +199,7 @@ static void options_parse(int argc, char **argv, demo_options_t *opt) {
             } else if (uvmrt_profile_find(optarg) == NULL) {
                 char names[512];
                 profile_names(names, sizeof names);
-                usage_error("--profile '%s': expected one of %s (or list)", optarg, names);
+                cli_usage_error("--profile '%s': expected one of %s (or list)", optarg, names);
             }
             opt->profile = optarg;
             break;
@@ -238,33 +209,33 @@ static void options_parse(int argc, char **argv, demo_options_t *opt) {
             } else if (uvmrt_policy_parse(optarg, &opt->policy) == UVMRT_OK) {
                 opt->policy_all = 0;
             } else {
-                usage_error("--policy '%s': expected none, demand, prefetch or all", optarg);
+                cli_usage_error("--policy '%s': expected none, demand, prefetch or all", optarg);
             }
             break;
-        case O_BUDGET: opt->budget_bytes = parse_size("--budget", optarg, 1); break;
+        case O_BUDGET: opt->budget_bytes = cli_parse_size("--budget", optarg, 1); break;
         case O_LAYERS:
-            opt->layers = (int)parse_int("--layers", optarg, 1, 65536);
+            opt->layers = (int)cli_parse_int("--layers", optarg, 1, 65536);
             opt->layers_explicit = 1;
             break;
         case O_LAYER_MIB:
-            opt->layer_mib = (uint64_t)parse_int("--layer-mib", optarg, 8, 1 << 20);
+            opt->layer_mib = (uint64_t)cli_parse_int("--layer-mib", optarg, 8, 1 << 20);
             if (opt->layer_mib % 8)
-                usage_error("--layer-mib '%s': expected a multiple of 8 (each of the 4 "
+                cli_usage_error("--layer-mib '%s': expected a multiple of 8 (each of the 4 "
                             "tensors a whole number of 2 MiB blocks)", optarg);
             break;
-        case O_STEPS: opt->steps = (int)parse_int("--steps", optarg, 2, 1000000); break;
+        case O_STEPS: opt->steps = (int)cli_parse_int("--steps", optarg, 2, 1000000); break;
         case O_SEED: {
             char *end = NULL;
             errno = 0;
             opt->seed = strtoull(optarg, &end, 0);
             if (errno || end == optarg || *end != '\0' || strchr(optarg, '-'))
-                usage_error("--seed '%s': expected an unsigned 64-bit integer", optarg);
+                cli_usage_error("--seed '%s': expected an unsigned 64-bit integer", optarg);
             break;
         }
-        case O_WORK: opt->work = (int)parse_int("--work", optarg, 1, 1000000); break;
+        case O_WORK: opt->work = (int)cli_parse_int("--work", optarg, 1, 1000000); break;
         case O_REPORT:
             if (optarg[0] == '\0')
-                usage_error("--report-json '': expected a file path");
+                cli_usage_error("--report-json '': expected a file path");
             opt->report_json = optarg;
             break;
         case O_REPORT_ANY: {
@@ -272,22 +243,22 @@ static void options_parse(int argc, char **argv, demo_options_t *opt) {
             const char *colon = strchr(optarg, ':');
             size_t n = colon ? (size_t)(colon - optarg) : 0;
             if (colon == NULL || colon[1] == '\0' || n >= sizeof fmt)
-                usage_error("--report '%s': expected FORMAT:PATH (text, json, csv or trace)", optarg);
+                cli_usage_error("--report '%s': expected FORMAT:PATH (text, json, csv or trace)", optarg);
             memcpy(fmt, optarg, n);
             fmt[n] = '\0';
             if (strcmp(fmt, "text") && strcmp(fmt, "json") && strcmp(fmt, "csv") && strcmp(fmt, "trace"))
-                usage_error("--report '%s': format '%s': expected text, json, csv or trace", optarg, fmt);
+                cli_usage_error("--report '%s': format '%s': expected text, json, csv or trace", optarg, fmt);
             opt->report_fmt = fmt;
             opt->report_file = colon + 1;
             break;
         }
         case O_TRACE:
             if (optarg[0] == '\0')
-                usage_error("--trace '': expected a file path");
+                cli_usage_error("--trace '': expected a file path");
             opt->trace = optarg;
             break;
         case O_SIM_LIMIT:
-            opt->sim_data_limit = parse_size("--sim-data-limit", optarg, 0);
+            opt->sim_data_limit = cli_parse_size("--sim-data-limit", optarg, 0);
             break;
         case O_NO_VERIFY: opt->verify = 0; break;
         case 'q': opt->quiet = 1; break;
@@ -299,7 +270,7 @@ static void options_parse(int argc, char **argv, demo_options_t *opt) {
         }
     }
     if (optind < argc)
-        usage_error("unexpected argument '%s': this program takes options only", argv[optind]);
+        cli_usage_error("unexpected argument '%s': this program takes options only", argv[optind]);
     if (list_profiles) {
         profiles_print(stdout);
         exit(0);
@@ -381,19 +352,7 @@ typedef struct demo_medians {
     double ms, in_gb, out_gb, discard_gb, rd_gb, wr_gb, faults, wait_ms;
 } demo_medians_t;
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static char *report_path_for(const char *path, const char *policy);
-
-static double median(double *v, size_t n) {
-    if (n == 0)
-        return 0.0;
-    qsort(v, n, sizeof v[0], cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static demo_medians_t result_medians(const demo_result_t *res) {
     size_t n = res->steps > 1 ? (size_t)res->steps - 1 : 0;
@@ -406,7 +365,7 @@ static demo_medians_t result_medians(const demo_result_t *res) {
     do {                                                                                       \
         for (size_t i = 0; i < n; i++)                                                         \
             v[i] = (expr);                                                                     \
-        m.field = median(v, n);                                                                \
+        m.field = cli_median(v, n);                                                                \
     } while (0)
     DEMO_MEDIAN(ms, (double)s[i].step_ns / 1e6);
     DEMO_MEDIAN(in_gb, (double)s[i].prefetch_bytes / GB);
@@ -495,12 +454,6 @@ static void launch_check(demo_run_t *run, int err, const char *kernel, int layer
                  cudaGetErrorString((cudaError_t)err), cudaGetErrorName((cudaError_t)err));
 }
 #endif
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static uint64_t total_tensor_bytes(const demo_options_t *opt) {
     return (uint64_t)net_count(opt->layers) * (opt->layer_mib / 4 * MIB);
@@ -672,7 +625,7 @@ static void net_alloc(demo_run_t *run) {
  * are written before they are read, so they are left alone. */
 static void net_init(demo_run_t *run) {
     const demo_net_t *net = &run->net;
-    double t0 = now_s();
+    double t0 = cli_now_s();
     demo_cpu_fill_hash(net_data(net, -1, SLOT_A), net->n, run->opt->seed, net_index(-1, 0));
     for (int i = 0; i < net->layers; i++) {
         demo_cpu_fill_hash(net_data(net, i, SLOT_W), net->n, run->opt->seed,
@@ -682,7 +635,7 @@ static void net_init(demo_run_t *run) {
     if (!run->opt->quiet)
         printf("  initialised X, W and O (%.2f GiB) on the host in %.1f s\n",
                (double)(1 + 2 * (uint64_t)net->layers) * (double)net->tensor_bytes / GIB,
-               now_s() - t0);
+               cli_now_s() - t0);
 }
 
 /* The layer's arithmetic: a kernel on cuda, the CPU on sim with small data,
@@ -1056,6 +1009,7 @@ static void final_table(const demo_result_t *runs, int n_runs, int steps) {
  * main */
 
 int main(int argc, char **argv) {
+    cli_program = PROG;
     demo_options_t opt;
     options_parse(argc, argv, &opt);
     env_overrides_note(&opt);

@@ -45,6 +45,7 @@
 #include <time.h>
 
 #include "uvmrt.h"
+#include "../common/cli.h"
 
 #include "adamw_cpu.h"
 #include "mlp_math.h"
@@ -133,25 +134,6 @@ static void usage(FILE *out) {
         FALLBACK_PROFILE);
 }
 
-static void usage_error(const char *fmt, ...) {
-    va_list ap;
-    fprintf(stderr, PROG ": ");
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\nTry '" PROG " --help' for more information.\n");
-    exit(2);
-}
-
-static long long parse_int(const char *flag, const char *text, long long lo, long long hi) {
-    char *end = NULL;
-    errno = 0;
-    long long v = strtoll(text, &end, 10);
-    if (errno || end == text || *end != '\0' || v < lo || v > hi)
-        usage_error("%s '%s': expected an integer from %lld to %lld", flag, text, lo, hi);
-    return v;
-}
-
 static void options_parse(int argc, char **argv, mlp_options_t *opt) {
     enum { O_LAYERS = 256, O_HIDDEN, O_ROWS, O_STEPS, O_LR, O_SEED, O_BUDGET, O_POLICY,
            O_BACKEND, O_PROFILE, O_PRECISION, O_OPTIMIZER_ON, O_RECOMPUTE, O_REPORT, O_TRACE,
@@ -188,24 +170,24 @@ static void options_parse(int argc, char **argv, mlp_options_t *opt) {
     int c;
     while ((c = getopt_long(argc, argv, "qhV", longopts, NULL)) != -1) {
         switch (c) {
-        case O_LAYERS: opt->layers = (int)parse_int("--layers", optarg, 1, 4096); break;
+        case O_LAYERS: opt->layers = (int)cli_parse_int("--layers", optarg, 1, 4096); break;
         case O_HIDDEN:
-            opt->hidden = (int)parse_int("--hidden", optarg, 8, 1 << 17);
+            opt->hidden = (int)cli_parse_int("--hidden", optarg, 8, 1 << 17);
             if (opt->hidden % 8)
-                usage_error("--hidden '%s': expected a multiple of 8", optarg);
+                cli_usage_error("--hidden '%s': expected a multiple of 8", optarg);
             break;
         case O_ROWS:
-            opt->rows = (int)parse_int("--rows", optarg, 8, 1 << 24);
+            opt->rows = (int)cli_parse_int("--rows", optarg, 8, 1 << 24);
             if (opt->rows % 8)
-                usage_error("--rows '%s': expected a multiple of 8", optarg);
+                cli_usage_error("--rows '%s': expected a multiple of 8", optarg);
             break;
-        case O_STEPS: opt->steps = (int)parse_int("--steps", optarg, 1, 10000000); break;
+        case O_STEPS: opt->steps = (int)cli_parse_int("--steps", optarg, 1, 10000000); break;
         case O_LR: {
             char *end = NULL;
             errno = 0;
             opt->lr = strtod(optarg, &end);
             if (errno || end == optarg || *end != '\0' || !(opt->lr > 0.0) || !isfinite(opt->lr))
-                usage_error("--lr '%s': expected a positive number such as 1e-4", optarg);
+                cli_usage_error("--lr '%s': expected a positive number such as 1e-4", optarg);
             break;
         }
         case O_SEED: {
@@ -213,7 +195,7 @@ static void options_parse(int argc, char **argv, mlp_options_t *opt) {
             errno = 0;
             opt->seed = strtoull(optarg, &end, 0);
             if (errno || end == optarg || *end != '\0' || strchr(optarg, '-'))
-                usage_error("--seed '%s': expected an unsigned 64-bit integer", optarg);
+                cli_usage_error("--seed '%s': expected an unsigned 64-bit integer", optarg);
             break;
         }
         case O_BUDGET:
@@ -221,21 +203,21 @@ static void options_parse(int argc, char **argv, mlp_options_t *opt) {
                 opt->budget_bytes = 0;
             else if (uvmrt_size_parse(optarg, &opt->budget_bytes) != UVMRT_OK ||
                      opt->budget_bytes == 0)
-                usage_error("--budget '%s': expected a size such as 8G or 512MiB, or auto",
+                cli_usage_error("--budget '%s': expected a size such as 8G or 512MiB, or auto",
                             optarg);
             break;
         case O_POLICY:
             if (uvmrt_policy_parse(optarg, &opt->policy) != UVMRT_OK)
-                usage_error("--policy '%s': expected none, demand or prefetch", optarg);
+                cli_usage_error("--policy '%s': expected none, demand or prefetch", optarg);
             break;
         case O_BACKEND:
             if (uvmrt_backend_parse(optarg, &opt->backend) != UVMRT_OK)
-                usage_error("--backend '%s': expected cuda or sim", optarg);
+                cli_usage_error("--backend '%s': expected cuda or sim", optarg);
             opt->backend_explicit = 1;
             break;
         case O_PROFILE:
             if (uvmrt_profile_find(optarg) == NULL)
-                usage_error("--profile '%s': expected a sim profile name such as h200 or "
+                cli_usage_error("--profile '%s': expected a sim profile name such as h200 or "
                             "consumer-8g (uvmrt-demo --profile list)", optarg);
             opt->profile = optarg;
             break;
@@ -245,7 +227,7 @@ static void options_parse(int argc, char **argv, mlp_options_t *opt) {
             else if (strcmp(optarg, "fp16") == 0)
                 opt->precision = MLP_FP16;
             else
-                usage_error("--precision '%s': expected bf16 or fp16", optarg);
+                cli_usage_error("--precision '%s': expected bf16 or fp16", optarg);
             break;
         case O_OPTIMIZER_ON:
             if (strcmp(optarg, "gpu") == 0)
@@ -253,11 +235,11 @@ static void options_parse(int argc, char **argv, mlp_options_t *opt) {
             else if (strcmp(optarg, "cpu") == 0)
                 opt->optimizer_cpu = 1;
             else
-                usage_error("--optimizer-on '%s': expected gpu or cpu", optarg);
+                cli_usage_error("--optimizer-on '%s': expected gpu or cpu", optarg);
             opt->cpu_layers = -1;
             break;
         case O_CPU_LAYERS:
-            opt->cpu_layers = (int)parse_int("--cpu-layers", optarg, 0, 4096);
+            opt->cpu_layers = (int)cli_parse_int("--cpu-layers", optarg, 0, 4096);
             break;
         case O_RECOMPUTE: opt->recompute = 1; break;
         case O_REPORT: {
@@ -270,24 +252,24 @@ static void options_parse(int argc, char **argv, mlp_options_t *opt) {
                     strncmp(optarg, formats[k], strlen(formats[k])) == 0)
                     opt->report_format = formats[k];
             if (opt->report_format == NULL || colon[1] == '\0')
-                usage_error("--report '%s': expected json:PATH or text:PATH (csv:PATH and "
+                cli_usage_error("--report '%s': expected json:PATH or text:PATH (csv:PATH and "
                             "trace:PATH where the library has them)", optarg);
             opt->report_path = colon + 1;
             break;
         }
         case O_TRACE:
             if (optarg[0] == '\0')
-                usage_error("--trace '': expected a file path");
+                cli_usage_error("--trace '': expected a file path");
             opt->trace_path = optarg;
             break;
         case O_LOSS_LOG:
             if (optarg[0] == '\0')
-                usage_error("--loss-log '': expected a file path");
+                cli_usage_error("--loss-log '': expected a file path");
             opt->loss_log = optarg;
             break;
         case O_RESULT_JSON:
             if (optarg[0] == '\0')
-                usage_error("--result-json '': expected a file path");
+                cli_usage_error("--result-json '': expected a file path");
             opt->result_json = optarg;
             break;
         case 'q': opt->quiet = 1; break;
@@ -299,9 +281,9 @@ static void options_parse(int argc, char **argv, mlp_options_t *opt) {
         }
     }
     if (optind < argc)
-        usage_error("unexpected argument '%s': this program takes options only", argv[optind]);
+        cli_usage_error("unexpected argument '%s': this program takes options only", argv[optind]);
     if (opt->cpu_layers > opt->layers)
-        usage_error("--cpu-layers '%d': expected at most --layers (%d)", opt->cpu_layers,
+        cli_usage_error("--cpu-layers '%d': expected at most --layers (%d)", opt->cpu_layers,
                     opt->layers);
     if (opt->cpu_layers < 0)
         opt->cpu_layers = opt->optimizer_cpu ? opt->layers : 0;
@@ -454,12 +436,6 @@ static void launch_check(mlp_run_t *run, int err, const char *kernel, int layer)
 }
 #endif
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static inline void *ptr(uvmrt_tensor_t *t) {
     return t ? uvmrt_tensor_ptr(t) : NULL;
 }
@@ -606,7 +582,7 @@ static void net_init(mlp_run_t *run) {
     mlp_half_kind_t kind = run->opt->precision;
     uint64_t seed = run->opt->seed;
     float b = mlp_init_weight_bound(net->H), s = mlp_init_input_scale();
-    double t0 = now_s();
+    double t0 = cli_now_s();
     uint16_t *x = ptr(net->X);
 #pragma omp parallel for schedule(static)
     for (size_t j = 0; j < net->nh; j++)
@@ -626,7 +602,7 @@ static void net_init(mlp_run_t *run) {
     if (!run->opt->quiet)
         printf("  initialised X, W, Wh, m, v (%.2f GiB) on the host in %.1f s\n",
                ((double)net->nh * 2 + (double)net->L * (double)net->hh * 14) / GIB,
-               now_s() - t0);
+               cli_now_s() - t0);
 }
 
 /* out (rows, H) = in (rows, H) . W^T, W (H, H) row-major; half in, out_type out. */
@@ -668,7 +644,7 @@ static void teacher_targets(mlp_run_t *run) {
     cudaStream_t s = (cudaStream_t)run->stream;
     size_t a16 = net->nh * 2, w16 = net->hh * 2;
     void *T = NULL, *P[2] = {NULL, NULL};
-    double t0 = now_s();
+    double t0 = cli_now_s();
     CUDA_CHECK(run, cudaMalloc(&T, w16));
     CUDA_CHECK(run, cudaMalloc(&P[0], a16));
     CUDA_CHECK(run, cudaMalloc(&P[1], a16));
@@ -694,7 +670,7 @@ static void teacher_targets(mlp_run_t *run) {
     cudaFree(P[0]);
     cudaFree(P[1]);
     if (!run->opt->quiet)
-        printf("  teacher targets Y computed on the GPU in %.1f s\n", now_s() - t0);
+        printf("  teacher targets Y computed on the GPU in %.1f s\n", cli_now_s() - t0);
 }
 #endif /* MLP_GPU */
 
@@ -745,9 +721,9 @@ static void *cpu_opt_main(void *arg) {
             if (cudaEventSynchronize(c->ev[i]) != cudaSuccess)
                 goto fail;
             if (!skip) {
-                double t0 = now_s();
+                double t0 = cli_now_s();
                 cpu_update_block(run, i, &coef);
-                c->busy_s += now_s() - t0;
+                c->busy_s += cli_now_s() - t0;
             }
             pthread_mutex_lock(&c->mu);
             c->done[i] = s;
@@ -1099,19 +1075,6 @@ static double step_flops(const mlp_options_t *opt) {
     return (opt->recompute ? 8.0 : 6.0) * nhh * (double)opt->layers;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Median of v[0..n) (sorted in place). */
-static double median(double *v, size_t n) {
-    if (n == 0)
-        return 0.0;
-    qsort(v, n, sizeof v[0], cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* fp16: after step s, lower the scale on inf/NaN (the step was skipped), raise it
  * after a run of good steps. */
 static void loss_scale_update(mlp_run_t *run, int s) {
@@ -1138,7 +1101,7 @@ static void run_steps(mlp_run_t *run, FILE *loss_log) {
     const mlp_options_t *opt = run->opt;
     mlp_net_t *net = &run->net;
     int L = net->L;
-    double flops = step_flops(opt), t_start = now_s();
+    double flops = step_flops(opt), t_start = cli_now_s();
     for (int s = 0; s < opt->steps; s++) {
 #ifdef MLP_GPU
         if (run->compute && opt->optimizer_cpu) {
@@ -1168,7 +1131,7 @@ static void run_steps(mlp_run_t *run, FILE *loss_log) {
         double ms = (double)st->step_ns / 1e6;
         double in = (double)(st->prefetch_bytes + st->remote_read_bytes) / GB;
         double out = (double)(st->evict_bytes + st->remote_write_bytes) / GB;
-        double elapsed = now_s() - t_start, eta = elapsed / (s + 1) * (opt->steps - s - 1);
+        double elapsed = cli_now_s() - t_start, eta = elapsed / (s + 1) * (opt->steps - s - 1);
         char loss_text[32] = "-";
         if (run->compute)
             snprintf(loss_text, sizeof loss_text, "%.6f", run->losses[s]);
@@ -1209,7 +1172,7 @@ static mlp_medians_t run_medians(const mlp_run_t *run) {
     do {                                                                                       \
         for (size_t k = 0; k < n; k++)                                                         \
             v[k] = (expr);                                                                     \
-        m.field = median(v, n);                                                                \
+        m.field = cli_median(v, n);                                                                \
     } while (0)
     MLP_MEDIAN(ms, (double)st[k].step_ns / 1e6);
     MLP_MEDIAN(in_gb, (double)(st[k].prefetch_bytes + st[k].remote_read_bytes) / GB);
@@ -1263,6 +1226,7 @@ static void result_write(const mlp_run_t *run, const char *path, const mlp_media
  * main */
 
 int main(int argc, char **argv) {
+    cli_program = PROG;
     mlp_options_t opt;
     options_parse(argc, argv, &opt);
 

@@ -1,0 +1,63 @@
+/* cli.c -- see cli.h. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "uvmrt.h"
+
+const char *cli_program = "uvmrt";
+
+void cli_usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "%s: ", cli_program);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nTry '%s --help' for more information.\n", cli_program);
+    exit(2);
+}
+
+long long cli_parse_int(const char *flag, const char *text, long long lo, long long hi)
+{
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (errno || end == text || *end != '\0' || v < lo || v > hi)
+        cli_usage_error("%s '%s': expected an integer from %lld to %lld", flag, text, lo, hi);
+    return v;
+}
+
+uint64_t cli_parse_size(const char *flag, const char *text, int allow_auto)
+{
+    uint64_t bytes = 0;
+    if (allow_auto && strcmp(text, "auto") == 0) return 0;
+    if (uvmrt_size_parse(text, &bytes) != UVMRT_OK)
+        cli_usage_error("%s '%s': expected a size such as 8G, 512MiB or 1048576%s", flag, text,
+                        allow_auto ? ", or auto" : "");
+    return bytes;
+}
+
+double cli_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double cli_median(double *v, size_t n)
+{
+    if (n == 0) return 0.0;
+    qsort(v, n, sizeof v[0], cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}

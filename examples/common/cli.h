@@ -1,0 +1,25 @@
+/*
+ * cli.h -- what the example programs share: usage errors, flag values, a clock
+ * and medians. Messages start with the program's name (cli_program).
+ */
+#ifndef UVMRT_EXAMPLES_CLI_H
+#define UVMRT_EXAMPLES_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The name messages start with; set once at the start of main. */
+extern const char *cli_program;
+
+/* "PROG: message" and a hint to --help on stderr, then exit(2). */
+void cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+/* A decimal integer in [lo, hi], or a usage error naming the flag and the range. */
+long long cli_parse_int(const char *flag, const char *text, long long lo, long long hi);
+/* A size (uvmrt_size_parse: 8G, 512MiB, 1048576), or "auto" as 0 when allowed. */
+uint64_t cli_parse_size(const char *flag, const char *text, int allow_auto);
+/* Monotonic seconds. */
+double cli_now_s(void);
+/* The median of v[0..n) (sorts v in place); 0 for n == 0. */
+double cli_median(double *v, size_t n);
+
+#endif
