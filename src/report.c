@@ -115,28 +115,41 @@ static void write_text(const uvmrt_context_t *ctx, FILE *f)
 /* ------------------------------------------------------------------ json */
 static json_t *json_u64(uint64_t v) { return json_integer((json_int_t)v); }
 
+/* The counters layer and step stats share, under the same names. */
+#define SET_SHARED_COUNTERS(o, s)                                                               \
+    do {                                                                                        \
+        json_object_set_new(o, "prefetch_bytes", json_u64((s)->prefetch_bytes));               \
+        json_object_set_new(o, "evict_bytes", json_u64((s)->evict_bytes));                     \
+        json_object_set_new(o, "discard_bytes", json_u64((s)->discard_bytes));                 \
+        json_object_set_new(o, "fault_count", json_u64((s)->fault_count));                     \
+        json_object_set_new(o, "fault_bytes", json_u64((s)->fault_bytes));                     \
+        json_object_set_new(o, "remote_read_bytes", json_u64((s)->remote_read_bytes));         \
+        json_object_set_new(o, "remote_write_bytes", json_u64((s)->remote_write_bytes));       \
+        json_object_set_new(o, "wait_ns", json_u64((s)->wait_ns));                             \
+    } while (0)
+
+/* The driver's counters (CUPTI or the sim model), same names in both. */
+#define SET_DRIVER_COUNTERS(o, s)                                                               \
+    do {                                                                                        \
+        json_object_set_new(o, "gpu_faults", json_u64((s)->gpu_faults));                       \
+        json_object_set_new(o, "fault_htod_bytes", json_u64((s)->fault_htod_bytes));           \
+        json_object_set_new(o, "prefetch_htod_bytes", json_u64((s)->prefetch_htod_bytes));     \
+        json_object_set_new(o, "driver_prefetch_htod_bytes",                                   \
+                            json_u64((s)->driver_prefetch_htod_bytes));                        \
+        json_object_set_new(o, "evict_dtoh_bytes", json_u64((s)->evict_dtoh_bytes));           \
+        json_object_set_new(o, "thrashing", json_u64((s)->thrashing));                         \
+        json_object_set_new(o, "throttling", json_u64((s)->throttling));                       \
+        json_object_set_new(o, "remote_map", json_u64((s)->remote_map));                       \
+        json_object_set_new(o, "cpu_faults", json_u64((s)->cpu_faults));                       \
+    } while (0)
+
 static json_t *phase_json(const uvmrt_layer_stats_t *s)
 {
     json_t *o = json_object();
     json_object_set_new(o, "calls", json_u64(s->calls));
-    json_object_set_new(o, "prefetch_bytes", json_u64(s->prefetch_bytes));
-    json_object_set_new(o, "evict_bytes", json_u64(s->evict_bytes));
-    json_object_set_new(o, "discard_bytes", json_u64(s->discard_bytes));
-    json_object_set_new(o, "fault_count", json_u64(s->fault_count));
-    json_object_set_new(o, "fault_bytes", json_u64(s->fault_bytes));
-    json_object_set_new(o, "remote_read_bytes", json_u64(s->remote_read_bytes));
-    json_object_set_new(o, "remote_write_bytes", json_u64(s->remote_write_bytes));
-    json_object_set_new(o, "wait_ns", json_u64(s->wait_ns));
+    SET_SHARED_COUNTERS(o, s);
     json_object_set_new(o, "duration_ns", json_u64(s->duration_ns));
-    json_object_set_new(o, "gpu_faults", json_u64(s->gpu_faults));
-    json_object_set_new(o, "fault_htod_bytes", json_u64(s->fault_htod_bytes));
-    json_object_set_new(o, "prefetch_htod_bytes", json_u64(s->prefetch_htod_bytes));
-    json_object_set_new(o, "driver_prefetch_htod_bytes", json_u64(s->driver_prefetch_htod_bytes));
-    json_object_set_new(o, "evict_dtoh_bytes", json_u64(s->evict_dtoh_bytes));
-    json_object_set_new(o, "thrashing", json_u64(s->thrashing));
-    json_object_set_new(o, "throttling", json_u64(s->throttling));
-    json_object_set_new(o, "remote_map", json_u64(s->remote_map));
-    json_object_set_new(o, "cpu_faults", json_u64(s->cpu_faults));
+    SET_DRIVER_COUNTERS(o, s);
     return o;
 }
 
@@ -144,26 +157,11 @@ static json_t *step_json(const uvmrt_step_stats_t *s)
 {
     json_t *o = json_object();
     json_object_set_new(o, "step_ns", json_u64(s->step_ns));
-    json_object_set_new(o, "prefetch_bytes", json_u64(s->prefetch_bytes));
-    json_object_set_new(o, "evict_bytes", json_u64(s->evict_bytes));
-    json_object_set_new(o, "discard_bytes", json_u64(s->discard_bytes));
-    json_object_set_new(o, "fault_count", json_u64(s->fault_count));
-    json_object_set_new(o, "fault_bytes", json_u64(s->fault_bytes));
-    json_object_set_new(o, "remote_read_bytes", json_u64(s->remote_read_bytes));
-    json_object_set_new(o, "remote_write_bytes", json_u64(s->remote_write_bytes));
-    json_object_set_new(o, "wait_ns", json_u64(s->wait_ns));
+    SET_SHARED_COUNTERS(o, s);
     json_object_set_new(o, "peak_resident_bytes", json_u64(s->peak_resident_bytes));
     json_object_set_new(o, "h2d_busy_ns", json_u64(s->h2d_busy_ns));
     json_object_set_new(o, "d2h_busy_ns", json_u64(s->d2h_busy_ns));
-    json_object_set_new(o, "gpu_faults", json_u64(s->gpu_faults));
-    json_object_set_new(o, "fault_htod_bytes", json_u64(s->fault_htod_bytes));
-    json_object_set_new(o, "prefetch_htod_bytes", json_u64(s->prefetch_htod_bytes));
-    json_object_set_new(o, "driver_prefetch_htod_bytes", json_u64(s->driver_prefetch_htod_bytes));
-    json_object_set_new(o, "evict_dtoh_bytes", json_u64(s->evict_dtoh_bytes));
-    json_object_set_new(o, "thrashing", json_u64(s->thrashing));
-    json_object_set_new(o, "throttling", json_u64(s->throttling));
-    json_object_set_new(o, "remote_map", json_u64(s->remote_map));
-    json_object_set_new(o, "cpu_faults", json_u64(s->cpu_faults));
+    SET_DRIVER_COUNTERS(o, s);
     return o;
 }
 

@@ -22,4 +22,28 @@ double cli_now_s(void);
 /* The median of v[0..n) (sorts v in place); 0 for n == 0. */
 double cli_median(double *v, size_t n);
 
+/* "PROG: message" on stderr (stdout flushed first), then cleanup(arg) when cleanup
+ * is not NULL, then exit(1). */
+void cli_fail(void (*cleanup)(void *), void *arg, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4), noreturn));
+
+/* Status checks for the programs, failing through run_fail(run, fmt, ...), which
+ * each program defines (cli_fail with its own cleanup). They name the expression
+ * and the error. CUDA_CHECK needs cuda_runtime_api.h where it is used. */
+#define UV_CHECK(run, expr)                                                                    \
+    do {                                                                                       \
+        uvmrt_status_t st_ = (expr);                                                           \
+        if (st_ != UVMRT_OK)                                                                   \
+            run_fail((run), "%s failed: %s (%s)", #expr, uvmrt_status_str(st_),                \
+                     uvmrt_status_name(st_));                                                  \
+    } while (0)
+
+#define CUDA_CHECK(run, expr)                                                                  \
+    do {                                                                                       \
+        cudaError_t e_ = (expr);                                                               \
+        if (e_ != cudaSuccess)                                                                 \
+            run_fail((run), "%s failed: %s (%s)", #expr, cudaGetErrorString(e_),               \
+                     cudaGetErrorName(e_));                                                    \
+    } while (0)
+
 #endif

@@ -419,35 +419,11 @@ static void run_close(demo_run_t *run) {
     run->net.tensors = NULL;
 }
 
-static void run_fail(demo_run_t *run, const char *fmt, ...) {
-    va_list ap;
-    fflush(stdout);
-    fprintf(stderr, PROG ": ");
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    run_close(run);
-    exit(1);
-}
-
-#define UV_CHECK(run, expr)                                                                    \
-    do {                                                                                       \
-        uvmrt_status_t st_ = (expr);                                                           \
-        if (st_ != UVMRT_OK)                                                                   \
-            run_fail((run), "%s failed: %s (%s)", #expr, uvmrt_status_str(st_),                \
-                     uvmrt_status_name(st_));                                                  \
-    } while (0)
+/* Fails the run: the message, then the run's resources released, then exit 1. */
+static void run_close_cb(void *run) { run_close(run); }
+#define run_fail(run, ...) cli_fail(run_close_cb, (run), __VA_ARGS__)
 
 #ifdef UVMRT_HAVE_CUDA
-#define CUDA_CHECK(run, expr)                                                                  \
-    do {                                                                                       \
-        cudaError_t e_ = (expr);                                                               \
-        if (e_ != cudaSuccess)                                                                 \
-            run_fail((run), "%s failed: %s (%s)", #expr, cudaGetErrorString(e_),               \
-                     cudaGetErrorName(e_));                                                    \
-    } while (0)
-
 static void launch_check(demo_run_t *run, int err, const char *kernel, int layer) {
     if (err != 0)
         run_fail(run, "%s kernel of layer %d: launch failed: %s (%s)", kernel, layer,
