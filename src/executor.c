@@ -226,18 +226,6 @@ static void harvest_copy_timings(uvmrt_context_t *ctx, int wait_all)
 }
 
 /* ------------------------------------------------------------------ sequences */
-static int seq_reserve(void **arr, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap) return 0;
-    size_t c = *cap ? *cap : 64;
-    while (c < need) c *= 2;
-    void *p = realloc(*arr, c * elem);
-    if (p == NULL) return -1;
-    *arr = p;
-    *cap = c;
-    return 0;
-}
-
 /* Room for `need` uses: the two use arrays always share one capacity. */
 static int seq_reserve_uses(uvmrt_sequence_t *s, size_t need)
 {
@@ -265,7 +253,7 @@ static int seq_add_use(uvmrt_sequence_t *s, int tensor, unsigned access)
 
 static int seq_copy(uvmrt_sequence_t *dst, const uvmrt_sequence_t *src)
 {
-    if (seq_reserve((void **)&dst->calls, &dst->cap_calls, src->n_calls, sizeof *dst->calls)) return -1;
+    if (uvmrt__grow((void **)&dst->calls, &dst->cap_calls, src->n_calls, sizeof *dst->calls)) return -1;
     if (seq_reserve_uses(dst, src->n_uses)) return -1;
     if (src->n_calls) memcpy(dst->calls, src->calls, src->n_calls * sizeof *dst->calls);
     if (src->n_uses) {
@@ -964,7 +952,7 @@ uvmrt_status_t uvmrt_layer_begin(uvmrt_context_t *ctx, const uvmrt_layer_call_t 
         return UVMRT_ERR_INVALID;
     }
     uvmrt_sequence_t *s = &ctx->cur;
-    if (seq_reserve((void **)&s->calls, &s->cap_calls, s->n_calls + 1, sizeof *s->calls)) return UVMRT_ERR_NOMEM;
+    if (uvmrt__grow((void **)&s->calls, &s->cap_calls, s->n_calls + 1, sizeof *s->calls)) return UVMRT_ERR_NOMEM;
     size_t first = s->n_uses;
     uvmrt_status_t st = resolve_uses(ctx, call, first);
     uint64_t ws = st == UVMRT_OK ? working_set(ctx, first, s->n_uses - first) : 0;
