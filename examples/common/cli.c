@@ -62,6 +62,38 @@ void cli_fail(void (*cleanup)(void *), void *arg, const char *fmt, ...)
     exit(1);
 }
 
+uvmrt_context_t *cli_context_open(uvmrt_params_t *params, const cli_backend_choice_t *choice)
+{
+    uvmrt_context_t *ctx = NULL;
+    uvmrt_status_t st = UVMRT_ERR_NO_DEVICE;
+    const char *why = choice->no_gpu_build;
+    if (choice->gpu_built || params->backend != UVMRT_BACKEND_CUDA) {
+        st = uvmrt_context_create(params, &ctx);
+        why = uvmrt_status_str(st);
+    }
+    if ((st == UVMRT_ERR_NO_DEVICE || st == UVMRT_ERR_UNSUPPORTED) &&
+        params->backend == UVMRT_BACKEND_CUDA && !choice->explicit_backend) {
+        if (params->profile == NULL) params->profile = choice->fallback_profile;
+        const uvmrt_profile_t *p = uvmrt_profile_find(params->profile);
+        printf("no usable GPU (%s): running on the sim backend with profile %s (%s)\n", why,
+               params->profile, p ? p->description : "unknown profile");
+        params->backend = UVMRT_BACKEND_SIM;
+        if (choice->on_fallback != NULL) choice->on_fallback(params, choice->user);
+        st = uvmrt_context_create(params, &ctx);
+        why = uvmrt_status_str(st);
+    }
+    if (st != UVMRT_OK) {
+        fprintf(stderr, "%s: cannot create a uvmrt context (backend %s, policy %s): %s\n", cli_program,
+                uvmrt_backend_name(params->backend), uvmrt_policy_name(params->policy), why);
+        if (st == UVMRT_ERR_NO_DEVICE && choice->explicit_backend)
+            fprintf(stderr, "%s: --backend cuda was asked for; use --backend sim to run without a GPU\n",
+                    cli_program);
+        uvmrt_context_destroy(ctx);
+        exit(1);
+    }
+    return ctx;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "uvmrt.h"
+
 /* The name messages start with; set once at the start of main. */
 extern const char *cli_program;
 
@@ -21,6 +23,22 @@ uint64_t cli_parse_size(const char *flag, const char *text, int allow_auto);
 double cli_now_s(void);
 /* The median of v[0..n) (sorts v in place); 0 for n == 0. */
 double cli_median(double *v, size_t n);
+
+/* How a program asked for its backend, for cli_context_open. */
+typedef struct cli_backend_choice {
+    int gpu_built;                /* 1: the program has its GPU code */
+    const char *no_gpu_build;     /* why not, when gpu_built is 0 */
+    int explicit_backend;         /* 1: --backend was given: never fall back */
+    const char *fallback_profile; /* sim profile when falling back and params has none */
+    /* called when falling back to sim, before the retry (e.g. to cap a budget); may be NULL */
+    void (*on_fallback)(uvmrt_params_t *params, void *user);
+    void *user;
+} cli_backend_choice_t;
+
+/* Creates a context from params. Without a usable GPU (and no explicit --backend)
+ * it says so and falls back to the sim backend, params then telling what was used.
+ * On failure: a message naming backend, policy and reason, then exit(1). */
+uvmrt_context_t *cli_context_open(uvmrt_params_t *params, const cli_backend_choice_t *choice);
 
 /* "PROG: message" on stderr (stdout flushed first), then cleanup(arg) when cleanup
  * is not NULL, then exit(1). */

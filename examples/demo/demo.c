@@ -437,12 +437,18 @@ static uint64_t total_tensor_bytes(const demo_options_t *opt) {
 
 /* The default budget: a third of the tensors (3x oversubscription), but on sim no
  * more than the modelled device holds (less the library's default reserve). */
-static uint64_t third_budget(const demo_options_t *opt, uvmrt_backend_kind_t backend) {
+static uint64_t third_budget(const demo_options_t *opt, uvmrt_backend_kind_t backend, const char *profile) {
     uint64_t b = total_tensor_bytes(opt) / 3;
-    const uvmrt_profile_t *p = uvmrt_profile_find(opt->profile ? opt->profile : FALLBACK_PROFILE);
+    const uvmrt_profile_t *p = uvmrt_profile_find(profile ? profile : FALLBACK_PROFILE);
     if (backend == UVMRT_BACKEND_SIM && p != NULL && b > p->memory_bytes - (512ull << 20))
         b = p->memory_bytes - (512ull << 20);
     return b;
+}
+
+/* On falling back to sim, the default budget must fit the modelled device. */
+static void budget_for_sim(uvmrt_params_t *params, void *opt) {
+    if (params->policy != UVMRT_POLICY_NONE && ((demo_options_t *)opt)->budget_bytes == BUDGET_THIRD)
+        params->budget_bytes = third_budget(opt, UVMRT_BACKEND_SIM, params->profile);
 }
 
 /* Creates the context; on "no GPU" falls back to sim unless --backend cuda was
@@ -454,49 +460,19 @@ static uvmrt_context_t *context_open(demo_options_t *opt, uvmrt_policy_t policy)
     params.profile = opt->profile;
     params.policy = policy;
     params.budget_bytes = policy == UVMRT_POLICY_NONE ? 0
-                          : opt->budget_bytes == BUDGET_THIRD ? third_budget(opt, opt->backend)
+                          : opt->budget_bytes == BUDGET_THIRD ? third_budget(opt, opt->backend, opt->profile)
                                                               : opt->budget_bytes;
     /* ignore_env stays 0: UVMRT_* variables steer the run and win over the flags */
-
-    uvmrt_context_t *ctx = NULL;
-    uvmrt_status_t st;
-    const char *why;
 #ifdef UVMRT_HAVE_CUDA
-    st = uvmrt_context_create(&params, &ctx);
-    why = uvmrt_status_str(st);
+    const int gpu_built = 1;
 #else
-    if (params.backend == UVMRT_BACKEND_CUDA) {
-        st = UVMRT_ERR_NO_DEVICE;
-        why = PROG " was built without CUDA";
-    } else {
-        st = uvmrt_context_create(&params, &ctx);
-        why = uvmrt_status_str(st);
-    }
+    const int gpu_built = 0;
 #endif
-    if ((st == UVMRT_ERR_NO_DEVICE || st == UVMRT_ERR_UNSUPPORTED) &&
-        params.backend == UVMRT_BACKEND_CUDA && !opt->backend_explicit) {
-        if (opt->profile == NULL)
-            opt->profile = FALLBACK_PROFILE;
-        const uvmrt_profile_t *p = uvmrt_profile_find(opt->profile);
-        printf("no usable GPU (%s): running on the sim backend with profile %s (%s)\n", why,
-               opt->profile, p ? p->description : "unknown profile");
-        opt->backend = UVMRT_BACKEND_SIM;
-        params.backend = UVMRT_BACKEND_SIM;
-        params.profile = opt->profile;
-        if (policy != UVMRT_POLICY_NONE && opt->budget_bytes == BUDGET_THIRD)
-            params.budget_bytes = third_budget(opt, UVMRT_BACKEND_SIM);
-        st = uvmrt_context_create(&params, &ctx);
-        why = uvmrt_status_str(st);
-    }
-    if (st != UVMRT_OK) {
-        fprintf(stderr, PROG ": cannot create a uvmrt context (backend %s, policy %s): %s\n",
-                uvmrt_backend_name(params.backend), uvmrt_policy_name(policy), why);
-        if (st == UVMRT_ERR_NO_DEVICE && opt->backend_explicit)
-            fprintf(stderr, PROG ": --backend cuda was asked for; use --backend sim to run "
-                            "without a GPU\n");
-        uvmrt_context_destroy(ctx);
-        exit(1);
-    }
+    cli_backend_choice_t choice = {gpu_built, PROG " was built without CUDA", opt->backend_explicit,
+                                   FALLBACK_PROFILE, budget_for_sim, opt};
+    uvmrt_context_t *ctx = cli_context_open(&params, &choice);
+    opt->backend = params.backend;
+    opt->profile = params.profile;
     return ctx;
 }
 

@@ -427,42 +427,16 @@ static uvmrt_context_t *context_open(mlp_options_t *opt) {
     params.policy = opt->policy;
     params.budget_bytes = opt->policy == UVMRT_POLICY_NONE ? 0 : opt->budget_bytes;
 
-    uvmrt_context_t *ctx = NULL;
-    uvmrt_status_t st;
-    const char *why;
 #ifdef MLP_GPU
-    st = uvmrt_context_create(&params, &ctx);
-    why = uvmrt_status_str(st);
+    const int gpu_built = 1;
 #else
-    if (params.backend == UVMRT_BACKEND_CUDA) {
-        st = UVMRT_ERR_NO_DEVICE;
-        why = PROG " was built without CUDA and cuBLAS";
-    } else {
-        st = uvmrt_context_create(&params, &ctx);
-        why = uvmrt_status_str(st);
-    }
+    const int gpu_built = 0;
 #endif
-    if ((st == UVMRT_ERR_NO_DEVICE || st == UVMRT_ERR_UNSUPPORTED) &&
-        params.backend == UVMRT_BACKEND_CUDA && !opt->backend_explicit) {
-        if (opt->profile == NULL)
-            opt->profile = FALLBACK_PROFILE;
-        const uvmrt_profile_t *p = uvmrt_profile_find(opt->profile);
-        printf("no usable GPU (%s): running on the sim backend with profile %s (%s)\n", why,
-               opt->profile, p ? p->description : "unknown profile");
-        opt->backend = params.backend = UVMRT_BACKEND_SIM;
-        params.profile = opt->profile;
-        st = uvmrt_context_create(&params, &ctx);
-        why = uvmrt_status_str(st);
-    }
-    if (st != UVMRT_OK) {
-        fprintf(stderr, PROG ": cannot create a uvmrt context (backend %s, policy %s): %s\n",
-                uvmrt_backend_name(params.backend), uvmrt_policy_name(params.policy), why);
-        if (st == UVMRT_ERR_NO_DEVICE && opt->backend_explicit)
-            fprintf(stderr, PROG ": --backend cuda was asked for; use --backend sim to run "
-                            "without a GPU\n");
-        uvmrt_context_destroy(ctx);
-        exit(1);
-    }
+    cli_backend_choice_t choice = {gpu_built, PROG " was built without CUDA and cuBLAS",
+                                   opt->backend_explicit, FALLBACK_PROFILE, NULL, NULL};
+    uvmrt_context_t *ctx = cli_context_open(&params, &choice);
+    opt->backend = params.backend;
+    opt->profile = params.profile;
     return ctx;
 }
 
