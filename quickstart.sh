@@ -75,17 +75,20 @@ case $mode in
         examples/demo/uvmrt-demo --policy all --steps 4
         ;;
     check)
-        echo "== testing: make check"
-        # VERBOSE=1 prints the failing tests' logs, which CI would not keep.
         log=$(mktemp)
         status=0
-        make -j"$jobs" check VERBOSE=1 2>&1 | tee "$log" || status=$?
+        # GPU tests first (they skip themselves without a GPU), then the unit
+        # tests, so that automake's summary of what ran closes the output.
         echo "== testing: make check-gpu"
-        make check-gpu 2>&1 | tee -a "$log" || status=$?
+        make check-gpu 2>&1 | tee "$log" || status=$?
+        echo "== testing: make check"
+        # VERBOSE=1 prints the failing tests' logs, which CI would not keep.
+        make -j"$jobs" check VERBOSE=1 2>&1 | tee -a "$log" || status=$?
         # One closing line for both suites: unit tests (automake's counts) and
         # GPU tests (check-gpu's), skipped ones apart.
         awk '/^# PASS:/ {p += $3} /^# (FAIL|ERROR|XPASS):/ {f += $3} /^# SKIP:/ {s += $3}
              /^check-gpu: [0-9]+ passed/ {p += $2; f += $4; s += $6}
+             /^check-gpu: [0-9]+ skipped/ {s += $2}
              END {printf "tests: %d passed, %d failed, %d skipped\n", p, f, s}' "$log"
         rm -f "$log"
         exit "$status"

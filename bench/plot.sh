@@ -9,7 +9,7 @@
 # One CSV per policy (the policy is read from the file's first column). Writes
 # OUTDIR/faults.png and OUTDIR/faults.svg, plus the data files under OUTDIR/data.
 # Per-layer figures are means per step over steps 2..N (step 1 records the
-# schedule). Needs gnuplot: apt-get install gnuplot-nox. Layer names must not
+# schedule) that collected the driver's counters (CSV column fault_sampled). Needs gnuplot: apt-get install gnuplot-nox. Layer names must not
 # contain commas (the CSV is split on them here). PLOT_LABEL is appended to the title.
 
 set -euo pipefail
@@ -35,15 +35,19 @@ for csv in "${@:1:$#-1}"; do
         NR == 1 { next }
         { last = $4 > last ? $4 : last; rows[NR] = $0 }
         END {
-            first = last >= 1 ? 1 : 0; n = last - first + 1
+            first = last >= 1 ? 1 : 0
             for (r in rows) {
                 split(rows[r], f, ",")
                 st[f[4]] = f[27]
-                if (f[4] < first) continue
+                # column 28, fault_sampled: steps that did not collect the driver'"'"'s counters
+                # read 0 there and stay out of the means (older CSVs have no column 28)
+                if (f[4] < first || (28 in f && f[28] == 0)) continue
+                if (!(f[4] in seen)) { seen[f[4]] = 1; n++ }
                 l = f[5]; name[l] = f[6]; gsub(/"/, "", name[l])
                 g[l] += f[18]; fi[l] += f[19]; pf[l] += f[20]; ev[l] += f[22]
                 if (l > maxl) maxl = l
             }
+            if (n < 1) n = 1
             for (l = 0; l <= maxl; l++)
                 printf "%d %s %.3f %.3f %.3f %.3f\n", l, name[l], g[l] / n, fi[l] / n / 1048576,
                        pf[l] / n / 1048576, ev[l] / n / 1048576 > (out ".layers.dat")

@@ -151,6 +151,7 @@ typedef struct uvmrt_profile {
     double remote_write_bps;      /* kernel writing host memory over the link */
     double flops;                 /* sustained dense bf16 FLOP/s, for declared FLOPs */
     double hbm_bps;               /* device memory bandwidth, for declared bytes */
+    uint64_t fault_trace_ns;      /* the driver's time to trace one fault group for CUPTI */
 } uvmrt_profile_t;
 
 /* The built-in profiles; *count receives their number. Never NULL. */
@@ -178,6 +179,12 @@ const uvmrt_profile_t *uvmrt_profile_find(const char *name);
  *   UVMRT_TRACE           none | PATH: trace-event timeline written at destroy (default none)
  *   UVMRT_FAULT_STATS     1 | 0: collect the driver's unified-memory counters through
  *                         CUPTI (cuda backend) or the model (sim)  (default 1)
+ *   UVMRT_FAULT_SAMPLE    auto | N: which steps collect them. The driver's tracing
+ *                         costs time per fault (20-55% of a demand-paged step on
+ *                         the H200), so auto measures that cost and spaces the
+ *                         collecting steps so that it averages ~1% of step time
+ *                         (at least every other step); N: every Nth step, 1 = all
+ *                                                                  (default auto)
  *
  * An invalid value makes uvmrt_context_create() fail with UVMRT_ERR_CONFIG and a
  * message naming the variable and what was expected.
@@ -198,6 +205,7 @@ typedef struct uvmrt_params {
     const char *report;            /* report written at destroy; copied; NULL = "none" */
     int ignore_env;                /* 1: do not read UVMRT_* variables */
     int fault_stats;               /* 1: unified-memory counters (CUPTI on cuda, the model on sim) */
+    int fault_sample_every;        /* steps that collect them: 0 = auto, N = every Nth step */
     const char *trace;             /* trace-event JSON written at destroy; copied; NULL = none */
 } uvmrt_params_t;
 
@@ -364,6 +372,8 @@ typedef struct uvmrt_layer_stats {
     uint64_t throttling;                 /* throttling records */
     uint64_t remote_map;                 /* remote-map records */
     uint64_t cpu_faults;                 /* CPU page faults (records counted) */
+    uint64_t sampled_calls;              /* calls in steps that collected the driver's counters
+                                          * (UVMRT_FAULT_SAMPLE): the counters above cover these */
 } uvmrt_layer_stats_t;
 
 /* One step. */
@@ -379,6 +389,7 @@ typedef struct uvmrt_step_stats {
     /* the driver's counters attributed to this step (see uvmrt_layer_stats_t) */
     uint64_t gpu_faults, fault_htod_bytes, prefetch_htod_bytes, driver_prefetch_htod_bytes;
     uint64_t evict_dtoh_bytes, thrashing, throttling, remote_map, cpu_faults;
+    int fault_sampled;         /* 1: this step collected the driver's counters; 0: they read 0 */
 } uvmrt_step_stats_t;
 
 /* The whole run. */
@@ -400,6 +411,12 @@ typedef struct uvmrt_summary {
     uint64_t unattributed_gpu_faults, unattributed_htod_bytes, unattributed_dtoh_bytes;
     uint64_t unattributed_cpu_faults;
     const char *fault_stats_source; /* "cupti", "sim" or "none" (static string) */
+    /* which steps collected the driver's counters (UVMRT_FAULT_SAMPLE) */
+    uint64_t fault_sampled_steps;   /* steps that collected */
+    int fault_sample_every;         /* as configured: 0 = auto, N = every Nth step */
+    unsigned fault_sample_period;   /* the period in use (auto: the latest choice) */
+    double fault_sample_overhead;   /* auto: measured cost of collecting, as a fraction of the
+                                     * step time of steps that do not; < 0 until measured */
 } uvmrt_summary_t;
 
 uvmrt_status_t uvmrt_layer_stats_get(const uvmrt_context_t *ctx, int layer,

@@ -90,9 +90,11 @@ typedef struct uvmrt_backend_ops {
     /* Host-side clock, in ns (sim: the model's host time). */
     uint64_t (*now_ns)(void *state);
     /* Unified-memory records of the model (sim only; NULL for real GPUs, whose
-     * records come from CUPTI, faults.c): um_enable starts recording them, um_drain
-     * hands every record so far to sink (times on the now_ns clock) and forgets them. */
+     * records come from CUPTI, faults.c): um_enable starts recording them, um_disable
+     * stops (records so far are kept), um_drain hands every record so far to sink
+     * (times on the now_ns clock) and forgets them. */
     void (*um_enable)(void *state);
+    void (*um_disable)(void *state);
     void (*um_drain)(void *state, void (*sink)(void *user, const uvmrt_um_record_t *r, size_t n), void *user);
 } uvmrt_backend_ops_t;
 

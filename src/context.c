@@ -85,6 +85,7 @@ uvmrt_status_t uvmrt__context_create_with(const uvmrt_params_t *params, const uv
     if ((st = ops->stream_create(ctx->be, &ctx->h2d_stream)) != UVMRT_OK) goto fail;
     if ((st = ops->stream_create(ctx->be, &ctx->d2h_stream)) != UVMRT_OK) goto fail;
     if ((st = uvmrt__exec_init(ctx)) != UVMRT_OK) goto fail;
+    uvmrt_sampler_init(&ctx->sampler, (unsigned)ctx->cfg.fault_sample_every, UVMRT_SAMPLER_CAP);
     uvmrt__faults_open(ctx);
     LOG_INFO(&ctx->log, "context: backend %s, policy %s, budget %llu bytes", ops->name,
              uvmrt_policy_name(ctx->cfg.policy), (unsigned long long)ctx->budget);

@@ -677,8 +677,9 @@ static void keep_rows(uvmrt_context_t *ctx)
     }
 }
 
-/* At the end: records still pending (the last step's tail, copies after it) go to
- * the last call of the last step; without any step they are unattributed. */
+/* At the end, or before a step that does not collect: records still pending
+ * (the last step's tail, copies after it) go to the last call of the last step;
+ * without any step they are unattributed. */
 static void attribute_rest(uvmrt_context_t *ctx)
 {
     if (ctx->fault_source == NULL || strcmp(ctx->fault_source, "none") == 0) return;
@@ -713,11 +714,22 @@ uvmrt_status_t uvmrt_step_begin(uvmrt_context_t *ctx)
                   (unsigned long long)ctx->step_index + 1);
         return UVMRT_ERR_STATE;
     }
+    /* Sampling (sampling.h): does this step collect the driver's counters? A
+     * step that does not stops the source first and gives what it still had
+     * (the collecting step's tail) to that step. */
+    int collect = strcmp(ctx->fault_source, "none") != 0 && uvmrt_sampler_want(&ctx->sampler, ctx->n_steps);
+    if (!collect && ctx->fault_on) {
+        uvmrt__faults_switch(ctx, 0);
+        attribute_rest(ctx);
+    } else if (collect && !ctx->fault_on) {
+        uvmrt__faults_switch(ctx, 1);
+    }
     ctx->in_step = 1;
     ctx->open_call = -1;
     ctx->deviated = 0;
     ctx->cur.n_calls = ctx->cur.n_uses = 0;
     memset(&ctx->cur_stats, 0, sizeof ctx->cur_stats);
+    ctx->cur_stats.fault_sampled = collect;
     ctx->cur_stats.peak_resident_bytes = ctx->resident_bytes;
     int nrows = ctx->n_layers * UVMRT_PHASE_COUNT;
     if (nrows != ctx->n_cur_rows) {
@@ -770,6 +782,8 @@ uvmrt_status_t uvmrt_step_end(uvmrt_context_t *ctx)
     harvest_copy_timings(ctx, 0);
     if ((st = step_spans_and_faults(ctx)) != UVMRT_OK) return st;
     ctx->cur_stats.step_ns = be_now(ctx) - ctx->step_start_ns;
+    if (strcmp(ctx->fault_source, "none") != 0)
+        uvmrt_sampler_done(&ctx->sampler, ctx->n_steps, ctx->cur_stats.fault_sampled, ctx->cur_stats.step_ns);
     if (ctx->cfg.policy == UVMRT_POLICY_PREFETCH && (!ctx->have_record || ctx->deviated ||
                                                      ctx->cur.n_calls != ctx->record.n_calls)) {
         if (seq_copy(&ctx->record, &ctx->cur) != 0) return UVMRT_ERR_NOMEM;

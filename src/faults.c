@@ -8,6 +8,8 @@
  * list and reused; a completed buffer is parsed on CUPTI's thread into a
  * mutex-protected queue of compact records, so the training thread only takes
  * the lock to swap the queue out at step end (after cuptiActivityFlushAll).
+ * Between steps that do not collect (sampling.h) the activity is disabled, so
+ * the driver does not trace their faults at all.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -198,6 +200,21 @@ static void cu_collect(uvmrt_context_t *ctx)
     free(q);
 }
 
+/* Sampling: the driver stops (or resumes) tracing between steps. Stopping
+ * flushes first, so the records so far are queued for the next collect. */
+static void cu_switch(uvmrt_context_t *ctx, int on)
+{
+    CUptiResult r;
+    if (on) {
+        r = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER);
+    } else {
+        r = cuptiActivityDisable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER);
+        cuptiActivityFlushAll(1);
+    }
+    if (r != CUPTI_SUCCESS)
+        LOG_WARN(&ctx->log, "cuptiActivity%s(UNIFIED_MEMORY_COUNTER): %s", on ? "Enable" : "Disable", cu_err(r));
+}
+
 static void cu_stop(uvmrt_context_t *ctx)
 {
     cuptiActivityFlushAll(1);
@@ -220,6 +237,7 @@ void uvmrt__faults_open(uvmrt_context_t *ctx)
     if (ctx->ops->um_drain != NULL) {
         if (ctx->ops->um_enable) ctx->ops->um_enable(ctx->be);
         ctx->fault_source = "sim";
+        ctx->fault_on = 1;
         return;
     }
     if (ctx->cfg.backend != UVMRT_BACKEND_CUDA) return;
@@ -227,10 +245,25 @@ void uvmrt__faults_open(uvmrt_context_t *ctx)
     if (cu_start(ctx) == 0) {
         ctx->fault_cupti = 1;
         ctx->fault_source = "cupti";
+        ctx->fault_on = 1;
     }
 #else
     LOG_WARN(&ctx->log, "fault statistics off: this build of uvmrt has no CUPTI (configure --with-cupti); "
                         "fault_stats_source is none (UVMRT_FAULT_STATS=0 silences this)");
+#endif
+}
+
+void uvmrt__faults_switch(uvmrt_context_t *ctx, int on)
+{
+    if (strcmp(ctx->fault_source, "none") == 0 || ctx->fault_on == on) return;
+    ctx->fault_on = on;
+    if (strcmp(ctx->fault_source, "sim") == 0) {
+        if (on && ctx->ops->um_enable) ctx->ops->um_enable(ctx->be);
+        if (!on && ctx->ops->um_disable) ctx->ops->um_disable(ctx->be);
+        return;
+    }
+#ifdef UVMRT_HAVE_CUPTI
+    if (ctx->fault_cupti) cu_switch(ctx, on);
 #endif
 }
 

@@ -13,6 +13,10 @@
 /* Chooses the source and starts it; sets ctx->fault_source. Never fails: a
  * source that cannot start logs one warning naming the reason and gives "none". */
 void uvmrt__faults_open(uvmrt_context_t *ctx);
+/* Starts (on = 1) or stops the source's recording between steps (sampling);
+ * stopping flushes what was recorded so far for the next collect. The source
+ * starts on. No-op for "none". */
+void uvmrt__faults_switch(uvmrt_context_t *ctx, int on);
 /* Called right after an anchor: host_ns is be_now at the anchor event (CUPTI:
  * measures its clock's offset from the host clock). */
 void uvmrt__faults_anchor(uvmrt_context_t *ctx, uint64_t host_ns);

@@ -12,6 +12,7 @@
 #include "settings.h"
 #include "log.h"
 #include "plan.h"
+#include "sampling.h"
 #include "uvmrt.h"
 
 #define UVMRT_TENSOR_MAGIC 0x75766d74u /* "uvmt" while allocated */
@@ -187,6 +188,8 @@ struct uvmrt_context {
     /* unified-memory records (faults.c): source, pending records, address index */
     const char *fault_source;       /* "cupti", "sim" or "none" */
     int fault_cupti;                /* this context owns the process's CUPTI subscription */
+    int fault_on;                   /* the source is recording now (off between sampled steps) */
+    uvmrt_sampler_t sampler;        /* which steps collect (sampling.h) */
     int64_t cupti_offset_ns;        /* CUPTI clock - host clock, at the last anchor */
     uvmrt_um_record_t *pend;
     size_t n_pend, cap_pend;

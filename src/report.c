@@ -75,6 +75,15 @@ static void write_text(const uvmrt_context_t *ctx, FILE *f)
                "steps %llu, fault statistics: %s\n",
             ctx->budget / GIB, ctx->allocated_bytes / GIB, ctx->peak_resident_bytes / GIB,
             sum.host_homed_bytes / GIB, (unsigned long long)ctx->n_steps, sum.fault_stats_source);
+    if (strcmp(sum.fault_stats_source, "none") != 0) {
+        fprintf(f, "driver's counters from %llu of %llu steps (", (unsigned long long)sum.fault_sampled_steps,
+                (unsigned long long)ctx->n_steps);
+        if (sum.fault_sample_every > 0) fprintf(f, "every %d", sum.fault_sample_every);
+        else fprintf(f, "auto, every %u now", sum.fault_sample_period);
+        if (sum.fault_sample_overhead >= 0)
+            fprintf(f, "; a collecting step took %+.1f%% longer than one that did not", 100.0 * sum.fault_sample_overhead);
+        fprintf(f, "): the driver columns cover those steps only\n");
+    }
     /* group labels over the first column of each group (offsets follow text_row's widths) */
     fprintf(f, "%34s%-68s%s\n", "", "|-- uvmrt's own", "|-- the driver's");
     fprintf(f, "%-16s %-9s %6s %10s %9s %9s %8s %8s %8s %9s %9s %9s %9s %9s %9s %9s %9s\n", "layer", "phase",
@@ -147,6 +156,7 @@ static json_t *phase_json(const uvmrt_layer_stats_t *s)
 {
     json_t *o = json_object();
     json_object_set_new(o, "calls", json_u64(s->calls));
+    json_object_set_new(o, "sampled_calls", json_u64(s->sampled_calls));
     SET_SHARED_COUNTERS(o, s);
     json_object_set_new(o, "duration_ns", json_u64(s->duration_ns));
     SET_DRIVER_COUNTERS(o, s);
@@ -161,6 +171,7 @@ static json_t *step_json(const uvmrt_step_stats_t *s)
     json_object_set_new(o, "peak_resident_bytes", json_u64(s->peak_resident_bytes));
     json_object_set_new(o, "h2d_busy_ns", json_u64(s->h2d_busy_ns));
     json_object_set_new(o, "d2h_busy_ns", json_u64(s->d2h_busy_ns));
+    json_object_set_new(o, "fault_sampled", json_boolean(s->fault_sampled));
     SET_DRIVER_COUNTERS(o, s);
     return o;
 }
@@ -180,6 +191,14 @@ static json_t *build_json(const uvmrt_context_t *ctx)
     json_object_set_new(root, "host_homed_bytes", json_u64(sum.host_homed_bytes));
     json_object_set_new(root, "plans_built", json_u64(ctx->plans_built));
     json_object_set_new(root, "fault_stats_source", json_string(sum.fault_stats_source));
+    json_t *fsam = json_object();
+    json_object_set_new(fsam, "every", sum.fault_sample_every > 0 ? json_integer(sum.fault_sample_every)
+                                                                 : json_string("auto"));
+    json_object_set_new(fsam, "period", json_integer(sum.fault_sample_period));
+    json_object_set_new(fsam, "sampled_steps", json_u64(sum.fault_sampled_steps));
+    json_object_set_new(fsam, "overhead", sum.fault_sample_overhead >= 0 ? json_real(sum.fault_sample_overhead)
+                                                                        : json_null());
+    json_object_set_new(root, "fault_sampling", fsam);
     json_t *un = json_object();
     json_object_set_new(un, "records", json_u64(ctx->unattr.records));
     static const char *const fc_names[FC_COUNT] = {
@@ -215,7 +234,7 @@ static void write_csv(const uvmrt_context_t *ctx, FILE *f)
     fprintf(f, "policy,backend,fault_stats_source,step,layer,name,phase,calls,prefetch_bytes,evict_bytes,"
                "discard_bytes,fault_count,fault_bytes,remote_read_bytes,remote_write_bytes,wait_ns,duration_ns,"
                "gpu_faults,fault_htod_bytes,prefetch_htod_bytes,driver_prefetch_htod_bytes,evict_dtoh_bytes,"
-               "thrashing,throttling,remote_map,cpu_faults,step_ns\n");
+               "thrashing,throttling,remote_map,cpu_faults,step_ns,fault_sampled\n");
     for (size_t i = 0; i < ctx->n_rows; i++) {
         const uvmrt_step_row_t *r = &ctx->rows[i];
         const uvmrt_layer_stats_t *s = &r->s;
@@ -227,7 +246,7 @@ static void write_csv(const uvmrt_context_t *ctx, FILE *f)
             fputc(*c, f);
         }
         fprintf(f, "\",%s,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,"
-                   "%llu,%llu,%llu\n",
+                   "%llu,%llu,%llu,%d\n",
                 uvmrt_phase_name(r->phase), (unsigned long long)s->calls, (unsigned long long)s->prefetch_bytes,
                 (unsigned long long)s->evict_bytes, (unsigned long long)s->discard_bytes,
                 (unsigned long long)s->fault_count, (unsigned long long)s->fault_bytes,
@@ -238,7 +257,8 @@ static void write_csv(const uvmrt_context_t *ctx, FILE *f)
                 (unsigned long long)s->evict_dtoh_bytes, (unsigned long long)s->thrashing,
                 (unsigned long long)s->throttling, (unsigned long long)s->remote_map,
                 (unsigned long long)s->cpu_faults,
-                (unsigned long long)(r->step < ctx->n_steps ? ctx->steps[r->step].step_ns : 0));
+                (unsigned long long)(r->step < ctx->n_steps ? ctx->steps[r->step].step_ns : 0),
+                r->step < ctx->n_steps ? ctx->steps[r->step].fault_sampled : 0);
     }
 }
 
@@ -280,6 +300,8 @@ static json_t *build_trace(const uvmrt_context_t *ctx)
         json_t *a = json_object();
         json_object_set_new(a, "step", json_u64(sp->step));
         json_object_set_new(a, "wait_us", json_real((sp->wait_end_ns - sp->start_ns) / 1e3));
+        json_object_set_new(a, "fault_sampled",
+                            json_boolean(sp->step < ctx->n_steps && ctx->steps[sp->step].fault_sampled));
         json_object_set_new(a, "gpu_faults", json_u64(sp->gpu_faults));
         json_object_set_new(a, "fault_htod_bytes", json_u64(sp->fault_htod_bytes));
         json_object_set_new(e, "args", a);

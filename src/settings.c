@@ -1,6 +1,7 @@
 /*
  * settings.c -- the configuration table, environment overrides and the printout.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,6 +120,27 @@ static void format_report(const uvmrt_config_t *c, char *b, size_t n) { snprintf
 static uvmrt_status_t parse_fault_stats(uvmrt_config_t *c, const char *t) { return parse_01(t, &c->fault_stats); }
 static void format_fault_stats(const uvmrt_config_t *c, char *b, size_t n) { snprintf(b, n, "%d", c->fault_stats); }
 
+/* auto, or a period N: every Nth step collects (1 = every step) */
+static uvmrt_status_t parse_fault_sample(uvmrt_config_t *c, const char *t)
+{
+    if (strcmp(t, "auto") == 0) {
+        c->fault_sample_every = 0;
+        return UVMRT_OK;
+    }
+    char *end = NULL;
+    errno = 0;
+    unsigned long v = strtoul(t, &end, 10);
+    if (errno != 0 || end == t || *end != '\0' || t[0] == '-' || v < 1 || v > UVMRT_FAULT_SAMPLE_MAX)
+        return UVMRT_ERR_CONFIG;
+    c->fault_sample_every = (int)v;
+    return UVMRT_OK;
+}
+static void format_fault_sample(const uvmrt_config_t *c, char *b, size_t n)
+{
+    if (c->fault_sample_every == 0) snprintf(b, n, "auto");
+    else snprintf(b, n, "%d", c->fault_sample_every);
+}
+
 static uvmrt_status_t parse_trace(uvmrt_config_t *c, const char *t)
 {
     if (t[0] == '\0' || strlen(t) >= sizeof c->trace) return UVMRT_ERR_CONFIG;
@@ -156,6 +178,10 @@ static const uvmrt_config_entry_t table[] = {
     {"FAULT_STATS", "1", "1 or 0",
      "collect the driver's unified-memory counters (CUPTI on cuda, the model on sim)", parse_fault_stats,
      format_fault_stats},
+    {"FAULT_SAMPLE", "auto", "auto or a step period from 1 to 1000000",
+     "which steps collect those counters: every Nth step, or auto (spaced so that their cost stays near 1% "
+     "of step time)",
+     parse_fault_sample, format_fault_sample},
     {"TRACE", "none", "none or a file path",
      "trace-event JSON timeline (Perfetto, chrome://tracing) written when the context is destroyed",
      parse_trace, format_trace},
@@ -200,6 +226,8 @@ static uvmrt_status_t apply_params(uvmrt_config_t *c, const uvmrt_params_t *p, c
         BAD_PARAM("discard_dead", "%d", p->discard_dead, "0 or 1");
     if (p->remote != 0 && p->remote != 1) BAD_PARAM("remote", "%d", p->remote, "0 or 1");
     if (p->fault_stats != 0 && p->fault_stats != 1) BAD_PARAM("fault_stats", "%d", p->fault_stats, "0 or 1");
+    if (p->fault_sample_every < 0 || p->fault_sample_every > UVMRT_FAULT_SAMPLE_MAX)
+        BAD_PARAM("fault_sample_every", "%d", p->fault_sample_every, "0 (auto) or a step period from 1 to 1000000");
     if (p->trace != NULL && parse_trace(c, p->trace) != UVMRT_OK)
         BAD_PARAM("trace", "'%s'", p->trace, expected_of("TRACE"));
     if (p->profile != NULL && parse_profile(c, p->profile) != UVMRT_OK)
@@ -215,6 +243,7 @@ static uvmrt_status_t apply_params(uvmrt_config_t *c, const uvmrt_params_t *p, c
     c->discard_dead = p->discard_dead;
     c->remote = p->remote;
     c->fault_stats = p->fault_stats;
+    c->fault_sample_every = p->fault_sample_every;
     c->log_level = p->log_level;
     return UVMRT_OK;
 }

@@ -10,6 +10,7 @@
 #include "uvmrt.h"
 
 #define UVMRT_REPORT_MAX 4096
+#define UVMRT_FAULT_SAMPLE_MAX 1000000
 
 typedef enum uvmrt_config_source {
     UVMRT_SRC_DEFAULT = 0,
@@ -30,6 +31,7 @@ typedef struct uvmrt_config {
     uvmrt_log_level_t log_level;
     char report[UVMRT_REPORT_MAX]; /* "none", "stderr", "json:PATH", "text:PATH", "csv:PATH", "trace:PATH" */
     int fault_stats;
+    int fault_sample_every; /* 0 = auto */
     char trace[UVMRT_REPORT_MAX];  /* "none" or a path */
 } uvmrt_config_t;
 

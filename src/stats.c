@@ -17,7 +17,10 @@ void uvmrt__stat_add(uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, int k
         /* the step in progress's row of (layer, phase), kept for csv */
         uvmrt_layer_stats_t *r = &ctx->cur_rows[row];
         switch (kind) {
-        case -1: r->calls++; break;
+        case -1:
+            r->calls++;
+            r->sampled_calls += s->fault_sampled ? 1 : 0;
+            break;
         case STAT_PREFETCH: r->prefetch_bytes += v; break;
         case STAT_EVICT: r->evict_bytes += v; break;
         case STAT_DISCARD: r->discard_bytes += v; break;
@@ -31,7 +34,10 @@ void uvmrt__stat_add(uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, int k
         }
     }
     switch (kind) {
-    case -1: l->calls++; break;
+    case -1:
+        l->calls++;
+        l->sampled_calls += s->fault_sampled ? 1 : 0;
+        break;
     case STAT_PREFETCH: l->prefetch_bytes += v; s->prefetch_bytes += v; break;
     case STAT_EVICT: l->evict_bytes += v; s->evict_bytes += v; break;
     case STAT_DISCARD: l->discard_bytes += v; s->discard_bytes += v; break;
@@ -180,6 +186,14 @@ uvmrt_status_t uvmrt_summary_get(const uvmrt_context_t *ctx, uvmrt_summary_t *ou
     out->unattributed_dtoh_bytes = u->c.v[FC_EVICT_DTOH];
     out->unattributed_cpu_faults = u->c.v[FC_CPU_FAULTS];
     out->fault_stats_source = ctx->fault_source ? ctx->fault_source : "none";
+    if (strcmp(out->fault_stats_source, "none") != 0) {
+        for (uint64_t i = 0; i < ctx->n_steps; i++) out->fault_sampled_steps += ctx->steps[i].fault_sampled ? 1 : 0;
+        out->fault_sample_every = ctx->cfg.fault_sample_every;
+        out->fault_sample_period = ctx->sampler.period;
+        out->fault_sample_overhead = ctx->sampler.overhead;
+    } else {
+        out->fault_sample_overhead = -1.0;
+    }
     for (int t = 0; t < ctx->n_tensors; t++)
         if (ctx->tensors[t]->magic == UVMRT_TENSOR_MAGIC && ctx->tensors[t]->host_homed)
             out->host_homed_bytes += ctx->tensors[t]->footprint;

@@ -168,6 +168,7 @@ static uvmrt_summary_t run_net(uvmrt_policy_t policy, uint64_t budget, int fault
     uvmrt_params_t p;
     sim_params(&p, policy, budget, NULL);
     p.fault_stats = fault_stats;
+    p.fault_sample_every = 1; /* every step: the model's counts against the runtime's */
     uvmrt_context_t *ctx = NULL;
     cr_assert_eq(uvmrt_context_create(&p, &ctx), UVMRT_OK, "%s", log_text());
     net_spec_t spec = net_spec_default();
@@ -210,6 +211,7 @@ Test(attrib, sim_source_prefetch_steady_state)
 {
     uvmrt_params_t p;
     sim_params(&p, UVMRT_POLICY_PREFETCH, 16 * MIB, NULL);
+    p.fault_sample_every = 1;
     uvmrt_context_t *ctx = NULL;
     cr_assert_eq(uvmrt_context_create(&p, &ctx), UVMRT_OK, "%s", log_text());
     net_spec_t spec = net_spec_default();

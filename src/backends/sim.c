@@ -10,7 +10,8 @@
  *  - a migration costs the profile's per-call time plus bytes / bandwidth;
  *  - a layer's work costs its declared duration, plus demand faults for pages
  *    not on the device (bytes / fault bandwidth), plus the driver's own
- *    evictions (allocation order) when the device is full;
+ *    evictions (allocation order) when the device is full, plus, while the
+ *    unified-memory records are on, the driver's time to trace each fault group;
  *  - its reads and writes of host-homed ranges cross the link at the remote
  *    bandwidths, occupying that direction's engine, so they queue behind and
  *    delay migrations (and the layer ends when its link traffic has).
@@ -101,6 +102,7 @@ static void sim_close(void *state)
 }
 
 static void sim_um_enable(void *state) { ((sim_t *)state)->um_on = 1; }
+static void sim_um_disable(void *state) { ((sim_t *)state)->um_on = 0; }
 
 static void sim_um_drain(void *state, void (*sink)(void *user, const uvmrt_um_record_t *r, size_t n), void *user)
 {
@@ -394,6 +396,8 @@ static uvmrt_status_t sim_touch(void *state, uvmrt_stream_t stream, const uvmrt_
     }
     uint64_t end = t + ns_for((double)copied, s->prof->fault_bps) +
                    ns_for((double)written, s->prof->evict_d2h_bps) + w->duration_ns;
+    /* the driver tracing those faults for the counters, when they are on */
+    if (s->um_on) end += res->fault_count * s->prof->fault_trace_ns;
     /* Remote traffic shares the link with the copy engines, one direction each. */
     uint64_t rd = 0, wr = 0;
     uvmrt_status_t st = remote_bytes(s, w->remote_read, w->n_remote_read, &rd);
@@ -434,5 +438,6 @@ const uvmrt_backend_ops_t uvmrt_backend_sim = {
     .touch = sim_touch,
     .now_ns = sim_now,
     .um_enable = sim_um_enable,
+    .um_disable = sim_um_disable,
     .um_drain = sim_um_drain,
 };

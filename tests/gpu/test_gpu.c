@@ -331,7 +331,7 @@ Test(gpu, cupti_demand_layers_fault, .timeout = 300)
  * step's GPU faults are 0. */
 Test(gpu, cupti_prefetch_steady_state_no_faults, .timeout = 300)
 {
-    json_t *root = demo_fault_report("prefetch", "UVMRT_REMOTE=0", "prefetch");
+    json_t *root = demo_fault_report("prefetch", "UVMRT_REMOTE=0 UVMRT_FAULT_SAMPLE=1", "prefetch");
     json_t *steps = json_object_get(root, "steps");
     size_t n = json_array_size(steps);
     cr_assert_geq(n, 3);
@@ -346,7 +346,7 @@ Test(gpu, cupti_prefetch_steady_state_no_faults, .timeout = 300)
  * 1% (migration only: no remote homing, no discard, so every prefetched byte moves). */
 Test(gpu, cupti_prefetch_bytes_match_runtime, .timeout = 300)
 {
-    json_t *root = demo_fault_report("prefetch", "UVMRT_REMOTE=0 UVMRT_DISCARD=0", "bytes");
+    json_t *root = demo_fault_report("prefetch", "UVMRT_REMOTE=0 UVMRT_DISCARD=0 UVMRT_FAULT_SAMPLE=1", "bytes");
     json_t *layers = json_object_get(root, "layers");
     uint64_t mine = 0, cupti = jget(json_object_get(root, "unattributed"), "prefetch_htod_bytes");
     for (size_t l = 0; l < json_array_size(layers); l++) {
@@ -364,6 +364,33 @@ Test(gpu, cupti_prefetch_bytes_match_runtime, .timeout = 300)
                   (unsigned long long)cupti, (unsigned long long)mine, 100 * diff);
     json_decref(root);
 }
+
+/* Sampling switches the driver's tracing off and on between steps: with every
+ * other step collecting, steps 0 and 2 see demand faults, steps 1 and 3 (which
+ * fault just as much) report none, so CUPTI really stopped and restarted. The
+ * auto default collects the same steps in a 4-step run (0 and 2). */
+static void expect_alternating(const char *env, const char *tag)
+{
+    json_t *root = demo_fault_report("demand", env, tag);
+    json_t *steps = json_object_get(root, "steps");
+    cr_assert_eq(json_array_size(steps), 4);
+    for (size_t i = 0; i < 4; i++) {
+        json_t *st = json_array_get(steps, i);
+        int sampled = json_is_true(json_object_get(st, "fault_sampled"));
+        cr_expect_eq(sampled, i % 2 == 0, "%s: step %zu fault_sampled %d", tag, i, sampled);
+        cr_expect_gt(jget(st, "fault_count"), 0, "%s: step %zu: demand faults every step", tag, i);
+        if (i % 2 == 0) cr_expect_gt(jget(st, "gpu_faults"), 0, "%s: collected step %zu saw no faults", tag, i);
+        else
+            cr_expect_eq(jget(st, "gpu_faults") + jget(st, "fault_htod_bytes"), 0,
+                         "%s: step %zu did not collect, yet CUPTI reported %llu faults", tag, i,
+                         (unsigned long long)jget(st, "gpu_faults"));
+    }
+    cr_expect_eq(jget(json_object_get(root, "fault_sampling"), "sampled_steps"), 2, "%s", tag);
+    json_decref(root);
+}
+
+Test(gpu, cupti_sampling_every_other_step, .timeout = 300) { expect_alternating("UVMRT_FAULT_SAMPLE=2", "every2"); }
+Test(gpu, cupti_sampling_auto_probe, .timeout = 300) { expect_alternating("", "auto"); }
 
 /* With fault statistics off the run goes on and says so. */
 Test(gpu, cupti_off_says_none, .timeout = 120)
