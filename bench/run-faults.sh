@@ -6,7 +6,7 @@
 # default) and collected on every step (UVMRT_FAULT_SAMPLE=1), the runs of each
 # round side by side, then mean step times and overheads into a table.
 #
-#   [BUILD=DIR] [REPS=N] [LAYERS=N] [LAYER_MIB=N] [BUDGET=SIZE] [STEPS=N]
+#   [BUILD=DIR] [REPS=N] [POLICIES="prefetch demand"] [LAYERS=N] [LAYER_MIB=N] [BUDGET=SIZE] [STEPS=N]
 #       bench/run-faults.sh [OUTDIR [EXTRA DEMO OPTIONS...]]   (OUTDIR default ./out-faults)
 #
 # Defaults: 24 layers of 512 MiB (12 GiB of tensors), budget 4G, 24 steps for
@@ -29,6 +29,7 @@ layers=${LAYERS:-24}
 layer_mib=${LAYER_MIB:-512}
 budget=${BUDGET:-4G}
 steps=${STEPS:-24}
+policies=${POLICIES:-prefetch demand}
 demo=$build/examples/demo/uvmrt-demo
 if [ ! -x "$demo" ]; then
     echo "run-faults.sh: $demo not found: run from the build folder, or set BUILD" >&2
@@ -54,7 +55,7 @@ run() { # policy mode rep steps [demo options]
 }
 
 for rep in $(seq 1 "$reps"); do
-    for policy in prefetch demand; do
+    for policy in $policies; do
         run "$policy" off "$rep" "$steps" "$@"
         run "$policy" auto "$rep" "$steps" "$@"
         run "$policy" all "$rep" 8 "$@"

@@ -75,7 +75,7 @@ static void write_text(const uvmrt_context_t *ctx, FILE *f)
                "steps %llu, fault statistics: %s\n",
             ctx->budget / GIB, ctx->allocated_bytes / GIB, ctx->peak_resident_bytes / GIB,
             sum.host_homed_bytes / GIB, (unsigned long long)ctx->n_steps, sum.fault_stats_source);
-    if (strcmp(sum.fault_stats_source, "none") != 0) {
+    if (strcmp(sum.fault_stats_source, "none") != 0 && ctx->n_steps > 0) {
         fprintf(f, "driver's counters from %llu of %llu steps (", (unsigned long long)sum.fault_sampled_steps,
                 (unsigned long long)ctx->n_steps);
         if (sum.fault_sample_every > 0) fprintf(f, "every %d", sum.fault_sample_every);
