@@ -417,6 +417,8 @@ typedef struct uvmrt_summary {
     unsigned fault_sample_period;   /* the period in use (auto: the latest choice) */
     double fault_sample_overhead;   /* auto: measured cost of collecting, as a fraction of the
                                      * step time of steps that do not; < 0 until measured */
+    uint64_t fault_records_lost;    /* records CUPTI dropped (its queue full) or uvmrt could not
+                                     * keep (no memory): the driver's counters are short by these */
 } uvmrt_summary_t;
 
 uvmrt_status_t uvmrt_layer_stats_get(const uvmrt_context_t *ctx, int layer,

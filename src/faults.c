@@ -24,6 +24,7 @@ static void pend_sink(void *user, const uvmrt_um_record_t *r, size_t n)
 {
     uvmrt_context_t *ctx = user;
     if (uvmrt__grow((void **)&ctx->pend, &ctx->cap_pend, ctx->n_pend + n, sizeof *r) != 0) {
+        ctx->fault_records_lost += n;
         LOG_WARN(&ctx->log, "out of memory keeping unified-memory records: %zu dropped", n);
         return;
     }
@@ -63,8 +64,6 @@ static void CUPTIAPI cu_buffer_requested(uint8_t **buffer, size_t *size, size_t 
 static void CUPTIAPI cu_buffer_completed(CUcontext context, uint32_t stream, uint8_t *buffer, size_t size,
                                          size_t valid)
 {
-    (void)context;
-    (void)stream;
     (void)size;
     if (buffer == NULL) return;
     CUpti_Activity *rec = NULL;
@@ -85,6 +84,9 @@ static void CUPTIAPI cu_buffer_completed(CUcontext context, uint32_t stream, uin
         cu_q[cu_n_q++] = (uvmrt_um_record_t){u->start, u->end, u->address, u->value, (uint32_t)u->counterKind,
                                              u->flags};
     }
+    /* records CUPTI itself dropped (its queue was full), counted, never silent */
+    size_t dropped = 0;
+    if (cuptiActivityGetNumDroppedRecords(context, stream, &dropped) == CUPTI_SUCCESS) cu_lost += dropped;
     if (cu_n_free < (int)(sizeof cu_free / sizeof cu_free[0])) cu_free[cu_n_free++] = buffer;
     else free(buffer);
     pthread_mutex_unlock(&cu_lock);
@@ -190,7 +192,12 @@ static void cu_collect(uvmrt_context_t *ctx)
     cu_n_q = cu_cap_q = 0;
     cu_lost = 0;
     pthread_mutex_unlock(&cu_lock);
-    if (lost > 0) LOG_WARN(&ctx->log, "%llu unified-memory records lost (out of memory)", (unsigned long long)lost);
+    if (lost > 0) {
+        ctx->fault_records_lost += lost;
+        LOG_WARN(&ctx->log, "%llu unified-memory records lost (CUPTI's queue was full, or no memory to keep them); "
+                            "the driver's counters of this step are short",
+                 (unsigned long long)lost);
+    }
     /* CUPTI's clock to the host clock */
     for (size_t i = 0; i < n; i++) {
         q[i].start = (uint64_t)((int64_t)q[i].start - ctx->cupti_offset_ns);

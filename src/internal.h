@@ -197,6 +197,7 @@ struct uvmrt_context {
     int index_tensors;
     uint64_t index_bytes;
     uvmrt_attrib_unattributed_t unattr;
+    uint64_t fault_records_lost;    /* records dropped by CUPTI or for want of memory */
 };
 
 /* ------------------------------------------------------------------ internal API */

@@ -111,6 +111,9 @@ static void write_text(const uvmrt_context_t *ctx, FILE *f)
             strcmp(sum.fault_stats_source, "cupti") == 0 ? "CUPTI unified-memory counters"
             : strcmp(sum.fault_stats_source, "sim") == 0 ? "the sim model's counters"
                                                           : "none collected (0)");
+    if (sum.fault_records_lost > 0)
+        fprintf(f, "lost: %llu records (CUPTI's queue full or no memory): the driver columns are short by these\n",
+                (unsigned long long)sum.fault_records_lost);
     if (sum.unattributed_records > 0)
         fprintf(f, "unattributed: %llu records, %llu gpu faults, %.1f MiB to device, %.1f MiB to host, %llu cpu faults\n",
                 (unsigned long long)sum.unattributed_records, (unsigned long long)sum.unattributed_gpu_faults,
@@ -199,6 +202,7 @@ static json_t *build_json(const uvmrt_context_t *ctx)
     json_object_set_new(fsam, "overhead", sum.fault_sample_overhead >= 0 ? json_real(sum.fault_sample_overhead)
                                                                         : json_null());
     json_object_set_new(root, "fault_sampling", fsam);
+    json_object_set_new(root, "fault_records_lost", json_u64(sum.fault_records_lost));
     json_t *un = json_object();
     json_object_set_new(un, "records", json_u64(ctx->unattr.records));
     static const char *const fc_names[FC_COUNT] = {

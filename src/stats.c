@@ -191,6 +191,7 @@ uvmrt_status_t uvmrt_summary_get(const uvmrt_context_t *ctx, uvmrt_summary_t *ou
         out->fault_sample_every = ctx->cfg.fault_sample_every;
         out->fault_sample_period = ctx->sampler.period;
         out->fault_sample_overhead = ctx->sampler.overhead;
+        out->fault_records_lost = ctx->fault_records_lost;
     } else {
         out->fault_sample_overhead = -1.0;
     }

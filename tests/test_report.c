@@ -64,7 +64,7 @@ static void done(net_t *net)
     uvmrt_context_destroy(ctx);
 }
 
-static const char *const PHASE_KEYS[] = {"calls", "prefetch_bytes", "evict_bytes", "fault_count", "wait_ns",
+static const char *const PHASE_KEYS[] = {"calls", "sampled_calls", "prefetch_bytes", "evict_bytes", "fault_count", "wait_ns",
                                          "gpu_faults", "fault_htod_bytes", "prefetch_htod_bytes",
                                          "driver_prefetch_htod_bytes", "evict_dtoh_bytes", "thrashing",
                                          "cpu_faults"};
@@ -84,6 +84,9 @@ Test(report, json_has_fault_keys)
     cr_assert(json_is_object(un));
     cr_expect(json_is_integer(json_object_get(un, "records")));
     cr_expect(json_is_integer(json_object_get(un, "gpu_faults")));
+    cr_expect(json_is_integer(json_object_get(root, "fault_records_lost")));
+    cr_expect_eq(json_integer_value(json_object_get(root, "fault_records_lost")), 0);
+    cr_expect(json_is_object(json_object_get(root, "fault_sampling")));
     json_t *layers = json_object_get(root, "layers");
     cr_assert_eq(json_array_size(layers), 6);
     uint64_t faults = 0;
