@@ -445,3 +445,20 @@ void trace_to_strbuf(void *user, const char *line)
     sb_append(b, line);
     sb_append(b, "\n");
 }
+
+/* ------------------------------------------------------------------ files */
+char *file_slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "cannot open %s", path);
+    cr_assert_eq(fseek(f, 0, SEEK_END), 0, "%s", path);
+    long n = ftell(f);
+    cr_assert_geq(n, 0, "%s", path);
+    rewind(f);
+    char *b = malloc((size_t)n + 1);
+    cr_assert_not_null(b);
+    cr_assert_eq(fread(b, 1, (size_t)n, f), (size_t)n, "short read of %s", path);
+    b[n] = '\0';
+    fclose(f);
+    return b;
+}

@@ -33,6 +33,10 @@ int log_contains(const char *needle); /* 1 when needle occurs in log_text() */
  * tests start clean whatever the runner's environment holds. */
 void env_clear_uvmrt(void);
 
+/* A whole file as a NUL-terminated string (caller frees); fails the test when it
+ * cannot be read. */
+char *file_slurp(const char *path);
+
 /* ------------------------------------------------------------------ contexts */
 /* params_init, then backend sim, the given policy/budget/profile (profile NULL:
  * the default), ignore_env = 1, log_fn = log_capture. */

@@ -28,20 +28,6 @@ static void rm_file(const char *name)
     unlink(p);
 }
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    cr_assert_not_null(f, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    cr_assert_eq(fread(b, 1, (size_t)n, f), (size_t)n);
-    b[n] = '\0';
-    fclose(f);
-    return b;
-}
-
 /* A 6-layer net on sim, run for `steps` steps. */
 static net_t *run(uvmrt_policy_t policy, int steps, const char *report, const char *trace)
 {
@@ -115,7 +101,7 @@ Test(report, csv_rows_are_steps_layers_phases)
     char path[256];
     snprintf(path, sizeof path, "%s/r.csv", dir);
     cr_assert_eq(uvmrt_report_write(net->ctx, "csv", path), UVMRT_OK);
-    char *text = slurp(path);
+    char *text = file_slurp(path);
     int lines = 0;
     for (char *c = text; *c; c++) lines += *c == '\n';
     /* header + steps x layers x 3 phases (each phase runs in this net) */
@@ -191,7 +177,7 @@ Test(report, text_table_units_totals_offenders)
     char path[256];
     snprintf(path, sizeof path, "%s/r.txt", dir);
     cr_assert_eq(uvmrt_report_write(net->ctx, "text", path), UVMRT_OK);
-    char *text = slurp(path);
+    char *text = file_slurp(path);
     cr_expect_not_null(strstr(text, "MiB"), "%s", text);
     cr_expect_not_null(strstr(text, "\ntotal "), "%s", text);
     cr_expect_not_null(strstr(text, " *"), "%s", text);
@@ -211,7 +197,7 @@ Test(report, csv_and_trace_at_destroy)
     snprintf(rep, sizeof rep, "csv:%s", csv);
     snprintf(trace, sizeof trace, "%s/d.trace.json", dir);
     done(run(UVMRT_POLICY_PREFETCH, 2, rep, trace));
-    char *text = slurp(csv);
+    char *text = file_slurp(csv);
     int lines = 0;
     for (char *c = text; *c; c++) lines += *c == '\n';
     cr_expect_eq(lines, 1 + 2 * 6 * 3);

@@ -283,20 +283,6 @@ Test(sampling, env_values)
     cr_expect(log_contains("params.fault_sample_every = -1"), "%s", log_text());
 }
 
-static char *read_all(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "%s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    cr_assert_eq(fread(b, 1, (size_t)n, f), (size_t)n);
-    b[n] = '\0';
-    fclose(f);
-    return b;
-}
-
 Test(sampling, reports_say_which_steps_collected)
 {
     uvmrt_params_t p;
@@ -334,7 +320,7 @@ Test(sampling, reports_say_which_steps_collected)
     json_decref(root);
 
     /* csv: last column fault_sampled, 0/1 by step */
-    char *csv = read_all(csv_path);
+    char *csv = file_slurp(csv_path);
     char *line = strtok(csv, "\n");
     cr_assert(strstr(line, ",step_ns,fault_sampled") != NULL, "%s", line);
     int rows = 0;
@@ -347,7 +333,7 @@ Test(sampling, reports_say_which_steps_collected)
     cr_expect_gt(rows, 0);
     free(csv);
 
-    char *text = read_all(text_path);
+    char *text = file_slurp(text_path);
     cr_expect(strstr(text, "driver's counters from 3 of 5 steps (every 2)") != NULL, "%s", text);
     free(text);
     unlink(json_path);
