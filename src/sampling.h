@@ -2,7 +2,7 @@
  * sampling.h -- which steps collect the driver's unified-memory counters.
  *
  * The driver traces every fault group and migration for CUPTI, and that costs
- * time in proportion to the faults: ~1-3% of a step under the prefetch policy,
+ * time in proportion to the faults: ~1-5% of a step under the prefetch policy,
  * but 20-55% under demand paging on the H200 (bench/README.md). Training steps
  * repeat, so a sample of steps shows the same per-layer picture at a fraction
  * of the cost. The sampler decides, before each step, whether it collects:

@@ -30,7 +30,7 @@ static const uvmrt_profile_t profiles[] = {
         .remote_write_bps = 52.2 * GB,
         .flops = 7.7e14,                /* bf16 GEMM through PyTorch: 769-798 TFLOP/s */
         .hbm_bps = 4264 * GB,           /* kernel reading resident managed memory */
-        .fault_trace_ns = 65000,        /* CUPTI on under demand: 49-76 us per fault group (bench/README.md) */
+        .fault_trace_ns = 60000,        /* CUPTI on under demand: 39-76 us per fault group (bench/README.md) */
     },
     {
         .name = "consumer-8g",
@@ -47,7 +47,7 @@ static const uvmrt_profile_t profiles[] = {
         .remote_write_bps = 24.5 * GB,
         .flops = 4.4e13,
         .hbm_bps = 288 * GB,
-        .fault_trace_ns = 65000,       /* the H200's figure: driver work on the CPU */
+        .fault_trace_ns = 60000,       /* the H200's figure: driver work on the CPU */
     },
     {
         .name = "consumer-12g",
@@ -64,7 +64,7 @@ static const uvmrt_profile_t profiles[] = {
         .remote_write_bps = 24.5 * GB,
         .flops = 6.0e13,
         .hbm_bps = 504 * GB,
-        .fault_trace_ns = 65000,       /* the H200's figure: driver work on the CPU */
+        .fault_trace_ns = 60000,       /* the H200's figure: driver work on the CPU */
     },
     {
         .name = "consumer-16g",
@@ -81,7 +81,7 @@ static const uvmrt_profile_t profiles[] = {
         .remote_write_bps = 24.5 * GB,
         .flops = 9.0e13,
         .hbm_bps = 672 * GB,
-        .fault_trace_ns = 65000,       /* the H200's figure: driver work on the CPU */
+        .fault_trace_ns = 60000,       /* the H200's figure: driver work on the CPU */
     },
     {
         .name = "consumer-24g",
@@ -98,7 +98,7 @@ static const uvmrt_profile_t profiles[] = {
         .remote_write_bps = 24.5 * GB,
         .flops = 1.65e14,
         .hbm_bps = 1008 * GB,
-        .fault_trace_ns = 65000,       /* the H200's figure: driver work on the CPU */
+        .fault_trace_ns = 60000,       /* the H200's figure: driver work on the CPU */
     },
 };
 
