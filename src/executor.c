@@ -741,7 +741,7 @@ uvmrt_status_t uvmrt_step_begin(uvmrt_context_t *ctx)
         ctx->cur_rows = r;
         ctx->n_cur_rows = nrows;
     }
-    memset(ctx->cur_rows, 0, (size_t)nrows * sizeof *ctx->cur_rows);
+    if (nrows > 0) memset(ctx->cur_rows, 0, (size_t)nrows * sizeof *ctx->cur_rows);
     ctx->step_start_ns = be_now(ctx);
     if (ctx->cfg.policy == UVMRT_POLICY_PREFETCH && ctx->have_record && ensure_plan(ctx) == UVMRT_OK)
         return run_point(ctx, 0);
