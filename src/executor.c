@@ -642,7 +642,7 @@ static uvmrt_status_t step_spans_and_faults(uvmrt_context_t *ctx)
         ss[i] = (span_sort_t){{t0 + ctx->t0_ns, t1 + ctx->t0_ns}, i};
         if (keep) ctx->spans[ctx->n_spans++] = (uvmrt_span_t){ctx->n_steps, c->layer, c->phase, t0, tw, t1, 0, 0};
     }
-    if (st == UVMRT_OK && strcmp(ctx->fault_source, "none") != 0) {
+    if (st == UVMRT_OK && uvmrt__faults_active(ctx)) {
         uvmrt__faults_collect(ctx);
         if (refresh_index(ctx) != 0) st = UVMRT_ERR_NOMEM;
     }
@@ -682,7 +682,7 @@ static void keep_rows(uvmrt_context_t *ctx)
  * without any step they are unattributed. */
 static void attribute_rest(uvmrt_context_t *ctx)
 {
-    if (ctx->fault_source == NULL || strcmp(ctx->fault_source, "none") == 0) return;
+    if (!uvmrt__faults_active(ctx)) return;
     uvmrt__faults_collect(ctx);
     if (ctx->n_pend == 0 || refresh_index(ctx) != 0) return;
     uvmrt_fcount_t fc;
@@ -717,7 +717,7 @@ uvmrt_status_t uvmrt_step_begin(uvmrt_context_t *ctx)
     /* Sampling (sampling.h): does this step collect the driver's counters? A
      * step that does not stops the source first and gives what it still had
      * (the collecting step's tail) to that step. */
-    int collect = strcmp(ctx->fault_source, "none") != 0 && uvmrt_sampler_want(&ctx->sampler, ctx->n_steps);
+    int collect = uvmrt__faults_active(ctx) && uvmrt_sampler_want(&ctx->sampler, ctx->n_steps);
     if (!collect && ctx->fault_on) {
         uvmrt__faults_switch(ctx, 0);
         attribute_rest(ctx);
@@ -782,7 +782,7 @@ uvmrt_status_t uvmrt_step_end(uvmrt_context_t *ctx)
     harvest_copy_timings(ctx, 0);
     if ((st = step_spans_and_faults(ctx)) != UVMRT_OK) return st;
     ctx->cur_stats.step_ns = be_now(ctx) - ctx->step_start_ns;
-    if (strcmp(ctx->fault_source, "none") != 0)
+    if (uvmrt__faults_active(ctx))
         uvmrt_sampler_done(&ctx->sampler, ctx->n_steps, ctx->cur_stats.fault_sampled, ctx->cur_stats.step_ns);
     if (ctx->cfg.policy == UVMRT_POLICY_PREFETCH && (!ctx->have_record || ctx->deviated ||
                                                      ctx->cur.n_calls != ctx->record.n_calls)) {

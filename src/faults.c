@@ -260,9 +260,19 @@ void uvmrt__faults_open(uvmrt_context_t *ctx)
 #endif
 }
 
+const char *uvmrt__faults_source(const uvmrt_context_t *ctx)
+{
+    return ctx->fault_source ? ctx->fault_source : "none";
+}
+
+int uvmrt__faults_active(const uvmrt_context_t *ctx)
+{
+    return strcmp(uvmrt__faults_source(ctx), "none") != 0;
+}
+
 void uvmrt__faults_switch(uvmrt_context_t *ctx, int on)
 {
-    if (strcmp(ctx->fault_source, "none") == 0 || ctx->fault_on == on) return;
+    if (!uvmrt__faults_active(ctx) || ctx->fault_on == on) return;
     ctx->fault_on = on;
     if (strcmp(ctx->fault_source, "sim") == 0) {
         if (on && ctx->ops->um_enable) ctx->ops->um_enable(ctx->be);

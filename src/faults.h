@@ -13,6 +13,11 @@
 /* Chooses the source and starts it; sets ctx->fault_source. Never fails: a
  * source that cannot start logs one warning naming the reason and gives "none". */
 void uvmrt__faults_open(uvmrt_context_t *ctx);
+/* The source's name, never NULL: "cupti", "sim" or "none" (also before the
+ * source was chosen, when context creation failed early). */
+const char *uvmrt__faults_source(const uvmrt_context_t *ctx);
+/* 1 when a source (CUPTI or the model) delivers records. */
+int uvmrt__faults_active(const uvmrt_context_t *ctx);
 /* Starts (on = 1) or stops the source's recording between steps (sampling);
  * stopping flushes what was recorded so far for the next collect. The source
  * starts on. No-op for "none". */

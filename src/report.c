@@ -12,6 +12,7 @@
 
 #include <jansson.h>
 
+#include "faults.h"
 #include "internal.h"
 
 #define MIB (1024.0 * 1024.0)
@@ -32,7 +33,7 @@ static void add_layer(uvmrt_layer_stats_t *t, const uvmrt_layer_stats_t *s)
 /* Faults that count for ranking: the driver's when there is a source, else uvmrt's estimate. */
 static uint64_t faults_of(const uvmrt_context_t *ctx, const uvmrt_layer_stats_t *s)
 {
-    return strcmp(ctx->fault_source ? ctx->fault_source : "none", "none") != 0 ? s->gpu_faults : s->fault_count;
+    return uvmrt__faults_active(ctx) ? s->gpu_faults : s->fault_count;
 }
 
 /* 1 when row (l, p) is among the TOP_N by key (ties: earlier rows first), key > 0. */
@@ -75,7 +76,7 @@ static void write_text(const uvmrt_context_t *ctx, FILE *f)
                "steps %llu, fault statistics: %s\n",
             ctx->budget / GIB, ctx->allocated_bytes / GIB, ctx->peak_resident_bytes / GIB,
             sum.host_homed_bytes / GIB, (unsigned long long)ctx->n_steps, sum.fault_stats_source);
-    if (strcmp(sum.fault_stats_source, "none") != 0 && ctx->n_steps > 0) {
+    if (uvmrt__faults_active(ctx) && ctx->n_steps > 0) {
         fprintf(f, "driver's counters from %llu of %llu steps (", (unsigned long long)sum.fault_sampled_steps,
                 (unsigned long long)ctx->n_steps);
         if (sum.fault_sample_every > 0) fprintf(f, "every %d", sum.fault_sample_every);
@@ -244,7 +245,7 @@ static void write_csv(const uvmrt_context_t *ctx, FILE *f)
         const uvmrt_layer_stats_t *s = &r->s;
         /* layer names are the user's: quote them (CSV doubles inner quotes) */
         fprintf(f, "%s,%s,%s,%llu,%d,\"", uvmrt_policy_name(ctx->cfg.policy), ctx->ops->name,
-                ctx->fault_source ? ctx->fault_source : "none", (unsigned long long)r->step, r->layer);
+                uvmrt__faults_source(ctx), (unsigned long long)r->step, r->layer);
         for (const char *c = ctx->layers[r->layer].name; *c; c++) {
             if (*c == '"') fputc('"', f);
             fputc(*c, f);
@@ -342,7 +343,7 @@ static json_t *build_trace(const uvmrt_context_t *ctx)
     json_object_set_new(meta, "uvmrt_version", json_string(uvmrt_version_string()));
     json_object_set_new(meta, "policy", json_string(uvmrt_policy_name(ctx->cfg.policy)));
     json_object_set_new(meta, "backend", json_string(ctx->ops->name));
-    json_object_set_new(meta, "fault_stats_source", json_string(ctx->fault_source ? ctx->fault_source : "none"));
+    json_object_set_new(meta, "fault_stats_source", json_string(uvmrt__faults_source(ctx)));
     json_object_set_new(root, "otherData", meta);
     return root;
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "faults.h"
 #include "internal.h"
 
 void uvmrt__stat_add(uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, int kind, uint64_t v)
@@ -185,9 +186,9 @@ uvmrt_status_t uvmrt_summary_get(const uvmrt_context_t *ctx, uvmrt_summary_t *ou
         u->c.v[FC_FAULT_HTOD] + u->c.v[FC_PREFETCH_HTOD] + u->c.v[FC_DRIVER_PREFETCH_HTOD];
     out->unattributed_dtoh_bytes = u->c.v[FC_EVICT_DTOH];
     out->unattributed_cpu_faults = u->c.v[FC_CPU_FAULTS];
-    out->fault_stats_source = ctx->fault_source ? ctx->fault_source : "none";
-    if (strcmp(out->fault_stats_source, "none") != 0) {
-        for (uint64_t i = 0; i < ctx->n_steps; i++) out->fault_sampled_steps += ctx->steps[i].fault_sampled ? 1 : 0;
+    out->fault_stats_source = uvmrt__faults_source(ctx);
+    if (uvmrt__faults_active(ctx)) {
+        out->fault_sampled_steps = ctx->sampler.sampled;
         out->fault_sample_every = ctx->cfg.fault_sample_every;
         out->fault_sample_period = ctx->sampler.period;
         out->fault_sample_overhead = ctx->sampler.overhead;
