@@ -36,10 +36,39 @@ uint64_t cli_parse_size(const char *flag, const char *text, int allow_auto)
 {
     uint64_t bytes = 0;
     if (allow_auto && strcmp(text, "auto") == 0) return 0;
-    if (uvmrt_size_parse(text, &bytes) != UVMRT_OK)
+    if (uvmrt_size_parse(text, &bytes) != UVMRT_OK || (allow_auto && bytes == 0))
         cli_usage_error("%s '%s': expected a size such as 8G, 512MiB or 1048576%s", flag, text,
-                        allow_auto ? ", or auto" : "");
+                        allow_auto ? " (not 0), or auto" : "");
     return bytes;
+}
+
+uint64_t cli_parse_u64(const char *flag, const char *text)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 0);
+    if (errno || end == text || *end != '\0' || strchr(text, '-'))
+        cli_usage_error("%s '%s': expected an unsigned 64-bit integer", flag, text);
+    return (uint64_t)v;
+}
+
+const char *cli_parse_path(const char *flag, const char *text)
+{
+    if (text[0] == '\0') cli_usage_error("%s '': expected a file path", flag);
+    return text;
+}
+
+void cli_parse_report(const char *flag, const char *text, const char **format, const char **path)
+{
+    static const char *const formats[] = {"text", "json", "csv", "trace"};
+    const char *colon = strchr(text, ':');
+    for (size_t k = 0; colon && colon[1] != '\0' && k < sizeof formats / sizeof formats[0]; k++)
+        if ((size_t)(colon - text) == strlen(formats[k]) && strncmp(text, formats[k], strlen(formats[k])) == 0) {
+            *format = formats[k];
+            *path = colon + 1;
+            return;
+        }
+    cli_usage_error("%s '%s': expected FORMAT:PATH, FORMAT text, json, csv or trace", flag, text);
 }
 
 double cli_now_s(void)

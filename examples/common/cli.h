@@ -17,8 +17,16 @@ extern const char *cli_program;
 void cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 /* A decimal integer in [lo, hi], or a usage error naming the flag and the range. */
 long long cli_parse_int(const char *flag, const char *text, long long lo, long long hi);
-/* A size (uvmrt_size_parse: 8G, 512MiB, 1048576), or "auto" as 0 when allowed. */
+/* A size (uvmrt_size_parse: 8G, 512MiB, 1048576), or "auto" as 0 when allowed
+ * (then a size of 0, which would read as auto, is an error). */
 uint64_t cli_parse_size(const char *flag, const char *text, int allow_auto);
+/* An unsigned 64-bit integer (decimal, or 0x hex), or a usage error. */
+uint64_t cli_parse_u64(const char *flag, const char *text);
+/* A non-empty file path, or a usage error. */
+const char *cli_parse_path(const char *flag, const char *text);
+/* FORMAT:PATH for uvmrt_report_write (FORMAT text, json, csv or trace; PATH not
+ * empty), or a usage error. *format points to a static name, *path into text. */
+void cli_parse_report(const char *flag, const char *text, const char **format, const char **path);
 /* Monotonic seconds. */
 double cli_now_s(void);
 /* The median of v[0..n) (sorts v in place); 0 for n == 0. */

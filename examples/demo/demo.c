@@ -224,39 +224,11 @@ static void options_parse(int argc, char **argv, demo_options_t *opt) {
                             "tensors a whole number of 2 MiB blocks)", optarg);
             break;
         case O_STEPS: opt->steps = (int)cli_parse_int("--steps", optarg, 2, 1000000); break;
-        case O_SEED: {
-            char *end = NULL;
-            errno = 0;
-            opt->seed = strtoull(optarg, &end, 0);
-            if (errno || end == optarg || *end != '\0' || strchr(optarg, '-'))
-                cli_usage_error("--seed '%s': expected an unsigned 64-bit integer", optarg);
-            break;
-        }
+        case O_SEED: opt->seed = cli_parse_u64("--seed", optarg); break;
         case O_WORK: opt->work = (int)cli_parse_int("--work", optarg, 1, 1000000); break;
-        case O_REPORT:
-            if (optarg[0] == '\0')
-                cli_usage_error("--report-json '': expected a file path");
-            opt->report_json = optarg;
-            break;
-        case O_REPORT_ANY: {
-            static char fmt[8];
-            const char *colon = strchr(optarg, ':');
-            size_t n = colon ? (size_t)(colon - optarg) : 0;
-            if (colon == NULL || colon[1] == '\0' || n >= sizeof fmt)
-                cli_usage_error("--report '%s': expected FORMAT:PATH (text, json, csv or trace)", optarg);
-            memcpy(fmt, optarg, n);
-            fmt[n] = '\0';
-            if (strcmp(fmt, "text") && strcmp(fmt, "json") && strcmp(fmt, "csv") && strcmp(fmt, "trace"))
-                cli_usage_error("--report '%s': format '%s': expected text, json, csv or trace", optarg, fmt);
-            opt->report_fmt = fmt;
-            opt->report_file = colon + 1;
-            break;
-        }
-        case O_TRACE:
-            if (optarg[0] == '\0')
-                cli_usage_error("--trace '': expected a file path");
-            opt->trace = optarg;
-            break;
+        case O_REPORT: opt->report_json = cli_parse_path("--report-json", optarg); break;
+        case O_REPORT_ANY: cli_parse_report("--report", optarg, &opt->report_fmt, &opt->report_file); break;
+        case O_TRACE: opt->trace = cli_parse_path("--trace", optarg); break;
         case O_SIM_LIMIT:
             opt->sim_data_limit = cli_parse_size("--sim-data-limit", optarg, 0);
             break;

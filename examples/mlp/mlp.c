@@ -190,22 +190,8 @@ static void options_parse(int argc, char **argv, mlp_options_t *opt) {
                 cli_usage_error("--lr '%s': expected a positive number such as 1e-4", optarg);
             break;
         }
-        case O_SEED: {
-            char *end = NULL;
-            errno = 0;
-            opt->seed = strtoull(optarg, &end, 0);
-            if (errno || end == optarg || *end != '\0' || strchr(optarg, '-'))
-                cli_usage_error("--seed '%s': expected an unsigned 64-bit integer", optarg);
-            break;
-        }
-        case O_BUDGET:
-            if (strcmp(optarg, "auto") == 0)
-                opt->budget_bytes = 0;
-            else if (uvmrt_size_parse(optarg, &opt->budget_bytes) != UVMRT_OK ||
-                     opt->budget_bytes == 0)
-                cli_usage_error("--budget '%s': expected a size such as 8G or 512MiB, or auto",
-                            optarg);
-            break;
+        case O_SEED: opt->seed = cli_parse_u64("--seed", optarg); break;
+        case O_BUDGET: opt->budget_bytes = cli_parse_size("--budget", optarg, 1); break;
         case O_POLICY:
             if (uvmrt_policy_parse(optarg, &opt->policy) != UVMRT_OK)
                 cli_usage_error("--policy '%s': expected none, demand or prefetch", optarg);
@@ -242,36 +228,10 @@ static void options_parse(int argc, char **argv, mlp_options_t *opt) {
             opt->cpu_layers = (int)cli_parse_int("--cpu-layers", optarg, 0, 4096);
             break;
         case O_RECOMPUTE: opt->recompute = 1; break;
-        case O_REPORT: {
-            /* the library may know more formats (csv, trace): it checks those */
-            static const char *const formats[] = {"json", "text", "csv", "trace"};
-            const char *colon = strchr(optarg, ':');
-            opt->report_format = NULL;
-            for (size_t k = 0; colon && k < sizeof formats / sizeof formats[0]; k++)
-                if ((size_t)(colon - optarg) == strlen(formats[k]) &&
-                    strncmp(optarg, formats[k], strlen(formats[k])) == 0)
-                    opt->report_format = formats[k];
-            if (opt->report_format == NULL || colon[1] == '\0')
-                cli_usage_error("--report '%s': expected json:PATH or text:PATH (csv:PATH and "
-                            "trace:PATH where the library has them)", optarg);
-            opt->report_path = colon + 1;
-            break;
-        }
-        case O_TRACE:
-            if (optarg[0] == '\0')
-                cli_usage_error("--trace '': expected a file path");
-            opt->trace_path = optarg;
-            break;
-        case O_LOSS_LOG:
-            if (optarg[0] == '\0')
-                cli_usage_error("--loss-log '': expected a file path");
-            opt->loss_log = optarg;
-            break;
-        case O_RESULT_JSON:
-            if (optarg[0] == '\0')
-                cli_usage_error("--result-json '': expected a file path");
-            opt->result_json = optarg;
-            break;
+        case O_REPORT: cli_parse_report("--report", optarg, &opt->report_format, &opt->report_path); break;
+        case O_TRACE: opt->trace_path = cli_parse_path("--trace", optarg); break;
+        case O_LOSS_LOG: opt->loss_log = cli_parse_path("--loss-log", optarg); break;
+        case O_RESULT_JSON: opt->result_json = cli_parse_path("--result-json", optarg); break;
         case 'q': opt->quiet = 1; break;
         case 'h': usage(stdout); exit(0);
         case 'V': printf(PROG " (uvmrt) %s\n", uvmrt_version_string()); exit(0);
