@@ -158,6 +158,20 @@ void net_free(net_t *net)
     free(net);
 }
 
+net_t *net_default_on_sim(uvmrt_policy_t policy, uint64_t budget_bytes)
+{
+    uvmrt_context_t *ctx = make_ctx(policy, budget_bytes, NULL);
+    net_spec_t spec = net_spec_default();
+    return net_create(ctx, &spec);
+}
+
+void net_destroy(net_t *net)
+{
+    uvmrt_context_t *ctx = net->ctx;
+    net_free(net);
+    uvmrt_context_destroy(ctx);
+}
+
 static int add_use(uvmrt_tensor_t **uses, unsigned *access, int n, uvmrt_tensor_t *t, unsigned acc)
 {
     uses[n] = t;

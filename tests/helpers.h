@@ -82,6 +82,10 @@ typedef struct net {
  * uvmrt_tensors_alloc call; fails the test on error. */
 net_t *net_create(uvmrt_context_t *ctx, const net_spec_t *spec);
 void net_free(net_t *net); /* frees the helper's arrays, not the tensors or the context */
+/* The default net (net_spec_default) on a context from make_ctx(policy, budget, NULL). */
+net_t *net_default_on_sim(uvmrt_policy_t policy, uint64_t budget_bytes);
+/* net_free, then destroys the net's context (and with it the tensors). */
+void net_destroy(net_t *net);
 
 /* One layer call as the network makes it, handed to the observer. */
 #define NET_MAX_USES 8

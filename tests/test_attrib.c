@@ -191,8 +191,7 @@ static uvmrt_summary_t run_net(uvmrt_policy_t policy, uint64_t budget, int fault
     }
     cr_expect_eq(gpu, s.gpu_faults);
     cr_expect_eq(steps_gpu, s.gpu_faults);
-    net_free(net);
-    uvmrt_context_destroy(ctx);
+    net_destroy(net);
     return s;
 }
 
@@ -221,8 +220,7 @@ Test(attrib, sim_source_prefetch_steady_state)
     cr_assert_eq(uvmrt_step_stats_get(ctx, 3, &st), UVMRT_OK);
     cr_expect_eq(st.gpu_faults, 0, "steady state faults: %llu", (unsigned long long)st.gpu_faults);
     cr_expect_gt(st.prefetch_htod_bytes, 0);
-    net_free(net);
-    uvmrt_context_destroy(ctx);
+    net_destroy(net);
 }
 
 Test(attrib, fault_stats_off_says_none)

@@ -10,20 +10,6 @@
 
 #include "helpers.h"
 
-static net_t *setup(uvmrt_policy_t policy)
-{
-    uvmrt_context_t *ctx = make_ctx(policy, 16 * MIB, NULL);
-    net_spec_t spec = net_spec_default();
-    return net_create(ctx, &spec);
-}
-
-static void teardown(net_t *net)
-{
-    uvmrt_context_t *ctx = net->ctx;
-    net_free(net);
-    uvmrt_context_destroy(ctx);
-}
-
 /* The context still runs normal steps, and they keep the invariants. */
 static void still_usable(net_t *net)
 {
@@ -66,7 +52,7 @@ Test(errors, null_handles)
     uvmrt_context_destroy(NULL);
     uvmrt_context_print_config(NULL, stderr);
 
-    net_t *net = setup(UVMRT_POLICY_PREFETCH);
+    net_t *net = net_default_on_sim(UVMRT_POLICY_PREFETCH, 16 * MIB);
     cr_assert_eq(uvmrt_step_begin(net->ctx), UVMRT_OK);
     cr_expect_eq(uvmrt_layer_begin(net->ctx, NULL), UVMRT_ERR_INVALID);
     cr_assert_eq(uvmrt_step_end(net->ctx), UVMRT_OK);
@@ -75,7 +61,7 @@ Test(errors, null_handles)
     cr_expect_eq(uvmrt_layer_add(net->ctx, "x", NULL), UVMRT_ERR_INVALID);
     cr_expect_eq(uvmrt_layer_count(net->ctx), net->L);
     still_usable(net);
-    teardown(net);
+    net_destroy(net);
 }
 
 /* The context accessors must not crash on NULL either (as the tensor
@@ -92,7 +78,7 @@ Test(errors, null_context_accessors)
 /* ------------------------------------------------------------------ state errors */
 Test(errors, layer_begin_outside_step)
 {
-    net_t *net = setup(UVMRT_POLICY_PREFETCH);
+    net_t *net = net_default_on_sim(UVMRT_POLICY_PREFETCH, 16 * MIB);
     uvmrt_layer_call_t c = call_of(net, 0, UVMRT_PHASE_FORWARD);
     log_reset();
     cr_expect_eq(uvmrt_layer_begin(net->ctx, &c), UVMRT_ERR_STATE);
@@ -102,12 +88,12 @@ Test(errors, layer_begin_outside_step)
     cr_assert_eq(uvmrt_summary_get(net->ctx, &s), UVMRT_OK);
     cr_expect_eq(s.resident_bytes, 0, "a rejected begin made tensors resident");
     still_usable(net);
-    teardown(net);
+    net_destroy(net);
 }
 
 Test(errors, step_end_without_begin)
 {
-    net_t *net = setup(UVMRT_POLICY_PREFETCH);
+    net_t *net = net_default_on_sim(UVMRT_POLICY_PREFETCH, 16 * MIB);
     log_reset();
     cr_expect_eq(uvmrt_step_end(net->ctx), UVMRT_ERR_STATE);
     cr_expect(log_contains("uvmrt_step_end"), "%s", log_text());
@@ -117,12 +103,12 @@ Test(errors, step_end_without_begin)
     still_usable(net);
     cr_expect_eq(uvmrt_step_end(net->ctx), UVMRT_ERR_STATE, "after steps, too");
     still_usable(net);
-    teardown(net);
+    net_destroy(net);
 }
 
 Test(errors, step_begin_twice)
 {
-    net_t *net = setup(UVMRT_POLICY_PREFETCH);
+    net_t *net = net_default_on_sim(UVMRT_POLICY_PREFETCH, 16 * MIB);
     run_steps(net, 2, NULL, NULL);
     cr_assert_eq(uvmrt_step_begin(net->ctx), UVMRT_OK);
     log_reset();
@@ -131,12 +117,12 @@ Test(errors, step_begin_twice)
     cr_expect(log_contains("step 3"), "message does not name the open step:\n%s", log_text());
     cr_assert_eq(uvmrt_step_end(net->ctx), UVMRT_OK);
     still_usable(net);
-    teardown(net);
+    net_destroy(net);
 }
 
 Test(errors, layer_begin_while_open)
 {
-    net_t *net = setup(UVMRT_POLICY_PREFETCH);
+    net_t *net = net_default_on_sim(UVMRT_POLICY_PREFETCH, 16 * MIB);
     cr_assert_eq(uvmrt_step_begin(net->ctx), UVMRT_OK);
     uvmrt_layer_call_t a = call_of(net, 0, UVMRT_PHASE_FORWARD), b = call_of(net, 1, UVMRT_PHASE_FORWARD);
     cr_assert_eq(uvmrt_layer_begin(net->ctx, &a), UVMRT_OK);
@@ -151,12 +137,12 @@ Test(errors, layer_begin_while_open)
     cr_assert_eq(uvmrt_layer_end(net->ctx), UVMRT_OK);
     cr_assert_eq(uvmrt_step_end(net->ctx), UVMRT_OK);
     still_usable(net);
-    teardown(net);
+    net_destroy(net);
 }
 
 Test(errors, layer_end_without_begin)
 {
-    net_t *net = setup(UVMRT_POLICY_PREFETCH);
+    net_t *net = net_default_on_sim(UVMRT_POLICY_PREFETCH, 16 * MIB);
     log_reset();
     cr_expect_eq(uvmrt_layer_end(net->ctx), UVMRT_ERR_STATE, "outside a step");
     cr_expect(log_contains("uvmrt_layer_end"), "%s", log_text());
@@ -171,12 +157,12 @@ Test(errors, layer_end_without_begin)
     cr_assert_eq(uvmrt_layer_stats_get(net->ctx, net->layer[0], UVMRT_PHASE_FORWARD, &ls), UVMRT_OK);
     cr_expect_eq(ls.calls, 1, "the extra end was counted as a call");
     still_usable(net);
-    teardown(net);
+    net_destroy(net);
 }
 
 Test(errors, step_end_with_open_layer)
 {
-    net_t *net = setup(UVMRT_POLICY_PREFETCH);
+    net_t *net = net_default_on_sim(UVMRT_POLICY_PREFETCH, 16 * MIB);
     run_steps(net, 2, NULL, NULL);
     cr_assert_eq(uvmrt_step_begin(net->ctx), UVMRT_OK);
     uvmrt_layer_call_t a = call_of(net, 0, UVMRT_PHASE_FORWARD);
@@ -190,13 +176,13 @@ Test(errors, step_end_with_open_layer)
     cr_assert_eq(uvmrt_layer_end(net->ctx), UVMRT_OK);
     cr_assert_eq(uvmrt_step_end(net->ctx), UVMRT_OK);
     still_usable(net);
-    teardown(net);
+    net_destroy(net);
 }
 
 /* ------------------------------------------------------------------ bad arguments */
 Test(errors, bad_layer_and_phase)
 {
-    net_t *net = setup(UVMRT_POLICY_PREFETCH);
+    net_t *net = net_default_on_sim(UVMRT_POLICY_PREFETCH, 16 * MIB);
     run_steps(net, 2, NULL, NULL);
     cr_assert_eq(uvmrt_step_begin(net->ctx), UVMRT_OK);
     uvmrt_layer_call_t c = call_of(net, 0, UVMRT_PHASE_FORWARD);
@@ -225,7 +211,7 @@ Test(errors, bad_layer_and_phase)
     uvmrt_step_stats_t st;
     cr_assert_eq(uvmrt_step_stats_get(net->ctx, 4, &st), UVMRT_OK);
     cr_expect_eq(st.fault_count, 0);
-    teardown(net);
+    net_destroy(net);
 }
 
 static void expect_use_rejected(net_t *net, uvmrt_use_t use, const char *needle)
@@ -247,7 +233,7 @@ static void expect_use_rejected(net_t *net, uvmrt_use_t use, const char *needle)
 
 Test(errors, bad_uses)
 {
-    net_t *net = setup(UVMRT_POLICY_PREFETCH);
+    net_t *net = net_default_on_sim(UVMRT_POLICY_PREFETCH, 16 * MIB);
     uvmrt_tensor_desc_t d = {"gone", -1, UVMRT_ROLE_WORKSPACE, MIB};
     uvmrt_tensor_t *gone;
     cr_assert_eq(uvmrt_tensor_alloc(net->ctx, &d, &gone), UVMRT_OK);
@@ -268,13 +254,13 @@ Test(errors, bad_uses)
     cr_assert_eq(uvmrt_step_end(net->ctx), UVMRT_OK);
     still_usable(net);
     uvmrt_context_destroy(other);
-    teardown(net);
+    net_destroy(net);
 }
 
 /* Failures in the middle of a planned step leave the plan in force. */
 Test(errors, errors_mid_step_keep_plan)
 {
-    net_t *net = setup(UVMRT_POLICY_PREFETCH);
+    net_t *net = net_default_on_sim(UVMRT_POLICY_PREFETCH, 16 * MIB);
     run_steps(net, 3, NULL, NULL);
     uvmrt_summary_t s0;
     cr_assert_eq(uvmrt_summary_get(net->ctx, &s0), UVMRT_OK);
@@ -317,13 +303,13 @@ Test(errors, errors_mid_step_keep_plan)
     cr_assert_eq(uvmrt_summary_get(net->ctx, &s1), UVMRT_OK);
     cr_expect_eq(s1.plans_built, s0.plans_built, "rejected calls caused a re-plan");
     still_usable(net);
-    teardown(net);
+    net_destroy(net);
 }
 
 /* The library reports misuse; it never exits or aborts (the test would crash). */
 Test(errors, no_abort_on_any_misuse)
 {
-    net_t *net = setup(UVMRT_POLICY_DEMAND);
+    net_t *net = net_default_on_sim(UVMRT_POLICY_DEMAND, 16 * MIB);
     uvmrt_context_t *ctx = net->ctx;
     uvmrt_layer_call_t c = call_of(net, 0, UVMRT_PHASE_FORWARD);
     for (int round = 0; round < 3; round++) {
@@ -340,5 +326,5 @@ Test(errors, no_abort_on_any_misuse)
         (void)uvmrt_step_end(ctx);
     }
     still_usable(net);
-    teardown(net);
+    net_destroy(net);
 }

@@ -43,13 +43,6 @@ static net_t *run(uvmrt_policy_t policy, int steps, const char *report, const ch
     return net;
 }
 
-static void done(net_t *net)
-{
-    uvmrt_context_t *ctx = net->ctx;
-    net_free(net);
-    uvmrt_context_destroy(ctx);
-}
-
 static const char *const PHASE_KEYS[] = {"calls", "sampled_calls", "prefetch_bytes", "evict_bytes", "fault_count", "wait_ns",
                                          "gpu_faults", "fault_htod_bytes", "prefetch_htod_bytes",
                                          "driver_prefetch_htod_bytes", "evict_dtoh_bytes", "thrashing",
@@ -88,7 +81,7 @@ Test(report, json_has_fault_keys)
     cr_assert_eq(json_array_size(steps), 3);
     cr_expect(json_is_integer(json_object_get(json_array_get(steps, 0), "gpu_faults")));
     json_decref(root);
-    done(net);
+    net_destroy(net);
     rm_file("r.json");
     rmdir(dir);
 }
@@ -117,7 +110,7 @@ Test(report, csv_rows_are_steps_layers_phases)
         cr_expect_eq(f, header_fields);
     }
     free(text);
-    done(net);
+    net_destroy(net);
     rm_file("r.csv");
     rmdir(dir);
 }
@@ -165,7 +158,7 @@ Test(report, trace_parses_with_spans_copies_and_faults)
     cr_expect_gt(counters, 0); /* step 1 runs like demand: faults */
     cr_expect_not_null(strstr(json_string_value(json_object_get(json_array_get(ev, 3), "name")), "layer0 forward"));
     json_decref(root);
-    done(net);
+    net_destroy(net);
     rm_file("t.json");
     rmdir(dir);
 }
@@ -184,7 +177,7 @@ Test(report, text_table_units_totals_offenders)
     cr_expect_not_null(strstr(text, "* most faults"), "%s", text);
     cr_expect_not_null(strstr(text, "fault statistics: sim"), "%s", text);
     free(text);
-    done(net);
+    net_destroy(net);
     rm_file("r.txt");
     rmdir(dir);
 }
@@ -196,7 +189,7 @@ Test(report, csv_and_trace_at_destroy)
     snprintf(csv, sizeof csv, "%s/d.csv", dir);
     snprintf(rep, sizeof rep, "csv:%s", csv);
     snprintf(trace, sizeof trace, "%s/d.trace.json", dir);
-    done(run(UVMRT_POLICY_PREFETCH, 2, rep, trace));
+    net_destroy(run(UVMRT_POLICY_PREFETCH, 2, rep, trace));
     char *text = file_slurp(csv);
     int lines = 0;
     for (char *c = text; *c; c++) lines += *c == '\n';

@@ -143,8 +143,7 @@ static void run_net(run_t *r, uvmrt_policy_t policy, int fault_stats, int every,
             r->sampled_calls += ls.sampled_calls;
             r->layer_gpu_faults += ls.gpu_faults;
         }
-    net_free(net);
-    uvmrt_context_destroy(ctx);
+    net_destroy(net);
 }
 
 static uint64_t mean_step_ns(const run_t *r, int from, int to)
@@ -339,6 +338,5 @@ Test(sampling, reports_say_which_steps_collected)
     unlink(json_path);
     unlink(csv_path);
     unlink(text_path);
-    net_free(net);
-    uvmrt_context_destroy(ctx);
+    net_destroy(net);
 }

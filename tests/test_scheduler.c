@@ -40,13 +40,6 @@ static net_t *setup(uvmrt_policy_t policy, double ws_mult, uint64_t bytes)
     return net_create(ctx, &spec);
 }
 
-static void teardown(net_t *net)
-{
-    uvmrt_context_t *ctx = net->ctx;
-    net_free(net);
-    uvmrt_context_destroy(ctx);
-}
-
 /* ------------------------------------------------------------------ prefetch */
 Test(scheduler, default_net_shape)
 {
@@ -54,7 +47,7 @@ Test(scheduler, default_net_shape)
     cr_expect_eq(net_max_working_set(net), 8 * MIB);
     cr_expect_eq(net_total_footprint(net), 62 * MIB);
     cr_expect_eq(net_calls_per_step(net), 18);
-    teardown(net);
+    net_destroy(net);
 }
 
 /* Budgets from 2x the largest working set to the total: the budget holds at
@@ -64,7 +57,7 @@ Test(scheduler, prefetch_budget_and_no_faults)
 {
     net_t *probe = setup(UVMRT_POLICY_PREFETCH, 0, 1 * GIB);
     uint64_t ws = net_max_working_set(probe), total = net_total_footprint(probe);
-    teardown(probe);
+    net_destroy(probe);
     const uint64_t budgets[] = {2 * ws, 2 * ws + 2 * MIB, 3 * ws, 4 * ws + 64 * KIB, total / 2, total - 2 * MIB, total};
     for (size_t b = 0; b < sizeof budgets / sizeof budgets[0]; b++) {
         net_t *net = setup(UVMRT_POLICY_PREFETCH, 0, budgets[b]);
@@ -90,7 +83,7 @@ Test(scheduler, prefetch_budget_and_no_faults)
                              i + 1);
         }
         if (budgets[b] < total) cr_expect_gt(s.evict_bytes + s.discard_bytes, 0, "budget below total, nothing left");
-        teardown(net);
+        net_destroy(net);
     }
 }
 
@@ -105,7 +98,7 @@ Test(scheduler, prefetch_everything_fits_no_traffic)
                      (unsigned long long)i + 1);
     }
     cr_expect_eq(summary(net->ctx).resident_bytes, net_total_footprint(net));
-    teardown(net);
+    net_destroy(net);
 }
 
 /* At the tightest legal budget (one working set) the scheduler still keeps the
@@ -117,7 +110,7 @@ Test(scheduler, prefetch_tight_budget_invariants)
     run_steps(net, 4, observe_invariants, &count);
     cr_expect_gt(count.events, 0);
     cr_expect_leq(summary(net->ctx).peak_resident_bytes, net_max_working_set(net));
-    teardown(net);
+    net_destroy(net);
 }
 
 /* ------------------------------------------------------------------ demand and none */
@@ -137,7 +130,7 @@ Test(scheduler, demand_keeps_budget_and_faults)
         cr_expect_gt(st.evict_bytes, 0);
     }
     cr_expect_eq(summary(net->ctx).plans_built, 0, "demand built a plan");
-    teardown(net);
+    net_destroy(net);
 }
 
 Test(scheduler, none_does_not_enforce_budget)
@@ -149,7 +142,7 @@ Test(scheduler, none_does_not_enforce_budget)
     cr_expect_gt(s.peak_resident_bytes, budget, "none kept under the budget: it should not enforce it");
     cr_expect_eq(s.resident_bytes, net_total_footprint(net));
     cr_expect_eq(s.evict_bytes + s.discard_bytes + s.prefetch_bytes, 0);
-    teardown(net);
+    net_destroy(net);
 }
 
 /* Under none a layer larger than the budget is not an error. */
@@ -176,7 +169,7 @@ static uint64_t steady_step_ns(uvmrt_policy_t policy, double ws_mult)
     run_steps(net, 4, NULL, NULL);
     uint64_t ns = step_stats(net->ctx, 3).step_ns;
     cr_expect_gt(ns, 0);
-    teardown(net);
+    net_destroy(net);
     return ns;
 }
 
@@ -212,7 +205,7 @@ Test(scheduler, deviation_rerecords_then_no_faults)
                      (unsigned long long)st.fault_count);
         cr_expect_leq(st.peak_resident_bytes, uvmrt_context_budget(ctx));
     }
-    teardown(net);
+    net_destroy(net);
 }
 
 /* A new step shape of the same length (optimizer in reverse order): it is
@@ -226,7 +219,7 @@ Test(scheduler, same_length_deviation_rerecords)
     for (uint64_t i = 5; i < 7; i++)
         cr_expect_eq(step_stats(ctx, i).fault_count, 0, "step %llu: the new shape was not re-recorded",
                      (unsigned long long)i + 1);
-    teardown(net);
+    net_destroy(net);
 }
 
 /* A step cut short (a prefix of the record) also re-records. */
@@ -244,7 +237,7 @@ Test(scheduler, short_step_then_full_steps)
     cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK);
     run_steps(net, 3, observe_invariants, NULL);
     cr_expect_eq(step_stats(ctx, 5).fault_count, 0);
-    teardown(net);
+    net_destroy(net);
 }
 
 /* A step with an extra call at the end (longer than the record). */
@@ -263,7 +256,7 @@ Test(scheduler, longer_step_then_full_steps)
     cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK);
     run_steps(net, 3, observe_invariants, NULL);
     cr_expect_eq(step_stats(ctx, 5).fault_count, 0);
-    teardown(net);
+    net_destroy(net);
 }
 
 /* Tensors allocated and freed between steps: the scheduler adapts. */
@@ -280,7 +273,7 @@ Test(scheduler, alloc_and_free_between_steps)
     run_steps(net, 3, observe_invariants, NULL);
     cr_expect_eq(step_stats(ctx, 6).fault_count, 0);
     cr_expect_leq(summary(ctx).peak_resident_bytes, uvmrt_context_budget(ctx));
-    teardown(net);
+    net_destroy(net);
 }
 
 /* ------------------------------------------------------------------ accounting vs the model */
@@ -307,7 +300,7 @@ Test(scheduler, accounting_matches_device)
         for (size_t m = 0; m < 3; m++) {
             net_t *net = setup(pols[p], mults[m], 0);
             run_steps(net, 4, accounting_observer, NULL);
-            teardown(net);
+            net_destroy(net);
         }
 }
 
@@ -337,7 +330,7 @@ Test(scheduler, free_resident_tensor_releases_device_memory)
             cr_assert_eq(uvmrt_tensor_alloc(ctx, &d, &net->o[i]), UVMRT_OK);
         }
     run_steps(net, 4, observe_invariants, NULL);
-    teardown(net);
+    net_destroy(net);
 }
 
 /* ------------------------------------------------------------------ budget errors */
@@ -545,7 +538,7 @@ Test(scheduler, host_homing_invariants)
                 else
                     cr_expect_eq(st.remote_read_bytes + st.remote_write_bytes, 0, "remote traffic, nothing homed");
             }
-            teardown(net);
+            net_destroy(net);
         }
     cr_log_info("homing used: %d", homed_any);
 }
@@ -558,7 +551,7 @@ Test(scheduler, host_homing_disabled)
     uvmrt_summary_t s = summary(net->ctx);
     cr_expect_eq(s.host_homed_bytes, 0);
     cr_expect_eq(s.remote_read_bytes + s.remote_write_bytes, 0);
-    teardown(net);
+    net_destroy(net);
 }
 
 /* STREAM on a demand or none context changes nothing but is accepted. */
@@ -569,7 +562,7 @@ Test(scheduler, stream_flag_under_demand)
     uvmrt_summary_t s = summary(net->ctx);
     cr_expect_eq(s.host_homed_bytes, 0);
     cr_expect_eq(s.remote_read_bytes + s.remote_write_bytes, 0);
-    teardown(net);
+    net_destroy(net);
 }
 
 /* ------------------------------------------------------------------ data survives */
@@ -604,7 +597,7 @@ static void data_survives(uvmrt_policy_t policy)
         check(net->w[i], 2 * i);
         check(net->o[i], 2 * i + 1);
     }
-    teardown(net);
+    net_destroy(net);
 }
 
 Test(scheduler, data_survives_prefetch) { data_survives(UVMRT_POLICY_PREFETCH); }
@@ -626,7 +619,7 @@ Test(scheduler, weights_never_discarded)
     }
     /* activations and gradients are overwritten before being read: some discards */
     cr_expect_gt(discard, 0, "no discards at all with discard_dead = 1");
-    teardown(net);
+    net_destroy(net);
 }
 
 Test(scheduler, discard_disabled_writes_back)
@@ -642,8 +635,7 @@ Test(scheduler, discard_disabled_writes_back)
     uvmrt_summary_t s = summary(ctx);
     cr_expect_eq(s.discard_bytes, 0, "discard_dead = 0 but %llu bytes discarded", (unsigned long long)s.discard_bytes);
     cr_expect_gt(s.evict_bytes, 0);
-    net_free(net);
-    uvmrt_context_destroy(ctx);
+    net_destroy(net);
 }
 
 /* ------------------------------------------------------------------ user placement */
@@ -683,16 +675,14 @@ static void placement_host(uvmrt_policy_t policy)
     /* back to the policy: the gradients move again */
     for (int i = 0; i < net->L; i++)
         cr_assert_eq(uvmrt_tensor_set_placement(ctx, net->g[i], UVMRT_PLACE_AUTO), UVMRT_OK);
-    net_free(net);
-    uvmrt_context_destroy(ctx);
+    net_destroy(net);
     ctx = make_ctx(policy, 4 * budget, NULL);
     net = net_create(ctx, &spec);
     cr_assert_eq(uvmrt_tensor_set_placement(ctx, net->g[0], UVMRT_PLACE_HOST), UVMRT_OK);
     cr_assert_eq(uvmrt_tensor_set_placement(ctx, net->g[0], UVMRT_PLACE_AUTO), UVMRT_OK);
     run_steps(net, 3, NULL, NULL);
     cr_expect(!uvmrt_tensor_is_host_homed(net->g[0]), "g0 still host-homed after AUTO");
-    net_free(net);
-    uvmrt_context_destroy(ctx);
+    net_destroy(net);
 }
 
 Test(scheduler, placement_host_prefetch) { placement_host(UVMRT_POLICY_PREFETCH); }
@@ -707,6 +697,5 @@ Test(scheduler, placement_inside_step_rejected)
     cr_expect_eq(uvmrt_tensor_set_placement(ctx, net->g[0], UVMRT_PLACE_HOST), UVMRT_ERR_STATE);
     cr_expect_eq(uvmrt_tensor_placement(net->g[0]), UVMRT_PLACE_AUTO, "a rejected call changed the placement");
     cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK);
-    net_free(net);
-    uvmrt_context_destroy(ctx);
+    net_destroy(net);
 }

@@ -22,26 +22,12 @@ static uvmrt_summary_t summary(uvmrt_context_t *ctx)
     return s;
 }
 
-static net_t *setup(uvmrt_policy_t policy, uint64_t budget)
-{
-    uvmrt_context_t *ctx = make_ctx(policy, budget, NULL);
-    net_spec_t spec = net_spec_default();
-    return net_create(ctx, &spec);
-}
-
-static void teardown(net_t *net)
-{
-    uvmrt_context_t *ctx = net->ctx;
-    net_free(net);
-    uvmrt_context_destroy(ctx);
-}
-
 /* ------------------------------------------------------------------ balance */
 /* Bytes in (prefetched or faulted) minus bytes out (evicted or discarded),
  * summed over the steps, is what is resident at the end (starting from 0). */
 static void check_balance(uvmrt_policy_t policy, uint64_t budget, int steps)
 {
-    net_t *net = setup(policy, budget);
+    net_t *net = net_default_on_sim(policy, budget);
     uvmrt_context_t *ctx = net->ctx;
     cr_assert_eq(summary(ctx).resident_bytes, 0);
     for (int k = 0; k < steps; k++) {
@@ -79,7 +65,7 @@ static void check_balance(uvmrt_policy_t policy, uint64_t budget, int steps)
     cr_expect_eq(s.steps, (uint64_t)steps);
     cr_expect_gt(s.evict_bytes + s.discard_bytes, 0, "%s budget %llu: nothing left the device",
                  uvmrt_policy_name(policy), (unsigned long long)budget);
-    teardown(net);
+    net_destroy(net);
 }
 
 Test(stats, balance_demand) { check_balance(UVMRT_POLICY_DEMAND, 16 * MIB, 5); }
@@ -114,15 +100,14 @@ Test(stats, balance_with_streamed_activations)
                      (unsigned long long)s.resident_bytes);
         cr_expect_eq(s.remote_read_bytes, rr);
         cr_expect_eq(s.remote_write_bytes, rw);
-        net_free(net);
-        uvmrt_context_destroy(ctx);
+        net_destroy(net);
     }
 }
 
 /* ------------------------------------------------------------------ per layer vs per step */
 static void check_layers_sum_to_steps(uvmrt_policy_t policy, uint64_t budget)
 {
-    net_t *net = setup(policy, budget);
+    net_t *net = net_default_on_sim(policy, budget);
     uvmrt_context_t *ctx = net->ctx;
     const int steps = 4;
     run_steps(net, steps, NULL, NULL);
@@ -167,7 +152,7 @@ static void check_layers_sum_to_steps(uvmrt_policy_t policy, uint64_t budget)
     /* each layer's work (200 us on sim) is inside its duration; durations fit in the steps */
     cr_expect_geq(sum.duration_ns, (uint64_t)steps * (uint64_t)net_calls_per_step(net) * net->spec.sim_ns);
     cr_expect_leq(sum.duration_ns + sum.wait_ns, step_ns);
-    teardown(net);
+    net_destroy(net);
 }
 
 Test(stats, layers_sum_to_steps_prefetch) { check_layers_sum_to_steps(UVMRT_POLICY_PREFETCH, 16 * MIB); }
@@ -176,7 +161,7 @@ Test(stats, layers_sum_to_steps_demand) { check_layers_sum_to_steps(UVMRT_POLICY
 /* ------------------------------------------------------------------ bad queries */
 Test(stats, bad_queries)
 {
-    net_t *net = setup(UVMRT_POLICY_PREFETCH, 16 * MIB);
+    net_t *net = net_default_on_sim(UVMRT_POLICY_PREFETCH, 16 * MIB);
     uvmrt_context_t *ctx = net->ctx;
     uvmrt_layer_stats_t ls;
     uvmrt_step_stats_t st;
@@ -207,12 +192,12 @@ Test(stats, bad_queries)
     cr_expect_eq(summary(ctx).steps, 2);
     cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK);
     cr_expect_eq(summary(ctx).steps, 3);
-    teardown(net);
+    net_destroy(net);
 }
 
 Test(stats, summary_fields)
 {
-    net_t *net = setup(UVMRT_POLICY_PREFETCH, 16 * MIB);
+    net_t *net = net_default_on_sim(UVMRT_POLICY_PREFETCH, 16 * MIB);
     uvmrt_context_t *ctx = net->ctx;
     uvmrt_summary_t s = summary(ctx);
     cr_expect_eq(s.budget_bytes, 16 * MIB);
@@ -232,7 +217,7 @@ Test(stats, summary_fields)
         if (st.peak_resident_bytes > peak) peak = st.peak_resident_bytes;
     }
     cr_expect_eq(s.peak_resident_bytes, peak, "summary peak is not the largest step peak");
-    teardown(net);
+    net_destroy(net);
 }
 
 /* ------------------------------------------------------------------ JSON report */
@@ -342,7 +327,7 @@ static void check_json(uvmrt_context_t *ctx, const net_t *net, const char *path,
 
 Test(stats, json_report_matches_api)
 {
-    net_t *net = setup(UVMRT_POLICY_PREFETCH, 16 * MIB);
+    net_t *net = net_default_on_sim(UVMRT_POLICY_PREFETCH, 16 * MIB);
     uvmrt_context_t *ctx = net->ctx;
     run_steps(net, 3, NULL, NULL);
     char *dir = make_tmpdir();
@@ -361,12 +346,12 @@ Test(stats, json_report_matches_api)
     check_json(ctx, net, path, "prefetch", 4);
     rm_dir(dir);
     free(dir);
-    teardown(net);
+    net_destroy(net);
 }
 
 Test(stats, json_report_demand_no_steps)
 {
-    net_t *net = setup(UVMRT_POLICY_DEMAND, 16 * MIB);
+    net_t *net = net_default_on_sim(UVMRT_POLICY_DEMAND, 16 * MIB);
     char *dir = make_tmpdir();
     char path[512];
     snprintf(path, sizeof path, "%s/r.json", dir);
@@ -379,12 +364,12 @@ Test(stats, json_report_demand_no_steps)
     json_decref(root);
     rm_dir(dir);
     free(dir);
-    teardown(net);
+    net_destroy(net);
 }
 
 Test(stats, text_report)
 {
-    net_t *net = setup(UVMRT_POLICY_PREFETCH, 16 * MIB);
+    net_t *net = net_default_on_sim(UVMRT_POLICY_PREFETCH, 16 * MIB);
     run_steps(net, 2, NULL, NULL);
     char *dir = make_tmpdir();
     char path[512];
@@ -402,7 +387,7 @@ Test(stats, text_report)
     cr_expect_not_null(strstr(buf, "step ms:"), "%s", buf);
     rm_dir(dir);
     free(dir);
-    teardown(net);
+    net_destroy(net);
 }
 
 Test(stats, report_at_destroy_from_env)
@@ -423,8 +408,7 @@ Test(stats, report_at_destroy_from_env)
     run_steps(net, 2, NULL, NULL);
     struct stat sb;
     cr_expect_neq(stat(path, &sb), 0, "the report exists before destroy");
-    net_free(net);
-    uvmrt_context_destroy(ctx);
+    net_destroy(net);
     json_error_t err;
     json_t *root = json_load_file(path, 0, &err);
     cr_assert_not_null(root, "no report at destroy: %s", err.text);
@@ -461,7 +445,7 @@ Test(stats, report_at_destroy_from_params)
  * program writes (0644 under umask 022), not the 0600 of a temporary file. */
 Test(stats, report_file_mode_follows_umask)
 {
-    net_t *net = setup(UVMRT_POLICY_PREFETCH, 16 * MIB);
+    net_t *net = net_default_on_sim(UVMRT_POLICY_PREFETCH, 16 * MIB);
     char *dir = make_tmpdir();
     char path[512];
     snprintf(path, sizeof path, "%s/r.json", dir);
@@ -472,12 +456,12 @@ Test(stats, report_file_mode_follows_umask)
     cr_expect_eq(sb.st_mode & 0777, 0644, "report mode %o, want 644 (umask 022)", (unsigned)(sb.st_mode & 0777));
     rm_dir(dir);
     free(dir);
-    teardown(net);
+    net_destroy(net);
 }
 
 Test(stats, report_bad_format_and_io)
 {
-    net_t *net = setup(UVMRT_POLICY_PREFETCH, 16 * MIB);
+    net_t *net = net_default_on_sim(UVMRT_POLICY_PREFETCH, 16 * MIB);
     char *dir = make_tmpdir();
     char path[512];
     snprintf(path, sizeof path, "%s/r.xml", dir);
@@ -501,5 +485,5 @@ Test(stats, report_bad_format_and_io)
     rmdir(sub);
     rm_dir(dir);
     free(dir);
-    teardown(net);
+    net_destroy(net);
 }

@@ -362,8 +362,7 @@ Test(tensor, free_resident_tensor_lowers_resident_bytes)
     cr_assert_eq(uvmrt_summary_get(ctx, &s1), UVMRT_OK);
     cr_expect_eq(s1.resident_bytes, s0.resident_bytes - 4 * MIB);
     cr_expect_eq(s1.allocated_bytes, s0.allocated_bytes - 4 * MIB);
-    net_free(net);
-    uvmrt_context_destroy(ctx);
+    net_destroy(net);
 }
 
 /* ------------------------------------------------------------------ state */

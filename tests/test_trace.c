@@ -119,8 +119,7 @@ static run_result_t run_scenario(const char *profile, int wrapped, int steps)
     uvmrt_step_stats_t st;
     cr_assert_eq(uvmrt_step_stats_get(ctx, (uint64_t)steps - 1, &st), UVMRT_OK);
     r.last_step_ns = st.step_ns;
-    net_free(net);
-    uvmrt_context_destroy(ctx);
+    net_destroy(net);
     if (wrapped) {
         r.backend_log = rec.log; /* take it */
         memset(&rec.log, 0, sizeof rec.log);
@@ -247,8 +246,7 @@ Test(trace, backend_without_discard_falls_back)
     cr_expect_eq(rec.discards, 0);
     int traced_moves = count_lines(trace.s, end_of(trace.s), "prefetch") + count_lines(trace.s, end_of(trace.s), "evict");
     cr_expect_eq(rec.moves, traced_moves + traced_discards, "discards did not fall back to moves");
-    net_free(net);
-    uvmrt_context_destroy(ctx);
+    net_destroy(net);
     sb_free(&trace);
     rec_reset();
 }
