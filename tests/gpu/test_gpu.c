@@ -47,6 +47,20 @@ static void skip_without_gpu(void)
     uvmrt_context_destroy(cuda_ctx_or_skip(UVMRT_POLICY_PREFETCH, 64 * MIB));
 }
 
+/* Runs a shell command; appends its output to out; returns pclose's status. */
+static int run_command(const char *cmd, strbuf_t *out)
+{
+    FILE *f = popen(cmd, "r");
+    cr_assert_not_null(f, "popen(%s)", cmd);
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf - 1, f)) > 0) {
+        buf[n] = '\0';
+        sb_append(out, buf);
+    }
+    return pclose(f);
+}
+
 /* ------------------------------------------------------------------ 1. the demo */
 /* Runs the demo (UVMRT_DEMO names it; make check-gpu sets it) with the given
  * arguments; returns its exit status and output (caller frees). */
@@ -57,15 +71,7 @@ static int run_demo(const char *args, strbuf_t *out)
     env_clear_uvmrt(); /* the demo must see the flags, not a leftover UVMRT_POLICY */
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", demo, args);
-    FILE *f = popen(cmd, "r");
-    cr_assert_not_null(f, "popen(%s)", cmd);
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf - 1, f)) > 0) {
-        buf[n] = '\0';
-        sb_append(out, buf);
-    }
-    int status = pclose(f);
+    int status = run_command(cmd, out);
     cr_assert(WIFEXITED(status), "the demo did not exit normally (status %#x):\n%s", status,
               out->s ? out->s : "");
     return WEXITSTATUS(status);
@@ -273,15 +279,7 @@ static json_t *demo_fault_report(const char *policy, const char *env, const char
              "--budget 192M --steps 4 --work 2 --no-verify -q 2>&1",
              path, env, demo, policy);
     strbuf_t out = {0};
-    FILE *f = popen(cmd, "r");
-    cr_assert_not_null(f, "popen(%s)", cmd);
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf - 1, f)) > 0) {
-        buf[n] = '\0';
-        sb_append(&out, buf);
-    }
-    int status = pclose(f);
+    int status = run_command(cmd, &out);
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s:\n%s", cmd, out.s ? out.s : "");
     json_error_t err;
     json_t *root = json_load_file(path, 0, &err);
@@ -466,16 +464,8 @@ static char *mlp_losses(const char *args, const char *tag)
     env_clear_uvmrt();
     snprintf(cmd, sizeof cmd, "'%s' --backend cuda --quiet --layers 4 --hidden 1024 --rows 1024 "
              "--steps 5 --loss-log %s %s 2>&1", mlp, log, args);
-    FILE *f = popen(cmd, "r");
-    cr_assert_not_null(f, "popen(%s)", cmd);
     strbuf_t out = {0};
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf - 1, f)) > 0) {
-        buf[n] = '\0';
-        sb_append(&out, buf);
-    }
-    int status = pclose(f);
+    int status = run_command(cmd, &out);
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: status %#x:\n%s", cmd, status,
               out.s ? out.s : "");
     cr_assert(out.s && strstr(out.s, "sim backend") == NULL, "ran on sim:\n%s", out.s);
