@@ -10,14 +10,18 @@
 #include "settings.h"
 
 /* ------------------------------------------------------------------ parsers */
-static uvmrt_status_t parse_device(uvmrt_config_t *c, const char *t)
+/* A whole decimal integer in [lo, hi]. */
+static uvmrt_status_t parse_int_in(const char *t, long lo, long hi, int *out)
 {
     char *end = NULL;
+    errno = 0;
     long v = strtol(t, &end, 10);
-    if (t[0] == '\0' || *end != '\0' || v < 0 || v > 1023) return UVMRT_ERR_CONFIG;
-    c->device = (int)v;
+    if (errno != 0 || end == t || *end != '\0' || v < lo || v > hi) return UVMRT_ERR_CONFIG;
+    *out = (int)v;
     return UVMRT_OK;
 }
+
+static uvmrt_status_t parse_device(uvmrt_config_t *c, const char *t) { return parse_int_in(t, 0, 1023, &c->device); }
 static void format_device(const uvmrt_config_t *c, char *b, size_t n) { snprintf(b, n, "%d", c->device); }
 
 static uvmrt_status_t parse_backend(uvmrt_config_t *c, const char *t)
@@ -127,13 +131,7 @@ static uvmrt_status_t parse_fault_sample(uvmrt_config_t *c, const char *t)
         c->fault_sample_every = 0;
         return UVMRT_OK;
     }
-    char *end = NULL;
-    errno = 0;
-    unsigned long v = strtoul(t, &end, 10);
-    if (errno != 0 || end == t || *end != '\0' || t[0] == '-' || v < 1 || v > UVMRT_FAULT_SAMPLE_MAX)
-        return UVMRT_ERR_CONFIG;
-    c->fault_sample_every = (int)v;
-    return UVMRT_OK;
+    return parse_int_in(t, 1, UVMRT_FAULT_SAMPLE_MAX, &c->fault_sample_every);
 }
 static void format_fault_sample(const uvmrt_config_t *c, char *b, size_t n)
 {
