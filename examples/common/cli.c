@@ -71,6 +71,18 @@ void cli_parse_report(const char *flag, const char *text, const char **format, c
     cli_usage_error("%s '%s': expected FORMAT:PATH, FORMAT text, json, csv or trace", flag, text);
 }
 
+void cli_note_env_overrides(void)
+{
+    static const char *const vars[][2] = {
+        {"UVMRT_BACKEND", "--backend"}, {"UVMRT_PROFILE", "--profile"},
+        {"UVMRT_POLICY", "--policy"},   {"UVMRT_BUDGET", "--budget"},
+    };
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i][0]);
+        if (v && *v) fprintf(stderr, "%s: note: %s=%s is set and overrides %s\n", cli_program, vars[i][0], v, vars[i][1]);
+    }
+}
+
 double cli_now_s(void)
 {
     struct timespec ts;

@@ -27,6 +27,9 @@ const char *cli_parse_path(const char *flag, const char *text);
 /* FORMAT:PATH for uvmrt_report_write (FORMAT text, json, csv or trace; PATH not
  * empty), or a usage error. *format points to a static name, *path into text. */
 void cli_parse_report(const char *flag, const char *text, const char **format, const char **path);
+/* A note on stderr for each of UVMRT_BACKEND, _PROFILE, _POLICY and _BUDGET that
+ * is set: it overrides the matching flag (the library's precedence). */
+void cli_note_env_overrides(void);
 /* Monotonic seconds. */
 double cli_now_s(void);
 /* The median of v[0..n) (sorts v in place); 0 for n == 0. */

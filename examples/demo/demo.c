@@ -253,16 +253,7 @@ static void options_parse(int argc, char **argv, demo_options_t *opt) {
 
 /* UVMRT_* variables win over the flags (the library's precedence): say so up front. */
 static void env_overrides_note(const demo_options_t *opt) {
-    static const char *const vars[][2] = {
-        {"UVMRT_BACKEND", "--backend"}, {"UVMRT_PROFILE", "--profile"},
-        {"UVMRT_POLICY", "--policy"},   {"UVMRT_BUDGET", "--budget"},
-    };
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *v = getenv(vars[i][0]);
-        if (v && *v)
-            fprintf(stderr, PROG ": note: %s=%s is set and overrides %s\n", vars[i][0], v,
-                    vars[i][1]);
-    }
+    cli_note_env_overrides();
     const char *report = getenv("UVMRT_REPORT");
     if (report && *report && opt->policy_all)
         fprintf(stderr, PROG ": note: UVMRT_REPORT=%s is written by each of the runs in "

@@ -118,8 +118,7 @@ static void usage(FILE *out) {
         "  --cpu-layers K        AdamW of the top K blocks on the CPU, the rest on the GPU\n"
         "                        (0: gpu, L: cpu)\n"
         "  --recompute           keep only each block's input; recompute in backward\n"
-        "  --report FORMAT:PATH  write uvmrt's report: json:PATH or text:PATH ('-': stdout);\n"
-        "                        csv and trace where the library has them\n"
+        "  --report FORMAT:PATH  write uvmrt's report as text, json, csv or trace ('-': stdout)\n"
         "  --loss-log PATH       one line per step: step, loss (%%a, exact), loss scale\n"
         "  --result-json PATH    medians and totals of the run, for benchmark tables\n"
         "  --trace PATH          trace-event timeline (Perfetto), where the library writes\n"
@@ -1139,17 +1138,7 @@ int main(int argc, char **argv) {
     cli_program = PROG;
     mlp_options_t opt;
     options_parse(argc, argv, &opt);
-
-    static const char *const vars[][2] = {
-        {"UVMRT_BACKEND", "--backend"}, {"UVMRT_PROFILE", "--profile"},
-        {"UVMRT_POLICY", "--policy"},   {"UVMRT_BUDGET", "--budget"},
-    };
-    for (size_t k = 0; k < sizeof vars / sizeof vars[0]; k++) {
-        const char *v = getenv(vars[k][0]);
-        if (v && *v)
-            fprintf(stderr, PROG ": note: %s=%s is set and overrides %s\n", vars[k][0], v,
-                    vars[k][1]);
-    }
+    cli_note_env_overrides();
 
     mlp_run_t run = {.opt = &opt, .loss_scale = opt.precision == MLP_FP16 ? FP16_INIT_SCALE : 1.0};
     run.losses = calloc((size_t)opt.steps, sizeof *run.losses);
