@@ -419,6 +419,10 @@ typedef struct uvmrt_summary {
                                      * step time of steps that do not; < 0 until measured */
     uint64_t fault_records_lost;    /* records CUPTI dropped (its queue full) or uvmrt could not
                                      * keep (no memory): the driver's counters are short by these */
+    uint64_t backend_errors;        /* backend (CUDA) failures that no call returned because the call
+                                     * could complete without them (timing events, the clock anchor,
+                                     * syncs at destroy): their timings read 0. Each kind (operation and
+                                     * CUDA error name) is logged once, as a warning */
 } uvmrt_summary_t;
 
 uvmrt_status_t uvmrt_layer_stats_get(const uvmrt_context_t *ctx, int layer,

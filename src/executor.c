@@ -16,6 +16,7 @@
  * Sync events live in a ring and are referenced by sequence number, so a tensor
  * can remember "the prefetch that brought me" without owning an event.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -26,20 +27,25 @@
 /* ------------------------------------------------------------------ event ring */
 static uvmrt_status_t ring_record(uvmrt_context_t *ctx, uvmrt_stream_t stream, uvmrt_evref_t *out)
 {
-    uint64_t seq = ctx->ring_next++;
+    uint64_t seq = ctx->ring_next;
     uvmrt_event_t *slot = &ctx->ring[seq % UVMRT_EVENT_RING];
     uvmrt_status_t st;
     if (*slot == NULL) {
-        if ((st = ctx->ops->event_create(ctx->be, 0, slot)) != UVMRT_OK) return st;
+        if ((st = uvmrt__be_event_create(ctx, 0, slot)) != UVMRT_OK) {
+            *slot = NULL;
+            return st;
+        }
     } else {
         /* Reusing a slot drops its old record: it must have completed (4096
          * records later it always has; wait rather than assume). */
-        while (!be_event_done(ctx, *slot)) {
+        while (!uvmrt__be_event_done(ctx, *slot)) {
             struct timespec ts = {0, 20000};
             nanosleep(&ts, NULL);
         }
     }
-    if ((st = be_record(ctx, *slot, stream)) != UVMRT_OK) return st;
+    if ((st = uvmrt__be_record(ctx, *slot, stream)) != UVMRT_OK) return st;
+    /* the sequence number is taken only by a record that happened */
+    ctx->ring_next++;
     *out = seq;
     return UVMRT_OK;
 }
@@ -48,54 +54,83 @@ static uvmrt_status_t ring_record(uvmrt_context_t *ctx, uvmrt_stream_t stream, u
 static uvmrt_status_t ring_wait(uvmrt_context_t *ctx, uvmrt_stream_t stream, uvmrt_evref_t ref)
 {
     if (ref == 0 || ctx->ring_next - ref > UVMRT_EVENT_RING) return UVMRT_OK;
-    return be_wait(ctx, stream, ctx->ring[ref % UVMRT_EVENT_RING]);
+    return uvmrt__be_wait(ctx, stream, ctx->ring[ref % UVMRT_EVENT_RING]);
 }
 
 uvmrt_status_t uvmrt__exec_init(uvmrt_context_t *ctx)
 {
     ctx->ring_next = 1;
-    ctx->t0_ns = be_now(ctx);
+    ctx->t0_ns = uvmrt__be_now(ctx);
     ctx->anchor_ns = ctx->t0_ns;
-    /* The clock: an idle stream of our own, so recording the anchor waits for nothing. */
-    if (ctx->ops->stream_create(ctx->be, &ctx->clock_stream) != UVMRT_OK) ctx->clock_stream = NULL;
-    else if (ctx->ops->event_create(ctx->be, 1, &ctx->anchor_ev) != UVMRT_OK) ctx->anchor_ev = NULL;
-    return UVMRT_OK;
+    /* The clock: an idle stream of our own, so recording the anchor waits for
+     * nothing. Without it no time could be read: creation fails. */
+    uvmrt_status_t st = uvmrt__be_stream_create(ctx, &ctx->clock_stream);
+    if (st != UVMRT_OK) {
+        ctx->clock_stream = NULL;
+        return st;
+    }
+    if ((st = uvmrt__be_event_create(ctx, 1, &ctx->anchor_ev)) != UVMRT_OK) ctx->anchor_ev = NULL;
+    return st;
 }
 
 /* ------------------------------------------------------------------ clock */
 /* Records the anchor on the idle clock stream and reads the host clock: from now
- * on an event's time is anchor_ns plus its distance from the anchor. */
+ * on an event's time is anchor_ns plus its distance from the anchor. A failure
+ * keeps the previous anchor (times drift, nothing else) and is counted. */
 static void anchor(uvmrt_context_t *ctx)
 {
     if (ctx->anchor_ev == NULL) return;
-    if (be_record(ctx, ctx->anchor_ev, ctx->clock_stream) != UVMRT_OK ||
-        be_stream_sync(ctx, ctx->clock_stream) != UVMRT_OK) {
-        ctx->ops->event_destroy(ctx->be, ctx->anchor_ev);
-        ctx->anchor_ev = NULL;
+    uvmrt_status_t st = uvmrt__be_record(ctx, ctx->anchor_ev, ctx->clock_stream);
+    if (st != UVMRT_OK) {
+        uvmrt__be_absorb(ctx, "event_record (clock anchor)", st);
         return;
     }
-    ctx->anchor_ns = be_now(ctx);
+    if ((st = uvmrt__be_stream_sync(ctx, ctx->clock_stream)) != UVMRT_OK) {
+        uvmrt__be_absorb(ctx, "stream_sync (clock anchor)", st);
+        return;
+    }
+    ctx->anchor_ns = uvmrt__be_now(ctx);
     uvmrt__faults_anchor(ctx, ctx->anchor_ns);
+}
+
+/* Time between two timing events; a failure reads 0 and is counted. */
+static uint64_t elapsed(uvmrt_context_t *ctx, uvmrt_event_t a, uvmrt_event_t b)
+{
+    uint64_t ns = 0;
+    uvmrt_status_t st = uvmrt__be_elapsed(ctx, a, b, &ns);
+    if (st != UVMRT_OK) uvmrt__be_absorb(ctx, "event_elapsed_ns", st);
+    return ns;
 }
 
 /* A completed event's time on the host clock (ns since t0). */
 static uint64_t time_of(uvmrt_context_t *ctx, uvmrt_event_t ev)
 {
-    uint64_t before = 0, after = 0;
     if (ctx->anchor_ev == NULL) return 0;
-    be_elapsed(ctx, ev, ctx->anchor_ev, &before);
-    be_elapsed(ctx, ctx->anchor_ev, ev, &after);
+    uint64_t before = elapsed(ctx, ev, ctx->anchor_ev);
+    uint64_t after = elapsed(ctx, ctx->anchor_ev, ev);
+    if (before > ctx->anchor_ns) before = ctx->anchor_ns;
     uint64_t t = ctx->anchor_ns - before + after;
     return t > ctx->t0_ns ? t - ctx->t0_ns : 0;
+}
+
+/* A timing event: its failure costs a measurement, never the call. */
+static int timing_record(uvmrt_context_t *ctx, uvmrt_event_t ev, uvmrt_stream_t stream)
+{
+    uvmrt_status_t st = uvmrt__be_record(ctx, ev, stream);
+    if (st != UVMRT_OK) uvmrt__be_absorb(ctx, "event_record (timing)", st);
+    return st == UVMRT_OK;
 }
 
 static void harvest_copy_timings(uvmrt_context_t *ctx, int wait_all);
 static void attribute_rest(uvmrt_context_t *ctx);
 
+/* Every change is made only once the backend calls it needs have succeeded:
+ * on failure the tensor's placement is as before (an advice that was applied
+ * stays applied: it is idempotent and recorded in advised_remote). */
 uvmrt_status_t uvmrt__exec_place(uvmrt_context_t *ctx, uvmrt_tensor_t *t, int host)
 {
-    t->placed_host = host;
     if (!host) {
+        t->placed_host = 0;
         t->host_homed = 0; /* on the host, not resident: the policy moves it from now on */
         return UVMRT_OK;
     }
@@ -103,54 +138,65 @@ uvmrt_status_t uvmrt__exec_place(uvmrt_context_t *ctx, uvmrt_tensor_t *t, int ho
     uvmrt_status_t st = UVMRT_OK;
     if (!t->advised_remote) {
         /* advice is not stream ordered: let queued copies of it finish first */
-        st = be_stream_sync(ctx, ctx->h2d_stream);
-        if (st == UVMRT_OK) st = be_stream_sync(ctx, ctx->d2h_stream);
-        if (st == UVMRT_OK) st = be_advise_remote(ctx, &r, 1);
+        st = uvmrt__be_stream_sync(ctx, ctx->h2d_stream);
+        if (st == UVMRT_OK) st = uvmrt__be_stream_sync(ctx, ctx->d2h_stream);
+        if (st == UVMRT_OK) st = uvmrt__be_advise_remote(ctx, &r, 1);
         if (st != UVMRT_OK) return st;
         t->advised_remote = 1;
     }
     if (!t->host_homed) {
-        /* to the host after its last use; populates host pages when it held nothing */
+        /* to the host after its last use; populates host pages when it held nothing.
+         * Until the move's event is recorded it still counts as resident. */
+        uvmrt_evref_t leaving = 0;
         st = ring_wait(ctx, ctx->d2h_stream, t->last_use);
         if (st == UVMRT_OK) st = ring_wait(ctx, ctx->d2h_stream, t->ready);
-        if (st == UVMRT_OK) st = be_move(ctx, &r, 1, UVMRT_LOC_HOST, ctx->d2h_stream);
-        if (st == UVMRT_OK) st = ring_record(ctx, ctx->d2h_stream, &t->leaving);
+        if (st == UVMRT_OK) st = uvmrt__be_move(ctx, &r, 1, UVMRT_LOC_HOST, ctx->d2h_stream);
+        if (st == UVMRT_OK) st = ring_record(ctx, ctx->d2h_stream, &leaving);
         if (st != UVMRT_OK) return st;
         if (t->resident) uvmrt__resident_add(ctx, -(int64_t)t->footprint);
         t->resident = 0;
         t->ready = 0;
+        t->leaving = leaving;
         t->host_homed = 1;
     }
+    t->placed_host = 1;
     return UVMRT_OK;
 }
 
+/* Discards a freed tensor's pages. On failure the tensor still counts as
+ * resident (its pages may still be on the device). */
 uvmrt_status_t uvmrt__exec_release(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
 {
     uvmrt_range_t r = {t->ptr, t->footprint};
+    uvmrt_evref_t leaving = 0;
     uvmrt_status_t st = ring_wait(ctx, ctx->d2h_stream, t->last_use);
     if (st == UVMRT_OK) st = ring_wait(ctx, ctx->d2h_stream, t->ready);
-    if (st == UVMRT_OK) st = be_discard(ctx, &r, 1, ctx->d2h_stream);
-    if (st == UVMRT_OK) st = ring_record(ctx, ctx->d2h_stream, &t->leaving);
+    if (st == UVMRT_OK) st = uvmrt__be_discard(ctx, &r, 1, ctx->d2h_stream);
+    if (st == UVMRT_OK) st = ring_record(ctx, ctx->d2h_stream, &leaving);
+    if (st == UVMRT_OK) t->leaving = leaving;
     return st;
 }
 
+/* At destroy: nothing can fail any more, so backend errors are counted and logged. */
 void uvmrt__exec_fini(uvmrt_context_t *ctx)
 {
-    if (ctx->h2d_stream) be_stream_sync(ctx, ctx->h2d_stream);
-    if (ctx->d2h_stream) be_stream_sync(ctx, ctx->d2h_stream);
+    uvmrt_status_t st;
+    if (ctx->h2d_stream && (st = uvmrt__be_stream_sync(ctx, ctx->h2d_stream)) != UVMRT_OK)
+        uvmrt__be_absorb(ctx, "stream_sync (destroy)", st);
+    if (ctx->d2h_stream && (st = uvmrt__be_stream_sync(ctx, ctx->d2h_stream)) != UVMRT_OK)
+        uvmrt__be_absorb(ctx, "stream_sync (destroy)", st);
     anchor(ctx);
     harvest_copy_timings(ctx, 1);
     attribute_rest(ctx);
-    if (ctx->anchor_ev) ctx->ops->event_destroy(ctx->be, ctx->anchor_ev);
-    if (ctx->clock_stream) ctx->ops->stream_destroy(ctx->be, ctx->clock_stream);
+    uvmrt__be_event_destroy(ctx, ctx->anchor_ev);
+    uvmrt__be_stream_destroy(ctx, ctx->clock_stream);
     ctx->anchor_ev = NULL;
     ctx->clock_stream = NULL;
-    for (int i = 0; i < UVMRT_EVENT_RING; i++)
-        if (ctx->ring[i]) ctx->ops->event_destroy(ctx->be, ctx->ring[i]);
-    for (int i = 0; i < ctx->n_timing; i++) ctx->ops->event_destroy(ctx->be, ctx->timing[i]);
+    for (int i = 0; i < UVMRT_EVENT_RING; i++) uvmrt__be_event_destroy(ctx, ctx->ring[i]);
+    for (int i = 0; i < ctx->n_timing; i++) uvmrt__be_event_destroy(ctx, ctx->timing[i]);
     for (int i = 0; i < ctx->n_copy_timing; i++) {
-        ctx->ops->event_destroy(ctx->be, ctx->copy_timing[i].start);
-        ctx->ops->event_destroy(ctx->be, ctx->copy_timing[i].end);
+        uvmrt__be_event_destroy(ctx, ctx->copy_timing[i].start);
+        uvmrt__be_event_destroy(ctx, ctx->copy_timing[i].end);
     }
     free(ctx->timing);
     free(ctx->copy_timing);
@@ -161,6 +207,10 @@ void uvmrt__exec_fini(uvmrt_context_t *ctx)
     free(ctx->record.use_tensor);
     free(ctx->record.use_access);
     free(ctx->scratch_resident);
+    free(ctx->sync_slots);
+    free(ctx->scratch_ss);
+    free(ctx->scratch_sp);
+    free(ctx->scratch_fc);
     uvmrt_plan_free(&ctx->plan);
 }
 
@@ -178,14 +228,15 @@ static uvmrt_status_t timing_event(uvmrt_context_t *ctx, int i)
         ctx->cap_timing = cap;
     }
     while (ctx->n_timing <= i) {
-        uvmrt_status_t st = ctx->ops->event_create(ctx->be, 1, &ctx->timing[ctx->n_timing]);
+        uvmrt_status_t st = uvmrt__be_event_create(ctx, 1, &ctx->timing[ctx->n_timing]);
         if (st != UVMRT_OK) return st;
         ctx->n_timing++;
     }
     return UVMRT_OK;
 }
 
-/* A free start/end pair for timing one copy batch. */
+/* A free start/end pair for timing one copy batch, or NULL (the batch goes
+ * untimed: the failure is counted). */
 static uvmrt_copy_timing_t *copy_timing_slot(uvmrt_context_t *ctx)
 {
     for (int i = 0; i < ctx->n_copy_timing; i++)
@@ -195,13 +246,24 @@ static uvmrt_copy_timing_t *copy_timing_slot(uvmrt_context_t *ctx)
     ctx->copy_timing = arr;
     uvmrt_copy_timing_t *c = &arr[ctx->n_copy_timing];
     memset(c, 0, sizeof *c);
-    if (ctx->ops->event_create(ctx->be, 1, &c->start) != UVMRT_OK) return NULL;
-    if (ctx->ops->event_create(ctx->be, 1, &c->end) != UVMRT_OK) {
-        ctx->ops->event_destroy(ctx->be, c->start);
+    uvmrt_status_t st = uvmrt__be_event_create(ctx, 1, &c->start);
+    if (st == UVMRT_OK && (st = uvmrt__be_event_create(ctx, 1, &c->end)) != UVMRT_OK)
+        uvmrt__be_event_destroy(ctx, c->start);
+    if (st != UVMRT_OK) {
+        uvmrt__be_absorb(ctx, "event_create (copy timing)", st);
         return NULL;
     }
     ctx->n_copy_timing++;
     return c;
+}
+
+/* The stats of an absolute step number: kept, dropped (the aggregate), or the
+ * step in progress. */
+static uvmrt_step_stats_t *stats_of_step(uvmrt_context_t *ctx, uint64_t step)
+{
+    if (step < ctx->steps_before) return &ctx->steps_dropped;
+    if (step < uvmrt__steps_done(ctx)) return &ctx->steps[step - ctx->steps_before];
+    return &ctx->cur_stats;
 }
 
 /* Adds finished copy batches' busy time to the step that issued them. */
@@ -209,13 +271,16 @@ static void harvest_copy_timings(uvmrt_context_t *ctx, int wait_all)
 {
     for (int i = 0; i < ctx->n_copy_timing; i++) {
         uvmrt_copy_timing_t *c = &ctx->copy_timing[i];
-        if (!c->pending || (!wait_all && !be_event_done(ctx, c->end))) continue;
+        if (!c->pending || (!wait_all && !uvmrt__be_event_done(ctx, c->end))) continue;
         uint64_t ns = 0;
-        if (be_elapsed(ctx, c->start, c->end, &ns) == UVMRT_OK) {
-            uvmrt_step_stats_t *s = c->step < ctx->n_steps ? &ctx->steps[c->step] : &ctx->cur_stats;
+        uvmrt_status_t st = uvmrt__be_elapsed(ctx, c->start, c->end, &ns);
+        if (st != UVMRT_OK) {
+            uvmrt__be_absorb(ctx, "event_elapsed_ns (copy timing)", st);
+        } else {
+            uvmrt_step_stats_t *s = stats_of_step(ctx, c->step);
             if (c->d2h) s->d2h_busy_ns += ns;
             else s->h2d_busy_ns += ns;
-            if (c->step < UVMRT_HISTORY_STEPS && ctx->anchor_ev != NULL &&
+            if (c->step >= ctx->steps_before && ctx->anchor_ev != NULL &&
                 uvmrt__grow((void **)&ctx->copies, &ctx->cap_copies, ctx->n_copies + 1, sizeof *ctx->copies) == 0) {
                 uint64_t t = time_of(ctx, c->start);
                 ctx->copies[ctx->n_copies++] = (uvmrt_copy_span_t){c->step, t, t + ns, c->bytes, c->d2h};
@@ -361,24 +426,33 @@ static void batch_free(batch_t *b)
     free(b->fetch);
 }
 
-static uvmrt_status_t timed_start(uvmrt_context_t *ctx, uvmrt_stream_t s, uvmrt_copy_timing_t **out)
+/* Timing of a copy batch: optional, so a failure only leaves the batch untimed. */
+static uvmrt_copy_timing_t *timed_start(uvmrt_context_t *ctx, uvmrt_stream_t s)
 {
     uvmrt_copy_timing_t *c = copy_timing_slot(ctx);
-    *out = c;
-    if (c == NULL) return UVMRT_ERR_NOMEM;
+    if (c == NULL) return NULL;
     c->d2h = s == ctx->d2h_stream;
     c->step = ctx->step_index;
-    return be_record(ctx, c->start, s);
+    return timing_record(ctx, c->start, s) ? c : NULL;
 }
 
-static uvmrt_status_t timed_end(uvmrt_context_t *ctx, uvmrt_stream_t s, uvmrt_copy_timing_t *c)
+static void timed_end(uvmrt_context_t *ctx, uvmrt_stream_t s, uvmrt_copy_timing_t *c, uvmrt_tensor_t **ts,
+                      size_t n)
 {
-    c->pending = 1;
-    return be_record(ctx, c->end, s);
+    if (c == NULL) return;
+    c->bytes = 0;
+    for (size_t i = 0; i < n; i++) c->bytes += ts[i]->footprint;
+    c->pending = timing_record(ctx, c->end, s);
 }
 
 /* Issues one batch on the copy streams: evictions (after each victim's last use),
- * then prefetches (after those evictions). Counters go to (layer, phase). */
+ * then prefetches (after those evictions). Counters go to (layer, phase).
+ *
+ * Accounting follows what was enqueued: victims stop counting as resident only
+ * once their eviction and its event are both enqueued (so the prefetches can
+ * wait for it); fetched tensors count as resident once their move is enqueued
+ * (or when a failed move could not be undone: they may be partly there). On an
+ * error the evictions already enqueued stay done and counted. */
 static uvmrt_status_t issue_batch(uvmrt_context_t *ctx, batch_t *b, int layer, uvmrt_phase_t phase)
 {
     uvmrt_status_t st = UVMRT_OK;
@@ -389,19 +463,15 @@ static uvmrt_status_t issue_batch(uvmrt_context_t *ctx, batch_t *b, int layer, u
     uvmrt_evref_t evicted = 0;
     if (n_victims > 0) {
         uvmrt_stream_t s = ctx->d2h_stream;
-        uvmrt_copy_timing_t *c;
         for (size_t i = 0; i < b->n_evict && st == UVMRT_OK; i++) st = ring_wait(ctx, s, b->evict[i]->last_use);
         for (size_t i = 0; i < b->n_evict && st == UVMRT_OK; i++) st = ring_wait(ctx, s, b->evict[i]->ready);
         for (size_t i = 0; i < b->n_discard && st == UVMRT_OK; i++) st = ring_wait(ctx, s, b->discard[i]->last_use);
         for (size_t i = 0; i < b->n_discard && st == UVMRT_OK; i++) st = ring_wait(ctx, s, b->discard[i]->ready);
-        if (st == UVMRT_OK) st = timed_start(ctx, s, &c);
-        if (st == UVMRT_OK) st = be_move(ctx, ranges, merge_ranges(b->evict, b->n_evict, ranges), UVMRT_LOC_HOST, s);
-        if (st == UVMRT_OK) st = be_discard(ctx, ranges, merge_ranges(b->discard, b->n_discard, ranges), s);
-        if (st == UVMRT_OK) {
-            c->bytes = 0;
-            for (size_t i = 0; i < b->n_evict; i++) c->bytes += b->evict[i]->footprint;
-            st = timed_end(ctx, s, c);
-        }
+        uvmrt_copy_timing_t *c = st == UVMRT_OK ? timed_start(ctx, s) : NULL;
+        if (st == UVMRT_OK)
+            st = uvmrt__be_move(ctx, ranges, merge_ranges(b->evict, b->n_evict, ranges), UVMRT_LOC_HOST, s);
+        if (st == UVMRT_OK) st = uvmrt__be_discard(ctx, ranges, merge_ranges(b->discard, b->n_discard, ranges), s);
+        if (st == UVMRT_OK) timed_end(ctx, s, c, b->evict, b->n_evict);
         if (st == UVMRT_OK) st = ring_record(ctx, s, &evicted);
         if (st != UVMRT_OK) goto out;
         for (size_t i = 0; i < n_victims; i++) {
@@ -417,25 +487,25 @@ static uvmrt_status_t issue_batch(uvmrt_context_t *ctx, batch_t *b, int layer, u
     }
     if (b->n_fetch > 0) {
         uvmrt_stream_t s = ctx->h2d_stream;
-        uvmrt_copy_timing_t *c;
-        uvmrt_evref_t ready;
+        uvmrt_evref_t ready = 0;
         st = ring_wait(ctx, s, evicted);
         for (size_t i = 0; i < b->n_fetch && st == UVMRT_OK; i++) st = ring_wait(ctx, s, b->fetch[i]->leaving);
-        if (st == UVMRT_OK) st = timed_start(ctx, s, &c);
-        if (st == UVMRT_OK) st = be_move(ctx, ranges, merge_ranges(b->fetch, b->n_fetch, ranges), UVMRT_LOC_DEVICE, s);
-        if (st == UVMRT_OK) {
-            c->bytes = 0;
-            for (size_t i = 0; i < b->n_fetch; i++) c->bytes += b->fetch[i]->footprint;
-            st = timed_end(ctx, s, c);
-        }
-        if (st == UVMRT_OK) st = ring_record(ctx, s, &ready);
         if (st != UVMRT_OK) goto out;
+        uvmrt_copy_timing_t *c = timed_start(ctx, s);
+        uint64_t undone = ctx->be_compensated;
+        st = uvmrt__be_move(ctx, ranges, merge_ranges(b->fetch, b->n_fetch, ranges), UVMRT_LOC_DEVICE, s);
+        if (st != UVMRT_OK && uvmrt__be_move_undone(ctx, undone)) goto out;
+        int moved = st == UVMRT_OK;
+        if (moved) {
+            timed_end(ctx, s, c, b->fetch, b->n_fetch);
+            st = ring_record(ctx, s, &ready);
+        }
         for (size_t i = 0; i < b->n_fetch; i++) {
             uvmrt_tensor_t *t = b->fetch[i];
             t->resident = 1;
-            t->ready = ready;
+            t->ready = ready; /* 0 when no event could be recorded: nothing waits for it */
             uvmrt__resident_add(ctx, (int64_t)t->footprint);
-            uvmrt__stat_add(ctx, layer, phase, STAT_PREFETCH, t->footprint);
+            if (moved) uvmrt__stat_add(ctx, layer, phase, STAT_PREFETCH, t->footprint);
         }
     }
 out:
@@ -461,9 +531,11 @@ static uvmrt_status_t adopt_homing(uvmrt_context_t *ctx)
     for (int t = 0; t < ctx->n_tensors; t++)
         changed |= (ctx->plan.host_homed[t] != 0) != (ctx->tensors[t]->host_homed != 0);
     if (!changed) return UVMRT_OK;
-    uvmrt_status_t st = be_stream_sync(ctx, ctx->h2d_stream);
-    if (st == UVMRT_OK) st = be_stream_sync(ctx, ctx->d2h_stream);
+    uvmrt_status_t st = uvmrt__be_stream_sync(ctx, ctx->h2d_stream);
+    if (st == UVMRT_OK) st = uvmrt__be_stream_sync(ctx, ctx->d2h_stream);
     uint64_t homed_bytes = 0;
+    /* Each tensor is homed once its own calls succeeded; one that failed stays
+     * as it was, and the next step tries again. */
     for (int id = 0; id < ctx->n_tensors && st == UVMRT_OK; id++) {
         uvmrt_tensor_t *t = ctx->tensors[id];
         if (t->magic != UVMRT_TENSOR_MAGIC) continue;
@@ -474,15 +546,18 @@ static uvmrt_status_t adopt_homing(uvmrt_context_t *ctx)
         homed_bytes += t->footprint;
         if (t->host_homed) continue;
         uvmrt_range_t r = {t->ptr, t->footprint};
-        if (!t->advised_remote && (st = be_advise_remote(ctx, &r, 1)) == UVMRT_OK) t->advised_remote = 1;
+        if (!t->advised_remote && (st = uvmrt__be_advise_remote(ctx, &r, 1)) == UVMRT_OK) t->advised_remote = 1;
         if (st == UVMRT_OK && !t->resident) {
-            st = be_move(ctx, &r, 1, UVMRT_LOC_HOST, ctx->d2h_stream); /* populates host pages */
-            if (st == UVMRT_OK) st = ring_record(ctx, ctx->d2h_stream, &t->leaving);
+            uvmrt_evref_t leaving = 0;
+            st = uvmrt__be_move(ctx, &r, 1, UVMRT_LOC_HOST, ctx->d2h_stream); /* populates host pages */
+            if (st == UVMRT_OK) st = ring_record(ctx, ctx->d2h_stream, &leaving);
+            if (st == UVMRT_OK) t->leaving = leaving;
         }
-        t->host_homed = 1;
+        if (st == UVMRT_OK) t->host_homed = 1;
     }
-    LOG_INFO(&ctx->log, "plan keeps %.1f MiB of tensors in host memory (remote access over the link)",
-             homed_bytes / 1048576.0);
+    if (st == UVMRT_OK)
+        LOG_INFO(&ctx->log, "plan keeps %.1f MiB of tensors in host memory (remote access over the link)",
+                 homed_bytes / 1048576.0);
     return st;
 }
 
@@ -535,7 +610,9 @@ static uvmrt_status_t ensure_plan(uvmrt_context_t *ctx)
             LOG_DEBUG(&ctx->log, "plan %llu: %d events, %zu actions", (unsigned long long)ctx->plans_built, m,
                       ctx->plan.n_actions);
         } else {
+            /* not an error of the call: without a plan the step runs like demand */
             LOG_WARN(&ctx->log, "no plan (%s): this step runs like demand", uvmrt_status_str(st));
+            if (st != UVMRT_ERR_NOMEM) st = UVMRT_OK;
         }
     }
     free(ev);
@@ -544,7 +621,7 @@ static uvmrt_status_t ensure_plan(uvmrt_context_t *ctx)
     free(remote_ok);
     free(homed);
     free(forced);
-    if (st == UVMRT_OK) st = adopt_homing(ctx);
+    if (st == UVMRT_OK && ctx->have_plan) st = adopt_homing(ctx);
     return st;
 }
 
@@ -607,7 +684,7 @@ static int refresh_index(uvmrt_context_t *ctx)
     return 0;
 }
 
-typedef struct {
+typedef struct uvmrt_span_sort {
     uvmrt_attrib_span_t span;
     size_t call;
 } span_sort_t;
@@ -621,32 +698,34 @@ static int cmp_span(const void *a, const void *b)
 
 /* The step's layer-call spans on the host clock (kept for the trace), then its
  * unified-memory records attributed to them: records starting before the
- * anchor belong to this step, later ones wait for the next. */
-static uvmrt_status_t step_spans_and_faults(uvmrt_context_t *ctx)
+ * anchor belong to this step, later ones wait for the next. Cannot fail: the
+ * memory was reserved by step_reserve. */
+static void step_spans_and_faults(uvmrt_context_t *ctx)
 {
     size_t n = ctx->cur.n_calls;
-    int keep = ctx->n_steps < UVMRT_HISTORY_STEPS && ctx->anchor_ev != NULL;
+    int keep = ctx->anchor_ev != NULL;
     size_t first_span = ctx->n_spans;
-    if (keep && uvmrt__grow((void **)&ctx->spans, &ctx->cap_spans, ctx->n_spans + n, sizeof *ctx->spans) != 0)
-        return UVMRT_ERR_NOMEM;
-    span_sort_t *ss = malloc((n ? n : 1) * sizeof *ss);
-    uvmrt_attrib_span_t *sp = malloc((n ? n : 1) * sizeof *sp);
-    uvmrt_fcount_t *fc = calloc(n ? n : 1, sizeof *fc);
-    uvmrt_status_t st = UVMRT_OK;
-    if (ss == NULL || sp == NULL || fc == NULL) st = UVMRT_ERR_NOMEM;
-    for (size_t i = 0; st == UVMRT_OK && i < n; i++) {
+    span_sort_t *ss = ctx->scratch_ss;
+    uvmrt_attrib_span_t *sp = ctx->scratch_sp;
+    uvmrt_fcount_t *fc = ctx->scratch_fc;
+    memset(fc, 0, (n ? n : 1) * sizeof *fc);
+    uint64_t step = uvmrt__steps_done(ctx);
+    for (size_t i = 0; i < n; i++) {
         const uvmrt_call_t *c = &ctx->cur.calls[i];
-        uint64_t t0 = time_of(ctx, ctx->timing[c->ev_wait_start]);
-        uint64_t tw = time_of(ctx, ctx->timing[c->ev_wait_end]);
-        uint64_t t1 = time_of(ctx, ctx->timing[c->ev_end]);
+        uint64_t t0 = 0, tw = 0, t1 = 0;
+        if (c->timed) {
+            t0 = time_of(ctx, ctx->timing[c->ev_wait_start]);
+            tw = time_of(ctx, ctx->timing[c->ev_wait_end]);
+            t1 = time_of(ctx, ctx->timing[c->ev_end]);
+        }
         ss[i] = (span_sort_t){{t0 + ctx->t0_ns, t1 + ctx->t0_ns}, i};
-        if (keep) ctx->spans[ctx->n_spans++] = (uvmrt_span_t){ctx->n_steps, c->layer, c->phase, t0, tw, t1, 0, 0};
+        if (keep) ctx->spans[ctx->n_spans++] = (uvmrt_span_t){step, c->layer, c->phase, t0, tw, t1, 0, 0};
     }
-    if (st == UVMRT_OK && uvmrt__faults_active(ctx)) {
+    if (uvmrt__faults_active(ctx)) {
         uvmrt__faults_collect(ctx);
-        if (refresh_index(ctx) != 0) st = UVMRT_ERR_NOMEM;
+        if (refresh_index(ctx) != 0) return; /* no memory for the index: the records wait for the next step */
     }
-    if (st == UVMRT_OK && ctx->n_pend > 0) {
+    if (ctx->n_pend > 0) {
         if (n > 1) qsort(ss, n, sizeof *ss, cmp_span);
         for (size_t i = 0; i < n; i++) sp[i] = ss[i].span;
         ctx->n_pend = uvmrt_attrib_run(&ctx->index, sp, n, ctx->pend, ctx->n_pend, ctx->anchor_ns, fc, &ctx->unattr);
@@ -659,20 +738,15 @@ static uvmrt_status_t step_spans_and_faults(uvmrt_context_t *ctx)
             }
         }
     }
-    free(ss);
-    free(sp);
-    free(fc);
-    return st;
 }
 
-/* The step's (layer, phase) rows that ran, for csv. */
+/* The step's (layer, phase) rows that ran, for csv (room reserved by step_reserve). */
 static void keep_rows(uvmrt_context_t *ctx)
 {
-    if (ctx->n_steps >= UVMRT_HISTORY_STEPS) return;
+    uint64_t step = uvmrt__steps_done(ctx);
     for (int r = 0; r < ctx->n_cur_rows; r++) {
         if (ctx->cur_rows[r].calls == 0) continue;
-        if (uvmrt__grow((void **)&ctx->rows, &ctx->cap_rows, ctx->n_rows + 1, sizeof *ctx->rows) != 0) return;
-        ctx->rows[ctx->n_rows++] = (uvmrt_step_row_t){ctx->n_steps, r / UVMRT_PHASE_COUNT,
+        ctx->rows[ctx->n_rows++] = (uvmrt_step_row_t){step, r / UVMRT_PHASE_COUNT,
                                                        (uvmrt_phase_t)(r % UVMRT_PHASE_COUNT), ctx->cur_rows[r]};
     }
 }
@@ -693,16 +767,70 @@ static void attribute_rest(uvmrt_context_t *ctx)
                                    &ctx->unattr);
     if (!last) return;
     const uvmrt_call_t *c = &ctx->cur.calls[ctx->cur.n_calls - 1];
+    uint64_t step = uvmrt__steps_done(ctx) - 1;
     uvmrt_layer_stats_t *row = NULL;
     for (size_t i = ctx->n_rows; i > 0; i--)
-        if (ctx->rows[i - 1].step == ctx->n_steps - 1 && ctx->rows[i - 1].layer == c->layer &&
-            ctx->rows[i - 1].phase == c->phase) {
+        if (ctx->rows[i - 1].step == step && ctx->rows[i - 1].layer == c->layer && ctx->rows[i - 1].phase == c->phase) {
             row = &ctx->rows[i - 1].s;
             break;
         }
     uvmrt_layer_stats_t scratch;
     memset(&scratch, 0, sizeof scratch);
     uvmrt__stat_add_fc(ctx, c->layer, c->phase, &fc, &ctx->steps[ctx->n_steps - 1], row ? row : &scratch);
+}
+
+/* ------------------------------------------------------------------ history */
+static void stats_sum(uvmrt_step_stats_t *a, const uvmrt_step_stats_t *b)
+{
+    a->step_ns += b->step_ns;
+    a->prefetch_bytes += b->prefetch_bytes;
+    a->evict_bytes += b->evict_bytes;
+    a->discard_bytes += b->discard_bytes;
+    a->fault_count += b->fault_count;
+    a->fault_bytes += b->fault_bytes;
+    a->remote_read_bytes += b->remote_read_bytes;
+    a->remote_write_bytes += b->remote_write_bytes;
+    a->wait_ns += b->wait_ns;
+    if (b->peak_resident_bytes > a->peak_resident_bytes) a->peak_resident_bytes = b->peak_resident_bytes;
+    a->h2d_busy_ns += b->h2d_busy_ns;
+    a->d2h_busy_ns += b->d2h_busy_ns;
+    a->gpu_faults += b->gpu_faults;
+    a->fault_htod_bytes += b->fault_htod_bytes;
+    a->prefetch_htod_bytes += b->prefetch_htod_bytes;
+    a->driver_prefetch_htod_bytes += b->driver_prefetch_htod_bytes;
+    a->evict_dtoh_bytes += b->evict_dtoh_bytes;
+    a->thrashing += b->thrashing;
+    a->throttling += b->throttling;
+    a->remote_map += b->remote_map;
+    a->cpu_faults += b->cpu_faults;
+    a->fault_sampled += b->fault_sampled; /* in the aggregate: how many of its steps collected */
+}
+
+/* Keeps the history to the last UVMRT_HISTORY steps: once it holds a quarter
+ * more than that, the oldest are summed into steps_dropped and their rows,
+ * spans and copies dropped, in one pass (so a step costs O(1) amortized). */
+static void history_trim(uvmrt_context_t *ctx)
+{
+    uint64_t keep = (uint64_t)ctx->cfg.history;
+    if (ctx->n_steps < keep + (keep + 3) / 4) return;
+    uint64_t drop = ctx->n_steps - keep;
+    for (uint64_t i = 0; i < drop; i++) stats_sum(&ctx->steps_dropped, &ctx->steps[i]);
+    memmove(ctx->steps, ctx->steps + drop, (size_t)keep * sizeof *ctx->steps);
+    ctx->n_steps = keep;
+    ctx->steps_before += drop;
+    uint64_t first = ctx->steps_before;
+    size_t k = 0;
+    for (size_t i = 0; i < ctx->n_rows; i++)
+        if (ctx->rows[i].step >= first) ctx->rows[k++] = ctx->rows[i];
+    ctx->n_rows = k;
+    k = 0;
+    for (size_t i = 0; i < ctx->n_spans; i++)
+        if (ctx->spans[i].step >= first) ctx->spans[k++] = ctx->spans[i];
+    ctx->n_spans = k;
+    k = 0;
+    for (size_t i = 0; i < ctx->n_copies; i++)
+        if (ctx->copies[i].step >= first) ctx->copies[k++] = ctx->copies[i];
+    ctx->n_copies = k;
 }
 
 /* ------------------------------------------------------------------ steps */
@@ -714,37 +842,94 @@ uvmrt_status_t uvmrt_step_begin(uvmrt_context_t *ctx)
                   (unsigned long long)ctx->step_index + 1);
         return UVMRT_ERR_STATE;
     }
+    int nrows = ctx->n_layers * UVMRT_PHASE_COUNT;
+    if (nrows != ctx->n_cur_rows) {
+        uvmrt_layer_stats_t *r = realloc(ctx->cur_rows, (size_t)(nrows ? nrows : 1) * sizeof *r);
+        if (r == NULL) {
+            LOG_ERROR(&ctx->log, "uvmrt_step_begin: out of memory for %d (layer, phase) rows", nrows);
+            return UVMRT_ERR_NOMEM;
+        }
+        if (nrows > ctx->n_cur_rows)
+            memset(r + ctx->n_cur_rows, 0, (size_t)(nrows - ctx->n_cur_rows) * sizeof *r);
+        ctx->cur_rows = r;
+        ctx->n_cur_rows = nrows;
+    }
     /* Sampling (sampling.h): does this step collect the driver's counters? A
      * step that does not stops the source first and gives what it still had
      * (the collecting step's tail) to that step. */
-    int collect = uvmrt__faults_active(ctx) && uvmrt_sampler_want(&ctx->sampler, ctx->n_steps);
+    int collect = uvmrt__faults_active(ctx) && uvmrt_sampler_want(&ctx->sampler, uvmrt__steps_done(ctx));
     if (!collect && ctx->fault_on) {
         uvmrt__faults_switch(ctx, 0);
         attribute_rest(ctx);
     } else if (collect && !ctx->fault_on) {
         uvmrt__faults_switch(ctx, 1);
     }
+    /* cur_stats and cur_rows were cleared by the last step_end: what a failed
+     * step_begin moved stays counted there, for the step that runs next. */
+    ctx->cur_stats.fault_sampled = collect;
+    if (ctx->resident_bytes > ctx->cur_stats.peak_resident_bytes)
+        ctx->cur_stats.peak_resident_bytes = ctx->resident_bytes;
+    ctx->step_start_ns = uvmrt__be_now(ctx);
+    uvmrt_status_t st = UVMRT_OK;
+    if (ctx->cfg.policy == UVMRT_POLICY_PREFETCH && ctx->have_record) {
+        st = ensure_plan(ctx);
+        if (st == UVMRT_OK && ctx->have_plan) st = run_point(ctx, 0);
+        if (st != UVMRT_OK) {
+            LOG_ERROR(&ctx->log, "uvmrt_step_begin: step %llu not begun: issuing the plan's first moves failed "
+                                 "(%s); moves already issued stay counted",
+                      (unsigned long long)ctx->step_index + 1, uvmrt_status_str(st));
+            return st;
+        }
+    }
     ctx->in_step = 1;
     ctx->open_call = -1;
     ctx->deviated = 0;
     ctx->cur.n_calls = ctx->cur.n_uses = 0;
-    memset(&ctx->cur_stats, 0, sizeof ctx->cur_stats);
-    ctx->cur_stats.fault_sampled = collect;
-    ctx->cur_stats.peak_resident_bytes = ctx->resident_bytes;
-    int nrows = ctx->n_layers * UVMRT_PHASE_COUNT;
-    if (nrows != ctx->n_cur_rows) {
-        uvmrt_layer_stats_t *r = realloc(ctx->cur_rows, (size_t)(nrows ? nrows : 1) * sizeof *r);
-        if (r == NULL) {
-            ctx->in_step = 0;
-            return UVMRT_ERR_NOMEM;
-        }
-        ctx->cur_rows = r;
-        ctx->n_cur_rows = nrows;
+    return UVMRT_OK;
+}
+
+/* The distinct streams of the step's calls, by open addressing over call
+ * indices (slot = index + 1, 0 = empty): linear in the calls. */
+static uvmrt_status_t sync_compute_streams(uvmrt_context_t *ctx)
+{
+    size_t n = ctx->cur.n_calls, cap = 16;
+    while (cap < 2 * n) cap *= 2;
+    if (cap > ctx->cap_sync_slots) {
+        size_t *p = realloc(ctx->sync_slots, cap * sizeof *p);
+        if (p == NULL) return UVMRT_ERR_NOMEM;
+        ctx->sync_slots = p;
+        ctx->cap_sync_slots = cap;
     }
-    if (nrows > 0) memset(ctx->cur_rows, 0, (size_t)nrows * sizeof *ctx->cur_rows);
-    ctx->step_start_ns = be_now(ctx);
-    if (ctx->cfg.policy == UVMRT_POLICY_PREFETCH && ctx->have_record && ensure_plan(ctx) == UVMRT_OK)
-        return run_point(ctx, 0);
+    memset(ctx->sync_slots, 0, cap * sizeof *ctx->sync_slots);
+    uvmrt_status_t st = UVMRT_OK;
+    for (size_t i = 0; i < n && st == UVMRT_OK; i++) {
+        uvmrt_stream_t s = ctx->cur.calls[i].stream;
+        size_t h = (size_t)(((uintptr_t)s >> 4) * 0x9e3779b97f4a7c15ull) & (cap - 1);
+        while (ctx->sync_slots[h] != 0 && ctx->cur.calls[ctx->sync_slots[h] - 1].stream != s) h = (h + 1) & (cap - 1);
+        if (ctx->sync_slots[h] != 0) continue;
+        ctx->sync_slots[h] = i + 1;
+        st = uvmrt__be_stream_sync(ctx, s);
+    }
+    return st;
+}
+
+/* Every allocation step_end's commit needs, made before anything changes. */
+static uvmrt_status_t step_reserve(uvmrt_context_t *ctx)
+{
+    size_t n = ctx->cur.n_calls, m = n ? n : 1;
+    if (uvmrt__grow((void **)&ctx->spans, &ctx->cap_spans, ctx->n_spans + n, sizeof *ctx->spans) ||
+        uvmrt__grow((void **)&ctx->rows, &ctx->cap_rows, ctx->n_rows + (size_t)ctx->n_cur_rows, sizeof *ctx->rows) ||
+        uvmrt__grow((void **)&ctx->scratch_ss, &ctx->cap_scratch_ss, m, sizeof(span_sort_t)) ||
+        uvmrt__grow((void **)&ctx->scratch_sp, &ctx->cap_scratch_sp, m, sizeof *ctx->scratch_sp) ||
+        uvmrt__grow((void **)&ctx->scratch_fc, &ctx->cap_scratch_fc, m, sizeof *ctx->scratch_fc))
+        return UVMRT_ERR_NOMEM;
+    if (ctx->n_steps == ctx->cap_steps) {
+        uint64_t cap = ctx->cap_steps ? 2 * ctx->cap_steps : 16;
+        uvmrt_step_stats_t *p = realloc(ctx->steps, (size_t)cap * sizeof *p);
+        if (p == NULL) return UVMRT_ERR_NOMEM;
+        ctx->steps = p;
+        ctx->cap_steps = cap;
+    }
     return UVMRT_OK;
 }
 
@@ -760,43 +945,49 @@ uvmrt_status_t uvmrt_step_end(uvmrt_context_t *ctx)
                   ctx->layers[ctx->cur.calls[ctx->open_call].layer].name);
         return UVMRT_ERR_STATE;
     }
-    uvmrt_status_t st = UVMRT_OK;
-    /* Wait for each compute stream used in the step (not the copy streams: their
-     * prefetches for the next step may still run). */
-    for (size_t i = 0; i < ctx->cur.n_calls && st == UVMRT_OK; i++) {
-        int seen = 0;
-        for (size_t j = 0; j < i; j++) seen |= ctx->cur.calls[j].stream == ctx->cur.calls[i].stream;
-        if (!seen) st = be_stream_sync(ctx, ctx->cur.calls[i].stream);
+    /* Fallible part: wait for each compute stream used in the step (not the copy
+     * streams: their prefetches for the next step may still run), reserve memory,
+     * copy the record. On failure the step is still open, as before the call. */
+    uvmrt_status_t st = sync_compute_streams(ctx);
+    if (st == UVMRT_OK) st = step_reserve(ctx);
+    int rerecord = ctx->cfg.policy == UVMRT_POLICY_PREFETCH &&
+                   (!ctx->have_record || ctx->deviated || ctx->cur.n_calls != ctx->record.n_calls);
+    if (st == UVMRT_OK && rerecord && seq_copy(&ctx->record, &ctx->cur) != 0) st = UVMRT_ERR_NOMEM;
+    if (st != UVMRT_OK) {
+        LOG_ERROR(&ctx->log, "uvmrt_step_end: step %llu is still open: %s", (unsigned long long)ctx->step_index + 1,
+                  uvmrt_status_str(st));
+        return st;
     }
-    if (st != UVMRT_OK) return st;
+    /* Commit: nothing below fails (timings that cannot be read are counted). */
     for (size_t i = 0; i < ctx->cur.n_calls; i++) {
         const uvmrt_call_t *c = &ctx->cur.calls[i];
-        uint64_t wait = 0, dur = 0;
-        if ((st = be_elapsed(ctx, ctx->timing[c->ev_wait_start], ctx->timing[c->ev_wait_end], &wait)) != UVMRT_OK ||
-            (st = be_elapsed(ctx, ctx->timing[c->ev_wait_end], ctx->timing[c->ev_end], &dur)) != UVMRT_OK)
-            return st;
-        uvmrt__stat_add(ctx, c->layer, c->phase, STAT_WAIT_NS, wait);
-        uvmrt__stat_add(ctx, c->layer, c->phase, STAT_DURATION_NS, dur);
+        if (!c->timed) continue;
+        uvmrt__stat_add(ctx, c->layer, c->phase, STAT_WAIT_NS,
+                        elapsed(ctx, ctx->timing[c->ev_wait_start], ctx->timing[c->ev_wait_end]));
+        uvmrt__stat_add(ctx, c->layer, c->phase, STAT_DURATION_NS,
+                        elapsed(ctx, ctx->timing[c->ev_wait_end], ctx->timing[c->ev_end]));
     }
     anchor(ctx);
     harvest_copy_timings(ctx, 0);
-    if ((st = step_spans_and_faults(ctx)) != UVMRT_OK) return st;
-    ctx->cur_stats.step_ns = be_now(ctx) - ctx->step_start_ns;
+    history_trim(ctx); /* before this step's rows and spans go in */
+    step_spans_and_faults(ctx);
+    ctx->cur_stats.step_ns = uvmrt__be_now(ctx) - ctx->step_start_ns;
     if (uvmrt__faults_active(ctx))
-        uvmrt_sampler_done(&ctx->sampler, ctx->n_steps, ctx->cur_stats.fault_sampled, ctx->cur_stats.step_ns);
-    if (ctx->cfg.policy == UVMRT_POLICY_PREFETCH && (!ctx->have_record || ctx->deviated ||
-                                                     ctx->cur.n_calls != ctx->record.n_calls)) {
-        if (seq_copy(&ctx->record, &ctx->cur) != 0) return UVMRT_ERR_NOMEM;
+        uvmrt_sampler_done(&ctx->sampler, uvmrt__steps_done(ctx), ctx->cur_stats.fault_sampled,
+                           ctx->cur_stats.step_ns);
+    if (rerecord) {
         ctx->have_record = ctx->record.n_calls > 0;
         if (ctx->have_plan) {
             uvmrt_plan_free(&ctx->plan);
             ctx->have_plan = 0;
         }
-        LOG_INFO(&ctx->log, "step %llu recorded: %zu layer calls", (unsigned long long)ctx->n_steps + 1,
+        LOG_INFO(&ctx->log, "step %llu recorded: %zu layer calls", (unsigned long long)uvmrt__steps_done(ctx) + 1,
                  ctx->record.n_calls);
     }
     keep_rows(ctx);
-    uvmrt__stats_fold_step(ctx, &ctx->cur_stats);
+    uvmrt__stats_fold_step(ctx, &ctx->cur_stats); /* room reserved above */
+    memset(&ctx->cur_stats, 0, sizeof ctx->cur_stats);
+    if (ctx->n_cur_rows > 0) memset(ctx->cur_rows, 0, (size_t)ctx->n_cur_rows * sizeof *ctx->cur_rows);
     ctx->in_step = 0;
     ctx->step_index++;
     return UVMRT_OK;
@@ -836,14 +1027,16 @@ static int used_by(const uvmrt_context_t *ctx, const uvmrt_call_t *c, int tensor
 /* Runtime's own fault estimate (real GPUs until CUPTI counts arrive). */
 static void estimate_fault(uvmrt_context_t *ctx, const uvmrt_call_t *c, const uvmrt_tensor_t *t)
 {
-    if (ctx->ops->touch != NULL) return; /* the model counts real faults */
+    if (uvmrt__be_has_touch(ctx)) return; /* the model counts real faults */
     uint64_t group = ctx->profile->fault_group_bytes;
     uvmrt__stat_add(ctx, c->layer, c->phase, STAT_FAULT_BYTES, t->footprint);
     uvmrt__stat_add(ctx, c->layer, c->phase, STAT_FAULT_COUNT, (t->footprint + group - 1) / group);
 }
 
 /* Demand: missing tensors will fault in; first write back, in allocation order,
- * what must leave for them to fit (on the layer's stream, as the driver would). */
+ * what must leave for them to fit (on the layer's stream, as the driver would).
+ * The write-back is accounted once it and its event are enqueued; the missing
+ * tensors count as resident only after every wait for them succeeded. */
 static uvmrt_status_t demand_path(uvmrt_context_t *ctx, const uvmrt_call_t *c)
 {
     uint64_t need = 0;
@@ -868,7 +1061,8 @@ static uvmrt_status_t demand_path(uvmrt_context_t *ctx, const uvmrt_call_t *c)
             victims[nv++] = t;
             freed += t->footprint;
         }
-        if (st == UVMRT_OK) st = be_move(ctx, ranges, merge_ranges(victims, nv, ranges), UVMRT_LOC_HOST, c->stream);
+        if (st == UVMRT_OK)
+            st = uvmrt__be_move(ctx, ranges, merge_ranges(victims, nv, ranges), UVMRT_LOC_HOST, c->stream);
         uvmrt_evref_t ev = 0;
         if (st == UVMRT_OK && nv > 0) st = ring_record(ctx, c->stream, &ev);
         for (size_t i = 0; st == UVMRT_OK && i < nv; i++) {
@@ -882,9 +1076,12 @@ static uvmrt_status_t demand_path(uvmrt_context_t *ctx, const uvmrt_call_t *c)
         free(ranges);
     }
     for (size_t k = 0; st == UVMRT_OK && k < c->n_uses; k++) {
+        const uvmrt_tensor_t *t = ctx->tensors[ctx->cur.use_tensor[c->use_first + k]];
+        if (!t->resident && !t->host_homed) st = ring_wait(ctx, c->stream, t->leaving); /* its write-back first */
+    }
+    for (size_t k = 0; st == UVMRT_OK && k < c->n_uses; k++) {
         uvmrt_tensor_t *t = ctx->tensors[ctx->cur.use_tensor[c->use_first + k]];
         if (t->resident || t->host_homed) continue;
-        st = ring_wait(ctx, c->stream, t->leaving); /* its own write-back must finish first */
         t->resident = 1;
         t->ready = 0;
         uvmrt__resident_add(ctx, (int64_t)t->footprint);
@@ -940,9 +1137,50 @@ static uvmrt_status_t late_path(uvmrt_context_t *ctx, const uvmrt_call_t *c, int
     return st;
 }
 
+/* Calls longer than this (about 31 years) are refused: the model's clocks are
+ * uint64 nanoseconds and must not overflow. */
+#define UVMRT_MAX_CALL_NS 1e18
+
+/* The call's modelled duration, or an error naming the bad value. */
+static uvmrt_status_t call_duration(uvmrt_context_t *ctx, const uvmrt_layer_call_t *call, uint64_t *out)
+{
+    const char *name = ctx->layers[call->layer].name, *ph = uvmrt_phase_name(call->phase);
+    if ((double)call->sim_duration_ns > UVMRT_MAX_CALL_NS) {
+        LOG_ERROR(&ctx->log, "uvmrt_layer_begin: layer '%s' %s: sim_duration_ns %llu: expected at most 1e18 ns",
+                  name, ph, (unsigned long long)call->sim_duration_ns);
+        return UVMRT_ERR_INVALID;
+    }
+    if (!(call->flops >= 0) || isinf(call->flops)) { /* also NaN */
+        LOG_ERROR(&ctx->log, "uvmrt_layer_begin: layer '%s' %s: flops %g: expected a finite number >= 0", name,
+                  ph, call->flops);
+        return UVMRT_ERR_INVALID;
+    }
+    uint64_t dur = call->sim_duration_ns;
+    if (dur == 0 && call->flops > 0 && ctx->profile->flops > 0) {
+        double ns = call->flops / ctx->profile->flops * 1e9;
+        if (!(ns <= UVMRT_MAX_CALL_NS)) {
+            LOG_ERROR(&ctx->log, "uvmrt_layer_begin: layer '%s' %s: flops %g take %g ns at the profile's %g FLOP/s: "
+                                 "expected at most 1e18 ns",
+                      name, ph, call->flops, ns, ctx->profile->flops);
+            return UVMRT_ERR_INVALID;
+        }
+        dur = (uint64_t)ns;
+    }
+    *out = dur;
+    return UVMRT_OK;
+}
+
+/* Stages the call (uses, working set, timing events) and runs the policy; the
+ * call is opened only when everything succeeded. On failure the call is not
+ * open and the sequence is as before; moves already enqueued stay counted
+ * (issue_batch, demand_path). */
 uvmrt_status_t uvmrt_layer_begin(uvmrt_context_t *ctx, const uvmrt_layer_call_t *call)
 {
-    if (ctx == NULL || call == NULL) return UVMRT_ERR_INVALID;
+    if (ctx == NULL) return UVMRT_ERR_INVALID;
+    if (call == NULL) {
+        LOG_ERROR(&ctx->log, "uvmrt_layer_begin: call is NULL: expected a uvmrt_layer_call_t");
+        return UVMRT_ERR_INVALID;
+    }
     if (!ctx->in_step) {
         LOG_ERROR(&ctx->log, "uvmrt_layer_begin outside a step (call uvmrt_step_begin first)");
         return UVMRT_ERR_STATE;
@@ -965,10 +1203,16 @@ uvmrt_status_t uvmrt_layer_begin(uvmrt_context_t *ctx, const uvmrt_layer_call_t 
         LOG_ERROR(&ctx->log, "uvmrt_layer_begin: n_uses = %zu but uses is NULL", call->n_uses);
         return UVMRT_ERR_INVALID;
     }
+    uint64_t dur = 0;
+    uvmrt_status_t st = call_duration(ctx, call, &dur);
+    if (st != UVMRT_OK) return st;
     uvmrt_sequence_t *s = &ctx->cur;
-    if (uvmrt__grow((void **)&s->calls, &s->cap_calls, s->n_calls + 1, sizeof *s->calls)) return UVMRT_ERR_NOMEM;
+    if (uvmrt__grow((void **)&s->calls, &s->cap_calls, s->n_calls + 1, sizeof *s->calls)) {
+        LOG_ERROR(&ctx->log, "uvmrt_layer_begin: out of memory for call %zu", s->n_calls);
+        return UVMRT_ERR_NOMEM;
+    }
     size_t first = s->n_uses;
-    uvmrt_status_t st = resolve_uses(ctx, call, first);
+    st = resolve_uses(ctx, call, first);
     uint64_t ws = st == UVMRT_OK ? working_set(ctx, first, s->n_uses - first) : 0;
     if (st == UVMRT_OK && ctx->cfg.policy != UVMRT_POLICY_NONE && ws > ctx->budget) {
         LOG_ERROR(&ctx->log, "layer '%s' (%s) needs a working set of %llu bytes (%zu tensors) but the budget "
@@ -982,29 +1226,21 @@ uvmrt_status_t uvmrt_layer_begin(uvmrt_context_t *ctx, const uvmrt_layer_call_t 
         s->n_uses = first; /* nothing changed */
         return st;
     }
-    size_t i = s->n_calls++;
+    size_t i = s->n_calls; /* staged: counted in n_calls only once open */
     uvmrt_call_t *c = &s->calls[i];
-    uint64_t dur = call->sim_duration_ns;
-    if (dur == 0 && call->flops > 0 && ctx->profile->flops > 0) dur = (uint64_t)(call->flops / ctx->profile->flops * 1e9);
     *c = (uvmrt_call_t){call->layer, call->phase, call->stream, first, s->n_uses - first, dur,
-                        (int)(3 * i), (int)(3 * i + 1), (int)(3 * i + 2)};
-    ctx->open_call = (int)i;
-    if (ctx->cfg.policy == UVMRT_POLICY_PREFETCH && ctx->have_record && !ctx->deviated &&
-        !call_matches_record(ctx, i)) {
-        ctx->deviated = 1;
-        LOG_INFO(&ctx->log, "step %llu left the recorded sequence at call %zu (layer '%s' %s): running like "
-                            "demand, re-recording",
-                 (unsigned long long)ctx->step_index + 1, i, ctx->layers[c->layer].name, uvmrt_phase_name(c->phase));
-    }
-
-    if ((st = be_record(ctx, ctx->timing[c->ev_wait_start], c->stream)) != UVMRT_OK) return st;
+                        (int)(3 * i), (int)(3 * i + 1), (int)(3 * i + 2), 0, 0, {0, 0}};
+    int deviated = ctx->deviated;
+    if (ctx->cfg.policy == UVMRT_POLICY_PREFETCH && ctx->have_record && !deviated && !call_matches_record(ctx, i))
+        ctx->deviated = 1; /* plan_active() reads it; restored on failure */
+    int timed = timing_record(ctx, ctx->timing[c->ev_wait_start], c->stream);
     if (plan_active(ctx)) {
         int missing = 0;
         for (size_t k = 0; k < c->n_uses; k++) {
             const uvmrt_tensor_t *t = ctx->tensors[s->use_tensor[first + k]];
             missing |= !t->resident && !t->host_homed;
         }
-        if (missing && (st = late_path(ctx, c, (int)i)) != UVMRT_OK) return st;
+        if (missing) st = late_path(ctx, c, (int)i);
     }
     /* Wait only for the prefetches of this layer's own tensors (for host-homed
      * ones: for their last move to the host). */
@@ -1012,23 +1248,32 @@ uvmrt_status_t uvmrt_layer_begin(uvmrt_context_t *ctx, const uvmrt_layer_call_t 
         const uvmrt_tensor_t *t = ctx->tensors[s->use_tensor[first + k]];
         st = ring_wait(ctx, c->stream, t->host_homed ? t->leaving : t->ready);
     }
-    if (st == UVMRT_OK) st = be_record(ctx, ctx->timing[c->ev_wait_end], c->stream);
+    if (st == UVMRT_OK) timed &= timing_record(ctx, ctx->timing[c->ev_wait_end], c->stream);
     if (st == UVMRT_OK && !plan_active(ctx)) st = demand_path(ctx, c);
-    return st;
+    if (st != UVMRT_OK) {
+        ctx->deviated = deviated;
+        s->n_uses = first;
+        LOG_ERROR(&ctx->log, "uvmrt_layer_begin: layer '%s' %s not opened: %s", ctx->layers[call->layer].name,
+                  uvmrt_phase_name(call->phase), uvmrt_status_str(st));
+        return st;
+    }
+    c->timed = timed;
+    s->n_calls++;
+    ctx->open_call = (int)i;
+    if (ctx->deviated && !deviated)
+        LOG_INFO(&ctx->log, "step %llu left the recorded sequence at call %zu (layer '%s' %s): running like "
+                            "demand, re-recording",
+                 (unsigned long long)ctx->step_index + 1, i, ctx->layers[c->layer].name, uvmrt_phase_name(c->phase));
+    return UVMRT_OK;
 }
 
-uvmrt_status_t uvmrt_layer_end(uvmrt_context_t *ctx)
+/* The layer's work on the model (sim): ranges it touches locally, and over the
+ * link for host-homed tensors. Done once per call, even when a later part of
+ * uvmrt_layer_end fails and the call is ended again. */
+static uvmrt_status_t touch_call(uvmrt_context_t *ctx, uvmrt_call_t *c)
 {
-    if (ctx == NULL) return UVMRT_ERR_INVALID;
-    if (!ctx->in_step || ctx->open_call < 0) {
-        LOG_ERROR(&ctx->log, "uvmrt_layer_end without an open layer (call uvmrt_layer_begin first)");
-        return UVMRT_ERR_STATE;
-    }
-    int i = ctx->open_call;
-    uvmrt_call_t *c = &ctx->cur.calls[i];
+    if (c->touched || !uvmrt__be_has_touch(ctx)) return UVMRT_OK;
     uvmrt_status_t st = UVMRT_OK;
-    /* Host-homed tensors are read and written over the link; the model GPU's
-     * work happens here (it touches what the layer declared). */
     size_t nu = c->n_uses ? c->n_uses : 1;
     uvmrt_tensor_t **loc = malloc(nu * sizeof *loc), **rd = malloc(nu * sizeof *rd), **wr = malloc(nu * sizeof *wr);
     uvmrt_range_t *r_loc = malloc(nu * sizeof *r_loc), *r_rd = malloc(nu * sizeof *r_rd),
@@ -1038,28 +1283,15 @@ uvmrt_status_t uvmrt_layer_end(uvmrt_context_t *ctx)
     for (size_t k = 0; st == UVMRT_OK && k < c->n_uses; k++) {
         uvmrt_tensor_t *t = ctx->tensors[ctx->cur.use_tensor[c->use_first + k]];
         unsigned acc = ctx->cur.use_access[c->use_first + k];
-        if (!t->host_homed) {
-            loc[n_loc++] = t;
-            continue;
-        }
-        if (acc & UVMRT_USE_READ) {
-            rd[n_rd++] = t;
-            uvmrt__stat_add(ctx, c->layer, c->phase, STAT_REMOTE_READ, t->footprint);
-        }
-        if (acc & UVMRT_USE_WRITE) {
-            wr[n_wr++] = t;
-            uvmrt__stat_add(ctx, c->layer, c->phase, STAT_REMOTE_WRITE, t->footprint);
-        }
+        if (!t->host_homed) loc[n_loc++] = t;
+        else if (acc & UVMRT_USE_READ) rd[n_rd++] = t;
+        if (t->host_homed && (acc & UVMRT_USE_WRITE)) wr[n_wr++] = t;
     }
-    if (st == UVMRT_OK && ctx->ops->touch != NULL) {
+    if (st == UVMRT_OK) {
         uvmrt_touch_t work = {r_loc, merge_ranges(loc, n_loc, r_loc), r_rd, merge_ranges(rd, n_rd, r_rd),
                               r_wr, merge_ranges(wr, n_wr, r_wr), c->sim_duration_ns};
-        uvmrt_touch_result_t res;
-        st = be_touch(ctx, c->stream, &work, &res);
-        if (st == UVMRT_OK) {
-            uvmrt__stat_add(ctx, c->layer, c->phase, STAT_FAULT_COUNT, res.fault_count);
-            uvmrt__stat_add(ctx, c->layer, c->phase, STAT_FAULT_BYTES, res.fault_bytes);
-        }
+        st = uvmrt__be_touch(ctx, c->stream, &work, &c->touch_res);
+        if (st == UVMRT_OK) c->touched = 1;
     }
     free(loc);
     free(rd);
@@ -1067,17 +1299,47 @@ uvmrt_status_t uvmrt_layer_end(uvmrt_context_t *ctx)
     free(r_loc);
     free(r_rd);
     free(r_wr);
-    if (st != UVMRT_OK) return st;
-    uvmrt_evref_t done;
-    if ((st = be_record(ctx, ctx->timing[c->ev_end], c->stream)) != UVMRT_OK) return st;
-    if ((st = ring_record(ctx, c->stream, &done)) != UVMRT_OK) return st;
+    return st;
+}
+
+/* Closes the call once its end event is recorded and the plan's next point is
+ * issued; on failure the call stays open (the caller may end it again: the
+ * work already done is not redone, planned moves already issued are skipped). */
+uvmrt_status_t uvmrt_layer_end(uvmrt_context_t *ctx)
+{
+    if (ctx == NULL) return UVMRT_ERR_INVALID;
+    if (!ctx->in_step || ctx->open_call < 0) {
+        LOG_ERROR(&ctx->log, "uvmrt_layer_end without an open layer (call uvmrt_layer_begin first)");
+        return UVMRT_ERR_STATE;
+    }
+    int i = ctx->open_call;
+    uvmrt_call_t *c = &ctx->cur.calls[i];
+    uvmrt_status_t st = touch_call(ctx, c);
+    uvmrt_evref_t done = 0;
+    if (st == UVMRT_OK) c->timed &= timing_record(ctx, ctx->timing[c->ev_end], c->stream);
+    if (st == UVMRT_OK) st = ring_record(ctx, c->stream, &done);
+    if (st == UVMRT_OK)
+        for (size_t k = 0; k < c->n_uses; k++) /* a later event than before: safe to keep even on failure */
+            ctx->tensors[ctx->cur.use_tensor[c->use_first + k]]->last_use = done;
+    if (st == UVMRT_OK && plan_active(ctx) && i < ctx->plan.m) st = run_point(ctx, i + 1);
+    if (st != UVMRT_OK) {
+        LOG_ERROR(&ctx->log, "uvmrt_layer_end: layer '%s' %s is still open: %s", ctx->layers[c->layer].name,
+                  uvmrt_phase_name(c->phase), uvmrt_status_str(st));
+        return st;
+    }
     for (size_t k = 0; k < c->n_uses; k++) {
         uvmrt_tensor_t *t = ctx->tensors[ctx->cur.use_tensor[c->use_first + k]];
-        t->last_use = done;
-        if (ctx->cur.use_access[c->use_first + k] & UVMRT_USE_WRITE) t->dead = 0;
+        unsigned acc = ctx->cur.use_access[c->use_first + k];
+        if (acc & UVMRT_USE_WRITE) t->dead = 0;
+        if (!t->host_homed) continue;
+        if (acc & UVMRT_USE_READ) uvmrt__stat_add(ctx, c->layer, c->phase, STAT_REMOTE_READ, t->footprint);
+        if (acc & UVMRT_USE_WRITE) uvmrt__stat_add(ctx, c->layer, c->phase, STAT_REMOTE_WRITE, t->footprint);
+    }
+    if (c->touched) {
+        uvmrt__stat_add(ctx, c->layer, c->phase, STAT_FAULT_COUNT, c->touch_res.fault_count);
+        uvmrt__stat_add(ctx, c->layer, c->phase, STAT_FAULT_BYTES, c->touch_res.fault_bytes);
     }
     uvmrt__stat_add(ctx, c->layer, c->phase, -1, 0); /* counts the call */
     ctx->open_call = -1;
-    if (plan_active(ctx) && i < ctx->plan.m) st = run_point(ctx, i + 1);
-    return st;
+    return UVMRT_OK;
 }

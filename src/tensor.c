@@ -95,7 +95,7 @@ uvmrt_status_t uvmrt_tensors_alloc(uvmrt_context_t *ctx, size_t n, const uvmrt_t
         goto fail;
     for (int a = 0; a < n_new; a++) {
         arena_bytes[a] = round_up(arena_bytes[a], UVMRT_BLOCK);
-        st = ctx->ops->alloc(ctx->be, arena_bytes[a], &arena_base[a]);
+        st = uvmrt__be_alloc(ctx, arena_bytes[a], &arena_base[a]);
         if (st != UVMRT_OK) {
             LOG_ERROR(&ctx->log, "allocating an arena of %zu bytes for layer %d failed: %s", arena_bytes[a],
                       arena_layer[a], uvmrt_status_str(st));
@@ -157,7 +157,7 @@ uvmrt_status_t uvmrt_tensors_alloc(uvmrt_context_t *ctx, size_t n, const uvmrt_t
     goto done;
 fail:
     for (int a = 0; a < n_new; a++)
-        if (arena_base[a]) ctx->ops->free(ctx->be, arena_base[a], arena_bytes[a]);
+        if (arena_base[a]) uvmrt__be_free(ctx, arena_base[a], arena_bytes[a]);
     for (size_t i = 0; made && i < n; i++)
         if (made[i]) {
             free(made[i]->name);
@@ -214,7 +214,7 @@ uvmrt_status_t uvmrt_tensor_free(uvmrt_context_t *ctx, uvmrt_tensor_t *tensor)
             }
     }
     if (--a->live_tensors == 0) {
-        ctx->ops->free(ctx->be, a->base, a->bytes);
+        uvmrt__be_free(ctx, a->base, a->bytes);
         a->base = NULL;
     }
     t->magic = 0; /* kept until the context goes, so a second free is caught */
@@ -231,7 +231,7 @@ uvmrt_status_t uvmrt_tensor_free(uvmrt_context_t *ctx, uvmrt_tensor_t *tensor)
 void uvmrt__tensors_release_all(uvmrt_context_t *ctx)
 {
     for (int i = 0; i < ctx->n_arenas; i++)
-        if (ctx->arenas[i].base) ctx->ops->free(ctx->be, ctx->arenas[i].base, ctx->arenas[i].bytes);
+        if (ctx->arenas[i].base) uvmrt__be_free(ctx, ctx->arenas[i].base, ctx->arenas[i].bytes);
     for (int i = 0; i < ctx->n_tensors; i++) {
         free(ctx->tensors[i]->name);
         free(ctx->tensors[i]);

@@ -25,6 +25,7 @@ const uvmrt_backend_ops_t *const uvmrt_backend_cuda_ptr = NULL;
 typedef struct cuda_be {
     int device;
     uvmrt_log_t *log;
+    cudaError_t last; /* the last failure, named by cuda_error_name */
 } cuda_be_t;
 
 /* Logs the failed expression with the CUDA error's name, file and line. */
@@ -32,6 +33,7 @@ typedef struct cuda_be {
     do {                                                                                     \
         cudaError_t err_ = (expr);                                                           \
         if (err_ != cudaSuccess) {                                                           \
+            (be)->last = err_;                                                               \
             LOG_ERROR((be)->log, "%s failed: %s (%s) at %s:%d", #expr, cudaGetErrorName(err_), \
                       cudaGetErrorString(err_), __FILE__, __LINE__);                         \
             return UVMRT_ERR_BACKEND;                                                        \
@@ -51,7 +53,7 @@ static uvmrt_status_t cuda_open(const uvmrt_backend_config_t *cfg, void **state)
         LOG_ERROR(cfg->log, "device %d does not exist: expected 0..%d", cfg->device, count - 1);
         return UVMRT_ERR_INVALID;
     }
-    cuda_be_t tmp = {cfg->device, cfg->log};
+    cuda_be_t tmp = {cfg->device, cfg->log, cudaSuccess};
     CUDA_TRY(&tmp, cudaSetDevice(cfg->device));
     int concurrent = 0;
     CUDA_TRY(&tmp, cudaDeviceGetAttribute(&concurrent, cudaDevAttrConcurrentManagedAccess, cfg->device));
@@ -70,6 +72,12 @@ static uvmrt_status_t cuda_open(const uvmrt_backend_config_t *cfg, void **state)
 
 static void cuda_close(void *state) { free(state); }
 
+static const char *cuda_error_name(void *state)
+{
+    const cuda_be_t *be = state;
+    return be->last == cudaSuccess ? NULL : cudaGetErrorName(be->last);
+}
+
 static uvmrt_status_t cuda_mem_info(void *state, uint64_t *free_bytes, uint64_t *total)
 {
     cuda_be_t *be = state;
@@ -85,6 +93,7 @@ static uvmrt_status_t cuda_alloc(void *state, size_t bytes, void **ptr)
     cuda_be_t *be = state;
     cudaError_t err = cudaMallocManaged(ptr, bytes, cudaMemAttachGlobal);
     if (err == cudaErrorMemoryAllocation) {
+        be->last = err;
         LOG_ERROR(be->log, "cudaMallocManaged(%zu bytes) failed: out of memory", bytes);
         return UVMRT_ERR_NOMEM;
     }
@@ -268,6 +277,12 @@ static uint64_t cuda_now(void *state)
 
 static const uvmrt_backend_ops_t cuda_ops = {
     .name = "cuda",
+#if CUDART_VERSION >= 13000
+    .caps = {.discard = 1, .remote_advice = 1, .timing = 1, .event_query = 1},
+#else
+    .caps = {.discard = 0, .remote_advice = 1, .timing = 1, .event_query = 1}, /* CUDA 12: no discard */
+#endif
+    .error_name = cuda_error_name,
     .open = cuda_open,
     .close = cuda_close,
     .mem_info = cuda_mem_info,
@@ -287,7 +302,7 @@ static const uvmrt_backend_ops_t cuda_ops = {
     .discard = cuda_discard, /* CUDA 12: NULL, the front end writes back instead */
 #endif
     .advise_remote = cuda_advise_remote,
-    .touch = NULL,           /* the real GPU runs the work itself */
+    .touch = NULL,           /* the real GPU runs the work itself (caps.touch = 0) */
     .now_ns = cuda_now,
 };
 
