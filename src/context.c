@@ -85,6 +85,7 @@ uvmrt_status_t uvmrt__context_create_with(const uvmrt_params_t *params, const uv
     uvmrt__faults_open(ctx);
     LOG_INFO(&ctx->log, "context: backend %s, policy %s, budget %llu bytes", ops->name,
              uvmrt_policy_name(ctx->cfg.policy), (unsigned long long)ctx->budget);
+    ctx->created = 1;
     *out = ctx;
     return UVMRT_OK;
 fail:
@@ -103,7 +104,7 @@ void uvmrt_context_destroy(uvmrt_context_t *ctx)
     if (ctx->be != NULL) {
         if (ctx->in_step) LOG_WARN(&ctx->log, "context destroyed inside a step: the step is not counted");
         uvmrt__exec_fini(ctx); /* waits for copy streams, harvests timings */
-        if (ctx->h2d_stream) uvmrt__report_at_destroy(ctx);
+        if (ctx->created) uvmrt__report_at_destroy(ctx); /* not for a create that failed */
         uvmrt__tensors_release_all(ctx);
         uvmrt__be_stream_destroy(ctx, ctx->h2d_stream);
         uvmrt__be_stream_destroy(ctx, ctx->d2h_stream);

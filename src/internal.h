@@ -18,7 +18,7 @@
 #define UVMRT_TENSOR_MAGIC 0x75766d74u /* "uvmt" while allocated */
 #define UVMRT_BLOCK (2u << 20)         /* the driver's large page: arena and big-tensor alignment */
 #define UVMRT_SMALL_ALIGN (64u << 10)  /* alignment of tensors under 1 MiB */
-#define UVMRT_EVENT_RING 4096          /* sync events in flight; see ring_* in executor.c */
+#define UVMRT_EVENT_RING 4096          /* sync events in flight; see uvmrt__ring_* in events.c */
 
 /* A reference to a recorded sync event in the ring: its sequence number (0 = none). */
 typedef uint64_t uvmrt_evref_t;
@@ -137,6 +137,7 @@ struct uvmrt_context {
     uvmrt_log_t log;
     const uvmrt_profile_t *profile;
     uint64_t budget;
+    int created;                    /* creation completed (a failed create writes no report) */
 
     const uvmrt_backend_ops_t *ops; /* reached only through uvmrt__be_* (backend.c) */
     void *be;                       /* backend state */
@@ -291,7 +292,7 @@ void uvmrt__be_um_drain(uvmrt_context_t *ctx, void (*sink)(void *user, const uvm
  * backend's error name), and logs the first of each kind. */
 void uvmrt__be_absorb(uvmrt_context_t *ctx, const char *op, uvmrt_status_t st);
 
-/* executor.c */
+/* the executor (exec.h: step.c, policy.c, migrate.c, events.c, history.c) */
 uvmrt_status_t uvmrt__exec_init(uvmrt_context_t *ctx);
 /* Keeps a tensor in host memory from now on (or gives it back to the policy). */
 uvmrt_status_t uvmrt__exec_place(uvmrt_context_t *ctx, uvmrt_tensor_t *t, int host);

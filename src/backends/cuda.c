@@ -152,10 +152,19 @@ static uvmrt_status_t cuda_stream_wait(void *state, uvmrt_stream_t s, uvmrt_even
     return UVMRT_OK;
 }
 
+/* An event that failed will never complete: it counts as done (so nothing
+ * waits for it forever), and the failure is kept for error_name and logged. */
 static int cuda_event_done(void *state, uvmrt_event_t e)
 {
-    (void)state;
-    return cudaEventQuery((cudaEvent_t)e) == cudaSuccess;
+    cuda_be_t *be = state;
+    cudaError_t err = cudaEventQuery((cudaEvent_t)e);
+    if (err == cudaErrorNotReady) return 0;
+    if (err != cudaSuccess) {
+        be->last = err;
+        LOG_ERROR(be->log, "cudaEventQuery failed: %s (%s): the event counts as complete", cudaGetErrorName(err),
+                  cudaGetErrorString(err));
+    }
+    return 1;
 }
 
 static uvmrt_status_t cuda_elapsed(void *state, uvmrt_event_t a, uvmrt_event_t b, uint64_t *ns)
