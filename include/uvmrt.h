@@ -11,6 +11,21 @@
  *  - Every call returns a uvmrt_status_t: UVMRT_OK (0) or a negative error. On error
  *    nothing was changed, and a message naming the bad value was logged.
  *    The library never calls exit() or abort().
+ *  - Failed backend (CUDA) calls: a public call either succeeds or fails with the
+ *    context as before: no step or layer call is left open or half-recorded, the
+ *    step's calls, the record and plan, tensors, placements and the completed
+ *    steps are unchanged, and the same call may simply be made again (a failed
+ *    uvmrt_layer_end leaves the call open; ending it again does not redo the
+ *    layer's work). Data movement is the one thing a failed call cannot take
+ *    back once the GPU has it: evictions it had already enqueued stay done and
+ *    are counted (in the stats of the step that runs next, for a failed
+ *    uvmrt_step_begin); a prefetch whose enqueue failed is moved back to the
+ *    host, and when even that fails its tensors are counted as resident (they
+ *    may be partly there). So uvmrt's residency accounting is never below what
+ *    the GPU holds, and never above the budget. Backend errors a call can
+ *    complete without (timing events, the clock anchor, syncs at destroy) do not
+ *    fail it: their timings read 0, each kind (operation and CUDA error name) is
+ *    logged once as a warning, and uvmrt_summary_t.backend_errors counts them.
  *  - Thread safety: a context and its tensors are driven by one thread at a time.
  *    Different contexts are independent. uvmrt_status_str() and
  *    uvmrt_version_string() may be called from any thread.
@@ -177,6 +192,10 @@ const uvmrt_profile_t *uvmrt_profile_find(const char *name);
  *   UVMRT_REPORT          none | stderr | json:PATH | text:PATH | csv:PATH | trace:PATH
  *                         report written at destroy                (default none)
  *   UVMRT_TRACE           none | PATH: trace-event timeline written at destroy (default none)
+ *   UVMRT_HISTORY         N: per-step statistics, CSV rows and trace spans are kept for
+ *                         the last N steps (up to N + N/4, trimmed in batches); older
+ *                         steps are summed into the totals, so memory stays flat over
+ *                         any number of steps                      (default 1000)
  *   UVMRT_FAULT_STATS     1 | 0: collect the driver's unified-memory counters through
  *                         CUPTI (cuda backend) or the model (sim)  (default 1)
  *   UVMRT_FAULT_SAMPLE    auto | N: which steps collect them. The driver's tracing
@@ -247,7 +266,8 @@ typedef struct uvmrt_tensor_desc {
     const char *name;   /* for reports; copied; NULL gives "tensor<N>" */
     int layer;          /* owning layer, or -1 for none (then no default uses) */
     uvmrt_role_t role;
-    size_t size_bytes;  /* > 0 */
+    size_t size_bytes;  /* > 0 and at most 2^50 (1 PiB); one call's tensors of one layer
+                         * at most 2^52 bytes in all (UVMRT_ERR_INVALID otherwise) */
 } uvmrt_tensor_desc_t;
 
 /* Allocates n tensors in managed memory. Tensors of the same layer are packed, in
@@ -339,7 +359,9 @@ uvmrt_status_t uvmrt_step_end(uvmrt_context_t *ctx);
 /* Opens a layer call: makes every tensor it uses resident (by plan, or now) and
  * makes call->stream wait for them. Only inside a step, one layer open at a time.
  * UVMRT_ERR_BUDGET (naming the layer, its working set and the budget) when the
- * call's tensors cannot fit in the budget. */
+ * call's tensors cannot fit in the budget. UVMRT_ERR_INVALID for a NULL call,
+ * flops that are negative, NaN or infinite, or a modelled duration (flops at the
+ * profile's rate, or sim_duration_ns) over 1e18 ns. */
 uvmrt_status_t uvmrt_layer_begin(uvmrt_context_t *ctx, const uvmrt_layer_call_t *call);
 /* Closes the open layer call: records its end on its stream, and issues the
  * prefetches (and the evictions that make room) planned for the layers ahead. */
@@ -419,11 +441,17 @@ typedef struct uvmrt_summary {
                                      * step time of steps that do not; < 0 until measured */
     uint64_t fault_records_lost;    /* records CUPTI dropped (its queue full) or uvmrt could not
                                      * keep (no memory): the driver's counters are short by these */
+    uint64_t backend_errors;        /* backend (CUDA) failures that no call returned because the call
+                                     * could complete without them (timing events, the clock anchor,
+                                     * syncs at destroy): their timings read 0. Each kind (operation and
+                                     * CUDA error name) is logged once, as a warning */
 } uvmrt_summary_t;
 
 uvmrt_status_t uvmrt_layer_stats_get(const uvmrt_context_t *ctx, int layer,
                                      uvmrt_phase_t phase, uvmrt_layer_stats_t *out);
-/* step is 0-based; UVMRT_ERR_INVALID past the completed steps. */
+/* step is 0-based; UVMRT_ERR_INVALID past the completed steps; UVMRT_ERR_NOT_FOUND
+ * for a step older than the kept history (UVMRT_HISTORY), with a message naming
+ * the oldest kept step (the summary still counts every step). */
 uvmrt_status_t uvmrt_step_stats_get(const uvmrt_context_t *ctx, uint64_t step,
                                     uvmrt_step_stats_t *out);
 uvmrt_status_t uvmrt_summary_get(const uvmrt_context_t *ctx, uvmrt_summary_t *out);

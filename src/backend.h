@@ -2,9 +2,15 @@
  * backend.h -- the seam between the scheduler and a GPU (real or simulated).
  *
  * A backend is a static const table of function pointers plus an opaque state
- * pointer. The scheduler is the same code over every backend; entries a backend
- * leaves NULL get a default from the front end (backend.c). Streams and events
- * are opaque pointers owned by the backend.
+ * pointer. The scheduler is the same code over every backend and reaches it only
+ * through the front end (backend.c: uvmrt__be_*), never through the table. What a
+ * backend can do beyond the common core is declared in .caps; an optional entry is
+ * called only when its capability is declared, and the front end supplies the
+ * default otherwise. Streams and events are opaque pointers owned by the backend.
+ *
+ * Errors: an entry returns UVMRT_OK or a negative status and changes nothing it
+ * did not report, except where noted (move and discard over several ranges may
+ * have enqueued the ranges before the failing one: the front end compensates).
  */
 #ifndef UVMRT_BACKEND_H
 #define UVMRT_BACKEND_H
@@ -50,8 +56,25 @@ typedef struct uvmrt_touch_result {
     uint64_t fault_bytes;
 } uvmrt_touch_result_t;
 
+/* What a backend can do beyond the core (open/close, memory, streams, events,
+ * move, now). Probed by nobody: declared by the table, read by the front end. */
+typedef struct uvmrt_backend_caps {
+    unsigned discard : 1;       /* discard(): dead ranges dropped without write-back;
+                                 * else the front end moves them to the host */
+    unsigned remote_advice : 1; /* advise_remote(); else nothing to do */
+    unsigned touch : 1;         /* touch(): the backend runs the layer's work (a model) */
+    unsigned um_records : 1;    /* um_enable / um_disable / um_drain (a model's records) */
+    unsigned timing : 1;        /* event_elapsed_ns(); else every duration reads 0 */
+    unsigned event_query : 1;   /* event_done(); else every event counts as complete */
+} uvmrt_backend_caps_t;
+
 typedef struct uvmrt_backend_ops {
     const char *name;
+    uvmrt_backend_caps_t caps;
+    /* The backend's own name for its last failure (e.g. "cudaErrorLaunchFailure"),
+     * for messages and the per-kind error counts; NULL entry or NULL result: the
+     * front end names the status instead. */
+    const char *(*error_name)(void *state);
     uvmrt_status_t (*open)(const uvmrt_backend_config_t *cfg, void **state);
     void (*close)(void *state);
     /* Free and total device memory (for the auto budget). */
@@ -76,21 +99,22 @@ typedef struct uvmrt_backend_ops {
     uvmrt_status_t (*move)(void *state, const uvmrt_range_t *ranges, size_t n,
                            uvmrt_location_t to, uvmrt_stream_t stream);
     /* Declare ranges' contents dead: the GPU may drop them without write-back.
-     * NULL: the front end falls back to move(HOST). */
+     * caps.discard = 0: the front end falls back to move(HOST). */
     uvmrt_status_t (*discard)(void *state, const uvmrt_range_t *ranges, size_t n,
                               uvmrt_stream_t stream);
     /* Keep ranges in host memory, mapped for the GPU (preferred location host,
      * accessed by the device). Not stream ordered: call when no queued work uses
-     * them. NULL: nothing to do (the model takes remote ranges from touch). */
+     * them. caps.remote_advice = 0: nothing to do (the model takes remote ranges
+     * from touch). */
     uvmrt_status_t (*advise_remote)(void *state, const uvmrt_range_t *ranges, size_t n);
     /* The layer's work runs on the stream (sim only: advances the model, counts
-     * faults and link traffic). NULL for real GPUs. */
+     * faults and link traffic). caps.touch = 0 for real GPUs. */
     uvmrt_status_t (*touch)(void *state, uvmrt_stream_t stream, const uvmrt_touch_t *work,
                             uvmrt_touch_result_t *result);
     /* Host-side clock, in ns (sim: the model's host time). */
     uint64_t (*now_ns)(void *state);
-    /* Unified-memory records of the model (sim only; NULL for real GPUs, whose
-     * records come from CUPTI, faults.c): um_enable starts recording them, um_disable
+    /* Unified-memory records of the model (caps.um_records; real GPUs' records
+     * come from CUPTI, faults.c): um_enable starts recording them, um_disable
      * stops (records so far are kept), um_drain hands every record so far to sink
      * (times on the now_ns clock) and forgets them. */
     void (*um_enable)(void *state);

@@ -30,7 +30,7 @@ void uvmrt_params_init(uvmrt_params_t *p)
 static uvmrt_status_t resolve_budget(uvmrt_context_t *ctx)
 {
     uint64_t free_b = 0, total_b = 0;
-    uvmrt_status_t st = ctx->ops->mem_info(ctx->be, &free_b, &total_b);
+    uvmrt_status_t st = uvmrt__be_mem_info(ctx, &free_b, &total_b);
     if (st != UVMRT_OK) return st;
     if (ctx->cfg.budget_bytes == 0) {
         if (free_b <= ctx->cfg.budget_reserve_bytes) {
@@ -76,19 +76,16 @@ uvmrt_status_t uvmrt__context_create_with(const uvmrt_params_t *params, const uv
     }
     ctx->ops = ops;
     uvmrt_backend_config_t bcfg = {ctx->cfg.device, ctx->profile, &ctx->log};
-    st = ops->open(&bcfg, &ctx->be);
-    if (st != UVMRT_OK) {
-        ctx->be = NULL;
-        goto fail;
-    }
+    if ((st = uvmrt__be_open(ctx, &bcfg)) != UVMRT_OK) goto fail;
     if ((st = resolve_budget(ctx)) != UVMRT_OK) goto fail;
-    if ((st = ops->stream_create(ctx->be, &ctx->h2d_stream)) != UVMRT_OK) goto fail;
-    if ((st = ops->stream_create(ctx->be, &ctx->d2h_stream)) != UVMRT_OK) goto fail;
+    if ((st = uvmrt__be_stream_create(ctx, &ctx->h2d_stream)) != UVMRT_OK) goto fail;
+    if ((st = uvmrt__be_stream_create(ctx, &ctx->d2h_stream)) != UVMRT_OK) goto fail;
     if ((st = uvmrt__exec_init(ctx)) != UVMRT_OK) goto fail;
     uvmrt_sampler_init(&ctx->sampler, (unsigned)ctx->cfg.fault_sample_every, UVMRT_SAMPLER_CAP);
     uvmrt__faults_open(ctx);
     LOG_INFO(&ctx->log, "context: backend %s, policy %s, budget %llu bytes", ops->name,
              uvmrt_policy_name(ctx->cfg.policy), (unsigned long long)ctx->budget);
+    ctx->created = 1;
     *out = ctx;
     return UVMRT_OK;
 fail:
@@ -107,11 +104,11 @@ void uvmrt_context_destroy(uvmrt_context_t *ctx)
     if (ctx->be != NULL) {
         if (ctx->in_step) LOG_WARN(&ctx->log, "context destroyed inside a step: the step is not counted");
         uvmrt__exec_fini(ctx); /* waits for copy streams, harvests timings */
-        if (ctx->h2d_stream) uvmrt__report_at_destroy(ctx);
+        if (ctx->created) uvmrt__report_at_destroy(ctx); /* not for a create that failed */
         uvmrt__tensors_release_all(ctx);
-        if (ctx->h2d_stream) ctx->ops->stream_destroy(ctx->be, ctx->h2d_stream);
-        if (ctx->d2h_stream) ctx->ops->stream_destroy(ctx->be, ctx->d2h_stream);
-        ctx->ops->close(ctx->be);
+        uvmrt__be_stream_destroy(ctx, ctx->h2d_stream);
+        uvmrt__be_stream_destroy(ctx, ctx->d2h_stream);
+        uvmrt__be_close(ctx);
     }
     for (int i = 0; i < ctx->n_layers; i++) {
         free(ctx->layers[i].name);

@@ -237,13 +237,34 @@ static void cu_stop(uvmrt_context_t *ctx)
 }
 #endif /* UVMRT_HAVE_CUPTI */
 
+/* ------------------------------------------------------------------ the sources */
+static void sim_switch(uvmrt_context_t *ctx, int on) { uvmrt__be_um_switch(ctx, on); }
+static void sim_anchor(uvmrt_context_t *ctx, uint64_t host_ns)
+{
+    (void)ctx;
+    (void)host_ns; /* the model's records are on the host clock already */
+}
+static void sim_collect(uvmrt_context_t *ctx) { uvmrt__be_um_drain(ctx, pend_sink, ctx); }
+static void sim_close(uvmrt_context_t *ctx) { (void)ctx; }
+
+static const uvmrt_fault_source_t source_sim = {"sim", sim_switch, sim_anchor, sim_collect, sim_close};
+
+#ifdef UVMRT_HAVE_CUPTI
+static void cupti_anchor(uvmrt_context_t *ctx, uint64_t host_ns)
+{
+    uint64_t ts = 0;
+    if (cuptiGetTimestamp(&ts) == CUPTI_SUCCESS) ctx->cupti_offset_ns = (int64_t)ts - (int64_t)host_ns;
+}
+static const uvmrt_fault_source_t source_cupti = {"cupti", cu_switch, cupti_anchor, cu_collect, cu_stop};
+#endif
+
 void uvmrt__faults_open(uvmrt_context_t *ctx)
 {
-    ctx->fault_source = "none";
+    ctx->fault_src = NULL;
     if (!ctx->cfg.fault_stats) return;
-    if (ctx->ops->um_drain != NULL) {
-        if (ctx->ops->um_enable) ctx->ops->um_enable(ctx->be);
-        ctx->fault_source = "sim";
+    if (uvmrt__be_has_um(ctx)) {
+        ctx->fault_src = &source_sim;
+        uvmrt__be_um_switch(ctx, 1);
         ctx->fault_on = 1;
         return;
     }
@@ -251,7 +272,7 @@ void uvmrt__faults_open(uvmrt_context_t *ctx)
 #ifdef UVMRT_HAVE_CUPTI
     if (cu_start(ctx) == 0) {
         ctx->fault_cupti = 1;
-        ctx->fault_source = "cupti";
+        ctx->fault_src = &source_cupti;
         ctx->fault_on = 1;
     }
 #else
@@ -262,57 +283,30 @@ void uvmrt__faults_open(uvmrt_context_t *ctx)
 
 const char *uvmrt__faults_source(const uvmrt_context_t *ctx)
 {
-    return ctx->fault_source ? ctx->fault_source : "none";
+    return ctx->fault_src ? ctx->fault_src->name : "none";
 }
 
-int uvmrt__faults_active(const uvmrt_context_t *ctx)
-{
-    return strcmp(uvmrt__faults_source(ctx), "none") != 0;
-}
+int uvmrt__faults_active(const uvmrt_context_t *ctx) { return ctx->fault_src != NULL; }
 
 void uvmrt__faults_switch(uvmrt_context_t *ctx, int on)
 {
-    if (!uvmrt__faults_active(ctx) || ctx->fault_on == on) return;
+    if (ctx->fault_src == NULL || ctx->fault_on == on) return;
     ctx->fault_on = on;
-    if (strcmp(ctx->fault_source, "sim") == 0) {
-        if (on && ctx->ops->um_enable) ctx->ops->um_enable(ctx->be);
-        if (!on && ctx->ops->um_disable) ctx->ops->um_disable(ctx->be);
-        return;
-    }
-#ifdef UVMRT_HAVE_CUPTI
-    if (ctx->fault_cupti) cu_switch(ctx, on);
-#endif
+    ctx->fault_src->sw(ctx, on);
 }
 
 void uvmrt__faults_anchor(uvmrt_context_t *ctx, uint64_t host_ns)
 {
-#ifdef UVMRT_HAVE_CUPTI
-    if (ctx->fault_cupti) {
-        uint64_t ts = 0;
-        if (cuptiGetTimestamp(&ts) == CUPTI_SUCCESS) ctx->cupti_offset_ns = (int64_t)ts - (int64_t)host_ns;
-    }
-#else
-    (void)ctx;
-    (void)host_ns;
-#endif
+    if (ctx->fault_src) ctx->fault_src->anchor(ctx, host_ns);
 }
 
 void uvmrt__faults_collect(uvmrt_context_t *ctx)
 {
-    if (ctx->ops->um_drain != NULL && strcmp(ctx->fault_source, "sim") == 0) {
-        ctx->ops->um_drain(ctx->be, pend_sink, ctx);
-        return;
-    }
-#ifdef UVMRT_HAVE_CUPTI
-    if (ctx->fault_cupti) cu_collect(ctx);
-#endif
+    if (ctx->fault_src) ctx->fault_src->collect(ctx);
 }
 
 void uvmrt__faults_close(uvmrt_context_t *ctx)
 {
-#ifdef UVMRT_HAVE_CUPTI
-    if (ctx->fault_cupti) cu_stop(ctx);
-#else
-    (void)ctx;
-#endif
+    if (ctx->fault_src) ctx->fault_src->close(ctx);
+    ctx->fault_src = NULL;
 }

@@ -10,7 +10,16 @@
 
 #include "internal.h"
 
-/* Chooses the source and starts it; sets ctx->fault_source. Never fails: a
+/* A source of unified-memory records: the model (sim), CUPTI, or none (NULL). */
+struct uvmrt_fault_source {
+    const char *name;                                     /* "sim", "cupti" */
+    void (*sw)(uvmrt_context_t *ctx, int on);             /* start / stop recording */
+    void (*anchor)(uvmrt_context_t *ctx, uint64_t host_ns);
+    void (*collect)(uvmrt_context_t *ctx);                /* records so far into ctx->pend */
+    void (*close)(uvmrt_context_t *ctx);
+};
+
+/* Chooses the source and starts it; sets ctx->fault_src (NULL: none). Never fails: a
  * source that cannot start logs one warning naming the reason and gives "none". */
 void uvmrt__faults_open(uvmrt_context_t *ctx);
 /* The source's name, never NULL: "cupti", "sim" or "none" (also before the

@@ -18,7 +18,7 @@
 #define UVMRT_TENSOR_MAGIC 0x75766d74u /* "uvmt" while allocated */
 #define UVMRT_BLOCK (2u << 20)         /* the driver's large page: arena and big-tensor alignment */
 #define UVMRT_SMALL_ALIGN (64u << 10)  /* alignment of tensors under 1 MiB */
-#define UVMRT_EVENT_RING 4096          /* sync events in flight; see ring_* in executor.c */
+#define UVMRT_EVENT_RING 4096          /* sync events in flight; see uvmrt__ring_* in events.c */
 
 /* A reference to a recorded sync event in the ring: its sequence number (0 = none). */
 typedef uint64_t uvmrt_evref_t;
@@ -68,6 +68,9 @@ typedef struct uvmrt_call {
     uint64_t sim_duration_ns;
     /* timing events on the call's stream (indices into ctx->timing) */
     int ev_wait_start, ev_wait_end, ev_end;
+    int timed;                       /* all three were recorded (else its times read 0) */
+    int touched;                     /* the model ran its work (once, even if layer_end is retried) */
+    uvmrt_touch_result_t touch_res;  /* what that work faulted, counted when the call closes */
 } uvmrt_call_t;
 
 /* The calls of one step; uses are flattened (tensor id, access). */
@@ -88,7 +91,12 @@ typedef struct uvmrt_copy_timing {
     int pending;
 } uvmrt_copy_timing_t;
 
-#define UVMRT_HISTORY_STEPS 1000 /* steps whose rows and spans are kept for csv / trace */
+/* History (UVMRT_HISTORY = N, cfg.history): ctx->steps[0..n_steps) holds the
+ * last N to N + N/4 completed steps, in order; ctx->steps[k] is step
+ * steps_before + k (0-based). Older steps are summed into steps_dropped. rows,
+ * spans and copies hold only the kept steps (their .step is the absolute step
+ * number). So memory stays flat however long the run; uvmrt__steps_done() is the
+ * number of completed steps. */
 
 /* One (step, layer, phase) of the history. */
 typedef struct uvmrt_step_row {
@@ -114,15 +122,30 @@ typedef struct uvmrt_copy_span {
     int d2h;
 } uvmrt_copy_span_t;
 
+typedef struct uvmrt_fault_source uvmrt_fault_source_t;
+
+#define UVMRT_BE_KINDS 16 /* distinct kinds of absorbed backend errors kept by name */
+typedef struct uvmrt_be_kind {
+    const char *op;  /* static */
+    char name[48];   /* the backend's error name, e.g. cudaErrorNotReady */
+    uint64_t count;
+} uvmrt_be_kind_t;
+
 struct uvmrt_context {
     uvmrt_config_t cfg;
     uvmrt_config_source_t sources[16];
     uvmrt_log_t log;
     const uvmrt_profile_t *profile;
     uint64_t budget;
+    int created;                    /* creation completed (a failed create writes no report) */
 
-    const uvmrt_backend_ops_t *ops;
+    const uvmrt_backend_ops_t *ops; /* reached only through uvmrt__be_* (backend.c) */
     void *be;                       /* backend state */
+    /* backend errors the library completed its calls without (timings), by kind */
+    uint64_t backend_errors;
+    uvmrt_be_kind_t be_kinds[UVMRT_BE_KINDS];
+    int n_be_kinds;
+    uint64_t be_compensated;        /* failed prefetches moved back (uvmrt__be_move) */
     uvmrt_stream_t h2d_stream, d2h_stream;
 
     /* trace hook: the calls the scheduler makes to the backend, backend-neutral */
@@ -163,9 +186,20 @@ struct uvmrt_context {
     uint8_t *scratch_resident;      /* n_tensors bytes */
     uint64_t plans_built;
 
-    uvmrt_step_stats_t cur_stats;
-    uvmrt_step_stats_t *steps;
-    uint64_t n_steps, cap_steps;
+    uvmrt_step_stats_t cur_stats;   /* the step in progress; cleared by step_end */
+    uvmrt_step_stats_t *steps;      /* the kept window (see History above) */
+    uint64_t n_steps, cap_steps;    /* n_steps: kept steps, not all completed steps */
+    uint64_t steps_before;          /* completed steps dropped from the front of steps[] */
+    uvmrt_step_stats_t steps_dropped; /* their sum (peak: max; fault_sampled: count) */
+    /* step_end scratch, grown only: distinct-stream slots and attribution arrays */
+    size_t *sync_slots;
+    size_t cap_sync_slots;
+    struct uvmrt_span_sort *scratch_ss;
+    size_t cap_scratch_ss;
+    uvmrt_attrib_span_t *scratch_sp;
+    size_t cap_scratch_sp;
+    uvmrt_fcount_t *scratch_fc;
+    size_t cap_scratch_fc;
 
     /* clocks: every event time is read against an anchor event recorded on an idle
      * stream right after a sync, whose host time (be_now) is anchor_ns */
@@ -177,7 +211,7 @@ struct uvmrt_context {
     /* per (layer, phase) counters of the step in progress: n_layers * UVMRT_PHASE_COUNT */
     uvmrt_layer_stats_t *cur_rows;
     int n_cur_rows;
-    /* history for CSV and trace, kept for the first UVMRT_HISTORY_STEPS steps */
+    /* history for CSV and trace: the kept steps only */
     uvmrt_step_row_t *rows;
     size_t n_rows, cap_rows;
     uvmrt_span_t *spans;
@@ -186,7 +220,7 @@ struct uvmrt_context {
     size_t n_copies, cap_copies;
 
     /* unified-memory records (faults.c): source, pending records, address index */
-    const char *fault_source;       /* "cupti", "sim" or "none" */
+    const uvmrt_fault_source_t *fault_src; /* faults.h; NULL: none */
     int fault_cupti;                /* this context owns the process's CUPTI subscription */
     int fault_on;                   /* the source is recording now (off between sampled steps) */
     uvmrt_sampler_t sampler;        /* which steps collect (sampling.h) */
@@ -201,6 +235,9 @@ struct uvmrt_context {
 };
 
 /* ------------------------------------------------------------------ internal API */
+/* Completed steps, kept or not. */
+static inline uint64_t uvmrt__steps_done(const uvmrt_context_t *ctx) { return ctx->steps_before + ctx->n_steps; }
+
 /* Creates a context over a given backend (tests: recording or custom backends). */
 uvmrt_status_t uvmrt__context_create_with(const uvmrt_params_t *params,
                                           const uvmrt_backend_ops_t *ops,
@@ -214,22 +251,48 @@ uvmrt_tensor_t *uvmrt__tensor_checked(const uvmrt_context_t *ctx, const uvmrt_te
 void uvmrt__tensors_release_all(uvmrt_context_t *ctx);
 void uvmrt__describe_ptr(const uvmrt_context_t *ctx, const void *ptr, char *buf, size_t len);
 
-/* backend.c: the front end (defaults for NULL entries, trace) */
-uvmrt_status_t be_move(uvmrt_context_t *ctx, const uvmrt_range_t *r, size_t n, uvmrt_location_t to,
-                       uvmrt_stream_t stream);
-uvmrt_status_t be_discard(uvmrt_context_t *ctx, const uvmrt_range_t *r, size_t n,
-                          uvmrt_stream_t stream);
-uvmrt_status_t be_record(uvmrt_context_t *ctx, uvmrt_event_t ev, uvmrt_stream_t stream);
-uvmrt_status_t be_wait(uvmrt_context_t *ctx, uvmrt_stream_t stream, uvmrt_event_t ev);
-uvmrt_status_t be_touch(uvmrt_context_t *ctx, uvmrt_stream_t stream, const uvmrt_touch_t *work,
-                        uvmrt_touch_result_t *res);
-uvmrt_status_t be_advise_remote(uvmrt_context_t *ctx, const uvmrt_range_t *r, size_t n);
-uvmrt_status_t be_stream_sync(uvmrt_context_t *ctx, uvmrt_stream_t stream);
-uvmrt_status_t be_elapsed(uvmrt_context_t *ctx, uvmrt_event_t a, uvmrt_event_t b, uint64_t *ns);
-int be_event_done(uvmrt_context_t *ctx, uvmrt_event_t ev);
-uint64_t be_now(uvmrt_context_t *ctx);
+/* backend.c: the front end. Every backend call goes through these; failures are
+ * logged (op, arguments, the backend's error name) and returned. */
+uvmrt_status_t uvmrt__be_open(uvmrt_context_t *ctx, const uvmrt_backend_config_t *cfg);
+void uvmrt__be_close(uvmrt_context_t *ctx);
+uvmrt_status_t uvmrt__be_mem_info(uvmrt_context_t *ctx, uint64_t *free_bytes, uint64_t *total_bytes);
+uvmrt_status_t uvmrt__be_alloc(uvmrt_context_t *ctx, size_t bytes, void **ptr);
+void uvmrt__be_free(uvmrt_context_t *ctx, void *ptr, size_t bytes);
+uvmrt_status_t uvmrt__be_stream_create(uvmrt_context_t *ctx, uvmrt_stream_t *out);
+void uvmrt__be_stream_destroy(uvmrt_context_t *ctx, uvmrt_stream_t s);       /* NULL: no-op */
+uvmrt_status_t uvmrt__be_event_create(uvmrt_context_t *ctx, int timing, uvmrt_event_t *out);
+void uvmrt__be_event_destroy(uvmrt_context_t *ctx, uvmrt_event_t ev);          /* NULL: no-op */
+uvmrt_status_t uvmrt__be_record(uvmrt_context_t *ctx, uvmrt_event_t ev, uvmrt_stream_t stream);
+uvmrt_status_t uvmrt__be_wait(uvmrt_context_t *ctx, uvmrt_stream_t stream, uvmrt_event_t ev);
+int uvmrt__be_event_done(uvmrt_context_t *ctx, uvmrt_event_t ev);
+/* *ns = 0 on failure, and the failure is NOT logged: the caller absorbs it with
+ * uvmrt__be_absorb (a missing timing never fails a call). */
+uvmrt_status_t uvmrt__be_elapsed(uvmrt_context_t *ctx, uvmrt_event_t a, uvmrt_event_t b, uint64_t *ns);
+uvmrt_status_t uvmrt__be_stream_sync(uvmrt_context_t *ctx, uvmrt_stream_t stream);
+uint64_t uvmrt__be_now(uvmrt_context_t *ctx);
+/* A failed move to the device is undone (moved back to the host on the same
+ * stream) when the backend allows: then uvmrt__be_move_undone(ctx, n) is 1 for
+ * n = ctx->be_compensated read before the call, and the ranges count as not
+ * resident; when it is 0 they may be partly on the device and must be counted
+ * resident (safe: the budget was checked for them). */
+uvmrt_status_t uvmrt__be_move(uvmrt_context_t *ctx, const uvmrt_range_t *r, size_t n, uvmrt_location_t to,
+                              uvmrt_stream_t stream);
+int uvmrt__be_move_undone(const uvmrt_context_t *ctx, uint64_t compensated_before);
+uvmrt_status_t uvmrt__be_discard(uvmrt_context_t *ctx, const uvmrt_range_t *r, size_t n,
+                                 uvmrt_stream_t stream);
+uvmrt_status_t uvmrt__be_advise_remote(uvmrt_context_t *ctx, const uvmrt_range_t *r, size_t n);
+int uvmrt__be_has_touch(const uvmrt_context_t *ctx);
+uvmrt_status_t uvmrt__be_touch(uvmrt_context_t *ctx, uvmrt_stream_t stream, const uvmrt_touch_t *work,
+                               uvmrt_touch_result_t *res);
+int uvmrt__be_has_um(const uvmrt_context_t *ctx);
+void uvmrt__be_um_switch(uvmrt_context_t *ctx, int on);
+void uvmrt__be_um_drain(uvmrt_context_t *ctx, void (*sink)(void *user, const uvmrt_um_record_t *r, size_t n),
+                        void *user);
+/* Counts a failure the caller completes without (st != OK), per kind (op and the
+ * backend's error name), and logs the first of each kind. */
+void uvmrt__be_absorb(uvmrt_context_t *ctx, const char *op, uvmrt_status_t st);
 
-/* executor.c */
+/* the executor (exec.h: step.c, policy.c, migrate.c, events.c, history.c) */
 uvmrt_status_t uvmrt__exec_init(uvmrt_context_t *ctx);
 /* Keeps a tensor in host memory from now on (or gives it back to the policy). */
 uvmrt_status_t uvmrt__exec_place(uvmrt_context_t *ctx, uvmrt_tensor_t *t, int host);

@@ -147,6 +147,12 @@ static uvmrt_status_t parse_trace(uvmrt_config_t *c, const char *t)
 }
 static void format_trace(const uvmrt_config_t *c, char *b, size_t n) { snprintf(b, n, "%s", c->trace); }
 
+static uvmrt_status_t parse_history(uvmrt_config_t *c, const char *t)
+{
+    return parse_int_in(t, 1, 100000000, &c->history);
+}
+static void format_history(const uvmrt_config_t *c, char *b, size_t n) { snprintf(b, n, "%d", c->history); }
+
 /* ------------------------------------------------------------------ the table */
 /* LOG_LEVEL comes first so that messages about later entries honour it. */
 static const uvmrt_config_entry_t table[] = {
@@ -183,6 +189,9 @@ static const uvmrt_config_entry_t table[] = {
     {"TRACE", "none", "none or a file path",
      "trace-event JSON timeline (Perfetto, chrome://tracing) written when the context is destroyed",
      parse_trace, format_trace},
+    {"HISTORY", "1000", "a step count from 1 to 100000000",
+     "per-step statistics, csv rows and trace spans are kept for the last N steps (older ones are summed)",
+     parse_history, format_history},
 };
 #define TABLE_LEN (sizeof table / sizeof table[0])
 

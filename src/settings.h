@@ -33,6 +33,7 @@ typedef struct uvmrt_config {
     int fault_stats;
     int fault_sample_every; /* 0 = auto */
     char trace[UVMRT_REPORT_MAX];  /* "none" or a path */
+    int history;                   /* steps kept in the per-step history (UVMRT_HISTORY) */
 } uvmrt_config_t;
 
 typedef struct uvmrt_config_entry {

@@ -140,12 +140,18 @@ uvmrt_status_t uvmrt_layer_stats_get(const uvmrt_context_t *ctx, int layer, uvmr
 uvmrt_status_t uvmrt_step_stats_get(const uvmrt_context_t *ctx, uint64_t step, uvmrt_step_stats_t *out)
 {
     if (ctx == NULL || out == NULL) return UVMRT_ERR_INVALID;
-    if (step >= ctx->n_steps) {
+    if (step >= uvmrt__steps_done(ctx)) {
         LOG_ERROR(&ctx->log, "uvmrt_step_stats_get: step %llu: expected 0..%lld (completed steps)",
-                  (unsigned long long)step, (long long)ctx->n_steps - 1);
+                  (unsigned long long)step, (long long)uvmrt__steps_done(ctx) - 1);
         return UVMRT_ERR_INVALID;
     }
-    *out = ctx->steps[step];
+    if (step < ctx->steps_before) { /* history: the last UVMRT_HISTORY steps are kept */
+        LOG_ERROR(&ctx->log, "uvmrt_step_stats_get: step %llu is no longer kept: the oldest kept step is %llu "
+                             "(UVMRT_HISTORY=%d keeps the last steps; totals are in uvmrt_summary_get)",
+                  (unsigned long long)step, (unsigned long long)ctx->steps_before, ctx->cfg.history);
+        return UVMRT_ERR_NOT_FOUND;
+    }
+    *out = ctx->steps[step - ctx->steps_before];
     return UVMRT_OK;
 }
 
@@ -153,7 +159,8 @@ uvmrt_status_t uvmrt_summary_get(const uvmrt_context_t *ctx, uvmrt_summary_t *ou
 {
     if (ctx == NULL || out == NULL) return UVMRT_ERR_INVALID;
     memset(out, 0, sizeof *out);
-    out->steps = ctx->n_steps;
+    out->steps = uvmrt__steps_done(ctx);
+    out->backend_errors = ctx->backend_errors;
     out->budget_bytes = ctx->budget;
     out->resident_bytes = ctx->resident_bytes;
     out->peak_resident_bytes = ctx->peak_resident_bytes;

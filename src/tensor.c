@@ -7,11 +7,17 @@
  * smaller ones on 64 KiB. A tensor's footprint (its size rounded up to its
  * alignment) is what residency accounting counts.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
+
+/* Sizes the layout arithmetic (size_t) holds with room to spare: a tensor of
+ * at most 2^50 bytes (1 PiB), an arena of at most 2^52. */
+#define UVMRT_TENSOR_MAX_BYTES ((size_t)1 << 50)
+#define UVMRT_ARENA_MAX_BYTES ((size_t)1 << 52)
 
 static size_t align_of(size_t size) { return size >= (1u << 20) ? UVMRT_BLOCK : UVMRT_SMALL_ALIGN; }
 static size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
@@ -43,6 +49,11 @@ static uvmrt_status_t check_desc(const uvmrt_context_t *ctx, const uvmrt_tensor_
         LOG_ERROR(&ctx->log, "tensor %zu '%s': size_bytes is 0: expected a size > 0", i, name);
         return UVMRT_ERR_INVALID;
     }
+    if (d->size_bytes > UVMRT_TENSOR_MAX_BYTES) {
+        LOG_ERROR(&ctx->log, "tensor %zu '%s': size_bytes %zu: expected at most %zu (1 PiB)", i, name, d->size_bytes,
+                  UVMRT_TENSOR_MAX_BYTES);
+        return UVMRT_ERR_INVALID;
+    }
     if (d->layer < -1 || d->layer >= ctx->n_layers) {
         LOG_ERROR(&ctx->log, "tensor %zu '%s': layer %d does not exist: expected -1 or 0..%d", i, name,
                   d->layer, ctx->n_layers - 1);
@@ -67,6 +78,11 @@ uvmrt_status_t uvmrt_tensors_alloc(uvmrt_context_t *ctx, size_t n, const uvmrt_t
         LOG_ERROR(&ctx->log, "uvmrt_tensors_alloc inside a step: allocate before uvmrt_step_begin");
         return UVMRT_ERR_STATE;
     }
+    if (n > (size_t)(INT_MAX - ctx->n_tensors)) {
+        LOG_ERROR(&ctx->log, "uvmrt_tensors_alloc: n = %zu: expected at most %d more tensors in this context", n,
+                  INT_MAX - ctx->n_tensors);
+        return UVMRT_ERR_INVALID;
+    }
     for (size_t i = 0; i < n; i++) {
         uvmrt_status_t st = check_desc(ctx, &descs[i], i);
         if (st != UVMRT_OK) return st;
@@ -87,15 +103,22 @@ uvmrt_status_t uvmrt_tensors_alloc(uvmrt_context_t *ctx, size_t n, const uvmrt_t
         if (a == n_new) arena_layer[n_new++] = descs[i].layer;
         size_t al = align_of(descs[i].size_bytes);
         offset[i] = round_up(arena_bytes[a], al);
-        arena_bytes[a] = offset[i] + round_up(descs[i].size_bytes, al);
+        arena_bytes[a] = offset[i] + round_up(descs[i].size_bytes, al); /* each term <= 2^52 + 2^50: no wrap */
         arena_of[i] = a;
+        if (arena_bytes[a] > UVMRT_ARENA_MAX_BYTES) {
+            LOG_ERROR(&ctx->log, "uvmrt_tensors_alloc: the tensors of layer %d add up to more than %zu bytes "
+                                 "(at tensor %zu '%s'): expected at most 4 PiB per layer and call",
+                      descs[i].layer, UVMRT_ARENA_MAX_BYTES, i, descs[i].name ? descs[i].name : "(unnamed)");
+            st = UVMRT_ERR_INVALID;
+            goto fail;
+        }
     }
     if (grow((void **)&ctx->arenas, &ctx->cap_arenas, ctx->n_arenas + n_new, sizeof *ctx->arenas) ||
         grow((void **)&ctx->tensors, &ctx->cap_tensors, ctx->n_tensors + (int)n, sizeof *ctx->tensors))
         goto fail;
     for (int a = 0; a < n_new; a++) {
         arena_bytes[a] = round_up(arena_bytes[a], UVMRT_BLOCK);
-        st = ctx->ops->alloc(ctx->be, arena_bytes[a], &arena_base[a]);
+        st = uvmrt__be_alloc(ctx, arena_bytes[a], &arena_base[a]);
         if (st != UVMRT_OK) {
             LOG_ERROR(&ctx->log, "allocating an arena of %zu bytes for layer %d failed: %s", arena_bytes[a],
                       arena_layer[a], uvmrt_status_str(st));
@@ -157,7 +180,7 @@ uvmrt_status_t uvmrt_tensors_alloc(uvmrt_context_t *ctx, size_t n, const uvmrt_t
     goto done;
 fail:
     for (int a = 0; a < n_new; a++)
-        if (arena_base[a]) ctx->ops->free(ctx->be, arena_base[a], arena_bytes[a]);
+        if (arena_base[a]) uvmrt__be_free(ctx, arena_base[a], arena_bytes[a]);
     for (size_t i = 0; made && i < n; i++)
         if (made[i]) {
             free(made[i]->name);
@@ -199,7 +222,11 @@ uvmrt_status_t uvmrt_tensor_free(uvmrt_context_t *ctx, uvmrt_tensor_t *tensor)
          * dead: discard, after the last work that used them). */
         if (a->live_tensors > 1) {
             uvmrt_status_t st = uvmrt__exec_release(ctx, t);
-            if (st != UVMRT_OK) return st;
+            if (st != UVMRT_OK) {
+                LOG_ERROR(&ctx->log, "uvmrt_tensor_free('%s'): not freed: dropping its pages from the device "
+                                     "failed (%s); it is still allocated", t->name, uvmrt_status_str(st));
+                return st;
+            }
         }
         uvmrt__resident_add(ctx, -(int64_t)t->footprint);
     }
@@ -214,7 +241,7 @@ uvmrt_status_t uvmrt_tensor_free(uvmrt_context_t *ctx, uvmrt_tensor_t *tensor)
             }
     }
     if (--a->live_tensors == 0) {
-        ctx->ops->free(ctx->be, a->base, a->bytes);
+        uvmrt__be_free(ctx, a->base, a->bytes);
         a->base = NULL;
     }
     t->magic = 0; /* kept until the context goes, so a second free is caught */
@@ -231,7 +258,7 @@ uvmrt_status_t uvmrt_tensor_free(uvmrt_context_t *ctx, uvmrt_tensor_t *tensor)
 void uvmrt__tensors_release_all(uvmrt_context_t *ctx)
 {
     for (int i = 0; i < ctx->n_arenas; i++)
-        if (ctx->arenas[i].base) ctx->ops->free(ctx->be, ctx->arenas[i].base, ctx->arenas[i].bytes);
+        if (ctx->arenas[i].base) uvmrt__be_free(ctx, ctx->arenas[i].base, ctx->arenas[i].bytes);
     for (int i = 0; i < ctx->n_tensors; i++) {
         free(ctx->tensors[i]->name);
         free(ctx->tensors[i]);
@@ -281,6 +308,9 @@ uvmrt_status_t uvmrt_tensor_set_placement(uvmrt_context_t *ctx, uvmrt_tensor_t *
     }
     if ((t->placed_host != 0) == (placement == UVMRT_PLACE_HOST)) return UVMRT_OK;
     uvmrt_status_t st = uvmrt__exec_place(ctx, t, placement == UVMRT_PLACE_HOST);
+    if (st != UVMRT_OK)
+        LOG_ERROR(&ctx->log, "uvmrt_tensor_set_placement('%s', host): placement unchanged: %s", t->name,
+                  uvmrt_status_str(st));
     if (st == UVMRT_OK && ctx->have_plan) { /* the plan assumed the old placement */
         uvmrt_plan_free(&ctx->plan);
         ctx->have_plan = 0;

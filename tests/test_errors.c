@@ -54,7 +54,9 @@ Test(errors, null_handles)
 
     net_t *net = net_default_on_sim(UVMRT_POLICY_PREFETCH, 16 * MIB);
     cr_assert_eq(uvmrt_step_begin(net->ctx), UVMRT_OK);
+    log_reset();
     cr_expect_eq(uvmrt_layer_begin(net->ctx, NULL), UVMRT_ERR_INVALID);
+    cr_expect(log_contains("call is NULL"), "layer_begin(NULL call) must log; log:\n%s", log_text());
     cr_assert_eq(uvmrt_step_end(net->ctx), UVMRT_OK);
     int out;
     cr_expect_eq(uvmrt_layer_add(net->ctx, NULL, &out), UVMRT_ERR_INVALID);
@@ -325,6 +327,38 @@ Test(errors, no_abort_on_any_misuse)
         (void)uvmrt_layer_end(ctx);
         (void)uvmrt_step_end(ctx);
     }
+    still_usable(net);
+    net_destroy(net);
+}
+
+/* ------------------------------------------------------------------ bounds */
+/* flops that no duration can hold are refused by name, never converted
+ * (float-cast-overflow); the step goes on. */
+Test(errors, bad_flops_and_durations_rejected)
+{
+    net_t *net = net_default_on_sim(UVMRT_POLICY_PREFETCH, 16 * MIB);
+    cr_assert_eq(uvmrt_step_begin(net->ctx), UVMRT_OK);
+    const double bad[] = {1.0 / 0.0, -1.0 / 0.0, 0.0 / 0.0, -1.0, 1e300};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        uvmrt_layer_call_t c = call_of(net, 0, UVMRT_PHASE_FORWARD);
+        c.sim_duration_ns = 0;
+        c.flops = bad[i];
+        log_reset();
+        cr_expect_eq(uvmrt_layer_begin(net->ctx, &c), UVMRT_ERR_INVALID, "flops %g", bad[i]);
+        cr_expect(log_contains("flops"), "flops %g: log names it:\n%s", bad[i], log_text());
+        cr_expect_eq(net->ctx->open_call, -1);
+        cr_expect_eq(net->ctx->cur.n_calls, 0);
+    }
+    uvmrt_layer_call_t c = call_of(net, 0, UVMRT_PHASE_FORWARD);
+    c.sim_duration_ns = UINT64_MAX;
+    log_reset();
+    cr_expect_eq(uvmrt_layer_begin(net->ctx, &c), UVMRT_ERR_INVALID);
+    cr_expect(log_contains("sim_duration_ns"), "%s", log_text());
+    c.sim_duration_ns = 0;
+    c.flops = 1e12; /* fine: a finite, representable duration */
+    cr_expect_eq(uvmrt_layer_begin(net->ctx, &c), UVMRT_OK, "%s", log_text());
+    cr_expect_eq(uvmrt_layer_end(net->ctx), UVMRT_OK);
+    cr_assert_eq(uvmrt_step_end(net->ctx), UVMRT_OK);
     still_usable(net);
     net_destroy(net);
 }

@@ -3,8 +3,10 @@
  * layer boundary, residency when a layer starts, no faults in steady state,
  * deviations from the record, budget errors, and data surviving evictions.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <criterion/criterion.h>
 
@@ -698,4 +700,123 @@ Test(scheduler, placement_inside_step_rejected)
     cr_expect_eq(uvmrt_tensor_placement(net->g[0]), UVMRT_PLACE_AUTO, "a rejected call changed the placement");
     cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK);
     net_destroy(net);
+}
+
+/* ------------------------------------------------------------------ step_end cost and history */
+static int syncs_of[4];
+static uvmrt_status_t counting_sync(void *state, uvmrt_stream_t s)
+{
+    uintptr_t k = (uintptr_t)s;
+    if (k >= 1 && k <= 3) syncs_of[k]++;
+    return uvmrt_backend_sim.stream_sync(state, s);
+}
+
+/* step_end waits for each compute stream once, and its cost is linear in the
+ * step's calls (it was quadratic: 32 000 calls took 1.35 s). */
+Test(scheduler, step_end_syncs_each_stream_once_linear_in_calls)
+{
+    uvmrt_params_t p;
+    sim_params(&p, UVMRT_POLICY_NONE, 64 * MIB, NULL);
+    p.fault_stats = 0;
+    uvmrt_backend_ops_t ops = uvmrt_backend_sim;
+    ops.stream_sync = counting_sync;
+    uvmrt_context_t *ctx = NULL;
+    cr_assert_eq(uvmrt__context_create_with(&p, &ops, &ctx), UVMRT_OK, "%s", log_text());
+    int layer;
+    cr_assert_eq(uvmrt_layer_add(ctx, "l", &layer), UVMRT_OK);
+    const int n = 40000;
+    cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
+    for (int i = 0; i < n; i++) {
+        uvmrt_layer_call_t c = {.layer = layer, .stream = (uvmrt_stream_t)(uintptr_t)(1 + i % 3), .sim_duration_ns = 10};
+        cr_assert_eq(uvmrt_layer_begin(ctx, &c), UVMRT_OK);
+        cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK);
+    }
+    memset(syncs_of, 0, sizeof syncs_of);
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    double s = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
+    for (int k = 1; k <= 3; k++) cr_expect_eq(syncs_of[k], 1, "stream %d synced %d times", k, syncs_of[k]);
+    /* a quadratic scan of 40 000 calls takes seconds; linear work takes milliseconds */
+    cr_expect_lt(s, 0.5, "step_end of %d calls took %.3f s", n, s);
+    uvmrt_layer_stats_t ls;
+    cr_assert_eq(uvmrt_layer_stats_get(ctx, layer, UVMRT_PHASE_FORWARD, &ls), UVMRT_OK);
+    cr_expect_eq(ls.calls, (uint64_t)n);
+    uvmrt_context_destroy(ctx);
+}
+
+static long rss_pages(void)
+{
+    long size = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f == NULL) return 0;
+    if (fscanf(f, "%ld %ld", &size, &resident) != 2) resident = 0;
+    fclose(f);
+    return resident;
+}
+
+/* 10^6 steps of a tiny model: the history keeps the last UVMRT_HISTORY steps
+ * (memory flat), older steps are summed, and asking for a dropped step names
+ * the oldest kept one. */
+Test(scheduler, history_bounded_over_a_million_steps, .timeout = 120)
+{
+    uvmrt_params_t p;
+    sim_params(&p, UVMRT_POLICY_DEMAND, 8 * MIB, NULL);
+    uvmrt_context_t *ctx = NULL;
+    cr_assert_eq(uvmrt_context_create(&p, &ctx), UVMRT_OK, "%s", log_text());
+    cr_assert_eq(ctx->cfg.history, 1000, "UVMRT_HISTORY defaults to 1000");
+    ctx->cfg.history = 100; /* as UVMRT_HISTORY=100 would */
+    int layer;
+    cr_assert_eq(uvmrt_layer_add(ctx, "l", &layer), UVMRT_OK);
+    uvmrt_tensor_desc_t d = {"w", layer, UVMRT_ROLE_WEIGHT, 64 * KIB};
+    uvmrt_tensor_t *w;
+    cr_assert_eq(uvmrt_tensor_alloc(ctx, &d, &w), UVMRT_OK);
+    const uint64_t steps = 1000000;
+    long rss0 = 0;
+    size_t cap_rows = 0, cap_spans = 0;
+    uint64_t cap_steps = 0, total_ns = 0;
+    for (uint64_t s = 0; s < steps; s++) {
+        cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
+        uvmrt_layer_call_t c = {.layer = layer, .sim_duration_ns = 1000};
+        cr_assert_eq(uvmrt_layer_begin(ctx, &c), UVMRT_OK);
+        cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK);
+        cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK);
+        total_ns += step_stats(ctx, s).step_ns;
+        if (s == 10000) {
+            rss0 = rss_pages();
+            cap_rows = ctx->cap_rows;
+            cap_spans = ctx->cap_spans;
+            cap_steps = ctx->cap_steps;
+        }
+    }
+    /* flat: no array grew after the first 10 000 steps, nor did the process */
+    cr_expect_eq(ctx->cap_rows, cap_rows);
+    cr_expect_eq(ctx->cap_spans, cap_spans);
+    cr_expect_eq(ctx->cap_steps, cap_steps);
+    cr_expect_leq(ctx->n_steps, 125);
+    cr_expect_geq(ctx->n_steps, 100);
+    long rss1 = rss_pages();
+    cr_expect_lt(rss1 - rss0, 256, "RSS grew by %ld pages over 990 000 steps", rss1 - rss0);
+    uvmrt_summary_t sum = summary(ctx);
+    cr_expect_eq(sum.steps, steps);
+    /* the last step is kept; the first is not, and the error names the oldest kept */
+    uvmrt_step_stats_t st = step_stats(ctx, steps - 1);
+    cr_expect_gt(st.step_ns, 0);
+    log_reset();
+    cr_expect_eq(uvmrt_step_stats_get(ctx, 0, &st), UVMRT_ERR_NOT_FOUND);
+    char oldest[64];
+    snprintf(oldest, sizeof oldest, "oldest kept step is %llu", (unsigned long long)ctx->steps_before);
+    cr_expect(log_contains(oldest), "%s", log_text());
+    cr_expect_eq(uvmrt_step_stats_get(ctx, ctx->steps_before, &st), UVMRT_OK);
+    /* the dropped steps are summed, not lost */
+    uint64_t ns = ctx->steps_dropped.step_ns;
+    for (uint64_t k = ctx->steps_before; k < steps; k++) ns += step_stats(ctx, k).step_ns;
+    cr_expect_eq(ns, total_ns, "kept + dropped step times %llu != their sum as run %llu", (unsigned long long)ns,
+                 (unsigned long long)total_ns);
+    /* the kept rows and spans are the kept steps' */
+    cr_expect_geq(ctx->rows[0].step, ctx->steps_before);
+    cr_expect_geq(ctx->spans[0].step, ctx->steps_before);
+    cr_expect_eq(ctx->rows[ctx->n_rows - 1].step, steps - 1);
+    uvmrt_context_destroy(ctx);
 }

@@ -431,3 +431,36 @@ Test(tensor, destroy_with_live_tensors_and_open_step)
     uvmrt_context_destroy(ctx); /* inside a step, a layer open, tensors live: no crash */
     net_free(net);
 }
+
+/* Sizes beyond what the layout arithmetic holds are refused by name, and
+ * nothing is allocated (a SIZE_MAX tensor once got footprint 0; two of
+ * SIZE_MAX/2+1 overflowed the arena sum). */
+Test(tensor, sizes_beyond_the_arithmetic_rejected)
+{
+    uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_PREFETCH, 64 * MIB, NULL);
+    int layer;
+    cr_assert_eq(uvmrt_layer_add(ctx, "l", &layer), UVMRT_OK);
+    uvmrt_tensor_t *out[2] = {NULL, NULL};
+    uvmrt_tensor_desc_t big = {"huge", layer, UVMRT_ROLE_WEIGHT, SIZE_MAX};
+    log_reset();
+    cr_expect_eq(uvmrt_tensor_alloc(ctx, &big, out), UVMRT_ERR_INVALID);
+    cr_expect(log_contains("huge") && log_contains("size_bytes"), "%s", log_text());
+    cr_expect_null(out[0]);
+    uvmrt_tensor_desc_t two[2] = {{"a", layer, UVMRT_ROLE_WEIGHT, SIZE_MAX / 2 + 1},
+                                  {"b", layer, UVMRT_ROLE_WEIGHT, SIZE_MAX / 2 + 1}};
+    cr_expect_eq(uvmrt_tensors_alloc(ctx, 2, two, out), UVMRT_ERR_INVALID);
+    /* within the per-tensor bound but summing over the per-arena bound */
+    uvmrt_tensor_desc_t many[5];
+    for (int i = 0; i < 5; i++) many[i] = (uvmrt_tensor_desc_t){"m", layer, UVMRT_ROLE_WEIGHT, (size_t)1 << 50};
+    uvmrt_tensor_t *outs[5] = {NULL};
+    log_reset();
+    cr_expect_eq(uvmrt_tensors_alloc(ctx, 5, many, outs), UVMRT_ERR_INVALID);
+    cr_expect(log_contains("add up to"), "%s", log_text());
+    cr_expect_null(outs[0]);
+    uvmrt_summary_t sum;
+    cr_assert_eq(uvmrt_summary_get(ctx, &sum), UVMRT_OK);
+    cr_expect_eq(sum.allocated_bytes, 0);
+    cr_expect_eq(ctx->n_tensors, 0);
+    cr_expect_eq(ctx->n_arenas, 0);
+    uvmrt_context_destroy(ctx);
+}

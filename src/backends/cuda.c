@@ -25,6 +25,7 @@ const uvmrt_backend_ops_t *const uvmrt_backend_cuda_ptr = NULL;
 typedef struct cuda_be {
     int device;
     uvmrt_log_t *log;
+    cudaError_t last; /* the last failure, named by cuda_error_name */
 } cuda_be_t;
 
 /* Logs the failed expression with the CUDA error's name, file and line. */
@@ -32,6 +33,7 @@ typedef struct cuda_be {
     do {                                                                                     \
         cudaError_t err_ = (expr);                                                           \
         if (err_ != cudaSuccess) {                                                           \
+            (be)->last = err_;                                                               \
             LOG_ERROR((be)->log, "%s failed: %s (%s) at %s:%d", #expr, cudaGetErrorName(err_), \
                       cudaGetErrorString(err_), __FILE__, __LINE__);                         \
             return UVMRT_ERR_BACKEND;                                                        \
@@ -51,7 +53,7 @@ static uvmrt_status_t cuda_open(const uvmrt_backend_config_t *cfg, void **state)
         LOG_ERROR(cfg->log, "device %d does not exist: expected 0..%d", cfg->device, count - 1);
         return UVMRT_ERR_INVALID;
     }
-    cuda_be_t tmp = {cfg->device, cfg->log};
+    cuda_be_t tmp = {cfg->device, cfg->log, cudaSuccess};
     CUDA_TRY(&tmp, cudaSetDevice(cfg->device));
     int concurrent = 0;
     CUDA_TRY(&tmp, cudaDeviceGetAttribute(&concurrent, cudaDevAttrConcurrentManagedAccess, cfg->device));
@@ -70,6 +72,12 @@ static uvmrt_status_t cuda_open(const uvmrt_backend_config_t *cfg, void **state)
 
 static void cuda_close(void *state) { free(state); }
 
+static const char *cuda_error_name(void *state)
+{
+    const cuda_be_t *be = state;
+    return be->last == cudaSuccess ? NULL : cudaGetErrorName(be->last);
+}
+
 static uvmrt_status_t cuda_mem_info(void *state, uint64_t *free_bytes, uint64_t *total)
 {
     cuda_be_t *be = state;
@@ -85,6 +93,7 @@ static uvmrt_status_t cuda_alloc(void *state, size_t bytes, void **ptr)
     cuda_be_t *be = state;
     cudaError_t err = cudaMallocManaged(ptr, bytes, cudaMemAttachGlobal);
     if (err == cudaErrorMemoryAllocation) {
+        be->last = err;
         LOG_ERROR(be->log, "cudaMallocManaged(%zu bytes) failed: out of memory", bytes);
         return UVMRT_ERR_NOMEM;
     }
@@ -143,10 +152,19 @@ static uvmrt_status_t cuda_stream_wait(void *state, uvmrt_stream_t s, uvmrt_even
     return UVMRT_OK;
 }
 
+/* An event that failed will never complete: it counts as done (so nothing
+ * waits for it forever), and the failure is kept for error_name and logged. */
 static int cuda_event_done(void *state, uvmrt_event_t e)
 {
-    (void)state;
-    return cudaEventQuery((cudaEvent_t)e) == cudaSuccess;
+    cuda_be_t *be = state;
+    cudaError_t err = cudaEventQuery((cudaEvent_t)e);
+    if (err == cudaErrorNotReady) return 0;
+    if (err != cudaSuccess) {
+        be->last = err;
+        LOG_ERROR(be->log, "cudaEventQuery failed: %s (%s): the event counts as complete", cudaGetErrorName(err),
+                  cudaGetErrorString(err));
+    }
+    return 1;
 }
 
 static uvmrt_status_t cuda_elapsed(void *state, uvmrt_event_t a, uvmrt_event_t b, uint64_t *ns)
@@ -268,6 +286,12 @@ static uint64_t cuda_now(void *state)
 
 static const uvmrt_backend_ops_t cuda_ops = {
     .name = "cuda",
+#if CUDART_VERSION >= 13000
+    .caps = {.discard = 1, .remote_advice = 1, .timing = 1, .event_query = 1},
+#else
+    .caps = {.discard = 0, .remote_advice = 1, .timing = 1, .event_query = 1}, /* CUDA 12: no discard */
+#endif
+    .error_name = cuda_error_name,
     .open = cuda_open,
     .close = cuda_close,
     .mem_info = cuda_mem_info,
@@ -287,7 +311,7 @@ static const uvmrt_backend_ops_t cuda_ops = {
     .discard = cuda_discard, /* CUDA 12: NULL, the front end writes back instead */
 #endif
     .advise_remote = cuda_advise_remote,
-    .touch = NULL,           /* the real GPU runs the work itself */
+    .touch = NULL,           /* the real GPU runs the work itself (caps.touch = 0) */
     .now_ns = cuda_now,
 };
 

@@ -419,6 +419,7 @@ static uvmrt_status_t sim_touch(void *state, uvmrt_stream_t stream, const uvmrt_
 
 const uvmrt_backend_ops_t uvmrt_backend_sim = {
     .name = "sim",
+    .caps = {.discard = 1, .remote_advice = 0, .touch = 1, .um_records = 1, .timing = 1, .event_query = 1},
     .open = sim_open,
     .close = sim_close,
     .mem_info = sim_mem_info,

@@ -1,0 +1,177 @@
+/*
+ * faultinject.c -- see faultinject.h.
+ */
+#include <string.h>
+
+#include "faultinject.h"
+
+const char *const fi_op_names[FI_N_OPS] = {
+#define FI_X_NAME(e, name) name,
+    FI_OPS(FI_X_NAME)
+#undef FI_X_NAME
+};
+
+fi_state_t fi;
+static const uvmrt_backend_ops_t *inner;
+
+void fi_arm(int op, uint64_t k, uint64_t budget, int check_budget)
+{
+    memset(&fi, 0, sizeof fi);
+    fi.fail_op = op;
+    fi.fail_at = k;
+    fi.budget = budget;
+    fi.check_budget = check_budget;
+}
+
+/* Counts the call; 1 when it is the one to fail. */
+static int inject(fi_op_t op)
+{
+    fi.calls[op]++;
+    fi.last_failed = (int)op == fi.fail_op && fi.calls[op] == fi.fail_at;
+    if (fi.last_failed) fi.fired = 1;
+    return fi.last_failed;
+}
+
+uint64_t fi_device_bytes(void *state)
+{
+    uint64_t free_b = 0, total_b = 0;
+    if (inner->mem_info(state, &free_b, &total_b) != UVMRT_OK) return 0;
+    return total_b - free_b;
+}
+
+static void after_move(void *state)
+{
+    uint64_t dev = fi_device_bytes(state);
+    if (dev > fi.max_device) fi.max_device = dev;
+    if (fi.check_budget && dev > fi.budget) fi.over_budget++;
+}
+
+#define FAIL_IF(op)                                   \
+    do {                                              \
+        if (inject(op)) return UVMRT_ERR_BACKEND;     \
+    } while (0)
+
+static uvmrt_status_t w_open(const uvmrt_backend_config_t *cfg, void **state)
+{
+    FAIL_IF(FI_OPEN);
+    return inner->open(cfg, state);
+}
+static void w_close(void *state) { inner->close(state); }
+static const char *w_error_name(void *state)
+{
+    if (fi.last_failed) return "fiInjectedFailure";
+    return inner->error_name ? inner->error_name(state) : NULL;
+}
+static uvmrt_status_t w_mem_info(void *state, uint64_t *f, uint64_t *t)
+{
+    FAIL_IF(FI_MEM_INFO);
+    return inner->mem_info(state, f, t);
+}
+static uvmrt_status_t w_alloc(void *state, size_t bytes, void **ptr)
+{
+    FAIL_IF(FI_ALLOC);
+    return inner->alloc(state, bytes, ptr);
+}
+static void w_free(void *state, void *ptr, size_t bytes) { inner->free(state, ptr, bytes); }
+static uvmrt_status_t w_stream_create(void *state, uvmrt_stream_t *out)
+{
+    FAIL_IF(FI_STREAM_CREATE);
+    return inner->stream_create(state, out);
+}
+static void w_stream_destroy(void *state, uvmrt_stream_t s) { inner->stream_destroy(state, s); }
+static uvmrt_status_t w_event_create(void *state, int timing, uvmrt_event_t *out)
+{
+    FAIL_IF(FI_EVENT_CREATE);
+    return inner->event_create(state, timing, out);
+}
+static void w_event_destroy(void *state, uvmrt_event_t e) { inner->event_destroy(state, e); }
+static uvmrt_status_t w_event_record(void *state, uvmrt_event_t e, uvmrt_stream_t s)
+{
+    FAIL_IF(FI_EVENT_RECORD);
+    return inner->event_record(state, e, s);
+}
+static uvmrt_status_t w_stream_wait(void *state, uvmrt_stream_t s, uvmrt_event_t e)
+{
+    FAIL_IF(FI_STREAM_WAIT);
+    return inner->stream_wait(state, s, e);
+}
+static int w_event_done(void *state, uvmrt_event_t e)
+{
+    return inner->caps.event_query && inner->event_done ? inner->event_done(state, e) : 1;
+}
+static uvmrt_status_t w_elapsed(void *state, uvmrt_event_t a, uvmrt_event_t b, uint64_t *ns)
+{
+    FAIL_IF(FI_EVENT_ELAPSED);
+    return inner->event_elapsed_ns(state, a, b, ns);
+}
+static uvmrt_status_t w_stream_sync(void *state, uvmrt_stream_t s)
+{
+    FAIL_IF(FI_STREAM_SYNC);
+    return inner->stream_sync(state, s);
+}
+static uvmrt_status_t w_move(void *state, const uvmrt_range_t *r, size_t n, uvmrt_location_t to,
+                             uvmrt_stream_t s)
+{
+    FAIL_IF(FI_MOVE);
+    uvmrt_status_t st = inner->move(state, r, n, to, s);
+    after_move(state);
+    return st;
+}
+static uvmrt_status_t w_discard(void *state, const uvmrt_range_t *r, size_t n, uvmrt_stream_t s)
+{
+    FAIL_IF(FI_DISCARD);
+    uvmrt_status_t st = inner->discard(state, r, n, s);
+    after_move(state);
+    return st;
+}
+static uvmrt_status_t w_advise_remote(void *state, const uvmrt_range_t *r, size_t n)
+{
+    FAIL_IF(FI_ADVISE_REMOTE);
+    return inner->caps.remote_advice && inner->advise_remote ? inner->advise_remote(state, r, n) : UVMRT_OK;
+}
+static uvmrt_status_t w_touch(void *state, uvmrt_stream_t s, const uvmrt_touch_t *w, uvmrt_touch_result_t *res)
+{
+    FAIL_IF(FI_TOUCH);
+    uvmrt_status_t st = inner->touch(state, s, w, res);
+    after_move(state);
+    return st;
+}
+static uint64_t w_now(void *state) { return inner->now_ns(state); }
+static void w_um_enable(void *state) { inner->um_enable(state); }
+static void w_um_disable(void *state) { inner->um_disable(state); }
+static void w_um_drain(void *state, void (*sink)(void *, const uvmrt_um_record_t *, size_t), void *user)
+{
+    inner->um_drain(state, sink, user);
+}
+
+uvmrt_backend_ops_t fi_wrap(const uvmrt_backend_ops_t *in)
+{
+    inner = in;
+    uvmrt_backend_ops_t o = *in;
+    o.name = "faultinject";
+    o.caps.remote_advice = 1;
+    o.error_name = w_error_name;
+    o.open = w_open;
+    o.close = w_close;
+    o.mem_info = w_mem_info;
+    o.alloc = w_alloc;
+    o.free = w_free;
+    o.stream_create = w_stream_create;
+    o.stream_destroy = w_stream_destroy;
+    o.event_create = w_event_create;
+    o.event_destroy = w_event_destroy;
+    o.event_record = w_event_record;
+    o.stream_wait = w_stream_wait;
+    o.event_done = w_event_done;
+    o.event_elapsed_ns = in->event_elapsed_ns ? w_elapsed : NULL;
+    o.stream_sync = w_stream_sync;
+    o.move = w_move;
+    o.discard = in->discard ? w_discard : NULL;
+    o.advise_remote = w_advise_remote;
+    o.touch = in->touch ? w_touch : NULL;
+    o.now_ns = w_now;
+    o.um_enable = in->um_enable ? w_um_enable : NULL;
+    o.um_disable = in->um_disable ? w_um_disable : NULL;
+    o.um_drain = in->um_drain ? w_um_drain : NULL;
+    return o;
+}
