@@ -80,6 +80,7 @@ typedef struct result {
     char wrong[256];     /* the case's own check of how the input was handled */
     char errors[768];    /* the error-level messages the call logged */
     char setup_what[256];
+    char dir[512];       /* the case's folder, removed by the sweep if the case died */
 } result_t;
 
 typedef struct fix fix_t;
@@ -121,7 +122,7 @@ struct fix {
     uvmrt_context_t *ctx2; /* a second context, for foreign tensors; destroyed by the harness */
     snap_t before;
     int in_step, open, resume; /* where the step stands: open call, next call index */
-    char dir[128];             /* the case's own temporary folder, also its cwd */
+    char dir[512];             /* the case's own temporary folder, also its cwd */
 };
 
 static uint64_t dev_bytes(uvmrt_context_t *ctx)
@@ -405,9 +406,10 @@ static void run_case(const mcase_t *c, result_t *r)
     const char *tmp = getenv("TMPDIR");
     snprintf(f.dir, sizeof f.dir, "%s/uvmrt-misuse-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (mkdtemp(f.dir) == NULL || chdir(f.dir) != 0) {
-        snprintf(r->setup_what, sizeof r->setup_what, "mkdtemp/chdir: %s", strerror(errno));
+        snprintf(r->setup_what, sizeof r->setup_what, "mkdtemp/chdir %.200s: %s", f.dir, strerror(errno));
         return;
     }
+    snprintf(r->dir, sizeof r->dir, "%s", f.dir);
     env_clear_uvmrt();
     r->phase = PH_SETUP;
     if (fixture_make(&f, c->fix, r) != 0) return;
@@ -1004,10 +1006,11 @@ static uvmrt_status_t c_report_symlink(fix_t *f, const mcase_t *c, result_t *r)
 
 /* ------------------------------------------------------------------ the table */
 #define P(name_, fn, text, ...) {.name = name_, .run = fn, .fix = FIX_NONE, .a = text, .expect = UVMRT_ERR_INVALID, __VA_ARGS__}
+/* params: INVALID today; CONFIG (as for the environment) would be as right */
 #define PARAM(name_, field, value, needle_, ...) \
-    {.name = name_, .run = c_params, .a = field, .n = value, .expect = UVMRT_ERR_INVALID, .needle = needle_, __VA_ARGS__}
+    {.name = name_, .run = c_params, .a = field, .n = value, .expect = EXPECT_ANY_ERROR, .needle = needle_, __VA_ARGS__}
 #define PARAMS(name_, field, text, needle_, ...) \
-    {.name = name_, .run = c_params, .a = field, .b = text, .expect = UVMRT_ERR_INVALID, .needle = needle_, __VA_ARGS__}
+    {.name = name_, .run = c_params, .a = field, .b = text, .expect = EXPECT_ANY_ERROR, .needle = needle_, __VA_ARGS__}
 #define ENV(name_, var, value, ...) \
     {.name = name_, .run = c_env, .a = var, .b = value, .expect = UVMRT_ERR_CONFIG, .needle = var, __VA_ARGS__}
 #define NULLCTX(fn_) {.name = "null_ctx_" fn_, .run = c_null_ctx, .fix = FIX_IDLE, .a = fn_, .expect = UVMRT_ERR_INVALID}
@@ -1077,7 +1080,7 @@ static const mcase_t cases[] = {
     PARAMS("params_report_empty", "report", "", "report"),
     PARAMS("params_report_too_long", "report", "json:", "report", .n = 5000),
     PARAMS("params_trace_empty", "trace", "", "trace"),
-    PARAMS("params_trace_blank", "trace", " ", "trace", .expect = EXPECT_ANY_ERROR, .known_bad = 1),
+    PARAMS("params_trace_blank", "trace", " ", "trace", .known_bad = 1),
     PARAMS("params_trace_too_long", "trace", "t", "trace", .n = 5000),
     {.name = "params_budget_reserve_all", .run = c_params, .a = "budget_reserve_bytes", .u = UINT64_MAX,
      .expect = EXPECT_ANY_ERROR, .needle = "reserve"},
@@ -1215,15 +1218,15 @@ static const mcase_t cases[] = {
     {.name = "tensor_alloc_role_negative", .run = c_tensor_alloc, .fix = FIX_IDLE, .n = -1, .u = 4096, .x = -1,
      .expect = UVMRT_ERR_INVALID, .needle = "role"},
 
-    /* ---- tensor_free */
+    /* ---- tensor_free: the needle is the argument's name (any message about it will do) */
     {.name = "tensor_free_twice", .run = c_tensor_free, .fix = FIX_IDLE, .a = "freed",
-     .expect = UVMRT_ERR_NOT_FOUND, .needle = "freed|not a live|not found"},
+     .expect = UVMRT_ERR_NOT_FOUND, .needle = "tensor"},
     {.name = "tensor_free_other_context", .run = c_tensor_free, .fix = FIX_IDLE, .a = "foreign",
-     .expect = UVMRT_ERR_NOT_FOUND, .needle = "not a live|other context|not ours|this context"},
+     .expect = UVMRT_ERR_NOT_FOUND, .needle = "tensor"},
     {.name = "tensor_free_zeroed_memory", .run = c_tensor_free, .fix = FIX_IDLE, .a = "zeroed",
-     .expect = UVMRT_ERR_NOT_FOUND, .needle = "not a live|not ours|not a tensor"},
+     .expect = EXPECT_ANY_ERROR, .needle = "tensor"},
     {.name = "tensor_free_forged_copy", .run = c_tensor_free, .fix = FIX_IDLE, .a = "copy",
-     .expect = UVMRT_ERR_NOT_FOUND, .needle = "not a live|not ours|not a tensor"},
+     .expect = EXPECT_ANY_ERROR, .needle = "tensor"},
     {.name = "tensor_free_in_step", .run = c_tensor_free, .fix = FIX_STEP, .a = "w0", .expect = UVMRT_ERR_STATE,
      .needle = "inside a step|step"},
     {.name = "tensor_free_in_layer_call", .run = c_tensor_free, .fix = FIX_LAYER, .a = "w0",
@@ -1235,13 +1238,13 @@ static const mcase_t cases[] = {
     {.name = "set_placement_negative_value", .run = c_set_placement, .fix = FIX_IDLE, .a = "w0", .n = -1,
      .expect = UVMRT_ERR_INVALID, .needle = "placement"},
     {.name = "set_placement_null_tensor", .run = c_set_placement, .fix = FIX_IDLE, .a = "null", .n = 1,
-     .expect = EXPECT_ANY_ERROR, .needle = "NULL|(nil)|tensor"},
+     .expect = EXPECT_ANY_ERROR, .needle = "tensor"},
     {.name = "set_placement_freed_tensor", .run = c_set_placement, .fix = FIX_IDLE, .a = "freed", .n = 1,
-     .expect = UVMRT_ERR_NOT_FOUND, .needle = "freed|not a live"},
+     .expect = EXPECT_ANY_ERROR, .needle = "tensor"},
     {.name = "set_placement_other_context", .run = c_set_placement, .fix = FIX_IDLE, .a = "foreign", .n = 1,
-     .expect = UVMRT_ERR_NOT_FOUND, .needle = "not a live|other context|this context"},
+     .expect = EXPECT_ANY_ERROR, .needle = "tensor"},
     {.name = "set_placement_zeroed_memory", .run = c_set_placement, .fix = FIX_IDLE, .a = "zeroed", .n = 1,
-     .expect = UVMRT_ERR_NOT_FOUND, .needle = "not a live|not a tensor"},
+     .expect = EXPECT_ANY_ERROR, .needle = "tensor"},
     {.name = "set_placement_in_step", .run = c_set_placement, .fix = FIX_STEP, .a = "w0", .n = 1,
      .expect = UVMRT_ERR_STATE, .needle = "inside a step|step"},
     {.name = "set_placement_in_layer_call", .run = c_set_placement, .fix = FIX_LAYER, .a = "w0", .n = 1,
@@ -1282,12 +1285,12 @@ static const mcase_t cases[] = {
     LB("phase_unknown", "phase", .n = 3, .needle = "phase 3|phase"),
     LB("phase_negative", "phase", .n = -1, .needle = "phase -1|phase"),
     LB("uses_null_with_n_uses", "uses_null", .n = 2, .needle = "uses|n_uses"),
-    LB("use_null_tensor", "use_tensor", .fix = FIX_IDLE, .b = "null", .needle = "uses[0]"),
-    LB("use_freed_tensor", "use_tensor", .fix = FIX_IDLE, .b = "freed", .needle = "uses[0]"),
-    LB("use_foreign_tensor", "use_tensor", .fix = FIX_IDLE, .b = "foreign", .needle = "uses[0]"),
-    LB("use_zeroed_memory", "use_tensor", .fix = FIX_IDLE, .b = "zeroed", .needle = "uses[0]"),
-    LB("use_forged_copy", "use_tensor", .fix = FIX_IDLE, .b = "copy", .needle = "uses[0]"),
-    LB("second_use_freed", "use_second", .fix = FIX_IDLE, .b = "freed", .needle = "uses[1]"),
+    LB("use_null_tensor", "use_tensor", .fix = FIX_IDLE, .expect = EXPECT_ANY_ERROR, .b = "null", .needle = "uses[0]"),
+    LB("use_freed_tensor", "use_tensor", .fix = FIX_IDLE, .expect = EXPECT_ANY_ERROR, .b = "freed", .needle = "uses[0]"),
+    LB("use_foreign_tensor", "use_tensor", .fix = FIX_IDLE, .expect = EXPECT_ANY_ERROR, .b = "foreign", .needle = "uses[0]"),
+    LB("use_zeroed_memory", "use_tensor", .fix = FIX_IDLE, .expect = EXPECT_ANY_ERROR, .b = "zeroed", .needle = "uses[0]"),
+    LB("use_forged_copy", "use_tensor", .fix = FIX_IDLE, .expect = EXPECT_ANY_ERROR, .b = "copy", .needle = "uses[0]"),
+    LB("second_use_freed", "use_second", .fix = FIX_IDLE, .expect = EXPECT_ANY_ERROR, .b = "freed", .needle = "uses[1]"),
     LB("access_zero", "access", .u = 0, .needle = "access"),
     LB("access_8", "access", .u = 8, .needle = "access"),
     LB("access_all_bits", "access", .u = 0xffffffffu, .needle = "access|4294967295"),
@@ -1385,6 +1388,7 @@ Test(misuse, sweep)
         }
         int ws = 0;
         while (waitpid(pid, &ws, 0) < 0 && errno == EINTR) {}
+        if (r->phase != PH_DONE && r->dir[0]) rm_tree(r->dir);
         n++;
         char what[1800];
         int is_crash = 0, is_unclear = 0, is_changed = 0;
@@ -1395,8 +1399,11 @@ Test(misuse, sweep)
         }
         if (WIFSIGNALED(ws) || r->phase != PH_DONE) {
             is_crash = 1;
-            snprintf(what, sizeof what, "CRASHED (%s%s) during %s", WIFSIGNALED(ws) ? strsignal(WTERMSIG(ws)) : "exit",
-                     WIFSIGNALED(ws) && WTERMSIG(ws) == SIGALRM ? ": hung" : "",
+            char how[64];
+            if (WIFSIGNALED(ws))
+                snprintf(how, sizeof how, "%s%s", strsignal(WTERMSIG(ws)), WTERMSIG(ws) == SIGALRM ? ": hung" : "");
+            else snprintf(how, sizeof how, "exit status %d: a sanitizer report?", WEXITSTATUS(ws));
+            snprintf(what, sizeof what, "CRASHED (%s) during %s", how,
                      r->phase == PH_CALL ? "the bad call" : r->phase == PH_CHECK ? "the checks"
                                                         : "the normal steps afterwards");
         } else {
