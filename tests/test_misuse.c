@@ -94,6 +94,7 @@ typedef struct mcase {
     long long n;       /* integer argument */
     uint64_t u;        /* unsigned argument */
     double x;          /* floating argument */
+    int k;             /* an enum argument (role, phase), as int: a double out of an enum's range is UB */
     int expect;        /* a uvmrt_status_t, EXPECT_ANY_ERROR or EXPECT_EITHER */
     const char *needle;
     int known_bad;     /* fails on main today; counted, does not fail make check */
@@ -688,7 +689,7 @@ static uvmrt_status_t c_layer_name_report(fix_t *f, const mcase_t *c, result_t *
 static uvmrt_status_t c_tensor_alloc(fix_t *f, const mcase_t *c, result_t *r)
 {
     (void)r;
-    uvmrt_tensor_desc_t d = {"bad", (int)c->n, (uvmrt_role_t)c->x, (size_t)c->u};
+    uvmrt_tensor_desc_t d = {"bad", (int)c->n, (uvmrt_role_t)c->k, (size_t)c->u};
     uvmrt_tensor_t *t = NULL;
     return uvmrt_tensor_alloc(f->ctx, &d, &t);
 }
@@ -915,7 +916,7 @@ static uvmrt_status_t c_layer_stats(fix_t *f, const mcase_t *c, result_t *r)
 {
     (void)r;
     uvmrt_layer_stats_t s;
-    return uvmrt_layer_stats_get(f->ctx, (int)c->n, (uvmrt_phase_t)c->x, c->a ? NULL : &s);
+    return uvmrt_layer_stats_get(f->ctx, (int)c->n, (uvmrt_phase_t)c->k, c->a ? NULL : &s);
 }
 
 static uvmrt_status_t c_step_stats(fix_t *f, const mcase_t *c, result_t *r)
@@ -1213,9 +1214,9 @@ static const mcase_t cases[] = {
      .expect = UVMRT_ERR_INVALID, .needle = "-2"},
     {.name = "tensor_alloc_layer_int_min", .run = c_tensor_alloc, .fix = FIX_IDLE, .n = INT_MIN, .u = 4096,
      .expect = UVMRT_ERR_INVALID, .needle = "-2147483648"},
-    {.name = "tensor_alloc_role_unknown", .run = c_tensor_alloc, .fix = FIX_IDLE, .n = -1, .u = 4096, .x = 5,
+    {.name = "tensor_alloc_role_unknown", .run = c_tensor_alloc, .fix = FIX_IDLE, .n = -1, .u = 4096, .k = 5,
      .expect = UVMRT_ERR_INVALID, .needle = "role"},
-    {.name = "tensor_alloc_role_negative", .run = c_tensor_alloc, .fix = FIX_IDLE, .n = -1, .u = 4096, .x = -1,
+    {.name = "tensor_alloc_role_negative", .run = c_tensor_alloc, .fix = FIX_IDLE, .n = -1, .u = 4096, .k = -1,
      .expect = UVMRT_ERR_INVALID, .needle = "role"},
 
     /* ---- tensor_free: the needle is the argument's name (any message about it will do) */
@@ -1309,9 +1310,9 @@ static const mcase_t cases[] = {
      .expect = UVMRT_ERR_INVALID, .needle = "layer -1"},
     {.name = "layer_stats_layer_too_big", .run = c_layer_stats, .fix = FIX_IDLE, .n = 99,
      .expect = UVMRT_ERR_INVALID, .needle = "layer 99"},
-    {.name = "layer_stats_phase_unknown", .run = c_layer_stats, .fix = FIX_IDLE, .n = 0, .x = 3,
+    {.name = "layer_stats_phase_unknown", .run = c_layer_stats, .fix = FIX_IDLE, .n = 0, .k = 3,
      .expect = UVMRT_ERR_INVALID, .needle = "phase 3"},
-    {.name = "layer_stats_phase_negative", .run = c_layer_stats, .fix = FIX_IDLE, .n = 0, .x = -1,
+    {.name = "layer_stats_phase_negative", .run = c_layer_stats, .fix = FIX_IDLE, .n = 0, .k = -1,
      .expect = UVMRT_ERR_INVALID, .needle = "phase -1"},
     {.name = "layer_stats_null_out", .run = c_layer_stats, .fix = FIX_IDLE, .n = 0, .a = "null",
      .expect = UVMRT_ERR_INVALID, .needle = "out", .known_bad = 1},
