@@ -1374,7 +1374,7 @@ Test(misuse, sweep)
     const char *strict_env = getenv("MISUSE_STRICT"); /* 1: judge flagged cases like the others */
     int strict = strict_env && *strict_env && strcmp(strict_env, "0") != 0;
     unsigned n = 0, clear = 0, unclear = 0, crashed = 0, changed = 0;
-    unsigned bad_unclear = 0, bad_crashed = 0, bad_changed = 0, fixed = 0;
+    unsigned unflagged_unclear = 0, unflagged_crashed = 0, unflagged_changed = 0, fixed = 0;
     for (size_t i = 0; i < N_CASES; i++) {
         const mcase_t *c = &cases[i];
         if (only && *only && strstr(c->name, only) == NULL) continue;
@@ -1390,7 +1390,6 @@ Test(misuse, sweep)
         int ws = 0;
         while (waitpid(pid, &ws, 0) < 0 && errno == EINTR) {}
         if (r->phase != PH_DONE && r->dir[0]) rm_tree(r->dir);
-        n++;
         char what[1800];
         int is_crash = 0, is_unclear = 0, is_changed = 0;
         if (r->phase == PH_SETUP || (r->phase < PH_CALL && !WIFSIGNALED(ws))) {
@@ -1398,6 +1397,7 @@ Test(misuse, sweep)
             cr_expect_fail("case %s: setup failed: %s", c->name, r->setup_what);
             continue;
         }
+        n++;
         if (WIFSIGNALED(ws) || r->phase != PH_DONE) {
             is_crash = 1;
             char how[64];
@@ -1431,9 +1431,9 @@ Test(misuse, sweep)
         int failing = is_crash || is_unclear || is_changed;
         int flagged = c->known_bad && !strict;
         if (!flagged) {
-            bad_crashed += is_crash;
-            bad_unclear += is_unclear && !is_crash;
-            bad_changed += is_changed;
+            unflagged_crashed += is_crash;
+            unflagged_unclear += is_unclear && !is_crash;
+            unflagged_changed += is_changed;
         } else if (!failing) {
             fixed++;
         }
@@ -1445,11 +1445,11 @@ Test(misuse, sweep)
     if (fixed) fprintf(stderr, "misuse: %u known_bad cases now pass (listed above): remove their flags\n", fixed);
     fprintf(stderr, "misuse: %u cases left their context changed; not flagged known_bad: %u unclear (at most %d "
                     "allowed), %u crashed, %u changed\n",
-            changed, bad_unclear, MAX_UNCLEAR, bad_crashed, bad_changed);
+            changed, unflagged_unclear, MAX_UNCLEAR, unflagged_crashed, unflagged_changed);
     fprintf(stderr, "misuse: %u cases, %u clear, %u unclear, %u crashed\n", n, clear, unclear, crashed);
-    cr_expect_leq(bad_unclear, MAX_UNCLEAR, "%u unclear errors among the cases not flagged known_bad", bad_unclear);
-    cr_expect_eq(bad_crashed, 0, "%u crashes among the cases not flagged known_bad", bad_crashed);
-    cr_expect_eq(bad_changed, 0, "%u failed calls changed their context, among the cases not flagged known_bad",
-                 bad_changed);
+    cr_expect_leq(unflagged_unclear, MAX_UNCLEAR, "%u unclear errors among the cases not flagged known_bad", unflagged_unclear);
+    cr_expect_eq(unflagged_crashed, 0, "%u crashes among the cases not flagged known_bad", unflagged_crashed);
+    cr_expect_eq(unflagged_changed, 0, "%u failed calls changed their context, among the cases not flagged known_bad",
+                 unflagged_changed);
     if (!(only && *only)) cr_expect_geq(n, 150, "the sweep has %u cases, expected at least 150", n);
 }
