@@ -362,3 +362,20 @@ Test(gpt_data, text_is_bytes_split_90_10) {
     cfg.vocab = 150; /* bytes >= 150 are then out of range */
     expect_open_error(cfg, "t.txt", "token 195 at index 900");
 }
+
+Test(gpt_data, the_repository_corpus_trains_at_byte_level) {
+    gpt_data_config_t cfg = {.text = GPT_CORPUS_PATH, .split = GPT_DATA_TRAIN, .B = 8, .T = 256,
+                             .seed = 1, .shuffle = 1};
+    gpt_data_t *d, *v;
+    cr_assert_eq(gpt_data_open(&d, &cfg, err, sizeof err), 0, "%s", err);
+    cfg.split = GPT_DATA_VAL;
+    cr_assert_eq(gpt_data_open(&v, &cfg, err, sizeof err), 0, "%s", err);
+    cr_assert_geq(gpt_data_tokens(d), 150000, "about 200 KB of text");
+    cr_assert_geq(gpt_data_batches_per_epoch(v), 5, "validation has several batches");
+    static int32_t in[8 * 256], tg[8 * 256];
+    cr_assert_eq(gpt_data_next(d, in, tg, err, sizeof err), 0, "%s", err);
+    for (int i = 0; i < 8 * 256; i++)
+        cr_assert(in[i] >= 0 && in[i] < 256);
+    gpt_data_close(d);
+    gpt_data_close(v);
+}
