@@ -16,7 +16,8 @@ drop the last position). AdamW betas (.9, .95), eps 1e-8, weight decay .1 on the
   --mode zero2        DeepSpeed ZeRO-2, bf16, offload_optimizer cpu (pinned; DeepSpeed's
                       CPU Adam, built on first use), activation checkpointing
   --mode zero3        DeepSpeed ZeRO-3, bf16, offload_param + offload_optimizer cpu
-                      (pinned), model built under zero.Init, activation checkpointing
+                      (pinned), activation checkpointing (the model is built on the CPU
+                      and partitioned by deepspeed.initialize)
   --mode hostbw       no model: host memory bandwidth, a STREAM triad a = b + s*c on
                       torch's CPU threads over 3 x 1 GiB arrays (GB/s = 3 x 1 GiB / time,
                       best of 5), for the resource floor of bench/gpt_table.py
@@ -70,7 +71,8 @@ def gpt2_config(L, C, V, T):
     cfg = GPT2Config(vocab_size=V, n_positions=T, n_embd=C, n_layer=L, n_head=C // 64,
                      n_inner=4 * C, activation_function="gelu_new", resid_pdrop=0.0,
                      embd_pdrop=0.0, attn_pdrop=0.0, layer_norm_epsilon=1e-5,
-                     tie_word_embeddings=True, use_cache=False)
+                     tie_word_embeddings=True, use_cache=False, bos_token_id=None,
+                     eos_token_id=None)
     cfg._attn_implementation = "sdpa"
     return cfg
 
@@ -187,11 +189,11 @@ def main(argv=None):
         os.environ.setdefault("WORLD_SIZE", "1")
         deepspeed.init_distributed(dist_backend="nccl")
         dcfg = ds_config(a, 2 if a.mode == "zero2" else 3)
-        if a.mode == "zero3":
-            with deepspeed.zero.Init(config_dict_or_path=dcfg):
-                model = build_model(cfg)
-        else:
-            model = build_model(cfg)
+        # built on the CPU in fp32 with transformers' own init; deepspeed.initialize casts
+        # to bf16 and places it (ZeRO-3: partitions it to the CPU). Not under zero.Init:
+        # there transformers' init runs on empty partitions and the weights keep torch's
+        # defaults (N(0, 1) embeddings: a step-1 loss of ~400 instead of ~10.9).
+        model = build_model(cfg)
         model.train()
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         engine, _, _, _ = deepspeed.initialize(model=model, config=dcfg,
@@ -249,7 +251,10 @@ def main(argv=None):
     }
     if ds:
         import deepspeed
+        import torch.distributed as dist
         res["deepspeed"] = deepspeed.__version__
+        res["zero_stage"] = 2 if a.mode == "zero2" else 3
+        dist.destroy_process_group()
     print(f"summary: {med:.1f} ms/step (median of steps {a.warmup + 1}..{a.steps}), "
           f"{res['tokens_per_s']:.0f} tokens/s, {res['tflops']:.1f} TFLOP/s, "
           f"peak {peak / 2**30:.2f} GiB, loss {losses[-1]:.6f}")
