@@ -12,8 +12,9 @@ WEIGHTS is what `uvmrt-gpt --dump-weights` wrote (the initial weights), GRADS wh
 `--dump-grads` wrote (step 1's gradients, before clipping and the update), LOSSLOG its
 `--loss-log` (one loss per step, exact hex floats as C's %a writes them, one per line),
 FILE the token batches it trained on: int32, K batches of B*(T+1) tokens (step s uses
-batch s mod K; inputs are a row's first T tokens, targets the last T). B defaults to the
-file's size over T+1 (one batch), T to the weights' maxT.
+batch s mod K; inputs are a row's first T tokens, targets the last T; B defaults to the
+file's size over T+1, one batch), or the llm.c token file (one shard) it read with
+--data, batched as its data reader does (--batch needed). T defaults to the weights' maxT.
 
 Weights and gradient files: a header of 256 int32, [0] = 20241201, [1] = 1, [2] = maxT,
 [3] = V, [4] = L, [5] = C, [6] = H (heads), [7] = Vp (padded vocabulary); then float32,
@@ -118,6 +119,41 @@ def read_loss_log(path):
                 out.append(float.fromhex(tok) if "x" in tok.lower() else float(tok))
             except ValueError:
                 raise FormatError(f"{path}:{i}: '{tok}' is not a (hex) float") from None
+    return out
+
+
+def read_batches(path, B, T, V, steps):
+    """The batches of a --tokens file, as int64 (B, T+1) arrays. Either int32 batches of
+    B*(T+1) (B = 0: the file is one batch), or an llm.c token file (magic 20240520,
+    uint16), read as uvmrt-gpt --data reads a single shard: batch k is tokens
+    [k*B*T, (k+1)*B*T + 1), row b of it tokens [k*B*T + b*T, ... + T + 1); B must be given."""
+    head = np.fromfile(path, dtype="<i4", count=3)
+    if head.size == 3 and head[0] == 20240520:
+        if head[1] != 1:
+            raise FormatError(f"--tokens {path}: llm.c token file version {head[1]}, expected 1")
+        if B < 1:
+            raise FormatError(f"--tokens {path}: an llm.c token file needs --batch")
+        t = np.fromfile(path, dtype="<u2", offset=1024)
+        if t.size != head[2]:
+            raise FormatError(f"--tokens {path}: {t.size} tokens, the header says {head[2]}")
+        n = (t.size - 1) // (B * T)
+        if n < 1:
+            raise FormatError(f"--tokens {path}: {t.size} tokens, fewer than B*T+1 = "
+                              f"{B * T + 1}")
+        idx = np.arange(B)[:, None] * T + np.arange(T + 1)[None, :]
+        out = [t[k * B * T + idx].astype(np.int64) for k in range(min(n, steps))]
+    else:
+        toks = np.fromfile(path, dtype="<i4")
+        B = B or toks.size // (T + 1)
+        per = B * (T + 1)
+        if B < 1 or toks.size == 0 or toks.size % per:
+            raise FormatError(f"--tokens {path}: {toks.size} int32, not a whole number of "
+                              f"batches of B*(T+1) = {per}")
+        out = [toks[i * per:(i + 1) * per].reshape(B, T + 1).astype(np.int64)
+               for i in range(toks.size // per)]
+    for b in out:
+        if b.min() < 0 or b.max() >= V:
+            raise FormatError(f"--tokens {path}: tokens outside 0..{V - 1}")
     return out
 
 
@@ -283,16 +319,9 @@ def compare(a):
     T = a.seq or hdr["maxT"]
     if T > hdr["maxT"]:
         raise FormatError(f"--seq {T}: longer than the weights' maxT {hdr['maxT']}")
-    toks = np.fromfile(a.tokens, dtype="<i4")
-    B = a.batch or toks.size // (T + 1)
-    per = B * (T + 1)
-    if B < 1 or toks.size == 0 or toks.size % per:
-        raise FormatError(f"--tokens {a.tokens}: {toks.size} int32, not a whole number of "
-                          f"batches of B*(T+1) = {per}")
-    if toks.min() < 0 or toks.max() >= hdr["V"]:
-        raise FormatError(f"--tokens {a.tokens}: tokens outside 0..{hdr['V'] - 1}")
-    batches = [torch.from_numpy(toks[i * per:(i + 1) * per].reshape(B, T + 1).astype(np.int64))
-               .to(a.device) for i in range(toks.size // per)]
+    batches = [torch.from_numpy(b).to(a.device)
+               for b in read_batches(a.tokens, a.batch, T, hdr["V"], a.steps)]
+    B = batches[0].shape[0]
     if len(losses_ref) < a.steps:
         raise FormatError(f"{a.losslog}: {len(losses_ref)} losses, --steps wants {a.steps}")
 
@@ -396,6 +425,25 @@ def selftest(a):
                 good = want in str(e) and q in str(e)
                 fails += not good
                 print(f"selftest: {'ok' if good else 'FAILED'}: {what}: {e}")
+        # an llm.c shard gives the batches uvmrt-gpt's data reader gives (data.h)
+        q = os.path.join(d, "shard.bin")
+        h = np.zeros(256, dtype="<i4")
+        h[:3] = [20240520, 1, 40]
+        with open(q, "wb") as f:
+            f.write(h.tobytes())
+            f.write(np.arange(40, dtype="<u2").tobytes())
+        bs = read_batches(q, 2, 8, 50, 99)
+        good = (len(bs) == 2 and bs[1][0].tolist() == list(range(16, 25))
+                and bs[1][1].tolist() == list(range(24, 33)))
+        fails += not good
+        print(f"selftest: {'ok' if good else 'FAILED'}: llm.c shard as --tokens: 2 batches, "
+              f"batch 1 rows {bs[1][0].tolist()}, ...")
+        q = os.path.join(d, "toks.bin")
+        np.arange(18, dtype="<i4").tofile(q)
+        bs = read_batches(q, 0, 8, 50, 99)
+        good = len(bs) == 1 and bs[0].shape == (2, 9) and bs[0][1, 0] == 9
+        fails += not good
+        print(f"selftest: {'ok' if good else 'FAILED'}: int32 batches as --tokens")
         lp = os.path.join(d, "loss.log")
         open(lp, "w").write(f"{(10.8125).hex()}\n{(1 / 3).hex()}\n\n")
         ll = read_loss_log(lp)
