@@ -194,7 +194,8 @@ static int scan(const char *dir, const char *prefix, const char *suffix, uint64_
         steps[n++] = s;
     }
     closedir(d);
-    qsort(steps, (size_t)n, sizeof *steps, cmp_desc);
+    if (n > 1) /* qsort of a NULL array is undefined even for 0 elements */
+        qsort(steps, (size_t)n, sizeof *steps, cmp_desc);
     *out = steps;
     *count = n;
     return 0;
