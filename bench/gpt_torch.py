@@ -34,7 +34,6 @@ half discounted. bench/gpt_table.py recomputes every row's TFLOP/s with this for
 
 import argparse
 import json
-import math
 import os
 import statistics
 import sys
