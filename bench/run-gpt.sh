@@ -27,8 +27,9 @@
 # "2.7B at B=4 under 12 GiB"). The table is always made last, from whatever OUTDIR
 # holds, so rows can be run in separate calls and the last call prints everything.
 #
-# --smoke: B=2, T=256, 4 steps, d12 rows only, budgets 1G (and 512M): a first check of
-# every kind of row in a minute or two.
+# --smoke: B=2, T=256, 4 steps, d12 rows only, budgets 2G and 1G (d12's embedding layer
+# alone, wte with its gradient and AdamW state, is 0.7 GB): a first check of every kind
+# of row in a minute or two.
 #
 # Memory: before each GPU row the free GPU memory is read (nvidia-smi) and the row is
 # skipped, with a message and OUTDIR/skip.ROW.txt, when its estimated need (the
@@ -62,8 +63,8 @@ gpt=$build/examples/gpt/uvmrt-gpt
 
 if [ "$smoke" = 1 ]; then
     batch=2 seq=256 steps=4 torch_steps=4 torch_warmup=1 ds_steps=4 ds_warmup=1
-    default_rows=(link hostbw d12-resident d12-resident-recompute d12-prefetch-1g-gpu-none
-                  d12-prefetch-1g-cpu-none d12-prefetch-512m-gpu-all d12-prefetch-512m-cpu-all
+    default_rows=(link hostbw d12-resident d12-resident-recompute d12-prefetch-2g-gpu-none
+                  d12-prefetch-2g-cpu-none d12-prefetch-1g-gpu-all d12-prefetch-1g-cpu-all
                   d12-torch-resident d12-torch-checkpoint d12-zero2 d12-zero3)
 else
     batch=8 seq=1024 steps=6 torch_steps=8 torch_warmup=2 ds_steps=6 ds_warmup=2
