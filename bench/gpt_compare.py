@@ -2,19 +2,29 @@
 """gpt_compare.py -- uvmrt-gpt against transformers' GPT2LMHeadModel on the same weights.
 
 Usage:
-  gpt_compare.py WEIGHTS GRADS LOSSLOG --tokens FILE [--batch B] [--seq T] [--steps 20]
-                 [--lr X] [--lr-warmup W] [--lr-total S] [--final-lr-frac F]
-                 [--weight-decay .1] [--clip 1] [--trainer-json RESULT] [--precision bf16|fp32]
-                 [--device cuda|cpu] [--json OUT]
+  gpt_compare.py WEIGHTS GRADS LOSSLOG --tokens FILE|random:SEED|cycle:SEED [--batch B]
+                 [--seq T] [--steps 20] [--lr 3e-4] [--lr-warmup 0] [--lr-total S]
+                 [--final-lr-frac .1] [--weight-decay .1] [--clip 1] [--trainer-json RESULT]
+                 [--precision bf16|fp32] [--device cuda|cpu] [--json OUT]
   gpt_compare.py --selftest [--device cpu|cuda]
+
+For example, after
+  uvmrt-gpt --depth 12 --batch 4 --seq 256 --steps 20 --seed 1 --dump-weights w.bin \
+            --dump-grads g.bin --loss-log loss.txt --result-json r.json
+run
+  gpt_compare.py w.bin g.bin loss.txt --tokens random:1 --trainer-json r.json
 
 WEIGHTS is what `uvmrt-gpt --dump-weights` wrote (the initial weights), GRADS what
 `--dump-grads` wrote (step 1's gradients, before clipping and the update), LOSSLOG its
-`--loss-log` (one loss per step, exact hex floats as C's %a writes them, one per line),
-FILE the token batches it trained on: int32, K batches of B*(T+1) tokens (step s uses
-batch s mod K; inputs are a row's first T tokens, targets the last T; B defaults to the
-file's size over T+1, one batch), or the llm.c token file (one shard) it read with
---data, batched as its data reader does (--batch needed). T defaults to the weights' maxT.
+`--loss-log` (one line per step, "STEP LOSS" with the loss an exact hex float as C's %a
+writes it; a line of the loss alone is read too). --tokens names the batches it trained
+on: random:SEED or cycle:SEED are uvmrt-gpt's own synthetic batches (--tokens
+random|cycle --seed SEED), generated here as examples/gpt/gpt_tokens.h does; or a file
+of int32, K batches of B*(T+1) tokens (step s uses batch s mod K; inputs are a row's
+first T tokens, targets the last T; B defaults to the file's size over T+1, one batch);
+or the llm.c token file (one shard) it read with --data, batched as its data reader
+does. B and T come from --batch/--seq, else from --trainer-json (uvmrt-gpt's
+--result-json: batch, seq), else T is the weights' maxT.
 
 Weights and gradient files: a header of 256 int32, [0] = 20241201, [1] = 1, [2] = maxT,
 [3] = V, [4] = L, [5] = C, [6] = H (heads), [7] = Vp (padded vocabulary); then float32,
@@ -29,10 +39,12 @@ Checks (issue 11): the step-0 loss within 1e-3 relative of LOSSLOG's first, each
 16 tensors' gradient norm (all L layers together; wte's first V rows) within 2% of
 GRADS', and the losses of --steps steps within 2% of LOSSLOG's. The optimizer is the
 trainer's: AdamW betas (.9, .95), eps 1e-8, weight decay on the 2-D weights, global
-gradient-norm clipping, and llm.c's schedule: lr * (s+1)/W for s < W, then cosine from
-lr to lr * F over the steps up to S. Pass the trainer's values (or --trainer-json, its
---result-json, whose lr, warmup_steps, steps, final_lr_frac, weight_decay, grad_clip keys
-are used when present). Exit status 0 when every check passed.
+gradient-norm clipping, and its schedule: lr * (s+1)/W for s < W, then cosine from lr at
+step W to lr * F at step S-1, S the trainer's --steps (--lr-total; default --steps, or
+--trainer-json's steps). The defaults are uvmrt-gpt's (lr 3e-4, W 0, F 0.1); pass its
+--lr and --warmup when they were given (--trainer-json's lr, warmup_steps,
+final_lr_frac, weight_decay, grad_clip keys are used where present). Exit status 0
+when every check passed, 1 when one failed, 2 for unusable input.
 
 --selftest: writes a tiny random weights file, reads it back (numpy), refuses damaged
 files, and, where torch and transformers import, loads it into GPT2LMHeadModel and checks
@@ -44,6 +56,7 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 import tempfile
 
@@ -114,7 +127,7 @@ def read_loss_log(path):
             s = line.split("#", 1)[0].strip()
             if not s:
                 continue
-            tok = s.split()[0]
+            tok = s.replace(",", " ").split()[-1]  # "STEP LOSS" (uvmrt-gpt) or "LOSS"
             try:
                 out.append(float.fromhex(tok) if "x" in tok.lower() else float(tok))
             except ValueError:
@@ -122,11 +135,47 @@ def read_loss_log(path):
     return out
 
 
+M64 = (1 << 64) - 1
+TOKENS_SEED_XOR = 0x70C3E5
+CYCLE_LEN = 61
+
+
+def splitmix64(x):
+    """mlp_math.h's mlp_splitmix64 over numpy uint64 arrays (wrapping arithmetic)."""
+    with np.errstate(over="ignore"):
+        x = x + np.uint64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def synthetic_batch(kind, seed, step, B, T, V):
+    """The (B, T+1) tokens of uvmrt-gpt --tokens random|cycle --seed SEED at a step
+    (0-based): a port of examples/gpt/gpt_tokens.h, which it must follow."""
+    u = np.uint64
+    base = splitmix64(np.array([((seed ^ TOKENS_SEED_XOR) + step * 0x1000193) & M64], dtype=u))[0]
+    b = np.arange(B, dtype=u)[:, None]
+    t = np.arange(T + 1, dtype=u)[None, :]
+    with np.errstate(over="ignore"):
+        if kind == "random":
+            h = splitmix64(base + b * u(T + 1) + t)
+        else:
+            start = splitmix64(base + b) % u(CYCLE_LEN)
+            k = (start + t) % u(CYCLE_LEN)
+            h = splitmix64(u((seed * 31) & M64) + k + u(7))
+    return ((h >> u(33)) % u(V)).astype(np.int64)
+
+
 def read_batches(path, B, T, V, steps):
     """The batches of a --tokens file, as int64 (B, T+1) arrays. Either int32 batches of
     B*(T+1) (B = 0: the file is one batch), or an llm.c token file (magic 20240520,
     uint16), read as uvmrt-gpt --data reads a single shard: batch k is tokens
     [k*B*T, (k+1)*B*T + 1), row b of it tokens [k*B*T + b*T, ... + T + 1); B must be given."""
+    m = re.match(r"^(random|cycle):(\d+)$", path)
+    if m:
+        if B < 1:
+            raise FormatError(f"--tokens {path}: synthetic batches need --batch")
+        return [synthetic_batch(m.group(1), int(m.group(2)), s, B, T, V) for s in range(steps)]
     head = np.fromfile(path, dtype="<i4", count=3)
     if head.size == 3 and head[0] == 20240520:
         if head[1] != 1:
@@ -293,13 +342,14 @@ def hf_loss(model, batch, precision):
 
 
 def lr_at(step, lr, warmup, total, final_frac):
+    """uvmrt-gpt's schedule (gpt.c lr_at): linear warmup, then cosine from lr at step
+    `warmup` to lr * final_frac at the last step, total - 1."""
     if step < warmup:
         return lr * (step + 1) / warmup
-    if total <= warmup:
-        return lr
-    ratio = min(1.0, (step - warmup) / (total - warmup))
+    span = total - warmup
+    frac = (step - warmup) / (span - 1) if span > 1 else 0.0
     lo = lr * final_frac
-    return lo + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (lr - lo)
+    return lo + 0.5 * (1.0 + math.cos(math.pi * frac)) * (lr - lo)
 
 
 def rel(a, b):
@@ -316,6 +366,12 @@ def compare(a):
     if ghdr != hdr:
         raise FormatError(f"{a.grads}: header {ghdr} differs from {a.weights}'s {hdr}")
     losses_ref = read_loss_log(a.losslog)
+    tj = {}
+    if a.trainer_json:
+        with open(a.trainer_json, encoding="utf-8") as f:
+            tj = json.load(f)
+        a.batch = a.batch or int(tj.get("batch") or 0)
+        a.seq = a.seq or int(tj.get("seq") or 0)
     T = a.seq or hdr["maxT"]
     if T > hdr["maxT"]:
         raise FormatError(f"--seq {T}: longer than the weights' maxT {hdr['maxT']}")
@@ -328,12 +384,9 @@ def compare(a):
     opt_cfg = {"lr": a.lr, "warmup_steps": a.lr_warmup, "steps": a.lr_total or a.steps,
                "final_lr_frac": a.final_lr_frac, "weight_decay": a.weight_decay,
                "grad_clip": a.clip}
-    if a.trainer_json:
-        with open(a.trainer_json, encoding="utf-8") as f:
-            tj = json.load(f)
-        for k in opt_cfg:
-            if k in tj and tj[k] is not None:
-                opt_cfg[k] = tj[k]
+    for k in opt_cfg:
+        if k in tj and tj[k] is not None and not (k == "steps" and a.lr_total):
+            opt_cfg[k] = tj[k]
     torch.manual_seed(0)
     model = hf_model(hdr, a.device)
     load_into(model, hdr, w)
@@ -444,8 +497,20 @@ def selftest(a):
         good = len(bs) == 1 and bs[0].shape == (2, 9) and bs[0][1, 0] == 9
         fails += not good
         print(f"selftest: {'ok' if good else 'FAILED'}: int32 batches as --tokens")
+        # uvmrt-gpt's synthetic batches: values from the C code (gpt_tokens.h), B=2, T=4
+        r0 = synthetic_batch("random", 1, 0, 2, 4, 50257)
+        r1 = synthetic_batch("random", 1, 1, 2, 4, 50257)
+        c3 = synthetic_batch("cycle", 7, 3, 2, 4, 50257)
+        good = (r0[:, :4].ravel().tolist() == [12594, 17677, 35113, 6267, 37362, 14325, 21265,
+                                               49715] and r0[0, 4] == 29948 and r0[1, 4] == 40943
+                and r1[0, :4].tolist() == [40376, 8861, 38234, 21662] and r1[1, 4] == 22446
+                and c3[:, :4].ravel().tolist() == [1035, 27670, 19823, 18292, 50028, 46635,
+                                                   29147, 443] and c3[1, 4] == 31665)
+        fails += not good
+        print(f"selftest: {'ok' if good else 'FAILED'}: --tokens random:1 / cycle:7 give "
+              "uvmrt-gpt's batches")
         lp = os.path.join(d, "loss.log")
-        open(lp, "w").write(f"{(10.8125).hex()}\n{(1 / 3).hex()}\n\n")
+        open(lp, "w").write(f"1 {(10.8125).hex()}\n2 {(1 / 3).hex()}\n\n")
         ll = read_loss_log(lp)
         good = ll == [10.8125, 1 / 3]
         fails += not good
@@ -508,8 +573,9 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--lr", type=float, default=3e-4)
     ap.add_argument("--lr-warmup", type=int, default=0)
-    ap.add_argument("--lr-total", type=int, default=0, help="cosine horizon (0: --steps)")
-    ap.add_argument("--final-lr-frac", type=float, default=1.0)
+    ap.add_argument("--lr-total", type=int, default=0,
+                    help="the trainer's --steps: the cosine ends at its last step (0: --steps)")
+    ap.add_argument("--final-lr-frac", type=float, default=0.1)
     ap.add_argument("--weight-decay", type=float, default=0.1)
     ap.add_argument("--clip", type=float, default=1.0)
     ap.add_argument("--trainer-json")
