@@ -1,0 +1,242 @@
+#!/usr/bin/env python3
+"""gpt_table.py -- the GPT benchmark's results as a markdown table (bench/run-gpt.sh).
+
+Usage: python3 bench/gpt_table.py OUTDIR
+
+Reads what bench/run-gpt.sh left in OUTDIR (any subset; rows are ordered by depth, then
+uvmrt, PyTorch, DeepSpeed):
+  gpt.ROW.json     uvmrt-gpt --result-json        torch.ROW.json  bench/gpt_torch.py --json
+  link.json        uvmrt-linkbench --json         hostbw.json     gpt_torch.py --mode hostbw
+  shape.json       B, T of the run                skip.ROW.txt    why a row was not run
+prints the table and writes OUTDIR/table.md.
+
+Columns: ms/step (median of the steps after the warm-up ones), tokens/s (B*T per step
+time), TFLOP/s (every row with one formula: 6 N B T + 12 L C T B T per step, N the
+parameter count, as bench/gpt_torch.py documents; recomputation is not counted as
+work), peak GPU memory (uvmrt: its peak resident managed bytes + the trainer's own
+device buffers; PyTorch/DeepSpeed: torch.cuda.max_memory_allocated), GB in/out per step
+over the link (uvmrt's counters; - for the peers), GPU faults per step, the last loss,
+and for each uvmrt row its resource floor: the largest of
+  compute   the resident row's step time at the same depth and recompute setting
+            (dD-resident, or dD-resident-recompute for --recompute all rows),
+  link in   GB in per step / pinned host-to-device bandwidth (link.json),
+  link out  GB out per step / pinned device-to-host bandwidth,
+  host mem  host-memory bytes per step / host triad bandwidth (hostbw.json): the
+            trainer's host_bytes_per_step when it reports one, else GB in + GB out
+            (the DMA reads and writes host memory) + 28 bytes per parameter when the
+            optimizer runs on the CPU (fp32 AdamW: read grad, master, m, v; write
+            master, m, v),
+with the step time over that floor and the resource that sets it. GB = 1e9 bytes,
+GiB = 2^30 bytes. Standard library only.
+"""
+
+import glob
+import json
+import os
+import re
+import sys
+
+DEPTHS = {12: 768, 24: 1024, 36: 1280, 48: 1600, 60: 1920}
+GIB = float(1 << 30)
+CPU_ADAMW_BYTES_PER_PARAM = 28
+TARGET_RESIDENT_TOKENS = 33000
+TARGET_SMALL_TOKENS = 14500
+TARGET_FLOOR_RATIO = 1.3
+ROW_RE = re.compile(r"^d(\d+)(?:b(\d+))?-(.*)$")
+
+
+def load(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        print(f"gpt_table.py: {path}: cannot read: {e}", file=sys.stderr)
+        return None
+
+
+def param_count(L, C, V, T):
+    return V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C
+
+
+def step_flops(L, C, V, B, T):
+    return 6.0 * param_count(L, C, V, T) * B * T + 12.0 * L * C * T * B * T
+
+
+def describe(rest, r):
+    if rest == "resident":
+        return "uvmrt-gpt, all resident (policy none)"
+    if rest == "resident-recompute":
+        return "uvmrt-gpt, all resident, --recompute all"
+    m = re.match(r"^prefetch-(\w+)-(gpu|cpu)-(none|all)$", rest)
+    if m:
+        return (f"uvmrt-gpt prefetch, budget {m.group(1).upper()}, optimizer {m.group(2).upper()}"
+                f", recompute {m.group(3)}")
+    return {"torch-resident": "PyTorch, all resident",
+            "torch-checkpoint": "PyTorch, activation checkpointing",
+            "zero2": "DeepSpeed ZeRO-2, offload_optimizer cpu, checkpointing",
+            "zero3": "DeepSpeed ZeRO-3, offload_param + optimizer cpu, checkpointing"}.get(rest, rest)
+
+
+def order_key(row):
+    m = ROW_RE.match(row)
+    d, rest = int(m.group(1)), m.group(3)
+    kind = 0 if not (rest.startswith("torch") or rest.startswith("zero")) else (
+        1 if rest.startswith("torch") else 2)
+    sub = {"resident": 0, "resident-recompute": 1, "torch-resident": 0, "torch-checkpoint": 1,
+           "zero2": 0, "zero3": 1}.get(rest, 2)
+    big = 0
+    pm = re.match(r"^prefetch-(\d+)([kmg]?)", rest, re.I)
+    if pm:
+        big = -int(pm.group(1)) * {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[
+            pm.group(2).lower()]
+    return (d, int(m.group(2) or 0), kind, sub, big, rest)
+
+
+def fmt(v, spec, dash="-"):
+    return dash if v is None else format(v, spec)
+
+
+def main(argv):
+    if len(argv) != 2:
+        print(__doc__.split("\n\n")[1], file=sys.stderr)
+        return 2
+    out = argv[1]
+    shape = load(os.path.join(out, "shape.json")) or {}
+    link = load(os.path.join(out, "link.json")) or {}
+    host = load(os.path.join(out, "hostbw.json")) or {}
+    h2d, d2h = link.get("pinned_h2d_bps"), link.get("pinned_d2h_bps")
+    host_bps = host.get("host_triad_bps")
+
+    runs, skipped = {}, {}
+    for path in glob.glob(os.path.join(out, "gpt.*.json")) + glob.glob(
+            os.path.join(out, "torch.*.json")):
+        base = os.path.basename(path)
+        if base.endswith(".report.json"):
+            continue
+        kind, row = base.split(".", 1)[0], base.split(".", 1)[1][:-len(".json")]
+        if not ROW_RE.match(row):
+            continue
+        r = load(path)
+        if r is not None:
+            runs[row] = (kind, r)
+    for path in glob.glob(os.path.join(out, "skip.*.txt")):
+        row = os.path.basename(path)[len("skip."):-len(".txt")]
+        if ROW_RE.match(row) and row not in runs:
+            with open(path, encoding="utf-8") as f:
+                skipped[row] = f.read().strip()
+
+    def shape_of(row, r):
+        m = ROW_RE.match(row)
+        L = int(r.get("layers") or r.get("depth") or m.group(1))
+        C = int(r.get("channels") or DEPTHS.get(L, 0))
+        B = int(r.get("batch") or m.group(2) or shape.get("batch", 8))
+        T = int(r.get("seq") or shape.get("seq", 1024))
+        V = int(r.get("vocab") or shape.get("vocab", 50257))
+        return L, C, V, B, T
+
+    lines = [f"GPT-2, B={shape.get('batch', '?')} (dDbN rows: N), T={shape.get('seq', '?')}, "
+             "random tokens, vocab 50257, bf16 matmuls, fp32 AdamW"
+             + (" (smoke shapes)" if shape.get("smoke") else ""), ""]
+    lines.append("| run | ms/step | tokens/s | TFLOP/s | peak GPU GiB | GB in/step | "
+                 "GB out/step | faults/step | loss | floor ms (bound) | x floor |")
+    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    summary = {}
+    for row in sorted(set(runs) | set(skipped), key=order_key):
+        m = ROW_RE.match(row)
+        d, rest = int(m.group(1)), m.group(3)
+        label = f"d{d}{'b' + m.group(2) if m.group(2) else ''} {describe(rest, {})}"
+        if row in skipped:
+            lines.append(f"| {label} | {skipped[row]} |" + " |" * 9)
+            continue
+        kind, r = runs[row]
+        if r.get("backend") == "sim":
+            label += " (sim model, not a measurement)"
+        L, C, V, B, T = shape_of(row, r)
+        ms = r.get("ms_per_step_median")
+        tok = B * T / (ms * 1e-3) if ms else None
+        tfl = step_flops(L, C, V, B, T) / (ms * 1e-3) / 1e12 if ms else None
+        loss = r["losses"][-1] if r.get("losses") else None
+        if kind == "gpt":
+            peak = (r.get("peak_resident_bytes", 0) + r.get("device_workspace_bytes", 0)) / GIB
+            gin, gout = r.get("gb_in_per_step"), r.get("gb_out_per_step")
+            faults = r.get("faults_per_step")
+        else:
+            peak, gin, gout, faults = r.get("peak_gpu_bytes", 0) / GIB, None, None, None
+        floor_s = "-"
+        ratio = None
+        if kind == "gpt" and ms:
+            rec = "all" if (rest.endswith("-all") or rest == "resident-recompute") else "none"
+            base = f"d{d}{'b' + m.group(2) if m.group(2) else ''}-" + (
+                "resident-recompute" if rec == "all" else "resident")
+            cands = []
+            if base in runs and runs[base][1].get("ms_per_step_median"):
+                cands.append((runs[base][1]["ms_per_step_median"], "compute"))
+            if gin is not None and h2d:
+                cands.append((gin * 1e9 / h2d * 1e3, "link in"))
+            if gout is not None and d2h:
+                cands.append((gout * 1e9 / d2h * 1e3, "link out"))
+            if host_bps and gin is not None and gout is not None:
+                hb = r.get("host_bytes_per_step")
+                if hb is None:
+                    hb = (gin + gout) * 1e9
+                    if r.get("optimizer_on") == "cpu":
+                        hb += CPU_ADAMW_BYTES_PER_PARAM * param_count(L, C, V, T)
+                cands.append((hb / host_bps * 1e3, "host mem"))
+            if cands:
+                fl, why = max(cands)
+                ratio = ms / fl if fl > 0 else None
+                floor_s = f"{fl:.1f} ({why})"
+        summary[row] = {"tokens": tok, "ratio": ratio, "faults_late": r.get("faults_after_step1"),
+                        "faults": faults}
+        lines.append(f"| {label} | {fmt(ms, '.1f')} | {fmt(tok, '.0f')} | {fmt(tfl, '.1f')} | "
+                     f"{peak:.2f} | {fmt(gin, '.2f')} | {fmt(gout, '.2f')} | "
+                     f"{fmt(faults, '.0f')} | {fmt(loss, '.4f')} | {floor_s} | "
+                     f"{fmt(ratio, '.2f')} |")
+    if link or host:
+        lines.append("")
+        lines.append("Same run: " + ", ".join(x for x in (
+            h2d and f"pinned H2D {h2d / 1e9:.1f} GB/s",
+            d2h and f"pinned D2H {d2h / 1e9:.1f} GB/s",
+            link.get("pinned_bidir_bps") and f"both at once {link['pinned_bidir_bps'] / 1e9:.1f} GB/s",
+            link.get("prefetch_h2d_bps") and f"managed prefetch to GPU "
+                                             f"{link['prefetch_h2d_bps'] / 1e9:.1f} GB/s",
+            host_bps and f"host memory (triad, {host.get('threads', '?')} threads) "
+                         f"{host_bps / 1e9:.1f} GB/s") if x) + ".")
+
+    checks = []
+    res = summary.get("d48-resident")
+    if res and res["tokens"]:
+        checks.append((f"d48 resident >= {TARGET_RESIDENT_TOKENS} tokens/s",
+                       f"{res['tokens']:.0f}", res["tokens"] >= TARGET_RESIDENT_TOKENS))
+    small = {k: v for k, v in summary.items() if k.startswith("d48-prefetch-8g-") and v["tokens"]}
+    if small:
+        best = max(small, key=lambda k: small[k]["tokens"])
+        v = small[best]
+        checks.append((f"d48 at 8 GiB >= {TARGET_SMALL_TOKENS} tokens/s (best: {best})",
+                       f"{v['tokens']:.0f}", v["tokens"] >= TARGET_SMALL_TOKENS))
+        late = v["faults_late"] if v["faults_late"] is not None else v["faults"]
+        if late is not None:
+            checks.append((f"{best}: 0 GPU faults after step 1", f"{late:.0f}", late == 0))
+        if v["ratio"] is not None:
+            checks.append((f"{best}: within {TARGET_FLOOR_RATIO}x of its floor",
+                           f"{v['ratio']:.2f}x", v["ratio"] <= TARGET_FLOOR_RATIO))
+    d60 = [k for k in runs if k.startswith("d60b4-prefetch-12g")]
+    for k in d60:
+        losses = runs[k][1].get("losses") or []
+        checks.append((f"{k}: trains under 12 GiB", f"{len(losses)} steps, loss "
+                       f"{losses[0]:.3f} -> {losses[-1]:.3f}" if losses else "no losses",
+                       bool(losses) and losses[-1] < losses[0]))
+    if checks:
+        lines += ["", "| target (issue 11) | measured | |", "|---|---:|---|"]
+        lines += [f"| {w} | {v} | {'met' if ok else 'missed'} |" for w, v, ok in checks]
+    text = "\n".join(lines) + "\n"
+    print(text, end="")
+    with open(os.path.join(out, "table.md"), "w", encoding="utf-8") as f:
+        f.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

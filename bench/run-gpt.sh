@@ -1,0 +1,244 @@
+#!/usr/bin/env bash
+#
+# run-gpt.sh -- the GPT benchmark (issue 11): uvmrt-gpt, PyTorch and DeepSpeed on GPT-2
+# 124M (--depth 12) and 1.56B (--depth 48), B=8, T=1024, random tokens (vocab 50257),
+# side by side in one run, with the link's ceiling and the host memory bandwidth
+# measured in the same run; then the results table (bench/gpt_table.py).
+#
+#   [BUILD=DIR] [PYTHON=python3] bench/run-gpt.sh [--smoke] [OUTDIR [ROW...]]
+#
+# OUTDIR defaults to ./out-gpt. ROWs (default: all of the list below, in its order):
+#   link                       uvmrt-linkbench: pinned memcpy each way (the link's ceiling)
+#   hostbw                     host memory bandwidth: STREAM triad on all CPU threads
+#                              (bench/gpt_torch.py --mode hostbw)
+#   dD-resident                uvmrt-gpt --depth D, policy none, no budget (all resident):
+#                              the compute-only floor of the prefetch rows
+#   dD-resident-recompute      the same with --recompute all (the floor of the
+#                              recompute rows)
+#   dD-prefetch-SIZE-OPT-REC   prefetch, --budget SIZE (8g, 16g, 512m...), --optimizer-on
+#                              OPT (gpu|cpu), --recompute REC (none|all)
+#   dD-torch-resident          PyTorch (transformers GPT2LMHeadModel, SDPA, bf16 autocast,
+#                              fused AdamW), everything on the GPU
+#   dD-torch-checkpoint        the same with activation checkpointing
+#   dD-zero2                   DeepSpeed ZeRO-2, offload_optimizer cpu, checkpointing
+#   dD-zero3                   DeepSpeed ZeRO-3, offload_param + offload_optimizer cpu,
+#                              checkpointing
+# dDbN-... runs that row at batch N instead (d60b4-prefetch-12g-cpu-all: issue 11's
+# "2.7B at B=4 under 12 GiB"). The table is always made last, from whatever OUTDIR
+# holds, so rows can be run in separate calls and the last call prints everything.
+#
+# --smoke: B=2, T=256, 4 steps, d12 rows only, budgets 2G and 1G (d12's embedding layer
+# alone, wte with its gradient and AdamW state, is 0.7 GB): a first check of every kind
+# of row in a minute or two.
+#
+# Memory: before each GPU row the free GPU memory is read (nvidia-smi) and the row is
+# skipped, with a message and OUTDIR/skip.ROW.txt, when its estimated need (the
+# estimate() below: parameters, optimizer state, saved activations, logits) is above
+# 80% of it. uvmrt-gpt allocates managed memory for everything it holds (d48 B=8 about
+# 64 GiB; the budget, not real memory, emulates the small GPU): never more than the
+# GPU has free.
+#
+# BUILD is the build folder holding examples/ and bench/ (default: the current one).
+# DeepSpeed must import (see bench/README.md: sdist + wheels, PYTHONPATH); without it
+# the zero rows fail and the others still run. Per row it writes OUTDIR/gpt.ROW.json
+# (uvmrt-gpt --result-json), .report.json (uvmrt-report(5)), .losses (--loss-log), .log;
+# OUTDIR/torch.ROW.json and .log; OUTDIR/link.json, hostbw.json, shape.json, table.md.
+
+set -uo pipefail
+
+smoke=0
+if [ "${1:-}" = "--smoke" ]; then
+    smoke=1
+    shift
+fi
+outdir=${1:-./out-gpt}
+[ $# -gt 0 ] && shift
+rows=("$@")
+
+here=$(cd "$(dirname "$0")" && pwd)
+build=${BUILD:-.}
+python=${PYTHON:-python3}
+linkbench=$build/bench/uvmrt-linkbench
+gpt=$build/examples/gpt/uvmrt-gpt
+
+if [ "$smoke" = 1 ]; then
+    batch=2 seq=256 steps=4 torch_steps=4 torch_warmup=1 ds_steps=4 ds_warmup=1
+    default_rows=(link hostbw d12-resident d12-resident-recompute d12-prefetch-2g-gpu-none
+                  d12-prefetch-2g-cpu-none d12-prefetch-1g-gpu-all d12-prefetch-1g-cpu-all
+                  d12-torch-resident d12-torch-checkpoint d12-zero2 d12-zero3)
+else
+    batch=8 seq=1024 steps=6 torch_steps=8 torch_warmup=2 ds_steps=6 ds_warmup=2
+    default_rows=(link hostbw
+                  d12-resident d12-prefetch-8g-gpu-none
+                  d48-resident d48-resident-recompute
+                  d48-prefetch-16g-gpu-none d48-prefetch-16g-gpu-all
+                  d48-prefetch-16g-cpu-none d48-prefetch-16g-cpu-all
+                  d48-prefetch-8g-gpu-none d48-prefetch-8g-gpu-all
+                  d48-prefetch-8g-cpu-none d48-prefetch-8g-cpu-all
+                  d60b4-prefetch-12g-cpu-all
+                  d12-torch-resident d12-torch-checkpoint
+                  d48-torch-resident d48-torch-checkpoint
+                  d48-zero2 d48-zero3)
+fi
+[ ${#rows[@]} -eq 0 ] && rows=("${default_rows[@]}")
+
+# ROW -> "depth batch kind arg..." (kind: link hostbw uvmrt torch ds), or nothing if
+# the name is not a row
+parse_row() {
+    local r=$1 d b rest
+    case $r in
+    link | hostbw) echo "0 0 $r"; return ;;
+    esac
+    [[ $r =~ ^d(12|24|36|48|60)(b([0-9]+))?-(.*)$ ]] || return
+    d=${BASH_REMATCH[1]}
+    b=${BASH_REMATCH[3]:-$batch}
+    rest=${BASH_REMATCH[4]}
+    case $rest in
+    resident) echo "$d $b uvmrt none none gpu none" ;;
+    resident-recompute) echo "$d $b uvmrt none none gpu all" ;;
+    torch-resident) echo "$d $b torch resident" ;;
+    torch-checkpoint) echo "$d $b torch checkpoint" ;;
+    zero2 | zero3) echo "$d $b ds $rest" ;;
+    *)
+        [[ $rest =~ ^prefetch-([0-9]+[kKmMgG]?)-(gpu|cpu)-(none|all)$ ]] || return
+        echo "$d $b uvmrt prefetch ${BASH_REMATCH[1]} ${BASH_REMATCH[2]} ${BASH_REMATCH[3]}"
+        ;;
+    esac
+}
+
+for row in "${rows[@]}"; do
+    if [ -z "$(parse_row "$row")" ]; then
+        echo "run-gpt.sh: unknown row '$row': expected link, hostbw, dD-resident," \
+             "dD-resident-recompute, dD-prefetch-SIZE-gpu|cpu-none|all, dD-torch-resident," \
+             "dD-torch-checkpoint, dD-zero2 or dD-zero3 (D: 12 24 36 48 60; dDbN-: batch N)" >&2
+        exit 2
+    fi
+done
+mkdir -p "$outdir"
+printf '{"batch": %d, "seq": %d, "smoke": %s, "vocab": 50257}\n' "$batch" "$seq" \
+    "$([ "$smoke" = 1 ] && echo true || echo false)" >"$outdir/shape.json"
+echo "run-gpt.sh: $([ "$smoke" = 1 ] && echo smoke || echo full): B=$batch T=$seq;" \
+     "rows: ${rows[*]}"
+
+status=0
+fail() {
+    echo "run-gpt.sh: row $1 failed (exit $2): see $3" >&2
+    status=1
+}
+
+# Estimated GPU bytes of a row: KIND DEPTH BATCH RECOMPUTE-or-MODE. N parameters,
+# A = B*T*C*L (one activation element per position, channel and layer), G = B*T*V.
+# uvmrt-gpt: fp32 master + moments + grads and a bf16 copy (18 N), bf16 saved
+# activations and their workspaces (~40 A, 4 A with --recompute all), bf16 logits and their gradient (4 G).
+# PyTorch (fit to the 2026-12-01 d48 measurements, FACTS.md): 16 N + 85 A + 12 G
+# resident, 16 N + 6 A + 12 G with checkpointing; DeepSpeed ZeRO-2 keeps bf16 weights and
+# gradients (4 N), ZeRO-3 streams them (~0); both 6 A + 12 G. Plus 2 GiB (context,
+# workspaces), all times 1.2.
+estimate() {
+    "$python" - "$@" <<'EOF'
+import sys
+kind, depth, B, extra = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+T, V = int(sys.argv[5]), 50257
+C = {12: 768, 24: 1024, 36: 1280, 48: 1600, 60: 1920}[depth]
+L = depth
+N = V * C + T * C + L * (12 * C * C + 13 * C)
+A, G = B * T * C * L, B * T * V
+if kind == "uvmrt":
+    need = 18 * N + (4 if extra == "all" else 40) * A + 4 * G
+elif kind == "torch":
+    need = 16 * N + (85 if extra == "resident" else 6) * A + 12 * G
+else:
+    need = (4 * N if extra == "zero2" else 0) + 6 * A + 12 * G
+print(int(1.2 * (need + (2 << 30))))
+EOF
+}
+
+free_bytes() {
+    local mib
+    mib=$(nvidia-smi --query-gpu=memory.free --format=csv,noheader,nounits -i 0 2>/dev/null |
+          head -1 | tr -dc 0-9)
+    [ -n "$mib" ] && echo $((mib * 1024 * 1024))
+}
+
+# fits ROW KIND DEPTH BATCH EXTRA: 0 if the row may run
+fits() {
+    local row=$1 need free
+    need=$(estimate "$2" "$3" "$4" "$5" "$seq") || return 0
+    free=$(free_bytes)
+    if [ -z "$free" ]; then
+        echo "run-gpt.sh: nvidia-smi gave no free memory; running $row unchecked" >&2
+        return 0
+    fi
+    if [ "$need" -gt $((free * 8 / 10)) ]; then
+        local msg
+        msg=$(awk -v n="$need" -v f="$free" 'BEGIN { printf "skipped: needs about %.1f GiB, the GPU has %.1f GiB free (a row may use at most 80%% of it)", n / 2^30, f / 2^30 }')
+        echo "$msg" >"$outdir/skip.$row.txt"
+        echo "run-gpt.sh: $row $msg" >&2
+        return 1
+    fi
+    rm -f "$outdir/skip.$row.txt"
+    return 0
+}
+
+uvmrt_row() { # ROW DEPTH BATCH POLICY BUDGET OPTIMIZER RECOMPUTE
+    local row=$1 depth=$2 b=$3 policy=$4 budget=$5 placement=$6 recompute=$7
+    if [ ! -x "$gpt" ]; then
+        echo "run-gpt.sh: $gpt not found: run from the build folder, or set BUILD" >&2
+        status=1
+        return
+    fi
+    fits "$row" uvmrt "$depth" "$b" "$recompute" || return
+    local n=$steps
+    [ "$depth" -ge 60 ] && n=4
+    local args=(--backend cuda --depth "$depth" --batch "$b" --seq "$seq" --steps "$n"
+                --policy "$policy" --optimizer-on "$placement" --recompute "$recompute" --quiet
+                --result-json "$outdir/gpt.$row.json" --report "json:$outdir/gpt.$row.report.json"
+                --loss-log "$outdir/gpt.$row.losses")
+    [ "$budget" != none ] && args+=(--budget "$budget")
+    rm -f "$outdir/gpt.$row.json" # a failed row must not leave an old result behind
+    echo "== $row: $gpt ${args[*]}"
+    "$gpt" "${args[@]}" 2>&1 | tee "$outdir/gpt.$row.log"
+    local rc=${PIPESTATUS[0]}
+    [ "$rc" -eq 0 ] || fail "$row" "$rc" "$outdir/gpt.$row.log"
+}
+
+torch_row() { # ROW DEPTH BATCH MODE STEPS WARMUP
+    local row=$1 depth=$2 b=$3 mode=$4 n=$5 w=$6
+    fits "$row" "$([ "${mode#zero}" != "$mode" ] && echo ds || echo torch)" "$depth" "$b" \
+        "$mode" || return
+    local args=(--depth "$depth" --batch "$b" --seq "$seq" --steps "$n" --warmup "$w"
+                --mode "$mode" --json "$outdir/torch.$row.json")
+    rm -f "$outdir/torch.$row.json"
+    echo "== $row: $python $here/gpt_torch.py ${args[*]}"
+    NCCL_NVLS_ENABLE=0 "$python" "$here/gpt_torch.py" "${args[@]}" 2>&1 |
+        tee "$outdir/torch.$row.log"
+    local rc=${PIPESTATUS[0]}
+    [ "$rc" -eq 0 ] || fail "$row" "$rc" "$outdir/torch.$row.log"
+}
+
+for row in "${rows[@]}"; do
+    read -r depth b kind a1 a2 a3 a4 <<<"$(parse_row "$row")"
+    case $kind in
+    link)
+        if [ ! -x "$linkbench" ]; then
+            echo "run-gpt.sh: $linkbench not found (built with CUDA only)" >&2
+            status=1
+            continue
+        fi
+        echo "== link: $linkbench --json $outdir/link.json"
+        "$linkbench" --json "$outdir/link.json" || fail link $? "the output above"
+        ;;
+    hostbw)
+        echo "== hostbw: $python $here/gpt_torch.py --mode hostbw --json $outdir/hostbw.json"
+        "$python" "$here/gpt_torch.py" --mode hostbw --json "$outdir/hostbw.json" ||
+            fail hostbw $? "the output above"
+        ;;
+    uvmrt) uvmrt_row "$row" "$depth" "$b" "$a1" "$a2" "$a3" "$a4" ;;
+    torch) torch_row "$row" "$depth" "$b" "$a1" "$torch_steps" "$torch_warmup" ;;
+    ds) torch_row "$row" "$depth" "$b" "$a1" "$ds_steps" "$ds_warmup" ;;
+    esac
+done
+
+echo "== table: $outdir/table.md"
+"$python" "$here/gpt_table.py" "$outdir" || status=1
+exit $status
