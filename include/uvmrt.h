@@ -430,8 +430,20 @@ uvmrt_status_t uvmrt_summary_get(const uvmrt_context_t *ctx, uvmrt_summary_t *ou
 
 /* Writes a report: format "text" (a per-layer table), "json", "csv" (one row per
  * step, layer and phase) or "trace" (trace-event JSON for Perfetto / chrome://tracing);
- * see uvmrt-report(5). path "-" or NULL means stdout; files are written to a temporary file in
- * the same folder, then renamed, so a reader never sees half a report. */
+ * see uvmrt-report(5). path "-" or NULL means stdout (as "-" does in UVMRT_REPORT and
+ * UVMRT_TRACE). What is at path decides the rest:
+ *  - nothing, or a regular file: written to a temporary file in the same folder, then
+ *    renamed onto path, so a reader never sees half a report; a replaced file keeps
+ *    its permission bits, a new one gets 0666 less the umask (never changed);
+ *  - a symbolic link to a regular file: its target is replaced that way (the temporary
+ *    file goes in the target's folder) and the link stays;
+ *  - a FIFO or a character device (or a link to one): written in place, never replaced
+ *    (UVMRT_ERR_IO at once when a FIFO has no reader);
+ *  - anything else (a directory, block device, socket, dangling link): UVMRT_ERR_IO,
+ *    nothing written.
+ * UVMRT_ERR_INVALID for a NULL or unknown format or an empty path, UVMRT_ERR_NOMEM
+ * when the report could not be built, UVMRT_ERR_IO when it could not be written; each
+ * logs what was wrong, naming the path. */
 uvmrt_status_t uvmrt_report_write(const uvmrt_context_t *ctx, const char *format,
                                   const char *path);
 

@@ -127,7 +127,11 @@ void uvmrt__stats_fold_step(uvmrt_context_t *ctx, const uvmrt_step_stats_t *s)
 uvmrt_status_t uvmrt_layer_stats_get(const uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase,
                                      uvmrt_layer_stats_t *out)
 {
-    if (ctx == NULL || out == NULL) return UVMRT_ERR_INVALID;
+    if (ctx == NULL) return UVMRT_ERR_INVALID;
+    if (out == NULL) {
+        LOG_ERROR(&ctx->log, "uvmrt_layer_stats_get: out is NULL: expected a uvmrt_layer_stats_t to fill");
+        return UVMRT_ERR_INVALID;
+    }
     if (layer < 0 || layer >= ctx->n_layers || (unsigned)phase >= UVMRT_PHASE_COUNT) {
         LOG_ERROR(&ctx->log, "uvmrt_layer_stats_get: layer %d phase %d: expected layer 0..%d and a phase", layer,
                   (int)phase, ctx->n_layers - 1);
@@ -139,7 +143,11 @@ uvmrt_status_t uvmrt_layer_stats_get(const uvmrt_context_t *ctx, int layer, uvmr
 
 uvmrt_status_t uvmrt_step_stats_get(const uvmrt_context_t *ctx, uint64_t step, uvmrt_step_stats_t *out)
 {
-    if (ctx == NULL || out == NULL) return UVMRT_ERR_INVALID;
+    if (ctx == NULL) return UVMRT_ERR_INVALID;
+    if (out == NULL) {
+        LOG_ERROR(&ctx->log, "uvmrt_step_stats_get: out is NULL: expected a uvmrt_step_stats_t to fill");
+        return UVMRT_ERR_INVALID;
+    }
     if (step >= ctx->n_steps) {
         LOG_ERROR(&ctx->log, "uvmrt_step_stats_get: step %llu: expected 0..%lld (completed steps)",
                   (unsigned long long)step, (long long)ctx->n_steps - 1);
@@ -151,7 +159,11 @@ uvmrt_status_t uvmrt_step_stats_get(const uvmrt_context_t *ctx, uint64_t step, u
 
 uvmrt_status_t uvmrt_summary_get(const uvmrt_context_t *ctx, uvmrt_summary_t *out)
 {
-    if (ctx == NULL || out == NULL) return UVMRT_ERR_INVALID;
+    if (ctx == NULL) return UVMRT_ERR_INVALID;
+    if (out == NULL) {
+        LOG_ERROR(&ctx->log, "uvmrt_summary_get: out is NULL: expected a uvmrt_summary_t to fill");
+        return UVMRT_ERR_INVALID;
+    }
     memset(out, 0, sizeof *out);
     out->steps = ctx->n_steps;
     out->budget_bytes = ctx->budget;

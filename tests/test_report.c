@@ -5,10 +5,13 @@
  * and UVMRT_REPORT=csv:PATH write at destroy.
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "helpers.h"
@@ -229,4 +232,248 @@ Test(report, env_trace_and_bad_format)
     cr_expect(log_contains("UVMRT_FAULT_STATS='2'"), "%s", log_text());
     rm_file("e.json");
     rmdir(dir);
+}
+
+/* ------------------------------------------------------------------ what is at the path */
+static void path_in_dir(char *buf, size_t n, const char *name) { snprintf(buf, n, "%s/%s", dir, name); }
+
+/* Entries of dir other than . and .. */
+static int entries(void)
+{
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    closedir(d);
+    return n;
+}
+
+/* A link to a regular file: the report replaces the link's target, which keeps its
+ * mode; the link stays a link and no temporary file is left. */
+Test(report, symlink_to_regular_file_writes_through)
+{
+    net_t *net = run(UVMRT_POLICY_DEMAND, 1, NULL, NULL);
+    mkdir_tmp();
+    char target[256], link[256];
+    path_in_dir(target, sizeof target, "target.json");
+    path_in_dir(link, sizeof link, "link.json");
+    FILE *f = fopen(target, "w");
+    cr_assert_not_null(f);
+    fputs("old", f);
+    fclose(f);
+    cr_assert_eq(chmod(target, 0600), 0);
+    cr_assert_eq(symlink("target.json", link), 0);
+    cr_assert_eq(uvmrt_report_write(net->ctx, "json", link), UVMRT_OK, "%s", log_text());
+    struct stat sb;
+    cr_assert_eq(lstat(link, &sb), 0);
+    cr_expect(S_ISLNK(sb.st_mode), "the link was replaced by a file");
+    cr_assert_eq(lstat(target, &sb), 0);
+    cr_expect(S_ISREG(sb.st_mode));
+    cr_expect_eq(sb.st_mode & 0777, 0600, "target mode %o, want its old 600", (unsigned)(sb.st_mode & 0777));
+    json_error_t err;
+    json_t *root = json_load_file(target, 0, &err);
+    cr_expect_not_null(root, "the target does not hold the report: %s", err.text);
+    json_decref(root);
+    cr_expect_eq(entries(), 2, "a temporary file was left");
+    unlink(link);
+    unlink(target);
+    rmdir(dir);
+    net_destroy(net);
+}
+
+/* A dangling link, a link to a directory: refused, nothing created, the link kept. */
+Test(report, dangling_symlink_and_link_to_directory_refused)
+{
+    net_t *net = run(UVMRT_POLICY_DEMAND, 1, NULL, NULL);
+    mkdir_tmp();
+    char link[256], missing[256], sub[256], link2[256];
+    path_in_dir(link, sizeof link, "dangling.json");
+    path_in_dir(missing, sizeof missing, "missing.json");
+    path_in_dir(sub, sizeof sub, "sub");
+    path_in_dir(link2, sizeof link2, "todir");
+    cr_assert_eq(symlink("missing.json", link), 0);
+    log_reset();
+    cr_expect_eq(uvmrt_report_write(net->ctx, "text", link), UVMRT_ERR_IO);
+    cr_expect(log_contains(link), "the message does not name the path: %s", log_text());
+    cr_expect(log_contains("symbolic link to nothing"), "%s", log_text());
+    struct stat sb;
+    cr_expect_neq(lstat(missing, &sb), 0, "the link's target was created");
+    cr_assert_eq(lstat(link, &sb), 0);
+    cr_expect(S_ISLNK(sb.st_mode));
+    cr_assert_eq(mkdir(sub, 0755), 0);
+    cr_assert_eq(symlink("sub", link2), 0);
+    log_reset();
+    cr_expect_eq(uvmrt_report_write(net->ctx, "csv", link2), UVMRT_ERR_IO);
+    cr_expect(log_contains("a symbolic link to a directory"), "%s", log_text());
+    cr_expect_eq(entries(), 3, "something was created");
+    unlink(link);
+    unlink(link2);
+    rmdir(sub);
+    rmdir(dir);
+    net_destroy(net);
+}
+
+/* A FIFO is written in place (a pipe to another program); without a reader the
+ * write fails at once instead of hanging, and the FIFO stays a FIFO either way. */
+Test(report, fifo_written_in_place_or_refused_without_reader)
+{
+    net_t *net = run(UVMRT_POLICY_DEMAND, 1, NULL, NULL);
+    mkdir_tmp();
+    char fifo[256];
+    path_in_dir(fifo, sizeof fifo, "pipe");
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    log_reset();
+    cr_expect_eq(uvmrt_report_write(net->ctx, "text", fifo), UVMRT_ERR_IO);
+    cr_expect(log_contains("FIFO with no reader"), "%s", log_text());
+    int rd = open(fifo, O_RDONLY | O_NONBLOCK);
+    cr_assert_geq(rd, 0);
+    cr_assert_eq(uvmrt_report_write(net->ctx, "text", fifo), UVMRT_OK, "%s", log_text());
+    char buf[4096];
+    ssize_t n = read(rd, buf, sizeof buf - 1);
+    cr_assert_gt(n, 0);
+    buf[n] = '\0';
+    cr_expect_not_null(strstr(buf, "uvmrt "), "%s", buf);
+    close(rd);
+    struct stat sb;
+    cr_assert_eq(lstat(fifo, &sb), 0);
+    cr_expect(S_ISFIFO(sb.st_mode), "the FIFO was replaced");
+    cr_expect_eq(entries(), 1);
+    unlink(fifo);
+    rmdir(dir);
+    net_destroy(net);
+}
+
+/* /dev/null (a character device) is written in place, never replaced: directly and
+ * through a link, as a report at destroy too. */
+Test(report, dev_null_never_replaced)
+{
+    struct stat before, after;
+    cr_assert_eq(stat("/dev/null", &before), 0);
+    mkdir_tmp();
+    char link[256];
+    path_in_dir(link, sizeof link, "null");
+    cr_assert_eq(symlink("/dev/null", link), 0);
+    net_t *net = run(UVMRT_POLICY_DEMAND, 1, "json:/dev/null", "/dev/null");
+    cr_expect_eq(uvmrt_report_write(net->ctx, "text", "/dev/null"), UVMRT_OK, "%s", log_text());
+    cr_expect_eq(uvmrt_report_write(net->ctx, "trace", link), UVMRT_OK, "%s", log_text());
+    net_destroy(net);
+    cr_assert_eq(stat("/dev/null", &after), 0);
+    cr_expect(S_ISCHR(after.st_mode));
+    cr_expect_eq(after.st_rdev, before.st_rdev);
+    cr_expect_eq(after.st_ino, before.st_ino);
+    struct stat sb;
+    cr_assert_eq(lstat(link, &sb), 0);
+    cr_expect(S_ISLNK(sb.st_mode));
+    unlink(link);
+    rmdir(dir);
+}
+
+/* Reading the umask means setting it; the writer must not, so it stays as set, and
+ * a new report gets 0666 less it. */
+Test(report, umask_untouched_and_applied)
+{
+    net_t *net = run(UVMRT_POLICY_DEMAND, 1, NULL, NULL);
+    mkdir_tmp();
+    char path[256];
+    path_in_dir(path, sizeof path, "r.csv");
+    umask(027);
+    cr_assert_eq(uvmrt_report_write(net->ctx, "csv", path), UVMRT_OK);
+    cr_expect_eq(umask(022), 027);
+    struct stat sb;
+    cr_assert_eq(stat(path, &sb), 0);
+    cr_expect_eq(sb.st_mode & 0777, 0640, "mode %o, want 640 under umask 027", (unsigned)(sb.st_mode & 0777));
+    unlink(path);
+    rmdir(dir);
+    net_destroy(net);
+}
+
+/* ------------------------------------------------------------------ "-" is stdout */
+/* Runs fn with stdout sent to a file, and returns what it wrote (caller frees). */
+static char *capture_stdout(void (*fn)(void *), void *arg)
+{
+    char path[256];
+    path_in_dir(path, sizeof path, "stdout.txt");
+    fflush(stdout);
+    int saved = dup(1);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    cr_assert_geq(fd, 0);
+    dup2(fd, 1);
+    close(fd);
+    fn(arg);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    char *text = file_slurp(path);
+    unlink(path);
+    return text;
+}
+
+static void destroy_net(void *arg) { net_destroy(arg); }
+
+/* UVMRT_REPORT=json:- and UVMRT_TRACE=- write to stdout, as uvmrt_report_write's
+ * "-" does; no file named "-" appears. */
+Test(report, dash_is_stdout_in_env)
+{
+    env_clear_uvmrt();
+    mkdir_tmp();
+    cr_assert_eq(chdir(dir), 0);
+    setenv("UVMRT_REPORT", "json:-", 1);
+    setenv("UVMRT_TRACE", "-", 1);
+    uvmrt_params_t p;
+    sim_params(&p, UVMRT_POLICY_DEMAND, 16 * MIB, NULL);
+    p.ignore_env = 0;
+    uvmrt_context_t *ctx = NULL;
+    cr_assert_eq(uvmrt_context_create(&p, &ctx), UVMRT_OK, "%s", log_text());
+    net_spec_t spec = net_spec_default();
+    net_t *net = net_create(ctx, &spec);
+    run_steps(net, 1, NULL, NULL);
+    char *out = capture_stdout(destroy_net, net);
+    cr_expect_not_null(strstr(out, "\"traceEvents\""), "no trace on stdout:\n%.400s", out);
+    cr_expect_not_null(strstr(out, "\"budget_bytes\""), "no JSON report on stdout:\n%.400s", out);
+    struct stat sb;
+    cr_expect_neq(lstat("-", &sb), 0, "a file named - was written");
+    free(out);
+    cr_assert_eq(chdir("/"), 0);
+    rmdir(dir);
+}
+
+/* UVMRT_TRACE takes none, stderr, - or a path that is not blank; anything else is
+ * refused by name, from the environment and from params. */
+Test(report, trace_setting_validated)
+{
+    static const char *const bad[] = {"", " ", "\t", "auto", "1", "on"};
+    uvmrt_params_t p;
+    uvmrt_context_t *ctx = NULL;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        env_clear_uvmrt();
+        setenv("UVMRT_TRACE", bad[i], 1);
+        sim_params(&p, UVMRT_POLICY_DEMAND, 16 * MIB, NULL);
+        p.ignore_env = 0;
+        log_reset();
+        cr_expect_eq(uvmrt_context_create(&p, &ctx), UVMRT_ERR_CONFIG, "UVMRT_TRACE='%s' accepted", bad[i]);
+        cr_expect(log_contains("UVMRT_TRACE='") && log_contains("expected none, stderr, - (stdout) or a file path"),
+                  "%s", log_text());
+        sim_params(&p, UVMRT_POLICY_DEMAND, 16 * MIB, NULL);
+        p.trace = bad[i];
+        log_reset();
+        cr_expect_eq(uvmrt_context_create(&p, &ctx), UVMRT_ERR_INVALID, "params.trace '%s' accepted", bad[i]);
+        cr_expect(log_contains("params.trace = '"), "%s", log_text());
+    }
+    static const char *const bad_report[] = {"json: ", "text:auto", "csv:"};
+    for (size_t i = 0; i < sizeof bad_report / sizeof bad_report[0]; i++) {
+        env_clear_uvmrt();
+        setenv("UVMRT_REPORT", bad_report[i], 1);
+        sim_params(&p, UVMRT_POLICY_DEMAND, 16 * MIB, NULL);
+        p.ignore_env = 0;
+        cr_expect_eq(uvmrt_context_create(&p, &ctx), UVMRT_ERR_CONFIG, "UVMRT_REPORT='%s' accepted", bad_report[i]);
+    }
+    static const char *const good[] = {"none", "stderr", "-", "./auto", "trace.json"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        env_clear_uvmrt();
+        sim_params(&p, UVMRT_POLICY_DEMAND, 16 * MIB, NULL);
+        p.trace = good[i];
+        cr_expect_eq(uvmrt_context_create(&p, &ctx), UVMRT_OK, "params.trace '%s' refused: %s", good[i], log_text());
+        ctx->cfg.trace[0] = '\0'; /* created to check the setting, not to write a trace */
+        uvmrt_context_destroy(ctx);
+    }
 }

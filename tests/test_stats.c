@@ -170,7 +170,9 @@ Test(stats, bad_queries)
     cr_expect(log_contains("layer 6"), "%s", log_text());
     cr_expect_eq(uvmrt_layer_stats_get(ctx, -1, UVMRT_PHASE_FORWARD, &ls), UVMRT_ERR_INVALID);
     cr_expect_eq(uvmrt_layer_stats_get(ctx, 0, (uvmrt_phase_t)3, &ls), UVMRT_ERR_INVALID);
+    log_reset();
     cr_expect_eq(uvmrt_layer_stats_get(ctx, 0, UVMRT_PHASE_FORWARD, NULL), UVMRT_ERR_INVALID);
+    cr_expect(log_contains("uvmrt_layer_stats_get: out is NULL"), "%s", log_text());
     cr_expect_eq(uvmrt_layer_stats_get(NULL, 0, UVMRT_PHASE_FORWARD, &ls), UVMRT_ERR_INVALID);
     cr_expect_eq(uvmrt_layer_stats_get(ctx, 0, UVMRT_PHASE_FORWARD, &ls), UVMRT_OK);
     cr_expect_eq(ls.calls, 0);
@@ -181,9 +183,13 @@ Test(stats, bad_queries)
     cr_expect_eq(uvmrt_step_stats_get(ctx, 2, &st), UVMRT_ERR_INVALID);
     cr_expect(log_contains("step 2"), "%s", log_text());
     cr_expect_eq(uvmrt_step_stats_get(ctx, UINT64_MAX, &st), UVMRT_ERR_INVALID);
+    log_reset();
     cr_expect_eq(uvmrt_step_stats_get(ctx, 0, NULL), UVMRT_ERR_INVALID);
+    cr_expect(log_contains("uvmrt_step_stats_get: out is NULL"), "%s", log_text());
     cr_expect_eq(uvmrt_step_stats_get(NULL, 0, &st), UVMRT_ERR_INVALID);
+    log_reset();
     cr_expect_eq(uvmrt_summary_get(ctx, NULL), UVMRT_ERR_INVALID);
+    cr_expect(log_contains("uvmrt_summary_get: out is NULL"), "%s", log_text());
     uvmrt_summary_t s;
     cr_expect_eq(uvmrt_summary_get(NULL, &s), UVMRT_ERR_INVALID);
     /* the step in progress is not yet visible */
@@ -468,18 +474,22 @@ Test(stats, report_bad_format_and_io)
     log_reset();
     cr_expect_eq(uvmrt_report_write(net->ctx, "xml", path), UVMRT_ERR_INVALID);
     cr_expect(log_contains("'xml'"), "%s", log_text());
+    log_reset();
     cr_expect_eq(uvmrt_report_write(net->ctx, NULL, path), UVMRT_ERR_INVALID);
+    cr_expect(log_contains("format is NULL: expected text, json, csv or trace"), "%s", log_text());
     cr_expect_eq(uvmrt_report_write(NULL, "json", path), UVMRT_ERR_INVALID);
     int other;
     cr_expect_eq(dir_entries(dir, NULL, &other), 0, "a rejected report left a file");
     log_reset();
     cr_expect_eq(uvmrt_report_write(net->ctx, "json", "/nonexistent-uvmrt-dir/r.json"), UVMRT_ERR_IO);
     cr_expect(log_contains("/nonexistent-uvmrt-dir/r.json"), "message does not name the path:\n%s", log_text());
-    /* a directory in the way of the rename */
+    /* a directory at the path is refused, not replaced */
     char sub[600];
     snprintf(sub, sizeof sub, "%s/adir", dir);
     cr_assert_eq(mkdir(sub, 0755), 0);
+    log_reset();
     cr_expect_eq(uvmrt_report_write(net->ctx, "json", sub), UVMRT_ERR_IO);
+    cr_expect(log_contains("it is a directory"), "%s", log_text());
     cr_expect_eq(dir_entries(dir, "adir", &other), 1, "a failed report left its temporary file");
     cr_expect_eq(other, 0);
     rmdir(sub);
