@@ -477,3 +477,160 @@ Test(report, trace_setting_validated)
         uvmrt_context_destroy(ctx);
     }
 }
+
+/* ------------------------------------------------------------------ one counter list */
+/* The reports' counter keys and columns come from UVMRT_COUNTERS and nothing else:
+ * each JSON layer phase holds exactly the listed counters, a step exactly those with
+ * step = 1 (plus what only a step has), the unattributed object exactly the DRIVER
+ * ones, and the CSV header exactly the csv = 1 ones. */
+#define ALL_NAME(name, ...) #name,
+#define STEP_NAME(name, tag, src, step, ...) UVMRT__IF_##step(#name, )
+#define DRIVER_NAME(name, tag, src, ...) UVMRT__DRIVER_##src(#name, )
+#define CSV_NAME(name, tag, src, step, sum, csv, ...) UVMRT__IF_##csv(#name, )
+static const char *const LIST_ALL[] = {UVMRT_COUNTERS(ALL_NAME)};
+static const char *const LIST_STEP[] = {UVMRT_COUNTERS(STEP_NAME) "step_ns", "peak_resident_bytes", "h2d_busy_ns",
+                                        "d2h_busy_ns", "fault_sampled"};
+static const char *const LIST_UNATTR[] = {UVMRT_COUNTERS(DRIVER_NAME) "records"};
+static const char *const LIST_CSV[] = {"policy", "backend", "fault_stats_source", "step", "layer", "name", "phase",
+                                       UVMRT_COUNTERS(CSV_NAME) "step_ns", "fault_sampled"};
+#define LEN(a) (sizeof a / sizeof a[0])
+
+static void expect_exact_keys(json_t *o, const char *const *keys, size_t n, const char *what)
+{
+    cr_assert(json_is_object(o), "%s is not an object", what);
+    cr_expect_eq(json_object_size(o), n, "%s has %zu keys, the list names %zu", what, json_object_size(o), n);
+    for (size_t k = 0; k < n; k++) cr_expect_not_null(json_object_get(o, keys[k]), "%s lacks %s", what, keys[k]);
+}
+
+Test(report, counter_list_gives_json_keys_and_csv_columns)
+{
+    mkdir_tmp();
+    net_t *net = run(UVMRT_POLICY_PREFETCH, 2, NULL, NULL);
+    char path[256];
+    path_in_dir(path, sizeof path, "r.json");
+    cr_assert_eq(uvmrt_report_write(net->ctx, "json", path), UVMRT_OK);
+    json_error_t err;
+    json_t *root = json_load_file(path, 0, &err);
+    cr_assert_not_null(root, "%s", err.text);
+    json_t *layers = json_object_get(root, "layers");
+    for (size_t l = 0; l < json_array_size(layers); l++)
+        for (int p = 0; p < UVMRT_PHASE_COUNT; p++)
+            expect_exact_keys(json_object_get(json_array_get(layers, l), uvmrt_phase_name((uvmrt_phase_t)p)), LIST_ALL,
+                              LEN(LIST_ALL), "a layer phase");
+    json_t *steps = json_object_get(root, "steps");
+    cr_assert_eq(json_array_size(steps), 2);
+    expect_exact_keys(json_array_get(steps, 1), LIST_STEP, LEN(LIST_STEP), "a step");
+    expect_exact_keys(json_object_get(root, "unattributed"), LIST_UNATTR, LEN(LIST_UNATTR), "unattributed");
+    cr_expect(json_is_integer(json_object_get(root, "backend_errors")));
+    json_decref(root);
+    unlink(path);
+    path_in_dir(path, sizeof path, "r.csv");
+    cr_assert_eq(uvmrt_report_write(net->ctx, "csv", path), UVMRT_OK);
+    char *text = file_slurp(path);
+    char want[4096] = "";
+    for (size_t i = 0; i < LEN(LIST_CSV); i++) {
+        if (i > 0) strcat(want, ",");
+        strcat(want, LIST_CSV[i]);
+    }
+    strcat(want, "\n");
+    cr_expect_eq(strncmp(text, want, strlen(want)), 0, "CSV header:\n%.*s\nlist:\n%s", (int)strcspn(text, "\n"), text,
+                 want);
+    free(text);
+    unlink(path);
+    rmdir(dir);
+    net_destroy(net);
+}
+
+/* Each counter's value reaches its own JSON key, CSV column and text column: the
+ * counters of layer 0's forward phase (and of step 0's layer 0 forward row) are set
+ * to distinct values through the list, then read back from the reports. */
+Test(report, counter_list_carries_each_value)
+{
+    mkdir_tmp();
+    net_t *net = run(UVMRT_POLICY_DEMAND, 1, NULL, NULL);
+    uvmrt_context_t *ctx = net->ctx;
+    uvmrt_layer_stats_t *ls = &ctx->layers[0].stats[UVMRT_PHASE_FORWARD];
+    cr_assert_gt(ctx->n_rows, 0);
+    uvmrt_step_row_t *row = &ctx->rows[0];
+    cr_assert(row->layer == 0 && row->phase == UVMRT_PHASE_FORWARD);
+    uint64_t k = 0;
+#define SET(name, ...) ls->name = row->s.name = (++k) * 1000003ull;
+    UVMRT_COUNTERS(SET)
+#undef SET
+    char path[256];
+    path_in_dir(path, sizeof path, "v.json");
+    cr_assert_eq(uvmrt_report_write(ctx, "json", path), UVMRT_OK);
+    json_error_t err;
+    json_t *root = json_load_file(path, 0, &err);
+    cr_assert_not_null(root, "%s", err.text);
+    json_t *fw = json_object_get(json_array_get(json_object_get(root, "layers"), 0), "forward");
+    k = 0;
+#define CHECK(name, ...)                                                                                         \
+    k++;                                                                                                         \
+    cr_expect_eq((uint64_t)json_integer_value(json_object_get(fw, #name)), k * 1000003ull, "JSON %s", #name);
+    UVMRT_COUNTERS(CHECK)
+#undef CHECK
+    json_decref(root);
+    unlink(path);
+    path_in_dir(path, sizeof path, "v.csv");
+    cr_assert_eq(uvmrt_report_write(ctx, "csv", path), UVMRT_OK);
+    char *text = file_slurp(path);
+    char *line = strchr(text, '\n') + 1; /* row 0: step 0, layer 0, forward */
+    /* fields after "phase" (the 7th) are the csv counters in list order */
+    char *field = line;
+    for (int i = 0; i < 7; i++) field = strchr(field, ',') + 1;
+    k = 0;
+#define CHECK_CSV(name, tag, src, step, sum, csv, ...)                                                           \
+    k++;                                                                                                         \
+    UVMRT__IF_##csv(cr_expect_eq(strtoull(field, &field, 10), k * 1000003ull, "CSV %s", #name); field++;)
+    UVMRT_COUNTERS(CHECK_CSV)
+#undef CHECK_CSV
+    free(text);
+    unlink(path);
+    /* the text table: calls (the first column) reads 1000003 on layer0's forward row */
+    path_in_dir(path, sizeof path, "v.txt");
+    cr_assert_eq(uvmrt_report_write(ctx, "text", path), UVMRT_OK);
+    text = file_slurp(path);
+    cr_expect_not_null(strstr(text, "\nlayer0           forward   1000003 "), "%s", text);
+    free(text);
+    unlink(path);
+    rmdir(dir);
+    net_destroy(net);
+}
+
+/* The text table's columns are the ranked entries of the list, in rank order. */
+Test(report, counter_list_gives_text_columns)
+{
+    mkdir_tmp();
+    net_t *net = run(UVMRT_POLICY_DEMAND, 1, NULL, NULL);
+    char path[256];
+    path_in_dir(path, sizeof path, "c.txt");
+    cr_assert_eq(uvmrt_report_write(net->ctx, "text", path), UVMRT_OK);
+    char *text = file_slurp(path);
+    char *header = strstr(text, "\nlayer ");
+    cr_assert_not_null(header, "%s", text);
+    struct text_col { int rank; const char *label; } cols[64];
+    int n = 0;
+#define COL(name, tag, src, step, sum, csv, rank, label, ...) \
+    if (rank > 0) cols[n++] = (struct text_col){rank, label};
+    UVMRT_COUNTERS(COL)
+#undef COL
+    int prev_rank = 0;
+    char *at = header + strlen("\nlayer ");
+    for (int done = 0; done < n; done++) {
+        int next = -1;
+        for (int i = 0; i < n; i++)
+            if (cols[i].rank > prev_rank && (next < 0 || cols[i].rank < cols[next].rank)) next = i;
+        cr_assert_geq(next, 0);
+        char word[32];
+        snprintf(word, sizeof word, " %s", cols[next].label);
+        char *found = strstr(at, word);
+        cr_expect(found != NULL && found < strchr(header + 1, '\n'), "column %s missing or out of order", cols[next].label);
+        if (found) at = found + strlen(word);
+        prev_rank = cols[next].rank;
+    }
+    free(text);
+    unlink(path);
+    rmdir(dir);
+    net_destroy(net);
+}

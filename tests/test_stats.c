@@ -497,3 +497,67 @@ Test(stats, report_bad_format_and_io)
     free(dir);
     net_destroy(net);
 }
+
+/* ------------------------------------------------------------------ one counter list */
+/* uvmrt__stat_add adds to exactly the counter it names: the (layer, phase) totals and,
+ * when the list gives it a step field, the step in progress. */
+Test(stats, stat_add_each_own_counter)
+{
+    net_t *net = net_default_on_sim(UVMRT_POLICY_DEMAND, 16 * MIB);
+    uvmrt_context_t *ctx = net->ctx;
+    uint64_t v = 0;
+#define ONE(name, tag, src, step, ...)                                                                           \
+    UVMRT__OWN_##src({                                                                                           \
+        uvmrt_layer_stats_t before = ctx->layers[1].stats[UVMRT_PHASE_BACKWARD];                                 \
+        uvmrt_step_stats_t sbefore = ctx->cur_stats;                                                             \
+        v += 7;                                                                                                  \
+        uvmrt__stat_add(ctx, 1, UVMRT_PHASE_BACKWARD, STAT_##tag, v);                                            \
+        uvmrt_layer_stats_t after = ctx->layers[1].stats[UVMRT_PHASE_BACKWARD];                                  \
+        cr_expect_eq(after.name, before.name + v, "%s", #name);                                                  \
+        after.name = before.name;                                                                                \
+        cr_expect_eq(memcmp(&after, &before, sizeof after), 0, "STAT_%s changed another counter", #tag);         \
+        UVMRT__IF_##step(cr_expect_eq(ctx->cur_stats.name, sbefore.name + v, "step %s", #name);                  \
+                         ctx->cur_stats.name = sbefore.name;)                                                    \
+        cr_expect_eq(memcmp(&ctx->cur_stats, &sbefore, sizeof sbefore), 0, "STAT_%s changed the step", #tag);   \
+    })
+    UVMRT_COUNTERS(ONE)
+#undef ONE
+    cr_expect_gt(v, 0);
+    net_destroy(net);
+}
+
+/* The summary sums exactly the summary = 1 counters of every (layer, phase), and the
+ * driver counters of a counter set reach the layer and step fields of their names. */
+Test(stats, summary_and_fold_follow_the_list)
+{
+    net_t *net = net_default_on_sim(UVMRT_POLICY_DEMAND, 16 * MIB);
+    uvmrt_context_t *ctx = net->ctx;
+    uint64_t k = 0;
+#define SET(name, ...)                                                                                           \
+    k++;                                                                                                         \
+    ctx->layers[0].stats[UVMRT_PHASE_FORWARD].name = k;                                                          \
+    ctx->layers[2].stats[UVMRT_PHASE_OPTIMIZER].name = 100 * k;
+    UVMRT_COUNTERS(SET)
+#undef SET
+    uvmrt_summary_t s = summary(ctx);
+    k = 0;
+#define CHECK(name, tag, src, step, sum, ...) \
+    k++;                                      \
+    UVMRT__IF_##sum(cr_expect_eq(s.name, 101 * k, "summary %s", #name);)
+    UVMRT_COUNTERS(CHECK)
+#undef CHECK
+    uvmrt_fcount_t fc;
+    for (int i = 0; i < FC_COUNT; i++) fc.v[i] = 1000u + (uint64_t)i;
+    uvmrt_layer_stats_t l;
+    memset(&l, 0, sizeof l);
+    uvmrt_step_stats_t st;
+    memset(&st, 0, sizeof st);
+    uvmrt__stat_add_fc(ctx, 3, UVMRT_PHASE_FORWARD, &fc, &st, &l);
+#define FOLD(name, tag, src, step, ...)                                                                          \
+    UVMRT__DRIVER_##src(cr_expect_eq(l.name, fc.v[FC_##tag], "row %s", #name);                                   \
+                        cr_expect_eq(ctx->layers[3].stats[UVMRT_PHASE_FORWARD].name, fc.v[FC_##tag]);            \
+                        UVMRT__IF_##step(cr_expect_eq(st.name, fc.v[FC_##tag], "step %s", #name);))
+    UVMRT_COUNTERS(FOLD)
+#undef FOLD
+    net_destroy(net);
+}
