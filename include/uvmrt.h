@@ -237,7 +237,8 @@ const uvmrt_profile_t *uvmrt_context_profile(const uvmrt_context_t *ctx);
 /* ------------------------------------------------------------------ layers */
 /* Declares a layer (a unit of work the trainer brackets with begin/end). Layers
  * are numbered 0, 1, 2... in declaration order; *out_layer receives the number.
- * The name is copied and appears in reports. */
+ * The name is copied and appears in reports (bytes that are not valid UTF-8 shown
+ * as U+FFFD; see uvmrt-report(5)). */
 uvmrt_status_t uvmrt_layer_add(uvmrt_context_t *ctx, const char *name, int *out_layer);
 /* Number of declared layers. */
 int uvmrt_layer_count(const uvmrt_context_t *ctx);

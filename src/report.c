@@ -50,6 +50,95 @@ static uint64_t counter_of(const uvmrt_layer_stats_t *s, const counter_col_t *c)
     return v;
 }
 
+/* ------------------------------------------------------------------ names */
+/* Layer names (and a custom backend's name) are the user's bytes. jansson refuses
+ * strings that are not valid UTF-8 (json_string returns NULL), so such a name once
+ * vanished from the JSON and trace reports; now every report shows the same valid
+ * UTF-8 text: each byte that does not belong to a well-formed UTF-8 sequence (a stray
+ * byte, a character cut short, an overlong form, a surrogate, past U+10FFFF) becomes
+ * U+FFFD. */
+#define REPLACEMENT "\xEF\xBF\xBD" /* U+FFFD */
+
+/* Length of the well-formed UTF-8 sequence at s, or 0 when s[0] does not start one. */
+static size_t utf8_seq(const unsigned char *s)
+{
+    unsigned char c = s[0];
+    if (c < 0x80) return 1;
+    unsigned char lo = 0x80, hi = 0xBF;
+    size_t n;
+    if (c >= 0xC2 && c <= 0xDF) n = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        n = 3;
+        if (c == 0xE0) lo = 0xA0;      /* no overlong forms */
+        else if (c == 0xED) hi = 0x9F; /* no surrogates */
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        n = 4;
+        if (c == 0xF0) lo = 0x90;
+        else if (c == 0xF4) hi = 0x8F; /* nothing past U+10FFFF */
+    } else {
+        return 0;
+    }
+    if (s[1] < lo || s[1] > hi) return 0;
+    for (size_t i = 2; i < n; i++)
+        if (s[i] < 0x80 || s[i] > 0xBF) return 0; /* also stops at the terminating NUL */
+    return n;
+}
+
+/* A valid UTF-8 copy of s (caller frees), invalid bytes replaced; NULL on no memory. */
+static char *utf8_clean(const char *s)
+{
+    size_t len = strlen(s);
+    char *out = malloc(3 * len + 1); /* each byte becomes at most the 3 of U+FFFD */
+    if (out == NULL) return NULL;
+    const unsigned char *p = (const unsigned char *)s;
+    char *o = out;
+    while (*p) {
+        size_t n = utf8_seq(p);
+        if (n == 0) {
+            memcpy(o, REPLACEMENT, 3);
+            o += 3;
+            p++;
+        } else {
+            memcpy(o, p, n);
+            o += n;
+            p += n;
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
+/* The name for the text table: valid UTF-8, control characters (a newline would
+ * break the table) shown as '?', cut to `cols` characters at a character boundary and
+ * padded with spaces to `cols` characters. NULL on no memory; caller frees. */
+static char *text_name(const char *s, size_t cols)
+{
+    char *clean = utf8_clean(s);
+    if (clean == NULL) return NULL;
+    char *out = malloc(strlen(clean) + cols + 1);
+    if (out == NULL) {
+        free(clean);
+        return NULL;
+    }
+    const unsigned char *p = (const unsigned char *)clean;
+    char *o = out;
+    size_t chars = 0;
+    while (*p && chars < cols) {
+        size_t n = utf8_seq(p); /* clean: always > 0 */
+        if (n == 1 && (*p < 0x20 || *p == 0x7F)) *o++ = '?';
+        else {
+            memcpy(o, p, n);
+            o += n;
+        }
+        p += n;
+        chars++;
+    }
+    while (chars++ < cols) *o++ = ' ';
+    *o = '\0';
+    free(clean);
+    return out;
+}
+
 /* ------------------------------------------------------------------ text */
 /* Like torch.cuda.memory_summary(): one row per (layer, phase), units in the
  * header, a totals row, the top offenders marked. */
@@ -101,10 +190,14 @@ static size_t text_columns(const counter_col_t **cols)
     return n;
 }
 
-static void text_row(FILE *f, const char *name, const char *phase, const uvmrt_layer_stats_t *s, const char *mark,
-                     const counter_col_t *const *cols, size_t n)
+/* -1 when the name could not be made (no memory). */
+static int text_row(FILE *f, const char *name, const char *phase, const uvmrt_layer_stats_t *s, const char *mark,
+                    const counter_col_t *const *cols, size_t n)
 {
-    fprintf(f, "%-16.16s %-9s", name, phase);
+    char *shown = text_name(name, 16);
+    if (shown == NULL) return -1;
+    fprintf(f, "%s %-9s", shown, phase);
+    free(shown);
     for (size_t i = 0; i < n; i++) {
         uint64_t v = counter_of(s, cols[i]);
         if (cols[i]->text_scale == SCALE_MIB) fprintf(f, " %*.1f", cols[i]->text_width, v / MIB);
@@ -112,6 +205,7 @@ static void text_row(FILE *f, const char *name, const char *phase, const uvmrt_l
         else fprintf(f, " %*llu", cols[i]->text_width, (unsigned long long)v);
     }
     fprintf(f, " %s\n", mark);
+    return 0;
 }
 
 /* The header: group labels ("|-- uvmrt's own" over uvmrt's counters, "|-- the
@@ -143,10 +237,14 @@ static void text_header(FILE *f, const counter_col_t *const *cols, size_t n)
     fprintf(f, "\n");
 }
 
-static void write_text(const uvmrt_context_t *ctx, FILE *f)
+/* UVMRT_ERR_NOMEM when a name could not be made; write errors are left to ferror. */
+static uvmrt_status_t write_text(const uvmrt_context_t *ctx, FILE *f)
 {
+    char *backend = utf8_clean(ctx->ops->name);
+    if (backend == NULL) return UVMRT_ERR_NOMEM;
     fprintf(f, "uvmrt %s report: policy %s, backend %s", uvmrt_version_string(), uvmrt_policy_name(ctx->cfg.policy),
-            ctx->ops->name);
+            backend);
+    free(backend);
     if (ctx->cfg.backend == UVMRT_BACKEND_SIM) fprintf(f, " (profile %s)", ctx->profile->name);
     uvmrt_summary_t sum;
     uvmrt_summary_get(ctx, &sum);
@@ -175,10 +273,11 @@ static void write_text(const uvmrt_context_t *ctx, FILE *f)
             char mark[4] = "";
             if (is_top(ctx, l, p, 0)) strcat(mark, "*");
             if (is_top(ctx, l, p, 1)) strcat(mark, "!");
-            text_row(f, ctx->layers[l].name, uvmrt_phase_name((uvmrt_phase_t)p), s, mark, cols, n);
+            if (text_row(f, ctx->layers[l].name, uvmrt_phase_name((uvmrt_phase_t)p), s, mark, cols, n) != 0)
+                return UVMRT_ERR_NOMEM;
             add_layer(&total, s);
         }
-    text_row(f, "total", "", &total, "", cols, n);
+    if (text_row(f, "total", "", &total, "", cols, n) != 0) return UVMRT_ERR_NOMEM;
     fprintf(f, "* most faults, ! most wait (top %d each); rd/wr: over the link from host-homed tensors;\n"
                "driver columns: %s (gpu faults = fault groups; fault-in, prefetch, drv-pf = host to device by "
                "cause: fault, uvmrt's prefetch, driver's prefetch; to-host = device to host, any cause)\n",
@@ -201,6 +300,7 @@ static void write_text(const uvmrt_context_t *ctx, FILE *f)
     fprintf(f, "step ms:");
     for (uint64_t i = 0; i < ctx->n_steps; i++) fprintf(f, " %.2f", ctx->steps[i].step_ns / 1e6);
     fprintf(f, "\n");
+    return UVMRT_OK;
 }
 
 /* ------------------------------------------------------------------ json */
@@ -238,6 +338,16 @@ static void jb_append(jb_t *b, json_t *a, json_t *v)
 
 static json_t *json_u64(uint64_t v) { return json_integer((json_int_t)v); }
 
+/* A JSON string of s made valid UTF-8 (utf8_clean); NULL (and b->failed) on no memory. */
+static json_t *jb_str(jb_t *b, const char *s)
+{
+    char *clean = utf8_clean(s);
+    json_t *v = clean ? json_string(clean) : NULL;
+    free(clean);
+    if (v == NULL) b->failed = 1;
+    return v;
+}
+
 /* Every counter of UVMRT_COUNTERS, under its name. */
 static json_t *phase_json(jb_t *b, const uvmrt_layer_stats_t *s)
 {
@@ -272,10 +382,10 @@ static json_t *build_json(const uvmrt_context_t *ctx)
 {
     jb_t jb = {0}, *b = &jb;
     json_t *root = jb_obj(b);
-    jb_set(b, root, "uvmrt_version", json_string(uvmrt_version_string()));
-    jb_set(b, root, "policy", json_string(uvmrt_policy_name(ctx->cfg.policy)));
-    jb_set(b, root, "backend", json_string(ctx->ops->name));
-    jb_set(b, root, "profile", json_string(ctx->profile->name));
+    jb_set(b, root, "uvmrt_version", jb_str(b, uvmrt_version_string()));
+    jb_set(b, root, "policy", jb_str(b, uvmrt_policy_name(ctx->cfg.policy)));
+    jb_set(b, root, "backend", jb_str(b, ctx->ops->name));
+    jb_set(b, root, "profile", jb_str(b, ctx->profile->name));
     jb_set(b, root, "budget_bytes", json_u64(ctx->budget));
     jb_set(b, root, "allocated_bytes", json_u64(ctx->allocated_bytes));
     jb_set(b, root, "peak_resident_bytes", json_u64(ctx->peak_resident_bytes));
@@ -283,9 +393,9 @@ static json_t *build_json(const uvmrt_context_t *ctx)
     uvmrt_summary_get(ctx, &sum);
     jb_set(b, root, "host_homed_bytes", json_u64(sum.host_homed_bytes));
     jb_set(b, root, "plans_built", json_u64(ctx->plans_built));
-    jb_set(b, root, "fault_stats_source", json_string(sum.fault_stats_source));
+    jb_set(b, root, "fault_stats_source", jb_str(b, sum.fault_stats_source));
     json_t *fsam = jb_obj(b);
-    jb_set(b, fsam, "every", sum.fault_sample_every > 0 ? json_integer(sum.fault_sample_every) : json_string("auto"));
+    jb_set(b, fsam, "every", sum.fault_sample_every > 0 ? json_integer(sum.fault_sample_every) : jb_str(b, "auto"));
     jb_set(b, fsam, "period", json_integer(sum.fault_sample_period));
     jb_set(b, fsam, "sampled_steps", json_u64(sum.fault_sampled_steps));
     jb_set(b, fsam, "overhead", sum.fault_sample_overhead >= 0 ? json_real(sum.fault_sample_overhead) : json_null());
@@ -308,7 +418,7 @@ static json_t *build_json(const uvmrt_context_t *ctx)
     json_t *layers = jb_arr(b);
     for (int l = 0; l < ctx->n_layers && !b->failed; l++) {
         json_t *o = jb_obj(b);
-        jb_set(b, o, "name", json_string(ctx->layers[l].name));
+        jb_set(b, o, "name", jb_str(b, ctx->layers[l].name));
         for (int p = 0; p < UVMRT_PHASE_COUNT; p++)
             if (ctx->layers[l].stats[p].calls > 0)
                 jb_set(b, o, uvmrt_phase_name((uvmrt_phase_t)p), phase_json(b, &ctx->layers[l].stats[p]));
@@ -323,7 +433,24 @@ static json_t *build_json(const uvmrt_context_t *ctx)
 }
 
 /* ------------------------------------------------------------------ csv */
-static void write_csv(const uvmrt_context_t *ctx, FILE *f)
+/* A CSV field: always quoted, inner quotes doubled (RFC 4180; commas and newlines
+ * stay inside the quotes), valid UTF-8 as in the other reports. -1 on no memory. */
+static int csv_quoted(FILE *f, const char *s)
+{
+    char *clean = utf8_clean(s);
+    if (clean == NULL) return -1;
+    fputc('"', f);
+    for (const char *c = clean; *c; c++) {
+        if (*c == '"') fputc('"', f);
+        fputc(*c, f);
+    }
+    fputc('"', f);
+    free(clean);
+    return 0;
+}
+
+/* UVMRT_ERR_NOMEM when a name could not be made; write errors are left to ferror. */
+static uvmrt_status_t write_csv(const uvmrt_context_t *ctx, FILE *f)
 {
     fprintf(f, "policy,backend,fault_stats_source,step,layer,name,phase");
     for (size_t c = 0; c < N_COUNTERS; c++)
@@ -331,19 +458,21 @@ static void write_csv(const uvmrt_context_t *ctx, FILE *f)
     fprintf(f, ",step_ns,fault_sampled\n");
     for (size_t i = 0; i < ctx->n_rows; i++) {
         const uvmrt_step_row_t *r = &ctx->rows[i];
-        /* layer names are the user's: quote them (CSV doubles inner quotes) */
-        fprintf(f, "%s,%s,%s,%llu,%d,\"", uvmrt_policy_name(ctx->cfg.policy), ctx->ops->name,
-                uvmrt__faults_source(ctx), (unsigned long long)r->step, r->layer);
-        for (const char *c = ctx->layers[r->layer].name; *c; c++) {
-            if (*c == '"') fputc('"', f);
-            fputc(*c, f);
-        }
-        fprintf(f, "\",%s", uvmrt_phase_name(r->phase));
+        /* the backend's and the layer's names are the user's: quoted when they could need it */
+        fprintf(f, "%s,", uvmrt_policy_name(ctx->cfg.policy));
+        if (strspn(ctx->ops->name, "abcdefghijklmnopqrstuvwxyz0123456789_-") == strlen(ctx->ops->name))
+            fputs(ctx->ops->name, f);
+        else if (csv_quoted(f, ctx->ops->name) != 0)
+            return UVMRT_ERR_NOMEM;
+        fprintf(f, ",%s,%llu,%d,", uvmrt__faults_source(ctx), (unsigned long long)r->step, r->layer);
+        if (csv_quoted(f, ctx->layers[r->layer].name) != 0) return UVMRT_ERR_NOMEM;
+        fprintf(f, ",%s", uvmrt_phase_name(r->phase));
         for (size_t c = 0; c < N_COUNTERS; c++)
             if (counter_cols[c].csv) fprintf(f, ",%llu", (unsigned long long)counter_of(&r->s, &counter_cols[c]));
         fprintf(f, ",%llu,%d\n", (unsigned long long)(r->step < ctx->n_steps ? ctx->steps[r->step].step_ns : 0),
                 r->step < ctx->n_steps ? ctx->steps[r->step].fault_sampled : 0);
     }
+    return UVMRT_OK;
 }
 
 /* ------------------------------------------------------------------ trace */
@@ -352,8 +481,8 @@ static void write_csv(const uvmrt_context_t *ctx, FILE *f)
 static json_t *trace_event(jb_t *b, const char *name, const char *ph, int tid, double ts_us)
 {
     json_t *e = jb_obj(b);
-    jb_set(b, e, "name", json_string(name));
-    jb_set(b, e, "ph", json_string(ph));
+    jb_set(b, e, "name", jb_str(b, name));
+    jb_set(b, e, "ph", jb_str(b, ph));
     jb_set(b, e, "pid", json_integer(1));
     jb_set(b, e, "tid", json_integer(tid));
     jb_set(b, e, "ts", json_real(ts_us));
@@ -364,7 +493,7 @@ static json_t *thread_name(jb_t *b, int tid, const char *name)
 {
     json_t *e = trace_event(b, "thread_name", "M", tid, 0);
     json_t *a = jb_obj(b);
-    jb_set(b, a, "name", json_string(name));
+    jb_set(b, a, "name", jb_str(b, name));
     jb_set(b, e, "args", a);
     return e;
 }
@@ -388,9 +517,16 @@ static json_t *build_trace(const uvmrt_context_t *ctx)
     jb_append(b, ev, thread_name(b, 3, "copy: evict to host"));
     for (size_t i = 0; i < ctx->n_spans && !b->failed; i++) {
         const uvmrt_span_t *sp = &ctx->spans[i];
-        char name[300];
-        snprintf(name, sizeof name, "%s %s", ctx->layers[sp->layer].name, uvmrt_phase_name(sp->phase));
+        const char *layer = ctx->layers[sp->layer].name, *phase = uvmrt_phase_name(sp->phase);
+        size_t n = strlen(layer) + strlen(phase) + 2;
+        char *name = malloc(n); /* whole: a cut could split a character */
+        if (name == NULL) {
+            b->failed = 1;
+            break;
+        }
+        snprintf(name, n, "%s %s", layer, phase);
         json_t *e = trace_event(b, name, "X", 1, sp->start_ns / 1e3);
+        free(name);
         jb_set(b, e, "dur", json_real((sp->end_ns - sp->start_ns) / 1e3));
         json_t *a = jb_obj(b);
         jb_set(b, a, "step", json_u64(sp->step));
@@ -417,12 +553,12 @@ static json_t *build_trace(const uvmrt_context_t *ctx)
         jb_append(b, ev, e);
     }
     jb_set(b, root, "traceEvents", ev);
-    jb_set(b, root, "displayTimeUnit", json_string("ms"));
+    jb_set(b, root, "displayTimeUnit", jb_str(b, "ms"));
     json_t *meta = jb_obj(b);
-    jb_set(b, meta, "uvmrt_version", json_string(uvmrt_version_string()));
-    jb_set(b, meta, "policy", json_string(uvmrt_policy_name(ctx->cfg.policy)));
-    jb_set(b, meta, "backend", json_string(ctx->ops->name));
-    jb_set(b, meta, "fault_stats_source", json_string(uvmrt__faults_source(ctx)));
+    jb_set(b, meta, "uvmrt_version", jb_str(b, uvmrt_version_string()));
+    jb_set(b, meta, "policy", jb_str(b, uvmrt_policy_name(ctx->cfg.policy)));
+    jb_set(b, meta, "backend", jb_str(b, ctx->ops->name));
+    jb_set(b, meta, "fault_stats_source", jb_str(b, uvmrt__faults_source(ctx)));
     jb_set(b, root, "otherData", meta);
     if (b->failed) {
         json_decref(root);
@@ -456,13 +592,13 @@ static uvmrt_status_t write_format(const uvmrt_context_t *ctx, FILE *f, int fmt,
         json_decref(root);
         if (st == UVMRT_OK) fputc('\n', f);
     } else if (fmt == FMT_CSV) {
-        write_csv(ctx, f);
+        st = write_csv(ctx, f);
     } else {
-        write_text(ctx, f);
+        st = write_text(ctx, f);
     }
     if (st == UVMRT_OK && (ferror(f) || fflush(f) != 0)) st = UVMRT_ERR_IO;
     if (st == UVMRT_ERR_NOMEM)
-        LOG_ERROR(&ctx->log, "cannot write report %s: out of memory building the JSON", where);
+        LOG_ERROR(&ctx->log, "cannot write report %s: out of memory building it", where);
     else if (st != UVMRT_OK)
         LOG_ERROR(&ctx->log, "cannot write report %s: %s", where, strerror(errno));
     return st;

@@ -634,3 +634,163 @@ Test(report, counter_list_gives_text_columns)
     rmdir(dir);
     net_destroy(net);
 }
+
+/* ------------------------------------------------------------------ names escaped, never dropped */
+/* Layer names that are not valid UTF-8 (a stray byte, a character cut short, an
+ * overlong form, a surrogate) or hold quotes, commas and newlines: every report
+ * keeps every row and shows the same valid UTF-8 name, invalid bytes as U+FFFD. */
+#define FFFD "\xEF\xBF\xBD"
+static const char *const RAW_NAMES[] = {"plain", "bad\xff" "x", "cut\xe2\x82", "q\"c,\nn", "eur\xe2\x82\xac",
+                                        "over\xc0\xaf", "sur\xed\xa0\x80", "\xe2\x82\xac\xe2\x82\xac long enough to be cut"};
+static const char *const CLEAN_NAMES[] = {"plain", "bad" FFFD "x", "cut" FFFD FFFD, "q\"c,\nn", "eur\xe2\x82\xac",
+                                          "over" FFFD FFFD, "sur" FFFD FFFD FFFD,
+                                          "\xe2\x82\xac\xe2\x82\xac long enough to be cut"};
+#define N_NAMES (int)(sizeof RAW_NAMES / sizeof RAW_NAMES[0])
+
+static uvmrt_context_t *named_layers_run(void)
+{
+    uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_DEMAND, 16 * MIB, NULL);
+    int layer[N_NAMES];
+    for (int i = 0; i < N_NAMES; i++) {
+        cr_assert_eq(uvmrt_layer_add(ctx, RAW_NAMES[i], &layer[i]), UVMRT_OK);
+        uvmrt_tensor_desc_t d = {NULL, layer[i], UVMRT_ROLE_WEIGHT, 1 * MIB};
+        uvmrt_tensor_t *t;
+        cr_assert_eq(uvmrt_tensor_alloc(ctx, &d, &t), UVMRT_OK);
+    }
+    for (int s = 0; s < 2; s++) {
+        cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
+        for (int i = 0; i < N_NAMES; i++) {
+            uvmrt_layer_call_t c = {.layer = layer[i], .phase = UVMRT_PHASE_FORWARD, .sim_duration_ns = 10000};
+            cr_assert_eq(uvmrt_layer_begin(ctx, &c), UVMRT_OK);
+            cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK);
+        }
+        cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK);
+    }
+    return ctx;
+}
+
+Test(report, names_escaped_never_dropped)
+{
+    mkdir_tmp();
+    uvmrt_context_t *ctx = named_layers_run();
+    char path[256];
+    json_error_t err;
+    /* JSON: every layer, its name cleaned */
+    path_in_dir(path, sizeof path, "n.json");
+    cr_assert_eq(uvmrt_report_write(ctx, "json", path), UVMRT_OK, "%s", log_text());
+    json_t *root = json_load_file(path, 0, &err);
+    cr_assert_not_null(root, "%s", err.text);
+    json_t *layers = json_object_get(root, "layers");
+    cr_assert_eq(json_array_size(layers), (size_t)N_NAMES);
+    for (int i = 0; i < N_NAMES; i++) {
+        const char *name = json_string_value(json_object_get(json_array_get(layers, (size_t)i), "name"));
+        cr_assert_not_null(name, "layer %d lost its name", i);
+        cr_expect_str_eq(name, CLEAN_NAMES[i], "layer %d", i);
+    }
+    json_decref(root);
+    unlink(path);
+    /* trace: every call's span, named "<clean name> forward" */
+    path_in_dir(path, sizeof path, "n.trace");
+    cr_assert_eq(uvmrt_report_write(ctx, "trace", path), UVMRT_OK, "%s", log_text());
+    root = json_load_file(path, 0, &err);
+    cr_assert_not_null(root, "%s", err.text);
+    json_t *ev = json_object_get(root, "traceEvents");
+    for (int i = 0; i < N_NAMES; i++) {
+        char want[256];
+        snprintf(want, sizeof want, "%s forward", CLEAN_NAMES[i]);
+        int found = 0;
+        for (size_t e = 0; e < json_array_size(ev); e++) {
+            const char *name = json_string_value(json_object_get(json_array_get(ev, e), "name"));
+            found += name != NULL && strcmp(name, want) == 0;
+        }
+        cr_expect_eq(found, 2, "trace: '%s' %d times, want one per step", want, found);
+    }
+    json_decref(root);
+    unlink(path);
+    /* CSV: the name quoted, inner quotes doubled, one row per step and layer */
+    path_in_dir(path, sizeof path, "n.csv");
+    cr_assert_eq(uvmrt_report_write(ctx, "csv", path), UVMRT_OK, "%s", log_text());
+    char *text = file_slurp(path);
+    cr_expect_not_null(json_string(text), "the CSV is not valid UTF-8");
+    for (int i = 0; i < N_NAMES; i++) {
+        char want[256], *w = want;
+        *w++ = ',';
+        *w++ = '"';
+        for (const char *c = CLEAN_NAMES[i]; *c; c++) {
+            if (*c == '"') *w++ = '"';
+            *w++ = *c;
+        }
+        snprintf(w, sizeof want - (size_t)(w - want), "\",forward,");
+        int n = 0;
+        for (const char *at = text; (at = strstr(at, want)) != NULL; at++) n++;
+        cr_expect_eq(n, 2, "CSV: %s %d times", want, n);
+    }
+    free(text);
+    unlink(path);
+    /* text: valid UTF-8, one row per layer (a newline in a name shows as ?) */
+    path_in_dir(path, sizeof path, "n.txt");
+    cr_assert_eq(uvmrt_report_write(ctx, "text", path), UVMRT_OK, "%s", log_text());
+    text = file_slurp(path);
+    json_t *valid = json_string(text);
+    cr_expect_not_null(valid, "the text report is not valid UTF-8:\n%s", text);
+    json_decref(valid);
+    int rows = 0;
+    for (char *line = text; *line; line += strcspn(line, "\n") + (line[strcspn(line, "\n")] != '\0')) {
+        char *hit = strstr(line, " forward ");
+        rows += hit != NULL && hit < line + strcspn(line, "\n");
+    }
+    cr_expect_eq(rows, N_NAMES, "%d rows:\n%s", rows, text);
+    cr_expect_not_null(strstr(text, "\nq\"c,?n           forward "), "%s", text);
+    cr_expect_not_null(strstr(text, "\n\xe2\x82\xac\xe2\x82\xac long enough t forward "), "cut at 16 characters:\n%s", text);
+    free(text);
+    unlink(path);
+    rmdir(dir);
+    uvmrt_context_destroy(ctx);
+}
+
+/* ------------------------------------------------------------------ out of memory */
+/* jansson's allocations fail from the k-th on, for every k until the report can be
+ * built: each attempt fails with UVMRT_ERR_NOMEM and a message, and leaves the
+ * existing report as it was; none passes as written with something missing. */
+static long allocs_left;
+static void *failing_malloc(size_t n) { return allocs_left-- > 0 ? malloc(n) : NULL; }
+
+static void sweep_nomem(uvmrt_context_t *ctx, const char *format)
+{
+    char path[256];
+    path_in_dir(path, sizeof path, format);
+    cr_assert_eq(uvmrt_report_write(ctx, format, path), UVMRT_OK);
+    char *good = file_slurp(path);
+    long k = 0;
+    for (;; k++) {
+        cr_assert_lt(k, 1000000, "%s: no end to the allocations", format);
+        allocs_left = k;
+        log_reset();
+        json_set_alloc_funcs(failing_malloc, free);
+        uvmrt_status_t st = uvmrt_report_write(ctx, format, path);
+        json_set_alloc_funcs(malloc, free);
+        if (st == UVMRT_OK) break;
+        cr_assert_eq(st, UVMRT_ERR_NOMEM, "%s, allocation %ld failing: %s", format, k, uvmrt_status_name(st));
+        cr_expect(log_contains("out of memory"), "%s", log_text());
+        char *now = file_slurp(path);
+        cr_assert_str_eq(now, good, "%s: a failed write changed the report", format);
+        free(now);
+    }
+    cr_expect_gt(k, 10, "%s: only %ld allocations swept", format, k);
+    char *now = file_slurp(path);
+    cr_expect_str_eq(now, good);
+    free(now);
+    free(good);
+    unlink(path);
+}
+
+Test(report, jansson_out_of_memory_is_nomem)
+{
+    mkdir_tmp();
+    uvmrt_context_t *ctx = named_layers_run();
+    sweep_nomem(ctx, "json");
+    sweep_nomem(ctx, "trace");
+    cr_expect_eq(entries(), 0, "temporary files left");
+    rmdir(dir);
+    uvmrt_context_destroy(ctx);
+}
