@@ -711,7 +711,9 @@ Test(report, names_escaped_never_dropped)
     path_in_dir(path, sizeof path, "n.csv");
     cr_assert_eq(uvmrt_report_write(ctx, "csv", path), UVMRT_OK, "%s", log_text());
     char *text = file_slurp(path);
-    cr_expect_not_null(json_string(text), "the CSV is not valid UTF-8");
+    json_t *csv_valid = json_string(text);
+    cr_expect_not_null(csv_valid, "the CSV is not valid UTF-8");
+    json_decref(csv_valid);
     for (int i = 0; i < N_NAMES; i++) {
         char want[256], *w = want;
         *w++ = ',';
