@@ -75,9 +75,10 @@ static uvmrt_status_t write_replacing(const uvmrt_context_t *ctx, const char *pa
         free(tmp);
         return UVMRT_ERR_IO;
     }
-    if (old != NULL && fchmod(fd, old->st_mode & 07777) != 0) {
-        LOG_ERROR(&ctx->log, "cannot write report '%s': cannot give '%s' the mode %04o of the file it replaces: %s",
-                  path, tmp, (unsigned)(old->st_mode & 07777), strerror(errno));
+    /* permission bits only: a set-user-ID bit is not the report's to carry over */
+    if (old != NULL && fchmod(fd, old->st_mode & 0777) != 0) {
+        LOG_ERROR(&ctx->log, "cannot write report '%s': cannot give '%s' the mode %03o of the file it replaces: %s",
+                  path, tmp, (unsigned)(old->st_mode & 0777), strerror(errno));
         close(fd);
         unlink(tmp);
         free(tmp);
@@ -120,7 +121,12 @@ static uvmrt_status_t write_in_place(const uvmrt_context_t *ctx, const char *pat
         return UVMRT_ERR_IO;
     }
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || !(S_ISFIFO(sb.st_mode) || S_ISCHR(sb.st_mode))) {
+    if (fstat(fd, &sb) != 0) {
+        LOG_ERROR(&ctx->log, "cannot write report '%s': %s", path, strerror(errno));
+        close(fd);
+        return UVMRT_ERR_IO;
+    }
+    if (!S_ISFIFO(sb.st_mode) && !S_ISCHR(sb.st_mode)) { /* swapped since lstat: not ours to overwrite */
         LOG_ERROR(&ctx->log, "cannot write report '%s': it changed while being opened (now %s)", path,
                   file_kind(sb.st_mode));
         close(fd);
