@@ -388,20 +388,23 @@ Test(report, umask_untouched_and_applied)
 }
 
 /* ------------------------------------------------------------------ "-" is stdout */
-/* Runs fn with stdout sent to a file, and returns what it wrote (caller frees). */
-static char *capture_stdout(void (*fn)(void *), void *arg)
+/* Runs fn with file descriptor out (1 or 2) sent to a file, and returns what it wrote
+ * (caller frees). */
+static char *capture_fd(int out, void (*fn)(void *), void *arg)
 {
     char path[256];
-    path_in_dir(path, sizeof path, "stdout.txt");
+    path_in_dir(path, sizeof path, "captured.txt");
     fflush(stdout);
-    int saved = dup(1);
+    fflush(stderr);
+    int saved = dup(out);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     cr_assert_geq(fd, 0);
-    dup2(fd, 1);
+    dup2(fd, out);
     close(fd);
     fn(arg);
     fflush(stdout);
-    dup2(saved, 1);
+    fflush(stderr);
+    dup2(saved, out);
     close(saved);
     char *text = file_slurp(path);
     unlink(path);
@@ -427,12 +430,34 @@ Test(report, dash_is_stdout_in_env)
     net_spec_t spec = net_spec_default();
     net_t *net = net_create(ctx, &spec);
     run_steps(net, 1, NULL, NULL);
-    char *out = capture_stdout(destroy_net, net);
+    char *out = capture_fd(1, destroy_net, net);
     cr_expect_not_null(strstr(out, "\"traceEvents\""), "no trace on stdout:\n%.400s", out);
     cr_expect_not_null(strstr(out, "\"budget_bytes\""), "no JSON report on stdout:\n%.400s", out);
     struct stat sb;
     cr_expect_neq(lstat("-", &sb), 0, "a file named - was written");
     free(out);
+    cr_assert_eq(chdir("/"), 0);
+    rmdir(dir);
+}
+
+/* UVMRT_TRACE=stderr writes the timeline to stderr; UVMRT_REPORT=text:- the table
+ * to stdout. */
+Test(report, trace_to_stderr_and_text_to_stdout)
+{
+    env_clear_uvmrt();
+    mkdir_tmp();
+    cr_assert_eq(chdir(dir), 0);
+    net_t *net = run(UVMRT_POLICY_DEMAND, 1, "text:-", "stderr");
+    char *err = capture_fd(2, destroy_net, net);
+    cr_expect_not_null(strstr(err, "\"traceEvents\""), "no trace on stderr:\n%.400s", err);
+    free(err);
+    net = run(UVMRT_POLICY_DEMAND, 1, "text:-", NULL);
+    char *out = capture_fd(1, destroy_net, net);
+    cr_expect_not_null(strstr(out, "\ntotal "), "no text report on stdout:\n%.400s", out);
+    free(out);
+    struct stat sb;
+    cr_expect_neq(lstat("stderr", &sb), 0, "a file named stderr was written");
+    cr_expect_neq(lstat("-", &sb), 0, "a file named - was written");
     cr_assert_eq(chdir("/"), 0);
     rmdir(dir);
 }

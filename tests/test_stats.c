@@ -478,6 +478,9 @@ Test(stats, report_bad_format_and_io)
     cr_expect_eq(uvmrt_report_write(net->ctx, NULL, path), UVMRT_ERR_INVALID);
     cr_expect(log_contains("format is NULL: expected text, json, csv or trace"), "%s", log_text());
     cr_expect_eq(uvmrt_report_write(NULL, "json", path), UVMRT_ERR_INVALID);
+    log_reset();
+    cr_expect_eq(uvmrt_report_write(net->ctx, "json", ""), UVMRT_ERR_INVALID);
+    cr_expect(log_contains("path is empty"), "%s", log_text());
     int other;
     cr_expect_eq(dir_entries(dir, NULL, &other), 0, "a rejected report left a file");
     log_reset();
