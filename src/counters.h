@@ -19,4 +19,9 @@ enum { STAT_CALL = -1, UVMRT_COUNTERS(UVMRT__STAT_ENUM) STAT_COUNT };
 /* The driver's counters: indices of uvmrt_fcount_t (attrib.h). */
 enum { UVMRT_COUNTERS(UVMRT__FC_ENUM) FC_COUNT };
 
+/* Adds step b into a (stats.c): every step counter of the list, step_ns and the busy
+ * times summed, the larger peak kept, fault_sampled counting the steps that
+ * collected. For aggregates of steps (e.g. those a bounded history drops). */
+void uvmrt__step_stats_add(uvmrt_step_stats_t *a, const uvmrt_step_stats_t *b);
+
 #endif

@@ -46,6 +46,14 @@ static uint64_t counter_of(const uvmrt_layer_stats_t *s, const counter_col_t *c)
     return v;
 }
 
+/* The stats of step number `step` (absolute, from 0) while the history keeps them,
+ * else NULL. Rows and spans carry absolute step numbers; this is the one place that
+ * maps them to the kept steps (a bounded history adds its offset here). */
+static const uvmrt_step_stats_t *kept_step(const uvmrt_context_t *ctx, uint64_t step)
+{
+    return step < ctx->n_steps ? &ctx->steps[step] : NULL;
+}
+
 /* ------------------------------------------------------------------ names */
 /* Layer names (and a custom backend's name) are the user's bytes. jansson refuses
  * strings that are not valid UTF-8 (json_string returns NULL), so such a name once
@@ -247,10 +255,10 @@ static uvmrt_status_t write_text(const uvmrt_context_t *ctx, FILE *f)
     fprintf(f, ", budget %.2f GiB, tensors %.2f GiB, peak resident %.2f GiB, kept in host memory %.2f GiB, "
                "steps %llu, fault statistics: %s\n",
             ctx->budget / GIB, ctx->allocated_bytes / GIB, ctx->peak_resident_bytes / GIB,
-            sum.host_homed_bytes / GIB, (unsigned long long)ctx->n_steps, sum.fault_stats_source);
-    if (uvmrt__faults_active(ctx) && ctx->n_steps > 0) {
+            sum.host_homed_bytes / GIB, (unsigned long long)sum.steps, sum.fault_stats_source);
+    if (uvmrt__faults_active(ctx) && sum.steps > 0) {
         fprintf(f, "driver's counters from %llu of %llu steps (", (unsigned long long)sum.fault_sampled_steps,
-                (unsigned long long)ctx->n_steps);
+                (unsigned long long)sum.steps);
         if (sum.fault_sample_every > 0) fprintf(f, "every %d", sum.fault_sample_every);
         else fprintf(f, "auto, every %u now", sum.fault_sample_period);
         if (sum.fault_sample_overhead >= 0)
@@ -465,8 +473,8 @@ static uvmrt_status_t write_csv(const uvmrt_context_t *ctx, FILE *f)
         fprintf(f, ",%s", uvmrt_phase_name(r->phase));
         for (size_t c = 0; c < N_COUNTERS; c++)
             if (counter_cols[c].csv) fprintf(f, ",%llu", (unsigned long long)counter_of(&r->s, &counter_cols[c]));
-        fprintf(f, ",%llu,%d\n", (unsigned long long)(r->step < ctx->n_steps ? ctx->steps[r->step].step_ns : 0),
-                r->step < ctx->n_steps ? ctx->steps[r->step].fault_sampled : 0);
+        const uvmrt_step_stats_t *st = kept_step(ctx, r->step);
+        fprintf(f, ",%llu,%d\n", (unsigned long long)(st ? st->step_ns : 0), st ? st->fault_sampled : 0);
     }
     return UVMRT_OK;
 }
@@ -527,7 +535,8 @@ static json_t *build_trace(const uvmrt_context_t *ctx)
         json_t *a = jb_obj(b);
         jb_set(b, a, "step", json_u64(sp->step));
         jb_set(b, a, "wait_us", json_real((sp->wait_end_ns - sp->start_ns) / 1e3));
-        jb_set(b, a, "fault_sampled", json_boolean(sp->step < ctx->n_steps && ctx->steps[sp->step].fault_sampled));
+        const uvmrt_step_stats_t *st = kept_step(ctx, sp->step);
+        jb_set(b, a, "fault_sampled", json_boolean(st != NULL && st->fault_sampled));
         jb_set(b, a, "gpu_faults", json_u64(sp->gpu_faults));
         jb_set(b, a, "fault_htod_bytes", json_u64(sp->fault_htod_bytes));
         jb_set(b, e, "args", a);

@@ -48,6 +48,18 @@ static void fc_into_step(uvmrt_step_stats_t *s, const uvmrt_fcount_t *fc) { UVMR
 #undef FC_INTO
 #undef FC_INTO_STEP
 
+void uvmrt__step_stats_add(uvmrt_step_stats_t *a, const uvmrt_step_stats_t *b)
+{
+#define ADD_STEP(name, tag, src, step, ...) UVMRT__IF_##step(a->name += b->name;)
+    UVMRT_COUNTERS(ADD_STEP)
+#undef ADD_STEP
+    a->step_ns += b->step_ns;
+    if (b->peak_resident_bytes > a->peak_resident_bytes) a->peak_resident_bytes = b->peak_resident_bytes;
+    a->h2d_busy_ns += b->h2d_busy_ns;
+    a->d2h_busy_ns += b->d2h_busy_ns;
+    a->fault_sampled += b->fault_sampled; /* in a sum of steps: how many of them collected */
+}
+
 void uvmrt__stat_add_fc(uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, const uvmrt_fcount_t *fc,
                         uvmrt_step_stats_t *s, uvmrt_layer_stats_t *row)
 {

@@ -564,3 +564,31 @@ Test(stats, summary_and_fold_follow_the_list)
 #undef FOLD
     net_destroy(net);
 }
+
+/* Summing steps covers every step counter of the list and the step-only fields. */
+Test(stats, step_stats_add_follows_the_list)
+{
+    uvmrt_step_stats_t a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    uint64_t k = 0;
+#define SET(name, tag, src, step, ...) UVMRT__IF_##step(k++; a.name = k; b.name = 10 * k;)
+    UVMRT_COUNTERS(SET)
+#undef SET
+    cr_assert_gt(k, 0);
+    a.step_ns = 5, b.step_ns = 7;
+    a.peak_resident_bytes = 9, b.peak_resident_bytes = 4;
+    a.h2d_busy_ns = 1, b.h2d_busy_ns = 2;
+    a.d2h_busy_ns = 3, b.d2h_busy_ns = 4;
+    a.fault_sampled = 1, b.fault_sampled = 1;
+    uvmrt__step_stats_add(&a, &b);
+    k = 0;
+#define CHECK(name, tag, src, step, ...) UVMRT__IF_##step(k++; cr_expect_eq(a.name, 11 * k, "%s", #name);)
+    UVMRT_COUNTERS(CHECK)
+#undef CHECK
+    cr_expect_eq(a.step_ns, 12);
+    cr_expect_eq(a.peak_resident_bytes, 9);
+    cr_expect_eq(a.h2d_busy_ns, 3);
+    cr_expect_eq(a.d2h_busy_ns, 7);
+    cr_expect_eq(a.fault_sampled, 2);
+}
