@@ -256,7 +256,8 @@ const uvmrt_profile_t *uvmrt_context_profile(const uvmrt_context_t *ctx);
 /* ------------------------------------------------------------------ layers */
 /* Declares a layer (a unit of work the trainer brackets with begin/end). Layers
  * are numbered 0, 1, 2... in declaration order; *out_layer receives the number.
- * The name is copied and appears in reports. */
+ * The name is copied and appears in reports (bytes that are not valid UTF-8 shown
+ * as U+FFFD; see uvmrt-report(5)). */
 uvmrt_status_t uvmrt_layer_add(uvmrt_context_t *ctx, const char *name, int *out_layer);
 /* Number of declared layers. */
 int uvmrt_layer_count(const uvmrt_context_t *ctx);
@@ -368,66 +369,123 @@ uvmrt_status_t uvmrt_layer_begin(uvmrt_context_t *ctx, const uvmrt_layer_call_t 
 uvmrt_status_t uvmrt_layer_end(uvmrt_context_t *ctx);
 
 /* ------------------------------------------------------------------ statistics */
-/* Counters of one (layer, phase), summed over all steps. Bytes are logical bytes
- * of the tensors concerned. Faults come from the sim model on sim, and from the
- * runtime's own estimate on cuda (tensors used while not resident). */
+/* The counters, one line each. This list generates the fields of the three stats
+ * structs below (in this order), the library's adding and summing of them, and
+ * their columns in the text, JSON and CSV reports (uvmrt-report(5)): a counter
+ * added here appears everywhere. Programs may expand it too, e.g. to print every
+ * counter of a uvmrt_layer_stats_t by name:
+ *     #define SHOW(name, ...) printf("%s %llu\n", #name, (unsigned long long)s.name);
+ *     UVMRT_COUNTERS(SHOW)
+ *
+ * X(name, tag, source, step, summary, csv, text_rank, text_label, text_unit, text_width, text_scale)
+ *   name     a uint64_t field of uvmrt_layer_stats_t (per layer and phase, summed over
+ *            all steps) and its key in the JSON and CSV reports
+ *   tag      the library's internal name for it (STAT_<tag> or FC_<tag>)
+ *   source   CALL: counted once per layer call; OWN: uvmrt's own accounting;
+ *            DRIVER: what the driver reported (CUPTI unified-memory counters on cuda,
+ *            the model on sim; all 0 when fault_stats_source is "none"), for records
+ *            whose address is in a uvmrt tensor and whose start time falls in the
+ *            call's span
+ *   step     1: also a field of uvmrt_step_stats_t (that step's sum over its calls)
+ *   summary  1: also a field of uvmrt_summary_t (the sum over every layer and phase)
+ *   csv      1: a column of the CSV report
+ *   text_*   its column in the text table: rank (columns go left to right by rank;
+ *            0: not shown), header, unit line, width, and scale (COUNT: as is; MIB:
+ *            bytes shown in MiB; MS: nanoseconds shown in milliseconds)
+ * Bytes are logical bytes of the tensors concerned. */
+#define UVMRT_COUNTERS(X)                                                                                      \
+    /* layer calls */                                                                                          \
+    X(calls,                      CALLS,                CALL,   0, 0, 1,  10, "calls",    "",       6, COUNT)  \
+    /* moved to the GPU for this call, ahead or on demand */                                                   \
+    X(prefetch_bytes,             PREFETCH,             OWN,    1, 1, 1,  20, "prefetch", "MiB",   10, MIB)    \
+    /* written back to host to make room for this call */                                                      \
+    X(evict_bytes,                EVICT,                OWN,    1, 1, 1,  30, "evict",    "MiB",    9, MIB)    \
+    /* dropped without write-back (dead data) for this call */                                                 \
+    X(discard_bytes,              DISCARD,              OWN,    1, 1, 1,  40, "discard",  "MiB",    9, MIB)    \
+    /* demand-fault groups: the sim model's on sim, uvmrt's estimate on cuda */                                \
+    X(fault_count,                FAULT_COUNT,          OWN,    1, 1, 1,  70, "faults",   "groups", 8, COUNT)  \
+    /* bytes of those faults */                                                                                \
+    X(fault_bytes,                FAULT_BYTES,          OWN,    1, 1, 1,  80, "fault",    "MiB",    9, MIB)    \
+    /* read over the link from host-homed tensors */                                                           \
+    X(remote_read_bytes,          REMOTE_READ,          OWN,    1, 1, 1,  50, "rd",       "MiB",    8, MIB)    \
+    /* written over the link to host-homed tensors */                                                          \
+    X(remote_write_bytes,         REMOTE_WRITE,         OWN,    1, 1, 1,  60, "wr",       "MiB",    8, MIB)    \
+    /* time the layer's stream waited for its prefetches */                                                    \
+    X(wait_ns,                    WAIT_NS,              OWN,    1, 0, 1, 140, "wait",     "ms",     9, MS)     \
+    /* from the end of the wait to the end of the layer's work */                                              \
+    X(duration_ns,                DURATION_NS,          OWN,    0, 0, 1, 150, "time",     "ms",     9, MS)     \
+    /* GPU page-fault groups */                                                                                \
+    X(gpu_faults,                 GPU_FAULTS,           DRIVER, 1, 1, 1,  90, "gpu",      "faults", 9, COUNT)  \
+    /* host to device, cause: fault (coherence) or unknown */                                                  \
+    X(fault_htod_bytes,           FAULT_HTOD,           DRIVER, 1, 1, 1, 100, "fault-in", "MiB",    9, MIB)    \
+    /* host to device, cause: user prefetch (uvmrt's own) */                                                   \
+    X(prefetch_htod_bytes,        PREFETCH_HTOD,        DRIVER, 1, 1, 1, 110, "prefetch", "MiB",    9, MIB)    \
+    /* host to device, cause: driver prefetch / access counters */                                             \
+    X(driver_prefetch_htod_bytes, DRIVER_PREFETCH_HTOD, DRIVER, 1, 1, 1, 120, "drv-pf",   "MiB",    9, MIB)    \
+    /* device to host, any cause (write-backs, driver evictions) */                                            \
+    X(evict_dtoh_bytes,           EVICT_DTOH,           DRIVER, 1, 1, 1, 130, "to-host",  "MiB",    9, MIB)    \
+    /* thrashing records */                                                                                    \
+    X(thrashing,                  THRASHING,            DRIVER, 1, 1, 1,   0, "",         "",       0, COUNT)  \
+    /* throttling records */                                                                                   \
+    X(throttling,                 THROTTLING,           DRIVER, 1, 1, 1,   0, "",         "",       0, COUNT)  \
+    /* remote-map records */                                                                                   \
+    X(remote_map,                 REMOTE_MAP,           DRIVER, 1, 1, 1,   0, "",         "",       0, COUNT)  \
+    /* CPU page faults (records counted) */                                                                    \
+    X(cpu_faults,                 CPU_FAULTS,           DRIVER, 1, 1, 1,   0, "",         "",       0, COUNT)  \
+    /* calls in steps that collected the driver's counters (UVMRT_FAULT_SAMPLE): the                         \
+     * DRIVER counters cover these */                                                                          \
+    X(sampled_calls,              SAMPLED_CALLS,        CALL,   0, 0, 0,   0, "",         "",       0, COUNT)
+
+/* Helpers for expanding UVMRT_COUNTERS: UVMRT__IF_<0|1>(code) keeps code when 1;
+ * UVMRT__<SOURCE>_<source>(code) keeps code when source is SOURCE. */
+#define UVMRT__IF_0(...)
+#define UVMRT__IF_1(...) __VA_ARGS__
+#define UVMRT__OWN_CALL(...)
+#define UVMRT__OWN_OWN(...) __VA_ARGS__
+#define UVMRT__OWN_DRIVER(...)
+#define UVMRT__DRIVER_CALL(...)
+#define UVMRT__DRIVER_OWN(...)
+#define UVMRT__DRIVER_DRIVER(...) __VA_ARGS__
+#define UVMRT__FIELD(name, tag, src, step, sum, ...) uint64_t name;
+#define UVMRT__STEP_FIELD_OF(want, name, tag, src, step) UVMRT__IF_##step(UVMRT__##want##_##src(uint64_t name;))
+#define UVMRT__STEP_OWN_FIELD(name, tag, src, step, sum, ...) UVMRT__STEP_FIELD_OF(OWN, name, tag, src, step)
+#define UVMRT__STEP_DRIVER_FIELD(name, tag, src, step, sum, ...) UVMRT__STEP_FIELD_OF(DRIVER, name, tag, src, step)
+#define UVMRT__SUM_FIELD_OF(want, name, tag, src, sum) UVMRT__IF_##sum(UVMRT__##want##_##src(uint64_t name;))
+#define UVMRT__SUM_OWN_FIELD(name, tag, src, step, sum, ...) UVMRT__SUM_FIELD_OF(OWN, name, tag, src, sum)
+#define UVMRT__SUM_DRIVER_FIELD(name, tag, src, step, sum, ...) UVMRT__SUM_FIELD_OF(DRIVER, name, tag, src, sum)
+
+/* Counters of one (layer, phase), summed over all steps: every UVMRT_COUNTERS entry.
+ * Prefetches and the evictions that made room for them count for the call that
+ * needs the data, even when issued earlier; the DRIVER counters are per time span
+ * and cover the calls in sampled_calls (see uvmrt-report(5)). */
 typedef struct uvmrt_layer_stats {
-    uint64_t calls;
-    uint64_t prefetch_bytes;   /* moved to the GPU for this call, ahead or on demand */
-    uint64_t evict_bytes;      /* written back to host to make room for this call */
-    uint64_t discard_bytes;    /* dropped without write-back (dead data) for this call */
-    uint64_t fault_count;      /* demand-fault groups */
-    uint64_t fault_bytes;
-    uint64_t remote_read_bytes;  /* read over the link from host-homed tensors */
-    uint64_t remote_write_bytes; /* written over the link to host-homed tensors */
-    uint64_t wait_ns;          /* time the layer's stream waited for its prefetches */
-    uint64_t duration_ns;      /* from the end of the wait to the end of the layer's work */
-    /* What the driver reported (CUPTI unified-memory counters on cuda, the model on
-     * sim; all 0 when fault_stats_source is "none"), for records whose address is in a
-     * uvmrt tensor and whose start time falls in this call's span (see uvmrt-report(5)). */
-    uint64_t gpu_faults;                 /* GPU page-fault groups */
-    uint64_t fault_htod_bytes;           /* host to device, cause: fault (coherence) or unknown */
-    uint64_t prefetch_htod_bytes;        /* host to device, cause: user prefetch (uvmrt's own) */
-    uint64_t driver_prefetch_htod_bytes; /* host to device, cause: driver prefetch / access counters */
-    uint64_t evict_dtoh_bytes;           /* device to host, any cause (write-backs, driver evictions) */
-    uint64_t thrashing;                  /* thrashing records */
-    uint64_t throttling;                 /* throttling records */
-    uint64_t remote_map;                 /* remote-map records */
-    uint64_t cpu_faults;                 /* CPU page faults (records counted) */
-    uint64_t sampled_calls;              /* calls in steps that collected the driver's counters
-                                          * (UVMRT_FAULT_SAMPLE): the counters above cover these */
+    UVMRT_COUNTERS(UVMRT__FIELD)
 } uvmrt_layer_stats_t;
 
-/* One step. */
+/* One step: the entries of UVMRT_COUNTERS with step = 1, summed over the step's
+ * calls, and what only a step has. */
 typedef struct uvmrt_step_stats {
     uint64_t step_ns;
-    uint64_t prefetch_bytes, evict_bytes, discard_bytes;
-    uint64_t fault_count, fault_bytes;
-    uint64_t remote_read_bytes, remote_write_bytes;
-    uint64_t wait_ns;
+    UVMRT_COUNTERS(UVMRT__STEP_OWN_FIELD)      /* prefetch_bytes ... wait_ns */
     uint64_t peak_resident_bytes;
     uint64_t h2d_busy_ns;      /* time the copy stream spent prefetching to the GPU */
     uint64_t d2h_busy_ns;      /* time the copy stream spent evicting */
-    /* the driver's counters attributed to this step (see uvmrt_layer_stats_t) */
-    uint64_t gpu_faults, fault_htod_bytes, prefetch_htod_bytes, driver_prefetch_htod_bytes;
-    uint64_t evict_dtoh_bytes, thrashing, throttling, remote_map, cpu_faults;
+    UVMRT_COUNTERS(UVMRT__STEP_DRIVER_FIELD)   /* gpu_faults ... cpu_faults */
     int fault_sampled;         /* 1: this step collected the driver's counters; 0: they read 0 */
 } uvmrt_step_stats_t;
 
-/* The whole run. */
+/* The whole run: the entries of UVMRT_COUNTERS with summary = 1, summed over every
+ * layer and phase, and what only the run has. */
 typedef struct uvmrt_summary {
     uint64_t steps;            /* completed steps */
     uint64_t budget_bytes;
     uint64_t resident_bytes;   /* now, by uvmrt's accounting */
     uint64_t peak_resident_bytes;
     uint64_t allocated_bytes;  /* sum of tensor sizes */
-    uint64_t prefetch_bytes, evict_bytes, discard_bytes, fault_count, fault_bytes;
-    uint64_t remote_read_bytes, remote_write_bytes;
+    UVMRT_COUNTERS(UVMRT__SUM_OWN_FIELD)       /* prefetch_bytes ... remote_write_bytes */
     uint64_t host_homed_bytes;   /* footprints of the tensors the plan keeps in host memory */
     uint64_t plans_built;      /* prefetch policy: times a plan was (re)built */
-    /* the driver's counters attributed to layer calls, summed */
-    uint64_t gpu_faults, fault_htod_bytes, prefetch_htod_bytes, driver_prefetch_htod_bytes;
-    uint64_t evict_dtoh_bytes, thrashing, throttling, remote_map, cpu_faults;
+    UVMRT_COUNTERS(UVMRT__SUM_DRIVER_FIELD)    /* the driver's counters attributed to layer calls */
     /* records whose address is in no uvmrt tensor, or that came outside every step */
     uint64_t unattributed_records;
     uint64_t unattributed_gpu_faults, unattributed_htod_bytes, unattributed_dtoh_bytes;
@@ -447,6 +505,8 @@ typedef struct uvmrt_summary {
                                      * CUDA error name) is logged once, as a warning */
 } uvmrt_summary_t;
 
+/* The three calls copy into *out (caller-owned); UVMRT_ERR_INVALID, logged, for a NULL
+ * out or an index out of range. */
 uvmrt_status_t uvmrt_layer_stats_get(const uvmrt_context_t *ctx, int layer,
                                      uvmrt_phase_t phase, uvmrt_layer_stats_t *out);
 /* step is 0-based; UVMRT_ERR_INVALID past the completed steps; UVMRT_ERR_NOT_FOUND
@@ -458,8 +518,20 @@ uvmrt_status_t uvmrt_summary_get(const uvmrt_context_t *ctx, uvmrt_summary_t *ou
 
 /* Writes a report: format "text" (a per-layer table), "json", "csv" (one row per
  * step, layer and phase) or "trace" (trace-event JSON for Perfetto / chrome://tracing);
- * see uvmrt-report(5). path "-" or NULL means stdout; files are written to a temporary file in
- * the same folder, then renamed, so a reader never sees half a report. */
+ * see uvmrt-report(5). path "-" or NULL means stdout (as "-" does in UVMRT_REPORT and
+ * UVMRT_TRACE). What is at path decides the rest:
+ *  - nothing, or a regular file: written to a temporary file in the same folder, then
+ *    renamed onto path, so a reader never sees half a report; a replaced file keeps
+ *    its permission bits, a new one gets 0666 less the umask (never changed);
+ *  - a symbolic link to a regular file: its target is replaced that way (the temporary
+ *    file goes in the target's folder) and the link stays;
+ *  - a FIFO or a character device (or a link to one): written in place, never replaced
+ *    (UVMRT_ERR_IO at once when a FIFO has no reader);
+ *  - anything else (a directory, block device, socket, dangling link): UVMRT_ERR_IO,
+ *    nothing written.
+ * UVMRT_ERR_INVALID for a NULL or unknown format or an empty path, UVMRT_ERR_NOMEM
+ * when the report could not be built, UVMRT_ERR_IO when it could not be written; each
+ * logs what was wrong, naming the path. */
 uvmrt_status_t uvmrt_report_write(const uvmrt_context_t *ctx, const char *format,
                                   const char *path);
 

@@ -48,19 +48,9 @@ typedef struct uvmrt_um_record {
     uint32_t cause;  /* UVMRT_UM_CAUSE_*, for HTOD/DTOH */
 } uvmrt_um_record_t;
 
-/* The counters a record adds to (indices of uvmrt_fcount_t). */
-enum {
-    FC_GPU_FAULTS,
-    FC_FAULT_HTOD,
-    FC_PREFETCH_HTOD,
-    FC_DRIVER_PREFETCH_HTOD,
-    FC_EVICT_DTOH,
-    FC_THRASHING,
-    FC_THROTTLING,
-    FC_REMOTE_MAP,
-    FC_CPU_FAULTS,
-    FC_COUNT
-};
+/* The counters a record adds to: FC_<tag> for each DRIVER entry of UVMRT_COUNTERS
+ * (uvmrt.h), generated in counters.h. */
+#include "counters.h"
 typedef struct uvmrt_fcount {
     uint64_t v[FC_COUNT];
 } uvmrt_fcount_t;

@@ -129,31 +129,6 @@ void uvmrt__attribute_rest(uvmrt_context_t *ctx)
 }
 
 /* ------------------------------------------------------------------ history */
-static void stats_sum(uvmrt_step_stats_t *a, const uvmrt_step_stats_t *b)
-{
-    a->step_ns += b->step_ns;
-    a->prefetch_bytes += b->prefetch_bytes;
-    a->evict_bytes += b->evict_bytes;
-    a->discard_bytes += b->discard_bytes;
-    a->fault_count += b->fault_count;
-    a->fault_bytes += b->fault_bytes;
-    a->remote_read_bytes += b->remote_read_bytes;
-    a->remote_write_bytes += b->remote_write_bytes;
-    a->wait_ns += b->wait_ns;
-    if (b->peak_resident_bytes > a->peak_resident_bytes) a->peak_resident_bytes = b->peak_resident_bytes;
-    a->h2d_busy_ns += b->h2d_busy_ns;
-    a->d2h_busy_ns += b->d2h_busy_ns;
-    a->gpu_faults += b->gpu_faults;
-    a->fault_htod_bytes += b->fault_htod_bytes;
-    a->prefetch_htod_bytes += b->prefetch_htod_bytes;
-    a->driver_prefetch_htod_bytes += b->driver_prefetch_htod_bytes;
-    a->evict_dtoh_bytes += b->evict_dtoh_bytes;
-    a->thrashing += b->thrashing;
-    a->throttling += b->throttling;
-    a->remote_map += b->remote_map;
-    a->cpu_faults += b->cpu_faults;
-    a->fault_sampled += b->fault_sampled; /* in the aggregate: how many of its steps collected */
-}
 
 /* Keeps the history to the last UVMRT_HISTORY steps: once it holds a quarter
  * more than that, the oldest are summed into steps_dropped and their rows,
@@ -163,7 +138,7 @@ void uvmrt__history_trim(uvmrt_context_t *ctx)
     uint64_t keep = (uint64_t)ctx->cfg.history;
     if (ctx->n_steps < keep + (keep + 3) / 4) return;
     uint64_t drop = ctx->n_steps - keep;
-    for (uint64_t i = 0; i < drop; i++) stats_sum(&ctx->steps_dropped, &ctx->steps[i]);
+    for (uint64_t i = 0; i < drop; i++) uvmrt__step_stats_add(&ctx->steps_dropped, &ctx->steps[i]);
     memmove(ctx->steps, ctx->steps + drop, (size_t)keep * sizeof *ctx->steps);
     ctx->n_steps = keep;
     ctx->steps_before += drop;

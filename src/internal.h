@@ -306,8 +306,8 @@ uvmrt_status_t uvmrt__report_at_destroy(const uvmrt_context_t *ctx);
 /* Adds to the counters of the call's layer and phase and to the current step. */
 void uvmrt__stat_add(uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, int kind, uint64_t bytes);
 
-enum { STAT_PREFETCH, STAT_EVICT, STAT_DISCARD, STAT_FAULT_BYTES, STAT_FAULT_COUNT, STAT_WAIT_NS,
-       STAT_DURATION_NS, STAT_REMOTE_READ, STAT_REMOTE_WRITE };
+/* kind: STAT_CALL or a STAT_<tag>, generated from UVMRT_COUNTERS */
+#include "counters.h"
 
 void uvmrt__resident_add(uvmrt_context_t *ctx, int64_t delta);
 /* Adds the driver's counters to (layer, phase): its totals, step s (NULL: the step

@@ -1,33 +1,159 @@
 /*
- * report.c -- the per-layer text table and the JSON report (format documented
- * in doc/uvmrt-report.5). Files are written to a temporary file beside the
- * target, then renamed, so a reader never sees half a report.
+ * report.c -- the text table, JSON, CSV and trace reports (formats documented in
+ * doc/uvmrt-report.5), their columns generated from UVMRT_COUNTERS, written to a
+ * stream. report_file.c decides how they reach a path.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <jansson.h>
 
 #include "faults.h"
 #include "internal.h"
+#include "report.h"
 
 #define MIB (1024.0 * 1024.0)
 #define GIB (1024.0 * 1024.0 * 1024.0)
+
+/* ------------------------------------------------------------------ the counters */
+/* UVMRT_COUNTERS as a table, for the columns of the text and CSV reports. */
+enum { SRC_CALL, SRC_OWN, SRC_DRIVER };
+enum { SCALE_COUNT, SCALE_MIB, SCALE_MS };
+typedef struct counter_col {
+    const char *name;
+    int source;     /* SRC_* */
+    int csv;
+    int text_rank;  /* 0: not in the text table */
+    const char *text_label, *text_unit;
+    int text_width;
+    int text_scale; /* SCALE_* */
+    size_t off;     /* in uvmrt_layer_stats_t */
+} counter_col_t;
+
+#define COUNTER_COL(name, tag, src, step, sum, csv, rank, label, unit, width, scale) \
+    {#name, SRC_##src, csv, rank, label, unit, width, SCALE_##scale, offsetof(uvmrt_layer_stats_t, name)},
+static const counter_col_t counter_cols[] = {UVMRT_COUNTERS(COUNTER_COL)};
+#undef COUNTER_COL
+#define N_COUNTERS (sizeof counter_cols / sizeof counter_cols[0])
+
+static uint64_t counter_of(const uvmrt_layer_stats_t *s, const counter_col_t *c)
+{
+    uint64_t v;
+    memcpy(&v, (const char *)s + c->off, sizeof v);
+    return v;
+}
+
+/* The stats of step number `step` (absolute, from 0) while the history keeps them,
+ * else NULL. Rows and spans carry absolute step numbers; this is the one place that
+ * maps them to the kept steps (a bounded history adds its offset here). */
+static const uvmrt_step_stats_t *kept_step(const uvmrt_context_t *ctx, uint64_t step)
+{
+    return step >= ctx->steps_before && step < uvmrt__steps_done(ctx) ? &ctx->steps[step - ctx->steps_before] : NULL;
+}
+
+/* ------------------------------------------------------------------ names */
+/* Layer names (and a custom backend's name) are the user's bytes. jansson refuses
+ * strings that are not valid UTF-8 (json_string returns NULL), so such a name once
+ * vanished from the JSON and trace reports; now every report shows the same valid
+ * UTF-8 text: each byte that does not belong to a well-formed UTF-8 sequence (a stray
+ * byte, a character cut short, an overlong form, a surrogate, past U+10FFFF) becomes
+ * U+FFFD. */
+#define REPLACEMENT "\xEF\xBF\xBD" /* U+FFFD */
+
+/* Length of the well-formed UTF-8 sequence at s, or 0 when s[0] does not start one. */
+static size_t utf8_seq(const unsigned char *s)
+{
+    unsigned char c = s[0];
+    if (c < 0x80) return 1;
+    unsigned char lo = 0x80, hi = 0xBF;
+    size_t n;
+    if (c >= 0xC2 && c <= 0xDF) n = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        n = 3;
+        if (c == 0xE0) lo = 0xA0;      /* no overlong forms */
+        else if (c == 0xED) hi = 0x9F; /* no surrogates */
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        n = 4;
+        if (c == 0xF0) lo = 0x90;
+        else if (c == 0xF4) hi = 0x8F; /* nothing past U+10FFFF */
+    } else {
+        return 0;
+    }
+    if (s[1] < lo || s[1] > hi) return 0;
+    for (size_t i = 2; i < n; i++)
+        if (s[i] < 0x80 || s[i] > 0xBF) return 0; /* also stops at the terminating NUL */
+    return n;
+}
+
+/* A valid UTF-8 copy of s (caller frees), invalid bytes replaced; NULL on no memory. */
+static char *utf8_clean(const char *s)
+{
+    size_t len = strlen(s);
+    char *out = malloc(3 * len + 1); /* each byte becomes at most the 3 of U+FFFD */
+    if (out == NULL) return NULL;
+    const unsigned char *p = (const unsigned char *)s;
+    char *o = out;
+    while (*p) {
+        size_t n = utf8_seq(p);
+        if (n == 0) {
+            memcpy(o, REPLACEMENT, 3);
+            o += 3;
+            p++;
+        } else {
+            memcpy(o, p, n);
+            o += n;
+            p += n;
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
+/* The name for the text table: valid UTF-8, control characters (a newline would
+ * break the table) shown as '?', cut to `cols` characters at a character boundary and
+ * padded with spaces to `cols` characters. NULL on no memory; caller frees. */
+static char *text_name(const char *s, size_t cols)
+{
+    char *clean = utf8_clean(s);
+    if (clean == NULL) return NULL;
+    char *out = malloc(strlen(clean) + cols + 1);
+    if (out == NULL) {
+        free(clean);
+        return NULL;
+    }
+    const unsigned char *p = (const unsigned char *)clean;
+    char *o = out;
+    size_t chars = 0;
+    while (*p && chars < cols) {
+        size_t n = utf8_seq(p); /* clean: always > 0 */
+        if (n == 1 && (*p < 0x20 || *p == 0x7F)) *o++ = '?';
+        else {
+            memcpy(o, p, n);
+            o += n;
+        }
+        p += n;
+        chars++;
+    }
+    while (chars++ < cols) *o++ = ' ';
+    *o = '\0';
+    free(clean);
+    return out;
+}
 
 /* ------------------------------------------------------------------ text */
 /* Like torch.cuda.memory_summary(): one row per (layer, phase), units in the
  * header, a totals row, the top offenders marked. */
 #define TOP_N 3
+#define TEXT_LEAD 27 /* "%-16.16s %-9s " before the counter columns */
 
 static void add_layer(uvmrt_layer_stats_t *t, const uvmrt_layer_stats_t *s)
 {
-    uint64_t *a = (uint64_t *)t;
-    const uint64_t *b = (const uint64_t *)s;
-    for (size_t i = 0; i < sizeof *t / sizeof(uint64_t); i++) a[i] += b[i];
+#define ADD(name, ...) t->name += s->name;
+    UVMRT_COUNTERS(ADD)
+#undef ADD
 }
 
 /* Faults that count for ranking: the driver's when there is a source, else uvmrt's estimate. */
@@ -53,45 +179,95 @@ static int is_top(const uvmrt_context_t *ctx, int l, int p, int by_wait)
     return better < TOP_N;
 }
 
-static void text_row(FILE *f, const char *name, const char *phase, const uvmrt_layer_stats_t *s, const char *mark)
+/* The text table's columns, left to right: the counters with a text rank, by rank. */
+static size_t text_columns(const counter_col_t **cols)
 {
-    fprintf(f,
-            "%-16.16s %-9s %6llu %10.1f %9.1f %9.1f %8.1f %8.1f %8llu %9.1f %9llu %9.1f %9.1f %9.1f %9.1f "
-            "%9.2f %9.2f %s\n",
-            name, phase, (unsigned long long)s->calls, s->prefetch_bytes / MIB, s->evict_bytes / MIB,
-            s->discard_bytes / MIB, s->remote_read_bytes / MIB, s->remote_write_bytes / MIB,
-            (unsigned long long)s->fault_count, s->fault_bytes / MIB, (unsigned long long)s->gpu_faults,
-            s->fault_htod_bytes / MIB, s->prefetch_htod_bytes / MIB, s->driver_prefetch_htod_bytes / MIB,
-            s->evict_dtoh_bytes / MIB, s->wait_ns / 1e6, s->duration_ns / 1e6, mark);
+    size_t n = 0;
+    for (size_t i = 0; i < N_COUNTERS; i++)
+        if (counter_cols[i].text_rank > 0) cols[n++] = &counter_cols[i];
+    for (size_t i = 1; i < n; i++) /* insertion sort: a score of columns */
+        for (size_t j = i; j > 0 && cols[j - 1]->text_rank > cols[j]->text_rank; j--) {
+            const counter_col_t *t = cols[j];
+            cols[j] = cols[j - 1];
+            cols[j - 1] = t;
+        }
+    return n;
 }
 
-static void write_text(const uvmrt_context_t *ctx, FILE *f)
+/* -1 when the name could not be made (no memory). */
+static int text_row(FILE *f, const char *name, const char *phase, const uvmrt_layer_stats_t *s, const char *mark,
+                    const counter_col_t *const *cols, size_t n)
 {
+    char *shown = text_name(name, 16);
+    if (shown == NULL) return -1;
+    fprintf(f, "%s %-9s", shown, phase);
+    free(shown);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t v = counter_of(s, cols[i]);
+        if (cols[i]->text_scale == SCALE_MIB) fprintf(f, " %*.1f", cols[i]->text_width, v / MIB);
+        else if (cols[i]->text_scale == SCALE_MS) fprintf(f, " %*.2f", cols[i]->text_width, v / 1e6);
+        else fprintf(f, " %*llu", cols[i]->text_width, (unsigned long long)v);
+    }
+    fprintf(f, " %s\n", mark);
+    return 0;
+}
+
+/* The header: group labels ("|-- uvmrt's own" over uvmrt's counters, "|-- the
+ * driver's" over the driver's) at the first column of each run of one source, then
+ * the column names, then their units. */
+static void text_header(FILE *f, const counter_col_t *const *cols, size_t n)
+{
+    char groups[1024];
+    size_t pos = TEXT_LEAD, end = 0;
+    memset(groups, ' ', sizeof groups);
+    for (size_t i = 0; i < n && pos + (size_t)cols[i]->text_width < sizeof groups; i++) {
+        const char *label = cols[i]->source == SRC_OWN ? "|-- uvmrt's own" : "|-- the driver's";
+        if (cols[i]->source != SRC_CALL && (i == 0 || cols[i - 1]->source != cols[i]->source)) {
+            size_t span = 0; /* up to the next run: the label must not run into it */
+            for (size_t j = i; j < n && cols[j]->source == cols[i]->source; j++) span += cols[j]->text_width + 1u;
+            size_t len = strlen(label) < span - 1 ? strlen(label) : span - 1;
+            if (pos + len < sizeof groups) {
+                memcpy(groups + pos, label, len);
+                end = pos + len;
+            }
+        }
+        pos += cols[i]->text_width + 1u;
+    }
+    fprintf(f, "%.*s\n", (int)end, groups);
+    fprintf(f, "%-16s %-9s", "layer", "phase");
+    for (size_t i = 0; i < n; i++) fprintf(f, " %*s", cols[i]->text_width, cols[i]->text_label);
+    fprintf(f, "\n%-16s %-9s", "", "");
+    for (size_t i = 0; i < n; i++) fprintf(f, " %*s", cols[i]->text_width, cols[i]->text_unit);
+    fprintf(f, "\n");
+}
+
+/* UVMRT_ERR_NOMEM when a name could not be made; write errors are left to ferror. */
+static uvmrt_status_t write_text(const uvmrt_context_t *ctx, FILE *f)
+{
+    char *backend = utf8_clean(ctx->ops->name);
+    if (backend == NULL) return UVMRT_ERR_NOMEM;
     fprintf(f, "uvmrt %s report: policy %s, backend %s", uvmrt_version_string(), uvmrt_policy_name(ctx->cfg.policy),
-            ctx->ops->name);
+            backend);
+    free(backend);
     if (ctx->cfg.backend == UVMRT_BACKEND_SIM) fprintf(f, " (profile %s)", ctx->profile->name);
     uvmrt_summary_t sum;
     uvmrt_summary_get(ctx, &sum);
     fprintf(f, ", budget %.2f GiB, tensors %.2f GiB, peak resident %.2f GiB, kept in host memory %.2f GiB, "
                "steps %llu, fault statistics: %s\n",
             ctx->budget / GIB, ctx->allocated_bytes / GIB, ctx->peak_resident_bytes / GIB,
-            sum.host_homed_bytes / GIB, (unsigned long long)ctx->n_steps, sum.fault_stats_source);
-    if (uvmrt__faults_active(ctx) && ctx->n_steps > 0) {
+            sum.host_homed_bytes / GIB, (unsigned long long)sum.steps, sum.fault_stats_source);
+    if (uvmrt__faults_active(ctx) && sum.steps > 0) {
         fprintf(f, "driver's counters from %llu of %llu steps (", (unsigned long long)sum.fault_sampled_steps,
-                (unsigned long long)ctx->n_steps);
+                (unsigned long long)sum.steps);
         if (sum.fault_sample_every > 0) fprintf(f, "every %d", sum.fault_sample_every);
         else fprintf(f, "auto, every %u now", sum.fault_sample_period);
         if (sum.fault_sample_overhead >= 0)
             fprintf(f, "; a collecting step took %+.1f%% longer than one that did not", 100.0 * sum.fault_sample_overhead);
         fprintf(f, "): the driver columns cover those steps only\n");
     }
-    /* group labels over the first column of each group (offsets follow text_row's widths) */
-    fprintf(f, "%34s%-68s%s\n", "", "|-- uvmrt's own", "|-- the driver's");
-    fprintf(f, "%-16s %-9s %6s %10s %9s %9s %8s %8s %8s %9s %9s %9s %9s %9s %9s %9s %9s\n", "layer", "phase",
-            "calls", "prefetch", "evict", "discard", "rd", "wr", "faults", "fault", "gpu", "fault-in", "prefetch",
-            "drv-pf", "to-host", "wait", "time");
-    fprintf(f, "%-16s %-9s %6s %10s %9s %9s %8s %8s %8s %9s %9s %9s %9s %9s %9s %9s %9s\n", "", "", "", "MiB",
-            "MiB", "MiB", "MiB", "MiB", "groups", "MiB", "faults", "MiB", "MiB", "MiB", "MiB", "ms", "ms");
+    const counter_col_t *cols[N_COUNTERS];
+    size_t n = text_columns(cols);
+    text_header(f, cols, n);
     uvmrt_layer_stats_t total;
     memset(&total, 0, sizeof total);
     for (int l = 0; l < ctx->n_layers; l++)
@@ -101,10 +277,11 @@ static void write_text(const uvmrt_context_t *ctx, FILE *f)
             char mark[4] = "";
             if (is_top(ctx, l, p, 0)) strcat(mark, "*");
             if (is_top(ctx, l, p, 1)) strcat(mark, "!");
-            text_row(f, ctx->layers[l].name, uvmrt_phase_name((uvmrt_phase_t)p), s, mark);
+            if (text_row(f, ctx->layers[l].name, uvmrt_phase_name((uvmrt_phase_t)p), s, mark, cols, n) != 0)
+                return UVMRT_ERR_NOMEM;
             add_layer(&total, s);
         }
-    text_row(f, "total", "", &total, "");
+    if (text_row(f, "total", "", &total, "", cols, n) != 0) return UVMRT_ERR_NOMEM;
     fprintf(f, "* most faults, ! most wait (top %d each); rd/wr: over the link from host-homed tensors;\n"
                "driver columns: %s (gpu faults = fault groups; fault-in, prefetch, drv-pf = host to device by "
                "cause: fault, uvmrt's prefetch, driver's prefetch; to-host = device to host, any cause)\n",
@@ -115,6 +292,10 @@ static void write_text(const uvmrt_context_t *ctx, FILE *f)
     if (sum.fault_records_lost > 0)
         fprintf(f, "lost: %llu records (CUPTI's queue full or no memory): the driver columns are short by these\n",
                 (unsigned long long)sum.fault_records_lost);
+    if (sum.backend_errors > 0)
+        fprintf(f, "backend errors: %llu that calls completed without (each kind logged once; e.g. a timing "
+                   "event: times read 0)\n",
+                (unsigned long long)sum.backend_errors);
     if (sum.unattributed_records > 0)
         fprintf(f, "unattributed: %llu records, %llu gpu faults, %.1f MiB to device, %.1f MiB to host, %llu cpu faults\n",
                 (unsigned long long)sum.unattributed_records, (unsigned long long)sum.unattributed_gpu_faults,
@@ -123,235 +304,276 @@ static void write_text(const uvmrt_context_t *ctx, FILE *f)
     fprintf(f, "step ms:");
     for (uint64_t i = 0; i < ctx->n_steps; i++) fprintf(f, " %.2f", ctx->steps[i].step_ns / 1e6);
     fprintf(f, "\n");
+    return UVMRT_OK;
 }
 
 /* ------------------------------------------------------------------ json */
-static json_t *json_u64(uint64_t v) { return json_integer((json_int_t)v); }
+/* jansson answers NULL or -1 when it cannot allocate (or is handed a NULL); a report
+ * with a key silently missing must not pass as written, so every call goes through
+ * these, which remember the first failure. The *_new calls take the value even when
+ * they fail (jansson frees it), so nothing leaks either way. */
+typedef struct jb {
+    int failed;
+} jb_t;
 
-/* The counters layer and step stats share, under the same names. */
-#define SET_SHARED_COUNTERS(o, s)                                                               \
-    do {                                                                                        \
-        json_object_set_new(o, "prefetch_bytes", json_u64((s)->prefetch_bytes));               \
-        json_object_set_new(o, "evict_bytes", json_u64((s)->evict_bytes));                     \
-        json_object_set_new(o, "discard_bytes", json_u64((s)->discard_bytes));                 \
-        json_object_set_new(o, "fault_count", json_u64((s)->fault_count));                     \
-        json_object_set_new(o, "fault_bytes", json_u64((s)->fault_bytes));                     \
-        json_object_set_new(o, "remote_read_bytes", json_u64((s)->remote_read_bytes));         \
-        json_object_set_new(o, "remote_write_bytes", json_u64((s)->remote_write_bytes));       \
-        json_object_set_new(o, "wait_ns", json_u64((s)->wait_ns));                             \
-    } while (0)
-
-/* The driver's counters (CUPTI or the sim model), same names in both. */
-#define SET_DRIVER_COUNTERS(o, s)                                                               \
-    do {                                                                                        \
-        json_object_set_new(o, "gpu_faults", json_u64((s)->gpu_faults));                       \
-        json_object_set_new(o, "fault_htod_bytes", json_u64((s)->fault_htod_bytes));           \
-        json_object_set_new(o, "prefetch_htod_bytes", json_u64((s)->prefetch_htod_bytes));     \
-        json_object_set_new(o, "driver_prefetch_htod_bytes",                                   \
-                            json_u64((s)->driver_prefetch_htod_bytes));                        \
-        json_object_set_new(o, "evict_dtoh_bytes", json_u64((s)->evict_dtoh_bytes));           \
-        json_object_set_new(o, "thrashing", json_u64((s)->thrashing));                         \
-        json_object_set_new(o, "throttling", json_u64((s)->throttling));                       \
-        json_object_set_new(o, "remote_map", json_u64((s)->remote_map));                       \
-        json_object_set_new(o, "cpu_faults", json_u64((s)->cpu_faults));                       \
-    } while (0)
-
-static json_t *phase_json(const uvmrt_layer_stats_t *s)
+static json_t *jb_obj(jb_t *b)
 {
     json_t *o = json_object();
-    json_object_set_new(o, "calls", json_u64(s->calls));
-    json_object_set_new(o, "sampled_calls", json_u64(s->sampled_calls));
-    SET_SHARED_COUNTERS(o, s);
-    json_object_set_new(o, "duration_ns", json_u64(s->duration_ns));
-    SET_DRIVER_COUNTERS(o, s);
+    if (o == NULL) b->failed = 1;
     return o;
 }
 
-static json_t *step_json(const uvmrt_step_stats_t *s)
+static json_t *jb_arr(jb_t *b)
 {
-    json_t *o = json_object();
-    json_object_set_new(o, "step_ns", json_u64(s->step_ns));
-    SET_SHARED_COUNTERS(o, s);
-    json_object_set_new(o, "peak_resident_bytes", json_u64(s->peak_resident_bytes));
-    json_object_set_new(o, "h2d_busy_ns", json_u64(s->h2d_busy_ns));
-    json_object_set_new(o, "d2h_busy_ns", json_u64(s->d2h_busy_ns));
-    json_object_set_new(o, "fault_sampled", json_boolean(s->fault_sampled));
-    SET_DRIVER_COUNTERS(o, s);
+    json_t *a = json_array();
+    if (a == NULL) b->failed = 1;
+    return a;
+}
+
+static void jb_set(jb_t *b, json_t *o, const char *key, json_t *v)
+{
+    if (json_object_set_new(o, key, v) != 0) b->failed = 1;
+}
+
+static void jb_append(jb_t *b, json_t *a, json_t *v)
+{
+    if (json_array_append_new(a, v) != 0) b->failed = 1;
+}
+
+static json_t *json_u64(uint64_t v) { return json_integer((json_int_t)v); }
+
+/* A JSON string of s made valid UTF-8 (utf8_clean); NULL (and b->failed) on no memory. */
+static json_t *jb_str(jb_t *b, const char *s)
+{
+    char *clean = utf8_clean(s);
+    json_t *v = clean ? json_string(clean) : NULL;
+    free(clean);
+    if (v == NULL) b->failed = 1;
+    return v;
+}
+
+/* Every counter of UVMRT_COUNTERS, under its name. */
+static json_t *phase_json(jb_t *b, const uvmrt_layer_stats_t *s)
+{
+    json_t *o = jb_obj(b);
+#define J_LAYER(name, ...) jb_set(b, o, #name, json_u64(s->name));
+    UVMRT_COUNTERS(J_LAYER)
+#undef J_LAYER
+    return o;
+}
+
+/* The step's counters (step = 1 in UVMRT_COUNTERS), in the struct's order. */
+static json_t *step_json(jb_t *b, const uvmrt_step_stats_t *s)
+{
+    json_t *o = jb_obj(b);
+#define J_STEP_OF(want, name, src, step) UVMRT__IF_##step(UVMRT__##want##_##src(jb_set(b, o, #name, json_u64(s->name));))
+#define J_STEP_OWN(name, tag, src, step, ...) J_STEP_OF(OWN, name, src, step)
+#define J_STEP_DRIVER(name, tag, src, step, ...) J_STEP_OF(DRIVER, name, src, step)
+    jb_set(b, o, "step_ns", json_u64(s->step_ns));
+    UVMRT_COUNTERS(J_STEP_OWN)
+    jb_set(b, o, "peak_resident_bytes", json_u64(s->peak_resident_bytes));
+    jb_set(b, o, "h2d_busy_ns", json_u64(s->h2d_busy_ns));
+    jb_set(b, o, "d2h_busy_ns", json_u64(s->d2h_busy_ns));
+    jb_set(b, o, "fault_sampled", json_boolean(s->fault_sampled));
+    UVMRT_COUNTERS(J_STEP_DRIVER)
+#undef J_STEP_OF
+#undef J_STEP_OWN
+#undef J_STEP_DRIVER
     return o;
 }
 
 static json_t *build_json(const uvmrt_context_t *ctx)
 {
-    json_t *root = json_object();
-    json_object_set_new(root, "uvmrt_version", json_string(uvmrt_version_string()));
-    json_object_set_new(root, "policy", json_string(uvmrt_policy_name(ctx->cfg.policy)));
-    json_object_set_new(root, "backend", json_string(ctx->ops->name));
-    json_object_set_new(root, "profile", json_string(ctx->profile->name));
-    json_object_set_new(root, "budget_bytes", json_u64(ctx->budget));
-    json_object_set_new(root, "allocated_bytes", json_u64(ctx->allocated_bytes));
-    json_object_set_new(root, "peak_resident_bytes", json_u64(ctx->peak_resident_bytes));
+    jb_t jb = {0}, *b = &jb;
+    json_t *root = jb_obj(b);
+    jb_set(b, root, "uvmrt_version", jb_str(b, uvmrt_version_string()));
+    jb_set(b, root, "policy", jb_str(b, uvmrt_policy_name(ctx->cfg.policy)));
+    jb_set(b, root, "backend", jb_str(b, ctx->ops->name));
+    jb_set(b, root, "profile", jb_str(b, ctx->profile->name));
+    jb_set(b, root, "budget_bytes", json_u64(ctx->budget));
+    jb_set(b, root, "allocated_bytes", json_u64(ctx->allocated_bytes));
+    jb_set(b, root, "peak_resident_bytes", json_u64(ctx->peak_resident_bytes));
     uvmrt_summary_t sum;
     uvmrt_summary_get(ctx, &sum);
-    json_object_set_new(root, "host_homed_bytes", json_u64(sum.host_homed_bytes));
-    json_object_set_new(root, "plans_built", json_u64(ctx->plans_built));
-    json_object_set_new(root, "fault_stats_source", json_string(sum.fault_stats_source));
-    json_t *fsam = json_object();
-    json_object_set_new(fsam, "every", sum.fault_sample_every > 0 ? json_integer(sum.fault_sample_every)
-                                                                 : json_string("auto"));
-    json_object_set_new(fsam, "period", json_integer(sum.fault_sample_period));
-    json_object_set_new(fsam, "sampled_steps", json_u64(sum.fault_sampled_steps));
-    json_object_set_new(fsam, "overhead", sum.fault_sample_overhead >= 0 ? json_real(sum.fault_sample_overhead)
-                                                                        : json_null());
-    json_object_set_new(root, "fault_sampling", fsam);
-    json_object_set_new(root, "fault_records_lost", json_u64(sum.fault_records_lost));
-    json_t *un = json_object();
-    json_object_set_new(un, "records", json_u64(ctx->unattr.records));
-    static const char *const fc_names[FC_COUNT] = {
-        [FC_GPU_FAULTS] = "gpu_faults", [FC_FAULT_HTOD] = "fault_htod_bytes",
-        [FC_PREFETCH_HTOD] = "prefetch_htod_bytes", [FC_DRIVER_PREFETCH_HTOD] = "driver_prefetch_htod_bytes",
-        [FC_EVICT_DTOH] = "evict_dtoh_bytes", [FC_THRASHING] = "thrashing", [FC_THROTTLING] = "throttling",
-        [FC_REMOTE_MAP] = "remote_map", [FC_CPU_FAULTS] = "cpu_faults"};
-    for (int i = 0; i < FC_COUNT; i++) json_object_set_new(un, fc_names[i], json_u64(ctx->unattr.c.v[i]));
-    json_object_set_new(root, "unattributed", un);
-    json_t *step_ns = json_array(), *steps = json_array();
-    for (uint64_t i = 0; i < ctx->n_steps; i++) {
-        json_array_append_new(step_ns, json_u64(ctx->steps[i].step_ns));
-        json_array_append_new(steps, step_json(&ctx->steps[i]));
+    jb_set(b, root, "host_homed_bytes", json_u64(sum.host_homed_bytes));
+    jb_set(b, root, "plans_built", json_u64(ctx->plans_built));
+    jb_set(b, root, "fault_stats_source", jb_str(b, sum.fault_stats_source));
+    json_t *fsam = jb_obj(b);
+    jb_set(b, fsam, "every", sum.fault_sample_every > 0 ? json_integer(sum.fault_sample_every) : jb_str(b, "auto"));
+    jb_set(b, fsam, "period", json_integer(sum.fault_sample_period));
+    jb_set(b, fsam, "sampled_steps", json_u64(sum.fault_sampled_steps));
+    jb_set(b, fsam, "overhead", sum.fault_sample_overhead >= 0 ? json_real(sum.fault_sample_overhead) : json_null());
+    jb_set(b, root, "fault_sampling", fsam);
+    jb_set(b, root, "fault_records_lost", json_u64(sum.fault_records_lost));
+    jb_set(b, root, "backend_errors", json_u64(sum.backend_errors));
+    json_t *un = jb_obj(b);
+    jb_set(b, un, "records", json_u64(ctx->unattr.records));
+#define J_UN(name, tag, src, ...) UVMRT__DRIVER_##src(jb_set(b, un, #name, json_u64(ctx->unattr.c.v[FC_##tag]));)
+    UVMRT_COUNTERS(J_UN)
+#undef J_UN
+    jb_set(b, root, "unattributed", un);
+    json_t *step_ns = jb_arr(b), *steps = jb_arr(b);
+    for (uint64_t i = 0; i < ctx->n_steps && !b->failed; i++) {
+        jb_append(b, step_ns, json_u64(ctx->steps[i].step_ns));
+        jb_append(b, steps, step_json(b, &ctx->steps[i]));
     }
-    json_object_set_new(root, "step_ns", step_ns);
-    json_object_set_new(root, "steps", steps);
-    json_t *layers = json_array();
-    for (int l = 0; l < ctx->n_layers; l++) {
-        json_t *o = json_object();
-        json_object_set_new(o, "name", json_string(ctx->layers[l].name));
+    jb_set(b, root, "step_ns", step_ns);
+    jb_set(b, root, "steps", steps);
+    json_t *layers = jb_arr(b);
+    for (int l = 0; l < ctx->n_layers && !b->failed; l++) {
+        json_t *o = jb_obj(b);
+        jb_set(b, o, "name", jb_str(b, ctx->layers[l].name));
         for (int p = 0; p < UVMRT_PHASE_COUNT; p++)
             if (ctx->layers[l].stats[p].calls > 0)
-                json_object_set_new(o, uvmrt_phase_name((uvmrt_phase_t)p), phase_json(&ctx->layers[l].stats[p]));
-        json_array_append_new(layers, o);
+                jb_set(b, o, uvmrt_phase_name((uvmrt_phase_t)p), phase_json(b, &ctx->layers[l].stats[p]));
+        jb_append(b, layers, o);
     }
-    json_object_set_new(root, "layers", layers);
+    jb_set(b, root, "layers", layers);
+    if (b->failed) {
+        json_decref(root);
+        return NULL;
+    }
     return root;
 }
 
 /* ------------------------------------------------------------------ csv */
-static void write_csv(const uvmrt_context_t *ctx, FILE *f)
+/* A CSV field: always quoted, inner quotes doubled (RFC 4180; commas and newlines
+ * stay inside the quotes), valid UTF-8 as in the other reports. -1 on no memory. */
+static int csv_quoted(FILE *f, const char *s)
 {
-    fprintf(f, "policy,backend,fault_stats_source,step,layer,name,phase,calls,prefetch_bytes,evict_bytes,"
-               "discard_bytes,fault_count,fault_bytes,remote_read_bytes,remote_write_bytes,wait_ns,duration_ns,"
-               "gpu_faults,fault_htod_bytes,prefetch_htod_bytes,driver_prefetch_htod_bytes,evict_dtoh_bytes,"
-               "thrashing,throttling,remote_map,cpu_faults,step_ns,fault_sampled\n");
+    char *clean = utf8_clean(s);
+    if (clean == NULL) return -1;
+    fputc('"', f);
+    for (const char *c = clean; *c; c++) {
+        if (*c == '"') fputc('"', f);
+        fputc(*c, f);
+    }
+    fputc('"', f);
+    free(clean);
+    return 0;
+}
+
+/* UVMRT_ERR_NOMEM when a name could not be made; write errors are left to ferror. */
+static uvmrt_status_t write_csv(const uvmrt_context_t *ctx, FILE *f)
+{
+    fprintf(f, "policy,backend,fault_stats_source,step,layer,name,phase");
+    for (size_t c = 0; c < N_COUNTERS; c++)
+        if (counter_cols[c].csv) fprintf(f, ",%s", counter_cols[c].name);
+    fprintf(f, ",step_ns,fault_sampled\n");
     for (size_t i = 0; i < ctx->n_rows; i++) {
         const uvmrt_step_row_t *r = &ctx->rows[i];
-        const uvmrt_layer_stats_t *s = &r->s;
-        /* layer names are the user's: quote them (CSV doubles inner quotes) */
-        fprintf(f, "%s,%s,%s,%llu,%d,\"", uvmrt_policy_name(ctx->cfg.policy), ctx->ops->name,
-                uvmrt__faults_source(ctx), (unsigned long long)r->step, r->layer);
-        for (const char *c = ctx->layers[r->layer].name; *c; c++) {
-            if (*c == '"') fputc('"', f);
-            fputc(*c, f);
-        }
-        fprintf(f, "\",%s,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,"
-                   "%llu,%llu,%llu,%d\n",
-                uvmrt_phase_name(r->phase), (unsigned long long)s->calls, (unsigned long long)s->prefetch_bytes,
-                (unsigned long long)s->evict_bytes, (unsigned long long)s->discard_bytes,
-                (unsigned long long)s->fault_count, (unsigned long long)s->fault_bytes,
-                (unsigned long long)s->remote_read_bytes, (unsigned long long)s->remote_write_bytes,
-                (unsigned long long)s->wait_ns, (unsigned long long)s->duration_ns,
-                (unsigned long long)s->gpu_faults, (unsigned long long)s->fault_htod_bytes,
-                (unsigned long long)s->prefetch_htod_bytes, (unsigned long long)s->driver_prefetch_htod_bytes,
-                (unsigned long long)s->evict_dtoh_bytes, (unsigned long long)s->thrashing,
-                (unsigned long long)s->throttling, (unsigned long long)s->remote_map,
-                (unsigned long long)s->cpu_faults,
-                (unsigned long long)(r->step < ctx->n_steps ? ctx->steps[r->step].step_ns : 0),
-                r->step < ctx->n_steps ? ctx->steps[r->step].fault_sampled : 0);
+        /* the backend's and the layer's names are the user's: quoted when they could need it */
+        fprintf(f, "%s,", uvmrt_policy_name(ctx->cfg.policy));
+        if (strspn(ctx->ops->name, "abcdefghijklmnopqrstuvwxyz0123456789_-") == strlen(ctx->ops->name))
+            fputs(ctx->ops->name, f);
+        else if (csv_quoted(f, ctx->ops->name) != 0)
+            return UVMRT_ERR_NOMEM;
+        fprintf(f, ",%s,%llu,%d,", uvmrt__faults_source(ctx), (unsigned long long)r->step, r->layer);
+        if (csv_quoted(f, ctx->layers[r->layer].name) != 0) return UVMRT_ERR_NOMEM;
+        fprintf(f, ",%s", uvmrt_phase_name(r->phase));
+        for (size_t c = 0; c < N_COUNTERS; c++)
+            if (counter_cols[c].csv) fprintf(f, ",%llu", (unsigned long long)counter_of(&r->s, &counter_cols[c]));
+        const uvmrt_step_stats_t *st = kept_step(ctx, r->step);
+        fprintf(f, ",%llu,%d\n", (unsigned long long)(st ? st->step_ns : 0), st ? st->fault_sampled : 0);
     }
+    return UVMRT_OK;
 }
 
 /* ------------------------------------------------------------------ trace */
 /* Trace-event JSON: pid 1; tid 1 compute, 2 prefetch (h2d copy stream), 3 evict
  * (d2h copy stream); times in microseconds since the context was created. */
-static json_t *trace_event(const char *name, const char *ph, int tid, double ts_us)
+static json_t *trace_event(jb_t *b, const char *name, const char *ph, int tid, double ts_us)
 {
-    json_t *e = json_object();
-    json_object_set_new(e, "name", json_string(name));
-    json_object_set_new(e, "ph", json_string(ph));
-    json_object_set_new(e, "pid", json_integer(1));
-    json_object_set_new(e, "tid", json_integer(tid));
-    json_object_set_new(e, "ts", json_real(ts_us));
+    json_t *e = jb_obj(b);
+    jb_set(b, e, "name", jb_str(b, name));
+    jb_set(b, e, "ph", jb_str(b, ph));
+    jb_set(b, e, "pid", json_integer(1));
+    jb_set(b, e, "tid", json_integer(tid));
+    jb_set(b, e, "ts", json_real(ts_us));
     return e;
 }
 
-static json_t *thread_name(int tid, const char *name)
+static json_t *thread_name(jb_t *b, int tid, const char *name)
 {
-    json_t *e = trace_event("thread_name", "M", tid, 0);
-    json_t *a = json_object();
-    json_object_set_new(a, "name", json_string(name));
-    json_object_set_new(e, "args", a);
+    json_t *e = trace_event(b, "thread_name", "M", tid, 0);
+    json_t *a = jb_obj(b);
+    jb_set(b, a, "name", jb_str(b, name));
+    jb_set(b, e, "args", a);
     return e;
+}
+
+/* The "gpu faults" counter event: the fault groups of the call starting at ts. */
+static json_t *fault_counter(jb_t *b, double ts_us, uint64_t groups)
+{
+    json_t *c = trace_event(b, "gpu faults", "C", 1, ts_us);
+    json_t *ca = jb_obj(b);
+    jb_set(b, ca, "fault groups", json_u64(groups));
+    jb_set(b, c, "args", ca);
+    return c;
 }
 
 static json_t *build_trace(const uvmrt_context_t *ctx)
 {
-    json_t *root = json_object(), *ev = json_array();
-    json_array_append_new(ev, thread_name(1, "compute (layer calls)"));
-    json_array_append_new(ev, thread_name(2, "copy: prefetch to GPU"));
-    json_array_append_new(ev, thread_name(3, "copy: evict to host"));
-    for (size_t i = 0; i < ctx->n_spans; i++) {
+    jb_t jb = {0}, *b = &jb;
+    json_t *root = jb_obj(b), *ev = jb_arr(b);
+    jb_append(b, ev, thread_name(b, 1, "compute (layer calls)"));
+    jb_append(b, ev, thread_name(b, 2, "copy: prefetch to GPU"));
+    jb_append(b, ev, thread_name(b, 3, "copy: evict to host"));
+    for (size_t i = 0; i < ctx->n_spans && !b->failed; i++) {
         const uvmrt_span_t *sp = &ctx->spans[i];
-        char name[300];
-        snprintf(name, sizeof name, "%s %s", ctx->layers[sp->layer].name, uvmrt_phase_name(sp->phase));
-        json_t *e = trace_event(name, "X", 1, sp->start_ns / 1e3);
-        json_object_set_new(e, "dur", json_real((sp->end_ns - sp->start_ns) / 1e3));
-        json_t *a = json_object();
-        json_object_set_new(a, "step", json_u64(sp->step));
-        json_object_set_new(a, "wait_us", json_real((sp->wait_end_ns - sp->start_ns) / 1e3));
-        json_object_set_new(a, "fault_sampled",
-                            json_boolean(sp->step < ctx->n_steps && ctx->steps[sp->step].fault_sampled));
-        json_object_set_new(a, "gpu_faults", json_u64(sp->gpu_faults));
-        json_object_set_new(a, "fault_htod_bytes", json_u64(sp->fault_htod_bytes));
-        json_object_set_new(e, "args", a);
-        json_array_append_new(ev, e);
-        /* fault bursts: a counter, up at the call's start, back to 0 at its end */
-        if (sp->gpu_faults > 0 || (i > 0 && ctx->spans[i - 1].gpu_faults > 0)) {
-            json_t *c = trace_event("gpu faults", "C", 1, sp->start_ns / 1e3);
-            json_t *ca = json_object();
-            json_object_set_new(ca, "fault groups", json_u64(sp->gpu_faults));
-            json_object_set_new(c, "args", ca);
-            json_array_append_new(ev, c);
+        const char *layer = ctx->layers[sp->layer].name, *phase = uvmrt_phase_name(sp->phase);
+        size_t n = strlen(layer) + strlen(phase) + 2;
+        char *name = malloc(n); /* whole: a cut could split a character */
+        if (name == NULL) {
+            b->failed = 1;
+            break;
         }
+        snprintf(name, n, "%s %s", layer, phase);
+        json_t *e = trace_event(b, name, "X", 1, sp->start_ns / 1e3);
+        free(name);
+        jb_set(b, e, "dur", json_real((sp->end_ns - sp->start_ns) / 1e3));
+        json_t *a = jb_obj(b);
+        jb_set(b, a, "step", json_u64(sp->step));
+        jb_set(b, a, "wait_us", json_real((sp->wait_end_ns - sp->start_ns) / 1e3));
+        const uvmrt_step_stats_t *st = kept_step(ctx, sp->step);
+        jb_set(b, a, "fault_sampled", json_boolean(st != NULL && st->fault_sampled));
+        jb_set(b, a, "gpu_faults", json_u64(sp->gpu_faults));
+        jb_set(b, a, "fault_htod_bytes", json_u64(sp->fault_htod_bytes));
+        jb_set(b, e, "args", a);
+        jb_append(b, ev, e);
+        /* fault bursts: a counter, up at the call's start, back to 0 at its end */
+        if (sp->gpu_faults > 0 || (i > 0 && ctx->spans[i - 1].gpu_faults > 0))
+            jb_append(b, ev, fault_counter(b, sp->start_ns / 1e3, sp->gpu_faults));
     }
-    if (ctx->n_spans > 0 && ctx->spans[ctx->n_spans - 1].gpu_faults > 0) {
-        json_t *c = trace_event("gpu faults", "C", 1, ctx->spans[ctx->n_spans - 1].end_ns / 1e3);
-        json_t *ca = json_object();
-        json_object_set_new(ca, "fault groups", json_integer(0));
-        json_object_set_new(c, "args", ca);
-        json_array_append_new(ev, c);
-    }
-    for (size_t i = 0; i < ctx->n_copies; i++) {
+    if (ctx->n_spans > 0 && ctx->spans[ctx->n_spans - 1].gpu_faults > 0)
+        jb_append(b, ev, fault_counter(b, ctx->spans[ctx->n_spans - 1].end_ns / 1e3, 0));
+    for (size_t i = 0; i < ctx->n_copies && !b->failed; i++) {
         const uvmrt_copy_span_t *cp = &ctx->copies[i];
-        json_t *e = trace_event(cp->d2h ? "evict" : "prefetch", "X", cp->d2h ? 3 : 2, cp->start_ns / 1e3);
-        json_object_set_new(e, "dur", json_real((cp->end_ns - cp->start_ns) / 1e3));
-        json_t *a = json_object();
-        json_object_set_new(a, "step", json_u64(cp->step));
-        json_object_set_new(a, "bytes", json_u64(cp->bytes));
-        json_object_set_new(e, "args", a);
-        json_array_append_new(ev, e);
+        json_t *e = trace_event(b, cp->d2h ? "evict" : "prefetch", "X", cp->d2h ? 3 : 2, cp->start_ns / 1e3);
+        jb_set(b, e, "dur", json_real((cp->end_ns - cp->start_ns) / 1e3));
+        json_t *a = jb_obj(b);
+        jb_set(b, a, "step", json_u64(cp->step));
+        jb_set(b, a, "bytes", json_u64(cp->bytes));
+        jb_set(b, e, "args", a);
+        jb_append(b, ev, e);
     }
-    json_object_set_new(root, "traceEvents", ev);
-    json_object_set_new(root, "displayTimeUnit", json_string("ms"));
-    json_t *meta = json_object();
-    json_object_set_new(meta, "uvmrt_version", json_string(uvmrt_version_string()));
-    json_object_set_new(meta, "policy", json_string(uvmrt_policy_name(ctx->cfg.policy)));
-    json_object_set_new(meta, "backend", json_string(ctx->ops->name));
-    json_object_set_new(meta, "fault_stats_source", json_string(uvmrt__faults_source(ctx)));
-    json_object_set_new(root, "otherData", meta);
+    jb_set(b, root, "traceEvents", ev);
+    jb_set(b, root, "displayTimeUnit", jb_str(b, "ms"));
+    json_t *meta = jb_obj(b);
+    jb_set(b, meta, "uvmrt_version", jb_str(b, uvmrt_version_string()));
+    jb_set(b, meta, "policy", jb_str(b, uvmrt_policy_name(ctx->cfg.policy)));
+    jb_set(b, meta, "backend", jb_str(b, ctx->ops->name));
+    jb_set(b, meta, "fault_stats_source", jb_str(b, uvmrt__faults_source(ctx)));
+    jb_set(b, root, "otherData", meta);
+    if (b->failed) {
+        json_decref(root);
+        return NULL;
+    }
     return root;
 }
 
-/* ------------------------------------------------------------------ writing */
-enum { FMT_TEXT, FMT_JSON, FMT_CSV, FMT_TRACE };
-
-static int format_of(const char *name)
+/* ------------------------------------------------------------------ to a stream */
+int uvmrt__report_format(const char *name)
 {
     static const char *const names[] = {"text", "json", "csv", "trace"};
     for (int i = 0; i < 4; i++)
@@ -359,89 +581,26 @@ static int format_of(const char *name)
     return -1;
 }
 
-static int write_format(const uvmrt_context_t *ctx, FILE *f, int fmt)
-{
-    int bad = 0;
-    if (fmt == FMT_JSON || fmt == FMT_TRACE) {
-        json_t *root = fmt == FMT_JSON ? build_json(ctx) : build_trace(ctx);
-        bad = root == NULL || json_dumpf(root, f, fmt == FMT_JSON ? JSON_INDENT(1) | JSON_PRESERVE_ORDER
-                                                                  : JSON_COMPACT | JSON_PRESERVE_ORDER) != 0;
-        json_decref(root);
-        fputc('\n', f);
-    } else if (fmt == FMT_CSV) {
-        write_csv(ctx, f);
-    } else {
-        write_text(ctx, f);
-    }
-    return bad;
-}
-
-static uvmrt_status_t write_atomically(const uvmrt_context_t *ctx, const char *path, int fmt)
-{
-    size_t n = strlen(path) + 16;
-    char *tmp = malloc(n);
-    if (tmp == NULL) return UVMRT_ERR_NOMEM;
-    snprintf(tmp, n, "%s.tmpXXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd >= 0) {
-        /* mkstemp makes it 0600; a report is an ordinary file (0666 less the umask). */
-        mode_t mask = umask(0);
-        umask(mask);
-        fchmod(fd, 0666 & ~mask);
-    }
-    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    if (f == NULL) {
-        LOG_ERROR(&ctx->log, "cannot write report '%s': %s", path, strerror(errno));
-        if (fd >= 0) {
-            close(fd);
-            unlink(tmp);
-        }
-        free(tmp);
-        return UVMRT_ERR_IO;
-    }
-    int bad = write_format(ctx, f, fmt);
-    bad |= ferror(f);
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path) != 0) {
-        LOG_ERROR(&ctx->log, "cannot write report '%s': %s", path, strerror(errno));
-        unlink(tmp);
-        free(tmp);
-        return UVMRT_ERR_IO;
-    }
-    free(tmp);
-    return UVMRT_OK;
-}
-
-uvmrt_status_t uvmrt_report_write(const uvmrt_context_t *ctx, const char *format, const char *path)
-{
-    if (ctx == NULL || format == NULL) return UVMRT_ERR_INVALID;
-    int fmt = format_of(format);
-    if (fmt < 0) {
-        LOG_ERROR(&ctx->log, "uvmrt_report_write: format '%s': expected text, json, csv or trace", format);
-        return UVMRT_ERR_INVALID;
-    }
-    if (path == NULL || strcmp(path, "-") == 0) {
-        int bad = write_format(ctx, stdout, fmt);
-        bad |= fflush(stdout) != 0;
-        return bad ? UVMRT_ERR_IO : UVMRT_OK;
-    }
-    return write_atomically(ctx, path, fmt);
-}
-
-uvmrt_status_t uvmrt__report_at_destroy(const uvmrt_context_t *ctx)
+uvmrt_status_t uvmrt__report_to_stream(const uvmrt_context_t *ctx, FILE *f, int fmt, const char *where)
 {
     uvmrt_status_t st = UVMRT_OK;
-    if (strcmp(ctx->cfg.trace, "none") != 0 && ctx->cfg.trace[0] != '\0')
-        st = write_atomically(ctx, ctx->cfg.trace, FMT_TRACE);
-    const char *r = ctx->cfg.report;
-    if (strcmp(r, "none") == 0 || r[0] == '\0') return st;
-    if (strcmp(r, "stderr") == 0) {
-        write_text(ctx, stderr);
-        return st;
+    if (fmt == UVMRT__FMT_JSON || fmt == UVMRT__FMT_TRACE) {
+        json_t *root = fmt == UVMRT__FMT_JSON ? build_json(ctx) : build_trace(ctx);
+        if (root == NULL) st = UVMRT_ERR_NOMEM;
+        else if (json_dumpf(root, f, fmt == UVMRT__FMT_JSON ? JSON_INDENT(1) | JSON_PRESERVE_ORDER
+                                                            : JSON_COMPACT | JSON_PRESERVE_ORDER) != 0)
+            st = ferror(f) ? UVMRT_ERR_IO : UVMRT_ERR_NOMEM; /* dumping allocates too */
+        json_decref(root);
+        if (st == UVMRT_OK) fputc('\n', f);
+    } else if (fmt == UVMRT__FMT_CSV) {
+        st = write_csv(ctx, f);
+    } else {
+        st = write_text(ctx, f);
     }
-    const char *colon = strchr(r, ':');
-    char fmt[8];
-    snprintf(fmt, sizeof fmt, "%.*s", (int)(colon - r), r);
-    uvmrt_status_t st2 = write_atomically(ctx, colon + 1, format_of(fmt));
-    return st != UVMRT_OK ? st : st2;
+    if (st == UVMRT_OK && (ferror(f) || fflush(f) != 0)) st = UVMRT_ERR_IO;
+    if (st == UVMRT_ERR_NOMEM)
+        LOG_ERROR(&ctx->log, "cannot write report %s: out of memory building it", where);
+    else if (st != UVMRT_OK)
+        LOG_ERROR(&ctx->log, "cannot write report %s: %s", where, strerror(errno));
+    return st;
 }

@@ -110,11 +110,24 @@ static void format_log_level(const uvmrt_config_t *c, char *b, size_t n)
     snprintf(b, n, "%s", uvmrt_log_level_name(c->log_level));
 }
 
+/* A path for a report or trace file: "-" (stdout) or a file path that is not blank.
+ * Words that read as a switch ("auto", "1", "on"...) are refused: a user who wrote
+ * UVMRT_TRACE=1 meant "on", not a file named 1 (./1 names such a file). */
+static int report_path_ok(const char *t)
+{
+    static const char *const switches[] = {"auto", "0", "1", "on", "off", "yes", "no", "true", "false"};
+    if (t[strspn(t, " \t\n\r\v\f")] == '\0') return 0;
+    for (size_t i = 0; i < sizeof switches / sizeof switches[0]; i++)
+        if (strcmp(t, switches[i]) == 0) return 0;
+    return 1;
+}
+
 static uvmrt_status_t parse_report(uvmrt_config_t *c, const char *t)
 {
-    int ok = strcmp(t, "none") == 0 || strcmp(t, "stderr") == 0 ||
-             ((strncmp(t, "json:", 5) == 0 || strncmp(t, "text:", 5) == 0) && t[5] != '\0') ||
-             (strncmp(t, "csv:", 4) == 0 && t[4] != '\0') || (strncmp(t, "trace:", 6) == 0 && t[6] != '\0');
+    static const char *const formats[] = {"json:", "text:", "csv:", "trace:"};
+    int ok = strcmp(t, "none") == 0 || strcmp(t, "stderr") == 0;
+    for (size_t i = 0; !ok && i < sizeof formats / sizeof formats[0]; i++)
+        ok = strncmp(t, formats[i], strlen(formats[i])) == 0 && report_path_ok(t + strlen(formats[i]));
     if (!ok || strlen(t) >= sizeof c->report) return UVMRT_ERR_CONFIG;
     snprintf(c->report, sizeof c->report, "%s", t);
     return UVMRT_OK;
@@ -139,9 +152,11 @@ static void format_fault_sample(const uvmrt_config_t *c, char *b, size_t n)
     else snprintf(b, n, "%d", c->fault_sample_every);
 }
 
+/* none, stderr, or a path as for REPORT ("-": stdout) */
 static uvmrt_status_t parse_trace(uvmrt_config_t *c, const char *t)
 {
-    if (t[0] == '\0' || strlen(t) >= sizeof c->trace) return UVMRT_ERR_CONFIG;
+    int ok = strcmp(t, "none") == 0 || strcmp(t, "stderr") == 0 || report_path_ok(t);
+    if (!ok || strlen(t) >= sizeof c->trace) return UVMRT_ERR_CONFIG;
     snprintf(c->trace, sizeof c->trace, "%s", t);
     return UVMRT_OK;
 }
@@ -177,7 +192,9 @@ static const uvmrt_config_entry_t table[] = {
     {"REMOTE", "1", "1 or 0",
      "let tensors whose every use is UVMRT_USE_STREAM stay in host memory when that moves fewer bytes",
      parse_remote, format_remote},
-    {"REPORT", "none", "none, stderr, json:PATH, text:PATH, csv:PATH or trace:PATH",
+    {"REPORT", "none",
+     "none, stderr, or FORMAT:PATH with FORMAT json, text, csv or trace and PATH a file path that is not "
+     "blank, or - for stdout",
      "the report written when the context is destroyed", parse_report, format_report},
     {"FAULT_STATS", "1", "1 or 0",
      "collect the driver's unified-memory counters (CUPTI on cuda, the model on sim)", parse_fault_stats,
@@ -186,7 +203,7 @@ static const uvmrt_config_entry_t table[] = {
      "which steps collect those counters: every Nth step, or auto (spaced so that their cost stays near 1% "
      "of step time)",
      parse_fault_sample, format_fault_sample},
-    {"TRACE", "none", "none or a file path",
+    {"TRACE", "none", "none, stderr, - (stdout) or a file path that is not blank (not auto, 0, 1, on, off...)",
      "trace-event JSON timeline (Perfetto, chrome://tracing) written when the context is destroyed",
      parse_trace, format_trace},
     {"HISTORY", "1000", "a step count from 1 to 100000000",

@@ -32,7 +32,7 @@ typedef struct uvmrt_config {
     char report[UVMRT_REPORT_MAX]; /* "none", "stderr", "json:PATH", "text:PATH", "csv:PATH", "trace:PATH" */
     int fault_stats;
     int fault_sample_every; /* 0 = auto */
-    char trace[UVMRT_REPORT_MAX];  /* "none" or a path */
+    char trace[UVMRT_REPORT_MAX];  /* "none", "stderr", "-" (stdout) or a path */
     int history;                   /* steps kept in the per-step history (UVMRT_HISTORY) */
 } uvmrt_config_t;
 

@@ -1,7 +1,8 @@
 /*
  * stats.c -- counters per (layer, phase), per step and in total, and the
  * residency accounting they balance against (bytes in - bytes out = change in
- * resident bytes).
+ * resident bytes). What is added, folded and summed per counter is generated
+ * from UVMRT_COUNTERS (uvmrt.h).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -9,73 +10,54 @@
 #include "faults.h"
 #include "internal.h"
 
+/* ------------------------------------------------------------------ adding */
+/* Each OWN counter of UVMRT_COUNTERS: to the (layer, phase) totals, the row of the
+ * step in progress (when kept) and, when it has a step field, the step. */
+#define ADD_OWN(name, tag, src, step, ...)                                                 \
+    UVMRT__OWN_##src(case STAT_##tag: l->name += v; if (r) r->name += v;                   \
+                     UVMRT__IF_##step(s->name += v;) break;)
+
 void uvmrt__stat_add(uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, int kind, uint64_t v)
 {
     uvmrt_layer_stats_t *l = &ctx->layers[layer].stats[phase];
     uvmrt_step_stats_t *s = &ctx->cur_stats;
     int row = layer * UVMRT_PHASE_COUNT + (int)phase;
-    if (row < ctx->n_cur_rows) {
-        /* the step in progress's row of (layer, phase), kept for csv */
-        uvmrt_layer_stats_t *r = &ctx->cur_rows[row];
-        switch (kind) {
-        case -1:
-            r->calls++;
-            r->sampled_calls += s->fault_sampled ? 1 : 0;
-            break;
-        case STAT_PREFETCH: r->prefetch_bytes += v; break;
-        case STAT_EVICT: r->evict_bytes += v; break;
-        case STAT_DISCARD: r->discard_bytes += v; break;
-        case STAT_FAULT_BYTES: r->fault_bytes += v; break;
-        case STAT_FAULT_COUNT: r->fault_count += v; break;
-        case STAT_WAIT_NS: r->wait_ns += v; break;
-        case STAT_DURATION_NS: r->duration_ns += v; break;
-        case STAT_REMOTE_READ: r->remote_read_bytes += v; break;
-        case STAT_REMOTE_WRITE: r->remote_write_bytes += v; break;
-        default: break;
-        }
-    }
+    uvmrt_layer_stats_t *r = row < ctx->n_cur_rows ? &ctx->cur_rows[row] : NULL; /* kept for csv */
     switch (kind) {
-    case -1:
+    case STAT_CALL:
         l->calls++;
         l->sampled_calls += s->fault_sampled ? 1 : 0;
+        if (r) {
+            r->calls++;
+            r->sampled_calls += s->fault_sampled ? 1 : 0;
+        }
         break;
-    case STAT_PREFETCH: l->prefetch_bytes += v; s->prefetch_bytes += v; break;
-    case STAT_EVICT: l->evict_bytes += v; s->evict_bytes += v; break;
-    case STAT_DISCARD: l->discard_bytes += v; s->discard_bytes += v; break;
-    case STAT_FAULT_BYTES: l->fault_bytes += v; s->fault_bytes += v; break;
-    case STAT_FAULT_COUNT: l->fault_count += v; s->fault_count += v; break;
-    case STAT_WAIT_NS: l->wait_ns += v; s->wait_ns += v; break;
-    case STAT_DURATION_NS: l->duration_ns += v; break;
-    case STAT_REMOTE_READ: l->remote_read_bytes += v; s->remote_read_bytes += v; break;
-    case STAT_REMOTE_WRITE: l->remote_write_bytes += v; s->remote_write_bytes += v; break;
+    UVMRT_COUNTERS(ADD_OWN)
     default: break;
     }
 }
+#undef ADD_OWN
 
-void uvmrt__fc_into_layer(uvmrt_layer_stats_t *l, const uvmrt_fcount_t *fc)
-{
-    l->gpu_faults += fc->v[FC_GPU_FAULTS];
-    l->fault_htod_bytes += fc->v[FC_FAULT_HTOD];
-    l->prefetch_htod_bytes += fc->v[FC_PREFETCH_HTOD];
-    l->driver_prefetch_htod_bytes += fc->v[FC_DRIVER_PREFETCH_HTOD];
-    l->evict_dtoh_bytes += fc->v[FC_EVICT_DTOH];
-    l->thrashing += fc->v[FC_THRASHING];
-    l->throttling += fc->v[FC_THROTTLING];
-    l->remote_map += fc->v[FC_REMOTE_MAP];
-    l->cpu_faults += fc->v[FC_CPU_FAULTS];
-}
+/* Each DRIVER counter from a counter set (fc->v[FC_<tag>]). */
+#define FC_INTO(name, tag, src, ...) UVMRT__DRIVER_##src(l->name += fc->v[FC_##tag];)
+#define FC_INTO_STEP(name, tag, src, step, ...) UVMRT__IF_##step(UVMRT__DRIVER_##src(s->name += fc->v[FC_##tag];))
 
-static void fc_into_step(uvmrt_step_stats_t *s, const uvmrt_fcount_t *fc)
+void uvmrt__fc_into_layer(uvmrt_layer_stats_t *l, const uvmrt_fcount_t *fc) { UVMRT_COUNTERS(FC_INTO) }
+
+static void fc_into_step(uvmrt_step_stats_t *s, const uvmrt_fcount_t *fc) { UVMRT_COUNTERS(FC_INTO_STEP) }
+#undef FC_INTO
+#undef FC_INTO_STEP
+
+void uvmrt__step_stats_add(uvmrt_step_stats_t *a, const uvmrt_step_stats_t *b)
 {
-    s->gpu_faults += fc->v[FC_GPU_FAULTS];
-    s->fault_htod_bytes += fc->v[FC_FAULT_HTOD];
-    s->prefetch_htod_bytes += fc->v[FC_PREFETCH_HTOD];
-    s->driver_prefetch_htod_bytes += fc->v[FC_DRIVER_PREFETCH_HTOD];
-    s->evict_dtoh_bytes += fc->v[FC_EVICT_DTOH];
-    s->thrashing += fc->v[FC_THRASHING];
-    s->throttling += fc->v[FC_THROTTLING];
-    s->remote_map += fc->v[FC_REMOTE_MAP];
-    s->cpu_faults += fc->v[FC_CPU_FAULTS];
+#define ADD_STEP(name, tag, src, step, ...) UVMRT__IF_##step(a->name += b->name;)
+    UVMRT_COUNTERS(ADD_STEP)
+#undef ADD_STEP
+    a->step_ns += b->step_ns;
+    if (b->peak_resident_bytes > a->peak_resident_bytes) a->peak_resident_bytes = b->peak_resident_bytes;
+    a->h2d_busy_ns += b->h2d_busy_ns;
+    a->d2h_busy_ns += b->d2h_busy_ns;
+    a->fault_sampled += b->fault_sampled; /* in a sum of steps: how many of them collected */
 }
 
 void uvmrt__stat_add_fc(uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, const uvmrt_fcount_t *fc,
@@ -127,7 +109,11 @@ void uvmrt__stats_fold_step(uvmrt_context_t *ctx, const uvmrt_step_stats_t *s)
 uvmrt_status_t uvmrt_layer_stats_get(const uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase,
                                      uvmrt_layer_stats_t *out)
 {
-    if (ctx == NULL || out == NULL) return UVMRT_ERR_INVALID;
+    if (ctx == NULL) return UVMRT_ERR_INVALID;
+    if (out == NULL) {
+        LOG_ERROR(&ctx->log, "uvmrt_layer_stats_get: out is NULL: expected a uvmrt_layer_stats_t to fill");
+        return UVMRT_ERR_INVALID;
+    }
     if (layer < 0 || layer >= ctx->n_layers || (unsigned)phase >= UVMRT_PHASE_COUNT) {
         LOG_ERROR(&ctx->log, "uvmrt_layer_stats_get: layer %d phase %d: expected layer 0..%d and a phase", layer,
                   (int)phase, ctx->n_layers - 1);
@@ -139,7 +125,11 @@ uvmrt_status_t uvmrt_layer_stats_get(const uvmrt_context_t *ctx, int layer, uvmr
 
 uvmrt_status_t uvmrt_step_stats_get(const uvmrt_context_t *ctx, uint64_t step, uvmrt_step_stats_t *out)
 {
-    if (ctx == NULL || out == NULL) return UVMRT_ERR_INVALID;
+    if (ctx == NULL) return UVMRT_ERR_INVALID;
+    if (out == NULL) {
+        LOG_ERROR(&ctx->log, "uvmrt_step_stats_get: out is NULL: expected a uvmrt_step_stats_t to fill");
+        return UVMRT_ERR_INVALID;
+    }
     if (step >= uvmrt__steps_done(ctx)) {
         LOG_ERROR(&ctx->log, "uvmrt_step_stats_get: step %llu: expected 0..%lld (completed steps)",
                   (unsigned long long)step, (long long)uvmrt__steps_done(ctx) - 1);
@@ -157,10 +147,13 @@ uvmrt_status_t uvmrt_step_stats_get(const uvmrt_context_t *ctx, uint64_t step, u
 
 uvmrt_status_t uvmrt_summary_get(const uvmrt_context_t *ctx, uvmrt_summary_t *out)
 {
-    if (ctx == NULL || out == NULL) return UVMRT_ERR_INVALID;
+    if (ctx == NULL) return UVMRT_ERR_INVALID;
+    if (out == NULL) {
+        LOG_ERROR(&ctx->log, "uvmrt_summary_get: out is NULL: expected a uvmrt_summary_t to fill");
+        return UVMRT_ERR_INVALID;
+    }
     memset(out, 0, sizeof *out);
     out->steps = uvmrt__steps_done(ctx);
-    out->backend_errors = ctx->backend_errors;
     out->budget_bytes = ctx->budget;
     out->resident_bytes = ctx->resident_bytes;
     out->peak_resident_bytes = ctx->peak_resident_bytes;
@@ -169,22 +162,9 @@ uvmrt_status_t uvmrt_summary_get(const uvmrt_context_t *ctx, uvmrt_summary_t *ou
     for (int l = 0; l < ctx->n_layers; l++)
         for (int p = 0; p < UVMRT_PHASE_COUNT; p++) {
             const uvmrt_layer_stats_t *s = &ctx->layers[l].stats[p];
-            out->prefetch_bytes += s->prefetch_bytes;
-            out->evict_bytes += s->evict_bytes;
-            out->discard_bytes += s->discard_bytes;
-            out->fault_count += s->fault_count;
-            out->fault_bytes += s->fault_bytes;
-            out->remote_read_bytes += s->remote_read_bytes;
-            out->remote_write_bytes += s->remote_write_bytes;
-            out->gpu_faults += s->gpu_faults;
-            out->fault_htod_bytes += s->fault_htod_bytes;
-            out->prefetch_htod_bytes += s->prefetch_htod_bytes;
-            out->driver_prefetch_htod_bytes += s->driver_prefetch_htod_bytes;
-            out->evict_dtoh_bytes += s->evict_dtoh_bytes;
-            out->thrashing += s->thrashing;
-            out->throttling += s->throttling;
-            out->remote_map += s->remote_map;
-            out->cpu_faults += s->cpu_faults;
+#define SUM(name, tag, src, step, sum, ...) UVMRT__IF_##sum(out->name += s->name;)
+            UVMRT_COUNTERS(SUM)
+#undef SUM
         }
     const uvmrt_attrib_unattributed_t *u = &ctx->unattr;
     out->unattributed_records = u->records;
@@ -194,6 +174,7 @@ uvmrt_status_t uvmrt_summary_get(const uvmrt_context_t *ctx, uvmrt_summary_t *ou
     out->unattributed_dtoh_bytes = u->c.v[FC_EVICT_DTOH];
     out->unattributed_cpu_faults = u->c.v[FC_CPU_FAULTS];
     out->fault_stats_source = uvmrt__faults_source(ctx);
+    out->backend_errors = ctx->backend_errors;
     if (uvmrt__faults_active(ctx)) {
         out->fault_sampled_steps = ctx->sampler.sampled;
         out->fault_sample_every = ctx->cfg.fault_sample_every;

@@ -170,7 +170,9 @@ Test(stats, bad_queries)
     cr_expect(log_contains("layer 6"), "%s", log_text());
     cr_expect_eq(uvmrt_layer_stats_get(ctx, -1, UVMRT_PHASE_FORWARD, &ls), UVMRT_ERR_INVALID);
     cr_expect_eq(uvmrt_layer_stats_get(ctx, 0, (uvmrt_phase_t)3, &ls), UVMRT_ERR_INVALID);
+    log_reset();
     cr_expect_eq(uvmrt_layer_stats_get(ctx, 0, UVMRT_PHASE_FORWARD, NULL), UVMRT_ERR_INVALID);
+    cr_expect(log_contains("uvmrt_layer_stats_get: out is NULL"), "%s", log_text());
     cr_expect_eq(uvmrt_layer_stats_get(NULL, 0, UVMRT_PHASE_FORWARD, &ls), UVMRT_ERR_INVALID);
     cr_expect_eq(uvmrt_layer_stats_get(ctx, 0, UVMRT_PHASE_FORWARD, &ls), UVMRT_OK);
     cr_expect_eq(ls.calls, 0);
@@ -181,9 +183,13 @@ Test(stats, bad_queries)
     cr_expect_eq(uvmrt_step_stats_get(ctx, 2, &st), UVMRT_ERR_INVALID);
     cr_expect(log_contains("step 2"), "%s", log_text());
     cr_expect_eq(uvmrt_step_stats_get(ctx, UINT64_MAX, &st), UVMRT_ERR_INVALID);
+    log_reset();
     cr_expect_eq(uvmrt_step_stats_get(ctx, 0, NULL), UVMRT_ERR_INVALID);
+    cr_expect(log_contains("uvmrt_step_stats_get: out is NULL"), "%s", log_text());
     cr_expect_eq(uvmrt_step_stats_get(NULL, 0, &st), UVMRT_ERR_INVALID);
+    log_reset();
     cr_expect_eq(uvmrt_summary_get(ctx, NULL), UVMRT_ERR_INVALID);
+    cr_expect(log_contains("uvmrt_summary_get: out is NULL"), "%s", log_text());
     uvmrt_summary_t s;
     cr_expect_eq(uvmrt_summary_get(NULL, &s), UVMRT_ERR_INVALID);
     /* the step in progress is not yet visible */
@@ -468,22 +474,121 @@ Test(stats, report_bad_format_and_io)
     log_reset();
     cr_expect_eq(uvmrt_report_write(net->ctx, "xml", path), UVMRT_ERR_INVALID);
     cr_expect(log_contains("'xml'"), "%s", log_text());
+    log_reset();
     cr_expect_eq(uvmrt_report_write(net->ctx, NULL, path), UVMRT_ERR_INVALID);
+    cr_expect(log_contains("format is NULL: expected text, json, csv or trace"), "%s", log_text());
     cr_expect_eq(uvmrt_report_write(NULL, "json", path), UVMRT_ERR_INVALID);
+    log_reset();
+    cr_expect_eq(uvmrt_report_write(net->ctx, "json", ""), UVMRT_ERR_INVALID);
+    cr_expect(log_contains("path is empty"), "%s", log_text());
     int other;
     cr_expect_eq(dir_entries(dir, NULL, &other), 0, "a rejected report left a file");
     log_reset();
     cr_expect_eq(uvmrt_report_write(net->ctx, "json", "/nonexistent-uvmrt-dir/r.json"), UVMRT_ERR_IO);
     cr_expect(log_contains("/nonexistent-uvmrt-dir/r.json"), "message does not name the path:\n%s", log_text());
-    /* a directory in the way of the rename */
+    /* a directory at the path is refused, not replaced */
     char sub[600];
     snprintf(sub, sizeof sub, "%s/adir", dir);
     cr_assert_eq(mkdir(sub, 0755), 0);
+    log_reset();
     cr_expect_eq(uvmrt_report_write(net->ctx, "json", sub), UVMRT_ERR_IO);
+    cr_expect(log_contains("it is a directory"), "%s", log_text());
     cr_expect_eq(dir_entries(dir, "adir", &other), 1, "a failed report left its temporary file");
     cr_expect_eq(other, 0);
     rmdir(sub);
     rm_dir(dir);
     free(dir);
     net_destroy(net);
+}
+
+/* ------------------------------------------------------------------ one counter list */
+/* uvmrt__stat_add adds to exactly the counter it names: the (layer, phase) totals and,
+ * when the list gives it a step field, the step in progress. */
+Test(stats, stat_add_each_own_counter)
+{
+    net_t *net = net_default_on_sim(UVMRT_POLICY_DEMAND, 16 * MIB);
+    uvmrt_context_t *ctx = net->ctx;
+    uint64_t v = 0;
+#define ONE(name, tag, src, step, ...)                                                                           \
+    UVMRT__OWN_##src({                                                                                           \
+        uvmrt_layer_stats_t before = ctx->layers[1].stats[UVMRT_PHASE_BACKWARD];                                 \
+        uvmrt_step_stats_t sbefore = ctx->cur_stats;                                                             \
+        v += 7;                                                                                                  \
+        uvmrt__stat_add(ctx, 1, UVMRT_PHASE_BACKWARD, STAT_##tag, v);                                            \
+        uvmrt_layer_stats_t after = ctx->layers[1].stats[UVMRT_PHASE_BACKWARD];                                  \
+        cr_expect_eq(after.name, before.name + v, "%s", #name);                                                  \
+        after.name = before.name;                                                                                \
+        cr_expect_eq(memcmp(&after, &before, sizeof after), 0, "STAT_%s changed another counter", #tag);         \
+        UVMRT__IF_##step(cr_expect_eq(ctx->cur_stats.name, sbefore.name + v, "step %s", #name);                  \
+                         ctx->cur_stats.name = sbefore.name;)                                                    \
+        cr_expect_eq(memcmp(&ctx->cur_stats, &sbefore, sizeof sbefore), 0, "STAT_%s changed the step", #tag);   \
+    })
+    UVMRT_COUNTERS(ONE)
+#undef ONE
+    cr_expect_gt(v, 0);
+    net_destroy(net);
+}
+
+/* The summary sums exactly the summary = 1 counters of every (layer, phase), and the
+ * driver counters of a counter set reach the layer and step fields of their names. */
+Test(stats, summary_and_fold_follow_the_list)
+{
+    net_t *net = net_default_on_sim(UVMRT_POLICY_DEMAND, 16 * MIB);
+    uvmrt_context_t *ctx = net->ctx;
+    uint64_t k = 0;
+#define SET(name, ...)                                                                                           \
+    k++;                                                                                                         \
+    ctx->layers[0].stats[UVMRT_PHASE_FORWARD].name = k;                                                          \
+    ctx->layers[2].stats[UVMRT_PHASE_OPTIMIZER].name = 100 * k;
+    UVMRT_COUNTERS(SET)
+#undef SET
+    uvmrt_summary_t s = summary(ctx);
+    k = 0;
+#define CHECK(name, tag, src, step, sum, ...) \
+    k++;                                      \
+    UVMRT__IF_##sum(cr_expect_eq(s.name, 101 * k, "summary %s", #name);)
+    UVMRT_COUNTERS(CHECK)
+#undef CHECK
+    uvmrt_fcount_t fc;
+    for (int i = 0; i < FC_COUNT; i++) fc.v[i] = 1000u + (uint64_t)i;
+    uvmrt_layer_stats_t l;
+    memset(&l, 0, sizeof l);
+    uvmrt_step_stats_t st;
+    memset(&st, 0, sizeof st);
+    uvmrt__stat_add_fc(ctx, 3, UVMRT_PHASE_FORWARD, &fc, &st, &l);
+#define FOLD(name, tag, src, step, ...)                                                                          \
+    UVMRT__DRIVER_##src(cr_expect_eq(l.name, fc.v[FC_##tag], "row %s", #name);                                   \
+                        cr_expect_eq(ctx->layers[3].stats[UVMRT_PHASE_FORWARD].name, fc.v[FC_##tag]);            \
+                        UVMRT__IF_##step(cr_expect_eq(st.name, fc.v[FC_##tag], "step %s", #name);))
+    UVMRT_COUNTERS(FOLD)
+#undef FOLD
+    net_destroy(net);
+}
+
+/* Summing steps covers every step counter of the list and the step-only fields. */
+Test(stats, step_stats_add_follows_the_list)
+{
+    uvmrt_step_stats_t a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    uint64_t k = 0;
+#define SET(name, tag, src, step, ...) UVMRT__IF_##step(k++; a.name = k; b.name = 10 * k;)
+    UVMRT_COUNTERS(SET)
+#undef SET
+    cr_assert_gt(k, 0);
+    a.step_ns = 5, b.step_ns = 7;
+    a.peak_resident_bytes = 9, b.peak_resident_bytes = 4;
+    a.h2d_busy_ns = 1, b.h2d_busy_ns = 2;
+    a.d2h_busy_ns = 3, b.d2h_busy_ns = 4;
+    a.fault_sampled = 1, b.fault_sampled = 1;
+    uvmrt__step_stats_add(&a, &b);
+    k = 0;
+#define CHECK(name, tag, src, step, ...) UVMRT__IF_##step(k++; cr_expect_eq(a.name, 11 * k, "%s", #name);)
+    UVMRT_COUNTERS(CHECK)
+#undef CHECK
+    cr_expect_eq(a.step_ns, 12);
+    cr_expect_eq(a.peak_resident_bytes, 9);
+    cr_expect_eq(a.h2d_busy_ns, 3);
+    cr_expect_eq(a.d2h_busy_ns, 7);
+    cr_expect_eq(a.fault_sampled, 2);
 }
