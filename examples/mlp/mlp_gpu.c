@@ -214,9 +214,11 @@ static void teacher_targets(mlp_run_t *run) {
         e = cudaMemcpyAsync(P[0], buf, a16, cudaMemcpyHostToDevice, s);
     }
     float b = mlp_init_weight_bound(net->H);
-    int err = 0;
+    int err = 0, block = 0;
     const char *what = NULL;
+    /* buffers freed below on every path, then the first error fails the run */
     for (int i = 0; i < net->L && e == cudaSuccess && !err; i++) {
+        block = i;
         err = mlp_fill_uniform_launch(T, net->hh, run->opt->c.seed ^ MLP_TEACHER_SEED_XOR,
                                       MLP_ID_TEACHER(i), b, kind, run->stream);
         what = "teacher init";
@@ -237,7 +239,7 @@ static void teacher_targets(mlp_run_t *run) {
     cudaFree(P[0]);
     cudaFree(P[1]);
     if (err)
-        launch_check(run, err, what, -1);
+        launch_check(run, err, what, block);
     if (e != cudaSuccess)
         run_fail(run, "the teacher's targets: %s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
     if (!run->opt->c.quiet)
