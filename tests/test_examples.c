@@ -49,13 +49,13 @@ static char out[65536]; /* the last run's stdout and stderr */
 
 /* Runs "'prog' ARGS 2>&1" through the shell with a clean UVMRT_* environment;
  * returns the exit status (-1 when it did not exit), its output in out. */
-static int run(const char *prog, const char *fmt, ...) {
+static int run_v(const char *dir, const char *prog, const char *fmt, va_list ap) {
     char args[4096], cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", prog, args);
+    if (dir)
+        snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s 2>&1", dir, prog, args);
+    else
+        snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", prog, args);
     env_clear_uvmrt();
     FILE *p = popen(cmd, "r");
     cr_assert(p != NULL, "popen %s", cmd);
@@ -65,6 +65,23 @@ static int run(const char *prog, const char *fmt, ...) {
     out[got] = '\0';
     int status = pclose(p);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static int run(const char *prog, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int st = run_v(NULL, prog, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+/* The same, with dir as the working directory. */
+static int run_in(const char *dir, const char *prog, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int st = run_v(dir, prog, fmt, ap);
+    va_end(ap);
+    return st;
 }
 
 static int has(const char *needle) {
@@ -270,6 +287,17 @@ Test(examples_demo, policy_all_names_a_report_per_policy, .timeout = 60) {
         cr_assert(exists(dir, name), "no %s", name);
     }
     cr_assert(!exists(dir, "out.json") && !exists(dir, "out.json.none"));
+    rmdir_all(dir);
+}
+
+/* "-" is stdout for every run, never a file named "-.none". */
+Test(examples_demo, policy_all_report_to_stdout_stays_stdout, .timeout = 60) {
+    char *dir = tmpdir();
+    cr_assert_eq(run_in(dir, demo_path(), DEMO_SMALL " --report csv:- --trace -"), 0, "%s", out);
+    cr_assert(!exists(dir, "-") && !exists(dir, "-.none") && !exists(dir, "-.prefetch"),
+              "a file was written for '-'");
+    cr_assert(has("policy,backend,") && has("prefetch,sim,"), "no CSV of each run on stdout:\n%s", out);
+    cr_assert(has("traceEvents"), "no trace on stdout");
     rmdir_all(dir);
 }
 
