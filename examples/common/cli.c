@@ -275,7 +275,8 @@ static void help_print(const cli_spec_t *spec, FILE *out)
         const cli_common_flag_t *c = &CLI_COMMON[i];
         if (!(spec->common & c->bit)) continue;
         const char *help = spec->common_help[i] ? spec->common_help[i] : c->help;
-        help_flag(out, c->short_name, c->name, c->arg, help);
+        const char *arg = c->bit == CLI_F_POLICY && spec->policy_all_ok ? "none|demand|prefetch|all" : c->arg;
+        help_flag(out, c->short_name, c->name, arg, help);
     }
     help_flag(out, 'h', "help", NULL, "this help");
     help_flag(out, 'V', "version", NULL, "the version");
@@ -350,9 +351,12 @@ enum { KEY_HELP = 'h', KEY_VERSION = 'V', KEY_QUIET = 'q', KEY_COMMON = 0x100, K
 
 void cli_parse(int argc, char **argv, const cli_spec_t *spec, cli_common_t *common)
 {
-    size_t cap = CLI_F_COUNT + spec->n_flags + 3, n = 0;
-    struct option *longopts = calloc(cap, sizeof *longopts);
-    if (longopts == NULL) cli_fail(NULL, NULL, "out of host memory");
+    /* on the stack: --help, --version and usage errors exit from inside the loop */
+    struct option longopts[CLI_F_COUNT + CLI_MAX_FLAGS + 3];
+    size_t n = 0;
+    if (spec->n_flags > CLI_MAX_FLAGS)
+        cli_fail(NULL, NULL, "%zu program flags: at most %d (CLI_MAX_FLAGS)", spec->n_flags, CLI_MAX_FLAGS);
+    memset(longopts, 0, sizeof longopts);
     for (size_t i = 0; i < CLI_F_COUNT; i++)
         if (spec->common & CLI_COMMON[i].bit)
             longopts[n++] = (struct option){CLI_COMMON[i].name, CLI_COMMON[i].arg ? required_argument : no_argument,
@@ -383,7 +387,6 @@ void cli_parse(int argc, char **argv, const cli_spec_t *spec, cli_common_t *comm
             exit(2);
         }
     }
-    free(longopts);
     if (optind < argc)
         cli_usage_error("unexpected argument '%s': this program takes options only", argv[optind]);
     if (list) {

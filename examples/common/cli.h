@@ -92,6 +92,9 @@ typedef struct cli_flag {
     int key;
 } cli_flag_t;
 
+/* The most flags of its own a program may add. */
+#define CLI_MAX_FLAGS 48
+
 typedef struct cli_spec {
     const char *summary;         /* the lines after "Usage: PROG [OPTION]..." */
     unsigned common;             /* CLI_F_* the program takes */
@@ -100,7 +103,8 @@ typedef struct cli_spec {
     const char *common_help[CLI_F_COUNT];
     int steps_min, steps_max;    /* --steps range */
     int policy_all_ok;           /* 1: --policy all is accepted */
-    const cli_flag_t *flags;     /* (n_flags,) the program's own, listed first in --help */
+    const cli_flag_t *flags;     /* (n_flags <= CLI_MAX_FLAGS) the program's own, listed first
+                                    in --help */
     size_t n_flags;
     /* called for each of the program's flags, in command-line order; arg NULL for a
      * flag without argument. Reports bad values with cli_usage_error. */
