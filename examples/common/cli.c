@@ -98,6 +98,7 @@ void cli_note_env_overrides(void)
     static const char *const vars[][2] = {
         {"UVMRT_BACKEND", "--backend"}, {"UVMRT_PROFILE", "--profile"},
         {"UVMRT_POLICY", "--policy"},   {"UVMRT_BUDGET", "--budget"},
+        {"UVMRT_LOG_LEVEL", "--log-level"},
     };
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         const char *v = getenv(vars[i][0]);

@@ -31,8 +31,8 @@ const char *cli_parse_path(const char *flag, const char *text);
  * cli_parse_path takes it), or a usage error. *format points to a static name,
  * *path into text. */
 void cli_parse_report(const char *flag, const char *text, const char **format, const char **path);
-/* A note on stderr for each of UVMRT_BACKEND, _PROFILE, _POLICY and _BUDGET that
- * is set: it overrides the matching flag (the library's precedence). */
+/* A note on stderr for each of UVMRT_BACKEND, _PROFILE, _POLICY, _BUDGET and
+ * _LOG_LEVEL that is set: it overrides the matching flag (the library's precedence). */
 void cli_note_env_overrides(void);
 /* Monotonic seconds. */
 double cli_now_s(void);
