@@ -130,7 +130,7 @@ for row in "${rows[@]}"; do
     prefetch-small-gpu) mlp_row "$row" prefetch "$small" gpu "$steps" ;;
     prefetch-small-cpu) mlp_row "$row" prefetch "$small" cpu "$steps" ;;
     prefetch-small-mixed)
-        mlp_row "$row" prefetch "$small" gpu "$steps" --cpu-layers "$half_layers" ;;
+        mlp_row "$row" prefetch "$small" cpu "$steps" --cpu-layers "$half_layers" ;;
     demand-small-gpu) mlp_row "$row" demand "$small" gpu "$demand_steps" ;;
     torch-resident) torch_row "$row" resident "$torch_steps" ;;
     torch-offload) torch_row "$row" offload "$torch_offload_steps" ;;

@@ -252,6 +252,31 @@ Test(mlp_ref, loss_falls_on_the_teacher_task) {
     mlp_ref_free(&r);
 }
 
+/* A deep net's loss is tiny (the signal shrinks through 48 GELU blocks): the text
+ * uvmrt-mlp prints for it must keep six significant digits, so that a falling loss
+ * shows, where "%.6f" printed "0.000000 -> 0.000000". */
+Test(mlp_ref, deep_net_loss_text_keeps_significant_digits) {
+    mlp_ref_t r;
+    cr_assert_eq(mlp_ref_init(&r, 48, 256, 8, 1), 0);
+    float first = mlp_ref_forward_backward(&r);
+    mlp_ref_adamw(&r, mlp_isa_best(), 1e-3);
+    float second = mlp_ref_forward(&r);
+    mlp_ref_free(&r);
+    cr_assert(first > 0.0f && first < 5e-7f, "expected a tiny deep-net loss, got %.6g", first);
+    char a[32], b[32], fixed[32];
+    mlp_loss_text(a, sizeof a, first);
+    mlp_loss_text(b, sizeof b, second);
+    snprintf(fixed, sizeof fixed, "%.6f", first);
+    cr_assert_str_eq(fixed, "0.000000"); /* what the old format showed */
+    cr_assert_str_neq(a, "0.000000");
+    double back = strtod(a, NULL);
+    cr_assert(fabs(back - first) <= 1e-5 * first, "'%s' is not %.9g to 6 digits", a, first);
+    cr_assert(strtod(b, NULL) != back || second == first, "'%s' -> '%s': the change is lost", a, b);
+    char *e = strchr(a, 'e');
+    cr_assert(e != NULL, "'%s': a loss below 1e-4 prints with an exponent", a);
+    cr_assert_geq(e - a, 6, "'%s': fewer than 6 significant digits", a);
+}
+
 /* ----------------------------------------------------------------------------
  * the CPU AdamW paths, bit for bit */
 

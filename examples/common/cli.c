@@ -1,9 +1,13 @@
 /* cli.c -- see cli.h. */
+#define _GNU_SOURCE /* getopt_long */
+#include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "cli.h"
@@ -26,8 +30,10 @@ long long cli_parse_int(const char *flag, const char *text, long long lo, long l
 {
     char *end = NULL;
     errno = 0;
-    long long v = strtoll(text, &end, 10);
-    if (errno || end == text || *end != '\0' || v < lo || v > hi)
+    /* digits, with a sign only before them: strtoll alone would also take " 5" and "+5" */
+    int digits = isdigit((unsigned char)text[0]) || (text[0] == '-' && isdigit((unsigned char)text[1]));
+    long long v = digits ? strtoll(text, &end, 10) : 0;
+    if (!digits || errno || *end != '\0' || v < lo || v > hi)
         cli_usage_error("%s '%s': expected an integer from %lld to %lld", flag, text, lo, hi);
     return v;
 }
@@ -44,17 +50,31 @@ uint64_t cli_parse_size(const char *flag, const char *text, int allow_auto)
 
 uint64_t cli_parse_u64(const char *flag, const char *text)
 {
+    /* digits only: strtoull alone would take "010" as octal, " 7", "+7" and "-1" */
     char *end = NULL;
     errno = 0;
-    unsigned long long v = strtoull(text, &end, 0);
-    if (errno || end == text || *end != '\0' || strchr(text, '-'))
-        cli_usage_error("%s '%s': expected an unsigned 64-bit integer", flag, text);
+    unsigned long long v = isdigit((unsigned char)text[0]) ? strtoull(text, &end, 10) : 0;
+    if (!isdigit((unsigned char)text[0]) || errno || *end != '\0')
+        cli_usage_error("%s '%s': expected a decimal integer from 0 to 18446744073709551615", flag, text);
     return (uint64_t)v;
+}
+
+/* Why text cannot be a path to write a file at, or NULL when it can. */
+static const char *path_problem(const char *text)
+{
+    struct stat sb;
+    size_t n = strlen(text);
+    if (n == 0) return "expected a file path";
+    if (strcmp(text, "-") == 0) return NULL;
+    if (text[n - 1] == '/' || (stat(text, &sb) == 0 && S_ISDIR(sb.st_mode)))
+        return "is a directory; expected a file path (e.g. DIR/out.json)";
+    return NULL;
 }
 
 const char *cli_parse_path(const char *flag, const char *text)
 {
-    if (text[0] == '\0') cli_usage_error("%s '': expected a file path", flag);
+    const char *why = path_problem(text);
+    if (why) cli_usage_error("%s '%s': %s", flag, text, why);
     return text;
 }
 
@@ -64,6 +84,8 @@ void cli_parse_report(const char *flag, const char *text, const char **format, c
     const char *colon = strchr(text, ':');
     for (size_t k = 0; colon && colon[1] != '\0' && k < sizeof formats / sizeof formats[0]; k++)
         if ((size_t)(colon - text) == strlen(formats[k]) && strncmp(text, formats[k], strlen(formats[k])) == 0) {
+            const char *why = path_problem(colon + 1);
+            if (why) cli_usage_error("%s '%s': %s %s", flag, text, colon + 1, why);
             *format = formats[k];
             *path = colon + 1;
             return;
@@ -76,6 +98,7 @@ void cli_note_env_overrides(void)
     static const char *const vars[][2] = {
         {"UVMRT_BACKEND", "--backend"}, {"UVMRT_PROFILE", "--profile"},
         {"UVMRT_POLICY", "--policy"},   {"UVMRT_BUDGET", "--budget"},
+        {"UVMRT_LOG_LEVEL", "--log-level"},
     };
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         const char *v = getenv(vars[i][0]);
@@ -103,11 +126,30 @@ void cli_fail(void (*cleanup)(void *), void *arg, const char *fmt, ...)
     exit(1);
 }
 
+/* The library's last error message, for cli_report_write. A context is driven by
+ * one thread and log functions run on it (uvmrt.h), so one buffer per process. */
+static struct {
+    int hold;            /* 1: keep errors for the caller instead of printing them */
+    char last[512];      /* the last error message held */
+} cli_log_state;
+
+static void cli_log(uvmrt_log_level_t level, const char *message, void *user)
+{
+    (void)user;
+    if (level == UVMRT_LOG_ERROR && cli_log_state.hold) {
+        snprintf(cli_log_state.last, sizeof cli_log_state.last, "%s", message);
+        return;
+    }
+    fflush(stdout);
+    fprintf(stderr, "uvmrt %s: %s\n", uvmrt_log_level_name(level), message);
+}
+
 uvmrt_context_t *cli_context_open(uvmrt_params_t *params, const cli_backend_choice_t *choice)
 {
     uvmrt_context_t *ctx = NULL;
     uvmrt_status_t st = UVMRT_ERR_NO_DEVICE;
     const char *why = choice->no_gpu_build;
+    if (params->log_fn == NULL) params->log_fn = cli_log;
     if (choice->gpu_built || params->backend != UVMRT_BACKEND_CUDA) {
         st = uvmrt_context_create(params, &ctx);
         why = uvmrt_status_str(st);
@@ -146,4 +188,266 @@ double cli_median(double *v, size_t n)
     if (n == 0) return 0.0;
     qsort(v, n, sizeof v[0], cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* ----------------------------------------------------------------------------
+ * the shared flags */
+
+typedef struct cli_common_flag {
+    unsigned bit;
+    const char *name;
+    const char *arg; /* NULL: no argument */
+    int short_name;  /* 0: none */
+    const char *help;
+} cli_common_flag_t;
+
+/* One row per shared flag, in --help order; bit i is row i. */
+static const cli_common_flag_t CLI_COMMON[CLI_F_COUNT] = {
+    {CLI_F_BACKEND, "backend", "cuda|sim", 0,
+     "backend (default cuda; without a usable GPU: sim, unless\n--backend was given)"},
+    {CLI_F_PROFILE, "profile", "NAME|list", 0,
+     "sim device profile; 'list' prints the built-in ones"},
+    {CLI_F_POLICY, "policy", "none|demand|prefetch", 0, "uvmrt's policy (default prefetch)"},
+    {CLI_F_BUDGET, "budget", "SIZE|auto", 0,
+     "device bytes uvmrt may keep resident (default auto: free\ndevice memory less a reserve; "
+     "not applied to policy none)"},
+    {CLI_F_STEPS, "steps", "N", 0, "training steps; step 1 records the schedule"},
+    {CLI_F_SEED, "seed", "S", 0, "seed of the initial data, a decimal integer (default 1)"},
+    {CLI_F_REPORT, "report", "FORMAT:PATH", 0,
+     "write uvmrt's report as text, json, csv or trace\n('-': stdout; see uvmrt-report(5))"},
+    {CLI_F_TRACE, "trace", "PATH", 0,
+     "write the trace-event timeline (Perfetto, chrome://tracing):\nthe same as --report trace:PATH"},
+    {CLI_F_LOSS_LOG, "loss-log", "PATH", 0,
+     "one line per step: step, loss (%a, exact), loss scale"},
+    {CLI_F_RESULT_JSON, "result-json", "PATH", 0, "medians and totals of the run as JSON"},
+    {CLI_F_LOG_LEVEL, "log-level", "LEVEL", 0,
+     "uvmrt's messages: error, warn, info or debug (default warn)"},
+    {CLI_F_QUIET, "quiet", NULL, 'q', "no configuration or per-layer report"},
+};
+
+const char *cli_common_help(unsigned bit)
+{
+    for (size_t i = 0; i < CLI_F_COUNT; i++)
+        if (CLI_COMMON[i].bit == bit) return CLI_COMMON[i].help;
+    return "";
+}
+
+static void profiles_list(FILE *out)
+{
+    static const double GB = 1e9, GIB = 1024.0 * 1024.0 * 1024.0;
+    size_t count = 0;
+    const uvmrt_profile_t *p = uvmrt_profiles(&count);
+    /* bandwidths in GB/s: prefetch to GPU, eviction to host, demand faults, HBM */
+    fprintf(out, "%-16s %-8s %10s %8s %8s %8s %8s  %s\n", "profile", "source", "memory", "prefetch",
+            "evict", "fault", "HBM", "description");
+    for (size_t i = 0; i < count; i++)
+        fprintf(out, "%-16s %-8s %6.1f GiB %8.1f %8.1f %8.1f %8.0f  %s\n", p[i].name,
+                p[i].measured ? "measured" : "estimate", (double)p[i].memory_bytes / GIB,
+                p[i].prefetch_h2d_bps / GB, p[i].evict_d2h_bps / GB, p[i].fault_bps / GB,
+                p[i].hbm_bps / GB, p[i].description);
+    fprintf(out, "(bandwidths in GB/s)\n");
+}
+
+/* "  --name ARG" in a 24-column field, then the help, continued lines indented. */
+static void help_flag(FILE *out, int short_name, const char *name, const char *arg, const char *help)
+{
+    char head[96];
+    if (short_name)
+        snprintf(head, sizeof head, "  -%c, --%s%s%s", short_name, name, arg ? " " : "", arg ? arg : "");
+    else
+        snprintf(head, sizeof head, "  --%s%s%s", name, arg ? " " : "", arg ? arg : "");
+    fprintf(out, "%-24s", head);
+    if (strlen(head) >= 24) fprintf(out, "\n%24s", "");
+    for (const char *h = help; *h; h++) {
+        fputc(*h, out);
+        if (*h == '\n') fprintf(out, "%24s", "");
+    }
+    fputc('\n', out);
+}
+
+static void help_print(const cli_spec_t *spec, FILE *out)
+{
+    fprintf(out, "Usage: %s [OPTION]...\n%s\n", cli_program, spec->summary ? spec->summary : "");
+    if (spec->n_flags) fprintf(out, "\n");
+    for (size_t i = 0; i < spec->n_flags; i++)
+        help_flag(out, 0, spec->flags[i].name, spec->flags[i].arg, spec->flags[i].help);
+    fprintf(out, "\nShared by the uvmrt example programs:\n");
+    for (size_t i = 0; i < CLI_F_COUNT; i++) {
+        const cli_common_flag_t *c = &CLI_COMMON[i];
+        if (!(spec->common & c->bit)) continue;
+        const char *help = spec->common_help[i] ? spec->common_help[i] : c->help;
+        const char *arg = c->bit == CLI_F_POLICY && spec->policy_all_ok ? "none|demand|prefetch|all" : c->arg;
+        help_flag(out, c->short_name, c->name, arg, help);
+    }
+    help_flag(out, 'h', "help", NULL, "this help");
+    help_flag(out, 'V', "version", NULL, "the version");
+    fprintf(out, "\nSIZE: an integer with an optional K, M, G or T suffix (powers of 1024).\n"
+                 "UVMRT_* environment variables override the flags they match (see %s(1)).\n",
+            cli_program);
+    if (spec->epilog) fprintf(out, "%s", spec->epilog);
+}
+
+static int log_level_parse(const char *text)
+{
+    for (int k = UVMRT_LOG_ERROR; k <= UVMRT_LOG_DEBUG; k++)
+        if (strcmp(text, uvmrt_log_level_name((uvmrt_log_level_t)k)) == 0) return k;
+    return -1;
+}
+
+static void common_flag(const cli_spec_t *spec, cli_common_t *c, unsigned bit, const char *arg, int *list)
+{
+    switch (bit) {
+    case CLI_F_BACKEND:
+        if (uvmrt_backend_parse(arg, &c->backend) != UVMRT_OK)
+            cli_usage_error("--backend '%s': expected cuda or sim", arg);
+        c->backend_explicit = 1;
+        break;
+    case CLI_F_PROFILE:
+        if (strcmp(arg, "list") == 0) {
+            *list = 1;
+            break;
+        }
+        if (uvmrt_profile_find(arg) == NULL) {
+            char names[512] = "";
+            size_t count = 0, used = 0;
+            const uvmrt_profile_t *p = uvmrt_profiles(&count);
+            for (size_t i = 0; i < count && used < sizeof names; i++) {
+                int k = snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "", p[i].name);
+                if (k < 0) break;
+                used += (size_t)k;
+            }
+            cli_usage_error("--profile '%s': expected one of %s (or list)", arg, names);
+        }
+        c->profile = arg;
+        break;
+    case CLI_F_POLICY:
+        if (spec->policy_all_ok && strcmp(arg, "all") == 0) {
+            c->policy_all = 1;
+        } else if (uvmrt_policy_parse(arg, &c->policy) == UVMRT_OK) {
+            c->policy_all = 0;
+        } else {
+            cli_usage_error("--policy '%s': expected none, demand, prefetch%s", arg,
+                            spec->policy_all_ok ? " or all" : "");
+        }
+        break;
+    case CLI_F_BUDGET:
+        c->budget_bytes = cli_parse_size("--budget", arg, 1);
+        c->budget_given = 1;
+        break;
+    case CLI_F_STEPS: c->steps = (int)cli_parse_int("--steps", arg, spec->steps_min, spec->steps_max); break;
+    case CLI_F_SEED: c->seed = cli_parse_u64("--seed", arg); break;
+    case CLI_F_REPORT: cli_parse_report("--report", arg, &c->report_format, &c->report_path); break;
+    case CLI_F_TRACE: c->trace_path = cli_parse_path("--trace", arg); break;
+    case CLI_F_LOSS_LOG: c->loss_log = cli_parse_path("--loss-log", arg); break;
+    case CLI_F_RESULT_JSON: c->result_json = cli_parse_path("--result-json", arg); break;
+    case CLI_F_LOG_LEVEL:
+        if ((c->log_level = log_level_parse(arg)) < 0)
+            cli_usage_error("--log-level '%s': expected error, warn, info or debug", arg);
+        break;
+    case CLI_F_QUIET: c->quiet = 1; break;
+    }
+}
+
+enum { KEY_HELP = 'h', KEY_VERSION = 'V', KEY_QUIET = 'q', KEY_COMMON = 0x100, KEY_OWN = 0x200 };
+
+void cli_parse(int argc, char **argv, const cli_spec_t *spec, cli_common_t *common)
+{
+    /* on the stack: --help, --version and usage errors exit from inside the loop */
+    struct option longopts[CLI_F_COUNT + CLI_MAX_FLAGS + 3];
+    size_t n = 0;
+    if (spec->n_flags > CLI_MAX_FLAGS)
+        cli_fail(NULL, NULL, "%zu program flags: at most %d (CLI_MAX_FLAGS)", spec->n_flags, CLI_MAX_FLAGS);
+    memset(longopts, 0, sizeof longopts);
+    for (size_t i = 0; i < CLI_F_COUNT; i++)
+        if (spec->common & CLI_COMMON[i].bit)
+            longopts[n++] = (struct option){CLI_COMMON[i].name, CLI_COMMON[i].arg ? required_argument : no_argument,
+                                            NULL, CLI_COMMON[i].bit == CLI_F_QUIET ? KEY_QUIET : KEY_COMMON + (int)i};
+    for (size_t i = 0; i < spec->n_flags; i++)
+        longopts[n++] = (struct option){spec->flags[i].name, spec->flags[i].arg ? required_argument : no_argument,
+                                        NULL, KEY_OWN + (int)i};
+    longopts[n++] = (struct option){"help", no_argument, NULL, KEY_HELP};
+    longopts[n++] = (struct option){"version", no_argument, NULL, KEY_VERSION};
+    const char *shorts = spec->common & CLI_F_QUIET ? "qhV" : "hV";
+    int c, list = 0;
+    opterr = 1;
+    while ((c = getopt_long(argc, argv, shorts, longopts, NULL)) != -1) {
+        if (c == KEY_HELP) {
+            help_print(spec, stdout);
+            exit(0);
+        } else if (c == KEY_VERSION) {
+            printf("%s (uvmrt) %s\n", cli_program, uvmrt_version_string());
+            exit(0);
+        } else if (c == KEY_QUIET) {
+            common->quiet = 1;
+        } else if (c >= KEY_OWN && c < KEY_OWN + (int)spec->n_flags) {
+            spec->flag(spec->flags[c - KEY_OWN].key, optarg, spec->user);
+        } else if (c >= KEY_COMMON && c < KEY_COMMON + CLI_F_COUNT) {
+            common_flag(spec, common, CLI_COMMON[c - KEY_COMMON].bit, optarg, &list);
+        } else { /* getopt_long said what was wrong */
+            fprintf(stderr, "Try '%s --help' for more information.\n", cli_program);
+            exit(2);
+        }
+    }
+    if (optind < argc)
+        cli_usage_error("unexpected argument '%s': this program takes options only", argv[optind]);
+    if (list) {
+        profiles_list(stdout);
+        exit(0);
+    }
+    if (common->profile && common->backend_explicit && common->backend == UVMRT_BACKEND_CUDA)
+        fprintf(stderr, "%s: note: --profile applies to the sim backend only\n", cli_program);
+}
+
+void cli_params_apply(const cli_common_t *common, uvmrt_params_t *params)
+{
+    params->backend = common->backend;
+    params->profile = common->profile;
+    params->policy = common->policy;
+    params->budget_bytes = common->policy == UVMRT_POLICY_NONE ? 0 : common->budget_bytes;
+    if (common->log_level >= 0) params->log_level = (uvmrt_log_level_t)common->log_level;
+}
+
+/* ----------------------------------------------------------------------------
+ * outputs */
+
+int cli_report_write(const uvmrt_context_t *ctx, const char *flag, const char *format, const char *path)
+{
+    cli_log_state.hold = 1;
+    cli_log_state.last[0] = '\0';
+    if (strcmp(path, "-") == 0) fflush(stdout);
+    uvmrt_status_t st = uvmrt_report_write(ctx, format, path);
+    cli_log_state.hold = 0;
+    if (strcmp(path, "-") == 0) fflush(stdout);
+    if (st == UVMRT_OK) return 0;
+    fflush(stdout);
+    fprintf(stderr, "%s: %s %s: the %s report was not written: %s (%s)\n", cli_program, flag, path, format,
+            cli_log_state.last[0] ? cli_log_state.last : uvmrt_status_str(st), uvmrt_status_name(st));
+    return -1;
+}
+
+FILE *cli_output_open(const char *flag, const char *path)
+{
+    if (strcmp(path, "-") == 0) return stdout;
+    FILE *f = fopen(path, "w");
+    if (f == NULL) {
+        int e = errno;
+        fflush(stdout);
+        fprintf(stderr, "%s: %s %s: cannot open for writing: %s\n", cli_program, flag, path, strerror(e));
+    }
+    return f;
+}
+
+int cli_output_close(const char *flag, const char *path, FILE *f)
+{
+    if (f == NULL) return -1;
+    int bad = ferror(f), e = bad ? EIO : 0;
+    if (f == stdout) {
+        if (fflush(f) != 0 && !bad) bad = 1, e = errno;
+    } else if (fclose(f) != 0 && !bad) {
+        bad = 1, e = errno;
+    }
+    if (!bad) return 0;
+    fflush(stdout);
+    fprintf(stderr, "%s: %s %s: write failed: %s\n", cli_program, flag, path, strerror(e));
+    return -1;
 }

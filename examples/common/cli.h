@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "uvmrt.h"
 
@@ -20,20 +21,122 @@ long long cli_parse_int(const char *flag, const char *text, long long lo, long l
 /* A size (uvmrt_size_parse: 8G, 512MiB, 1048576), or "auto" as 0 when allowed
  * (then a size of 0, which would read as auto, is an error). */
 uint64_t cli_parse_size(const char *flag, const char *text, int allow_auto);
-/* An unsigned 64-bit integer (decimal, or 0x hex), or a usage error. */
+/* An unsigned 64-bit integer in decimal digits only (so "010" is ten, never octal),
+ * or a usage error naming the flag and the value. */
 uint64_t cli_parse_u64(const char *flag, const char *text);
-/* A non-empty file path, or a usage error. */
+/* A path to write a file at: not empty, not ending in '/', not an existing
+ * directory ("-" passes: stdout where the program allows it), or a usage error. */
 const char *cli_parse_path(const char *flag, const char *text);
-/* FORMAT:PATH for uvmrt_report_write (FORMAT text, json, csv or trace; PATH not
- * empty), or a usage error. *format points to a static name, *path into text. */
+/* FORMAT:PATH for uvmrt_report_write (FORMAT text, json, csv or trace; PATH as
+ * cli_parse_path takes it), or a usage error. *format points to a static name,
+ * *path into text. */
 void cli_parse_report(const char *flag, const char *text, const char **format, const char **path);
-/* A note on stderr for each of UVMRT_BACKEND, _PROFILE, _POLICY and _BUDGET that
- * is set: it overrides the matching flag (the library's precedence). */
+/* A note on stderr for each of UVMRT_BACKEND, _PROFILE, _POLICY, _BUDGET and
+ * _LOG_LEVEL that is set: it overrides the matching flag (the library's precedence). */
 void cli_note_env_overrides(void);
 /* Monotonic seconds. */
 double cli_now_s(void);
 /* The median of v[0..n) (sorts v in place); 0 for n == 0. */
 double cli_median(double *v, size_t n);
+
+/* ----------------------------------------------------------------------------
+ * The shared flags: one table (in cli.c) parses the flags every example program
+ * takes the same way; a program picks the ones it takes (CLI_F_* bits), sets its
+ * defaults in a cli_common_t, and adds its own flags (cli_flag_t) with a callback.
+ * cli_parse also prints --help (the program's flags, then the shared ones) and
+ * --version, and exits on a bad value (status 2, naming the flag, the value and
+ * what was expected).
+ */
+enum {
+    CLI_F_BACKEND = 1u << 0,     /* --backend cuda|sim */
+    CLI_F_PROFILE = 1u << 1,     /* --profile NAME|list ("list" prints them and exits 0) */
+    CLI_F_POLICY = 1u << 2,      /* --policy none|demand|prefetch (|all: policy_all_ok) */
+    CLI_F_BUDGET = 1u << 3,      /* --budget SIZE|auto */
+    CLI_F_STEPS = 1u << 4,       /* --steps N in [steps_min, steps_max] */
+    CLI_F_SEED = 1u << 5,        /* --seed S, decimal */
+    CLI_F_REPORT = 1u << 6,      /* --report FORMAT:PATH */
+    CLI_F_TRACE = 1u << 7,       /* --trace PATH (a "trace" report) */
+    CLI_F_LOSS_LOG = 1u << 8,    /* --loss-log PATH */
+    CLI_F_RESULT_JSON = 1u << 9, /* --result-json PATH */
+    CLI_F_LOG_LEVEL = 1u << 10,  /* --log-level error|warn|info|debug */
+    CLI_F_QUIET = 1u << 11,      /* -q, --quiet */
+    /* --help and --version are always taken */
+};
+#define CLI_F_COUNT 12
+
+/* What the shared flags said. The program fills in its defaults before cli_parse. */
+typedef struct cli_common {
+    uvmrt_backend_kind_t backend;
+    int backend_explicit;        /* 1: --backend given (cli_context_open never falls back) */
+    const char *profile;         /* sim profile; NULL: the library's default */
+    uvmrt_policy_t policy;
+    int policy_all;              /* 1: --policy all (only where spec->policy_all_ok) */
+    uint64_t budget_bytes;       /* 0: auto; the program's default until --budget is given */
+    int budget_given;            /* 1: --budget given */
+    int steps;
+    uint64_t seed;
+    const char *report_format;   /* --report FORMAT:PATH; NULL: none */
+    const char *report_path;
+    const char *trace_path;      /* NULL: none */
+    const char *loss_log;        /* NULL: none */
+    const char *result_json;     /* NULL: none */
+    int log_level;               /* uvmrt_log_level_t; -1: not given (the library's default) */
+    int quiet;
+} cli_common_t;
+
+/* A program's own flag. key is the program's (passed back to cli_spec_t.flag). */
+typedef struct cli_flag {
+    const char *name;            /* long name without "--" */
+    const char *arg;             /* the argument's name in --help; NULL: takes none */
+    const char *help;            /* lines separated by '\n' */
+    int key;
+} cli_flag_t;
+
+/* The most flags of its own a program may add. */
+#define CLI_MAX_FLAGS 48
+
+typedef struct cli_spec {
+    const char *summary;         /* the lines after "Usage: PROG [OPTION]..." */
+    unsigned common;             /* CLI_F_* the program takes */
+    /* help text for a shared flag, replacing the standard one (e.g. to state the
+     * program's default); indexed by the bit's position (CLI_F_BUDGET -> 3); NULL: standard */
+    const char *common_help[CLI_F_COUNT];
+    int steps_min, steps_max;    /* --steps range */
+    int policy_all_ok;           /* 1: --policy all is accepted */
+    const cli_flag_t *flags;     /* (n_flags <= CLI_MAX_FLAGS) the program's own, listed first
+                                    in --help */
+    size_t n_flags;
+    /* called for each of the program's flags, in command-line order; arg NULL for a
+     * flag without argument. Reports bad values with cli_usage_error. */
+    void (*flag)(int key, const char *arg, void *user);
+    void *user;
+    const char *epilog;          /* printed after the flags in --help; may be NULL */
+} cli_spec_t;
+
+/* Parses argv (cli_program must be set): shared flags into *common (which holds the
+ * defaults on entry), the program's through spec->flag. --help prints and exits 0,
+ * --version too; a bad value or a stray argument exits 2. */
+void cli_parse(int argc, char **argv, const cli_spec_t *spec, cli_common_t *common);
+/* Copies backend, profile, policy, budget and log level from common into params
+ * (budget 0 for policy none, which runs without one). */
+void cli_params_apply(const cli_common_t *common, uvmrt_params_t *params);
+/* The standard help line of a shared flag (CLI_F_* bit), for a program's man page
+ * or its own help text; "" for an unknown bit. */
+const char *cli_common_help(unsigned bit);
+
+/* ----------------------------------------------------------------------------
+ * Outputs: a failed write is an error the program reports and exits 1 for, after
+ * writing what it still can. Each helper says on stderr what failed, naming the flag,
+ * the path and the OS error (or the library's message), and returns -1 (0 when done).
+ */
+/* Writes ctx's report in format to path ("-": stdout) for flag. */
+int cli_report_write(const uvmrt_context_t *ctx, const char *flag, const char *format,
+                     const char *path);
+/* Opens path ("-": stdout) for writing for flag; NULL after saying why. */
+FILE *cli_output_open(const char *flag, const char *path);
+/* Closes what cli_output_open returned, checking that everything was written
+ * (ferror, fclose); stdout is flushed, not closed. */
+int cli_output_close(const char *flag, const char *path, FILE *f);
 
 /* How a program asked for its backend, for cli_context_open. */
 typedef struct cli_backend_choice {
@@ -48,7 +151,10 @@ typedef struct cli_backend_choice {
 
 /* Creates a context from params. Without a usable GPU (and no explicit --backend)
  * it says so and falls back to the sim backend, params then telling what was used.
- * On failure: a message naming backend, policy and reason, then exit(1). */
+ * On failure: a message naming backend, policy and reason, then exit(1).
+ * When params->log_fn is NULL it installs one that prints as the library does
+ * ("uvmrt LEVEL: message" on stderr) and keeps the last error for cli_report_write,
+ * which then prints it once, after the flag, instead of twice. */
 uvmrt_context_t *cli_context_open(uvmrt_params_t *params, const cli_backend_choice_t *choice);
 
 /* "PROG: message" on stderr (stdout flushed first), then cleanup(arg) when cleanup

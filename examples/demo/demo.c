@@ -26,236 +26,130 @@
 #include "config.h"
 #endif
 
-#include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include <jansson.h>
 
 #include "uvmrt.h"
 #include "../common/cli.h"
 
 #include "demo.h"
-
-#ifdef UVMRT_HAVE_CUDA
-#include <cuda_runtime_api.h>
-
-#include "demo_kernels.h"
+#include "demo_gpu.h"
 
 /* kept free on the GPU beyond the tensors: real oversubscription can hang the GPU */
 static const uint64_t GPU_SAFETY_BYTES = 4ull << 30;
-#endif
 
 #define PROG "uvmrt-demo"
 
 static const double GIB = 1024.0 * 1024.0 * 1024.0; /* sizes: GiB */
 static const double GB = 1e9;                        /* traffic: GB, as in FACTS.md */
 static const uint64_t MIB = 1024u * 1024u;
-static const char *FALLBACK_PROFILE = "consumer-8g";
-static const uint64_t BUDGET_THIRD = UINT64_MAX; /* the default budget: tensors / 3 */
+#define FALLBACK_PROFILE "consumer-8g"
 
 /* ----------------------------------------------------------------------------
  * options */
 
 typedef struct demo_options {
-    uvmrt_backend_kind_t backend;
-    int backend_explicit;     /* 1: --backend given (no fallback to sim) */
-    const char *profile;      /* sim profile; NULL: the library's default */
-    int policy_all;           /* 1: none, demand, prefetch in turn */
-    uvmrt_policy_t policy;    /* when !policy_all */
-    uint64_t budget_bytes;    /* 0 = auto; BUDGET_THIRD: a third of the tensors;
-                                 never applied to policy none */
+    cli_common_t c;           /* the shared flags (examples/common); without --budget
+                                 the budget is default_budget()'s; never applied to
+                                 policy none */
     int layers_explicit;      /* 1: --layers given (never shrunk to fit the GPU) */
     int layers;               /* L */
     uint64_t layer_mib;       /* MiB per layer: four tensors of layer_mib/4 MiB */
-    int steps;                /* K >= 2; step 1 is the recording step */
-    uint64_t seed;
     int work;                 /* passes per layer kernel */
     const char *report_json;  /* NULL: none */
-    const char *report_fmt;   /* --report FORMAT:PATH: text, json, csv or trace; NULL: none */
-    const char *report_file;
-    const char *trace;        /* --trace PATH: trace-event JSON; NULL: none */
     uint64_t sim_data_limit;  /* bytes: above it the sim backend does no arithmetic */
     int verify;
-    int quiet;
     int said_schedule_only;   /* the sim "schedule only" note is printed once */
 } demo_options_t;
 
-static void usage(FILE *out) {
-    fprintf(out,
-        "Usage: " PROG " [OPTION]...\n"
-        "Train a synthetic deep network on uvmrt under the policies none, demand and\n"
-        "prefetch, and compare their step times, traffic and results.\n"
-        "\n"
-        "  --backend cuda|sim    backend (default cuda; without a GPU: sim, profile %s)\n"
-        "  --profile NAME|list   sim device profile; 'list' prints the built-in ones\n"
-        "  --policy none|demand|prefetch|all   (default all)\n"
-        "  --budget SIZE|auto    device bytes uvmrt may keep resident (default: a third\n"
-        "                        of the tensors, 3x oversubscription; auto: free device\n"
-        "                        memory less a reserve; not applied to policy none)\n"
-        "  --layers N            layers (default 24; on a GPU without room for them,\n"
-        "                        as many as fit)\n"
-        "  --layer-mib M         MiB per layer, 4 tensors of M/4 MiB; a multiple of 8\n"
-        "                        (default 1024)\n"
-        "  --steps K             training steps, >= 2 (default 5); step 1 is recorded\n"
-        "                        and left out of the medians\n"
-        "  --seed S              seed of the initial weights and input (default 1)\n"
-        "  --work N              passes of each layer kernel over its data (default 1)\n"
-        "  --report-json PATH    write uvmrt's JSON report; with --policy all the policy\n"
-        "                        goes before the extension (out.json -> out.demand.json)\n"
-        "  --report FORMAT:PATH  write uvmrt's report as text, json, csv or trace (same\n"
-        "                        naming with --policy all)\n"
-        "  --trace PATH          write a trace-event timeline (Perfetto, chrome://tracing)\n"
-        "  --sim-data-limit SIZE on sim, do the arithmetic on the CPU (and verify) only\n"
-        "                        up to this many tensor bytes (default 1G)\n"
-        "  --no-verify           skip the checksums (and the reference run)\n"
-        "  -q, --quiet           no configuration or per-layer tables\n"
-        "  -h, --help            this help\n"
-        "  -V, --version         version\n"
-        "\n"
-        "SIZE: an integer with an optional K, M, G or T suffix (powers of 1024).\n"
-        "UVMRT_* environment variables override these flags (see uvmrt-demo(1)).\n"
-        "Exit status: 0 success, 1 runtime error or checksum mismatch, 2 bad usage.\n",
-        FALLBACK_PROFILE);
-}
+enum { F_LAYERS, F_LAYER_MIB, F_WORK, F_REPORT_JSON, F_SIM_LIMIT, F_NO_VERIFY };
 
-static void profiles_print(FILE *out) {
-    size_t count = 0;
-    const uvmrt_profile_t *p = uvmrt_profiles(&count);
-    /* bandwidths in GB/s: prefetch to GPU, eviction to host, demand faults, HBM */
-    fprintf(out, "%-16s %-8s %10s %8s %8s %8s %8s  %s\n", "profile", "source", "memory",
-            "prefetch", "evict", "fault", "HBM", "description");
-    for (size_t i = 0; i < count; i++)
-        fprintf(out, "%-16s %-8s %6.1f GiB %8.1f %8.1f %8.1f %8.0f  %s\n", p[i].name,
-                p[i].measured ? "measured" : "estimate", (double)p[i].memory_bytes / GIB,
-                p[i].prefetch_h2d_bps / GB, p[i].evict_d2h_bps / GB, p[i].fault_bps / GB,
-                p[i].hbm_bps / GB, p[i].description);
-    fprintf(out, "(bandwidths in GB/s)\n");
-}
+static const cli_flag_t DEMO_FLAGS[] = {
+    {"layers", "N", "layers (default 24; on a GPU without room for them,\nas many as fit)", F_LAYERS},
+    {"layer-mib", "M", "MiB per layer, 4 tensors of M/4 MiB; a multiple of 8\n(default 1024)",
+     F_LAYER_MIB},
+    {"work", "N", "passes of each layer kernel over its data (default 1)", F_WORK},
+    {"report-json", "PATH", "write uvmrt's JSON report; with --policy all the policy\n"
+                            "goes before the extension (out.json -> out.demand.json)", F_REPORT_JSON},
+    {"sim-data-limit", "SIZE", "on sim, do the arithmetic on the CPU (and verify) only\n"
+                               "up to this many tensor bytes (default 1G)", F_SIM_LIMIT},
+    {"no-verify", NULL, "skip the checksums (and the reference run)", F_NO_VERIFY},
+};
 
-static void profile_names(char *buf, size_t cap) {
-    size_t count = 0, used = 0;
-    const uvmrt_profile_t *p = uvmrt_profiles(&count);
-    buf[0] = '\0';
-    for (size_t i = 0; i < count && used < cap; i++) {
-        int k = snprintf(buf + used, cap - used, "%s%s", i ? ", " : "", p[i].name);
-        if (k < 0)
-            break;
-        used += (size_t)k;
+static void demo_flag(int key, const char *arg, void *user) {
+    demo_options_t *opt = user;
+    switch (key) {
+    case F_LAYERS:
+        opt->layers = (int)cli_parse_int("--layers", arg, 1, 65536);
+        opt->layers_explicit = 1;
+        break;
+    case F_LAYER_MIB:
+        opt->layer_mib = (uint64_t)cli_parse_int("--layer-mib", arg, 8, 1 << 20);
+        if (opt->layer_mib % 8)
+            cli_usage_error("--layer-mib '%s': expected a multiple of 8 (each of the 4 "
+                            "tensors a whole number of 2 MiB blocks)", arg);
+        break;
+    case F_WORK: opt->work = (int)cli_parse_int("--work", arg, 1, 1000000); break;
+    case F_REPORT_JSON: opt->report_json = cli_parse_path("--report-json", arg); break;
+    case F_SIM_LIMIT: opt->sim_data_limit = cli_parse_size("--sim-data-limit", arg, 0); break;
+    case F_NO_VERIFY: opt->verify = 0; break;
     }
 }
 
 static void options_parse(int argc, char **argv, demo_options_t *opt) {
-    enum { O_BACKEND = 256, O_PROFILE, O_POLICY, O_BUDGET, O_LAYERS, O_LAYER_MIB, O_STEPS,
-           O_SEED, O_WORK, O_REPORT, O_SIM_LIMIT, O_NO_VERIFY, O_REPORT_ANY, O_TRACE };
-    static const struct option longopts[] = {
-        {"backend", required_argument, NULL, O_BACKEND},
-        {"profile", required_argument, NULL, O_PROFILE},
-        {"policy", required_argument, NULL, O_POLICY},
-        {"budget", required_argument, NULL, O_BUDGET},
-        {"layers", required_argument, NULL, O_LAYERS},
-        {"layer-mib", required_argument, NULL, O_LAYER_MIB},
-        {"steps", required_argument, NULL, O_STEPS},
-        {"seed", required_argument, NULL, O_SEED},
-        {"work", required_argument, NULL, O_WORK},
-        {"report-json", required_argument, NULL, O_REPORT},
-        {"report", required_argument, NULL, O_REPORT_ANY},
-        {"trace", required_argument, NULL, O_TRACE},
-        {"sim-data-limit", required_argument, NULL, O_SIM_LIMIT},
-        {"no-verify", no_argument, NULL, O_NO_VERIFY},
-        {"quiet", no_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},
-        {NULL, 0, NULL, 0},
-    };
     *opt = (demo_options_t){
-        .backend = UVMRT_BACKEND_CUDA,
-        .policy_all = 1,
-        .policy = UVMRT_POLICY_PREFETCH,
+        .c = {.backend = UVMRT_BACKEND_CUDA, .policy_all = 1, .policy = UVMRT_POLICY_PREFETCH,
+              .steps = 5, .seed = 1, .log_level = -1},
         .layers = 24,
-        .budget_bytes = BUDGET_THIRD,
         .layer_mib = 1024,
-        .steps = 5,
-        .seed = 1,
         .work = 1,
         .sim_data_limit = 1ull << 30,
         .verify = 1,
     };
-    int list_profiles = 0, c;
-    while ((c = getopt_long(argc, argv, "qhV", longopts, NULL)) != -1) {
-        switch (c) {
-        case O_BACKEND:
-            if (uvmrt_backend_parse(optarg, &opt->backend) != UVMRT_OK)
-                cli_usage_error("--backend '%s': expected cuda or sim", optarg);
-            opt->backend_explicit = 1;
-            break;
-        case O_PROFILE:
-            if (strcmp(optarg, "list") == 0) {
-                list_profiles = 1;
-            } else if (uvmrt_profile_find(optarg) == NULL) {
-                char names[512];
-                profile_names(names, sizeof names);
-                cli_usage_error("--profile '%s': expected one of %s (or list)", optarg, names);
-            }
-            opt->profile = optarg;
-            break;
-        case O_POLICY:
-            if (strcmp(optarg, "all") == 0) {
-                opt->policy_all = 1;
-            } else if (uvmrt_policy_parse(optarg, &opt->policy) == UVMRT_OK) {
-                opt->policy_all = 0;
-            } else {
-                cli_usage_error("--policy '%s': expected none, demand, prefetch or all", optarg);
-            }
-            break;
-        case O_BUDGET: opt->budget_bytes = cli_parse_size("--budget", optarg, 1); break;
-        case O_LAYERS:
-            opt->layers = (int)cli_parse_int("--layers", optarg, 1, 65536);
-            opt->layers_explicit = 1;
-            break;
-        case O_LAYER_MIB:
-            opt->layer_mib = (uint64_t)cli_parse_int("--layer-mib", optarg, 8, 1 << 20);
-            if (opt->layer_mib % 8)
-                cli_usage_error("--layer-mib '%s': expected a multiple of 8 (each of the 4 "
-                            "tensors a whole number of 2 MiB blocks)", optarg);
-            break;
-        case O_STEPS: opt->steps = (int)cli_parse_int("--steps", optarg, 2, 1000000); break;
-        case O_SEED: opt->seed = cli_parse_u64("--seed", optarg); break;
-        case O_WORK: opt->work = (int)cli_parse_int("--work", optarg, 1, 1000000); break;
-        case O_REPORT: opt->report_json = cli_parse_path("--report-json", optarg); break;
-        case O_REPORT_ANY: cli_parse_report("--report", optarg, &opt->report_fmt, &opt->report_file); break;
-        case O_TRACE: opt->trace = cli_parse_path("--trace", optarg); break;
-        case O_SIM_LIMIT:
-            opt->sim_data_limit = cli_parse_size("--sim-data-limit", optarg, 0);
-            break;
-        case O_NO_VERIFY: opt->verify = 0; break;
-        case 'q': opt->quiet = 1; break;
-        case 'h': usage(stdout); exit(0);
-        case 'V': printf(PROG " (uvmrt) %s\n", uvmrt_version_string()); exit(0);
-        default: /* getopt_long said what was wrong */
-            fprintf(stderr, "Try '" PROG " --help' for more information.\n");
-            exit(2);
-        }
-    }
-    if (optind < argc)
-        cli_usage_error("unexpected argument '%s': this program takes options only", argv[optind]);
-    if (list_profiles) {
-        profiles_print(stdout);
-        exit(0);
-    }
-    if (opt->profile && opt->backend_explicit && opt->backend == UVMRT_BACKEND_CUDA)
-        fprintf(stderr, PROG ": note: --profile applies to the sim backend only\n");
+    cli_spec_t spec = {
+        .summary = "Train a synthetic deep network on uvmrt under the policies none, demand and\n"
+                   "prefetch, and compare their step times, traffic and results.",
+        .common = CLI_F_BACKEND | CLI_F_PROFILE | CLI_F_POLICY | CLI_F_BUDGET | CLI_F_STEPS |
+                  CLI_F_SEED | CLI_F_REPORT | CLI_F_TRACE | CLI_F_RESULT_JSON | CLI_F_LOG_LEVEL |
+                  CLI_F_QUIET,
+        .common_help = {
+            [0] = "backend (default cuda; without a usable GPU: sim, profile\n"
+                  FALLBACK_PROFILE ", unless --backend was given)",
+            [2] = "uvmrt's policy, or all: none, demand and prefetch in\nturn (default all)",
+            [3] = "device bytes uvmrt may keep resident (default: a third of\n"
+                  "the tensors, 3x oversubscription, but at least the largest\n"
+                  "layer call's working set; auto: free device memory less a\n"
+                  "reserve; not applied to policy none)",
+            [4] = "training steps, >= 2 (default 5); step 1 is recorded and\n"
+                  "left out of the medians",
+            [5] = "seed of the initial weights and input, decimal (default 1)",
+            [6] = "write uvmrt's report as text, json, csv or trace ('-':\n"
+                  "stdout); with --policy all the policy goes before the\n"
+                  "extension (out.csv -> out.none.csv, out.demand.csv, ...)",
+            [7] = "write the trace-event timeline (Perfetto, chrome://tracing),\n"
+                  "named per policy as --report",
+            [9] = "per-policy medians, budgets and the checksum verdict as JSON",
+        },
+        .steps_min = 2, .steps_max = 1000000,
+        .policy_all_ok = 1,
+        .flags = DEMO_FLAGS, .n_flags = sizeof DEMO_FLAGS / sizeof DEMO_FLAGS[0],
+        .flag = demo_flag, .user = opt,
+        .epilog = "Exit status: 0 success; 1 runtime error, checksum mismatch or an output that\n"
+                  "could not be written; 2 bad usage.\n",
+    };
+    cli_parse(argc, argv, &spec, &opt->c);
 }
 
 /* UVMRT_* variables win over the flags (the library's precedence): say so up front. */
 static void env_overrides_note(const demo_options_t *opt) {
     cli_note_env_overrides();
     const char *report = getenv("UVMRT_REPORT");
-    if (report && *report && opt->policy_all)
+    if (report && *report && opt->c.policy_all)
         fprintf(stderr, PROG ": note: UVMRT_REPORT=%s is written by each of the runs in "
                         "turn (use --report-json for one report per policy)\n", report);
 }
@@ -308,6 +202,7 @@ typedef struct demo_result {
     uvmrt_step_stats_t *step_stats; /* (steps,) */
     int have_checksums;
     uint64_t *checksums;            /* (L, 2): W_i, O_i after the last step */
+    int write_failed;               /* 1: a report of this run could not be written */
 } demo_result_t;
 
 /* Medians over steps 2..K (step 1 records the schedule). */
@@ -359,7 +254,7 @@ typedef struct demo_run {
     uvmrt_policy_t policy;             /* effective */
     const uvmrt_profile_t *profile;    /* sim: the model; cuda: reference figures */
     uvmrt_stream_t stream;             /* compute stream; NULL on sim */
-    unsigned long long *sums_dev;      /* (L, 2) checksums on the GPU; cuda only */
+    demo_gpu_t *gpu;                   /* the GPU side (cuda backend); NULL on sim */
     int touch_data;                    /* 1: layer calls really compute */
     unsigned stream_flag;              /* UVMRT_USE_STREAM at --work 1, else 0 */
     demo_net_t net;
@@ -370,14 +265,9 @@ static void run_close(demo_run_t *run) {
     /* the context first: it may still refer to our stream */
     uvmrt_context_destroy(run->ctx);
     run->ctx = NULL;
-#ifdef UVMRT_HAVE_CUDA
-    if (run->stream)
-        cudaStreamDestroy((cudaStream_t)run->stream);
-    if (run->sums_dev)
-        cudaFree(run->sums_dev);
-#endif
+    demo_gpu_close(run->gpu);
+    run->gpu = NULL;
     run->stream = NULL;
-    run->sums_dev = NULL;
     free(run->net.tensors);
     run->net.tensors = NULL;
 }
@@ -386,22 +276,25 @@ static void run_close(demo_run_t *run) {
 static void run_close_cb(void *run) { run_close(run); }
 #define run_fail(run, ...) cli_fail(run_close_cb, (run), __VA_ARGS__)
 
-#ifdef UVMRT_HAVE_CUDA
-static void launch_check(demo_run_t *run, int err, const char *kernel, int layer) {
-    if (err != 0)
-        run_fail(run, "%s kernel of layer %d: launch failed: %s (%s)", kernel, layer,
-                 cudaGetErrorString((cudaError_t)err), cudaGetErrorName((cudaError_t)err));
-}
-#endif
-
 static uint64_t total_tensor_bytes(const demo_options_t *opt) {
     return (uint64_t)net_count(opt->layers) * (opt->layer_mib / 4 * MIB);
 }
 
-/* The default budget: a third of the tensors (3x oversubscription), but on sim no
- * more than the modelled device holds (less the library's default reserve). */
-static uint64_t third_budget(const demo_options_t *opt, uvmrt_backend_kind_t backend, const char *profile) {
-    uint64_t b = total_tensor_bytes(opt) / 3;
+/* The largest working set of one layer call: forward and the optimizer use 3
+ * tensors, backward 4 (its own W, A, G and the layer above's G; 3 at the top). */
+static uint64_t largest_working_set(const demo_options_t *opt) {
+    return (opt->layers > 1 ? 4 : 3) * (opt->layer_mib / 4 * MIB);
+}
+
+/* The default budget: a third of the tensors (3x oversubscription), but never
+ * less than the largest layer call's working set (which a budget must hold: a
+ * third of a 1- or 2-layer network does not) and, on sim, no more than the
+ * modelled device holds (less the library's default reserve). */
+static uint64_t default_budget(const demo_options_t *opt, uvmrt_backend_kind_t backend,
+                               const char *profile) {
+    uint64_t b = total_tensor_bytes(opt) / 3, ws = largest_working_set(opt);
+    if (b < ws)
+        b = ws;
     const uvmrt_profile_t *p = uvmrt_profile_find(profile ? profile : FALLBACK_PROFILE);
     if (backend == UVMRT_BACKEND_SIM && p != NULL && b > p->memory_bytes - (512ull << 20))
         b = p->memory_bytes - (512ull << 20);
@@ -409,9 +302,10 @@ static uint64_t third_budget(const demo_options_t *opt, uvmrt_backend_kind_t bac
 }
 
 /* On falling back to sim, the default budget must fit the modelled device. */
-static void budget_for_sim(uvmrt_params_t *params, void *opt) {
-    if (params->policy != UVMRT_POLICY_NONE && ((demo_options_t *)opt)->budget_bytes == BUDGET_THIRD)
-        params->budget_bytes = third_budget(opt, UVMRT_BACKEND_SIM, params->profile);
+static void budget_for_sim(uvmrt_params_t *params, void *arg) {
+    const demo_options_t *opt = arg;
+    if (params->policy != UVMRT_POLICY_NONE && !opt->c.budget_given)
+        params->budget_bytes = default_budget(opt, UVMRT_BACKEND_SIM, params->profile);
 }
 
 /* Creates the context; on "no GPU" falls back to sim unless --backend cuda was
@@ -419,35 +313,29 @@ static void budget_for_sim(uvmrt_params_t *params, void *opt) {
 static uvmrt_context_t *context_open(demo_options_t *opt, uvmrt_policy_t policy) {
     uvmrt_params_t params;
     uvmrt_params_init(&params);
-    params.backend = opt->backend;
-    params.profile = opt->profile;
-    params.policy = policy;
-    params.budget_bytes = policy == UVMRT_POLICY_NONE ? 0
-                          : opt->budget_bytes == BUDGET_THIRD ? third_budget(opt, opt->backend, opt->profile)
-                                                              : opt->budget_bytes;
+    cli_common_t c = opt->c;
+    c.policy = policy;
+    if (!c.budget_given)
+        c.budget_bytes = default_budget(opt, c.backend, c.profile);
+    cli_params_apply(&c, &params);
     /* ignore_env stays 0: UVMRT_* variables steer the run and win over the flags */
-#ifdef UVMRT_HAVE_CUDA
-    const int gpu_built = 1;
-#else
-    const int gpu_built = 0;
-#endif
-    cli_backend_choice_t choice = {gpu_built, PROG " was built without CUDA", opt->backend_explicit,
-                                   FALLBACK_PROFILE, budget_for_sim, opt};
+    cli_backend_choice_t choice = {demo_gpu_missing == NULL, demo_gpu_missing,
+                                   opt->c.backend_explicit, FALLBACK_PROFILE, budget_for_sim, opt};
     uvmrt_context_t *ctx = cli_context_open(&params, &choice);
-    opt->backend = params.backend;
-    opt->profile = params.profile;
+    opt->c.backend = params.backend;
+    opt->c.profile = params.profile;
     return ctx;
 }
 
 /* The default network (24 GiB) may not fit a smaller GPU: unless --layers was
  * given, use as many layers as fit its free memory less the safety margin. */
 static void fit_layers_to_gpu(demo_options_t *opt) {
-#ifdef UVMRT_HAVE_CUDA
-    size_t free_b = 0, total_b = 0;
-    if (opt->layers_explicit || opt->backend != UVMRT_BACKEND_CUDA ||
-        cudaMemGetInfo(&free_b, &total_b) != cudaSuccess)
+    uint64_t free_b = 0, total_b = 0;
+    int dev = -1;
+    if (opt->layers_explicit || opt->c.backend != UVMRT_BACKEND_CUDA ||
+        demo_gpu_mem_info(&dev, &free_b, &total_b) != 0)
         return; /* no GPU: the sim fallback needs no fitting */
-    uint64_t room = free_b > GPU_SAFETY_BYTES ? (uint64_t)free_b - GPU_SAFETY_BYTES : 0;
+    uint64_t room = free_b > GPU_SAFETY_BYTES ? free_b - GPU_SAFETY_BYTES : 0;
     uint64_t e = opt->layer_mib / 4 * MIB;
     if (total_tensor_bytes(opt) <= room || room / e < 1 + 2 * SLOTS)
         return;
@@ -455,22 +343,19 @@ static void fit_layers_to_gpu(demo_options_t *opt) {
     printf(PROG ": %d layers would not fit the GPU's free memory (%.2f GiB); using %d\n",
            opt->layers, (double)free_b / GIB, fit);
     opt->layers = fit;
-#else
-    (void)opt;
-#endif
 }
 
 /* The GPU side: the safety check, the compute stream, the checksum buffer. */
 static void run_open_gpu(demo_run_t *run) {
-#ifdef UVMRT_HAVE_CUDA
-    uint64_t need = total_tensor_bytes(run->opt);
-    size_t free_b = 0, total_b = 0;
+    uint64_t need = total_tensor_bytes(run->opt), free_b = 0, total_b = 0;
     int dev = -1;
-    CUDA_CHECK(run, cudaGetDevice(&dev));
-    CUDA_CHECK(run, cudaMemGetInfo(&free_b, &total_b));
+    if (demo_gpu_missing != NULL)
+        run_fail(run, "the cuda backend was selected (UVMRT_BACKEND?), but %s", demo_gpu_missing);
+    if (demo_gpu_mem_info(&dev, &free_b, &total_b) != 0)
+        run_fail(run, "the cuda backend is in use but the GPU's memory cannot be read");
     /* never allocate more managed memory than the GPU has free: real oversubscription
      * can hang the GPU; a smaller GPU is emulated with the budget instead */
-    uint64_t room = free_b > GPU_SAFETY_BYTES ? (uint64_t)free_b - GPU_SAFETY_BYTES : 0;
+    uint64_t room = free_b > GPU_SAFETY_BYTES ? free_b - GPU_SAFETY_BYTES : 0;
     if (need > room) {
         uint64_t e = run->opt->layer_mib / 4 * MIB, fit = room / e; /* tensors that fit */
         run_fail(run, "refusing to allocate %.2f GiB of tensors on GPU %d: it has %.2f GiB "
@@ -479,19 +364,11 @@ static void run_open_gpu(demo_run_t *run) {
                  (double)need / GIB, dev, (double)free_b / GIB, (double)GPU_SAFETY_BYTES / GIB,
                  fit > 1 ? (int)((fit - 1) / SLOTS) : 0);
     }
-    if (!run->opt->quiet)
+    if (!run->opt->c.quiet)
         printf("  GPU %d: %.2f GiB free of %.2f GiB; tensors %.2f GiB\n", dev,
                (double)free_b / GIB, (double)total_b / GIB, (double)need / GIB);
-    cudaStream_t s = NULL;
-    CUDA_CHECK(run, cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    run->stream = (uvmrt_stream_t)s;
-    if (run->opt->verify)
-        CUDA_CHECK(run, cudaMalloc((void **)&run->sums_dev,
-                                   2 * (size_t)run->opt->layers * sizeof(unsigned long long)));
-#else
-    run_fail(run, "UVMRT_BACKEND selected the cuda backend, but " PROG
-                  " was built without CUDA kernels");
-#endif
+    demo_gpu_open(&run->gpu, run->opt->verify ? 2 * (size_t)run->opt->layers : 0, run_close_cb, run);
+    run->stream = demo_gpu_stream(run->gpu);
 }
 
 static void net_alloc(demo_run_t *run) {
@@ -541,13 +418,13 @@ static void net_alloc(demo_run_t *run) {
 static void net_init(demo_run_t *run) {
     const demo_net_t *net = &run->net;
     double t0 = cli_now_s();
-    demo_cpu_fill_hash(net_data(net, -1, SLOT_A), net->n, run->opt->seed, net_index(-1, 0));
+    demo_cpu_fill_hash(net_data(net, -1, SLOT_A), net->n, run->opt->c.seed, net_index(-1, 0));
     for (int i = 0; i < net->layers; i++) {
-        demo_cpu_fill_hash(net_data(net, i, SLOT_W), net->n, run->opt->seed,
+        demo_cpu_fill_hash(net_data(net, i, SLOT_W), net->n, run->opt->c.seed,
                            net_index(i, SLOT_W));
         demo_cpu_fill_zero(net_data(net, i, SLOT_O), net->n);
     }
-    if (!run->opt->quiet)
+    if (!run->opt->c.quiet)
         printf("  initialised X, W and O (%.2f GiB) on the host in %.1f s\n",
                (double)(1 + 2 * (uint64_t)net->layers) * (double)net->tensor_bytes / GIB,
                cli_now_s() - t0);
@@ -562,26 +439,17 @@ static void layer_work(demo_run_t *run, int i, uvmrt_phase_t phase) {
     float *g = net_data(net, i, SLOT_G), *o = net_data(net, i, SLOT_O);
     const float *a_prev = net_data(net, i - 1, SLOT_A);                   /* X for i = 0 */
     const float *g_next = top ? a : net_data(net, i + 1, SLOT_G);          /* G_L := A_{L-1} */
-#ifdef UVMRT_HAVE_CUDA
-    if (run->backend == UVMRT_BACKEND_CUDA) {
+    if (run->gpu) {
         int work = run->opt->work;
         switch (phase) {
-        case UVMRT_PHASE_FORWARD:
-            launch_check(run, demo_forward_launch(a, a_prev, w, net->n, work, run->stream),
-                         "forward", i);
-            break;
+        case UVMRT_PHASE_FORWARD: demo_gpu_forward(run->gpu, i, a, a_prev, w, net->n, work); break;
         case UVMRT_PHASE_BACKWARD:
-            launch_check(run, demo_backward_launch(g, g_next, a, w, net->n, work, run->stream),
-                         "backward", i);
+            demo_gpu_backward(run->gpu, i, g, g_next, a, w, net->n, work);
             break;
-        case UVMRT_PHASE_OPTIMIZER:
-            launch_check(run, demo_optimizer_launch(w, o, g, net->n, work, run->stream),
-                         "optimizer", i);
-            break;
+        case UVMRT_PHASE_OPTIMIZER: demo_gpu_optimizer(run->gpu, i, w, o, g, net->n, work); break;
         }
         return;
     }
-#endif
     if (!run->touch_data)
         return;
     switch (phase) {
@@ -651,7 +519,7 @@ static void layer_call(demo_run_t *run, int i, uvmrt_phase_t phase) {
 }
 
 static void run_steps(demo_run_t *run) {
-    int layers = run->net.layers, steps = run->opt->steps;
+    int layers = run->net.layers, steps = run->opt->c.steps;
     for (int s = 0; s < steps; s++) {
         UV_CHECK(run, uvmrt_step_begin(run->ctx));
         for (int i = 0; i < layers; i++)
@@ -681,38 +549,19 @@ static void run_steps(demo_run_t *run) {
 static void run_checksums(demo_run_t *run) {
     const demo_net_t *net = &run->net;
     uint64_t *sums = run->res->checksums; /* (L, 2) */
-#ifdef UVMRT_HAVE_CUDA
-    if (run->backend == UVMRT_BACKEND_CUDA) {
-        size_t bytes = 2 * (size_t)net->layers * sizeof(unsigned long long);
-        cudaStream_t s = (cudaStream_t)run->stream;
-        /* outside a step a device-wide sync is harmless: the last evictions finish */
-        CUDA_CHECK(run, cudaDeviceSynchronize());
-        CUDA_CHECK(run, cudaMemsetAsync(run->sums_dev, 0, bytes, s));
-        for (int i = 0; i < net->layers; i++) {
-            launch_check(run, demo_checksum_launch(net_data(net, i, SLOT_W), net->tensor_bytes,
-                                                   run->sums_dev + 2 * i, run->stream),
-                         "checksum", i);
-            launch_check(run, demo_checksum_launch(net_data(net, i, SLOT_O), net->tensor_bytes,
-                                                   run->sums_dev + 2 * i + 1, run->stream),
-                         "checksum", i);
-        }
-        unsigned long long *host = malloc(bytes);
-        if (host == NULL)
+    if (run->gpu) {
+        void **data = malloc(2 * (size_t)net->layers * sizeof *data);
+        if (data == NULL)
             run_fail(run, "out of host memory for checksums");
-        cudaError_t e = cudaMemcpyAsync(host, run->sums_dev, bytes, cudaMemcpyDeviceToHost, s);
-        if (e == cudaSuccess)
-            e = cudaStreamSynchronize(s);
-        if (e != cudaSuccess) {
-            free(host);
-            CUDA_CHECK(run, e);
+        for (int i = 0; i < net->layers; i++) {
+            data[2 * i] = net_data(net, i, SLOT_W);
+            data[2 * i + 1] = net_data(net, i, SLOT_O);
         }
-        for (size_t j = 0; j < 2 * (size_t)net->layers; j++)
-            sums[j] = (uint64_t)host[j];
-        free(host);
+        demo_gpu_checksums(run->gpu, 2 * (size_t)net->layers, data, net->tensor_bytes, sums);
+        free(data);
         run->res->have_checksums = 1;
         return;
     }
-#endif
     for (int i = 0; i < net->layers; i++) {
         sums[2 * i] = demo_cpu_checksum(net_data(net, i, SLOT_W), net->tensor_bytes);
         sums[2 * i + 1] = demo_cpu_checksum(net_data(net, i, SLOT_O), net->tensor_bytes);
@@ -743,7 +592,7 @@ static void run_policy(demo_options_t *opt, uvmrt_policy_t policy, const char *l
     demo_run_t run = {.opt = opt, .res = res,
                       .stream_flag = opt->work == 1 ? UVMRT_USE_STREAM : 0};
     *res = (demo_result_t){0};
-    res->step_stats = calloc((size_t)opt->steps, sizeof *res->step_stats);
+    res->step_stats = calloc((size_t)opt->c.steps, sizeof *res->step_stats);
     res->checksums = calloc(2 * (size_t)opt->layers, sizeof *res->checksums);
     if (!res->step_stats || !res->checksums) {
         fprintf(stderr, PROG ": out of host memory\n");
@@ -768,7 +617,7 @@ static void run_policy(demo_options_t *opt, uvmrt_policy_t policy, const char *l
         fprintf(stderr, PROG ": warning: UVMRT_POLICY overrides the policy asked for (%s): "
                         "this run uses %s\n",
                 uvmrt_policy_name(policy), uvmrt_policy_name(run.policy));
-    if (!opt->quiet) {
+    if (!opt->c.quiet) {
         uvmrt_context_print_config(run.ctx, stdout);
         fflush(stdout);
     }
@@ -797,23 +646,27 @@ static void run_policy(demo_options_t *opt, uvmrt_policy_t policy, const char *l
         net_init(&run);
     run_steps(&run);
 
-    if (show_tables && !opt->quiet) {
-        fflush(stdout);
-        UV_CHECK(&run, uvmrt_report_write(run.ctx, "text", "-"));
-        fflush(stdout);
-    }
+    /* the reports: one that cannot be written is said and counted, the rest still written */
+    if (show_tables && !opt->c.quiet)
+        res->write_failed |= cli_report_write(run.ctx, "the per-layer report", "text", "-") != 0;
     if (report_path) {
-        UV_CHECK(&run, uvmrt_report_write(run.ctx, "json", report_path));
-        printf("  report: %s\n", report_path);
+        int bad = cli_report_write(run.ctx, "--report-json", "json", report_path) != 0;
+        if (!bad && strcmp(report_path, "-") != 0)
+            printf("  report: %s\n", report_path);
+        res->write_failed |= bad;
     }
     for (int k = 0; k < 2 && show_tables; k++) {
-        const char *fmt = k == 0 ? opt->report_fmt : "trace";
-        const char *file = k == 0 ? opt->report_file : opt->trace;
+        const char *fmt = k == 0 ? opt->c.report_format : "trace";
+        const char *file = k == 0 ? opt->c.report_path : opt->c.trace_path;
         if (fmt == NULL || file == NULL)
             continue;
-        char *path = opt->policy_all ? report_path_for(file, uvmrt_policy_name(policy)) : strdup(file);
-        UV_CHECK(&run, uvmrt_report_write(run.ctx, fmt, path));
-        printf("  %s: %s\n", fmt, path);
+        char *path = opt->c.policy_all ? report_path_for(file, uvmrt_policy_name(policy)) : strdup(file);
+        if (path == NULL)
+            run_fail(&run, "out of host memory");
+        int bad = cli_report_write(run.ctx, k == 0 ? "--report" : "--trace", fmt, path) != 0;
+        if (!bad && strcmp(path, "-") != 0)
+            printf("  %s: %s\n", fmt, path);
+        res->write_failed |= bad;
         free(path);
     }
     if (opt->verify && run.touch_data)
@@ -831,8 +684,11 @@ static void run_policy(demo_options_t *opt, uvmrt_policy_t policy, const char *l
 /* ----------------------------------------------------------------------------
  * verification and the final table */
 
-/* out.json -> out.prefetch.json; a name without an extension gets ".prefetch". */
+/* out.json -> out.prefetch.json; a name without an extension gets ".prefetch";
+ * "-" (stdout) stays "-". (cli_parse_path has refused directories.) */
 static char *report_path_for(const char *path, const char *policy) {
+    if (strcmp(path, "-") == 0)
+        return strdup(path);
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     const char *dot = strrchr(base, '.');
@@ -869,9 +725,11 @@ static int checksums_compare(const demo_result_t *ref, const demo_result_t *res,
     return bad != 0;
 }
 
-/* Returns the exit status: 0, or 1 on a mismatch. */
+/* Returns the exit status: 0, or 1 on a mismatch. *verdict: "match", "mismatch",
+ * "not verified" or "not compared". */
 static int verify(const demo_options_t *opt, const demo_result_t *ref, const demo_result_t *runs,
-                  int n_runs) {
+                  int n_runs, const char **verdict) {
+    *verdict = "not verified";
     if (!opt->verify) {
         printf("checksums: not verified (--no-verify)\n");
         return 0;
@@ -880,6 +738,8 @@ static int verify(const demo_options_t *opt, const demo_result_t *ref, const dem
     for (int r = 0; r < n_runs; r++)
         have = have && runs[r].have_checksums;
     if (!have) {
+        if (ref == NULL)
+            *verdict = "not compared";
         if (ref == NULL)
             printf("checksums: not compared (policy none is the reference)\n");
         else
@@ -894,11 +754,57 @@ static int verify(const demo_options_t *opt, const demo_result_t *ref, const dem
         bad |= checksums_compare(ref, &runs[r], opt->layers);
         compared++;
     }
+    *verdict = bad ? "mismatch" : "match";
     if (!bad)
         printf("checksums: match (W and O of %d layers, %d run%s against the reference, "
                "policy %s)\n",
                opt->layers, compared, compared == 1 ? "" : "s", uvmrt_policy_name(ref->policy));
     return bad;
+}
+
+/* --result-json: each run's medians and budget, and the checksum verdict. 0, or -1
+ * (said why). */
+static int result_write(const demo_options_t *opt, const demo_result_t *runs, int n_runs,
+                        const char *verdict) {
+    const char *path = opt->c.result_json;
+    json_t *list = json_array();
+    for (int r = 0; r < n_runs; r++) {
+        demo_medians_t m = result_medians(&runs[r]);
+        json_array_append_new(list, json_pack(
+            "{s:s, s:s, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
+            "policy", uvmrt_policy_name(runs[r].policy),
+            "backend", uvmrt_backend_name(runs[r].backend),
+            "budget_bytes", (json_int_t)runs[r].budget_bytes,
+            "peak_resident_bytes", (json_int_t)runs[r].peak_resident_bytes,
+            "ms_per_step_median", m.ms, "gb_in_per_step", m.in_gb, "gb_out_per_step", m.out_gb,
+            "gb_discard_per_step", m.discard_gb, "gb_remote_read_per_step", m.rd_gb,
+            "gb_remote_write_per_step", m.wr_gb, "faults_per_step", m.faults,
+            "wait_ms_per_step", m.wait_ms));
+    }
+    json_t *root = json_pack("{s:s, s:s, s:i, s:I, s:I, s:i, s:I, s:i, s:s, s:o}",
+                             "program", PROG, "version", uvmrt_version_string(),
+                             "layers", opt->layers, "layer_bytes", (json_int_t)(opt->layer_mib * MIB),
+                             "tensor_bytes", (json_int_t)total_tensor_bytes(opt),
+                             "steps", opt->c.steps, "seed", (json_int_t)opt->c.seed,
+                             "work", opt->work, "checksums", verdict, "runs", list);
+    if (root == NULL) {
+        fprintf(stderr, PROG ": --result-json %s: out of memory building the JSON\n", path);
+        return -1;
+    }
+    FILE *f = cli_output_open("--result-json", path);
+    int rc = -1;
+    if (f != NULL) {
+        int dumped = json_dumpf(root, f, JSON_INDENT(2) | JSON_REAL_PRECISION(9));
+        if (dumped == 0)
+            fputc('\n', f);
+        rc = cli_output_close("--result-json", path, f);
+        if (dumped != 0 && rc == 0) {
+            fprintf(stderr, PROG ": --result-json %s: the JSON could not be written\n", path);
+            rc = -1;
+        }
+    }
+    json_decref(root);
+    return rc;
 }
 
 static void final_table(const demo_result_t *runs, int n_runs, int steps) {
@@ -934,7 +840,7 @@ int main(int argc, char **argv) {
     printf(PROG ": %d layers x 4 tensors of %.0f MiB + input = %zu tensors, %.2f GiB; "
            "%d steps, work %d, seed %" PRIu64 "\n",
            opt.layers, (double)e / (double)MIB, net_count(opt.layers),
-           (double)total_tensor_bytes(&opt) / GIB, opt.steps, opt.work, opt.seed);
+           (double)total_tensor_bytes(&opt) / GIB, opt.c.steps, opt.work, opt.c.seed);
 
     static const uvmrt_policy_t ALL[3] = {UVMRT_POLICY_NONE, UVMRT_POLICY_DEMAND,
                                           UVMRT_POLICY_PREFETCH};
@@ -942,7 +848,7 @@ int main(int argc, char **argv) {
     const demo_result_t *ref = NULL;
     int n_runs = 0;
 
-    if (opt.policy_all) {
+    if (opt.c.policy_all) {
         for (int r = 0; r < 3; r++) {
             char *path = opt.report_json ? report_path_for(opt.report_json,
                                                            uvmrt_policy_name(ALL[r]))
@@ -953,19 +859,25 @@ int main(int argc, char **argv) {
         n_runs = 3;
         ref = &runs[0];
     } else {
-        if (opt.policy != UVMRT_POLICY_NONE && opt.verify) {
+        if (opt.c.policy != UVMRT_POLICY_NONE && opt.verify) {
             printf("reference run first: policy none, no budget, same seed and steps "
                    "(for the checksums; --no-verify skips it)\n");
             run_policy(&opt, UVMRT_POLICY_NONE, "reference", NULL, 0, &reference);
             ref = &reference;
         }
-        run_policy(&opt, opt.policy, NULL, opt.report_json, 1, &runs[0]);
+        run_policy(&opt, opt.c.policy, NULL, opt.report_json, 1, &runs[0]);
         n_runs = 1;
     }
 
-    if (opt.policy_all)
-        final_table(runs, n_runs, opt.steps);
-    int status = verify(&opt, ref, runs, n_runs);
+    if (opt.c.policy_all)
+        final_table(runs, n_runs, opt.c.steps);
+    const char *verdict = NULL;
+    int status = verify(&opt, ref, runs, n_runs, &verdict);
+    for (int r = 0; r < n_runs; r++)
+        if (runs[r].write_failed)
+            status = 1;
+    if (opt.c.result_json && result_write(&opt, runs, n_runs, verdict) != 0)
+        status = 1;
 
     for (int r = 0; r < n_runs; r++)
         result_free(&runs[r]);

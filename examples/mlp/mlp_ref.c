@@ -2,6 +2,7 @@
  * mlp_ref.c -- plain-C fp32 reference of uvmrt-mlp's training math (see mlp_ref.h).
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -142,4 +143,8 @@ void mlp_ref_adamw(mlp_ref_t *r, mlp_isa_t isa, double lr) {
     for (int i = 0; i < r->L; i++)
         mlp_adamw_cpu(isa, r->W + (size_t)i * hh, r->m + (size_t)i * hh, r->v + (size_t)i * hh,
                       r->dW + (size_t)i * hh, NULL, MLP_BF16, hh, &c);
+}
+
+void mlp_loss_text(char *buf, size_t cap, double loss) {
+    snprintf(buf, cap, "%.6g", loss);
 }

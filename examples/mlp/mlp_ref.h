@@ -45,6 +45,10 @@ float mlp_ref_forward_backward(mlp_ref_t *r);
 /* One AdamW step on every layer with the given path (lr, weight decay 0.01). */
 void mlp_ref_adamw(mlp_ref_t *r, mlp_isa_t isa, double lr);
 
+/* A loss as text with six significant digits (%.6g): a deep net's MSE starts far
+ * below 1 (about 1e-9 at 48 x 4096), where a fixed "%.6f" shows 0.000000. */
+void mlp_loss_text(char *buf, size_t cap, double loss);
+
 /* The initial values (shared with the trainer's host initialisation). */
 float mlp_init_weight_bound(int H);      /* b: weights are U(-b, b) */
 float mlp_init_input_scale(void);        /* inputs are U(-s, s) */

@@ -537,3 +537,33 @@ Test(gpu, mlp_losses_bitwise_resident_vs_budget_mixed_optimizer, .timeout = 600)
 {
     mlp_losses_independent_of_placement_in_memory("--cpu-layers 2", "mixed optimizer");
 }
+
+/* A deep net's loss is far below 1 (the signal shrinks through the GELU blocks):
+ * the step lines and the summary must still show it, with significant digits,
+ * where "%.6f" printed "loss 0.000000 -> 0.000000". Also: a --trace is written. */
+Test(gpu, mlp_deep_net_loss_is_visible, .timeout = 600)
+{
+    skip_without_gpu();
+    char prog[4096], cmd[8192], trace[256];
+    const char *mlp = mlp_program(prog, sizeof prog);
+    snprintf(trace, sizeof trace, "/tmp/uvmrt-gpu-mlp-%d.trace.json", (int)getpid());
+    env_clear_uvmrt();
+    snprintf(cmd, sizeof cmd, "'%s' --backend cuda --quiet --policy none --layers 48 --hidden 1024 "
+             "--rows 1024 --steps 3 --trace %s 2>&1", mlp, trace);
+    strbuf_t out = {0};
+    int status = run_command(cmd, &out);
+    const char *text = out.s ? out.s : "";
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: status %#x:\n%s", cmd, status, text);
+    const char *l = strstr(text, "; loss ");
+    cr_assert_not_null(l, "no loss in the summary:\n%s", text);
+    double first = 0, last = 0;
+    cr_assert_eq(sscanf(l, "; loss %lf -> %lf", &first, &last), 2, "%s", l);
+    cr_expect(first > 0 && last > 0, "losses %g -> %g print as zero:\n%s", first, last, text);
+    cr_expect_null(strstr(text, "loss 0.000000"), "%s", text);
+    json_error_t err;
+    json_t *t = json_load_file(trace, 0, &err);
+    cr_expect_not_null(t, "--trace %s: %s\n%s", trace, err.text, text);
+    json_decref(t);
+    unlink(trace);
+    sb_free(&out);
+}

@@ -1,0 +1,122 @@
+/*
+ * mlp.h -- what the files of uvmrt-mlp share: its options, the model's tensors and
+ * one training run.
+ *
+ *   mlp.c          the model and the training loop, top to bottom (no #ifdef)
+ *   mlp_flags.c    the flags: the shared ones (examples/common) and the trainer's
+ *   mlp_gpu.c      the GPU side: safety check, cuBLAS, initialisation, the kernels
+ *                  of each layer call (built with CUDA and cuBLAS)
+ *   mlp_cpu_opt.c  the CPU optimizer thread (--optimizer-on cpu, with the GPU side)
+ *   mlp_nogpu.c    stands in for the two above in a build without CUDA or cuBLAS
+ */
+#ifndef UVMRT_MLP_H
+#define UVMRT_MLP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "uvmrt.h"
+#include "../common/cli.h"
+
+#include "adamw_cpu.h"
+#include "mlp_math.h"
+
+#define PROG "uvmrt-mlp"
+
+/* the sim profile when falling back without a GPU */
+#define MLP_FALLBACK_PROFILE "consumer-8g"
+
+/* ----------------------------------------------------------------------------
+ * options */
+
+typedef struct mlp_options {
+    cli_common_t c;                  /* the shared flags: backend, policy, budget, steps,
+                                        seed, report, trace, loss log, result JSON... */
+    int layers, hidden, rows;        /* L, H, N */
+    double lr;
+    mlp_half_kind_t precision;
+    int cpu_layers;                  /* K: blocks L-K..L-1 update on the CPU */
+    int optimizer_cpu;               /* 1: K > 0 */
+    int recompute;
+} mlp_options_t;
+
+/* Parses the command line (exits 2 on bad usage, 0 after --help or --version). */
+void mlp_options_parse(int argc, char **argv, mlp_options_t *opt);
+
+/* Block i's AdamW runs on the CPU: the top K blocks, whose backward ends first. */
+static inline int mlp_block_on_cpu(const mlp_options_t *opt, int i) {
+    return i >= opt->layers - opt->cpu_layers;
+}
+
+/* ----------------------------------------------------------------------------
+ * the model's tensors */
+
+/* One block: y = gelu(x W^T). Shapes beside the pointers; "half" is bf16 or fp16. */
+typedef struct mlp_block {
+    uvmrt_tensor_t *W;  /* (H, H) fp32 master weights                 weight */
+    uvmrt_tensor_t *Wh; /* (H, H) half working copy, GEMM input        weight */
+    uvmrt_tensor_t *dW; /* (H, H) fp32 gradient                        gradient */
+    uvmrt_tensor_t *m;  /* (H, H) fp32 AdamW first moment              optimizer state */
+    uvmrt_tensor_t *v;  /* (H, H) fp32 AdamW second moment             optimizer state */
+    uvmrt_tensor_t *Z;  /* (N, H) half pre-activation, saved (NULL with --recompute) */
+    uvmrt_tensor_t *A;  /* (N, H) half output gelu(Z): the next block's input   activation */
+} mlp_block_t;
+
+typedef struct mlp_net {
+    int L, H, N;
+    size_t hh, nh;          /* H*H, N*H elements */
+    mlp_block_t *blocks;    /* (L,) */
+    uvmrt_tensor_t *X;      /* (N, H) half input (the input of block 0), no layer */
+    uvmrt_tensor_t *Y;      /* (N, H) half targets (the teacher's output) */
+    uvmrt_tensor_t *dA[2];  /* (N, H) half gradient w.r.t. a block's output, ping-pong:
+                               dA[i & 1] holds dL/dA_i */
+    uvmrt_tensor_t *dZ;     /* (N, H) half gradient w.r.t. Z_i, GEMM input */
+    uvmrt_tensor_t *Zr;     /* (N, H) half recomputed pre-activation (--recompute) */
+    uint64_t managed_bytes; /* sum of the tensors' footprints (2 MiB blocks) */
+} mlp_net_t;
+
+static inline void *mlp_ptr(uvmrt_tensor_t *t) {
+    return t ? uvmrt_tensor_ptr(t) : NULL;
+}
+
+/* A block's input: A_{i-1}, or X for block 0. */
+static inline uvmrt_tensor_t *mlp_block_input(const mlp_net_t *net, int i) {
+    return i == 0 ? net->X : net->blocks[i - 1].A;
+}
+
+/* Bytes of uvmrt tensors the trainer will allocate for opt (before allocating them). */
+uint64_t mlp_planned_managed_bytes(const mlp_options_t *opt);
+
+/* ----------------------------------------------------------------------------
+ * a run */
+
+typedef struct mlp_gpu mlp_gpu_t; /* the GPU side (mlp_gpu.h) */
+
+typedef struct mlp_run {
+    const mlp_options_t *opt;
+    uvmrt_context_t *ctx;
+    uvmrt_backend_kind_t backend;
+    uvmrt_policy_t policy;
+    const uvmrt_profile_t *profile;
+    mlp_net_t net;
+    mlp_gpu_t *gpu;              /* NULL: no arithmetic (sim backend) */
+    uvmrt_stream_t stream;       /* the compute stream (NULL on sim) */
+    double loss_scale;           /* fp16: current scale; bf16: 1 */
+    int good_steps;              /* fp16: steps since the scale last changed */
+    long adam_t;                 /* AdamW updates done (GPU optimizer) */
+    double *losses;              /* (S,) */
+    int *skipped;                /* (S,) 1: step skipped (fp16 inf/NaN) */
+    uvmrt_step_stats_t *stats;   /* (S,) */
+    uint64_t device_workspace_bytes; /* cudaMalloc'd beside uvmrt's tensors */
+    mlp_isa_t isa;
+} mlp_run_t;
+
+/* Releases everything the run holds (GPU side, context, host buffers); safe to
+ * call on a partly opened run. As a void * callback for cli_fail. */
+void mlp_run_close_cb(void *run);
+
+/* Fails the run: the message, then the run's resources released, then exit 1.
+ * (UV_CHECK and CUDA_CHECK of cli.h call it.) */
+#define run_fail(run, ...) cli_fail(mlp_run_close_cb, (run), __VA_ARGS__)
+
+#endif /* UVMRT_MLP_H */

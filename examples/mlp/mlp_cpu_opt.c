@@ -1,0 +1,205 @@
+/* mlp_cpu_opt.c -- see mlp_cpu_opt.h. */
+#define _GNU_SOURCE
+
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "mlp_cpu_opt.h"
+
+struct mlp_cpu_opt {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int started;
+    int L, K, steps;       /* blocks L-K..L-1 are updated here */
+    int *recorded;         /* (L,) last step whose backward i has its event recorded */
+    int *done;             /* (L,) last step whose update of block i has finished */
+    float *scale;          /* (steps,) loss scale of each step (fp16) */
+    cudaEvent_t *ev;       /* (L,) recorded after backward i */
+    void *(*data)[5];      /* (L, 5) W, m, v, dW, Wh of each block */
+    volatile int *found_inf; /* (steps,) mapped host memory: inf/NaN gradients in step s */
+    int device;            /* the context's GPU: made current on the thread */
+    int numa_node;
+    int quit;              /* 1: stop; 2: the thread failed */
+    double busy_s;         /* time spent in AdamW */
+    /* copied from the run: the thread reads nothing else of it */
+    mlp_isa_t isa;
+    mlp_half_kind_t precision;
+    double lr;
+    size_t hh;
+    int quiet;
+};
+
+static int wait_recorded(mlp_cpu_opt_t *c, int i, int s) {
+    pthread_mutex_lock(&c->mu);
+    while (c->recorded[i] < s && !c->quit)
+        pthread_cond_wait(&c->cv, &c->mu);
+    int quit = c->quit;
+    pthread_mutex_unlock(&c->mu);
+    return !quit;
+}
+
+static void *cpu_opt_main(void *arg) {
+    mlp_cpu_opt_t *c = arg;
+    int fp16 = c->precision == MLP_FP16;
+    long t = 0;
+    const char *why = NULL;
+    if (cudaSetDevice(c->device) != cudaSuccess)
+        goto fail;
+    if (mlp_cpu_pin_node(c->numa_node, &why) != 0 && !c->quiet)
+        printf("  cpu optimizer: not pinned (%s)\n", why);
+    for (int s = 0; s < c->steps; s++) {
+        int skip = 0;
+        if (fp16) { /* the whole backward decides whether the step counts */
+            if (!wait_recorded(c, 0, s))
+                return NULL;
+            if (cudaEventSynchronize(c->ev[0]) != cudaSuccess)
+                goto fail;
+            skip = c->found_inf[s] != 0;
+        }
+        pthread_mutex_lock(&c->mu);
+        double scale = fp16 ? (double)c->scale[s] : 1.0;
+        pthread_mutex_unlock(&c->mu);
+        mlp_adamw_coef_t coef = mlp_adamw_coef_make(c->lr, MLP_ADAMW_WD, t + 1, scale);
+        for (int i = c->L - 1; i >= c->L - c->K; i--) {
+            if (!wait_recorded(c, i, s))
+                return NULL;
+            if (cudaEventSynchronize(c->ev[i]) != cudaSuccess)
+                goto fail;
+            if (!skip) {
+                double t0 = cli_now_s();
+                void **d = c->data[i];
+                mlp_adamw_cpu(c->isa, d[0], d[1], d[2], d[3], d[4], c->precision, c->hh, &coef);
+                c->busy_s += cli_now_s() - t0;
+            }
+            pthread_mutex_lock(&c->mu);
+            c->done[i] = s;
+            pthread_cond_broadcast(&c->cv);
+            pthread_mutex_unlock(&c->mu);
+        }
+        if (!skip)
+            t++;
+    }
+    return NULL;
+fail:
+    fprintf(stderr, PROG ": cpu optimizer: a CUDA call failed: %s\n",
+            cudaGetErrorString(cudaGetLastError()));
+    pthread_mutex_lock(&c->mu);
+    c->quit = 2;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+mlp_cpu_opt_t *mlp_cpu_opt_start(mlp_run_t *run, volatile int *found_inf) {
+    const mlp_options_t *opt = run->opt;
+    int L = run->net.L, S = opt->c.steps;
+    mlp_cpu_opt_t *c = calloc(1, sizeof *c);
+    if (c == NULL)
+        run_fail(run, "out of host memory for the CPU optimizer");
+    *c = (mlp_cpu_opt_t){.L = L, .K = opt->cpu_layers, .steps = S, .found_inf = found_inf,
+                         .numa_node = -1, .isa = run->isa, .precision = opt->precision,
+                         .lr = opt->lr, .hh = run->net.hh, .quiet = opt->c.quiet};
+    c->recorded = malloc((size_t)L * sizeof(int));
+    c->done = malloc((size_t)L * sizeof(int));
+    c->scale = calloc((size_t)S, sizeof(float));
+    c->ev = calloc((size_t)L, sizeof(cudaEvent_t));
+    c->data = calloc((size_t)L, sizeof *c->data);
+    /* failures below stop c through the run's cleanup: hand it over first */
+    if (!c->recorded || !c->done || !c->scale || !c->ev || !c->data) {
+        mlp_cpu_opt_stop(c);
+        run_fail(run, "out of host memory for the CPU optimizer");
+    }
+    for (int i = 0; i < L; i++) {
+        const mlp_block_t *b = &run->net.blocks[i];
+        void *d[5] = {mlp_ptr(b->W), mlp_ptr(b->m), mlp_ptr(b->v), mlp_ptr(b->dW), mlp_ptr(b->Wh)};
+        memcpy(c->data[i], d, sizeof d);
+        c->recorded[i] = c->done[i] = -1;
+    }
+    cudaError_t e = cudaSuccess;
+    for (int i = 0; i < L && e == cudaSuccess; i++)
+        e = cudaEventCreateWithFlags(&c->ev[i], cudaEventDisableTiming | cudaEventBlockingSync);
+    if (e == cudaSuccess)
+        e = cudaGetDevice(&c->device);
+    if (e != cudaSuccess) {
+        mlp_cpu_opt_stop(c);
+        run_fail(run, "CPU optimizer: CUDA events: %s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
+    }
+    if (cudaDeviceGetAttribute(&c->numa_node, cudaDevAttrHostNumaId, c->device) != cudaSuccess)
+        c->numa_node = -1;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    c->started = 1;
+    if (pthread_create(&c->thread, NULL, cpu_opt_main, c) != 0) {
+        c->started = 0;
+        pthread_mutex_destroy(&c->mu);
+        pthread_cond_destroy(&c->cv);
+        mlp_cpu_opt_stop(c);
+        run_fail(run, "cannot start the CPU optimizer thread");
+    }
+    if (!opt->c.quiet)
+        printf("  cpu optimizer: AdamW path %s, host NUMA node of the GPU %d\n",
+               mlp_isa_name(run->isa), c->numa_node);
+    return c;
+}
+
+void mlp_cpu_opt_set_scale(mlp_cpu_opt_t *c, int s, double scale) {
+    pthread_mutex_lock(&c->mu);
+    c->scale[s] = (float)scale;
+    pthread_mutex_unlock(&c->mu);
+}
+
+void mlp_cpu_opt_recorded(mlp_run_t *run, mlp_cpu_opt_t *c, int i, int s, uvmrt_stream_t stream) {
+    CUDA_CHECK(run, cudaEventRecord(c->ev[i], (cudaStream_t)stream));
+    pthread_mutex_lock(&c->mu);
+    c->recorded[i] = s;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+void mlp_cpu_opt_wait_done(mlp_run_t *run, mlp_cpu_opt_t *c, int i, int s) {
+    pthread_mutex_lock(&c->mu);
+    while (c->done[i] < s && !c->quit)
+        pthread_cond_wait(&c->cv, &c->mu);
+    int quit = c->quit;
+    pthread_mutex_unlock(&c->mu);
+    if (quit)
+        run_fail(run, "the CPU optimizer thread failed");
+}
+
+double mlp_cpu_opt_busy_s(const mlp_cpu_opt_t *c) {
+    return c->busy_s;
+}
+
+void mlp_cpu_opt_stop(mlp_cpu_opt_t *c) {
+    if (c == NULL)
+        return;
+    if (c->started) {
+        pthread_mutex_lock(&c->mu);
+        if (!c->quit)
+            c->quit = 1;
+        pthread_cond_broadcast(&c->cv);
+        pthread_mutex_unlock(&c->mu);
+        pthread_join(c->thread, NULL);
+        pthread_mutex_destroy(&c->mu);
+        pthread_cond_destroy(&c->cv);
+    }
+    if (c->ev)
+        for (int i = 0; i < c->L; i++)
+            if (c->ev[i])
+                cudaEventDestroy(c->ev[i]);
+    free(c->recorded);
+    free(c->done);
+    free(c->scale);
+    free(c->ev);
+    free(c->data);
+    free(c);
+}

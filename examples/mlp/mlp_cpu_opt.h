@@ -1,0 +1,36 @@
+/*
+ * mlp_cpu_opt.h -- uvmrt-mlp's CPU optimizer thread (--optimizer-on cpu).
+ *
+ * For each step s and each block i in the top K (from the top down), the thread
+ * waits until backward i of step s has been recorded (a CUDA event after its
+ * kernels), syncs on that event, runs AdamW on the block's host-resident master
+ * weights and moments (adamw_cpu.c, pinned near the GPU) and writes the new working
+ * copy Wh_i. With fp16 it first waits for block 0 (the whole backward), since an
+ * inf anywhere skips the step. The thread makes no uvmrt calls (a context is
+ * driven by one thread): the block pointers are read on the main thread.
+ * Built with the GPU side (CUDA events).
+ */
+#ifndef UVMRT_MLP_CPU_OPT_H
+#define UVMRT_MLP_CPU_OPT_H
+
+#include "mlp.h"
+
+typedef struct mlp_cpu_opt mlp_cpu_opt_t;
+
+/* Starts the thread for run (its net allocated and initialised); found_inf: (S,)
+ * mapped host flags of the fp16 inf check. Fails the run on error. */
+mlp_cpu_opt_t *mlp_cpu_opt_start(mlp_run_t *run, volatile int *found_inf);
+/* Before step s: the loss scale the step's gradients carry. */
+void mlp_cpu_opt_set_scale(mlp_cpu_opt_t *c, int s, double scale);
+/* After backward i of step s is enqueued on stream: records its event and wakes
+ * the thread. */
+void mlp_cpu_opt_recorded(mlp_run_t *run, mlp_cpu_opt_t *c, int i, int s, uvmrt_stream_t stream);
+/* Waits until the update of block i for step s has finished (fails the run when
+ * the thread failed). */
+void mlp_cpu_opt_wait_done(mlp_run_t *run, mlp_cpu_opt_t *c, int i, int s);
+/* Seconds spent in AdamW so far (after mlp_cpu_opt_wait_done of the last step). */
+double mlp_cpu_opt_busy_s(const mlp_cpu_opt_t *c);
+/* Stops and joins the thread and frees it. NULL: no-op. */
+void mlp_cpu_opt_stop(mlp_cpu_opt_t *c);
+
+#endif /* UVMRT_MLP_CPU_OPT_H */

@@ -1,0 +1,119 @@
+/*
+ * mlp_flags.c -- uvmrt-mlp's command line: the flags shared by the example programs
+ * (examples/common/cli.h) and the trainer's own.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mlp.h"
+
+enum { F_LAYERS, F_HIDDEN, F_ROWS, F_LR, F_PRECISION, F_OPTIMIZER_ON, F_CPU_LAYERS, F_RECOMPUTE };
+
+static const cli_flag_t MLP_FLAGS[] = {
+    {"layers", "L", "blocks (default 24)", F_LAYERS},
+    {"hidden", "H", "width, a multiple of 8 (default 8192)", F_HIDDEN},
+    {"rows", "N", "rows per step, a multiple of 8 (default 8192)", F_ROWS},
+    {"lr", "LR", "AdamW learning rate (default 1e-4)", F_LR},
+    {"precision", "bf16|fp16", "working precision (default bf16; fp16 scales the loss)", F_PRECISION},
+    {"optimizer-on", "gpu|cpu", "where AdamW runs (default gpu); cpu: every block, or the\n"
+                                "top K with --cpu-layers K", F_OPTIMIZER_ON},
+    {"cpu-layers", "K", "AdamW of the top K blocks on the CPU, the rest on the GPU\n"
+                        "(1..L; an error with --optimizer-on gpu)", F_CPU_LAYERS},
+    {"recompute", NULL, "keep only each block's input; recompute in backward", F_RECOMPUTE},
+};
+
+/* What the flags said, before the rules that combine them. */
+typedef struct mlp_flag_state {
+    mlp_options_t *opt;
+    int optimizer_on;      /* -1: not given; 0: gpu; 1: cpu */
+    int cpu_layers;        /* -1: not given */
+} mlp_flag_state_t;
+
+static void mlp_flag(int key, const char *arg, void *user) {
+    mlp_flag_state_t *st = user;
+    mlp_options_t *opt = st->opt;
+    switch (key) {
+    case F_LAYERS: opt->layers = (int)cli_parse_int("--layers", arg, 1, 4096); break;
+    case F_HIDDEN:
+        opt->hidden = (int)cli_parse_int("--hidden", arg, 8, 1 << 17);
+        if (opt->hidden % 8)
+            cli_usage_error("--hidden '%s': expected a multiple of 8", arg);
+        break;
+    case F_ROWS:
+        opt->rows = (int)cli_parse_int("--rows", arg, 8, 1 << 24);
+        if (opt->rows % 8)
+            cli_usage_error("--rows '%s': expected a multiple of 8", arg);
+        break;
+    case F_LR: {
+        char *end = NULL;
+        errno = 0;
+        opt->lr = strtod(arg, &end);
+        if (errno || end == arg || *end != '\0' || !(opt->lr > 0.0) || !isfinite(opt->lr))
+            cli_usage_error("--lr '%s': expected a positive number such as 1e-4", arg);
+        break;
+    }
+    case F_PRECISION:
+        if (strcmp(arg, "bf16") == 0)
+            opt->precision = MLP_BF16;
+        else if (strcmp(arg, "fp16") == 0)
+            opt->precision = MLP_FP16;
+        else
+            cli_usage_error("--precision '%s': expected bf16 or fp16", arg);
+        break;
+    case F_OPTIMIZER_ON:
+        if (strcmp(arg, "gpu") == 0)
+            st->optimizer_on = 0;
+        else if (strcmp(arg, "cpu") == 0)
+            st->optimizer_on = 1;
+        else
+            cli_usage_error("--optimizer-on '%s': expected gpu or cpu", arg);
+        break;
+    case F_CPU_LAYERS: st->cpu_layers = (int)cli_parse_int("--cpu-layers", arg, 0, 4096); break;
+    case F_RECOMPUTE: opt->recompute = 1; break;
+    }
+}
+
+void mlp_options_parse(int argc, char **argv, mlp_options_t *opt) {
+    *opt = (mlp_options_t){
+        .c = {.backend = UVMRT_BACKEND_CUDA, .policy = UVMRT_POLICY_PREFETCH, .steps = 6,
+              .seed = 1, .log_level = -1},
+        .layers = 24, .hidden = 8192, .rows = 8192, .lr = 1e-4, .precision = MLP_BF16,
+    };
+    mlp_flag_state_t st = {opt, -1, -1};
+    cli_spec_t spec = {
+        .summary = "Train a deep MLP (L x [Linear(H,H) + GELU], MSE against a random teacher) on\n"
+                   "uvmrt, with tensors that may exceed the GPU's memory.",
+        .common = CLI_F_BACKEND | CLI_F_PROFILE | CLI_F_POLICY | CLI_F_BUDGET | CLI_F_STEPS |
+                  CLI_F_SEED | CLI_F_REPORT | CLI_F_TRACE | CLI_F_LOSS_LOG | CLI_F_RESULT_JSON |
+                  CLI_F_LOG_LEVEL | CLI_F_QUIET,
+        .common_help = {
+            [0] = "backend (default cuda; without a usable GPU: sim, profile\n"
+                  MLP_FALLBACK_PROFILE ", unless --backend was given)",
+            [4] = "training steps (default 6); step 1 records the schedule",
+            [5] = "seed of the weights, input and teacher, decimal (default 1)",
+            [9] = "medians and totals of the run as JSON, for benchmark tables",
+        },
+        .steps_min = 1, .steps_max = 10000000,
+        .flags = MLP_FLAGS, .n_flags = sizeof MLP_FLAGS / sizeof MLP_FLAGS[0],
+        .flag = mlp_flag, .user = &st,
+        .epilog = "Exit status: 0 success; 1 runtime error, a non-finite loss or an output\n"
+                  "that could not be written; 2 bad usage.\n",
+    };
+    cli_parse(argc, argv, &spec, &opt->c);
+
+    /* where AdamW runs: --cpu-layers K refines --optimizer-on cpu and contradicts gpu */
+    if (st.cpu_layers >= 0 && st.optimizer_on == 0)
+        cli_usage_error("--cpu-layers %d with --optimizer-on gpu: gpu runs every block's AdamW "
+                        "on the GPU; drop one of the two", st.cpu_layers);
+    if (st.cpu_layers == 0 && st.optimizer_on == 1)
+        cli_usage_error("--cpu-layers 0 with --optimizer-on cpu: 0 puts every block's AdamW on "
+                        "the GPU; expected 1 to --layers (%d)", opt->layers);
+    if (st.cpu_layers > opt->layers)
+        cli_usage_error("--cpu-layers '%d': expected at most --layers (%d)", st.cpu_layers,
+                        opt->layers);
+    opt->cpu_layers = st.cpu_layers >= 0 ? st.cpu_layers : st.optimizer_on == 1 ? opt->layers : 0;
+    opt->optimizer_cpu = opt->cpu_layers > 0;
+}

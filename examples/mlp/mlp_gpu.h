@@ -1,0 +1,51 @@
+/*
+ * mlp_gpu.h -- uvmrt-mlp's GPU side, behind one interface so the model code in
+ * mlp.c has no #ifdef: mlp_gpu.c (with CUDA and cuBLAS) or mlp_nogpu.c (without).
+ *
+ * Every function but mlp_gpu_open takes a run whose run->gpu is not NULL: mlp.c
+ * calls them only when the GPU does the arithmetic. Errors fail the run
+ * (run_fail: message, cleanup, exit 1).
+ */
+#ifndef UVMRT_MLP_GPU_H
+#define UVMRT_MLP_GPU_H
+
+#include <stdio.h>
+
+#include "mlp.h"
+
+/* NULL when this build has the GPU side; otherwise why not (for messages). */
+extern const char *const mlp_gpu_missing;
+
+/* The cuda backend's side of a run, before the tensors are allocated: refuses to
+ * allocate more than the GPU has free less a safety margin, then the stream,
+ * cuBLAS and the trainer's device buffers. Sets run->stream and
+ * run->device_workspace_bytes and returns the GPU state for run->gpu. */
+mlp_gpu_t *mlp_gpu_open(mlp_run_t *run);
+/* After the tensors are allocated: initialises X, W, Wh, m, v on the host, makes the
+ * teacher's targets Y on the GPU, starts the CPU optimizer (--optimizer-on cpu). */
+void mlp_gpu_init(mlp_run_t *run);
+/* Before step s: hands the loss scale to the CPU optimizer. */
+void mlp_gpu_step_begin(mlp_run_t *run, int s);
+/* Before forward i of step s is opened: waits for the CPU's update of block i from
+ * step s-1 (nothing for a block updated on the GPU). */
+void mlp_gpu_forward_wait(mlp_run_t *run, int i, int s);
+/* The kernels of one layer call, enqueued on run->stream between uvmrt_layer_begin
+ * and uvmrt_layer_end (forward also takes the loss at the last block; backward
+ * hands block i to the CPU optimizer). */
+void mlp_gpu_forward(mlp_run_t *run, int i, int s);
+void mlp_gpu_backward(mlp_run_t *run, int i, int s);
+void mlp_gpu_optimizer(mlp_run_t *run, int i, int s);
+/* After step s has ended (its stream is done): its loss, and whether fp16 found
+ * inf/NaN gradients (the step is then skipped). */
+double mlp_gpu_step_loss(const mlp_run_t *run, int s);
+int mlp_gpu_found_inf(const mlp_run_t *run, int s);
+/* After the last step: waits for the CPU optimizer's last updates. */
+void mlp_gpu_finish(mlp_run_t *run);
+/* One line about the CPU optimizer (time per step, path), when it ran. */
+void mlp_gpu_summary(const mlp_run_t *run, FILE *out);
+/* Stops the CPU optimizer, destroys run->ctx (it may still refer to the stream, and
+ * the thread uses its tensors: so in this order), then frees the GPU state;
+ * run->gpu becomes NULL. run->gpu NULL: no-op. */
+void mlp_gpu_close(mlp_run_t *run);
+
+#endif /* UVMRT_MLP_GPU_H */
