@@ -53,7 +53,13 @@ static uvmrt_status_t resolve_budget(uvmrt_context_t *ctx)
 uvmrt_status_t uvmrt__context_create_with(const uvmrt_params_t *params, const uvmrt_backend_ops_t *ops,
                                           uvmrt_context_t **out)
 {
-    if (out == NULL) return UVMRT_ERR_INVALID;
+    if (out == NULL) {
+        /* no context yet: log through the caller's log function, if any */
+        uvmrt_log_t log = {params ? params->log_level : UVMRT_LOG_WARN, params ? params->log_fn : NULL,
+                           params ? params->log_user : NULL};
+        LOG_ERROR(&log, "uvmrt_context_create: out is NULL: expected a uvmrt_context_t * to receive the context");
+        return UVMRT_ERR_INVALID;
+    }
     *out = NULL;
     uvmrt_context_t *ctx = calloc(1, sizeof *ctx);
     if (ctx == NULL) return UVMRT_ERR_NOMEM;
