@@ -678,8 +678,10 @@ static void cpu_opt_start(mlp_run_t *run) {
     c->found_inf = run->found_inf;
     c->numa_node = -1;
     CUDA_CHECK(run, cudaGetDevice(&c->device));
+#if CUDART_VERSION >= 12020 /* cudaDevAttrHostNumaId is CUDA 12.2+; before it: no NUMA hint */
     if (cudaDeviceGetAttribute(&c->numa_node, cudaDevAttrHostNumaId, c->device) != cudaSuccess)
         c->numa_node = -1;
+#endif
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
     if (pthread_create(&c->thread, NULL, cpu_opt_main, c) != 0)
