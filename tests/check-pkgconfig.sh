@@ -8,7 +8,9 @@
 #   static:  cc $(pkg-config --static --cflags --libs uvmrt), in a copy of the
 #            prefix without libuvmrt.so, so -luvmrt can only be libuvmrt.a and
 #            every dependency must come from Libs.private / Requires.private
-# and runs each on the sim backend. A copy of the installed uvmrt.pc with its
+# and runs each on the sim backend. The build's own CFLAGS/LDFLAGS
+# ($UVMRT_BUILD_CFLAGS/_LDFLAGS) are added, so that a sanitizer build's
+# instrumented library links too. A copy of the installed uvmrt.pc with its
 # prefix= line pointed into DESTDIR stands for the relocated install
 # (PKG_CONFIG_SYSROOT_DIR or --define-variable would move jansson's and CUDA's
 # paths too). Skips (77) without pkg-config; the static half skips
@@ -47,7 +49,8 @@ try() {
         echo "FAIL: $name: $PKG_CONFIG $* --cflags --libs uvmrt"; status=1; return; }
     echo "$name: $CC pkgconfig-user.c $flags"
     # shellcheck disable=SC2086 # flags are words
-    if ! $CC -o "$tmp/user-$name" "$top_srcdir/tests/pkgconfig-user.c" $flags >"$tmp/$name.log" 2>&1; then
+    if ! $CC ${UVMRT_BUILD_CFLAGS-} -o "$tmp/user-$name" "$top_srcdir/tests/pkgconfig-user.c" $flags \
+            ${UVMRT_BUILD_LDFLAGS-} >"$tmp/$name.log" 2>&1; then
         cat "$tmp/$name.log"
         echo "FAIL: $name link"
         status=1
