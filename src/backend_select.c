@@ -60,20 +60,22 @@ uvmrt_gpu_probe_t uvmrt__gpu_probe(int device, char *why, size_t n)
 #endif
 }
 
-uvmrt_status_t uvmrt__backend_select(uvmrt_backend_kind_t *kind, int device, uvmrt_log_t *log,
+uvmrt_status_t uvmrt__backend_select(uvmrt_config_t *cfg, const uvmrt_log_t *log,
                                      const uvmrt_backend_ops_t **ops)
 {
-    if (*ops != NULL) {
-        if (*kind == UVMRT_BACKEND_AUTO) *kind = UVMRT_BACKEND_SIM;
+    if (cfg->backend == UVMRT_BACKEND_AUTO && *ops != NULL) {
+        cfg->backend = UVMRT_BACKEND_SIM;
+        cfg->backend_auto = 1;
         return UVMRT_OK;
     }
-    if (*kind == UVMRT_BACKEND_SIM) {
+    if (*ops != NULL) return UVMRT_OK;
+    if (cfg->backend == UVMRT_BACKEND_SIM) {
         *ops = &uvmrt_backend_sim;
         return UVMRT_OK;
     }
     char why[256];
-    uvmrt_gpu_probe_t found = uvmrt__gpu_probe(device, why, sizeof why);
-    if (*kind == UVMRT_BACKEND_CUDA) {
+    uvmrt_gpu_probe_t found = uvmrt__gpu_probe(cfg->device, why, sizeof why);
+    if (cfg->backend == UVMRT_BACKEND_CUDA) {
         /* No concurrent managed access: cuda_open says what that means
          * (UVMRT_ERR_UNSUPPORTED); only "no GPU at all" is decided here. */
         if (found == UVMRT_GPU_USABLE || found == UVMRT_GPU_NO_CONCURRENT) {
@@ -86,16 +88,17 @@ uvmrt_status_t uvmrt__backend_select(uvmrt_backend_kind_t *kind, int device, uvm
                   why);
         return UVMRT_ERR_NO_DEVICE;
     }
+    cfg->backend_auto = 1;
     if (found == UVMRT_GPU_USABLE) {
         LOG_INFO(log, "backend auto: cuda (%s)", why);
-        *kind = UVMRT_BACKEND_CUDA;
+        cfg->backend = UVMRT_BACKEND_CUDA;
         *ops = uvmrt_backend_cuda_ptr;
         return UVMRT_OK;
     }
     LOG_WARN(log, "backend auto: running on sim, a model of a GPU (no real GPU work is done): %s; "
                   "set UVMRT_BACKEND=sim to choose it without this notice",
              why);
-    *kind = UVMRT_BACKEND_SIM;
+    cfg->backend = UVMRT_BACKEND_SIM;
     *ops = &uvmrt_backend_sim;
     return UVMRT_OK;
 }

@@ -11,6 +11,7 @@
 
 #include "backend.h"
 #include "log.h"
+#include "settings.h"
 #include "uvmrt.h"
 
 /* What a look for a usable GPU found (the reasons auto falls back to sim). */
@@ -28,12 +29,12 @@ typedef enum uvmrt_gpu_probe {
  * its own error (UVMRT_ERR_INVALID), not a silent fallback. */
 uvmrt_gpu_probe_t uvmrt__gpu_probe(int device, char *why, size_t n);
 
-/* Resolves *kind (AUTO -> CUDA or SIM) and, when *ops is NULL, sets it to that
- * backend's table. *ops given (tests wrapping a backend): only AUTO is
- * resolved, to SIM, and no GPU is looked for. UVMRT_ERR_NO_DEVICE, with an
- * error-level message, for an explicit cuda that cannot be had. Nothing is
- * changed on failure. */
-uvmrt_status_t uvmrt__backend_select(uvmrt_backend_kind_t *kind, int device, uvmrt_log_t *log,
+/* Resolves cfg->backend (AUTO -> CUDA or SIM, and then cfg->backend_auto = 1)
+ * for device cfg->device and, when *ops is NULL, sets *ops to that backend's
+ * table. *ops given (tests wrapping a backend): only AUTO is resolved, to SIM,
+ * and no GPU is looked for. UVMRT_ERR_NO_DEVICE, with an error-level message,
+ * for an explicit cuda that cannot be had. Nothing is changed on failure. */
+uvmrt_status_t uvmrt__backend_select(uvmrt_config_t *cfg, const uvmrt_log_t *log,
                                      const uvmrt_backend_ops_t **ops);
 
 #endif

@@ -68,7 +68,7 @@ uvmrt_status_t uvmrt__context_create_with(const uvmrt_params_t *params, const uv
     if (st != UVMRT_OK) goto fail;
     ctx->log.level = ctx->cfg.log_level;
     /* auto becomes cuda or sim (one notice when sim); an explicit cuda without a GPU fails. */
-    if ((st = uvmrt__backend_select(&ctx->cfg.backend, ctx->cfg.device, &ctx->log, &ops)) != UVMRT_OK)
+    if ((st = uvmrt__backend_select(&ctx->cfg, &ctx->log, &ops)) != UVMRT_OK)
         goto fail;
     ctx->profile = uvmrt_profile_find(ctx->cfg.backend == UVMRT_BACKEND_SIM ? ctx->cfg.profile : "h200");
     ctx->ops = ops;

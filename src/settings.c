@@ -30,7 +30,9 @@ static uvmrt_status_t parse_backend(uvmrt_config_t *c, const char *t)
 }
 static void format_backend(const uvmrt_config_t *c, char *b, size_t n)
 {
-    snprintf(b, n, "%s", uvmrt_backend_name(c->backend));
+    /* Once auto has chosen, the setting still reads auto; the context's
+     * "backend ..." line says which one it became. */
+    snprintf(b, n, "%s", c->backend_auto ? "auto" : uvmrt_backend_name(c->backend));
 }
 
 static uvmrt_status_t parse_profile(uvmrt_config_t *c, const char *t)

@@ -11,6 +11,7 @@
 #include "config.h"
 #endif
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -183,11 +184,34 @@ Test(backend_select, bad_backend_value_rejected)
 /* A wrapped backend (tests' ops): auto resolves to sim without looking for a GPU. */
 Test(backend_select, given_ops_resolve_auto_to_sim)
 {
-    uvmrt_backend_kind_t k = UVMRT_BACKEND_AUTO;
+    uvmrt_config_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.backend = UVMRT_BACKEND_AUTO;
     const uvmrt_backend_ops_t *ops = &uvmrt_backend_sim;
     uvmrt_log_t log = {.level = UVMRT_LOG_DEBUG, .fn = log_capture};
-    cr_expect_eq(uvmrt__backend_select(&k, 0, &log, &ops), UVMRT_OK);
-    cr_expect_eq(k, UVMRT_BACKEND_SIM);
+    cr_expect_eq(uvmrt__backend_select(&cfg, &log, &ops), UVMRT_OK);
+    cr_expect_eq(cfg.backend, UVMRT_BACKEND_SIM);
+    cr_expect_eq(cfg.backend_auto, 1);
     cr_expect_eq(ops, &uvmrt_backend_sim);
     cr_expect_eq(log_text()[0], '\0', "log:\n%s", log_text());
+}
+
+/* The printout keeps the setting as given (auto) and says what it became. */
+Test(backend_select, print_config_says_auto_and_the_choice)
+{
+    skip_if_gpu();
+    uvmrt_params_t p;
+    auto_params(&p);
+    uvmrt_context_t *ctx = NULL;
+    cr_assert_eq(uvmrt_context_create(&p, &ctx), UVMRT_OK, "%s", log_text());
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    cr_assert_not_null(f);
+    uvmrt_context_print_config(ctx, f);
+    fclose(f);
+    cr_expect(strstr(text, "UVMRT_BACKEND=auto") != NULL, "%s", text);
+    cr_expect(strstr(text, "backend sim") != NULL, "%s", text);
+    free(text);
+    uvmrt_context_destroy(ctx);
 }
