@@ -95,7 +95,11 @@ typedef enum uvmrt_policy {
 
 typedef enum uvmrt_backend_kind {
     UVMRT_BACKEND_CUDA = 0, /* real GPU through the CUDA runtime */
-    UVMRT_BACKEND_SIM = 1   /* deterministic model of a GPU (no GPU needed) */
+    UVMRT_BACKEND_SIM = 1,  /* deterministic model of a GPU (no GPU needed) */
+    /* The default: cuda when a usable GPU is found (a driver, the device, and
+     * concurrent managed access), otherwise sim, with one warn-level notice
+     * saying why. uvmrt_context_backend() then returns the one chosen. */
+    UVMRT_BACKEND_AUTO = 2
 } uvmrt_backend_kind_t;
 
 typedef enum uvmrt_role {
@@ -121,7 +125,7 @@ typedef enum uvmrt_log_level {
     UVMRT_LOG_DEBUG = 3
 } uvmrt_log_level_t;
 
-/* Lower-case names ("prefetch", "sim", "weight", "forward", "warn"), or "?". */
+/* Lower-case names ("prefetch", "sim", "auto", "weight", "forward", "warn"), or "?". */
 const char *uvmrt_policy_name(uvmrt_policy_t policy);
 const char *uvmrt_backend_name(uvmrt_backend_kind_t backend);
 const char *uvmrt_role_name(uvmrt_role_t role);
@@ -180,7 +184,7 @@ const uvmrt_profile_t *uvmrt_profile_find(const char *name);
  * creation, so a built program can be steered without recompiling:
  *
  *   UVMRT_DEVICE          device ordinal                         (default 0)
- *   UVMRT_BACKEND         cuda | sim                              (default cuda)
+ *   UVMRT_BACKEND         auto | cuda | sim                       (default auto)
  *   UVMRT_PROFILE         sim device profile name                 (default consumer-8g)
  *   UVMRT_POLICY          none | demand | prefetch                (default prefetch)
  *   UVMRT_BUDGET          SIZE | auto                             (default auto)
@@ -233,8 +237,11 @@ void uvmrt_params_init(uvmrt_params_t *params);
 /* ------------------------------------------------------------------ context */
 /* Creates a context: one GPU (or sim model), one budget, one policy.
  * params may be NULL (defaults). On failure *out is NULL and the status says why.
- * With backend cuda and no usable GPU: UVMRT_ERR_NO_DEVICE (the caller may retry
- * with the sim backend). */
+ * Backend auto (the default) runs on sim, with one warn-level notice naming why,
+ * when no usable GPU is found. An explicit backend cuda with no GPU (no CUDA in
+ * this build, no driver, no device): UVMRT_ERR_NO_DEVICE with an error-level
+ * message naming what was found (the caller may retry with the sim backend);
+ * a device without concurrent managed access: UVMRT_ERR_UNSUPPORTED. */
 uvmrt_status_t uvmrt_context_create(const uvmrt_params_t *params, uvmrt_context_t **out);
 
 /* Frees every tensor still allocated, writes the report named by UVMRT_REPORT /
@@ -245,7 +252,7 @@ void uvmrt_context_destroy(uvmrt_context_t *ctx);
  * setting, plus the backend and the resolved budget. */
 void uvmrt_context_print_config(const uvmrt_context_t *ctx, FILE *out);
 
-/* The resolved settings. */
+/* The resolved settings; the backend is the one opened (cuda or sim, never auto). */
 uvmrt_policy_t uvmrt_context_policy(const uvmrt_context_t *ctx);
 uvmrt_backend_kind_t uvmrt_context_backend(const uvmrt_context_t *ctx);
 uint64_t uvmrt_context_budget(const uvmrt_context_t *ctx);
@@ -351,6 +358,18 @@ typedef struct uvmrt_layer_call {
     double flops;              /* sim: work of this call, timed at the profile's FLOP/s */
     uint64_t sim_duration_ns;  /* sim: explicit duration; overrides flops when > 0 */
 } uvmrt_layer_call_t;
+
+/* Fills *call for one layer call: layer, phase and stream as given, every other
+ * field zero (no extra uses, default uses on, no sim timing). For C++ (and C89),
+ * where the compound literal `&(uvmrt_layer_call_t){.layer = l, ...}` used in
+ * the examples does not compile:
+ *     uvmrt_layer_call_t call;
+ *     uvmrt_layer_call_init(&call, l0, UVMRT_PHASE_FORWARD, stream);
+ *     call.flops = 2.0 * rows * in * out;   // optional fields afterwards
+ *     uvmrt_layer_begin(ctx, &call);
+ * NULL call: nothing happens. */
+void uvmrt_layer_call_init(uvmrt_layer_call_t *call, int layer, uvmrt_phase_t phase,
+                           uvmrt_stream_t stream);
 
 /* Starts a step. The first step is recorded; later steps follow the plan. */
 uvmrt_status_t uvmrt_step_begin(uvmrt_context_t *ctx);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend_select.h"
 #include "faults.h"
 #include "internal.h"
 
@@ -14,7 +15,7 @@ void uvmrt_params_init(uvmrt_params_t *p)
     memset(p, 0, sizeof *p);
     p->struct_size = sizeof *p;
     p->device = 0;
-    p->backend = UVMRT_BACKEND_CUDA;
+    p->backend = UVMRT_BACKEND_AUTO;
     p->profile = NULL; /* the table's default */
     p->policy = UVMRT_POLICY_PREFETCH;
     p->budget_bytes = 0;
@@ -72,14 +73,10 @@ uvmrt_status_t uvmrt__context_create_with(const uvmrt_params_t *params, const uv
     uvmrt_status_t st = uvmrt_config_resolve(&ctx->cfg, ctx->sources, params, &ctx->log);
     if (st != UVMRT_OK) goto fail;
     ctx->log.level = ctx->cfg.log_level;
-    ctx->profile = uvmrt_profile_find(ctx->cfg.backend == UVMRT_BACKEND_SIM ? ctx->cfg.profile : "h200");
-
-    if (ops == NULL) ops = ctx->cfg.backend == UVMRT_BACKEND_SIM ? &uvmrt_backend_sim : uvmrt_backend_cuda_ptr;
-    if (ops == NULL) {
-        LOG_WARN(&ctx->log, "backend cuda: this build of uvmrt has no CUDA support (use backend sim)");
-        st = UVMRT_ERR_NO_DEVICE;
+    /* auto becomes cuda or sim (one notice when sim); an explicit cuda without a GPU fails. */
+    if ((st = uvmrt__backend_select(&ctx->cfg, &ctx->log, &ops)) != UVMRT_OK)
         goto fail;
-    }
+    ctx->profile = uvmrt_profile_find(ctx->cfg.backend == UVMRT_BACKEND_SIM ? ctx->cfg.profile : "h200");
     ctx->ops = ops;
     uvmrt_backend_config_t bcfg = {ctx->cfg.device, ctx->profile, &ctx->log};
     if ((st = uvmrt__be_open(ctx, &bcfg)) != UVMRT_OK) goto fail;

@@ -37,6 +37,15 @@ static void pend_sink(void *user, const uvmrt_um_record_t *r, size_t n)
 
 #include <cupti.h>
 
+/* CUPTI 13 (CUDA 13) delivers unified-memory counter records as Counter3, CUPTI
+ * 12 as Counter2; the fields read here (start, end, address, value, counterKind,
+ * flags) are in both. */
+#if CUPTI_API_VERSION >= 130000
+typedef CUpti_ActivityUnifiedMemoryCounter3 cu_um_record_t;
+#else
+typedef CUpti_ActivityUnifiedMemoryCounter2 cu_um_record_t;
+#endif
+
 #define UVMRT_CUPTI_BUFFER (8u << 20)
 #define UVMRT_CUPTI_ALIGN 8
 
@@ -70,7 +79,7 @@ static void CUPTIAPI cu_buffer_completed(CUcontext context, uint32_t stream, uin
     pthread_mutex_lock(&cu_lock);
     while (valid > 0 && cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
         if (rec->kind != CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER) continue;
-        const CUpti_ActivityUnifiedMemoryCounter3 *u = (const CUpti_ActivityUnifiedMemoryCounter3 *)rec;
+        const cu_um_record_t *u = (const cu_um_record_t *)rec;
         if (cu_n_q == cu_cap_q) {
             size_t cap = cu_cap_q ? 2 * cu_cap_q : 4096;
             uvmrt_um_record_t *q = realloc(cu_q, cap * sizeof *q);

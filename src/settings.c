@@ -30,7 +30,9 @@ static uvmrt_status_t parse_backend(uvmrt_config_t *c, const char *t)
 }
 static void format_backend(const uvmrt_config_t *c, char *b, size_t n)
 {
-    snprintf(b, n, "%s", uvmrt_backend_name(c->backend));
+    /* Once auto has chosen, the setting still reads auto; the context's
+     * "backend ..." line says which one it became. */
+    snprintf(b, n, "%s", c->backend_auto ? "auto" : uvmrt_backend_name(c->backend));
 }
 
 static uvmrt_status_t parse_profile(uvmrt_config_t *c, const char *t)
@@ -173,7 +175,9 @@ static void format_history(const uvmrt_config_t *c, char *b, size_t n) { snprint
 static const uvmrt_config_entry_t table[] = {
     {"LOG_LEVEL", "warn", "error, warn, info or debug", "messages at or above this level are logged",
      parse_log_level, format_log_level},
-    {"BACKEND", "cuda", "cuda or sim", "cuda: a real GPU; sim: a deterministic model of one",
+    {"BACKEND", "auto", "auto, cuda or sim",
+     "auto: cuda when a usable GPU is found, else sim with a notice; cuda: a real GPU; sim: a "
+     "deterministic model of one",
      parse_backend, format_backend},
     {"DEVICE", "0", "a device ordinal from 0 to 1023", "the CUDA device to use", parse_device,
      format_device},
@@ -240,8 +244,9 @@ static uvmrt_status_t apply_params(uvmrt_config_t *c, const uvmrt_params_t *p, c
         return UVMRT_ERR_INVALID;                                                       \
     } while (0)
     if (p->device < 0 || p->device > 1023) BAD_PARAM("device", "%d", p->device, expected_of("DEVICE"));
-    if ((unsigned)p->backend > UVMRT_BACKEND_SIM)
-        BAD_PARAM("backend", "%d", (int)p->backend, "UVMRT_BACKEND_CUDA or UVMRT_BACKEND_SIM");
+    if ((unsigned)p->backend > UVMRT_BACKEND_AUTO)
+        BAD_PARAM("backend", "%d", (int)p->backend,
+                  "UVMRT_BACKEND_AUTO, UVMRT_BACKEND_CUDA or UVMRT_BACKEND_SIM");
     if ((unsigned)p->policy > UVMRT_POLICY_PREFETCH)
         BAD_PARAM("policy", "%d", (int)p->policy, "a uvmrt_policy_t value");
     if ((unsigned)p->log_level > UVMRT_LOG_DEBUG)

@@ -22,6 +22,7 @@ typedef enum uvmrt_config_source {
 typedef struct uvmrt_config {
     int device;
     uvmrt_backend_kind_t backend;
+    int backend_auto; /* 1: backend was auto; backend_select.c made it cuda or sim */
     char profile[64];
     uvmrt_policy_t policy;
     uint64_t budget_bytes; /* 0 = auto */

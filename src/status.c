@@ -41,7 +41,7 @@ const char *uvmrt_status_name(uvmrt_status_t status)
 
 /* ------------------------------------------------------------------ enum names */
 static const char *const policy_names[] = {"none", "demand", "prefetch"};
-static const char *const backend_names[] = {"cuda", "sim"};
+static const char *const backend_names[] = {"cuda", "sim", "auto"};
 static const char *const role_names[] = {"weight", "gradient", "activation", "optimizer_state",
                                          "workspace"};
 static const char *const phase_names[] = {"forward", "backward", "optimizer"};
@@ -74,7 +74,7 @@ uvmrt_status_t uvmrt_policy_parse(const char *text, uvmrt_policy_t *out)
 
 uvmrt_status_t uvmrt_backend_parse(const char *text, uvmrt_backend_kind_t *out)
 {
-    int i = name_index(backend_names, 2, text);
+    int i = name_index(backend_names, 3, text);
     if (i < 0 || out == NULL) return UVMRT_ERR_INVALID;
     *out = (uvmrt_backend_kind_t)i;
     return UVMRT_OK;

@@ -30,6 +30,7 @@
 #include "mlp_ref.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 
 __attribute__((target("f16c"))) static uint16_t f16c_round(float f) {
@@ -151,8 +152,9 @@ Test(mlp_math, fp16_matches_known_values_and_f16c) {
         cr_assert_eq(mlp_f32_to_fp16(mlp_fp16_to_f32((uint16_t)h)), h, "fp16 0x%04x", h);
     }
 #if defined(__x86_64__) && defined(__GNUC__)
-    __builtin_cpu_init();
-    if (!__builtin_cpu_supports("f16c"))
+    /* CPUID leaf 1, ECX bit 29: clang 14's __builtin_cpu_supports lacks "f16c". */
+    unsigned ca = 0, cb = 0, cc = 0, cd = 0;
+    if (!__get_cpuid(1, &ca, &cb, &cc, &cd) || !(cc & (1u << 29)))
         return;
     uint64_t s = 12345;
     for (int k = 0; k < 1000000; k++) {

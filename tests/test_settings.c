@@ -22,7 +22,7 @@ Test(config, params_init_defaults)
     uvmrt_params_init(&p);
     cr_expect_eq(p.struct_size, sizeof(uvmrt_params_t));
     cr_expect_eq(p.device, 0);
-    cr_expect_eq(p.backend, UVMRT_BACKEND_CUDA);
+    cr_expect_eq(p.backend, UVMRT_BACKEND_AUTO);
     cr_expect_null(p.profile);
     cr_expect_eq(p.policy, UVMRT_POLICY_PREFETCH);
     cr_expect_eq(p.budget_bytes, 0);

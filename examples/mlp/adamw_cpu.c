@@ -27,6 +27,7 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define MLP_X86 1
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -147,13 +148,22 @@ const char *mlp_isa_name(mlp_isa_t isa) {
     return "?";
 }
 
+#ifdef MLP_X86
+/* F16C from CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports does
+ * not know "f16c", gcc's does; <cpuid.h> works with both. */
+static int cpu_has_f16c(void) {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
+}
+#endif
+
 int mlp_isa_available(mlp_isa_t isa) {
     switch (isa) {
     case MLP_ISA_SCALAR: return 1;
 #ifdef MLP_X86
     case MLP_ISA_AVX2:
         __builtin_cpu_init();
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+        return __builtin_cpu_supports("avx2") && cpu_has_f16c();
     case MLP_ISA_AVX512:
         __builtin_cpu_init();
         return __builtin_cpu_supports("avx512f");

@@ -133,8 +133,10 @@ mlp_cpu_opt_t *mlp_cpu_opt_start(mlp_run_t *run, volatile int *found_inf) {
         mlp_cpu_opt_stop(c);
         run_fail(run, "CPU optimizer: CUDA events: %s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
     }
+#if CUDART_VERSION >= 12020 /* cudaDevAttrHostNumaId is CUDA 12.2+; before it: no NUMA hint */
     if (cudaDeviceGetAttribute(&c->numa_node, cudaDevAttrHostNumaId, c->device) != cudaSuccess)
         c->numa_node = -1;
+#endif
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
     c->started = 1;
