@@ -150,12 +150,25 @@ uvmrt_context_t *cli_context_open(uvmrt_params_t *params, const cli_backend_choi
     uvmrt_status_t st = UVMRT_ERR_NO_DEVICE;
     const char *why = choice->no_gpu_build;
     if (params->log_fn == NULL) params->log_fn = cli_log;
-    if (choice->gpu_built || params->backend != UVMRT_BACKEND_CUDA) {
+    /* Without --backend the library chooses (UVMRT_BACKEND=auto): cuda with a usable
+     * GPU, else sim with one notice naming why. */
+    int fell_back = 0;
+    if (params->backend == UVMRT_BACKEND_CUDA && !choice->explicit_backend) params->backend = UVMRT_BACKEND_AUTO;
+    if (choice->gpu_built || params->backend == UVMRT_BACKEND_SIM) {
         st = uvmrt_context_create(params, &ctx);
         why = uvmrt_status_str(st);
+        if (st == UVMRT_OK && params->backend == UVMRT_BACKEND_AUTO &&
+            uvmrt_context_backend(ctx) == UVMRT_BACKEND_SIM) {
+            /* the library fell back: redo it with the program's own sim settings */
+            uvmrt_context_destroy(ctx);
+            ctx = NULL;
+            fell_back = 1;
+            why = "see the notice above";
+        }
+    } else {
+        fell_back = params->backend != UVMRT_BACKEND_SIM && !choice->explicit_backend;
     }
-    if ((st == UVMRT_ERR_NO_DEVICE || st == UVMRT_ERR_UNSUPPORTED) &&
-        params->backend == UVMRT_BACKEND_CUDA && !choice->explicit_backend) {
+    if (fell_back) {
         if (params->profile == NULL) params->profile = choice->fallback_profile;
         const uvmrt_profile_t *p = uvmrt_profile_find(params->profile);
         printf("no usable GPU (%s): running on the sim backend with profile %s (%s)\n", why,
@@ -164,6 +177,8 @@ uvmrt_context_t *cli_context_open(uvmrt_params_t *params, const cli_backend_choi
         if (choice->on_fallback != NULL) choice->on_fallback(params, choice->user);
         st = uvmrt_context_create(params, &ctx);
         why = uvmrt_status_str(st);
+    } else if (ctx != NULL) {
+        params->backend = uvmrt_context_backend(ctx); /* what auto chose */
     }
     if (st != UVMRT_OK) {
         fprintf(stderr, "%s: cannot create a uvmrt context (backend %s, policy %s): %s\n", cli_program,
