@@ -810,6 +810,7 @@ Test(scheduler, history_bounded_over_a_million_steps, .timeout = 120)
     /* (AddressSanitizer keeps freed blocks in quarantine, so RSS says nothing there) */
     cr_expect_lt(rss1 - rss0, 256, "RSS grew by %ld pages over 990 000 steps", rss1 - rss0);
 #else
+    (void)rss0;
     (void)rss1;
 #endif
     uvmrt_summary_t sum = summary(ctx);
