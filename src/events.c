@@ -133,11 +133,23 @@ uvmrt_status_t uvmrt__timing_event(uvmrt_context_t *ctx, int i)
  * untimed: the failure is counted). */
 static uvmrt_copy_timing_t *copy_timing_slot(uvmrt_context_t *ctx)
 {
-    for (int i = 0; i < ctx->n_copy_timing; i++)
-        if (!ctx->copy_timing[i].pending) return &ctx->copy_timing[i];
-    uvmrt_copy_timing_t *arr = realloc(ctx->copy_timing, (size_t)(ctx->n_copy_timing + 1) * sizeof *arr);
-    if (arr == NULL) return NULL;
-    ctx->copy_timing = arr;
+    /* A rotating cursor over the slots, and a count of those pending, keep this
+     * O(1) amortized: slots are taken in order and harvested in bulk. */
+    int n = ctx->n_copy_timing;
+    for (int k = 0; ctx->n_copy_pending < n && k < n; k++) {
+        int i = (ctx->copy_cursor + k) % n;
+        if (ctx->copy_timing[i].pending) continue;
+        ctx->copy_cursor = (i + 1) % n;
+        return &ctx->copy_timing[i];
+    }
+    if (n == ctx->cap_copy_timing) {
+        int cap = n ? 2 * n : 64;
+        uvmrt_copy_timing_t *arr = realloc(ctx->copy_timing, (size_t)cap * sizeof *arr);
+        if (arr == NULL) return NULL;
+        ctx->copy_timing = arr;
+        ctx->cap_copy_timing = cap;
+    }
+    uvmrt_copy_timing_t *arr = ctx->copy_timing;
     uvmrt_copy_timing_t *c = &arr[ctx->n_copy_timing];
     memset(c, 0, sizeof *c);
     uvmrt_status_t st = uvmrt__be_event_create(ctx, 1, &c->start);
@@ -172,6 +184,7 @@ void uvmrt__harvest_copy_timings(uvmrt_context_t *ctx, int wait_all)
             }
         }
         c->pending = 0;
+        ctx->n_copy_pending--;
     }
 }
 
@@ -192,4 +205,5 @@ void uvmrt__timed_end(uvmrt_context_t *ctx, uvmrt_stream_t s, uvmrt_copy_timing_
     c->bytes = 0;
     for (size_t i = 0; i < n; i++) c->bytes += ts[i]->footprint;
     c->pending = uvmrt__timing_record(ctx, c->end, s);
+    ctx->n_copy_pending += c->pending;
 }

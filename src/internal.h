@@ -170,7 +170,9 @@ struct uvmrt_context {
     uvmrt_event_t *timing;
     int n_timing, cap_timing;
     uvmrt_copy_timing_t *copy_timing;
-    int n_copy_timing;
+    int n_copy_timing, cap_copy_timing;
+    int copy_cursor;                /* where the search for a free slot starts */
+    int n_copy_pending;             /* slots with pending set */
 
     /* steps */
     int in_step;

@@ -239,9 +239,14 @@ static int run_once(const scen_t *sc, int op, uint64_t k)
     r.t[r.n_t - 2] = NULL;
     step(&r, -1);
     check_stats(&r);
-    snprintf(r.report_path, sizeof r.report_path, "/tmp/uvmrt-fi-%d.json", (int)getpid());
-    CALL(&r, uvmrt_report_write(r.ctx, "json", r.report_path));
-    unlink(r.report_path);
+    /* Reports make no backend calls: every format after the baseline run (they
+     * also fsync, which is slow), json after every injected run. */
+    static const char *const formats[] = {"json", "text", "csv", "trace"};
+    for (size_t f = 0; f < (op < 0 ? sizeof formats / sizeof formats[0] : 1); f++) {
+        snprintf(r.report_path, sizeof r.report_path, "/tmp/uvmrt-fi-%d.%s", (int)getpid(), formats[f]);
+        CALL(&r, uvmrt_report_write(r.ctx, formats[f], r.report_path));
+        unlink(r.report_path);
+    }
     int before_destroy = r.seen || !fi.fired;
     uvmrt_context_destroy(r.ctx);
     if (fi.fired && !before_destroy)
@@ -275,4 +280,32 @@ Test(faultinject, sweep_every_op_every_call, .timeout = 300)
     }
     fprintf(stderr, "faultinject: %llu injection points covered\n", (unsigned long long)points);
     cr_assert_gt(points, 1000);
+}
+
+/* A timing failure does not fail the call: it is counted in backend_errors and
+ * logged once, with the backend's error name; the step's other numbers stand. */
+Test(faultinject, timing_failure_counted_and_named)
+{
+    run_t r;
+    memset(&r, 0, sizeof r);
+    r.sc = &scenarios[2];
+    r.ops = fi_wrap(&uvmrt_backend_sim);
+    fi_arm(-1, 0, BUDGET, 1);
+    log_reset();
+    create(&r);
+    allocate(&r);
+    step(&r, -1);
+    uvmrt_summary_t before;
+    cr_assert_eq(uvmrt_summary_get(r.ctx, &before), UVMRT_OK);
+    cr_expect_eq(before.backend_errors, 0);
+    fi.fail_op = FI_EVENT_ELAPSED;
+    fi.fail_at = fi.calls[FI_EVENT_ELAPSED] + 1;
+    step(&r, -1);
+    cr_assert(fi.fired);
+    uvmrt_summary_t after;
+    cr_assert_eq(uvmrt_summary_get(r.ctx, &after), UVMRT_OK);
+    cr_expect_eq(after.backend_errors, 1);
+    cr_expect_eq(after.steps, 2);
+    cr_expect(log_contains("event_elapsed_ns failed: fiInjectedFailure"), "%s", log_text());
+    uvmrt_context_destroy(r.ctx);
 }
