@@ -301,7 +301,8 @@ static uvmrt_status_t write_text(const uvmrt_context_t *ctx, FILE *f)
                 (unsigned long long)sum.unattributed_records, (unsigned long long)sum.unattributed_gpu_faults,
                 sum.unattributed_htod_bytes / MIB, sum.unattributed_dtoh_bytes / MIB,
                 (unsigned long long)sum.unattributed_cpu_faults);
-    fprintf(f, "step ms:");
+    fprintf(f, "step ms (steps %llu..%llu%s):", (unsigned long long)ctx->steps_before + 1,
+            (unsigned long long)uvmrt__steps_done(ctx), ctx->steps_before ? ", older ones summed out of the history" : "");
     for (uint64_t i = 0; i < ctx->n_steps; i++) fprintf(f, " %.2f", ctx->steps[i].step_ns / 1e6);
     fprintf(f, "\n");
     return UVMRT_OK;
@@ -417,6 +418,7 @@ static json_t *build_json(const uvmrt_context_t *ctx)
         jb_append(b, step_ns, json_u64(ctx->steps[i].step_ns));
         jb_append(b, steps, step_json(b, &ctx->steps[i]));
     }
+    jb_set(b, root, "steps_dropped", json_u64(ctx->steps_before)); /* step_ns[0] is step steps_dropped + 1 */
     jb_set(b, root, "step_ns", step_ns);
     jb_set(b, root, "steps", steps);
     json_t *layers = jb_arr(b);

@@ -1086,8 +1086,7 @@ static const mcase_t cases[] = {
     {.name = "params_budget_reserve_all", .run = c_params, .a = "budget_reserve_bytes", .u = UINT64_MAX,
      .expect = EXPECT_ANY_ERROR, .needle = "reserve"},
     {.name = "create_null_out", .run = c_create_null_out, .expect = UVMRT_ERR_INVALID, .needle = "out"},
-    {.name = "create_cuda_without_gpu", .run = c_create_cuda, .expect = EXPECT_EITHER, .needle = "sim",
-     .known_bad = 1},
+    {.name = "create_cuda_without_gpu", .run = c_create_cuda, .expect = EXPECT_EITHER, .needle = "sim"},
 
     /* ---- UVMRT_* environment variables: creation fails with CONFIG, the variable named */
     ENV("env_log_level_junk", "UVMRT_LOG_LEVEL", "loud"),

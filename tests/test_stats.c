@@ -390,7 +390,7 @@ Test(stats, text_report)
     cr_expect_not_null(strstr(buf, "policy prefetch"), "%s", buf);
     cr_expect_not_null(strstr(buf, "layer5"), "%s", buf);
     cr_expect_not_null(strstr(buf, "optimizer"), "%s", buf);
-    cr_expect_not_null(strstr(buf, "step ms:"), "%s", buf);
+    cr_expect_not_null(strstr(buf, "step ms (steps 1.."), "%s", buf);
     rm_dir(dir);
     free(dir);
     net_destroy(net);
