@@ -8,7 +8,8 @@
 #
 # OLD and NEW are build folders (holding examples/ and bench/), e.g. a
 # `--disable-shared` build of the previous commit and one of the change. REPS (default
-# 2) rounds; each round runs, for OLD then NEW:
+# 2) rounds (DEMAND_REPS, default 1, of them with the demand row); each round runs,
+# for OLD then NEW:
 #   demo-prefetch   uvmrt-demo --policy prefetch --budget 8G --layers 24 --layer-mib 1024
 #   demo-demand     the same under --policy demand (3 steps: it is slow and noisy)
 #   mlp-8g          uvmrt-mlp on W1 (24 x 8192, 8192 rows) --budget 8G --optimizer-on gpu
@@ -22,6 +23,7 @@ outdir=${1:-./out-regress}
 old=${OLD:?set OLD to the previous build folder}
 new=${NEW:?set NEW to the new build folder}
 reps=${REPS:-2}
+demand_reps=${DEMAND_REPS:-1} # demand is slow (~7 s a step) and noisy (+-40%): fewer rounds
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$outdir"
 
@@ -50,6 +52,7 @@ run_row() { # build label row round
 
 for r in $(seq 1 "$reps"); do
     for row in demo-prefetch demo-demand mlp-8g; do
+        [ "$row" = demo-demand ] && [ "$r" -gt "$demand_reps" ] && continue
         for label in old new; do
             b=$old
             [ "$label" = new ] && b=$new
