@@ -8,6 +8,10 @@
  * Vp=20, T=5, C=8, NH=2, L=2, B=2) must agree with its difference within
  * 1e-7 + 1e-5 * |fd|. The same comparison must flag a gradient changed by 1e-4
  * (so the check can fail), and the loss and the padded rows are checked exactly.
+ *
+ * Also uvmrt-gpt's schedule on the sim backend (the program run by path): under
+ * prefetch and a budget below its tensors, no fault after the recording step, for
+ * both optimizer placements and both recompute settings, and the budget holds.
  */
 #include <math.h>
 #include <stdint.h>
@@ -15,7 +19,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <criterion/criterion.h>
+#include <jansson.h>
 
 #include "gpt_ref.h"
 
@@ -212,4 +220,66 @@ Test(gpt_ref, attention_lse_is_the_log_sum_exp_of_scaled_scores) {
                 cr_expect(fabs(got - want) < 1e-12, "lse[%d,%d,%d] = %.15g, expected %.15g", b,
                           h, t, got, want);
             }
+}
+
+/* ----------------------------------------------------------------------------
+ * uvmrt-gpt on the sim backend */
+
+static json_t *run_gpt_sim(const char *args) {
+    char json_path[256], cmd[2048];
+    snprintf(json_path, sizeof json_path, "/tmp/uvmrt-test-gpt-%d.json", (int)getpid());
+    const char *path = getenv("UVMRT_GPT");
+    snprintf(cmd, sizeof cmd,
+             "env -u UVMRT_BACKEND -u UVMRT_POLICY -u UVMRT_BUDGET -u UVMRT_PROFILE '%s' "
+             "--backend sim --profile h200 --quiet --result-json %s %s 2>&1",
+             path && *path ? path : UVMRT_GPT_PATH, json_path, args);
+    FILE *p = popen(cmd, "r");
+    cr_assert(p != NULL, "popen %s", cmd);
+    char out[16384];
+    size_t got = fread(out, 1, sizeof out - 1, p);
+    out[got] = '\0';
+    int status = pclose(p);
+    cr_assert_eq(status, 0, "%s\nexited %d:\n%s", cmd, status, out);
+    json_error_t err;
+    json_t *res = json_load_file(json_path, 0, &err);
+    cr_assert(res != NULL, "%s: %s\n%s", json_path, err.text, out);
+    unlink(json_path);
+    return res;
+}
+
+Test(gpt_sim, prefetch_under_a_budget_never_faults_after_step_one, .timeout = 120) {
+    static const char *const variants[] = {
+        "--optimizer-on gpu --recompute none", "--optimizer-on gpu --recompute all",
+        "--optimizer-on cpu --recompute none", "--optimizer-on cpu --recompute all"};
+    for (size_t k = 0; k < sizeof variants / sizeof variants[0]; k++) {
+        char args[512];
+        /* d12-like blocks, small batch: ~0.8 GiB of tensors under a 256 MiB budget */
+        snprintf(args, sizeof args, "--layers 6 --channels 768 --heads 12 --batch 2 --seq 256 "
+                                    "--vocab 4096 --steps 3 --budget 256M %s", variants[k]);
+        json_t *r = run_gpt_sim(args);
+        json_int_t managed = json_integer_value(json_object_get(r, "managed_bytes"));
+        json_int_t peak = json_integer_value(json_object_get(r, "peak_resident_bytes"));
+        json_int_t late = json_integer_value(json_object_get(r, "faults_after_step1"));
+        cr_expect(managed > (json_int_t)(256ll << 20), "%s: %lld bytes fit the budget: the "
+                  "test would prove nothing", variants[k], (long long)managed);
+        cr_expect(peak <= (json_int_t)(256ll << 20), "%s: peak resident %lld over the budget",
+                  variants[k], (long long)peak);
+        cr_expect_eq(late, 0, "%s: %lld faults after the recording step", variants[k],
+                     (long long)late);
+        json_decref(r);
+    }
+}
+
+Test(gpt_sim, bad_usage_exits_2) {
+    const char *path = getenv("UVMRT_GPT");
+    char cmd[1024];
+    static const char *const bad[] = {"--depth 13", "--channels 100", "--recompute some",
+                                      "--tokens text", "--steps 0", "--heads 7 --channels 768"};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        snprintf(cmd, sizeof cmd, "'%s' --backend sim %s >/dev/null 2>&1",
+                 path && *path ? path : UVMRT_GPT_PATH, bad[k]);
+        int st = system(cmd);
+        cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 2, "'%s' exited %d, expected 2", bad[k],
+                  WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    }
 }

@@ -494,7 +494,10 @@ static void tokens_prepare(gpt_run_t *run, int step) {
     int N = run->N, V = run->V;
     int *inp = run->tok_host, *tgt = inp + N, *rows = tgt + N, *start = rows + N;
     int *tok = start + N + 1;
-    gpt_tokens_random(inp, tgt, run->B, run->T, V, run->opt->seed, step);
+    if (run->opt->tokens_cycle)
+        gpt_tokens_cycle(inp, tgt, run->B, run->T, V, run->opt->seed, step);
+    else
+        gpt_tokens_random(inp, tgt, run->B, run->T, V, run->opt->seed, step);
     int *count = calloc((size_t)V + 1, sizeof *count);
     if (count == NULL)
         run_fail(run, "out of host memory");

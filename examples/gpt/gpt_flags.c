@@ -32,6 +32,8 @@ static void usage(FILE *out) {
         "  --lr LR               peak AdamW learning rate (default 3e-4)\n"
         "  --warmup N            linear warmup steps (default 0), then cosine to lr/10\n"
         "  --seed SEED           seed of weights and tokens (default 1)\n"
+        "  --tokens random|cycle synthetic tokens: uniformly random (default), or a\n"
+        "                        repeated random block the model can learn\n"
         "  --optimizer-on gpu|cpu  where AdamW runs (default gpu)\n"
         "  --init-weights FILE   load weights (the --dump-weights format)\n"
         "  --dump-weights FILE   write the initial weights (llm.c order, float32)\n"
@@ -68,7 +70,7 @@ void gpt_options_parse(int argc, char **argv, gpt_options_t *opt) {
     enum { O_DEPTH = 256, O_LAYERS, O_CHANNELS, O_HEADS, O_VOCAB, O_BATCH, O_SEQ, O_STEPS, O_LR,
            O_WARMUP, O_SEED, O_BUDGET, O_POLICY, O_BACKEND, O_PROFILE, O_OPTIMIZER_ON,
            O_RECOMPUTE, O_REPORT, O_TRACE, O_LOSS_LOG, O_RESULT_JSON, O_DUMP_WEIGHTS,
-           O_DUMP_GRADS, O_INIT_WEIGHTS };
+           O_DUMP_GRADS, O_INIT_WEIGHTS, O_TOKENS };
     static const struct option longopts[] = {
         {"depth", required_argument, NULL, O_DEPTH},
         {"layers", required_argument, NULL, O_LAYERS},
@@ -94,6 +96,7 @@ void gpt_options_parse(int argc, char **argv, gpt_options_t *opt) {
         {"dump-weights", required_argument, NULL, O_DUMP_WEIGHTS},
         {"dump-grads", required_argument, NULL, O_DUMP_GRADS},
         {"init-weights", required_argument, NULL, O_INIT_WEIGHTS},
+        {"tokens", required_argument, NULL, O_TOKENS},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
@@ -167,6 +170,14 @@ void gpt_options_parse(int argc, char **argv, gpt_options_t *opt) {
         case O_DUMP_WEIGHTS: opt->dump_weights = cli_parse_path("--dump-weights", optarg); break;
         case O_DUMP_GRADS: opt->dump_grads = cli_parse_path("--dump-grads", optarg); break;
         case O_INIT_WEIGHTS: opt->init_weights = cli_parse_path("--init-weights", optarg); break;
+        case O_TOKENS:
+            if (strcmp(optarg, "random") == 0)
+                opt->tokens_cycle = 0;
+            else if (strcmp(optarg, "cycle") == 0)
+                opt->tokens_cycle = 1;
+            else
+                cli_usage_error("--tokens '%s': expected random or cycle", optarg);
+            break;
         case 'q': opt->quiet = 1; break;
         case 'h': usage(stdout); exit(0);
         case 'V': printf(GPT_PROG " (uvmrt) %s\n", uvmrt_version_string()); exit(0);

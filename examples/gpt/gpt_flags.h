@@ -34,6 +34,7 @@ typedef struct gpt_options {
     const char *loss_log;
     const char *result_json;
     const char *dump_weights, *dump_grads, *init_weights;
+    int tokens_cycle;           /* --tokens cycle: the learnable synthetic stream */
     int quiet;
 } gpt_options_t;
 

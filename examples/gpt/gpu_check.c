@@ -5,6 +5,11 @@
  *   gpt-gpu-check             every kernel on small shapes with ragged edges; the
  *                             reference gets the same bf16-rounded inputs; the error
  *                             is the relative L2 norm ||got - want|| / ||want||
+ *   gpt-gpu-check --bench B T C L
+ *                             times one block's parts at the trainer's shapes (CUDA
+ *                             events, the median of 5 after a warm-up): attention
+ *                             forward and backward, the block's matmuls, the rest,
+ *                             and one classifier chunk; what bounds a step
  *   gpt-gpu-check --model WEIGHTS GRADS LOSS B T SEED
  *                             the whole model: uvmrt-gpt's step-1 gradients
  *                             (--dump-grads) and loss against gpt_ref_loss on the
@@ -22,6 +27,7 @@
 
 #include "../mlp/adamw_cpu.h"
 #include "../mlp/mlp_math.h"
+#include "gpt_gpu.h"
 #include "gpt_kernels.h"
 #include "gpt_ref.h"
 #include "gpt_tokens.h"
@@ -342,7 +348,152 @@ static int check_model(char **argv) {
     return failures ? 1 : 0;
 }
 
+/* ---------------------------------------------------------------------------- */
+
+static double time_ms(void (*fn)(void *), void *arg) {
+    cudaEvent_t a, b;
+    cuda_ok(cudaEventCreate(&a), "event");
+    cuda_ok(cudaEventCreate(&b), "event");
+    fn(arg); /* warm-up */
+    float v[5];
+    for (int k = 0; k < 5; k++) {
+        cuda_ok(cudaEventRecord(a, NULL), "record");
+        fn(arg);
+        cuda_ok(cudaEventRecord(b, NULL), "record");
+        cuda_ok(cudaEventSynchronize(b), "sync");
+        cuda_ok(cudaEventElapsedTime(&v[k], a, b), "elapsed");
+    }
+    for (int i = 0; i < 5; i++) /* median */
+        for (int j = i + 1; j < 5; j++)
+            if (v[j] < v[i]) {
+                float t = v[i];
+                v[i] = v[j];
+                v[j] = t;
+            }
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    return v[2];
+}
+
+typedef struct bench {
+    int B, T, C, NH, N, Vp, R;
+    gpt_gpu_t *g;
+    void *qkv, *out, *lse, *dout, *dqkv, *delta, *w, *x4, *y4, *dw, *res, *ln, *ms, *cs;
+    void *logits, *wte, *losses, *tgt, *dwte;
+} bench_t;
+
+static void b_attn_fwd(void *p) {
+    bench_t *b = p;
+    kernel_ok(gpt_attention_forward_launch(b->out, b->lse, b->qkv, b->B, b->T, b->C, b->NH, NULL),
+              "attention");
+}
+
+static void b_attn_bwd(void *p) {
+    bench_t *b = p;
+    kernel_ok(gpt_attention_backward_launch(b->dqkv, b->delta, b->dout, b->out, b->qkv, b->lse,
+                                            b->B, b->T, b->C, b->NH, NULL), "attention backward");
+}
+
+static void mm_ok(const char *why) {
+    if (why) {
+        fprintf(stderr, "gpt-gpu-check: %s\n", why);
+        exit(1);
+    }
+}
+
+/* the block's 4 matmuls, forward (1x) and backward (dinp + dweight) */
+static void b_gemms(void *p) {
+    bench_t *b = p;
+    int N = b->N, C = b->C;
+    const int kin[4] = {C, C, C, 4 * C}, kout[4] = {3 * C, C, 4 * C, C};
+    for (int k = 0; k < 4; k++) {
+        mm_ok(gpt_mm_forward(b->g, b->y4, 0, b->x4, b->w, N, kin[k], kout[k], 1.0f));
+        mm_ok(gpt_mm_dinp(b->g, b->x4, b->y4, b->w, N, kin[k], kout[k]));
+        mm_ok(gpt_mm_dweight(b->g, b->dw, b->y4, b->x4, N, kin[k], kout[k], 0.0f));
+    }
+    cuda_ok(cudaStreamSynchronize((cudaStream_t)gpt_gpu_stream(b->g)), "sync");
+}
+
+/* the block's other kernels: 2 LN forward + backward, GELU both ways, biases */
+static void b_rest(void *p) {
+    bench_t *b = p;
+    int N = b->N, C = b->C;
+    float *ms = b->ms;
+    for (int k = 0; k < 2; k++) {
+        kernel_ok(gpt_layernorm_forward_launch(b->ln, ms, ms + N, b->res, b->w, b->w, N, C, NULL), "ln");
+        kernel_ok(gpt_layernorm_backward_launch(b->res, b->dw, (float *)b->dw + C, b->cs, b->ln,
+                                                b->res, b->w, ms, ms + N, N, C, 1, NULL), "lnb");
+        kernel_ok(gpt_residual_bias_launch(b->res, b->res, b->w, N, C, NULL), "res");
+        kernel_ok(gpt_f32_to_bf16_launch(b->ln, b->res, (size_t)N * C, NULL), "cvt");
+        kernel_ok(gpt_bias_grad_f32_launch(b->dw, b->cs, b->res, N, C, NULL), "bias");
+    }
+    kernel_ok(gpt_bias_broadcast_launch(b->y4, b->w, N, 4 * C, NULL), "bias");
+    kernel_ok(gpt_bias_broadcast_launch(b->y4, b->w, N, 3 * C, NULL), "bias");
+    kernel_ok(gpt_gelu_forward_launch(b->x4, b->y4, (size_t)N * 4 * C, NULL), "gelu");
+    kernel_ok(gpt_gelu_backward_launch(b->x4, b->y4, (size_t)N * 4 * C, NULL), "gelu");
+    kernel_ok(gpt_bias_grad_launch(b->dw, b->cs, b->x4, N, 4 * C, NULL), "bias");
+    kernel_ok(gpt_bias_grad_launch(b->dw, b->cs, b->x4, N, 3 * C, NULL), "bias");
+}
+
+static void b_head_chunk(void *p) {
+    bench_t *b = p;
+    mm_ok(gpt_mm_forward(b->g, b->logits, 0, b->ln, b->wte, b->R, b->C, b->Vp, 0.0f));
+    cuda_ok(cudaStreamSynchronize((cudaStream_t)gpt_gpu_stream(b->g)), "sync");
+    kernel_ok(gpt_crossentropy_launch(b->logits, b->losses, b->tgt, b->R, 50257, b->Vp,
+                                      1.0f / b->N, NULL), "ce");
+    mm_ok(gpt_mm_dinp(b->g, b->ln, b->logits, b->wte, b->R, b->C, b->Vp));
+    mm_ok(gpt_mm_dweight(b->g, b->dwte, b->logits, b->ln, b->R, b->C, b->Vp, 1.0f));
+    cuda_ok(cudaStreamSynchronize((cudaStream_t)gpt_gpu_stream(b->g)), "sync");
+}
+
+static int bench(char **argv) {
+    bench_t b = {.B = atoi(argv[0]), .T = atoi(argv[1]), .C = atoi(argv[2])};
+    int L = atoi(argv[3]);
+    char err[256];
+    b.NH = b.C / GPT_HEAD_SIZE, b.N = b.B * b.T, b.Vp = 50304, b.R = b.N < 2048 ? b.N : 2048;
+    b.g = gpt_gpu_open(err, sizeof err);
+    if (b.g == NULL) {
+        fprintf(stderr, "gpt-gpu-check: %s\n", err);
+        return 1;
+    }
+    size_t N = (size_t)b.N, C = (size_t)b.C, nl = (size_t)b.B * b.NH * b.T;
+    uint16_t *qb, *db;
+    rand_b(N * 3 * C, -1.5f, 1.5f, &qb);
+    rand_b(N * C, -1, 1, &db);
+    b.qkv = dev_from(qb, N * 3 * C * 2), b.out = dev_from(NULL, N * C * 2);
+    b.lse = dev_from(NULL, nl * 4), b.dout = dev_from(db, N * C * 2);
+    b.dqkv = dev_from(NULL, N * 3 * C * 2), b.delta = dev_from(NULL, nl * 4);
+    b.w = dev_from(NULL, 4 * C * C * 2), b.x4 = dev_from(NULL, N * 4 * C * 2);
+    b.y4 = dev_from(NULL, N * 4 * C * 2), b.dw = dev_from(NULL, 4 * C * C * 4);
+    b.res = dev_from(NULL, N * C * 4), b.ln = dev_from(NULL, N * C * 2);
+    b.ms = dev_from(NULL, 2 * N * 4), b.cs = dev_from(NULL, 2 * gpt_colsum_scratch_floats(b.N, 4 * b.C) * 4);
+    b.logits = dev_from(NULL, (size_t)b.R * b.Vp * 2), b.wte = dev_from(NULL, (size_t)b.Vp * C * 2);
+    b.losses = dev_from(NULL, N * 4), b.tgt = dev_from(NULL, N * 4);
+    b.dwte = dev_from(NULL, (size_t)b.Vp * C * 4);
+    double af = time_ms(b_attn_fwd, &b), ab = time_ms(b_attn_bwd, &b);
+    double mm = time_ms(b_gemms, &b), rest = time_ms(b_rest, &b), head = time_ms(b_head_chunk, &b);
+    double aflops = 2.0 * b.B * (double)b.T * b.T * C, mflops = 72.0 * N * C * C;
+    double hflops = 6.0 * b.R * C * b.Vp, chunks = (double)N / b.R;
+    printf("bench B %d T %d C %d NH %d (L %d):\n", b.B, b.T, b.C, b.NH, L);
+    printf("  attention forward   %8.3f ms  %6.1f TFLOP/s\n", af, aflops / af / 1e9);
+    printf("  attention backward  %8.3f ms  %6.1f TFLOP/s (2.5x forward's FLOPs)\n", ab,
+           2.5 * aflops / ab / 1e9);
+    printf("  block matmuls f+b   %8.3f ms  %6.1f TFLOP/s\n", mm, mflops / mm / 1e9);
+    printf("  block other kernels %8.3f ms\n", rest);
+    printf("  classifier chunk    %8.3f ms  %6.1f TFLOP/s (x %.1f chunks)\n", head,
+           hflops / head / 1e9, chunks);
+    double step = L * (af + ab + mm + rest) + chunks * head;
+    printf("  step estimate       %8.1f ms = %d x %.2f ms per block + %.1f ms head: "
+           "attention %.0f%%, matmuls %.0f%%, other %.0f%%, head %.0f%%\n", step, L,
+           af + ab + mm + rest, chunks * head, 100 * L * (af + ab) / step, 100 * L * mm / step,
+           100 * L * rest / step, 100 * chunks * head / step);
+    gpt_gpu_close(b.g);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 6 && strcmp(argv[1], "--bench") == 0)
+        return bench(argv + 2);
     if (argc == 8 && strcmp(argv[1], "--model") == 0)
         return check_model(argv + 2);
     if (argc != 1) {
