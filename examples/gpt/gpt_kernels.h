@@ -75,9 +75,9 @@ int gpt_bias_grad_launch(float *dbias, float *scratch, const uint16_t *dout, int
                          uvmrt_stream_t stream);
 int gpt_bias_grad_f32_launch(float *dbias, float *scratch, const float *dout, int N, int OC,
                              uvmrt_stream_t stream);
-/* Fused causal attention (flash-style online softmax; no T x T matrix): qkv (B,T,3C)
- * bf16, out (B,T,C) bf16, lse (B,NH,T) fp32 natural log-sum-exp of the scaled
- * scores. C / NH == GPT_HEAD_SIZE. */
+/* Fused causal attention (flash-style online softmax; no T x T matrix) on the tensor
+ * cores (WMMA bf16, fp32 accumulate): qkv (B,T,3C) bf16, out (B,T,C) bf16, lse
+ * (B,NH,T) fp32 natural log-sum-exp of the scaled scores. C / NH == GPT_HEAD_SIZE. */
 int gpt_attention_forward_launch(uint16_t *out, float *lse, const uint16_t *qkv, int B, int T,
                                  int C, int NH, uvmrt_stream_t stream);
 /* dqkv (B,T,3C) bf16 (overwritten) from dout (B,T,C) bf16, recomputing the
@@ -86,6 +86,14 @@ int gpt_attention_forward_launch(uint16_t *out, float *lse, const uint16_t *qkv,
 int gpt_attention_backward_launch(uint16_t *dqkv, float *delta, const uint16_t *dout,
                                   const uint16_t *out, const uint16_t *qkv, const float *lse,
                                   int B, int T, int C, int NH, uvmrt_stream_t stream);
+/* The same with scalar fp32 kernels (no tensor cores): the first, simpler version,
+ * kept as a second implementation for gpt-gpu-check. */
+int gpt_attention_forward_simple_launch(uint16_t *out, float *lse, const uint16_t *qkv, int B,
+                                        int T, int C, int NH, uvmrt_stream_t stream);
+int gpt_attention_backward_simple_launch(uint16_t *dqkv, float *delta, const uint16_t *dout,
+                                         const uint16_t *out, const uint16_t *qkv,
+                                         const float *lse, int B, int T, int C, int NH,
+                                         uvmrt_stream_t stream);
 /* Cross-entropy of R rows of logits (R,Vp) bf16, the first V columns real, Vp % 8 == 0:
  * losses (R,) fp32; logits replaced in place by dlogits = (softmax - onehot) * dscale
  * (0 in the padded columns). */

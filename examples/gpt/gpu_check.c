@@ -44,7 +44,7 @@ static float urand(float lo, float hi) {
 
 static void check(const char *name, double err, double tol) {
     int ok = err <= tol && isfinite(err);
-    printf("%-4s %-40s rel_l2 %.3e  (tolerance %.1e)\n", ok ? "ok" : "FAIL", name, err, tol);
+    printf("%-4s %-46s rel_l2 %.3e  (tolerance %.1e)\n", ok ? "ok" : "FAIL", name, err, tol);
     if (!ok)
         failures++;
 }
@@ -216,7 +216,13 @@ static void check_gelu_bias(void) {
     check("bias gradient (fp32 dout)", rel_l2(g4, bw, OC), 1e-5);
 }
 
-static void check_attention(int B, int T, int NH) {
+typedef int (*attn_fwd_fn)(uint16_t *, float *, const uint16_t *, int, int, int, int,
+                           uvmrt_stream_t);
+typedef int (*attn_bwd_fn)(uint16_t *, float *, const uint16_t *, const uint16_t *,
+                           const uint16_t *, const float *, int, int, int, int, uvmrt_stream_t);
+
+static void check_attention_with(int B, int T, int NH, attn_fwd_fn fwd, attn_bwd_fn bwd,
+                                 const char *kind) {
     int C = NH * GPT_HEAD_SIZE;
     size_t N = (size_t)B * T, nq = N * 3 * C, no = N * C, nl = (size_t)B * NH * T;
     char name[80];
@@ -228,26 +234,33 @@ static void check_attention(int B, int T, int NH) {
     void *d_qkv = dev_from(qb, nq * 2), *d_out = dev_from(NULL, no * 2);
     void *d_lse = dev_from(NULL, nl * 4), *d_dout = dev_from(db, no * 2);
     void *d_dqkv = dev_from(NULL, nq * 2), *d_delta = dev_from(NULL, nl * 4);
-    kernel_ok(gpt_attention_forward_launch(d_out, d_lse, d_qkv, B, T, C, NH, NULL), "attention");
+    kernel_ok(fwd(d_out, d_lse, d_qkv, B, T, C, NH, NULL), "attention");
     float *got = host_b16(d_out, no), *gl = host_f32(d_lse, nl);
-    snprintf(name, sizeof name, "flash attention forward B%d T%d NH%d", B, T, NH);
+    snprintf(name, sizeof name, "%s attention forward B%d T%d NH%d", kind, B, T, NH);
     check(name, rel_l2(got, want, no), 2e-2);
-    snprintf(name, sizeof name, "flash attention lse B%d T%d NH%d", B, T, NH);
+    snprintf(name, sizeof name, "%s attention lse B%d T%d NH%d", kind, B, T, NH);
     check(name, rel_l2(gl, lse, nl), 1e-4);
     /* the backward takes the kernel's own output (bf16), as in training */
-    kernel_ok(gpt_attention_backward_launch(d_dqkv, d_delta, d_dout, d_out, d_qkv, d_lse, B, T, C,
-                                            NH, NULL), "attention backward");
+    kernel_ok(bwd(d_dqkv, d_delta, d_dout, d_out, d_qkv, d_lse, B, T, C, NH, NULL),
+              "attention backward");
     float *gd = host_b16(d_dqkv, nq);
-    snprintf(name, sizeof name, "flash attention backward dqkv B%d T%d NH%d", B, T, NH);
+    snprintf(name, sizeof name, "%s attention backward B%d T%d NH%d", kind, B, T, NH);
     check(name, rel_l2(gd, dwant, nq), 2e-2);
     /* deterministic: a second run gives the same bits */
     uint16_t *a = malloc(nq * 2), *b2 = malloc(nq * 2);
     cuda_ok(cudaMemcpy(a, d_dqkv, nq * 2, cudaMemcpyDeviceToHost), "copy");
-    kernel_ok(gpt_attention_backward_launch(d_dqkv, d_delta, d_dout, d_out, d_qkv, d_lse, B, T, C,
-                                            NH, NULL), "attention backward");
+    kernel_ok(bwd(d_dqkv, d_delta, d_dout, d_out, d_qkv, d_lse, B, T, C, NH, NULL),
+              "attention backward");
     cuda_ok(cudaMemcpy(b2, d_dqkv, nq * 2, cudaMemcpyDeviceToHost), "copy");
-    snprintf(name, sizeof name, "flash attention backward bitwise rerun T%d", T);
+    snprintf(name, sizeof name, "%s attention backward rerun bitwise T%d", kind, T);
     check(name, memcmp(a, b2, nq * 2) == 0 ? 0.0 : 1.0, 0.0);
+}
+
+static void check_attention(int B, int T, int NH) {
+    check_attention_with(B, T, NH, gpt_attention_forward_launch, gpt_attention_backward_launch,
+                         "flash(tc)");
+    check_attention_with(B, T, NH, gpt_attention_forward_simple_launch,
+                         gpt_attention_backward_simple_launch, "flash(fp32)");
 }
 
 static void check_crossentropy(void) {
@@ -506,6 +519,7 @@ int main(int argc, char **argv) {
     check_attention(2, 200, 3);
     check_attention(1, 64, 1);
     check_attention(2, 1, 2);
+    check_attention(1, 1000, 2);
     check_crossentropy();
     check_adamw_norm();
     printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
