@@ -46,6 +46,7 @@
 #include "../common/cli.h"
 
 #include "../mlp/adamw_cpu.h"
+#include "gpt_cpuopt.h"
 #include "gpt_flags.h"
 #include "gpt_gpu.h"
 #include "gpt_kernels.h"

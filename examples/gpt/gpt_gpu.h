@@ -15,8 +15,6 @@
 
 #include "uvmrt.h"
 
-#include "../mlp/adamw_cpu.h"
-#include "../mlp/mlp_math.h"
 
 typedef struct gpt_gpu gpt_gpu_t;
 
@@ -53,32 +51,5 @@ const char *gpt_gpu_sync(gpt_gpu_t *g);
 /* Pinned, mapped host memory (the GPU writes losses and norms into it); NULL on failure. */
 void *gpt_gpu_host_alloc(size_t bytes);
 void gpt_gpu_host_free(void *p);
-
-/* ----------------------------------------------------------------------------
- * the CPU optimizer: one thread updating every layer with adamw_cpu.c's AdamW once
- * a step's backward has finished (global-norm clipping needs every gradient), in
- * forward order, so forward i of the next step can start as soon as layer i is done. */
-
-typedef struct gpt_cpuopt gpt_cpuopt_t;
-
-typedef struct gpt_cpuopt_layer {
-    float *w, *m, *v, *g; /* (n,) fp32: master, moments, gradient (host memory) */
-    uint16_t *wh;         /* (n,) bf16 working copy (managed) */
-    size_t n, n_decay;    /* elements [0, n_decay) get weight decay */
-} gpt_cpuopt_layer_t;
-
-/* clip_host: mapped host memory where the GPU writes {norm, clip factor}. */
-gpt_cpuopt_t *gpt_cpuopt_start(int nlayers, const gpt_cpuopt_layer_t *layers, mlp_isa_t isa,
-                               const float *clip_host, char *err, size_t errlen);
-/* After step s's last backward call: records an event on the stream; the thread
- * waits for it, then updates every layer with these coefficients (inv_scale is
- * replaced by the clip factor). */
-const char *gpt_cpuopt_submit(gpt_cpuopt_t *c, gpt_gpu_t *g, int step,
-                              const mlp_adamw_coef_t *decay, const mlp_adamw_coef_t *no_decay);
-/* Waits until layer i's update of step s is done; -1 when the thread failed. */
-int gpt_cpuopt_wait(gpt_cpuopt_t *c, int layer, int step);
-/* Seconds the thread spent in AdamW. */
-double gpt_cpuopt_busy_s(const gpt_cpuopt_t *c);
-void gpt_cpuopt_stop(gpt_cpuopt_t *c);
 
 #endif
