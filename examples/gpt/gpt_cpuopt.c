@@ -1,0 +1,196 @@
+/*
+ * gpt_cpuopt.c -- uvmrt-gpt's CPU optimizer thread (--optimizer-on cpu; see
+ * gpt_cpuopt.h): the MLP trainer's AVX-512/AVX2 AdamW on every layer once a step's
+ * backward has finished on the GPU.
+ */
+#define _GNU_SOURCE
+
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpt_cpuopt.h"
+
+#if defined(UVMRT_HAVE_CUDA) && defined(UVMRT_HAVE_CUBLAS)
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+
+#include "../common/cli.h"
+
+static const char *cuda_text(cudaError_t e, const char *what) {
+    static __thread char buf[256];
+    if (e == cudaSuccess)
+        return NULL;
+    snprintf(buf, sizeof buf, "%s failed: %s (%s)", what, cudaGetErrorString(e),
+             cudaGetErrorName(e));
+    return buf;
+}
+
+struct gpt_cpuopt {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int started, quit, failed;
+    int nlayers;
+    gpt_cpuopt_layer_t *layers;
+    int *done;          /* (nlayers,) last step whose update of layer i is done */
+    int submitted;      /* last step submitted */
+    mlp_adamw_coef_t decay, no_decay;
+    cudaEvent_t ev;
+    int device;
+    mlp_isa_t isa;
+    const volatile float *clip_host;
+    double busy_s;
+};
+
+static void *cpuopt_main(void *arg) {
+    gpt_cpuopt_t *c = arg;
+    if (cudaSetDevice(c->device) != cudaSuccess)
+        goto fail;
+    for (int s = 0;; s++) {
+        pthread_mutex_lock(&c->mu);
+        while (c->submitted < s && !c->quit)
+            pthread_cond_wait(&c->cv, &c->mu);
+        int quit = c->quit && c->submitted < s;
+        mlp_adamw_coef_t cd = c->decay, cn = c->no_decay;
+        pthread_mutex_unlock(&c->mu);
+        if (quit)
+            return NULL;
+        if (cudaEventSynchronize(c->ev) != cudaSuccess)
+            goto fail;
+        cd.inv_scale = cn.inv_scale = c->clip_host[1];
+        double t0 = cli_now_s();
+        for (int i = 0; i < c->nlayers; i++) {
+            const gpt_cpuopt_layer_t *l = &c->layers[i];
+            mlp_adamw_cpu(c->isa, l->w, l->m, l->v, l->g, l->wh, MLP_BF16, l->n_decay, &cd);
+            if (l->n > l->n_decay)
+                mlp_adamw_cpu(c->isa, l->w + l->n_decay, l->m + l->n_decay, l->v + l->n_decay,
+                              l->g + l->n_decay, l->wh + l->n_decay, MLP_BF16,
+                              l->n - l->n_decay, &cn);
+            pthread_mutex_lock(&c->mu);
+            c->done[i] = s;
+            pthread_cond_broadcast(&c->cv);
+            pthread_mutex_unlock(&c->mu);
+        }
+        c->busy_s += cli_now_s() - t0;
+    }
+fail:
+    fprintf(stderr, "uvmrt-gpt: cpu optimizer: a CUDA call failed: %s\n",
+            cudaGetErrorString(cudaGetLastError()));
+    pthread_mutex_lock(&c->mu);
+    c->failed = 1;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+gpt_cpuopt_t *gpt_cpuopt_start(int nlayers, const gpt_cpuopt_layer_t *layers, mlp_isa_t isa,
+                               const float *clip_host, char *err, size_t errlen) {
+    gpt_cpuopt_t *c = calloc(1, sizeof *c);
+    if (c == NULL || (c->layers = malloc((size_t)nlayers * sizeof *layers)) == NULL ||
+        (c->done = malloc((size_t)nlayers * sizeof(int))) == NULL) {
+        snprintf(err, errlen, "out of host memory");
+        gpt_cpuopt_stop(c);
+        return NULL;
+    }
+    memcpy(c->layers, layers, (size_t)nlayers * sizeof *layers);
+    for (int i = 0; i < nlayers; i++)
+        c->done[i] = -1;
+    c->nlayers = nlayers;
+    c->submitted = -1;
+    c->isa = isa;
+    c->clip_host = clip_host;
+    const char *why = cuda_text(cudaGetDevice(&c->device), "cudaGetDevice");
+    if (why == NULL)
+        why = cuda_text(cudaEventCreateWithFlags(&c->ev, cudaEventDisableTiming |
+                                                             cudaEventBlockingSync),
+                        "cudaEventCreateWithFlags");
+    if (why) {
+        snprintf(err, errlen, "%s", why);
+        gpt_cpuopt_stop(c);
+        return NULL;
+    }
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    if (pthread_create(&c->thread, NULL, cpuopt_main, c) != 0) {
+        snprintf(err, errlen, "cannot start the CPU optimizer thread");
+        pthread_mutex_destroy(&c->mu);
+        pthread_cond_destroy(&c->cv);
+        gpt_cpuopt_stop(c);
+        return NULL;
+    }
+    c->started = 1;
+    return c;
+}
+
+const char *gpt_cpuopt_submit(gpt_cpuopt_t *c, gpt_gpu_t *g, int step,
+                              const mlp_adamw_coef_t *decay, const mlp_adamw_coef_t *no_decay) {
+    const char *why = cuda_text(cudaEventRecord(c->ev, (cudaStream_t)gpt_gpu_stream(g)),
+                                "cudaEventRecord");
+    if (why)
+        return why;
+    pthread_mutex_lock(&c->mu);
+    c->decay = *decay;
+    c->no_decay = *no_decay;
+    c->submitted = step;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+int gpt_cpuopt_wait(gpt_cpuopt_t *c, int layer, int step) {
+    pthread_mutex_lock(&c->mu);
+    while (c->done[layer] < step && !c->failed)
+        pthread_cond_wait(&c->cv, &c->mu);
+    int failed = c->failed;
+    pthread_mutex_unlock(&c->mu);
+    return failed ? -1 : 0;
+}
+
+double gpt_cpuopt_busy_s(const gpt_cpuopt_t *c) { return c ? c->busy_s : 0.0; }
+
+void gpt_cpuopt_stop(gpt_cpuopt_t *c) {
+    if (c == NULL)
+        return;
+    if (c->started) {
+        pthread_mutex_lock(&c->mu);
+        c->quit = 1;
+        pthread_cond_broadcast(&c->cv);
+        pthread_mutex_unlock(&c->mu);
+        pthread_join(c->thread, NULL);
+        pthread_mutex_destroy(&c->mu);
+        pthread_cond_destroy(&c->cv);
+    }
+    if (c->ev)
+        cudaEventDestroy(c->ev);
+    free(c->layers);
+    free(c->done);
+    free(c);
+}
+
+#else /* no CUDA + cuBLAS: never started (gpt.c runs on sim) */
+
+static const char *NO_GPU = "built without CUDA and cuBLAS";
+
+gpt_cpuopt_t *gpt_cpuopt_start(int nlayers, const gpt_cpuopt_layer_t *layers, mlp_isa_t isa,
+                               const float *clip_host, char *err, size_t errlen) {
+    (void)nlayers, (void)layers, (void)isa, (void)clip_host;
+    snprintf(err, errlen, "%s", NO_GPU);
+    return NULL;
+}
+const char *gpt_cpuopt_submit(gpt_cpuopt_t *c, gpt_gpu_t *g, int step,
+                              const mlp_adamw_coef_t *decay, const mlp_adamw_coef_t *no_decay) {
+    (void)c, (void)g, (void)step, (void)decay, (void)no_decay;
+    return NO_GPU;
+}
+int gpt_cpuopt_wait(gpt_cpuopt_t *c, int layer, int step) {
+    (void)c, (void)layer, (void)step;
+    return -1;
+}
+double gpt_cpuopt_busy_s(const gpt_cpuopt_t *c) { (void)c; return 0.0; }
+void gpt_cpuopt_stop(gpt_cpuopt_t *c) { (void)c; }
+#endif

@@ -1,0 +1,40 @@
+/*
+ * gpt_cpuopt.h -- uvmrt-gpt's CPU optimizer thread (--optimizer-on cpu).
+ */
+#ifndef UVMRT_GPT_CPUOPT_H
+#define UVMRT_GPT_CPUOPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../mlp/adamw_cpu.h"
+#include "../mlp/mlp_math.h"
+#include "gpt_gpu.h"
+
+/* One thread updating every layer with adamw_cpu.c's AdamW once
+ * a step's backward has finished (global-norm clipping needs every gradient), in
+ * forward order, so forward i of the next step can start as soon as layer i is done. */
+
+typedef struct gpt_cpuopt gpt_cpuopt_t;
+
+typedef struct gpt_cpuopt_layer {
+    float *w, *m, *v, *g; /* (n,) fp32: master, moments, gradient (host memory) */
+    uint16_t *wh;         /* (n,) bf16 working copy (managed) */
+    size_t n, n_decay;    /* elements [0, n_decay) get weight decay */
+} gpt_cpuopt_layer_t;
+
+/* clip_host: mapped host memory where the GPU writes {norm, clip factor}. */
+gpt_cpuopt_t *gpt_cpuopt_start(int nlayers, const gpt_cpuopt_layer_t *layers, mlp_isa_t isa,
+                               const float *clip_host, char *err, size_t errlen);
+/* After step s's last backward call: records an event on the stream; the thread
+ * waits for it, then updates every layer with these coefficients (inv_scale is
+ * replaced by the clip factor). */
+const char *gpt_cpuopt_submit(gpt_cpuopt_t *c, gpt_gpu_t *g, int step,
+                              const mlp_adamw_coef_t *decay, const mlp_adamw_coef_t *no_decay);
+/* Waits until layer i's update of step s is done; -1 when the thread failed. */
+int gpt_cpuopt_wait(gpt_cpuopt_t *c, int layer, int step);
+/* Seconds the thread spent in AdamW. */
+double gpt_cpuopt_busy_s(const gpt_cpuopt_t *c);
+void gpt_cpuopt_stop(gpt_cpuopt_t *c);
+
+#endif

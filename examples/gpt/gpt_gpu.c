@@ -1,0 +1,275 @@
+/*
+ * gpt_gpu.c -- uvmrt-gpt's GPU setup (see gpt_gpu.h): with gpt_cpuopt.c, the only
+ * files of the trainer with CUDA runtime and cuBLAS calls; without them every call
+ * fails cleanly.
+ */
+#define _GNU_SOURCE
+
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpt_gpu.h"
+
+#if defined(UVMRT_HAVE_CUDA) && defined(UVMRT_HAVE_CUBLAS)
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+static const size_t CUBLAS_WORKSPACE_BYTES = 32u << 20;
+
+struct gpt_gpu {
+    cudaStream_t stream;
+    cublasHandle_t cublas;
+    void *workspace;
+};
+
+int gpt_gpu_built(void) { return 1; }
+
+const char *gpt_gpu_error_text(int err) {
+    static __thread char buf[160];
+    snprintf(buf, sizeof buf, "%s: %s", cudaGetErrorName((cudaError_t)err),
+             cudaGetErrorString((cudaError_t)err));
+    return buf;
+}
+
+static const char *cuda_text(cudaError_t e, const char *what) {
+    static __thread char buf[256];
+    if (e == cudaSuccess)
+        return NULL;
+    snprintf(buf, sizeof buf, "%s failed: %s (%s)", what, cudaGetErrorString(e),
+             cudaGetErrorName(e));
+    return buf;
+}
+
+static const char *cublas_text(cublasStatus_t s, const char *what) {
+    static __thread char buf[256];
+    if (s == CUBLAS_STATUS_SUCCESS)
+        return NULL;
+    snprintf(buf, sizeof buf, "%s failed: cuBLAS status %d (%s)", what, (int)s,
+             cublasGetStatusName(s));
+    return buf;
+}
+
+gpt_gpu_t *gpt_gpu_open(char *err, size_t errlen) {
+    gpt_gpu_t *g = calloc(1, sizeof *g);
+    const char *why = NULL;
+    if (g == NULL) {
+        snprintf(err, errlen, "out of host memory");
+        return NULL;
+    }
+    if ((why = cuda_text(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking),
+                         "cudaStreamCreateWithFlags")) ||
+        (why = cublas_text(cublasCreate(&g->cublas), "cublasCreate")) ||
+        (why = cublas_text(cublasSetStream(g->cublas, g->stream), "cublasSetStream")) ||
+        (why = cuda_text(cudaMalloc(&g->workspace, CUBLAS_WORKSPACE_BYTES), "cudaMalloc")) ||
+        (why = cublas_text(cublasSetWorkspace(g->cublas, g->workspace, CUBLAS_WORKSPACE_BYTES),
+                           "cublasSetWorkspace"))) {
+        snprintf(err, errlen, "%s", why);
+        gpt_gpu_close(g);
+        return NULL;
+    }
+    return g;
+}
+
+void gpt_gpu_close(gpt_gpu_t *g) {
+    if (g == NULL)
+        return;
+    if (g->cublas)
+        cublasDestroy(g->cublas);
+    if (g->workspace)
+        cudaFree(g->workspace);
+    if (g->stream)
+        cudaStreamDestroy(g->stream);
+    free(g);
+}
+
+uvmrt_stream_t gpt_gpu_stream(const gpt_gpu_t *g) { return (uvmrt_stream_t)g->stream; }
+
+uint64_t gpt_gpu_device_bytes(const gpt_gpu_t *g) {
+    (void)g;
+    return CUBLAS_WORKSPACE_BYTES;
+}
+
+const char *gpt_gpu_mem_info(uint64_t *free_bytes, uint64_t *total_bytes, int *device) {
+    size_t f = 0, t = 0;
+    const char *why = cuda_text(cudaGetDevice(device), "cudaGetDevice");
+    if (why == NULL)
+        why = cuda_text(cudaMemGetInfo(&f, &t), "cudaMemGetInfo");
+    *free_bytes = f;
+    *total_bytes = t;
+    return why;
+}
+
+const char *gpt_mm_forward(gpt_gpu_t *g, void *out, int out_f32, const uint16_t *inp,
+                           const uint16_t *w, int N, int K, int OC, float beta) {
+    const float one = 1.0f;
+    return cublas_text(cublasGemmEx(g->cublas, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, K, &one, w,
+                                    CUDA_R_16BF, K, inp, CUDA_R_16BF, K, &beta, out,
+                                    out_f32 ? CUDA_R_32F : CUDA_R_16BF, OC, CUBLAS_COMPUTE_32F,
+                                    CUBLAS_GEMM_DEFAULT),
+                       "cublasGemmEx (forward)");
+}
+
+const char *gpt_mm_dinp(gpt_gpu_t *g, uint16_t *dinp, const uint16_t *dout, const uint16_t *w,
+                        int N, int K, int OC) {
+    const float one = 1.0f, zero = 0.0f;
+    return cublas_text(cublasGemmEx(g->cublas, CUBLAS_OP_N, CUBLAS_OP_N, K, N, OC, &one, w,
+                                    CUDA_R_16BF, K, dout, CUDA_R_16BF, OC, &zero, dinp,
+                                    CUDA_R_16BF, K, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                       "cublasGemmEx (input gradient)");
+}
+
+const char *gpt_mm_dweight(gpt_gpu_t *g, float *dw, const uint16_t *dout, const uint16_t *inp,
+                           int N, int K, int OC, float beta) {
+    const float one = 1.0f;
+    return cublas_text(cublasGemmEx(g->cublas, CUBLAS_OP_N, CUBLAS_OP_T, K, OC, N, &one, inp,
+                                    CUDA_R_16BF, K, dout, CUDA_R_16BF, OC, &beta, dw, CUDA_R_32F,
+                                    K, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                       "cublasGemmEx (weight gradient)");
+}
+
+const char *gpt_gpu_copy(gpt_gpu_t *g, void *dst, const void *src, size_t bytes) {
+    return cuda_text(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, g->stream),
+                     "cudaMemcpyAsync");
+}
+
+const char *gpt_gpu_sync(gpt_gpu_t *g) {
+    return cuda_text(cudaStreamSynchronize(g->stream), "cudaStreamSynchronize");
+}
+
+void *gpt_gpu_host_alloc(size_t bytes) {
+    void *p = NULL;
+    if (cudaHostAlloc(&p, bytes, cudaHostAllocMapped) != cudaSuccess)
+        return NULL;
+    memset(p, 0, bytes);
+    return p;
+}
+
+void gpt_gpu_host_free(void *p) {
+    if (p)
+        cudaFreeHost(p);
+}
+
+#else /* no CUDA + cuBLAS: every call fails; gpt.c runs on sim and never calls them */
+
+static const char *NO_GPU = "built without CUDA and cuBLAS";
+
+int gpt_gpu_built(void) { return 0; }
+gpt_gpu_t *gpt_gpu_open(char *err, size_t errlen) {
+    snprintf(err, errlen, "%s", NO_GPU);
+    return NULL;
+}
+void gpt_gpu_close(gpt_gpu_t *g) { (void)g; }
+uvmrt_stream_t gpt_gpu_stream(const gpt_gpu_t *g) { (void)g; return NULL; }
+uint64_t gpt_gpu_device_bytes(const gpt_gpu_t *g) { (void)g; return 0; }
+const char *gpt_gpu_error_text(int err) { (void)err; return NO_GPU; }
+const char *gpt_gpu_mem_info(uint64_t *f, uint64_t *t, int *d) {
+    *f = *t = 0;
+    *d = -1;
+    return NO_GPU;
+}
+const char *gpt_mm_forward(gpt_gpu_t *g, void *out, int out_f32, const uint16_t *inp,
+                           const uint16_t *w, int N, int K, int OC, float beta) {
+    (void)g, (void)out, (void)out_f32, (void)inp, (void)w, (void)N, (void)K, (void)OC, (void)beta;
+    return NO_GPU;
+}
+const char *gpt_mm_dinp(gpt_gpu_t *g, uint16_t *dinp, const uint16_t *dout, const uint16_t *w,
+                        int N, int K, int OC) {
+    (void)g, (void)dinp, (void)dout, (void)w, (void)N, (void)K, (void)OC;
+    return NO_GPU;
+}
+const char *gpt_mm_dweight(gpt_gpu_t *g, float *dw, const uint16_t *dout, const uint16_t *inp,
+                           int N, int K, int OC, float beta) {
+    (void)g, (void)dw, (void)dout, (void)inp, (void)N, (void)K, (void)OC, (void)beta;
+    return NO_GPU;
+}
+const char *gpt_gpu_copy(gpt_gpu_t *g, void *dst, const void *src, size_t bytes) {
+    (void)g, (void)dst, (void)src, (void)bytes;
+    return NO_GPU;
+}
+const char *gpt_gpu_sync(gpt_gpu_t *g) { (void)g; return NO_GPU; }
+void *gpt_gpu_host_alloc(size_t bytes) { (void)bytes; return NULL; }
+void gpt_gpu_host_free(void *p) { (void)p; }
+
+/* The kernel launchers (gpt_kernels.cu is not built): each fails. */
+#include "gpt_kernels.h"
+#define NOGPU_FAIL return 35 /* cudaErrorInsufficientDriver */
+size_t gpt_colsum_scratch_floats(int N, int OC) {
+    return (size_t)((N + GPT_COLSUM_ROWS - 1) / GPT_COLSUM_ROWS) * (size_t)OC;
+}
+int gpt_encoder_forward_launch(float *a, const int *b, const uint16_t *c, const uint16_t *d,
+                               int e, int f, int g, uvmrt_stream_t s) {
+    (void)a, (void)b, (void)c, (void)d, (void)e, (void)f, (void)g, (void)s; NOGPU_FAIL;
+}
+int gpt_encoder_backward_launch(float *a, float *b, const float *c, const int *d, const int *e,
+                                const int *f, int g, int h, int i, int j, uvmrt_stream_t s) {
+    (void)a, (void)b, (void)c, (void)d, (void)e, (void)f, (void)g, (void)h, (void)i, (void)j;
+    (void)s; NOGPU_FAIL;
+}
+int gpt_layernorm_forward_launch(uint16_t *a, float *b, float *c, const float *d,
+                                 const uint16_t *e, const uint16_t *f, int g, int h,
+                                 uvmrt_stream_t s) {
+    (void)a, (void)b, (void)c, (void)d, (void)e, (void)f, (void)g, (void)h, (void)s; NOGPU_FAIL;
+}
+int gpt_layernorm_backward_launch(float *a, float *b, float *c, float *d, const uint16_t *e,
+                                  const float *f, const uint16_t *g, const float *h,
+                                  const float *i, int j, int k, int l, uvmrt_stream_t s) {
+    (void)a, (void)b, (void)c, (void)d, (void)e, (void)f, (void)g, (void)h, (void)i, (void)j;
+    (void)k, (void)l, (void)s; NOGPU_FAIL;
+}
+int gpt_bias_broadcast_launch(uint16_t *a, const uint16_t *b, int c, int d, uvmrt_stream_t s) {
+    (void)a, (void)b, (void)c, (void)d, (void)s; NOGPU_FAIL;
+}
+int gpt_residual_bias_launch(float *a, const float *b, const uint16_t *c, int d, int e,
+                             uvmrt_stream_t s) {
+    (void)a, (void)b, (void)c, (void)d, (void)e, (void)s; NOGPU_FAIL;
+}
+int gpt_gelu_forward_launch(uint16_t *a, const uint16_t *b, size_t c, uvmrt_stream_t s) {
+    (void)a, (void)b, (void)c, (void)s; NOGPU_FAIL;
+}
+int gpt_gelu_backward_launch(uint16_t *a, const uint16_t *b, size_t c, uvmrt_stream_t s) {
+    (void)a, (void)b, (void)c, (void)s; NOGPU_FAIL;
+}
+int gpt_f32_to_bf16_launch(uint16_t *a, const float *b, size_t c, uvmrt_stream_t s) {
+    (void)a, (void)b, (void)c, (void)s; NOGPU_FAIL;
+}
+int gpt_bias_grad_launch(float *a, float *b, const uint16_t *c, int d, int e, uvmrt_stream_t s) {
+    (void)a, (void)b, (void)c, (void)d, (void)e, (void)s; NOGPU_FAIL;
+}
+int gpt_bias_grad_f32_launch(float *a, float *b, const float *c, int d, int e,
+                             uvmrt_stream_t s) {
+    (void)a, (void)b, (void)c, (void)d, (void)e, (void)s; NOGPU_FAIL;
+}
+int gpt_attention_forward_launch(uint16_t *a, float *b, const uint16_t *c, int d, int e, int f,
+                                 int g, uvmrt_stream_t s) {
+    (void)a, (void)b, (void)c, (void)d, (void)e, (void)f, (void)g, (void)s; NOGPU_FAIL;
+}
+int gpt_attention_backward_launch(uint16_t *a, float *b, const uint16_t *c, const uint16_t *d,
+                                  const uint16_t *e, const float *f, int g, int h, int i, int j,
+                                  uvmrt_stream_t s) {
+    (void)a, (void)b, (void)c, (void)d, (void)e, (void)f, (void)g, (void)h, (void)i, (void)j;
+    (void)s; NOGPU_FAIL;
+}
+int gpt_crossentropy_launch(uint16_t *a, float *b, const int *c, int d, int e, int f, float g,
+                            uvmrt_stream_t s) {
+    (void)a, (void)b, (void)c, (void)d, (void)e, (void)f, (void)g, (void)s; NOGPU_FAIL;
+}
+int gpt_loss_finish_launch(const float *a, int b, double *c, uvmrt_stream_t s) {
+    (void)a, (void)b, (void)c, (void)s; NOGPU_FAIL;
+}
+int gpt_sumsq_launch(const float *a, size_t b, double *c, uvmrt_stream_t s) {
+    (void)a, (void)b, (void)c, (void)s; NOGPU_FAIL;
+}
+int gpt_clip_finish_launch(const double *a, int b, float c, float *d, float *e,
+                           uvmrt_stream_t s) {
+    (void)a, (void)b, (void)c, (void)d, (void)e, (void)s; NOGPU_FAIL;
+}
+int gpt_adamw_launch(float *a, float *b, float *c, const float *d, uint16_t *e, size_t f,
+                     const mlp_adamw_coef_t *g, const float *h, uvmrt_stream_t s) {
+    (void)a, (void)b, (void)c, (void)d, (void)e, (void)f, (void)g, (void)h, (void)s; NOGPU_FAIL;
+}
+#endif

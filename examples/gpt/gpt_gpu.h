@@ -1,0 +1,55 @@
+/*
+ * gpt_gpu.h -- uvmrt-gpt's GPU setup: the stream, cuBLAS and its matmuls, pinned
+ * host memory, and the CPU optimizer thread (--optimizer-on cpu).
+ *
+ * The model code in gpt.c calls these and the kernel launchers without #ifdef:
+ * in a build without CUDA and cuBLAS they exist and fail (gpt_gpu_built() is 0),
+ * and gpt.c never calls them then (it runs the schedule on the sim backend).
+ * Functions returning const char * return NULL on success, else a static message.
+ */
+#ifndef UVMRT_GPT_GPU_H
+#define UVMRT_GPT_GPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "uvmrt.h"
+
+
+typedef struct gpt_gpu gpt_gpu_t;
+
+/* 1 when this build has CUDA and cuBLAS. */
+int gpt_gpu_built(void);
+/* The stream, a cuBLAS handle on it with a fixed workspace (cuBLAS then picks the
+ * same kernels every run: reproducible). NULL with a message in err on failure. */
+gpt_gpu_t *gpt_gpu_open(char *err, size_t errlen);
+void gpt_gpu_close(gpt_gpu_t *g);
+uvmrt_stream_t gpt_gpu_stream(const gpt_gpu_t *g);
+/* Bytes cudaMalloc'd beside uvmrt's tensors (the cuBLAS workspace). */
+uint64_t gpt_gpu_device_bytes(const gpt_gpu_t *g);
+/* Free and total device memory and the device ordinal. */
+const char *gpt_gpu_mem_info(uint64_t *free_bytes, uint64_t *total_bytes, int *device);
+/* "cudaErrorX: text" for a launcher's return value. */
+const char *gpt_gpu_error_text(int err);
+
+/* Row-major matmuls, bf16 inputs, fp32 accumulation (CUBLAS_COMPUTE_32F):
+ * forward:  out (N,OC) = beta*out + inp (N,K) . w^T, w (OC,K); out bf16, or fp32
+ *           when out_f32 (beta 1 adds to a bias or residual already in out);
+ * dinp:     dinp (N,K) bf16 = dout (N,OC) . w;
+ * dweight:  dw (OC,K) fp32 = beta*dw + dout^T . inp. */
+const char *gpt_mm_forward(gpt_gpu_t *g, void *out, int out_f32, const uint16_t *inp,
+                           const uint16_t *w, int N, int K, int OC, float beta);
+const char *gpt_mm_dinp(gpt_gpu_t *g, uint16_t *dinp, const uint16_t *dout, const uint16_t *w,
+                        int N, int K, int OC);
+const char *gpt_mm_dweight(gpt_gpu_t *g, float *dw, const uint16_t *dout, const uint16_t *inp,
+                           int N, int K, int OC, float beta);
+
+/* Asynchronous copy on the stream (host memory should be pinned). */
+const char *gpt_gpu_copy(gpt_gpu_t *g, void *dst, const void *src, size_t bytes);
+/* Waits for the stream. */
+const char *gpt_gpu_sync(gpt_gpu_t *g);
+/* Pinned, mapped host memory (the GPU writes losses and norms into it); NULL on failure. */
+void *gpt_gpu_host_alloc(size_t bytes);
+void gpt_gpu_host_free(void *p);
+
+#endif

@@ -1,0 +1,59 @@
+#!/bin/sh
+# gpu-check.sh [OUTDIR] -- uvmrt-gpt on a GPU, from a built tree (run from the tree's
+# root): the kernels against the C reference, the whole model's step-1 gradients
+# against the reference, a short training run whose loss must fall, loss logs
+# bitwise equal resident vs --budget 2G for both optimizer placements, then timings
+# of --depth 12 and --depth 48 (B=8, T=1024) resident and at --budget 8G.
+# Every result goes to OUTDIR (default ./gpt-gpu-check); exit 1 when a check failed.
+set -u
+OUT=${1:-gpt-gpu-check}
+mkdir -p "$OUT"
+G=examples/gpt
+T=$(mktemp -d)
+fail=0
+note() { echo "== $*" | tee -a "$OUT/summary.txt"; }
+nvidia-smi --query-gpu=name,memory.free,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+free_mib=$(nvidia-smi --query-gpu=memory.free --format=csv,noheader,nounits | head -1)
+
+note "1. kernels against the C reference"
+if $G/gpt-gpu-check >"$OUT/kernels.txt" 2>&1; then note "kernels: PASS"; else note "kernels: FAIL"; fail=1; fi
+grep -E "FAIL|PASS" "$OUT/kernels.txt" | tail -5 | tee -a "$OUT/summary.txt"
+
+note "2. whole model, step-1 loss and gradients against the C reference"
+$G/uvmrt-gpt --layers 2 --channels 128 --heads 2 --vocab 1000 --batch 2 --seq 64 --steps 1 \
+    --policy none -q --dump-weights "$T/w.bin" --dump-grads "$T/g.bin" --loss-log "$T/l.txt" \
+    >"$OUT/model-run.txt" 2>&1
+loss=$(awk 'NR==1 {print $2}' "$T/l.txt")
+if $G/gpt-gpu-check --model "$T/w.bin" "$T/g.bin" "$loss" 2 64 1 >"$OUT/model.txt" 2>&1; then
+    note "model: PASS"; else note "model: FAIL"; fail=1; fi
+cat "$OUT/model.txt" >>"$OUT/summary.txt"
+
+note "3. training d12 B4 T256, 20 steps: loss falls; resident vs --budget 2G bitwise"
+for opt in gpu cpu; do
+    $G/uvmrt-gpt --depth 12 --batch 4 --seq 256 --steps 20 --lr 1e-3 --warmup 2 -q \
+        --optimizer-on $opt --policy none --loss-log "$OUT/loss-d12-$opt-resident.txt" \
+        >"$OUT/train-d12-$opt-resident.txt" 2>&1 || fail=1
+    $G/uvmrt-gpt --depth 12 --batch 4 --seq 256 --steps 20 --lr 1e-3 --warmup 2 -q \
+        --optimizer-on $opt --budget 2G --loss-log "$OUT/loss-d12-$opt-2g.txt" \
+        >"$OUT/train-d12-$opt-2g.txt" 2>&1 || fail=1
+    if cmp -s "$OUT/loss-d12-$opt-resident.txt" "$OUT/loss-d12-$opt-2g.txt"; then
+        note "optimizer $opt: loss logs resident and 2G identical"
+    else note "optimizer $opt: loss logs DIFFER"; fail=1; fi
+    tail -1 "$OUT/train-d12-$opt-2g.txt" | tee -a "$OUT/summary.txt"
+    awk 'NR==1 {a=$2} END {b=$2; printf "loss %s -> %s\n", a, b}' \
+        "$OUT/loss-d12-$opt-resident.txt" | tee -a "$OUT/summary.txt"
+done
+
+note "4. timings B8 T1024"
+for d in 12 48; do
+    if [ "$d" = 48 ] && [ "${free_mib:-0}" -lt 80000 ]; then note "d48 skipped: $free_mib MiB free"; continue; fi
+    for b in resident 8G; do
+        if [ $b = resident ]; then flags="--policy none"; else flags="--budget 8G"; fi
+        $G/uvmrt-gpt --depth $d --batch 8 --seq 1024 --steps 4 -q $flags \
+            --result-json "$OUT/time-d$d-$b.json" >"$OUT/time-d$d-$b.txt" 2>&1 || fail=1
+        note "d$d $b"; grep -E "^step|^summary" "$OUT/time-d$d-$b.txt" | tail -3 | tee -a "$OUT/summary.txt"
+    done
+done
+rm -rf "$T"
+note "gpu-check: $([ $fail = 0 ] && echo PASS || echo FAIL)"
+exit $fail
