@@ -167,12 +167,21 @@ typedef struct uvmrt_profile {
     double flops;                 /* sustained dense bf16 FLOP/s, for declared FLOPs */
     double hbm_bps;               /* device memory bandwidth, for declared bytes */
     uint64_t fault_trace_ns;      /* the driver's time to trace one fault group for CUPTI */
+    /* Host memory as a resource shared by the CPU and the link's DMA (0: not modelled,
+     * e.g. an estimated profile with no measurement; see uvmrt-profile(5)). */
+    double pinned_bidir_bps;      /* pinned copies both ways at once, total of the two */
+    double host_mem_bps;          /* host memory bytes/s the CPU alone reaches (STREAM-like triad) */
+    double host_mem_shared_bps;   /* host memory bytes/s in all (CPU plus link DMA) while both run */
+    double cpu_adamw_params_per_s; /* fp32 AdamW on the CPU (28 bytes/param), link idle */
+    double gpu_bf16_flops;        /* bf16 GEMM FLOP/s measured by uvmrt-calibrate (cuBLAS 8192^3) */
 } uvmrt_profile_t;
 
 /* The built-in profiles; *count receives their number. Never NULL. */
 const uvmrt_profile_t *uvmrt_profiles(size_t *count);
 /* A built-in profile by name, or NULL. */
 const uvmrt_profile_t *uvmrt_profile_find(const char *name);
+/* Profile files (JSON, uvmrt-profile(5)) are read with uvmrt_profile_load and
+ * written with uvmrt_profile_save, declared at the end of this header. */
 
 /* ------------------------------------------------------------------ params */
 /* Context parameters. Always start from uvmrt_params_init(). Unless ignore_env is
@@ -461,6 +470,36 @@ uvmrt_status_t uvmrt_summary_get(const uvmrt_context_t *ctx, uvmrt_summary_t *ou
  * see uvmrt-report(5). path "-" or NULL means stdout; files are written to a temporary file in
  * the same folder, then renamed, so a reader never sees half a report. */
 uvmrt_status_t uvmrt_report_write(const uvmrt_context_t *ctx, const char *format,
+                                  const char *path);
+
+/* ------------------------------------------------------------------ profile files */
+/* A device profile as a JSON file (uvmrt-profile(5)), e.g. written by
+ * uvmrt-calibrate on the user's machine. UVMRT_PROFILE=FILE (a value containing
+ * '/' or ending in .json) loads one: the sim backend models it, and on cuda it is
+ * the reference uvmrt_context_profile returns. */
+
+/* What a file says about where and how it was measured, besides the profile. */
+typedef struct uvmrt_profile_meta {
+    const char *date;           /* ISO 8601 UTC, e.g. "2026-12-01T09:30:00Z"; NULL: left out */
+    const char *gpu_name;       /* cudaDeviceProp.name; NULL: left out */
+    int driver_version;         /* cudaDriverGetVersion (13000 = 13.0); 0: left out */
+    int cuda_runtime_version;   /* cudaRuntimeGetVersion; 0: left out */
+    const char *tool;           /* "uvmrt-calibrate 0.1.0"; NULL: left out */
+    const char *raw_json;       /* a JSON object of raw measurements, stored as "raw"; NULL: none */
+} uvmrt_profile_meta_t;
+
+/* Reads a profile file. Unknown keys are warned about by name (stderr); a missing
+ * required key or a bad value (not a number, negative, a zero bandwidth) fails
+ * with UVMRT_ERR_CONFIG and a message naming the file, the key and the value;
+ * UVMRT_ERR_IO when the file cannot be read. On success *out (its strings
+ * included) belongs to the caller: release it with uvmrt_profile_free. */
+uvmrt_status_t uvmrt_profile_load(const char *path, uvmrt_profile_t **out);
+/* Releases a profile from uvmrt_profile_load. NULL is a no-op. */
+void uvmrt_profile_free(uvmrt_profile_t *profile);
+/* Writes a profile file that uvmrt_profile_load reads back equal. meta may be NULL.
+ * Written to a temporary file beside path, then renamed; refuses to replace
+ * anything but a regular file (UVMRT_ERR_IO). Zero optional fields are left out. */
+uvmrt_status_t uvmrt_profile_save(const uvmrt_profile_t *profile, const uvmrt_profile_meta_t *meta,
                                   const char *path);
 
 #ifdef __cplusplus

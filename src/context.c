@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "faults.h"
+#include "profile_file.h"
 #include "internal.h"
 
 void uvmrt_params_init(uvmrt_params_t *p)
@@ -66,7 +67,8 @@ uvmrt_status_t uvmrt__context_create_with(const uvmrt_params_t *params, const uv
     uvmrt_status_t st = uvmrt_config_resolve(&ctx->cfg, ctx->sources, params, &ctx->log);
     if (st != UVMRT_OK) goto fail;
     ctx->log.level = ctx->cfg.log_level;
-    ctx->profile = uvmrt_profile_find(ctx->cfg.backend == UVMRT_BACKEND_SIM ? ctx->cfg.profile : "h200");
+    if ((st = uvmrt__profile_resolve(&ctx->cfg, &ctx->log, &ctx->profile, &ctx->profile_owned)) != UVMRT_OK)
+        goto fail;
 
     if (ops == NULL) ops = ctx->cfg.backend == UVMRT_BACKEND_SIM ? &uvmrt_backend_sim : uvmrt_backend_cuda_ptr;
     if (ops == NULL) {
@@ -115,6 +117,7 @@ void uvmrt_context_destroy(uvmrt_context_t *ctx)
         free(ctx->layers[i].owned);
     }
     uvmrt__faults_close(ctx);
+    uvmrt_profile_free(ctx->profile_owned);
     free(ctx->layers);
     free(ctx->steps);
     free(ctx->cur_rows);

@@ -136,6 +136,7 @@ struct uvmrt_context {
     uvmrt_config_source_t sources[16];
     uvmrt_log_t log;
     const uvmrt_profile_t *profile;
+    uvmrt_profile_t *profile_owned; /* a loaded profile file (UVMRT_PROFILE=FILE), or NULL */
     uint64_t budget;
     int created;                    /* creation completed (a failed create writes no report) */
 

@@ -22,7 +22,7 @@ typedef enum uvmrt_config_source {
 typedef struct uvmrt_config {
     int device;
     uvmrt_backend_kind_t backend;
-    char profile[64];
+    char profile[UVMRT_REPORT_MAX]; /* a built-in name or a profile file's path */
     uvmrt_policy_t policy;
     uint64_t budget_bytes; /* 0 = auto */
     uint64_t budget_reserve_bytes;
