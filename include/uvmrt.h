@@ -358,6 +358,16 @@ typedef struct uvmrt_layer_call {
     int no_default_uses;       /* 1: only uses[] */
     double flops;              /* sim: work of this call, timed at the profile's FLOP/s */
     uint64_t sim_duration_ns;  /* sim: explicit duration; overrides flops when > 0 */
+    /* CPU work of this call: host-memory bytes the CPU reads plus writes for it (an
+     * fp32 AdamW: 28 per parameter). For a call whose work runs on the CPU (e.g. an
+     * optimizer step on host-placed tensors) give it no_default_uses and no uses, and
+     * a stream of its own (any handle: on sim a stream is a timeline) so that it runs
+     * beside the GPU's streams. sim: the work takes host_bytes at the profile's
+     * host_mem_bps, and while it overlaps link transfers in model time the two share
+     * host memory (host_mem_shared_bps in all; uvmrt-profile(5)); with a profile
+     * without those figures it adds no time. cuda: only declared (the CPU's real work
+     * takes the real time). UVMRT_ERR_INVALID when it would take over 1e18 ns. */
+    uint64_t host_bytes;
 } uvmrt_layer_call_t;
 
 /* Starts a step. The first step is recorded; later steps follow the plan. */

@@ -71,6 +71,7 @@ typedef struct uvmrt_call {
     int timed;                       /* all three were recorded (else its times read 0) */
     int touched;                     /* the model ran its work (once, even if layer_end is retried) */
     uvmrt_touch_result_t touch_res;  /* what that work faulted, counted when the call closes */
+    uint64_t host_bytes;             /* the call's CPU work on host memory (uvmrt_layer_call_t) */
 } uvmrt_call_t;
 
 /* The calls of one step; uses are flattened (tensor id, access). */
