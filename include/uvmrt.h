@@ -149,7 +149,9 @@ typedef struct CUstream_st *uvmrt_stream_t;
 typedef void (*uvmrt_log_fn)(uvmrt_log_level_t level, const char *message, void *user);
 
 /* ------------------------------------------------------------------ device profiles */
-/* The numbers that describe a GPU and its link, for the sim backend. */
+/* The numbers that describe a GPU, its link, and the host's memory and CPU, for the
+ * sim backend and as the planner's reference (uvmrt-profile(5) documents each one,
+ * and the sources of the built-in estimates). */
 typedef struct uvmrt_profile {
     const char *name;             /* "h200", "consumer-8g", ... */
     const char *description;      /* one line; says "estimate" when not measured */
@@ -190,7 +192,11 @@ const uvmrt_profile_t *uvmrt_profile_find(const char *name);
  *
  *   UVMRT_DEVICE          device ordinal                         (default 0)
  *   UVMRT_BACKEND         cuda | sim                              (default cuda)
- *   UVMRT_PROFILE         sim device profile name                 (default consumer-8g)
+ *   UVMRT_PROFILE         NAME | FILE: the sim backend's device profile, a built-in
+ *                         name or a profile file (a value containing '/' or ending in
+ *                         .json, uvmrt-profile(5), e.g. written by uvmrt-calibrate);
+ *                         a file is also the cuda backend's reference profile
+ *                                                                  (default consumer-8g)
  *   UVMRT_POLICY          none | demand | prefetch                (default prefetch)
  *   UVMRT_BUDGET          SIZE | auto                             (default auto)
  *   UVMRT_BUDGET_RESERVE  SIZE kept free when the budget is auto  (default 512M)
@@ -221,7 +227,7 @@ typedef struct uvmrt_params {
     size_t struct_size;            /* sizeof(uvmrt_params_t); set by uvmrt_params_init */
     int device;                    /* CUDA device ordinal, >= 0 */
     uvmrt_backend_kind_t backend;
-    const char *profile;           /* sim profile name; copied */
+    const char *profile;           /* sim profile name or profile file path (UVMRT_PROFILE); copied */
     uvmrt_policy_t policy;
     uint64_t budget_bytes;         /* device bytes uvmrt may keep resident; 0 = auto */
     uint64_t budget_reserve_bytes; /* auto budget = free device memory - this */
@@ -258,8 +264,9 @@ void uvmrt_context_print_config(const uvmrt_context_t *ctx, FILE *out);
 uvmrt_policy_t uvmrt_context_policy(const uvmrt_context_t *ctx);
 uvmrt_backend_kind_t uvmrt_context_backend(const uvmrt_context_t *ctx);
 uint64_t uvmrt_context_budget(const uvmrt_context_t *ctx);
-/* The device profile in use: the sim profile, or for cuda the measured H200 figures
- * only as reference (never NULL). */
+/* The device profile in use: the sim profile, or for cuda the profile file UVMRT_PROFILE
+ * names, else the measured H200 figures, only as reference (never NULL). A profile
+ * file's copy belongs to the context: valid until uvmrt_context_destroy. */
 const uvmrt_profile_t *uvmrt_context_profile(const uvmrt_context_t *ctx);
 
 /* ------------------------------------------------------------------ layers */

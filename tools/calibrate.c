@@ -584,6 +584,7 @@ static void note_shared(calib_t *c, const char *key, const shared_rates_t *s, co
 
 typedef struct host_rates {
     double triad, triad_shared_total, adamw, adamw_shared_total;
+    shared_rates_t triad_beside, adamw_beside; /* the CPU's and each link direction's rates */
 } host_rates_t;
 
 static host_rates_t measure_host(calib_t *c, const link_bufs_t *b, const link_rates_t *solo) {
@@ -607,6 +608,7 @@ static host_rates_t measure_host(calib_t *c, const link_bufs_t *b, const link_ra
     shared_rates_t s = contended(c, b, solo, triad_pass, &t, triad_bytes);
     note_shared(c, "host_triad_beside_link", &s, "bps");
     r.triad_shared_total = s.cpu_units_per_s + s.h2d + s.d2h;
+    r.triad_beside = s;
     free(t.c);
     free(t.b);
     free(t.a);
@@ -628,6 +630,7 @@ static host_rates_t measure_host(calib_t *c, const link_bufs_t *b, const link_ra
     s = contended(c, b, solo, adamw_pass, &a, (double)a.n);
     note_shared(c, "cpu_adamw_beside_link", &s, "params_per_s");
     r.adamw_shared_total = s.cpu_units_per_s * ADAMW_BYTES_PER_PARAM + s.h2d + s.d2h;
+    r.adamw_beside = s;
     json_object_set_new(c->raw, "isa", json_string(mlp_isa_name(a.isa)));
     free(a.g);
     free(a.v);
@@ -856,7 +859,11 @@ int main(int argc, char **argv) {
            ker.remote_read / GB, ker.remote_write / GB, ker.fault / GB);
     printf("  host memory           %7.1f GB/s CPU alone, %7.1f in all with the link both ways\n",
            host.triad / GB, host.triad_shared_total / GB);
+    printf("    beside the link     %7.1f GB/s triad, link %.1f host->device + %.1f device->host\n",
+           host.triad_beside.cpu_units_per_s / GB, host.triad_beside.h2d / GB, host.triad_beside.d2h / GB);
     printf("  CPU AdamW             %7.2f Gparam/s alone\n", host.adamw / 1e9);
+    printf("    beside the link     %7.2f Gparam/s, link %.1f host->device + %.1f device->host\n",
+           host.adamw_beside.cpu_units_per_s / 1e9, host.adamw_beside.h2d / GB, host.adamw_beside.d2h / GB);
     printf("  GPU                   %7.1f TFLOP/s bf16 GEMM, %7.0f GB/s HBM read\n", gemm / 1e12, ker.hbm / GB);
     printf("profile '%s' written to %s; use it with UVMRT_PROFILE=%s%s\n", p.name, c.opt.output,
            strchr(c.opt.output, '/') ? "" : "./", c.opt.output);
