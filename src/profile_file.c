@@ -225,7 +225,10 @@ uvmrt_status_t uvmrt__profile_file_load(const char *path, const uvmrt_log_t *log
             snprintf(desc, sizeof desc, "profile file %s%s", path, p.measured ? "" : " (estimate)");
             p.description = desc;
         }
-        if ((*out = profile_own(&p)) == NULL) st = UVMRT_ERR_NOMEM;
+        if ((*out = profile_own(&p)) == NULL) {
+            LOG_ERROR(log, "profile file '%s': out of memory for its copy", path);
+            st = UVMRT_ERR_NOMEM;
+        }
     }
     json_decref(root);
     return st;
@@ -256,7 +259,10 @@ static json_t *profile_json(const uvmrt_profile_t *p, const uvmrt_profile_meta_t
                             const uvmrt_log_t *log)
 {
     json_t *o = json_object();
-    if (o == NULL) return NULL;
+    if (o == NULL) {
+        LOG_ERROR(log, "profile file '%s': out of memory for the JSON", path);
+        return NULL;
+    }
     int bad = json_object_set_new(o, "format_version", json_integer(FORMAT_VERSION));
     for (size_t i = 0; i < N_KEYS && !bad; i++) {
         json_t *v = key_value(&keys[i], p);
@@ -312,6 +318,7 @@ uvmrt_status_t uvmrt__profile_file_save(const uvmrt_profile_t *p, const uvmrt_pr
     size_t n = strlen(path) + 16;
     char *tmp = malloc(n);
     if (tmp == NULL) {
+        LOG_ERROR(log, "profile file '%s': out of memory for its temporary name", path);
         json_decref(o);
         return UVMRT_ERR_NOMEM;
     }

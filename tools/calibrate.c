@@ -280,9 +280,9 @@ static double record(calib_t *c, const char *key, double units, const char *unit
     json_object_set_new(o, "median_ns", json_real(med));
     json_object_set_new(o, "per_s", json_real(rate));
     json_object_set_new(c->raw, key, o);
-    fprintf(stderr, "    %-28s %10.2f %s/s  (median of %d)\n", key,
-            rate / (strcmp(unit_name, "bytes") == 0 || strcmp(unit_name, "flop") == 0 ? GB : 1e9),
-            strcmp(unit_name, "bytes") == 0 ? "GB" : strcmp(unit_name, "flop") == 0 ? "GFLOP" : "G", n);
+    int flop = strcmp(unit_name, "flop") == 0;
+    fprintf(stderr, "    %-28s %10.2f %s/s  (median of %d)\n", key, rate / (flop ? 1e12 : 1e9),
+            strcmp(unit_name, "bytes") == 0 ? "GB" : flop ? "TFLOP" : "G", n);
     return rate;
 }
 
