@@ -14,7 +14,8 @@
  *
  * Safety: at most 2 x size of device memory (and 2 x size of pinned host memory) at
  * once, checked against free memory first; the managed range (1 x size) is allocated
- * only after the pinned buffers are freed. Plain C over the CUDA runtime API.
+ * only after the pinned buffers are freed. Plain C over the CUDA runtime API; the
+ * timed transfers are tools/linkmeasure.c's, shared with uvmrt-calibrate.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -32,7 +33,8 @@
 
 #include <cuda_runtime_api.h>
 
-#include "uvmrt.h" /* version macros only: this tool does not link libuvmrt */
+#include "linkmeasure.h" /* tools/: the measurements uvmrt-calibrate makes too */
+#include "uvmrt.h"       /* version macros only: this tool does not link libuvmrt */
 
 #define PROG "uvmrt-linkbench"
 #define STR_(x) #x
@@ -189,8 +191,7 @@ enum { R_PINNED_H2D, R_PINNED_D2H, R_PINNED_BIDIR, R_PREFETCH_H2D, R_EVICT_D2H, 
 
 typedef struct bench {
     int device;
-    cudaStream_t s1, s2;       /* s2: the second direction */
-    cudaEvent_t start, stop, joined;
+    lm_timer_t t;              /* streams and events of the shared measurements */
     bench_result_t r[R_COUNT];
 } bench_t;
 
@@ -200,57 +201,24 @@ static void result_add(bench_result_t *r, double ns, int rep) {
         r->min_ns = ns;
 }
 
-static double elapsed_ns(bench_t *b) {
-    float ms = 0.0f;
-    CUDA_CHECK(cudaEventSynchronize(b->stop));
-    CUDA_CHECK(cudaEventElapsedTime(&ms, b->start, b->stop));
-    return (double)ms * 1e6;
-}
-
-/* One pinned copy on s1. */
+/* The shared measurements (tools/linkmeasure.c), ending the program on a CUDA error. */
 static double time_copy(bench_t *b, void *dst, const void *src, size_t n, enum cudaMemcpyKind k) {
-    CUDA_CHECK(cudaEventRecord(b->start, b->s1));
-    CUDA_CHECK(cudaMemcpyAsync(dst, src, n, k, b->s1));
-    CUDA_CHECK(cudaEventRecord(b->stop, b->s1));
-    return elapsed_ns(b);
+    double ns = 0;
+    CUDA_CHECK(lm_time_copy(&b->t, dst, src, n, k, &ns));
+    return ns;
 }
 
-/* H2D on s1 and D2H on s2, started together; timed until both are done. */
 static double time_bidir(bench_t *b, void *d1, const void *h1, void *h2, const void *d2,
                          size_t n) {
-    CUDA_CHECK(cudaEventRecord(b->start, b->s1));
-    CUDA_CHECK(cudaStreamWaitEvent(b->s2, b->start, 0));
-    CUDA_CHECK(cudaMemcpyAsync(d1, h1, n, cudaMemcpyHostToDevice, b->s1));
-    CUDA_CHECK(cudaMemcpyAsync(h2, d2, n, cudaMemcpyDeviceToHost, b->s2));
-    CUDA_CHECK(cudaEventRecord(b->joined, b->s2));
-    CUDA_CHECK(cudaStreamWaitEvent(b->s1, b->joined, 0));
-    CUDA_CHECK(cudaEventRecord(b->stop, b->s1));
-    return elapsed_ns(b);
-}
-
-/* cudaMemPrefetchAsync across CUDA versions: device < 0 means the host. The CUDA 13
- * form takes a cudaMemLocation; 12.2-12.9 has it as _v2; before, an int device. */
-static cudaError_t prefetch(const void *p, size_t n, int device, cudaStream_t s) {
-#if CUDART_VERSION >= 12020
-    struct cudaMemLocation loc;
-    memset(&loc, 0, sizeof loc);
-    loc.type = device < 0 ? cudaMemLocationTypeHost : cudaMemLocationTypeDevice;
-    loc.id = device < 0 ? 0 : device;
-#if CUDART_VERSION >= 13000
-    return cudaMemPrefetchAsync(p, n, loc, 0, s);
-#else
-    return cudaMemPrefetchAsync_v2(p, n, loc, 0, s);
-#endif
-#else
-    return cudaMemPrefetchAsync(p, n, device < 0 ? cudaCpuDeviceId : device, s);
-#endif
+    double ns = 0;
+    CUDA_CHECK(lm_time_bidir(&b->t, d1, h1, h2, d2, n, &ns));
+    return ns;
 }
 
 static double time_prefetch(bench_t *b, void *p, size_t n, int device) {
-    CUDA_CHECK(cudaEventRecord(b->start, b->s1));
-    CUDA_CHECK(prefetch(p, n, device, b->s1));
-    CUDA_CHECK(cudaEventRecord(b->stop, b->s1));
-    return elapsed_ns(b);
+    double ns = 0;
+    CUDA_CHECK(lm_time_prefetch(&b->t, p, n, device, &ns));
+    return ns;
 }
 
 /* ----------------------------------------------------------------------------
@@ -433,11 +401,7 @@ int main(int argc, char **argv) {
     b.r[R_PREFETCH_H2D] = RESULT("prefetch_h2d", "managed prefetch to GPU", opt.size);
     b.r[R_EVICT_D2H] = RESULT("evict_d2h", "managed prefetch to host (eviction)", opt.size);
 #undef RESULT
-    CUDA_CHECK(cudaStreamCreateWithFlags(&b.s1, cudaStreamNonBlocking));
-    CUDA_CHECK(cudaStreamCreateWithFlags(&b.s2, cudaStreamNonBlocking));
-    CUDA_CHECK(cudaEventCreate(&b.start));
-    CUDA_CHECK(cudaEventCreate(&b.stop));
-    CUDA_CHECK(cudaEventCreateWithFlags(&b.joined, cudaEventDisableTiming));
+    CUDA_CHECK(lm_timer_init(&b.t));
 
     bench_pinned(&b, n, opt.reps);
     bench_managed(&b, n, opt.reps);
@@ -452,10 +416,6 @@ int main(int argc, char **argv) {
             printf("json: %s\n", opt.json);
     }
 
-    CUDA_CHECK(cudaEventDestroy(b.joined));
-    CUDA_CHECK(cudaEventDestroy(b.stop));
-    CUDA_CHECK(cudaEventDestroy(b.start));
-    CUDA_CHECK(cudaStreamDestroy(b.s2));
-    CUDA_CHECK(cudaStreamDestroy(b.s1));
+    lm_timer_fini(&b.t);
     return status;
 }

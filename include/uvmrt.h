@@ -153,7 +153,9 @@ typedef struct CUstream_st *uvmrt_stream_t;
 typedef void (*uvmrt_log_fn)(uvmrt_log_level_t level, const char *message, void *user);
 
 /* ------------------------------------------------------------------ device profiles */
-/* The numbers that describe a GPU and its link, for the sim backend. */
+/* The numbers that describe a GPU, its link, and the host's memory and CPU, for the
+ * sim backend and as the planner's reference (uvmrt-profile(5) documents each one,
+ * and the sources of the built-in estimates). */
 typedef struct uvmrt_profile {
     const char *name;             /* "h200", "consumer-8g", ... */
     const char *description;      /* one line; says "estimate" when not measured */
@@ -171,12 +173,21 @@ typedef struct uvmrt_profile {
     double flops;                 /* sustained dense bf16 FLOP/s, for declared FLOPs */
     double hbm_bps;               /* device memory bandwidth, for declared bytes */
     uint64_t fault_trace_ns;      /* the driver's time to trace one fault group for CUPTI */
+    /* Host memory as a resource shared by the CPU and the link's DMA (0: not modelled,
+     * e.g. an estimated profile with no measurement; see uvmrt-profile(5)). */
+    double pinned_bidir_bps;      /* pinned copies both ways at once, total of the two */
+    double host_mem_bps;          /* host memory bytes/s the CPU alone reaches (STREAM-like triad) */
+    double host_mem_shared_bps;   /* host memory bytes/s in all (CPU plus link DMA) while both run */
+    double cpu_adamw_params_per_s; /* fp32 AdamW on the CPU (28 bytes/param), link idle */
+    double gpu_bf16_flops;        /* bf16 GEMM FLOP/s measured by uvmrt-calibrate (cuBLAS 8192^3) */
 } uvmrt_profile_t;
 
 /* The built-in profiles; *count receives their number. Never NULL. */
 const uvmrt_profile_t *uvmrt_profiles(size_t *count);
 /* A built-in profile by name, or NULL. */
 const uvmrt_profile_t *uvmrt_profile_find(const char *name);
+/* Profile files (JSON, uvmrt-profile(5)) are read with uvmrt_profile_load and
+ * written with uvmrt_profile_save, declared at the end of this header. */
 
 /* ------------------------------------------------------------------ params */
 /* Context parameters. Always start from uvmrt_params_init(). Unless ignore_env is
@@ -185,7 +196,11 @@ const uvmrt_profile_t *uvmrt_profile_find(const char *name);
  *
  *   UVMRT_DEVICE          device ordinal                         (default 0)
  *   UVMRT_BACKEND         auto | cuda | sim                       (default auto)
- *   UVMRT_PROFILE         sim device profile name                 (default consumer-8g)
+ *   UVMRT_PROFILE         NAME | FILE: the sim backend's device profile, a built-in
+ *                         name or a profile file (a value containing '/' or ending in
+ *                         .json, uvmrt-profile(5), e.g. written by uvmrt-calibrate);
+ *                         a file is also the cuda backend's reference profile
+ *                                                                  (default consumer-8g)
  *   UVMRT_POLICY          none | demand | prefetch                (default prefetch)
  *   UVMRT_BUDGET          SIZE | auto                             (default auto)
  *   UVMRT_BUDGET_RESERVE  SIZE kept free when the budget is auto  (default 512M)
@@ -216,7 +231,7 @@ typedef struct uvmrt_params {
     size_t struct_size;            /* sizeof(uvmrt_params_t); set by uvmrt_params_init */
     int device;                    /* CUDA device ordinal, >= 0 */
     uvmrt_backend_kind_t backend;
-    const char *profile;           /* sim profile name; copied */
+    const char *profile;           /* sim profile name or profile file path (UVMRT_PROFILE); copied */
     uvmrt_policy_t policy;
     uint64_t budget_bytes;         /* device bytes uvmrt may keep resident; 0 = auto */
     uint64_t budget_reserve_bytes; /* auto budget = free device memory - this */
@@ -256,8 +271,9 @@ void uvmrt_context_print_config(const uvmrt_context_t *ctx, FILE *out);
 uvmrt_policy_t uvmrt_context_policy(const uvmrt_context_t *ctx);
 uvmrt_backend_kind_t uvmrt_context_backend(const uvmrt_context_t *ctx);
 uint64_t uvmrt_context_budget(const uvmrt_context_t *ctx);
-/* The device profile in use: the sim profile, or for cuda the measured H200 figures
- * only as reference (never NULL). */
+/* The device profile in use: the sim profile, or for cuda the profile file UVMRT_PROFILE
+ * names, else the measured H200 figures, only as reference (never NULL). A profile
+ * file's copy belongs to the context: valid until uvmrt_context_destroy. */
 const uvmrt_profile_t *uvmrt_context_profile(const uvmrt_context_t *ctx);
 
 /* ------------------------------------------------------------------ layers */
@@ -357,6 +373,16 @@ typedef struct uvmrt_layer_call {
     int no_default_uses;       /* 1: only uses[] */
     double flops;              /* sim: work of this call, timed at the profile's FLOP/s */
     uint64_t sim_duration_ns;  /* sim: explicit duration; overrides flops when > 0 */
+    /* CPU work of this call: host-memory bytes the CPU reads plus writes for it (an
+     * fp32 AdamW: 28 per parameter). For a call whose work runs on the CPU (e.g. an
+     * optimizer step on host-placed tensors) give it no_default_uses and no uses, and
+     * a stream of its own (any handle: on sim a stream is a timeline) so that it runs
+     * beside the GPU's streams. sim: the work takes host_bytes at the profile's
+     * host_mem_bps, and while it overlaps link transfers in model time the two share
+     * host memory (host_mem_shared_bps in all; uvmrt-profile(5)); with a profile
+     * without those figures it adds no time. cuda: only declared (the CPU's real work
+     * takes the real time). UVMRT_ERR_INVALID when it would take over 1e18 ns. */
+    uint64_t host_bytes;
 } uvmrt_layer_call_t;
 
 /* Fills *call for one layer call: layer, phase and stream as given, every other
@@ -552,6 +578,36 @@ uvmrt_status_t uvmrt_summary_get(const uvmrt_context_t *ctx, uvmrt_summary_t *ou
  * when the report could not be built, UVMRT_ERR_IO when it could not be written; each
  * logs what was wrong, naming the path. */
 uvmrt_status_t uvmrt_report_write(const uvmrt_context_t *ctx, const char *format,
+                                  const char *path);
+
+/* ------------------------------------------------------------------ profile files */
+/* A device profile as a JSON file (uvmrt-profile(5)), e.g. written by
+ * uvmrt-calibrate on the user's machine. UVMRT_PROFILE=FILE (a value containing
+ * '/' or ending in .json) loads one: the sim backend models it, and on cuda it is
+ * the reference uvmrt_context_profile returns. */
+
+/* What a file says about where and how it was measured, besides the profile. */
+typedef struct uvmrt_profile_meta {
+    const char *date;           /* ISO 8601 UTC, e.g. "2026-12-01T09:30:00Z"; NULL: left out */
+    const char *gpu_name;       /* cudaDeviceProp.name; NULL: left out */
+    int driver_version;         /* cudaDriverGetVersion (13000 = 13.0); 0: left out */
+    int cuda_runtime_version;   /* cudaRuntimeGetVersion; 0: left out */
+    const char *tool;           /* "uvmrt-calibrate 0.1.0"; NULL: left out */
+    const char *raw_json;       /* a JSON object of raw measurements, stored as "raw"; NULL: none */
+} uvmrt_profile_meta_t;
+
+/* Reads a profile file. Unknown keys are warned about by name (stderr); a missing
+ * required key or a bad value (not a number, negative, a zero bandwidth) fails
+ * with UVMRT_ERR_CONFIG and a message naming the file, the key and the value;
+ * UVMRT_ERR_IO when the file cannot be read. On success *out (its strings
+ * included) belongs to the caller: release it with uvmrt_profile_free. */
+uvmrt_status_t uvmrt_profile_load(const char *path, uvmrt_profile_t **out);
+/* Releases a profile from uvmrt_profile_load. NULL is a no-op. */
+void uvmrt_profile_free(uvmrt_profile_t *profile);
+/* Writes a profile file that uvmrt_profile_load reads back equal. meta may be NULL.
+ * Written to a temporary file beside path, then renamed; refuses to replace
+ * anything but a regular file (UVMRT_ERR_IO). Zero optional fields are left out. */
+uvmrt_status_t uvmrt_profile_save(const uvmrt_profile_t *profile, const uvmrt_profile_meta_t *meta,
                                   const char *path);
 
 #ifdef __cplusplus

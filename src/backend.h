@@ -48,6 +48,7 @@ typedef struct uvmrt_touch {
     const uvmrt_range_t *remote_write;
     size_t n_remote_write;
     uint64_t duration_ns;
+    uint64_t host_bytes; /* CPU work on host memory, beside the GPU's (sim: shares host memory with the link) */
 } uvmrt_touch_t;
 
 /* What the GPU did while running one layer's work (sim only: the model's view). */

@@ -7,6 +7,7 @@
 
 #include "backend_select.h"
 #include "faults.h"
+#include "profile_file.h"
 #include "internal.h"
 
 void uvmrt_params_init(uvmrt_params_t *p)
@@ -76,7 +77,8 @@ uvmrt_status_t uvmrt__context_create_with(const uvmrt_params_t *params, const uv
     /* auto becomes cuda or sim (one notice when sim); an explicit cuda without a GPU fails. */
     if ((st = uvmrt__backend_select(&ctx->cfg, &ctx->log, &ops)) != UVMRT_OK)
         goto fail;
-    ctx->profile = uvmrt_profile_find(ctx->cfg.backend == UVMRT_BACKEND_SIM ? ctx->cfg.profile : "h200");
+    if ((st = uvmrt__profile_resolve(&ctx->cfg, &ctx->log, &ctx->profile, &ctx->profile_owned)) != UVMRT_OK)
+        goto fail;
     ctx->ops = ops;
     uvmrt_backend_config_t bcfg = {ctx->cfg.device, ctx->profile, &ctx->log};
     if ((st = uvmrt__be_open(ctx, &bcfg)) != UVMRT_OK) goto fail;
@@ -118,6 +120,7 @@ void uvmrt_context_destroy(uvmrt_context_t *ctx)
         free(ctx->layers[i].owned);
     }
     uvmrt__faults_close(ctx);
+    uvmrt_profile_free(ctx->profile_owned);
     free(ctx->layers);
     free(ctx->steps);
     free(ctx->cur_rows);

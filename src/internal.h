@@ -71,6 +71,7 @@ typedef struct uvmrt_call {
     int timed;                       /* all three were recorded (else its times read 0) */
     int touched;                     /* the model ran its work (once, even if layer_end is retried) */
     uvmrt_touch_result_t touch_res;  /* what that work faulted, counted when the call closes */
+    uint64_t host_bytes;             /* the call's CPU work on host memory (uvmrt_layer_call_t) */
 } uvmrt_call_t;
 
 /* The calls of one step; uses are flattened (tensor id, access). */
@@ -136,6 +137,7 @@ struct uvmrt_context {
     uvmrt_config_source_t sources[16];
     uvmrt_log_t log;
     const uvmrt_profile_t *profile;
+    uvmrt_profile_t *profile_owned; /* a loaded profile file (UVMRT_PROFILE=FILE), or NULL */
     uint64_t budget;
     int created;                    /* creation completed (a failed create writes no report) */
 

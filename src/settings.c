@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "profile_file.h"
 #include "settings.h"
 
 /* ------------------------------------------------------------------ parsers */
@@ -35,9 +36,12 @@ static void format_backend(const uvmrt_config_t *c, char *b, size_t n)
     snprintf(b, n, "%s", c->backend_auto ? "auto" : uvmrt_backend_name(c->backend));
 }
 
+/* A built-in name, or a profile file's path (read when the context is created,
+ * where its errors can name the key and value). */
 static uvmrt_status_t parse_profile(uvmrt_config_t *c, const char *t)
 {
-    if (uvmrt_profile_find(t) == NULL) return UVMRT_ERR_CONFIG;
+    if (strlen(t) >= sizeof c->profile) return UVMRT_ERR_CONFIG;
+    if (!uvmrt__profile_is_path(t) && uvmrt_profile_find(t) == NULL) return UVMRT_ERR_CONFIG;
     snprintf(c->profile, sizeof c->profile, "%s", t);
     return UVMRT_OK;
 }
@@ -181,8 +185,11 @@ static const uvmrt_config_entry_t table[] = {
      parse_backend, format_backend},
     {"DEVICE", "0", "a device ordinal from 0 to 1023", "the CUDA device to use", parse_device,
      format_device},
-    {"PROFILE", "consumer-8g", "a profile name (uvmrt-demo --profile list prints them)",
-     "the sim backend's device profile", parse_profile, format_profile},
+    {"PROFILE", "consumer-8g",
+     "a profile name (uvmrt-demo --profile list prints them) or a profile file (a path containing '/' or "
+     "ending in .json, uvmrt-profile(5))",
+     "the sim backend's device profile; a file is also the cuda backend's reference profile", parse_profile,
+     format_profile},
     {"POLICY", "prefetch", "none, demand or prefetch",
      "none: plain managed memory; demand: driver emulation; prefetch: the scheduler",
      parse_policy, format_policy},

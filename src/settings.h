@@ -23,7 +23,7 @@ typedef struct uvmrt_config {
     int device;
     uvmrt_backend_kind_t backend;
     int backend_auto; /* 1: backend was auto; backend_select.c made it cuda or sim */
-    char profile[64];
+    char profile[UVMRT_REPORT_MAX]; /* a built-in name or a profile file's path */
     uvmrt_policy_t policy;
     uint64_t budget_bytes; /* 0 = auto */
     uint64_t budget_reserve_bytes;

@@ -324,6 +324,13 @@ static uvmrt_status_t call_duration(uvmrt_context_t *ctx, const uvmrt_layer_call
         }
         dur = (uint64_t)ns;
     }
+    if (call->host_bytes > 0 && ctx->profile->host_mem_bps > 0 &&
+        !((double)call->host_bytes / ctx->profile->host_mem_bps * 1e9 <= UVMRT_MAX_CALL_NS)) {
+        LOG_ERROR(&ctx->log, "uvmrt_layer_begin: layer '%s' %s: host_bytes %llu take over 1e18 ns at the profile's "
+                             "host_mem_bps %g: expected fewer",
+                  name, ph, (unsigned long long)call->host_bytes, ctx->profile->host_mem_bps);
+        return UVMRT_ERR_INVALID;
+    }
     *out = dur;
     return UVMRT_OK;
 }
@@ -387,7 +394,7 @@ uvmrt_status_t uvmrt_layer_begin(uvmrt_context_t *ctx, const uvmrt_layer_call_t 
     size_t i = s->n_calls; /* staged: counted in n_calls only once open */
     uvmrt_call_t *c = &s->calls[i];
     *c = (uvmrt_call_t){call->layer, call->phase, call->stream, first, s->n_uses - first, dur,
-                        (int)(3 * i), (int)(3 * i + 1), (int)(3 * i + 2), 0, 0, {0, 0}};
+                        (int)(3 * i), (int)(3 * i + 1), (int)(3 * i + 2), 0, 0, {0, 0}, call->host_bytes};
     int deviated = ctx->deviated;
     if (ctx->cfg.policy == UVMRT_POLICY_PREFETCH && ctx->have_record && !deviated && !uvmrt__call_matches_record(ctx, i))
         ctx->deviated = 1; /* uvmrt__plan_active() reads it; restored on failure */
@@ -447,7 +454,7 @@ static uvmrt_status_t touch_call(uvmrt_context_t *ctx, uvmrt_call_t *c)
     }
     if (st == UVMRT_OK) {
         uvmrt_touch_t work = {r_loc, uvmrt__merge_ranges(loc, n_loc, r_loc), r_rd, uvmrt__merge_ranges(rd, n_rd, r_rd),
-                              r_wr, uvmrt__merge_ranges(wr, n_wr, r_wr), c->sim_duration_ns};
+                              r_wr, uvmrt__merge_ranges(wr, n_wr, r_wr), c->sim_duration_ns, c->host_bytes};
         st = uvmrt__be_touch(ctx, c->stream, &work, &c->touch_res);
         if (st == UVMRT_OK) c->touched = 1;
     }

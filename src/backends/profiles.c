@@ -2,9 +2,12 @@
  * profiles.c -- built-in device profiles for the sim backend.
  *
  * h200 is measured (shared/FACTS.md: NVIDIA H200, PCIe Gen5 x16, CUDA 13, driver
- * 580; one run each, ~10% figures). The consumer profiles are ESTIMATES for PCIe
- * 4.0 x16 cards: the link figures are the H200's ratios applied to a ~26 GB/s
- * pinned link; compute and memory bandwidth are typical of each memory class.
+ * 580; one run each, ~10% figures), host memory included (FACTS.md "Host memory
+ * is a shared resource"). The consumer profiles are ESTIMATES (uvmrt-profile(5)
+ * lists their sources): the link figures are the H200's ratios applied to each
+ * card's pinned link; bf16 FLOP/s and memory bandwidth are the vendor's figures
+ * (consumer-*: typical of each memory class). Their host memory is unknown until
+ * measured, so it is not modelled (0): run uvmrt-calibrate and load its file.
  */
 #include <string.h>
 
@@ -12,6 +15,22 @@
 
 #define GB 1e9
 #define GIB (1ull << 30)
+
+/* An estimated consumer card from its pinned link per direction (GB/s): the other
+ * link figures follow the H200's measured ratios to its pinned link (prefetch 86%,
+ * eviction 23%, demand faults 10%, remote read 91% and write 94%, both directions
+ * 1.83 x one), the fault and call costs are the H200's, host memory unknown (0). */
+#define CONSUMER(nm, desc, gib, link_gbs, bf16, hbm_gbs)                                  \
+    {                                                                                   \
+        .name = nm, .description = desc, .memory_bytes = (uint64_t)(gib) * GIB,           \
+        .prefetch_h2d_bps = 0.86 * (link_gbs) * GB, .evict_d2h_bps = 0.23 * (link_gbs) * GB, \
+        .pinned_h2d_bps = (link_gbs) * GB, .pinned_d2h_bps = (link_gbs) * GB,             \
+        .fault_bps = 0.10 * (link_gbs) * GB, .fault_group_bytes = 716u << 10,             \
+        .prefetch_call_ns = 50000, .remote_read_bps = 0.91 * (link_gbs) * GB,             \
+        .remote_write_bps = 0.94 * (link_gbs) * GB, .flops = (bf16), .hbm_bps = (hbm_gbs) * GB, \
+        .fault_trace_ns = 60000, .pinned_bidir_bps = 1.83 * (link_gbs) * GB,              \
+        .gpu_bf16_flops = (bf16),                                                         \
+    }
 
 static const uvmrt_profile_t profiles[] = {
     {
@@ -31,6 +50,12 @@ static const uvmrt_profile_t profiles[] = {
         .flops = 7.7e14,                /* bf16 GEMM through PyTorch: 769-798 TFLOP/s */
         .hbm_bps = 4264 * GB,           /* kernel reading resident managed memory */
         .fault_trace_ns = 60000,        /* CUPTI on under demand: 39-76 us per fault group (bench/README.md) */
+        .pinned_bidir_bps = 101.7 * GB, /* both directions at once, total */
+        .host_mem_bps = 77 * GB,        /* STREAM triad, 16 OpenMP threads, link idle */
+        /* triad 49 + H2D >= 39 + D2H ~52 while both run: about 140 in all */
+        .host_mem_shared_bps = 140 * GB,
+        .cpu_adamw_params_per_s = 2.8e9, /* fp32, 28 bytes/param: 78 GB/s */
+        .gpu_bf16_flops = 7.7e14,       /* bf16 GEMM through PyTorch (cuBLAS): 769-798 TFLOP/s */
     },
     {
         .name = "consumer-8g",
@@ -100,6 +125,13 @@ static const uvmrt_profile_t profiles[] = {
         .hbm_bps = 1008 * GB,
         .fault_trace_ns = 60000,       /* the H200's figure: driver work on the CPU */
     },
+    /* Named cards: link per direction from FACTS.md's consumer table (PCIe 4.0 x16
+     * measured ~24-27 GB/s per direction on 4090s; x8 about half), bf16 dense
+     * tensor FLOP/s and memory bandwidth from the vendor's specifications. */
+    CONSUMER("rtx4060ti-16g", "NVIDIA RTX 4060 Ti 16 GB, PCIe 4.0 x8 (estimate)", 16, 12.5, 4.4e13, 288),
+    CONSUMER("rtx4080", "NVIDIA RTX 4080 16 GB, PCIe 4.0 x16 (estimate)", 16, 25.0, 9.75e13, 716.8),
+    CONSUMER("rtx3090", "NVIDIA RTX 3090 24 GB, PCIe 4.0 x16 (estimate)", 24, 25.0, 7.1e13, 936),
+    CONSUMER("rtx4090", "NVIDIA RTX 4090 24 GB, PCIe 4.0 x16 (estimate)", 24, 25.0, 1.65e14, 1008),
 };
 
 const uvmrt_profile_t *uvmrt_profiles(size_t *count)

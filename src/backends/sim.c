@@ -14,9 +14,17 @@
  *    unified-memory records are on, the driver's time to trace each fault group;
  *  - its reads and writes of host-homed ranges cross the link at the remote
  *    bandwidths, occupying that direction's engine, so they queue behind and
- *    delay migrations (and the layer ends when its link traffic has).
+ *    delay migrations (and the layer ends when its link traffic has);
+ *  - its CPU work (host_bytes) runs on its stream at the profile's host_mem_bps;
+ *  - host memory is shared (when the profile has host_mem_bps and
+ *    host_mem_shared_bps): CPU work and link transfers (migrations, remote
+ *    traffic) book their rates over model time, and work enqueued later takes
+ *    what the booked work leaves, so that CPU plus link never exceed
+ *    host_mem_shared_bps and the CPU never host_mem_bps. The two link directions
+ *    alone are not limited by host memory (the profile measured them together).
  * Pages that hold no data move for free: nothing needs copying.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -45,6 +53,16 @@ struct uvmrt_event_st {
     int timing;
 };
 
+/* A booking of host memory: [t0, t1) in model ns at bps bytes/s. */
+typedef struct hm_seg {
+    double t0, t1, bps;
+} hm_seg_t;
+
+typedef struct hm_list {
+    hm_seg_t *seg;
+    size_t n, cap;
+} hm_list_t;
+
 typedef struct sim {
     const uvmrt_profile_t *prof;
     uvmrt_log_t *log;
@@ -60,6 +78,9 @@ typedef struct sim {
     int um_on;                    /* record unified-memory events (like CUPTI's) */
     uvmrt_um_record_t *um;
     size_t n_um, cap_um;
+    int hm_on;                    /* host memory is modelled as shared (the profile has its figures) */
+    hm_list_t hm_cpu, hm_link;    /* bookings of CPU work and of link transfers */
+    int hm_lost;                  /* a booking could not be kept (no memory): warned once */
 } sim_t;
 
 /* One record, as CUPTI would give it; dropped silently when out of memory. */
@@ -84,6 +105,7 @@ static uvmrt_status_t sim_open(const uvmrt_backend_config_t *cfg, void **state)
     if (s == NULL) return UVMRT_ERR_NOMEM;
     s->prof = cfg->profile;
     s->log = cfg->log;
+    s->hm_on = s->prof->host_mem_bps > 0 && s->prof->host_mem_shared_bps > 0;
     *state = s;
     return UVMRT_OK;
 }
@@ -98,6 +120,8 @@ static void sim_close(void *state)
     }
     free(s->allocs);
     free(s->um);
+    free(s->hm_cpu.seg);
+    free(s->hm_link.seg);
     free(s);
 }
 
@@ -255,6 +279,95 @@ static uint64_t sim_now(void *state) { return ((sim_t *)state)->host_t; }
 
 static uint64_t ns_for(double bytes, double bps) { return bps > 0 ? (uint64_t)(bytes / bps * 1e9) : 0; }
 
+/* ------------------------------------------------------------------ host memory */
+/* Work never starts before the host's clock, so bookings that ended by then
+ * cannot matter again: dropping them keeps the lists as short as a step. */
+static void hm_prune(sim_t *s, hm_list_t *l)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < l->n; i++)
+        if (l->seg[i].t1 > (double)s->host_t) l->seg[k++] = l->seg[i];
+    l->n = k;
+}
+
+static void hm_book(sim_t *s, hm_list_t *l, double t0, double t1, double bps)
+{
+    if (t1 <= t0 || bps <= 0) return;
+    if (l->n == l->cap) hm_prune(s, l);
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 64;
+        hm_seg_t *g = realloc(l->seg, cap * sizeof *g);
+        if (g == NULL) { /* the model goes on without this booking, and says so once */
+            if (!s->hm_lost) LOG_WARN(s->log, "sim: out of memory for the host-memory model: some overlapping "
+                                              "transfers and CPU work are modelled without contention");
+            s->hm_lost = 1;
+            return;
+        }
+        l->seg = g;
+        l->cap = cap;
+    }
+    l->seg[l->n++] = (hm_seg_t){t0, t1, bps};
+}
+
+/* Bytes/s booked at time t, and the next time after t at which that changes. */
+static double hm_usage(const hm_list_t *l, double t, double *next)
+{
+    double u = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        const hm_seg_t *g = &l->seg[i];
+        if (g->t0 <= t && t < g->t1) {
+            u += g->bps;
+            if (g->t1 < *next) *next = g->t1;
+        } else if (g->t0 > t && g->t0 < *next) {
+            *next = g->t0;
+        }
+    }
+    return u;
+}
+
+static int hm_overlaps(const hm_list_t *l, double t0, double t1)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (l->seg[i].t0 < t1 && l->seg[i].t1 > t0) return 1;
+    return 0;
+}
+
+/* Work of `bytes` host-memory bytes from t at up to bps: CPU work (cpu = 1) or a
+ * link transfer. Returns when it ends and books its rates. Alone (or with host
+ * memory not modelled) it takes bytes / bps exactly as before; beside booked work
+ * it takes what host memory they leave. */
+static uint64_t hm_run(sim_t *s, uint64_t t, double bytes, double bps, int cpu)
+{
+    uint64_t alone = t + ns_for(bytes, bps);
+    if (!s->hm_on || bytes <= 0 || bps <= 0) return alone;
+    hm_list_t *own = cpu ? &s->hm_cpu : &s->hm_link;
+    int contended = cpu ? hm_overlaps(&s->hm_cpu, (double)t, (double)alone) ||
+                              hm_overlaps(&s->hm_link, (double)t, (double)alone)
+                        : hm_overlaps(&s->hm_cpu, (double)t, (double)alone);
+    if (!contended) {
+        hm_book(s, own, (double)t, (double)alone, bps);
+        return alone;
+    }
+    const double shared = s->prof->host_mem_shared_bps, cpu_max = s->prof->host_mem_bps;
+    double cur = (double)t, left = bytes;
+    for (;;) {
+        double next = INFINITY;
+        double u_cpu = hm_usage(&s->hm_cpu, cur, &next), u_link = hm_usage(&s->hm_link, cur, &next);
+        double r = cpu ? fmin(bps, fmin(cpu_max - u_cpu, shared - u_cpu - u_link))
+                       : (u_cpu > 0 ? fmin(bps, shared - u_cpu - u_link) : bps);
+        if (r > 0) {
+            double end = cur + left / r * 1e9;
+            if (end <= next) {
+                hm_book(s, own, cur, end, r);
+                return (uint64_t)ceil(end);
+            }
+            hm_book(s, own, cur, next, r);
+            left -= r * (next - cur) * 1e-9;
+        }
+        cur = next; /* r == 0 only while something booked runs: next is finite */
+    }
+}
+
 /* ------------------------------------------------------------------ migration */
 static uvmrt_status_t sim_move(void *state, const uvmrt_range_t *ranges, size_t n, uvmrt_location_t to,
                                uvmrt_stream_t stream)
@@ -282,7 +395,7 @@ static uvmrt_status_t sim_move(void *state, const uvmrt_range_t *ranges, size_t 
                 s->device_bytes -= PAGE;
             }
         }
-        uint64_t t1 = t + s->prof->prefetch_call_ns + ns_for((double)copied, bps);
+        uint64_t t1 = hm_run(s, t + s->prof->prefetch_call_ns, (double)copied, bps, 0);
         um_add(s, to == UVMRT_LOC_DEVICE ? UVMRT_UM_HTOD : UVMRT_UM_DTOH, UVMRT_UM_CAUSE_USER, ranges[i].ptr,
                copied, t, t1);
         t = t1;
@@ -405,13 +518,18 @@ static uvmrt_status_t sim_touch(void *state, uvmrt_stream_t stream, const uvmrt_
     if (st != UVMRT_OK) return st;
     if (rd > 0) {
         uint64_t r0 = s->h2d_engine_t > t ? s->h2d_engine_t : t;
-        s->h2d_engine_t = r0 + ns_for((double)rd, s->prof->remote_read_bps);
+        s->h2d_engine_t = hm_run(s, r0, (double)rd, s->prof->remote_read_bps, 0);
         if (s->h2d_engine_t > end) end = s->h2d_engine_t;
     }
     if (wr > 0) {
         uint64_t w0 = s->d2h_engine_t > t ? s->d2h_engine_t : t;
-        s->d2h_engine_t = w0 + ns_for((double)wr, s->prof->remote_write_bps);
+        s->d2h_engine_t = hm_run(s, w0, (double)wr, s->prof->remote_write_bps, 0);
         if (s->d2h_engine_t > end) end = s->d2h_engine_t;
+    }
+    /* CPU work beside the GPU's: host memory, shared with the link */
+    if (w->host_bytes > 0 && s->prof->host_mem_bps > 0) {
+        uint64_t cpu_end = hm_run(s, t, (double)w->host_bytes, s->prof->host_mem_bps, 1);
+        if (cpu_end > end) end = cpu_end;
     }
     l->t = end;
     return UVMRT_OK;

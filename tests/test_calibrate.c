@@ -1,0 +1,70 @@
+/*
+ * test_calibrate.c -- uvmrt-calibrate's command line, run by path. No GPU is
+ * used: CUDA_VISIBLE_DEVICES is emptied, so even on a GPU machine the tool must
+ * find none, say so and exit 1 without writing a file. (The measurements
+ * themselves need a GPU; their file format is tested in test_profile.c through
+ * the same writer.)
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "helpers.h"
+
+#ifndef UVMRT_CALIBRATE_PATH
+#error "UVMRT_CALIBRATE_PATH must name the built uvmrt-calibrate"
+#endif
+
+/* Runs the tool with args; its exit status, and stdout+stderr in *out (caller frees). */
+static int run_tool(const char *args, char **out)
+{
+    char tmp[] = "/tmp/uvmrt-calib-out-XXXXXX";
+    int fd = mkstemp(tmp);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "CUDA_VISIBLE_DEVICES= '%s' %s >'%s' 2>&1", UVMRT_CALIBRATE_PATH, args, tmp);
+    int st = system(cmd);
+    cr_assert(WIFEXITED(st), "%s: did not exit", cmd);
+    *out = file_slurp(tmp);
+    unlink(tmp);
+    return WEXITSTATUS(st);
+}
+
+Test(calibrate, without_a_gpu_exits_1_saying_so_and_writes_nothing)
+{
+    char path[] = "/tmp/uvmrt-calib-XXXXXX";
+    cr_assert_not_null(mkdtemp(path));
+    char args[128], file[160];
+    snprintf(file, sizeof file, "%s/p.json", path);
+    snprintf(args, sizeof args, "--quick -o '%s'", file);
+    char *out = NULL;
+    cr_assert_eq(run_tool(args, &out), 1, "%s", out);
+    cr_assert(strstr(out, "no usable GPU") != NULL || strstr(out, "has no CUDA") != NULL, "%s", out);
+    cr_assert_neq(access(file, F_OK), 0, "a file was written without a GPU");
+    free(out);
+    rmdir(path);
+}
+
+Test(calibrate, help_version_and_usage_errors)
+{
+    char *out = NULL;
+    cr_assert_eq(run_tool("--help", &out), 0);
+    cr_assert_not_null(strstr(out, "--quick"), "%s", out);
+    cr_assert_not_null(strstr(out, "--output"), "%s", out);
+    free(out);
+    cr_assert_eq(run_tool("--version", &out), 0);
+    cr_assert_not_null(strstr(out, uvmrt_version_string()), "%s", out);
+    free(out);
+    cr_assert_eq(run_tool("--reps 0", &out), 2);
+    cr_assert_not_null(strstr(out, "--reps '0'"), "%s", out);
+    free(out);
+    cr_assert_eq(run_tool("--output ''", &out), 2);
+    free(out);
+    cr_assert_eq(run_tool("stray", &out), 2);
+    cr_assert_not_null(strstr(out, "unexpected argument 'stray'"), "%s", out);
+    free(out);
+}

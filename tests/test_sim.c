@@ -1,0 +1,292 @@
+/*
+ * test_sim.c -- the sim backend's host-memory model: CPU work (a layer call's
+ * host_bytes) and link transfers that overlap in model time share host memory.
+ *
+ * A small profile with round numbers makes every time predictable: migrations
+ * to the GPU at 40 GB/s, remote reads at 40, the CPU alone at 60 GB/s of host
+ * memory, 80 GB/s in all when both run (and no per-call costs).
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "helpers.h"
+#include "profile_file.h"
+
+#define LINK 40e9
+#define CPU 60e9
+#define SHARED 80e9
+
+static uvmrt_profile_t test_profile(int shared)
+{
+    uvmrt_profile_t p = {
+        .name = "hm-test", .description = "host-memory test (estimate)", .memory_bytes = 64 * GIB,
+        .prefetch_h2d_bps = LINK, .evict_d2h_bps = LINK, .pinned_h2d_bps = 50e9, .pinned_d2h_bps = 50e9,
+        .fault_bps = 5e9, .fault_group_bytes = 716u << 10, .remote_read_bps = LINK, .remote_write_bps = LINK,
+        .flops = 1e14, .hbm_bps = 1e12, .pinned_bidir_bps = 100e9, .host_mem_bps = CPU,
+        .host_mem_shared_bps = shared ? SHARED : 0, .cpu_adamw_params_per_s = CPU / 28,
+    };
+    return p;
+}
+
+/* ------------------------------------------------------------------ the backend alone */
+typedef struct model {
+    uvmrt_profile_t prof;
+    uvmrt_log_t log;
+    void *be;
+    void *buf;    /* (bytes,) on the host, holding data */
+    size_t bytes;
+} model_t;
+
+static const uvmrt_stream_t H2D = (uvmrt_stream_t)0x1000, CPU_S = (uvmrt_stream_t)0x2000,
+                            GPU_S = (uvmrt_stream_t)0x3000;
+
+/* A model with one host-resident buffer of `bytes`, its clock past the setup. */
+static void model_open(model_t *m, size_t bytes, int shared)
+{
+    memset(m, 0, sizeof *m);
+    m->prof = test_profile(shared);
+    m->log = (uvmrt_log_t){UVMRT_LOG_WARN, log_capture, NULL};
+    uvmrt_backend_config_t cfg = {0, &m->prof, &m->log};
+    cr_assert_eq(uvmrt_backend_sim.open(&cfg, &m->be), UVMRT_OK);
+    m->bytes = bytes;
+    cr_assert_eq(uvmrt_backend_sim.alloc(m->be, bytes, &m->buf), UVMRT_OK);
+    /* empty pages move for free; to the device and back gives them data on the host */
+    uvmrt_range_t r = {m->buf, bytes};
+    cr_assert_eq(uvmrt_backend_sim.move(m->be, &r, 1, UVMRT_LOC_DEVICE, H2D), UVMRT_OK);
+    cr_assert_eq(uvmrt_backend_sim.move(m->be, &r, 1, UVMRT_LOC_HOST, H2D), UVMRT_OK);
+    cr_assert_eq(uvmrt_backend_sim.stream_sync(m->be, H2D), UVMRT_OK);
+}
+
+static void model_close(model_t *m)
+{
+    uvmrt_backend_sim.free(m->be, m->buf, m->bytes);
+    uvmrt_backend_sim.close(m->be);
+}
+
+/* Model time (ns since the setup) at which the work so far on stream ends. */
+static double end_of(model_t *m, uvmrt_stream_t stream, uint64_t t0)
+{
+    uvmrt_event_t e;
+    cr_assert_eq(uvmrt_backend_sim.event_create(m->be, 1, &e), UVMRT_OK);
+    cr_assert_eq(uvmrt_backend_sim.event_record(m->be, e, stream), UVMRT_OK);
+    uvmrt_event_t start;
+    cr_assert_eq(uvmrt_backend_sim.event_create(m->be, 1, &start), UVMRT_OK);
+    uint64_t ns = 0;
+    /* a sim event never recorded reads time 0: elapsed from it is e's time */
+    cr_assert_eq(uvmrt_backend_sim.event_elapsed_ns(m->be, start, e, &ns), UVMRT_OK);
+    uvmrt_backend_sim.event_destroy(m->be, start);
+    uvmrt_backend_sim.event_destroy(m->be, e);
+    return (double)(ns - t0);
+}
+
+static void prefetch_all(model_t *m)
+{
+    uvmrt_range_t r = {m->buf, m->bytes};
+    cr_assert_eq(uvmrt_backend_sim.move(m->be, &r, 1, UVMRT_LOC_DEVICE, H2D), UVMRT_OK);
+}
+
+static void cpu_work(model_t *m, uint64_t host_bytes)
+{
+    uvmrt_touch_t w = {.host_bytes = host_bytes};
+    uvmrt_touch_result_t res;
+    cr_assert_eq(uvmrt_backend_sim.touch(m->be, CPU_S, &w, &res), UVMRT_OK);
+}
+
+#define B (4 * GIB)                 /* the transfer: 107 ms alone */
+#define H ((uint64_t)3000000000ull) /* the CPU work: 50 ms alone */
+
+static void assert_ns_near(double got, double want)
+{
+    cr_assert(fabs(got - want) <= 2.0, "%.0f ns, predicted %.0f ns", got, want);
+}
+
+Test(sim_hostmem, alone_each_takes_its_own_bandwidth)
+{
+    model_t m;
+    model_open(&m, B, 1);
+    uint64_t t0 = uvmrt_backend_sim.now_ns(m.be);
+    prefetch_all(&m);
+    assert_ns_near(end_of(&m, H2D, t0), (double)B / LINK * 1e9);
+    model_close(&m);
+
+    model_open(&m, B, 1);
+    t0 = uvmrt_backend_sim.now_ns(m.be);
+    cpu_work(&m, H);
+    assert_ns_near(end_of(&m, CPU_S, t0), (double)H / CPU * 1e9);
+    model_close(&m);
+}
+
+Test(sim_hostmem, transfer_beside_cpu_work_takes_the_predicted_longer)
+{
+    model_t m;
+    model_open(&m, B, 1);
+    uint64_t t0 = uvmrt_backend_sim.now_ns(m.be);
+    cpu_work(&m, H);  /* booked first: 60 GB/s for 50 ms */
+    prefetch_all(&m); /* gets 80 - 60 = 20 GB/s while the CPU runs, then 40 */
+    double cpu_s = (double)H / CPU;
+    double predicted = cpu_s + ((double)B - (SHARED - CPU) * cpu_s) / LINK;
+    double got = end_of(&m, H2D, t0);
+    assert_ns_near(got, predicted * 1e9);
+    cr_assert_gt(got, (double)B / LINK * 1e9 + 20e6, "slower than alone by 25 ms");
+    assert_ns_near(end_of(&m, CPU_S, t0), cpu_s * 1e9); /* booked before: unchanged */
+    /* never faster than host memory allows for both */
+    cr_assert_geq(got, (double)(B + H) / SHARED * 1e9);
+    model_close(&m);
+}
+
+Test(sim_hostmem, cpu_work_beside_a_transfer_takes_the_predicted_longer)
+{
+    model_t m;
+    model_open(&m, B, 1);
+    uint64_t t0 = uvmrt_backend_sim.now_ns(m.be);
+    prefetch_all(&m); /* booked first: 40 GB/s for 107 ms */
+    cpu_work(&m, H);  /* gets min(60, 80 - 40) = 40 GB/s: 75 ms instead of 50 */
+    assert_ns_near(end_of(&m, CPU_S, t0), (double)H / (SHARED - LINK) * 1e9);
+    assert_ns_near(end_of(&m, H2D, t0), (double)B / LINK * 1e9);
+    model_close(&m);
+}
+
+Test(sim_hostmem, without_the_shared_figure_nothing_contends)
+{
+    model_t m;
+    model_open(&m, B, 0);
+    uint64_t t0 = uvmrt_backend_sim.now_ns(m.be);
+    cpu_work(&m, H);
+    prefetch_all(&m);
+    assert_ns_near(end_of(&m, H2D, t0), (double)B / LINK * 1e9);
+    assert_ns_near(end_of(&m, CPU_S, t0), (double)H / CPU * 1e9);
+    model_close(&m);
+}
+
+/* Random mixes: every piece of work is at most as fast as its own bandwidth, and
+ * all of it together at most as fast as shared host memory (here the two link
+ * directions together, 80, do not exceed it, so the bound holds everywhere). */
+Test(sim_hostmem, random_mixes_never_beat_the_bandwidth_limits)
+{
+    srand(12345);
+    for (int trial = 0; trial < 40; trial++) {
+        model_t m;
+        size_t chunk = 256 * MIB;
+        int n = 8;
+        model_open(&m, (size_t)n * chunk, 1);
+        uint64_t t0 = uvmrt_backend_sim.now_ns(m.be);
+        double total = 0, latest = 0;
+        uvmrt_stream_t cpu_streams[3] = {(uvmrt_stream_t)0x2000, (uvmrt_stream_t)0x2010, (uvmrt_stream_t)0x2020};
+        for (int k = 0; k < 12; k++) {
+            int kind = rand() % 3;
+            if (kind == 0 && n > 0) { /* a chunk to the GPU */
+                n--;
+                uvmrt_range_t r = {(char *)m.buf + (size_t)n * chunk, chunk};
+                double before = end_of(&m, H2D, t0);
+                cr_assert_eq(uvmrt_backend_sim.move(m.be, &r, 1, UVMRT_LOC_DEVICE, H2D), UVMRT_OK);
+                double after = end_of(&m, H2D, t0);
+                cr_assert_geq(after - before + 2, (double)chunk / LINK * 1e9);
+                total += (double)chunk;
+                latest = fmax(latest, after);
+            } else { /* CPU work on one of three CPU timelines */
+                uvmrt_stream_t cs = cpu_streams[rand() % 3];
+                uint64_t hb = (uint64_t)(rand() % 1000 + 1) * 1000000ull;
+                double before = end_of(&m, cs, t0);
+                uvmrt_touch_t w = {.host_bytes = hb};
+                uvmrt_touch_result_t res;
+                cr_assert_eq(uvmrt_backend_sim.touch(m.be, cs, &w, &res), UVMRT_OK);
+                double after = end_of(&m, cs, t0);
+                cr_assert_geq(after - before + 2, (double)hb / CPU * 1e9);
+                total += (double)hb;
+                latest = fmax(latest, after);
+            }
+        }
+        cr_assert_geq(latest + 2, total / SHARED * 1e9, "trial %d: %.0f bytes in %.0f ns", trial, total, latest);
+        model_close(&m);
+    }
+}
+
+/* ------------------------------------------------------------------ through the public API */
+/* A step with a GPU call reading a host-placed tensor over the link and a CPU
+ * call (host_bytes, its own stream): the CPU call's duration as the model says. */
+static uint64_t cpu_call_ns(int with_gpu_call, int gpu_first)
+{
+    char dir[] = "/tmp/uvmrt-sim-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char path[64];
+    snprintf(path, sizeof path, "%s/hm.json", dir);
+    uvmrt_profile_t prof = test_profile(1);
+    uvmrt_log_t log = {UVMRT_LOG_WARN, log_capture, NULL};
+    cr_assert_eq(uvmrt__profile_file_save(&prof, NULL, path, &log), UVMRT_OK);
+    uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_PREFETCH, 8 * GIB, path);
+    unlink(path);
+    rmdir(dir);
+    int gpu, cpu;
+    cr_assert_eq(uvmrt_layer_add(ctx, "gpu", &gpu), UVMRT_OK);
+    cr_assert_eq(uvmrt_layer_add(ctx, "cpu", &cpu), UVMRT_OK);
+    uvmrt_tensor_desc_t d = {"X", -1, UVMRT_ROLE_ACTIVATION, 4 * GIB};
+    uvmrt_tensor_t *x;
+    cr_assert_eq(uvmrt_tensor_alloc(ctx, &d, &x), UVMRT_OK);
+    cr_assert_eq(uvmrt_tensor_set_placement(ctx, x, UVMRT_PLACE_HOST), UVMRT_OK);
+    uvmrt_use_t use = {x, UVMRT_USE_READ | UVMRT_USE_STREAM};
+    uvmrt_layer_call_t g = {.layer = gpu, .phase = UVMRT_PHASE_FORWARD, .stream = GPU_S, .uses = &use, .n_uses = 1,
+                            .no_default_uses = 1};
+    uvmrt_layer_call_t c = {.layer = cpu, .phase = UVMRT_PHASE_OPTIMIZER, .stream = CPU_S, .no_default_uses = 1,
+                            .host_bytes = H};
+    cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
+    for (int k = 0; k < 2; k++) {
+        int is_gpu = (k == 0) == gpu_first;
+        if (is_gpu && !with_gpu_call) continue;
+        cr_assert_eq(uvmrt_layer_begin(ctx, is_gpu ? &g : &c), UVMRT_OK, "%s", log_text());
+        cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK, "%s", log_text());
+    }
+    cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK);
+    uvmrt_layer_stats_t st;
+    cr_assert_eq(uvmrt_layer_stats_get(ctx, cpu, UVMRT_PHASE_OPTIMIZER, &st), UVMRT_OK);
+    cr_assert_eq(st.calls, 1);
+    uvmrt_step_stats_t ss;
+    cr_assert_eq(uvmrt_step_stats_get(ctx, 0, &ss), UVMRT_OK);
+    cr_assert_geq(ss.step_ns + 2, st.duration_ns, "the step waits for its CPU call");
+    uvmrt_context_destroy(ctx);
+    return st.duration_ns;
+}
+
+Test(sim_hostmem, cpu_layer_call_slows_beside_remote_reads)
+{
+    double alone = (double)cpu_call_ns(0, 0);
+    cr_assert(fabs(alone - (double)H / CPU * 1e9) <= 2, "alone %.0f ns", alone);
+    /* the GPU's remote read (4 GiB at 40 GB/s) booked first: the CPU gets 80 - 40 */
+    double beside = (double)cpu_call_ns(1, 1);
+    cr_assert(fabs(beside - (double)H / (SHARED - LINK) * 1e9) <= 2, "beside %.0f ns", beside);
+    /* the CPU call first: it keeps its rate (the reads slow instead) */
+    double first = (double)cpu_call_ns(1, 0);
+    cr_assert(fabs(first - (double)H / CPU * 1e9) <= 2, "first %.0f ns", first);
+}
+
+Test(sim_hostmem, host_bytes_too_long_is_invalid)
+{
+    /* a very slow CPU (10 bytes/s): UINT64_MAX bytes would take 1.8e27 ns */
+    char dir[] = "/tmp/uvmrt-sim-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char path[64];
+    snprintf(path, sizeof path, "%s/slow.json", dir);
+    uvmrt_profile_t prof = test_profile(1);
+    prof.host_mem_bps = 10;
+    uvmrt_log_t log = {UVMRT_LOG_WARN, log_capture, NULL};
+    cr_assert_eq(uvmrt__profile_file_save(&prof, NULL, path, &log), UVMRT_OK);
+    uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_PREFETCH, 1 * GIB, path);
+    unlink(path);
+    rmdir(dir);
+    int l;
+    cr_assert_eq(uvmrt_layer_add(ctx, "cpu", &l), UVMRT_OK);
+    uvmrt_layer_call_t c = {.layer = l, .phase = UVMRT_PHASE_OPTIMIZER, .stream = CPU_S, .no_default_uses = 1,
+                            .host_bytes = UINT64_MAX};
+    cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
+    log_reset();
+    cr_assert_eq(uvmrt_layer_begin(ctx, &c), UVMRT_ERR_INVALID);
+    cr_assert(log_contains("host_bytes"), "%s", log_text());
+    c.host_bytes = 28; /* one parameter of AdamW: 2.8 s at 10 bytes/s */
+    cr_assert_eq(uvmrt_layer_begin(ctx, &c), UVMRT_OK, "%s", log_text());
+    cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK);
+    cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK);
+    uvmrt_context_destroy(ctx);
+}
