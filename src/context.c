@@ -7,6 +7,7 @@
 
 #include "faults.h"
 #include "internal.h"
+#include "monitor.h"
 
 void uvmrt_params_init(uvmrt_params_t *p)
 {
@@ -86,6 +87,7 @@ uvmrt_status_t uvmrt__context_create_with(const uvmrt_params_t *params, const uv
     LOG_INFO(&ctx->log, "context: backend %s, policy %s, budget %llu bytes", ops->name,
              uvmrt_policy_name(ctx->cfg.policy), (unsigned long long)ctx->budget);
     ctx->created = 1;
+    uvmrt__monitor_open(ctx); /* a failure is a warning: the run goes on unmonitored */
     *out = ctx;
     return UVMRT_OK;
 fail:
@@ -115,6 +117,7 @@ void uvmrt_context_destroy(uvmrt_context_t *ctx)
         free(ctx->layers[i].owned);
     }
     uvmrt__faults_close(ctx);
+    uvmrt__monitor_close(ctx);
     free(ctx->layers);
     free(ctx->steps);
     free(ctx->cur_rows);

@@ -232,6 +232,10 @@ struct uvmrt_context {
     uint64_t index_bytes;
     uvmrt_attrib_unattributed_t unattr;
     uint64_t fault_records_lost;    /* records dropped by CUPTI or for want of memory */
+
+    /* the live snapshot for uvmrt-top (monitor.c; NULL: not publishing) */
+    struct uvmrt_monitor *monitor;
+    uint64_t total_steps;           /* uvmrt_context_set_total_steps; 0 = unknown */
 };
 
 /* ------------------------------------------------------------------ internal API */

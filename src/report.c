@@ -14,6 +14,7 @@
 
 #include "faults.h"
 #include "internal.h"
+#include "memsum.h"
 
 #define MIB (1024.0 * 1024.0)
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -123,6 +124,7 @@ static void write_text(const uvmrt_context_t *ctx, FILE *f)
     fprintf(f, "step ms:");
     for (uint64_t i = 0; i < ctx->n_steps; i++) fprintf(f, " %.2f", ctx->steps[i].step_ns / 1e6);
     fprintf(f, "\n");
+    uvmrt__memsum_text(ctx, f); /* the memory summary section (memsum.c) */
 }
 
 /* ------------------------------------------------------------------ json */
@@ -230,6 +232,7 @@ static json_t *build_json(const uvmrt_context_t *ctx)
         json_array_append_new(layers, o);
     }
     json_object_set_new(root, "layers", layers);
+    json_object_set_new(root, "memory", uvmrt__memsum_json(ctx)); /* memsum.c */
     return root;
 }
 
