@@ -204,6 +204,10 @@ const uvmrt_profile_t *uvmrt_profile_find(const char *name);
  *                         collecting steps so that it averages ~1% of step time
  *                         (at least every other step); N: every Nth step, 1 = all
  *                                                                  (default auto)
+ *   UVMRT_MONITOR         1 | 0: publish a snapshot of every step for uvmrt-top(1) in a
+ *                         shared-memory segment /uvmrt.<uid>.<pid> (mode 0600, removed
+ *                         at destroy; a context that cannot create it warns and runs
+ *                         on unmonitored)                          (default 1)
  *
  * An invalid value makes uvmrt_context_create() fail with UVMRT_ERR_CONFIG and a
  * message naming the variable and what was expected.

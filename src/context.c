@@ -8,6 +8,7 @@
 #include "faults.h"
 #include "internal.h"
 #include "monitor.h"
+#include "steady.h"
 
 void uvmrt_params_init(uvmrt_params_t *p)
 {
@@ -118,6 +119,7 @@ void uvmrt_context_destroy(uvmrt_context_t *ctx)
     }
     uvmrt__faults_close(ctx);
     uvmrt__monitor_close(ctx);
+    uvmrt__steady_free(ctx);
     free(ctx->layers);
     free(ctx->steps);
     free(ctx->cur_rows);

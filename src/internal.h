@@ -236,6 +236,9 @@ struct uvmrt_context {
     /* the live snapshot for uvmrt-top (monitor.c; NULL: not publishing) */
     struct uvmrt_monitor *monitor;
     uint64_t total_steps;           /* uvmrt_context_set_total_steps; 0 = unknown */
+    /* step 1's (layer, phase) rows, for the steady-state tables (steady.c) */
+    uvmrt_layer_stats_t *rec_rows;
+    int n_rec_rows;
 };
 
 /* ------------------------------------------------------------------ internal API */

@@ -15,6 +15,7 @@
 #include "faults.h"
 #include "internal.h"
 #include "memsum.h"
+#include "steady.h"
 
 #define MIB (1024.0 * 1024.0)
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -31,22 +32,27 @@ static void add_layer(uvmrt_layer_stats_t *t, const uvmrt_layer_stats_t *s)
     for (size_t i = 0; i < sizeof *t / sizeof(uint64_t); i++) a[i] += b[i];
 }
 
-/* Faults that count for ranking: the driver's when there is a source, else uvmrt's estimate. */
+/* Faults that count for ranking: the driver's when there is a source and they
+ * cover the row's calls, else uvmrt's estimate (the steady-state rows may hold
+ * no sampled step: UVMRT_FAULT_SAMPLE). */
 static uint64_t faults_of(const uvmrt_context_t *ctx, const uvmrt_layer_stats_t *s)
 {
-    return uvmrt__faults_active(ctx) ? s->gpu_faults : s->fault_count;
+    return uvmrt__faults_active(ctx) && s->sampled_calls > 0 ? s->gpu_faults : s->fault_count;
 }
 
 /* 1 when row (l, p) is among the TOP_N by key (ties: earlier rows first), key > 0. */
 static int is_top(const uvmrt_context_t *ctx, int l, int p, int by_wait)
 {
-    const uvmrt_layer_stats_t *me = &ctx->layers[l].stats[p];
+    uvmrt_layer_stats_t me_s, o_s; /* the steady state (steady.c) */
+    uvmrt__steady_layer(ctx, l, p, &me_s);
+    const uvmrt_layer_stats_t *me = &me_s;
     uint64_t mine = by_wait ? me->wait_ns : faults_of(ctx, me);
     if (mine == 0) return 0;
     int better = 0;
     for (int i = 0; i < ctx->n_layers; i++)
         for (int q = 0; q < UVMRT_PHASE_COUNT; q++) {
-            const uvmrt_layer_stats_t *o = &ctx->layers[i].stats[q];
+            uvmrt__steady_layer(ctx, i, q, &o_s);
+            const uvmrt_layer_stats_t *o = &o_s;
             if (o->calls == 0) continue;
             uint64_t v = by_wait ? o->wait_ns : faults_of(ctx, o);
             if (v > mine || (v == mine && (i * UVMRT_PHASE_COUNT + q) < (l * UVMRT_PHASE_COUNT + p))) better++;
@@ -65,6 +71,9 @@ static void text_row(FILE *f, const char *name, const char *phase, const uvmrt_l
             s->fault_htod_bytes / MIB, s->prefetch_htod_bytes / MIB, s->driver_prefetch_htod_bytes / MIB,
             s->evict_dtoh_bytes / MIB, s->wait_ns / 1e6, s->duration_ns / 1e6, mark);
 }
+
+static void text_steps_shown(const uvmrt_context_t *ctx, FILE *f);
+static void text_recording_step(const uvmrt_context_t *ctx, FILE *f);
 
 static void write_text(const uvmrt_context_t *ctx, FILE *f)
 {
@@ -86,6 +95,7 @@ static void write_text(const uvmrt_context_t *ctx, FILE *f)
             fprintf(f, "; a collecting step took %+.1f%% longer than one that did not", 100.0 * sum.fault_sample_overhead);
         fprintf(f, "): the driver columns cover those steps only\n");
     }
+    text_steps_shown(ctx, f); /* which steps the table sums (steady.c) */
     /* group labels over the first column of each group (offsets follow text_row's widths) */
     fprintf(f, "%34s%-68s%s\n", "", "|-- uvmrt's own", "|-- the driver's");
     fprintf(f, "%-16s %-9s %6s %10s %9s %9s %8s %8s %8s %9s %9s %9s %9s %9s %9s %9s %9s\n", "layer", "phase",
@@ -97,7 +107,9 @@ static void write_text(const uvmrt_context_t *ctx, FILE *f)
     memset(&total, 0, sizeof total);
     for (int l = 0; l < ctx->n_layers; l++)
         for (int p = 0; p < UVMRT_PHASE_COUNT; p++) {
-            const uvmrt_layer_stats_t *s = &ctx->layers[l].stats[p];
+            uvmrt_layer_stats_t steady;
+            uvmrt__steady_layer(ctx, l, p, &steady);
+            const uvmrt_layer_stats_t *s = &steady;
             if (s->calls == 0) continue;
             char mark[4] = "";
             if (is_top(ctx, l, p, 0)) strcat(mark, "*");
@@ -121,6 +133,7 @@ static void write_text(const uvmrt_context_t *ctx, FILE *f)
                 (unsigned long long)sum.unattributed_records, (unsigned long long)sum.unattributed_gpu_faults,
                 sum.unattributed_htod_bytes / MIB, sum.unattributed_dtoh_bytes / MIB,
                 (unsigned long long)sum.unattributed_cpu_faults);
+    text_recording_step(ctx, f);
     fprintf(f, "step ms:");
     for (uint64_t i = 0; i < ctx->n_steps; i++) fprintf(f, " %.2f", ctx->steps[i].step_ns / 1e6);
     fprintf(f, "\n");
@@ -182,6 +195,8 @@ static json_t *step_json(const uvmrt_step_stats_t *s)
     return o;
 }
 
+static json_t *json_recording_step(const uvmrt_context_t *ctx);
+
 static json_t *build_json(const uvmrt_context_t *ctx)
 {
     json_t *root = json_object();
@@ -233,6 +248,7 @@ static json_t *build_json(const uvmrt_context_t *ctx)
     }
     json_object_set_new(root, "layers", layers);
     json_object_set_new(root, "memory", uvmrt__memsum_json(ctx)); /* memsum.c */
+    json_object_set_new(root, "recording_step", json_recording_step(ctx));
     return root;
 }
 
@@ -248,7 +264,7 @@ static void write_csv(const uvmrt_context_t *ctx, FILE *f)
         const uvmrt_layer_stats_t *s = &r->s;
         /* layer names are the user's: quote them (CSV doubles inner quotes) */
         fprintf(f, "%s,%s,%s,%llu,%d,\"", uvmrt_policy_name(ctx->cfg.policy), ctx->ops->name,
-                uvmrt__faults_source(ctx), (unsigned long long)r->step, r->layer);
+                uvmrt__faults_source(ctx), (unsigned long long)r->step + 1, r->layer); /* steps from 1 */
         for (const char *c = ctx->layers[r->layer].name; *c; c++) {
             if (*c == '"') fputc('"', f);
             fputc(*c, f);
@@ -306,7 +322,7 @@ static json_t *build_trace(const uvmrt_context_t *ctx)
         json_t *e = trace_event(name, "X", 1, sp->start_ns / 1e3);
         json_object_set_new(e, "dur", json_real((sp->end_ns - sp->start_ns) / 1e3));
         json_t *a = json_object();
-        json_object_set_new(a, "step", json_u64(sp->step));
+        json_object_set_new(a, "step", json_u64(sp->step + 1)); /* steps from 1 */
         json_object_set_new(a, "wait_us", json_real((sp->wait_end_ns - sp->start_ns) / 1e3));
         json_object_set_new(a, "fault_sampled",
                             json_boolean(sp->step < ctx->n_steps && ctx->steps[sp->step].fault_sampled));
@@ -335,7 +351,7 @@ static json_t *build_trace(const uvmrt_context_t *ctx)
         json_t *e = trace_event(cp->d2h ? "evict" : "prefetch", "X", cp->d2h ? 3 : 2, cp->start_ns / 1e3);
         json_object_set_new(e, "dur", json_real((cp->end_ns - cp->start_ns) / 1e3));
         json_t *a = json_object();
-        json_object_set_new(a, "step", json_u64(cp->step));
+        json_object_set_new(a, "step", json_u64(cp->step + 1));
         json_object_set_new(a, "bytes", json_u64(cp->bytes));
         json_object_set_new(e, "args", a);
         json_array_append_new(ev, e);
@@ -447,4 +463,59 @@ uvmrt_status_t uvmrt__report_at_destroy(const uvmrt_context_t *ctx)
     snprintf(fmt, sizeof fmt, "%.*s", (int)(colon - r), r);
     uvmrt_status_t st2 = write_atomically(ctx, colon + 1, format_of(fmt));
     return st != UVMRT_OK ? st : st2;
+}
+
+/* ------------------------------------------------------------------ steady state and the recording step */
+/* Step 1 is recorded and runs like demand: the per-layer table and its marks
+ * show steps 2..N, and step 1 gets its own table (steady.c keeps its rows). */
+static void text_steps_shown(const uvmrt_context_t *ctx, FILE *f)
+{
+    uint64_t n = uvmrt__steps_done(ctx);
+    if (uvmrt__steady_split(ctx))
+        fprintf(f, "per layer and phase, steps 2..%llu (the steady state; step 1, the recording step, is below):\n",
+                (unsigned long long)n);
+    else if (n >= 2)
+        fprintf(f, "per layer and phase, steps 1..%llu (step 1's rows were not kept: no memory)\n",
+                (unsigned long long)n);
+    else
+        fprintf(f, "per layer and phase, step %s (the recording step only: no steady state yet):\n",
+                n == 1 ? "1" : "none");
+}
+
+static void text_recording_step(const uvmrt_context_t *ctx, FILE *f)
+{
+    if (!uvmrt__steady_split(ctx)) return;
+    fprintf(f, "recording step (step 1, runs like demand while the sequence is recorded):\n");
+    uvmrt_layer_stats_t total;
+    memset(&total, 0, sizeof total);
+    for (int l = 0; l < ctx->n_layers; l++)
+        for (int p = 0; p < UVMRT_PHASE_COUNT; p++) {
+            uvmrt_layer_stats_t s;
+            uvmrt__steady_recording(ctx, l, p, &s);
+            if (s.calls == 0) continue;
+            text_row(f, ctx->layers[l].name, uvmrt_phase_name((uvmrt_phase_t)p), &s, "");
+            add_layer(&total, &s);
+        }
+    text_row(f, "total", "", &total, "");
+}
+
+/* {"step": 1, "layers": [{"name", "forward": {...}, ...}]}: step 1's rows, in the
+ * same form as the report's "layers" (which sum every step). null when not kept. */
+static json_t *json_recording_step(const uvmrt_context_t *ctx)
+{
+    if (ctx->rec_rows == NULL) return json_null();
+    json_t *o = json_object(), *layers = json_array();
+    json_object_set_new(o, "step", json_integer(1));
+    for (int l = 0; l < ctx->n_layers; l++) {
+        json_t *lo = json_object();
+        json_object_set_new(lo, "name", json_string(ctx->layers[l].name));
+        for (int p = 0; p < UVMRT_PHASE_COUNT; p++) {
+            uvmrt_layer_stats_t s;
+            uvmrt__steady_recording(ctx, l, p, &s);
+            if (s.calls > 0) json_object_set_new(lo, uvmrt_phase_name((uvmrt_phase_t)p), phase_json(&s));
+        }
+        json_array_append_new(layers, lo);
+    }
+    json_object_set_new(o, "layers", layers);
+    return o;
 }

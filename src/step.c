@@ -10,6 +10,7 @@
 #include "exec.h"
 #include "faults.h"
 #include "monitor.h"
+#include "steady.h"
 
 /* At destroy: nothing can fail any more, so backend errors are counted and logged. */
 void uvmrt__exec_fini(uvmrt_context_t *ctx)
@@ -290,6 +291,7 @@ uvmrt_status_t uvmrt_step_end(uvmrt_context_t *ctx)
     uvmrt__keep_rows(ctx);
     uvmrt__stats_fold_step(ctx, &ctx->cur_stats); /* room reserved above */
     uvmrt__monitor_publish(ctx); /* reads the step's counters: before they are cleared */
+    uvmrt__steady_note(ctx);     /* keeps step 1's rows apart (steady.c) */
     memset(&ctx->cur_stats, 0, sizeof ctx->cur_stats);
     if (ctx->n_cur_rows > 0) memset(ctx->cur_rows, 0, (size_t)ctx->n_cur_rows * sizeof *ctx->cur_rows);
     ctx->in_step = 0;

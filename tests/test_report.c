@@ -100,7 +100,7 @@ Test(report, csv_rows_are_steps_layers_phases)
     /* header + steps x layers x 3 phases (each phase runs in this net) */
     cr_expect_eq(lines, 1 + steps * 6 * 3, "%d lines:\n%s", lines, text);
     cr_expect_eq(strncmp(text, "policy,backend,fault_stats_source,step,layer,name,phase,", 56), 0);
-    cr_expect_not_null(strstr(text, "\nprefetch,sim,sim,3,5,\"layer5\",optimizer,1,"), "%s", text);
+    cr_expect_not_null(strstr(text, "\nprefetch,sim,sim,4,5,\"layer5\",optimizer,1,"), "%s", text);
     /* every row has as many fields as the header */
     int header_fields = 1;
     for (char *c = text; *c != '\n'; c++) header_fields += *c == ',';
