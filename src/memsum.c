@@ -278,6 +278,21 @@ static json_t *json_name(const char *name)
     return json_string(buf);
 }
 
+/* Sets o[key] = v, consuming v; counts a failure (v NULL: no memory) in *bad. */
+static void jset(json_t *o, const char *key, json_t *v, int *bad)
+{
+    if (o == NULL || v == NULL) {
+        json_decref(v); /* json_decref(NULL) is a no-op */
+        *bad = 1;
+    } else if (json_object_set_new(o, key, v) != 0) { /* which consumed v */
+        *bad = 1;
+    }
+}
+
+static json_t *ju64(uint64_t v) { return json_integer((json_int_t)v); }
+
+/* Every jansson call is checked: NULL when any allocation failed, so the caller
+ * can fail the report with UVMRT_ERR_NOMEM rather than write it short. */
 json_t *uvmrt__memsum_json(const uvmrt_context_t *ctx)
 {
     uvmrt_memory_stats_t m;
@@ -289,36 +304,42 @@ json_t *uvmrt__memsum_json(const uvmrt_context_t *ctx)
         free(ti);
         return NULL;
     }
+    int bad = 0;
     json_t *o = json_object(), *roles = json_object(), *tensors = json_array();
-    json_object_set_new(o, "budget_bytes", json_integer((json_int_t)m.budget_bytes));
-    json_object_set_new(o, "resident_bytes", json_integer((json_int_t)m.resident_bytes));
-    json_object_set_new(o, "peak_resident_bytes", json_integer((json_int_t)m.peak_resident_bytes));
-    json_object_set_new(o, "allocated_bytes", json_integer((json_int_t)m.allocated_bytes));
-    json_object_set_new(o, "host_homed_bytes", json_integer((json_int_t)m.host_homed_bytes));
+    jset(o, "budget_bytes", ju64(m.budget_bytes), &bad);
+    jset(o, "resident_bytes", ju64(m.resident_bytes), &bad);
+    jset(o, "peak_resident_bytes", ju64(m.peak_resident_bytes), &bad);
+    jset(o, "allocated_bytes", ju64(m.allocated_bytes), &bad);
+    jset(o, "host_homed_bytes", ju64(m.host_homed_bytes), &bad);
     for (int r = 0; r < UVMRT_ROLE_COUNT; r++) {
         json_t *ro = json_object();
-        json_object_set_new(ro, "tensors", json_integer((json_int_t)m.role_tensors[r]));
-        json_object_set_new(ro, "size_bytes", json_integer((json_int_t)m.role_size_bytes[r]));
-        json_object_set_new(ro, "footprint_bytes", json_integer((json_int_t)m.role_footprint_bytes[r]));
-        json_object_set_new(ro, "resident_bytes", json_integer((json_int_t)m.role_resident_bytes[r]));
-        json_object_set_new(roles, uvmrt_role_name((uvmrt_role_t)r), ro);
+        jset(ro, "tensors", ju64(m.role_tensors[r]), &bad);
+        jset(ro, "size_bytes", ju64(m.role_size_bytes[r]), &bad);
+        jset(ro, "footprint_bytes", ju64(m.role_footprint_bytes[r]), &bad);
+        jset(ro, "resident_bytes", ju64(m.role_resident_bytes[r]), &bad);
+        jset(roles, uvmrt_role_name((uvmrt_role_t)r), ro, &bad);
     }
-    json_object_set_new(o, "roles", roles);
-    for (size_t i = 0; i < n; i++) {
+    jset(o, "roles", roles, &bad);
+    for (size_t i = 0; i < n && !bad; i++) {
         char mech[96];
         uvmrt_mechanism_name(ti[i].mechanism, mech, sizeof mech);
         json_t *t = json_object();
-        json_object_set_new(t, "name", json_name(ti[i].name));
-        json_object_set_new(t, "id", json_integer(ti[i].id));
-        json_object_set_new(t, "layer", json_integer(ti[i].layer));
-        json_object_set_new(t, "role", json_string(uvmrt_role_name(ti[i].role)));
-        json_object_set_new(t, "size_bytes", json_integer((json_int_t)ti[i].size_bytes));
-        json_object_set_new(t, "footprint_bytes", json_integer((json_int_t)ti[i].footprint_bytes));
-        json_object_set_new(t, "where", json_string(uvmrt_where_name(ti[i].where)));
-        json_object_set_new(t, "mechanism", json_string(mech));
-        json_array_append_new(tensors, t);
+        jset(t, "name", json_name(ti[i].name), &bad);
+        jset(t, "id", json_integer(ti[i].id), &bad);
+        jset(t, "layer", json_integer(ti[i].layer), &bad);
+        jset(t, "role", json_string(uvmrt_role_name(ti[i].role)), &bad);
+        jset(t, "size_bytes", ju64(ti[i].size_bytes), &bad);
+        jset(t, "footprint_bytes", ju64(ti[i].footprint_bytes), &bad);
+        jset(t, "where", json_string(uvmrt_where_name(ti[i].where)), &bad);
+        jset(t, "mechanism", json_string(mech), &bad);
+        if (tensors == NULL) json_decref(t);
+        if (t == NULL || tensors == NULL || json_array_append_new(tensors, t) != 0) bad = 1;
     }
-    json_object_set_new(o, "tensors", tensors);
+    jset(o, "tensors", tensors, &bad);
     free(ti);
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
     return o;
 }

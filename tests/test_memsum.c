@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "memsum.h"
 
 #define BUDGET (16 * MIB)
 
@@ -304,5 +305,44 @@ Test(memsum, text_and_json_reports_carry_the_summary)
     unlink(tp);
     unlink(jp);
     rmdir(dir);
+    net_destroy(net);
+}
+
+/* ------------------------------------------------------------------ jansson out of memory */
+static long allocs_left;
+static void *failing_malloc(size_t n)
+{
+    if (allocs_left-- <= 0) return NULL;
+    return malloc(n);
+}
+
+/* The JSON section is complete or NULL, never short: fail the k-th jansson
+ * allocation for every k until one build succeeds. */
+Test(memsum, json_section_is_whole_or_null_when_memory_runs_out)
+{
+    net_t *net = net_default_on_sim(UVMRT_POLICY_PREFETCH, BUDGET);
+    run_steps(net, 2, NULL, NULL);
+    json_t *whole = uvmrt__memsum_json(net->ctx);
+    cr_assert_not_null(whole);
+    char *want = json_dumps(whole, JSON_SORT_KEYS);
+    json_decref(whole);
+    int nulls = 0;
+    for (long k = 0;; k++) {
+        allocs_left = k;
+        json_set_alloc_funcs(failing_malloc, free);
+        json_t *j = uvmrt__memsum_json(net->ctx);
+        json_set_alloc_funcs(malloc, free);
+        if (j == NULL) {
+            nulls++;
+            continue;
+        }
+        char *got = json_dumps(j, JSON_SORT_KEYS);
+        cr_assert_str_eq(got, want, "after %ld allocations the section is whole", k);
+        free(got);
+        json_decref(j);
+        break;
+    }
+    cr_assert_gt(nulls, 100, "every allocation is checked (%d points)", nulls);
+    free(want);
     net_destroy(net);
 }
