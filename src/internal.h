@@ -71,6 +71,7 @@ typedef struct uvmrt_call {
     int timed;                       /* all three were recorded (else its times read 0) */
     int touched;                     /* the model ran its work (once, even if layer_end is retried) */
     uvmrt_touch_result_t touch_res;  /* what that work faulted, counted when the call closes */
+    uint64_t resident_bytes;         /* uvmrt's resident bytes once the call was open (trace counter) */
 } uvmrt_call_t;
 
 /* The calls of one step; uses are flattened (tensor id, access). */
@@ -113,6 +114,7 @@ typedef struct uvmrt_span {
     uvmrt_phase_t phase;
     uint64_t start_ns, wait_end_ns, end_ns;
     uint64_t gpu_faults, fault_htod_bytes;
+    uint64_t resident_bytes;    /* when the call opened (uvmrt_call_t) */
 } uvmrt_span_t;
 
 /* One copy batch on a copy stream, times in ns since t0. */

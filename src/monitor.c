@@ -127,7 +127,7 @@ void uvmrt__monitor_open(uvmrt_context_t *ctx)
     s->pid = (int32_t)m->owner;
     s->cap_layers = cap;
     s->context_index = n;
-    uvmrt__copy_utf8(s->program, sizeof s->program, program_invocation_short_name);
+    uvmrt__copy_utf8(s->program, sizeof s->program, uvmrt__program_name());
     uvmrt__copy_utf8(s->backend, sizeof s->backend, ctx->ops->name);
     uvmrt__copy_utf8(s->policy, sizeof s->policy, uvmrt_policy_name(ctx->cfg.policy));
     uvmrt__copy_utf8(s->profile, sizeof s->profile, ctx->profile->name);
@@ -146,6 +146,11 @@ void uvmrt__monitor_close(uvmrt_context_t *ctx)
     if (getpid() == m->owner) shm_unlink(m->name);
     monitor_free(m);
     ctx->monitor = NULL;
+}
+
+const char *uvmrt__program_name(void)
+{
+    return program_invocation_short_name ? program_invocation_short_name : "?";
 }
 
 const char *uvmrt__monitor_name(const uvmrt_context_t *ctx)

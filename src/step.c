@@ -391,7 +391,7 @@ uvmrt_status_t uvmrt_layer_begin(uvmrt_context_t *ctx, const uvmrt_layer_call_t 
     size_t i = s->n_calls; /* staged: counted in n_calls only once open */
     uvmrt_call_t *c = &s->calls[i];
     *c = (uvmrt_call_t){call->layer, call->phase, call->stream, first, s->n_uses - first, dur,
-                        (int)(3 * i), (int)(3 * i + 1), (int)(3 * i + 2), 0, 0, {0, 0}};
+                        (int)(3 * i), (int)(3 * i + 1), (int)(3 * i + 2), 0, 0, {0, 0}, 0};
     int deviated = ctx->deviated;
     if (ctx->cfg.policy == UVMRT_POLICY_PREFETCH && ctx->have_record && !deviated && !uvmrt__call_matches_record(ctx, i))
         ctx->deviated = 1; /* uvmrt__plan_active() reads it; restored on failure */
@@ -420,6 +420,7 @@ uvmrt_status_t uvmrt_layer_begin(uvmrt_context_t *ctx, const uvmrt_layer_call_t 
         return st;
     }
     c->timed = timed;
+    c->resident_bytes = ctx->resident_bytes; /* for the trace's resident-bytes track */
     s->n_calls++;
     ctx->open_call = (int)i;
     if (ctx->deviated && !deviated)
