@@ -434,6 +434,7 @@ static uvmrt_context_t *context_open(demo_options_t *opt, uvmrt_policy_t policy)
     cli_backend_choice_t choice = {gpu_built, PROG " was built without CUDA", opt->backend_explicit,
                                    FALLBACK_PROFILE, budget_for_sim, opt};
     uvmrt_context_t *ctx = cli_context_open(&params, &choice);
+    uvmrt_context_set_total_steps(ctx, (uint64_t)opt->steps); /* uvmrt-top's ETA */
     opt->backend = params.backend;
     opt->profile = params.profile;
     return ctx;

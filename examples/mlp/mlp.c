@@ -394,6 +394,7 @@ static uvmrt_context_t *context_open(mlp_options_t *opt) {
     cli_backend_choice_t choice = {gpu_built, PROG " was built without CUDA and cuBLAS",
                                    opt->backend_explicit, FALLBACK_PROFILE, NULL, NULL};
     uvmrt_context_t *ctx = cli_context_open(&params, &choice);
+    uvmrt_context_set_total_steps(ctx, (uint64_t)opt->steps); /* uvmrt-top's ETA */
     opt->backend = params.backend;
     opt->profile = params.profile;
     return ctx;
