@@ -35,7 +35,7 @@ for csv in "${@:1:$#-1}"; do
         NR == 1 { next }
         { last = $4 > last ? $4 : last; rows[NR] = $0 }
         END {
-            first = last >= 1 ? 1 : 0
+            first = last >= 2 ? 2 : 1 # steps from 1: leave the recording step out
             for (r in rows) {
                 split(rows[r], f, ",")
                 st[f[4]] = f[27]
@@ -51,7 +51,7 @@ for csv in "${@:1:$#-1}"; do
             for (l = 0; l <= maxl; l++)
                 printf "%d %s %.3f %.3f %.3f %.3f\n", l, name[l], g[l] / n, fi[l] / n / 1048576,
                        pf[l] / n / 1048576, ev[l] / n / 1048576 > (out ".layers.dat")
-            for (s = 0; s <= last; s++) printf "%d %.3f\n", s + 1, st[s] / 1e6 > (out ".steps.dat")
+            for (s = 1; s <= last; s++) printf "%d %.3f\n", s, st[s] / 1e6 > (out ".steps.dat")
         }' "$csv"
 done
 for fmt in png svg; do

@@ -223,6 +223,10 @@ const uvmrt_profile_t *uvmrt_profile_find(const char *name);
  *                         collecting steps so that it averages ~1% of step time
  *                         (at least every other step); N: every Nth step, 1 = all
  *                                                                  (default auto)
+ *   UVMRT_MONITOR         1 | 0: publish a snapshot of every step for uvmrt-top(1) in a
+ *                         shared-memory segment /uvmrt.<uid>.<pid> (mode 0600, removed
+ *                         at destroy; a context that cannot create it warns and runs
+ *                         on unmonitored)                          (default 1)
  *
  * An invalid value makes uvmrt_context_create() fail with UVMRT_ERR_CONFIG and a
  * message naming the variable and what was expected.
@@ -609,6 +613,91 @@ void uvmrt_profile_free(uvmrt_profile_t *profile);
  * anything but a regular file (UVMRT_ERR_IO). Zero optional fields are left out. */
 uvmrt_status_t uvmrt_profile_save(const uvmrt_profile_t *profile, const uvmrt_profile_meta_t *meta,
                                   const char *path);
+
+/* ------------------------------------------------------------------ memory summary */
+/* Where a tensor's pages are now, by uvmrt's accounting. SPLIT: a move is in
+ * flight (a prefetch or an eviction enqueued and not yet complete), so its
+ * pages are partly on each side. */
+typedef enum uvmrt_where {
+    UVMRT_WHERE_DEVICE = 0,
+    UVMRT_WHERE_HOST = 1,
+    UVMRT_WHERE_SPLIT = 2
+} uvmrt_where_t;
+/* "device", "host", "split", or "?". */
+const char *uvmrt_where_name(uvmrt_where_t where);
+
+/* The mechanism the policy and plan give a tensor (bits; a layer's is the union
+ * of its tensors'):
+ *   MANAGED     policy none: plain managed memory, no hints
+ *   DEMAND      faulted in on use (policy demand, or the prefetch policy's recording
+ *               step and any step without a plan)
+ *   RESIDENT    planned: stays on the GPU for the whole step, never moved
+ *   PREFETCH    planned: prefetched ahead of its use
+ *   WRITEBACK   planned: evicted by writing it back to the host
+ *   DISCARD     planned: dropped when evicted (its contents are dead), no write-back
+ *   HOST_HOMED  kept in host memory, read and written by the GPU over the link
+ *   UNUSED      the plan's step never uses it */
+#define UVMRT_MECH_MANAGED 0x01u
+#define UVMRT_MECH_DEMAND 0x02u
+#define UVMRT_MECH_RESIDENT 0x04u
+#define UVMRT_MECH_PREFETCH 0x08u
+#define UVMRT_MECH_WRITEBACK 0x10u
+#define UVMRT_MECH_DISCARD 0x20u
+#define UVMRT_MECH_HOST_HOMED 0x40u
+#define UVMRT_MECH_UNUSED 0x80u
+/* Writes the names of the set bits joined by '+' ("prefetch+discard"; "none" for
+ * 0) into buf (len bytes, NUL-terminated, cut if too small); returns the length
+ * of the whole text (like snprintf). buf may be NULL when len is 0. */
+size_t uvmrt_mechanism_name(unsigned mechanism, char *buf, size_t len);
+
+/* One live tensor, as uvmrt_memory_summary() sees it. */
+typedef struct uvmrt_tensor_info {
+    char name[128];            /* the tensor's name, cut at 127 bytes on a UTF-8 boundary */
+    int id;                    /* allocation order (0, 1, ...; freed tensors keep their number) */
+    int layer;                 /* owning layer, or -1 */
+    uvmrt_role_t role;
+    size_t size_bytes;         /* as requested */
+    size_t footprint_bytes;    /* size rounded up to its alignment: what residency counts */
+    uvmrt_where_t where;
+    unsigned mechanism;        /* UVMRT_MECH_* bits */
+} uvmrt_tensor_info_t;
+
+/* Memory of the whole context, like torch.cuda.memory_stats(). Resident bytes
+ * count footprints (uvmrt's own accounting; cudaMemGetInfo does not see managed
+ * pages leave the GPU). */
+typedef struct uvmrt_memory_stats {
+    uint64_t budget_bytes;
+    uint64_t resident_bytes;        /* now */
+    uint64_t peak_resident_bytes;   /* since creation or the last uvmrt_memory_peak_reset() */
+    uint64_t allocated_bytes;       /* footprints of the live tensors */
+    uint64_t host_homed_bytes;      /* footprints of the tensors kept in host memory */
+    uint64_t tensors;               /* live tensors */
+    /* per role (uvmrt_role_t index) */
+    uint64_t role_tensors[UVMRT_ROLE_COUNT];
+    uint64_t role_size_bytes[UVMRT_ROLE_COUNT];      /* sizes as requested */
+    uint64_t role_footprint_bytes[UVMRT_ROLE_COUNT];
+    uint64_t role_resident_bytes[UVMRT_ROLE_COUNT];  /* footprints counted resident now */
+} uvmrt_memory_stats_t;
+
+/* Fills out[0..*n) with every live tensor in allocation order, like
+ * torch.cuda.memory_summary(). *n receives the number of live tensors. out may
+ * be NULL with cap 0 to ask for that number. When cap is smaller than it, the
+ * call fails with UVMRT_ERR_INVALID, writes nothing to out and still sets *n.
+ * UVMRT_ERR_INVALID (logged) for a NULL n, or a NULL out with cap > 0. */
+uvmrt_status_t uvmrt_memory_summary(const uvmrt_context_t *ctx, uvmrt_tensor_info_t *out, size_t cap,
+                                    size_t *n);
+/* Current and peak resident bytes, with totals per role. */
+uvmrt_status_t uvmrt_memory_stats_get(const uvmrt_context_t *ctx, uvmrt_memory_stats_t *out);
+/* Starts the peak over from the bytes resident now (like
+ * torch.cuda.reset_peak_memory_stats()): peak_resident_bytes of the summary, the
+ * memory stats, the reports and the live monitor. The per-step peaks
+ * (uvmrt_step_stats_t) are not changed. */
+uvmrt_status_t uvmrt_memory_peak_reset(uvmrt_context_t *ctx);
+
+/* ------------------------------------------------------------------ live monitor */
+/* Declares how many steps the program will run, so that uvmrt-top(1) can show an
+ * ETA (0: unknown, the default). Any time; the last call counts. */
+uvmrt_status_t uvmrt_context_set_total_steps(uvmrt_context_t *ctx, uint64_t steps);
 
 #ifdef __cplusplus
 }

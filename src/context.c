@@ -9,6 +9,8 @@
 #include "faults.h"
 #include "profile_file.h"
 #include "internal.h"
+#include "monitor.h"
+#include "steady.h"
 
 void uvmrt_params_init(uvmrt_params_t *p)
 {
@@ -91,6 +93,7 @@ uvmrt_status_t uvmrt__context_create_with(const uvmrt_params_t *params, const uv
     LOG_INFO(&ctx->log, "context: backend %s, policy %s, budget %llu bytes", ops->name,
              uvmrt_policy_name(ctx->cfg.policy), (unsigned long long)ctx->budget);
     ctx->created = 1;
+    uvmrt__monitor_open(ctx); /* a failure is a warning: the run goes on unmonitored */
     *out = ctx;
     return UVMRT_OK;
 fail:
@@ -121,6 +124,8 @@ void uvmrt_context_destroy(uvmrt_context_t *ctx)
     }
     uvmrt__faults_close(ctx);
     uvmrt_profile_free(ctx->profile_owned);
+    uvmrt__monitor_close(ctx);
+    uvmrt__steady_free(ctx);
     free(ctx->layers);
     free(ctx->steps);
     free(ctx->cur_rows);

@@ -68,7 +68,7 @@ void uvmrt__step_spans_and_faults(uvmrt_context_t *ctx)
             t1 = uvmrt__time_of(ctx, ctx->timing[c->ev_end]);
         }
         ss[i] = (uvmrt_span_sort_t){{t0 + ctx->t0_ns, t1 + ctx->t0_ns}, i};
-        if (keep) ctx->spans[ctx->n_spans++] = (uvmrt_span_t){step, c->layer, c->phase, t0, tw, t1, 0, 0};
+        if (keep) ctx->spans[ctx->n_spans++] = (uvmrt_span_t){step, c->layer, c->phase, t0, tw, t1, 0, 0, c->resident_bytes};
     }
     if (uvmrt__faults_active(ctx)) {
         uvmrt__faults_collect(ctx);

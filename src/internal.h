@@ -72,6 +72,7 @@ typedef struct uvmrt_call {
     int touched;                     /* the model ran its work (once, even if layer_end is retried) */
     uvmrt_touch_result_t touch_res;  /* what that work faulted, counted when the call closes */
     uint64_t host_bytes;             /* the call's CPU work on host memory (uvmrt_layer_call_t) */
+    uint64_t resident_bytes;         /* uvmrt's resident bytes once the call was open (trace counter) */
 } uvmrt_call_t;
 
 /* The calls of one step; uses are flattened (tensor id, access). */
@@ -114,6 +115,7 @@ typedef struct uvmrt_span {
     uvmrt_phase_t phase;
     uint64_t start_ns, wait_end_ns, end_ns;
     uint64_t gpu_faults, fault_htod_bytes;
+    uint64_t resident_bytes;    /* when the call opened (uvmrt_call_t) */
 } uvmrt_span_t;
 
 /* One copy batch on a copy stream, times in ns since t0. */
@@ -236,6 +238,13 @@ struct uvmrt_context {
     uint64_t index_bytes;
     uvmrt_attrib_unattributed_t unattr;
     uint64_t fault_records_lost;    /* records dropped by CUPTI or for want of memory */
+
+    /* the live snapshot for uvmrt-top (monitor.c; NULL: not publishing) */
+    struct uvmrt_monitor *monitor;
+    uint64_t total_steps;           /* uvmrt_context_set_total_steps; 0 = unknown */
+    /* step 1's (layer, phase) rows, for the steady-state tables (steady.c) */
+    uvmrt_layer_stats_t *rec_rows;
+    int n_rec_rows;
 };
 
 /* ------------------------------------------------------------------ internal API */

@@ -13,7 +13,10 @@
 
 #include "faults.h"
 #include "internal.h"
+#include "memsum.h"
+#include "monitor.h"
 #include "report.h"
+#include "steady.h"
 
 #define MIB (1024.0 * 1024.0)
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -115,7 +118,7 @@ static char *utf8_clean(const char *s)
 /* The name for the text table: valid UTF-8, control characters (a newline would
  * break the table) shown as '?', cut to `cols` characters at a character boundary and
  * padded with spaces to `cols` characters. NULL on no memory; caller frees. */
-static char *text_name(const char *s, size_t cols)
+char *uvmrt__report_text_name(const char *s, size_t cols)
 {
     char *clean = utf8_clean(s);
     if (clean == NULL) return NULL;
@@ -156,22 +159,27 @@ static void add_layer(uvmrt_layer_stats_t *t, const uvmrt_layer_stats_t *s)
 #undef ADD
 }
 
-/* Faults that count for ranking: the driver's when there is a source, else uvmrt's estimate. */
+/* Faults that count for ranking: the driver's when there is a source and they
+ * cover the row's calls, else uvmrt's estimate (the steady-state rows may hold
+ * no sampled step: UVMRT_FAULT_SAMPLE). */
 static uint64_t faults_of(const uvmrt_context_t *ctx, const uvmrt_layer_stats_t *s)
 {
-    return uvmrt__faults_active(ctx) ? s->gpu_faults : s->fault_count;
+    return uvmrt__faults_active(ctx) && s->sampled_calls > 0 ? s->gpu_faults : s->fault_count;
 }
 
 /* 1 when row (l, p) is among the TOP_N by key (ties: earlier rows first), key > 0. */
 static int is_top(const uvmrt_context_t *ctx, int l, int p, int by_wait)
 {
-    const uvmrt_layer_stats_t *me = &ctx->layers[l].stats[p];
+    uvmrt_layer_stats_t me_s, o_s; /* the steady state (steady.c) */
+    uvmrt__steady_layer(ctx, l, p, &me_s);
+    const uvmrt_layer_stats_t *me = &me_s;
     uint64_t mine = by_wait ? me->wait_ns : faults_of(ctx, me);
     if (mine == 0) return 0;
     int better = 0;
     for (int i = 0; i < ctx->n_layers; i++)
         for (int q = 0; q < UVMRT_PHASE_COUNT; q++) {
-            const uvmrt_layer_stats_t *o = &ctx->layers[i].stats[q];
+            uvmrt__steady_layer(ctx, i, q, &o_s);
+            const uvmrt_layer_stats_t *o = &o_s;
             if (o->calls == 0) continue;
             uint64_t v = by_wait ? o->wait_ns : faults_of(ctx, o);
             if (v > mine || (v == mine && (i * UVMRT_PHASE_COUNT + q) < (l * UVMRT_PHASE_COUNT + p))) better++;
@@ -198,7 +206,7 @@ static size_t text_columns(const counter_col_t **cols)
 static int text_row(FILE *f, const char *name, const char *phase, const uvmrt_layer_stats_t *s, const char *mark,
                     const counter_col_t *const *cols, size_t n)
 {
-    char *shown = text_name(name, 16);
+    char *shown = uvmrt__report_text_name(name, 16);
     if (shown == NULL) return -1;
     fprintf(f, "%s %-9s", shown, phase);
     free(shown);
@@ -241,6 +249,10 @@ static void text_header(FILE *f, const counter_col_t *const *cols, size_t n)
     fprintf(f, "\n");
 }
 
+static void text_steps_shown(const uvmrt_context_t *ctx, FILE *f);
+static uvmrt_status_t text_recording_step(const uvmrt_context_t *ctx, FILE *f, const counter_col_t *const *cols,
+                                          size_t n);
+
 /* UVMRT_ERR_NOMEM when a name could not be made; write errors are left to ferror. */
 static uvmrt_status_t write_text(const uvmrt_context_t *ctx, FILE *f)
 {
@@ -267,12 +279,15 @@ static uvmrt_status_t write_text(const uvmrt_context_t *ctx, FILE *f)
     }
     const counter_col_t *cols[N_COUNTERS];
     size_t n = text_columns(cols);
+    text_steps_shown(ctx, f); /* which steps the table sums (steady.c) */
     text_header(f, cols, n);
     uvmrt_layer_stats_t total;
     memset(&total, 0, sizeof total);
     for (int l = 0; l < ctx->n_layers; l++)
         for (int p = 0; p < UVMRT_PHASE_COUNT; p++) {
-            const uvmrt_layer_stats_t *s = &ctx->layers[l].stats[p];
+            uvmrt_layer_stats_t steady;
+            uvmrt__steady_layer(ctx, l, p, &steady);
+            const uvmrt_layer_stats_t *s = &steady;
             if (s->calls == 0) continue;
             char mark[4] = "";
             if (is_top(ctx, l, p, 0)) strcat(mark, "*");
@@ -301,10 +316,12 @@ static uvmrt_status_t write_text(const uvmrt_context_t *ctx, FILE *f)
                 (unsigned long long)sum.unattributed_records, (unsigned long long)sum.unattributed_gpu_faults,
                 sum.unattributed_htod_bytes / MIB, sum.unattributed_dtoh_bytes / MIB,
                 (unsigned long long)sum.unattributed_cpu_faults);
+    if (text_recording_step(ctx, f, cols, n) != UVMRT_OK) return UVMRT_ERR_NOMEM;
     fprintf(f, "step ms (steps %llu..%llu%s):", (unsigned long long)ctx->steps_before + 1,
             (unsigned long long)uvmrt__steps_done(ctx), ctx->steps_before ? ", older ones summed out of the history" : "");
     for (uint64_t i = 0; i < ctx->n_steps; i++) fprintf(f, " %.2f", ctx->steps[i].step_ns / 1e6);
     fprintf(f, "\n");
+    uvmrt__memsum_text(ctx, f); /* the memory summary section (memsum.c) */
     return UVMRT_OK;
 }
 
@@ -383,6 +400,8 @@ static json_t *step_json(jb_t *b, const uvmrt_step_stats_t *s)
     return o;
 }
 
+static json_t *json_recording_step(jb_t *b, const uvmrt_context_t *ctx);
+
 static json_t *build_json(const uvmrt_context_t *ctx)
 {
     jb_t jb = {0}, *b = &jb;
@@ -431,6 +450,10 @@ static json_t *build_json(const uvmrt_context_t *ctx)
         jb_append(b, layers, o);
     }
     jb_set(b, root, "layers", layers);
+    json_t *mem = uvmrt__memsum_json(ctx); /* memsum.c: NULL on no memory */
+    if (mem == NULL) b->failed = 1;
+    jb_set(b, root, "memory", mem);
+    jb_set(b, root, "recording_step", json_recording_step(b, ctx));
     if (b->failed) {
         json_decref(root);
         return NULL;
@@ -470,7 +493,7 @@ static uvmrt_status_t write_csv(const uvmrt_context_t *ctx, FILE *f)
             fputs(ctx->ops->name, f);
         else if (csv_quoted(f, ctx->ops->name) != 0)
             return UVMRT_ERR_NOMEM;
-        fprintf(f, ",%s,%llu,%d,", uvmrt__faults_source(ctx), (unsigned long long)r->step, r->layer);
+        fprintf(f, ",%s,%llu,%d,", uvmrt__faults_source(ctx), (unsigned long long)r->step + 1, r->layer); /* steps from 1 */
         if (csv_quoted(f, ctx->layers[r->layer].name) != 0) return UVMRT_ERR_NOMEM;
         fprintf(f, ",%s", uvmrt_phase_name(r->phase));
         for (size_t c = 0; c < N_COUNTERS; c++)
@@ -514,6 +537,8 @@ static json_t *fault_counter(jb_t *b, double ts_us, uint64_t groups)
     return c;
 }
 
+static void trace_timeline(jb_t *b, const uvmrt_context_t *ctx, json_t *ev);
+
 static json_t *build_trace(const uvmrt_context_t *ctx)
 {
     jb_t jb = {0}, *b = &jb;
@@ -535,7 +560,7 @@ static json_t *build_trace(const uvmrt_context_t *ctx)
         free(name);
         jb_set(b, e, "dur", json_real((sp->end_ns - sp->start_ns) / 1e3));
         json_t *a = jb_obj(b);
-        jb_set(b, a, "step", json_u64(sp->step));
+        jb_set(b, a, "step", json_u64(sp->step + 1)); /* steps from 1 */
         jb_set(b, a, "wait_us", json_real((sp->wait_end_ns - sp->start_ns) / 1e3));
         const uvmrt_step_stats_t *st = kept_step(ctx, sp->step);
         jb_set(b, a, "fault_sampled", json_boolean(st != NULL && st->fault_sampled));
@@ -554,11 +579,12 @@ static json_t *build_trace(const uvmrt_context_t *ctx)
         json_t *e = trace_event(b, cp->d2h ? "evict" : "prefetch", "X", cp->d2h ? 3 : 2, cp->start_ns / 1e3);
         jb_set(b, e, "dur", json_real((cp->end_ns - cp->start_ns) / 1e3));
         json_t *a = jb_obj(b);
-        jb_set(b, a, "step", json_u64(cp->step));
+        jb_set(b, a, "step", json_u64(cp->step + 1));
         jb_set(b, a, "bytes", json_u64(cp->bytes));
         jb_set(b, e, "args", a);
         jb_append(b, ev, e);
     }
+    trace_timeline(b, ctx, ev); /* step markers, waits, resident bytes (below) */
     jb_set(b, root, "traceEvents", ev);
     jb_set(b, root, "displayTimeUnit", jb_str(b, "ms"));
     json_t *meta = jb_obj(b);
@@ -605,4 +631,100 @@ uvmrt_status_t uvmrt__report_to_stream(const uvmrt_context_t *ctx, FILE *f, int 
     else if (st != UVMRT_OK)
         LOG_ERROR(&ctx->log, "cannot write report %s: %s", where, strerror(errno));
     return st;
+}
+
+/* ------------------------------------------------------------------ steady state and the recording step */
+/* Step 1 is recorded and runs like demand: the per-layer table and its marks
+ * show steps 2..N, and step 1 gets its own table (steady.c keeps its rows). */
+static void text_steps_shown(const uvmrt_context_t *ctx, FILE *f)
+{
+    uint64_t n = uvmrt__steps_done(ctx);
+    if (uvmrt__steady_split(ctx))
+        fprintf(f, "per layer and phase, steps 2..%llu (the steady state; step 1, the recording step, is below):\n",
+                (unsigned long long)n);
+    else if (n >= 2)
+        fprintf(f, "per layer and phase, steps 1..%llu (step 1's rows were not kept: no memory)\n",
+                (unsigned long long)n);
+    else
+        fprintf(f, "per layer and phase, step %s (the recording step only: no steady state yet):\n",
+                n == 1 ? "1" : "none");
+}
+
+static uvmrt_status_t text_recording_step(const uvmrt_context_t *ctx, FILE *f, const counter_col_t *const *cols,
+                                          size_t n)
+{
+    if (!uvmrt__steady_split(ctx)) return UVMRT_OK;
+    fprintf(f, "recording step (step 1, runs like demand while the sequence is recorded):\n");
+    uvmrt_layer_stats_t total;
+    memset(&total, 0, sizeof total);
+    for (int l = 0; l < ctx->n_layers; l++)
+        for (int p = 0; p < UVMRT_PHASE_COUNT; p++) {
+            uvmrt_layer_stats_t s;
+            uvmrt__steady_recording(ctx, l, p, &s);
+            if (s.calls == 0) continue;
+            if (text_row(f, ctx->layers[l].name, uvmrt_phase_name((uvmrt_phase_t)p), &s, "", cols, n) != 0)
+                return UVMRT_ERR_NOMEM;
+            add_layer(&total, &s);
+        }
+    return text_row(f, "total", "", &total, "", cols, n) != 0 ? UVMRT_ERR_NOMEM : UVMRT_OK;
+}
+
+/* {"step": 1, "layers": [{"name", "forward": {...}, ...}]}: step 1's rows, in the
+ * same form as the report's "layers" (which sum every step). null when not kept. */
+static json_t *json_recording_step(jb_t *b, const uvmrt_context_t *ctx)
+{
+    if (ctx->rec_rows == NULL) return json_null();
+    json_t *o = jb_obj(b), *layers = jb_arr(b);
+    jb_set(b, o, "step", json_integer(1));
+    for (int l = 0; l < ctx->n_layers && !b->failed; l++) {
+        json_t *lo = jb_obj(b);
+        jb_set(b, lo, "name", jb_str(b, ctx->layers[l].name));
+        for (int p = 0; p < UVMRT_PHASE_COUNT; p++) {
+            uvmrt_layer_stats_t s;
+            uvmrt__steady_recording(ctx, l, p, &s);
+            if (s.calls > 0) jb_set(b, lo, uvmrt_phase_name((uvmrt_phase_t)p), phase_json(b, &s));
+        }
+        jb_append(b, layers, lo);
+    }
+    jb_set(b, o, "layers", layers);
+    return o;
+}
+
+/* ------------------------------------------------------------------ trace: a clearer timeline */
+/* Added to the trace's events: the process's name; an instant marker at the
+ * start of each step ("step N", from 1, across every track); each layer call's
+ * wait for its prefetches as a slice of its own ("wait for prefetches", B/E
+ * nested at the start of the call's slice on tid 1); and a "resident bytes"
+ * counter sampled when each call opened (uvmrt's accounting). */
+static void trace_timeline(jb_t *b, const uvmrt_context_t *ctx, json_t *ev)
+{
+    char pname[160];
+    snprintf(pname, sizeof pname, "uvmrt: %s (policy %s, backend %s)", uvmrt__program_name(),
+             uvmrt_policy_name(ctx->cfg.policy), ctx->ops->name);
+    json_t *pn = trace_event(b, "process_name", "M", 1, 0), *pa = jb_obj(b);
+    jb_set(b, pa, "name", jb_str(b, pname));
+    jb_set(b, pn, "args", pa);
+    jb_append(b, ev, pn);
+    uint64_t marked = UINT64_MAX;
+    for (size_t i = 0; i < ctx->n_spans && !b->failed; i++) {
+        const uvmrt_span_t *sp = &ctx->spans[i];
+        if (sp->step != marked) { /* spans are kept in step order */
+            char name[48];
+            snprintf(name, sizeof name, "step %llu", (unsigned long long)sp->step + 1);
+            json_t *m = trace_event(b, name, "i", 1, sp->start_ns / 1e3), *ma = jb_obj(b);
+            jb_set(b, m, "s", jb_str(b, "g"));
+            jb_set(b, ma, "step", json_integer((json_int_t)sp->step + 1));
+            jb_set(b, m, "args", ma);
+            jb_append(b, ev, m);
+            marked = sp->step;
+        }
+        if (sp->wait_end_ns > sp->start_ns) {
+            jb_append(b, ev, trace_event(b, "wait for prefetches", "B", 1, sp->start_ns / 1e3));
+            jb_append(b, ev, trace_event(b, "wait for prefetches", "E", 1, sp->wait_end_ns / 1e3));
+        }
+        json_t *c = trace_event(b, "resident bytes", "C", 1, sp->start_ns / 1e3), *ca = jb_obj(b);
+        jb_set(b, ca, "bytes", json_integer((json_int_t)sp->resident_bytes));
+        jb_set(b, c, "args", ca);
+        jb_append(b, ev, c);
+    }
 }

@@ -19,4 +19,9 @@ int uvmrt__report_format(const char *name);
  * bytes; either is logged, naming `where` ("to stdout", "'PATH'"). */
 uvmrt_status_t uvmrt__report_to_stream(const uvmrt_context_t *ctx, FILE *f, int fmt, const char *where);
 
+/* A user's name for a text table: valid UTF-8 (bad bytes as U+FFFD), control
+ * characters as '?', cut to `cols` characters on a character boundary and padded to
+ * them. Caller frees; NULL on no memory. */
+char *uvmrt__report_text_name(const char *s, size_t cols);
+
 #endif

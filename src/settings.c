@@ -174,6 +174,9 @@ static uvmrt_status_t parse_history(uvmrt_config_t *c, const char *t)
 }
 static void format_history(const uvmrt_config_t *c, char *b, size_t n) { snprintf(b, n, "%d", c->history); }
 
+static uvmrt_status_t parse_monitor(uvmrt_config_t *c, const char *t) { return parse_01(t, &c->monitor); }
+static void format_monitor(const uvmrt_config_t *c, char *b, size_t n) { snprintf(b, n, "%d", c->monitor); }
+
 /* ------------------------------------------------------------------ the table */
 /* LOG_LEVEL comes first so that messages about later entries honour it. */
 static const uvmrt_config_entry_t table[] = {
@@ -220,6 +223,9 @@ static const uvmrt_config_entry_t table[] = {
     {"HISTORY", "1000", "a step count from 1 to 100000000",
      "per-step statistics, csv rows and trace spans are kept for the last N steps (older ones are summed)",
      parse_history, format_history},
+    {"MONITOR", "1", "1 or 0",
+     "publish a snapshot of every step in shared memory /uvmrt.<uid>.<pid> for uvmrt-top",
+     parse_monitor, format_monitor},
 };
 #define TABLE_LEN (sizeof table / sizeof table[0])
 

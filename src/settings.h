@@ -35,6 +35,7 @@ typedef struct uvmrt_config {
     int fault_sample_every; /* 0 = auto */
     char trace[UVMRT_REPORT_MAX];  /* "none", "stderr", "-" (stdout) or a path */
     int history;                   /* steps kept in the per-step history (UVMRT_HISTORY) */
+    int monitor;                   /* 1: publish a snapshot for uvmrt-top at every step end */
 } uvmrt_config_t;
 
 typedef struct uvmrt_config_entry {

@@ -9,6 +9,8 @@
 
 #include "exec.h"
 #include "faults.h"
+#include "monitor.h"
+#include "steady.h"
 
 /* At destroy: nothing can fail any more, so backend errors are counted and logged. */
 void uvmrt__exec_fini(uvmrt_context_t *ctx)
@@ -288,6 +290,8 @@ uvmrt_status_t uvmrt_step_end(uvmrt_context_t *ctx)
     }
     uvmrt__keep_rows(ctx);
     uvmrt__stats_fold_step(ctx, &ctx->cur_stats); /* room reserved above */
+    uvmrt__monitor_publish(ctx); /* reads the step's counters: before they are cleared */
+    uvmrt__steady_note(ctx);     /* keeps step 1's rows apart (steady.c) */
     memset(&ctx->cur_stats, 0, sizeof ctx->cur_stats);
     if (ctx->n_cur_rows > 0) memset(ctx->cur_rows, 0, (size_t)ctx->n_cur_rows * sizeof *ctx->cur_rows);
     ctx->in_step = 0;
@@ -394,7 +398,7 @@ uvmrt_status_t uvmrt_layer_begin(uvmrt_context_t *ctx, const uvmrt_layer_call_t 
     size_t i = s->n_calls; /* staged: counted in n_calls only once open */
     uvmrt_call_t *c = &s->calls[i];
     *c = (uvmrt_call_t){call->layer, call->phase, call->stream, first, s->n_uses - first, dur,
-                        (int)(3 * i), (int)(3 * i + 1), (int)(3 * i + 2), 0, 0, {0, 0}, call->host_bytes};
+                        (int)(3 * i), (int)(3 * i + 1), (int)(3 * i + 2), 0, 0, {0, 0}, call->host_bytes, 0};
     int deviated = ctx->deviated;
     if (ctx->cfg.policy == UVMRT_POLICY_PREFETCH && ctx->have_record && !deviated && !uvmrt__call_matches_record(ctx, i))
         ctx->deviated = 1; /* uvmrt__plan_active() reads it; restored on failure */
@@ -423,6 +427,7 @@ uvmrt_status_t uvmrt_layer_begin(uvmrt_context_t *ctx, const uvmrt_layer_call_t 
         return st;
     }
     c->timed = timed;
+    c->resident_bytes = ctx->resident_bytes; /* for the trace's resident-bytes track */
     s->n_calls++;
     ctx->open_call = (int)i;
     if (ctx->deviated && !deviated)

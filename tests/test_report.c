@@ -103,7 +103,7 @@ Test(report, csv_rows_are_steps_layers_phases)
     /* header + steps x layers x 3 phases (each phase runs in this net) */
     cr_expect_eq(lines, 1 + steps * 6 * 3, "%d lines:\n%s", lines, text);
     cr_expect_eq(strncmp(text, "policy,backend,fault_stats_source,step,layer,name,phase,", 56), 0);
-    cr_expect_not_null(strstr(text, "\nprefetch,sim,sim,3,5,\"layer5\",optimizer,1,"), "%s", text);
+    cr_expect_not_null(strstr(text, "\nprefetch,sim,sim,4,5,\"layer5\",optimizer,1,"), "%s", text);
     /* every row has as many fields as the header */
     int header_fields = 1;
     for (char *c = text; *c != '\n'; c++) header_fields += *c == ',';
@@ -766,7 +766,8 @@ Test(report, names_escaped_never_dropped)
         char *hit = strstr(line, " forward ");
         rows += hit != NULL && hit < line + strcspn(line, "\n");
     }
-    cr_expect_eq(rows, N_NAMES, "%d rows:\n%s", rows, text);
+    /* each layer once in the steady-state table and once in the recording step's */
+    cr_expect_eq(rows, 2 * N_NAMES, "%d rows:\n%s", rows, text);
     cr_expect_not_null(strstr(text, "\nq\"c,?n           forward "), "%s", text);
     cr_expect_not_null(strstr(text, "\n\xe2\x82\xac\xe2\x82\xac long enough t forward "), "cut at 16 characters:\n%s", text);
     free(text);
@@ -820,4 +821,62 @@ Test(report, jansson_out_of_memory_is_nomem)
     cr_expect_eq(entries(), 0, "temporary files left");
     rmdir(dir);
     uvmrt_context_destroy(ctx);
+}
+
+/* The clearer timeline (issue 10): the process's name, a global marker at each
+ * step's start (numbered from 1), waits as slices of their own (B/E), and a
+ * resident-bytes counter at each layer call. */
+Test(report, trace_has_step_markers_waits_and_resident_bytes)
+{
+    mkdir_tmp();
+    net_t *net = run(UVMRT_POLICY_PREFETCH, 3, NULL, NULL);
+    char path[256];
+    snprintf(path, sizeof path, "%s/t.json", dir);
+    cr_assert_eq(uvmrt_report_write(net->ctx, "trace", path), UVMRT_OK);
+    json_error_t err;
+    json_t *root = json_load_file(path, 0, &err);
+    cr_assert_not_null(root, "%s", err.text);
+    json_t *ev = json_object_get(root, "traceEvents");
+    const uvmrt_context_t *ctx = net->ctx;
+    size_t waits = 0;
+    for (size_t i = 0; i < ctx->n_spans; i++) waits += ctx->spans[i].wait_end_ns > ctx->spans[i].start_ns;
+    int pname = 0, markers = 0, begins = 0, ends = 0, resident = 0;
+    for (size_t i = 0; i < json_array_size(ev); i++) {
+        json_t *e = json_array_get(ev, i);
+        const char *ph = json_string_value(json_object_get(e, "ph"));
+        const char *name = json_string_value(json_object_get(e, "name"));
+        json_t *args = json_object_get(e, "args");
+        if (strcmp(ph, "M") == 0 && strcmp(name, "process_name") == 0) {
+            pname++;
+            cr_expect_not_null(strstr(json_string_value(json_object_get(args, "name")), "policy prefetch"));
+        } else if (strcmp(ph, "i") == 0) {
+            markers++;
+            char want[32];
+            snprintf(want, sizeof want, "step %d", markers);
+            cr_expect_str_eq(name, want, "steps numbered from 1, in order");
+            cr_expect_str_eq(json_string_value(json_object_get(e, "s")), "g");
+            /* at the start of the step's first layer call */
+            const uvmrt_span_t *first = NULL;
+            for (size_t k = 0; k < ctx->n_spans && first == NULL; k++)
+                if (ctx->spans[k].step + 1 == (uint64_t)markers) first = &ctx->spans[k];
+            cr_assert_not_null(first);
+            cr_expect_float_eq(json_number_value(json_object_get(e, "ts")), first->start_ns / 1e3, 1e-6);
+        } else if (strcmp(ph, "B") == 0 || strcmp(ph, "E") == 0) {
+            cr_expect_str_eq(name, "wait for prefetches");
+            if (ph[0] == 'B') begins++;
+            else ends++;
+        } else if (strcmp(ph, "C") == 0 && strcmp(name, "resident bytes") == 0) {
+            resident++;
+            cr_expect_leq(json_integer_value(json_object_get(args, "bytes")), (json_int_t)uvmrt_context_budget(ctx));
+        }
+    }
+    cr_expect_eq(pname, 1);
+    cr_expect_eq(markers, 3);
+    cr_expect_eq(begins, (int)waits, "one wait slice per call that waited");
+    cr_expect_eq(ends, begins);
+    cr_expect_eq(resident, (int)ctx->n_spans, "one sample per layer call");
+    json_decref(root);
+    net_destroy(net);
+    rm_file("t.json");
+    rmdir(dir);
 }

@@ -322,6 +322,7 @@ static uvmrt_context_t *context_open(demo_options_t *opt, uvmrt_policy_t policy)
     cli_backend_choice_t choice = {demo_gpu_missing == NULL, demo_gpu_missing,
                                    opt->c.backend_explicit, FALLBACK_PROFILE, budget_for_sim, opt};
     uvmrt_context_t *ctx = cli_context_open(&params, &choice);
+    uvmrt_context_set_total_steps(ctx, (uint64_t)opt->c.steps); /* uvmrt-top's ETA */
     opt->c.backend = params.backend;
     opt->c.profile = params.profile;
     return ctx;

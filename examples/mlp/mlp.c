@@ -89,6 +89,7 @@ static uvmrt_context_t *context_open(mlp_options_t *opt) {
     cli_backend_choice_t choice = {mlp_gpu_missing == NULL, mlp_gpu_missing, opt->c.backend_explicit,
                                    MLP_FALLBACK_PROFILE, NULL, NULL};
     uvmrt_context_t *ctx = cli_context_open(&params, &choice);
+    uvmrt_context_set_total_steps(ctx, (uint64_t)opt->c.steps); /* uvmrt-top's ETA */
     opt->c.backend = params.backend;
     opt->c.profile = params.profile;
     return ctx;
