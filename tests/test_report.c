@@ -574,9 +574,9 @@ Test(report, counter_list_carries_each_value)
     mkdir_tmp();
     net_t *net = run(UVMRT_POLICY_DEMAND, 1, NULL, NULL);
     uvmrt_context_t *ctx = net->ctx;
-    uvmrt_layer_stats_t *ls = &ctx->layers[0].stats[UVMRT_PHASE_FORWARD];
-    cr_assert_gt(ctx->n_rows, 0);
-    uvmrt_step_row_t *row = &ctx->rows[0];
+    uvmrt_layer_stats_t *ls = &ctx->tensors.layers[0].stats[UVMRT_PHASE_FORWARD];
+    cr_assert_gt(ctx->hist.n_rows, 0);
+    uvmrt_step_row_t *row = &ctx->hist.rows[0];
     cr_assert(row->layer == 0 && row->phase == UVMRT_PHASE_FORWARD);
     uint64_t k = 0;
 #define SET(name, ...) ls->name = row->s.name = (++k) * 1000003ull;
