@@ -9,20 +9,21 @@
 #include "exec.h"
 #include "faults.h"
 
-/* The stats of an absolute step number: kept, dropped (the aggregate), or the
- * step in progress. */
-uvmrt_step_stats_t *uvmrt__stats_of_step(uvmrt_context_t *ctx, uint64_t step)
+/* The stats of an absolute step number: kept, or dropped (the aggregate); NULL
+ * for the step in progress (stats.c's). */
+static uvmrt_step_stats_t *stats_of_step(uvmrt_context_t *ctx, uint64_t step)
 {
     if (step < ctx->hist.steps_before) return &ctx->hist.steps_dropped;
     if (step < uvmrt__steps_done(ctx)) return &ctx->hist.steps[step - ctx->hist.steps_before];
-    return &ctx->stats.cur;
+    return NULL;
 }
 
 /* ------------------------------------------------------------------ spans and fault records */
 /* Rebuilds the address index when tensors came or went. */
 static int refresh_index(uvmrt_context_t *ctx)
 {
-    if (ctx->hist.index_tensors == ctx->tensors.n && ctx->hist.index_bytes == ctx->tensors.allocated_bytes && ctx->hist.index.n > 0)
+    uvmrt_history_t *h = &ctx->hist;
+    if (h->index_tensors == ctx->tensors.n && h->index_bytes == ctx->tensors.allocated_bytes && h->index.n > 0)
         return 0;
     uvmrt_attrib_index_clear(&ctx->hist.index);
     for (int id = 0; id < ctx->tensors.n; id++) {
@@ -118,7 +119,8 @@ void uvmrt__attribute_rest(uvmrt_context_t *ctx)
     uint64_t step = uvmrt__steps_done(ctx) - 1;
     uvmrt_layer_stats_t *row = NULL;
     for (size_t i = ctx->hist.n_rows; i > 0; i--)
-        if (ctx->hist.rows[i - 1].step == step && ctx->hist.rows[i - 1].layer == c->layer && ctx->hist.rows[i - 1].phase == c->phase) {
+        if (ctx->hist.rows[i - 1].step == step && ctx->hist.rows[i - 1].layer == c->layer &&
+            ctx->hist.rows[i - 1].phase == c->phase) {
             row = &ctx->hist.rows[i - 1].s;
             break;
         }
@@ -160,8 +162,9 @@ void uvmrt__history_trim(uvmrt_context_t *ctx)
  * while that step is (and when times can be read at all). */
 void uvmrt__history_add_copy(uvmrt_context_t *ctx, const uvmrt_copy_timing_t *c, uint64_t ns)
 {
-    uvmrt_step_stats_t *s = uvmrt__stats_of_step(ctx, c->step);
-    if (c->d2h) s->d2h_busy_ns += ns;
+    uvmrt_step_stats_t *s = stats_of_step(ctx, c->step);
+    if (s == NULL) uvmrt__stats_copy_busy(ctx, c->d2h, ns);
+    else if (c->d2h) s->d2h_busy_ns += ns;
     else s->h2d_busy_ns += ns;
     uvmrt_history_t *h = &ctx->hist;
     if (c->step >= h->steps_before && ctx->ev.anchor_ev != NULL &&

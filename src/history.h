@@ -76,8 +76,6 @@ typedef struct uvmrt_history {
     size_t cap_scratch_fc;
 } uvmrt_history_t;
 
-/* The stats of an absolute step: kept, dropped (the aggregate) or in progress. */
-uvmrt_step_stats_t *uvmrt__stats_of_step(uvmrt_context_t *ctx, uint64_t step);
 /* The step's spans and its attributed driver records (memory reserved by step_end). */
 void uvmrt__step_spans_and_faults(uvmrt_context_t *ctx);
 /* The step's (layer, phase) rows that ran (room reserved by step_end). */

@@ -51,7 +51,8 @@ static uint64_t counter_of(const uvmrt_layer_stats_t *s, const counter_col_t *c)
  * maps them to the kept steps (a bounded history adds its offset here). */
 static const uvmrt_step_stats_t *kept_step(const uvmrt_context_t *ctx, uint64_t step)
 {
-    return step >= ctx->hist.steps_before && step < uvmrt__steps_done(ctx) ? &ctx->hist.steps[step - ctx->hist.steps_before] : NULL;
+    const uvmrt_history_t *h = &ctx->hist;
+    return step >= h->steps_before && step < uvmrt__steps_done(ctx) ? &h->steps[step - h->steps_before] : NULL;
 }
 
 /* ------------------------------------------------------------------ names */
@@ -302,7 +303,8 @@ static uvmrt_status_t write_text(const uvmrt_context_t *ctx, FILE *f)
                 sum.unattributed_htod_bytes / MIB, sum.unattributed_dtoh_bytes / MIB,
                 (unsigned long long)sum.unattributed_cpu_faults);
     fprintf(f, "step ms (steps %llu..%llu%s):", (unsigned long long)ctx->hist.steps_before + 1,
-            (unsigned long long)uvmrt__steps_done(ctx), ctx->hist.steps_before ? ", older ones summed out of the history" : "");
+            (unsigned long long)uvmrt__steps_done(ctx),
+            ctx->hist.steps_before ? ", older ones summed out of the history" : "");
     for (uint64_t i = 0; i < ctx->hist.n_steps; i++) fprintf(f, " %.2f", ctx->hist.steps[i].step_ns / 1e6);
     fprintf(f, "\n");
     return UVMRT_OK;

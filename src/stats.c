@@ -113,6 +113,12 @@ void uvmrt__stats_step_begin(uvmrt_context_t *ctx, int collect)
     if (ctx->res.bytes > ctx->stats.cur.peak_resident_bytes) ctx->stats.cur.peak_resident_bytes = ctx->res.bytes;
 }
 
+void uvmrt__stats_copy_busy(uvmrt_context_t *ctx, int d2h, uint64_t ns)
+{
+    if (d2h) ctx->stats.cur.d2h_busy_ns += ns;
+    else ctx->stats.cur.h2d_busy_ns += ns;
+}
+
 void uvmrt__stats_step_time(uvmrt_context_t *ctx, uint64_t step_ns) { ctx->stats.cur.step_ns = step_ns; }
 
 void uvmrt__stats_step_clear(uvmrt_context_t *ctx)

@@ -46,6 +46,8 @@ uvmrt_status_t uvmrt__stats_rows_reserve(uvmrt_context_t *ctx, int nrows);
 /* Step begin: whether the step collects the driver's counters; the step's
  * peak starts at what is resident now. */
 void uvmrt__stats_step_begin(uvmrt_context_t *ctx, int collect);
+/* A copy batch of the step in progress took ns on its copy stream. */
+void uvmrt__stats_copy_busy(uvmrt_context_t *ctx, int d2h, uint64_t ns);
 /* Step end: the step's wall time. */
 void uvmrt__stats_step_time(uvmrt_context_t *ctx, uint64_t step_ns);
 /* Step end, after the step was folded into the history: cleared for the next. */

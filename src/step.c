@@ -180,7 +180,8 @@ static uvmrt_status_t sync_compute_streams(uvmrt_context_t *ctx)
     for (size_t i = 0; i < n && st == UVMRT_OK; i++) {
         uvmrt_stream_t s = ctx->sched.cur.calls[i].stream;
         size_t h = (size_t)(((uintptr_t)s >> 4) * 0x9e3779b97f4a7c15ull) & (cap - 1);
-        while (ctx->sched.sync_slots[h] != 0 && ctx->sched.cur.calls[ctx->sched.sync_slots[h] - 1].stream != s) h = (h + 1) & (cap - 1);
+        while (ctx->sched.sync_slots[h] != 0 && ctx->sched.cur.calls[ctx->sched.sync_slots[h] - 1].stream != s)
+            h = (h + 1) & (cap - 1);
         if (ctx->sched.sync_slots[h] != 0) continue;
         ctx->sched.sync_slots[h] = i + 1;
         st = uvmrt__be_stream_sync(ctx, s);
@@ -206,11 +207,12 @@ uvmrt_status_t uvmrt_step_end(uvmrt_context_t *ctx)
     uvmrt_status_t st = sync_compute_streams(ctx);
     if (st == UVMRT_OK) st = uvmrt__history_reserve(ctx, ctx->sched.cur.n_calls, (size_t)ctx->stats.n_cur_rows);
     int rerecord = ctx->cfg.policy == UVMRT_POLICY_PREFETCH &&
-                   (!ctx->sched.have_record || ctx->sched.deviated || ctx->sched.cur.n_calls != ctx->sched.record.n_calls);
+                   (!ctx->sched.have_record || ctx->sched.deviated ||
+                    ctx->sched.cur.n_calls != ctx->sched.record.n_calls);
     if (st == UVMRT_OK && rerecord && seq_copy(&ctx->sched.record, &ctx->sched.cur) != 0) st = UVMRT_ERR_NOMEM;
     if (st != UVMRT_OK) {
-        LOG_ERROR(&ctx->log, "uvmrt_step_end: step %llu is still open: %s", (unsigned long long)ctx->sched.step_index + 1,
-                  uvmrt_status_str(st));
+        LOG_ERROR(&ctx->log, "uvmrt_step_end: step %llu is still open: %s",
+                  (unsigned long long)ctx->sched.step_index + 1, uvmrt_status_str(st));
         return st;
     }
     /* Commit: nothing below fails (timings that cannot be read are counted). */
@@ -337,7 +339,8 @@ uvmrt_status_t uvmrt_layer_begin(uvmrt_context_t *ctx, const uvmrt_layer_call_t 
     *c = (uvmrt_call_t){call->layer, call->phase, call->stream, first, s->n_uses - first, dur,
                         (int)(3 * i), (int)(3 * i + 1), (int)(3 * i + 2), 0, 0, {0, 0}};
     int deviated = ctx->sched.deviated;
-    if (ctx->cfg.policy == UVMRT_POLICY_PREFETCH && ctx->sched.have_record && !deviated && !uvmrt__call_matches_record(ctx, i))
+    if (ctx->cfg.policy == UVMRT_POLICY_PREFETCH && ctx->sched.have_record && !deviated &&
+        !uvmrt__call_matches_record(ctx, i))
         ctx->sched.deviated = 1; /* uvmrt__plan_active() reads it; restored on failure */
     int timed = uvmrt__timing_record(ctx, ctx->ev.timing[c->ev_wait_start], c->stream);
     if (uvmrt__plan_active(ctx)) {
@@ -369,7 +372,8 @@ uvmrt_status_t uvmrt_layer_begin(uvmrt_context_t *ctx, const uvmrt_layer_call_t 
     if (ctx->sched.deviated && !deviated)
         LOG_INFO(&ctx->log, "step %llu left the recorded sequence at call %zu (layer '%s' %s): running like "
                             "demand, re-recording",
-                 (unsigned long long)ctx->sched.step_index + 1, i, ctx->tensors.layers[c->layer].name, uvmrt_phase_name(c->phase));
+                 (unsigned long long)ctx->sched.step_index + 1, i, ctx->tensors.layers[c->layer].name,
+                 uvmrt_phase_name(c->phase));
     return UVMRT_OK;
 }
 

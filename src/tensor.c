@@ -113,8 +113,9 @@ uvmrt_status_t uvmrt_tensors_alloc(uvmrt_context_t *ctx, size_t n, const uvmrt_t
             goto fail;
         }
     }
-    if (grow((void **)&ctx->tensors.arenas, &ctx->tensors.cap_arenas, ctx->tensors.n_arenas + n_new, sizeof *ctx->tensors.arenas) ||
-        grow((void **)&ctx->tensors.by_id, &ctx->tensors.cap, ctx->tensors.n + (int)n, sizeof *ctx->tensors.by_id))
+    uvmrt_tensor_table_t *tt = &ctx->tensors;
+    if (grow((void **)&tt->arenas, &tt->cap_arenas, tt->n_arenas + n_new, sizeof *tt->arenas) ||
+        grow((void **)&tt->by_id, &tt->cap, tt->n + (int)n, sizeof *tt->by_id))
         goto fail;
     for (int a = 0; a < n_new; a++) {
         arena_bytes[a] = round_up(arena_bytes[a], UVMRT_BLOCK);

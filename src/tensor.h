@@ -1,8 +1,10 @@
 /*
  * tensor.h -- tensors, their arenas and the layers that own them (internal;
- * tensor.c owns the table). Other modules read ctx->tensors and change it only through tensor.c's functions;
- * the per-tensor residency flags are the executor's (exec.h), the per-layer
- * stats are stats.c's (uvmrt__stat_add).
+ * tensor.c owns the table). Other modules read ctx->tensors and change it
+ * only through tensor.c's functions, with two documented exceptions: a
+ * tensor's residency fields (resident .. last_use) are the executor's
+ * (exec.h: migrate.c, policy.c, step.c), and a layer's stats are stats.c's
+ * (uvmrt__stat_add).
  */
 #ifndef UVMRT_TENSOR_H
 #define UVMRT_TENSOR_H
@@ -35,7 +37,8 @@ struct uvmrt_tensor {
     int arena;
     size_t offset;
     void *ptr;
-    /* uvmrt's own residency accounting (cudaMemGetInfo does not see managed pages) */
+    /* uvmrt's own residency accounting (cudaMemGetInfo does not see managed pages);
+     * changed by the executor, whose moves they describe */
     int resident;
     int dead;                 /* contents dead: discarded, or never written */
     int host_homed;           /* kept in host memory, used over the link */

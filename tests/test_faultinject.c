@@ -98,7 +98,8 @@ static void check_invariants(run_t *r, const char *where)
                       (unsigned long long)c->res.bytes, (unsigned long long)c->budget);
     uint64_t sum = 0;
     for (int i = 0; i < c->tensors.n; i++)
-        if (c->tensors.by_id[i]->magic == UVMRT_TENSOR_MAGIC && c->tensors.by_id[i]->resident) sum += c->tensors.by_id[i]->footprint;
+        if (c->tensors.by_id[i]->magic == UVMRT_TENSOR_MAGIC && c->tensors.by_id[i]->resident)
+            sum += c->tensors.by_id[i]->footprint;
     cr_assert_eq(sum, c->res.bytes, "%s: resident tensors sum to %llu, accounting says %llu", where,
                  (unsigned long long)sum, (unsigned long long)c->res.bytes);
     uint64_t dev = fi_device_bytes(c->be.state);
