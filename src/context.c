@@ -101,7 +101,7 @@ void uvmrt_context_destroy(uvmrt_context_t *ctx)
 {
     if (ctx == NULL) return;
     if (ctx->be.state != NULL) {
-        if (ctx->sched.in_step) LOG_WARN(&ctx->log, "context destroyed inside a step: the step is not counted");
+        if (uvmrt__in_step(ctx)) LOG_WARN(&ctx->log, "context destroyed inside a step: the step is not counted");
         uvmrt__exec_fini(ctx); /* waits for copy streams, harvests timings */
         if (ctx->created) uvmrt__report_at_destroy(ctx); /* not for a create that failed */
         uvmrt__tensors_release_all(ctx);

@@ -111,7 +111,7 @@ void uvmrt__attribute_rest(uvmrt_context_t *ctx)
     if (ctx->faults.n_pend == 0 || refresh_index(ctx) != 0) return;
     uvmrt_fcount_t fc;
     memset(&fc, 0, sizeof fc);
-    int last = ctx->hist.n_steps > 0 && ctx->sched.cur.n_calls > 0 && !ctx->sched.in_step;
+    int last = ctx->hist.n_steps > 0 && ctx->sched.cur.n_calls > 0 && !uvmrt__in_step(ctx);
     uvmrt_attrib_span_t all = {0, UINT64_MAX};
     uvmrt__faults_attribute(ctx, &ctx->hist.index, &all, last ? 1 : 0, UINT64_MAX, &fc, &ctx->hist.unattr);
     if (!last) return;

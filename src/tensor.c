@@ -74,7 +74,7 @@ uvmrt_status_t uvmrt_tensors_alloc(uvmrt_context_t *ctx, size_t n, const uvmrt_t
                                       "and both arrays", n, descs ? "set" : "NULL", out ? "set" : "NULL");
         return UVMRT_ERR_INVALID;
     }
-    if (ctx->sched.in_step) {
+    if (uvmrt__in_step(ctx)) {
         LOG_ERROR(&ctx->log, "uvmrt_tensors_alloc inside a step: allocate before uvmrt_step_begin");
         return UVMRT_ERR_STATE;
     }
@@ -208,7 +208,7 @@ uvmrt_status_t uvmrt_tensor_free(uvmrt_context_t *ctx, uvmrt_tensor_t *tensor)
                   (void *)tensor);
         return UVMRT_ERR_NOT_FOUND;
     }
-    if (ctx->sched.in_step) {
+    if (uvmrt__in_step(ctx)) {
         LOG_ERROR(&ctx->log, "uvmrt_tensor_free('%s') inside a step: free after uvmrt_step_end", t->name);
         return UVMRT_ERR_STATE;
     }
@@ -293,7 +293,7 @@ uvmrt_status_t uvmrt_tensor_set_placement(uvmrt_context_t *ctx, uvmrt_tensor_t *
                              "UVMRT_PLACE_HOST", t->name, (int)placement);
         return UVMRT_ERR_INVALID;
     }
-    if (ctx->sched.in_step) {
+    if (uvmrt__in_step(ctx)) {
         LOG_ERROR(&ctx->log, "uvmrt_tensor_set_placement('%s') inside a step: place tensors between steps", t->name);
         return UVMRT_ERR_STATE;
     }
@@ -325,7 +325,7 @@ uvmrt_status_t uvmrt_layer_add(uvmrt_context_t *ctx, const char *name, int *out_
         if (ctx) LOG_ERROR(&ctx->log, "uvmrt_layer_add: name and out_layer must not be NULL");
         return UVMRT_ERR_INVALID;
     }
-    if (ctx->sched.in_step) {
+    if (uvmrt__in_step(ctx)) {
         LOG_ERROR(&ctx->log, "uvmrt_layer_add('%s') inside a step: declare layers before uvmrt_step_begin", name);
         return UVMRT_ERR_STATE;
     }
