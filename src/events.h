@@ -49,8 +49,8 @@ typedef struct uvmrt_events {
     uint64_t anchor_ns;
 } uvmrt_events_t;
 
-/* uvmrt__exec_init (internal.h) creates the copy streams, the clock stream and
- * the anchor (t0 = now); what a failed one created is destroyed by these. */
+/* uvmrt__exec_init (internal.h) creates the streams and the anchor; these two
+ * destroy them at the end. */
 /* Destroys the events and the clock stream (after the last harvest). */
 void uvmrt__events_free(uvmrt_context_t *ctx);
 /* Destroys the copy streams (after the tensors' memory was freed). */

@@ -25,7 +25,8 @@
  * the struct of the module that owns it, declared in that module's header next
  * to the functions that change it. A module reads another's state directly (or
  * through the accessors below) and changes it only through the owner's
- * functions. */
+ * functions; tests/check-ownership.sh fails on a write outside the owner (a new
+ * part goes into its list too). */
 struct uvmrt_context {
     uvmrt_config_t cfg;
     uvmrt_config_source_t sources[16];
@@ -104,6 +105,8 @@ void uvmrt__be_um_drain(uvmrt_context_t *ctx, void (*sink)(void *user, const uvm
 void uvmrt__be_absorb(uvmrt_context_t *ctx, const char *op, uvmrt_status_t st);
 
 /* the executor (exec.h: step.c, policy.c, migrate.c, events.c, history.c) */
+/* events.c: the copy streams, the clock stream and its anchor event (t0 = now);
+ * what a failed call created is destroyed with the context. */
 uvmrt_status_t uvmrt__exec_init(uvmrt_context_t *ctx);
 /* Keeps a tensor in host memory from now on (or gives it back to the policy). */
 uvmrt_status_t uvmrt__exec_place(uvmrt_context_t *ctx, uvmrt_tensor_t *t, int host);
