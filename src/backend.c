@@ -1,6 +1,6 @@
 /*
  * backend.c -- the front end of the backend seam: every call the library makes
- * to a backend goes through here (nothing else reads ctx->ops' functions). It
+ * to a backend goes through here (nothing else reads ctx->be.ops' functions). It
  *  - calls optional entries only when the table declares the capability, and
  *    supplies the default otherwise (discard -> move to host, no timing -> 0);
  *  - logs every failed call, naming the op, what it was given and the backend's
@@ -20,20 +20,20 @@
 
 /* A capability is there when declared and its entry is set (a wrapper that
  * copies a table and clears an entry withdraws it). */
-#define HAS(ctx, cap, fn) ((ctx)->ops->caps.cap && (ctx)->ops->fn != NULL)
+#define HAS(ctx, cap, fn) ((ctx)->be.ops->caps.cap && (ctx)->be.ops->fn != NULL)
 
 static const char *stream_role(const uvmrt_context_t *ctx, uvmrt_stream_t s)
 {
-    if (s == ctx->h2d_stream) return "h2d";
-    if (s == ctx->d2h_stream) return "d2h";
-    if (s == ctx->clock_stream && s != NULL) return "clock";
+    if (s == ctx->ev.h2d_stream) return "h2d";
+    if (s == ctx->ev.d2h_stream) return "d2h";
+    if (s == ctx->ev.clock_stream && s != NULL) return "clock";
     return "compute";
 }
 
 static void trace_ranges(uvmrt_context_t *ctx, const char *what, const uvmrt_range_t *r, size_t n,
                          const char *on)
 {
-    if (ctx->trace_fn == NULL) return;
+    if (ctx->be.trace_fn == NULL) return;
     char line[4096];
     size_t len = on ? (size_t)snprintf(line, sizeof line, "%s on %s:", what, on)
                     : (size_t)snprintf(line, sizeof line, "%s:", what);
@@ -42,21 +42,21 @@ static void trace_ranges(uvmrt_context_t *ctx, const char *what, const uvmrt_ran
         uvmrt__describe_ptr(ctx, r[i].ptr, where, sizeof where);
         len += (size_t)snprintf(line + len, sizeof line - len, " [%s %zu]", where, r[i].bytes);
     }
-    ctx->trace_fn(ctx->trace_user, line);
+    ctx->be.trace_fn(ctx->be.trace_user, line);
 }
 
 /* ------------------------------------------------------------------ errors */
 /* The backend's name for the failure it just reported, or the status's name. */
 static const char *error_name(const uvmrt_context_t *ctx, uvmrt_status_t st)
 {
-    const char *n = ctx->ops->error_name && ctx->be ? ctx->ops->error_name(ctx->be) : NULL;
+    const char *n = ctx->be.ops->error_name && ctx->be.state ? ctx->be.ops->error_name(ctx->be.state) : NULL;
     return n ? n : uvmrt_status_name(st);
 }
 
 /* Logs a failed call (op and what it was given) and returns its status. */
 static uvmrt_status_t failed(const uvmrt_context_t *ctx, const char *op, const char *what, uvmrt_status_t st)
 {
-    LOG_ERROR(&ctx->log, "backend %s: %s%s%s failed: %s (%s)", ctx->ops->name, op, what ? " " : "",
+    LOG_ERROR(&ctx->log, "backend %s: %s%s%s failed: %s (%s)", ctx->be.ops->name, op, what ? " " : "",
               what ? what : "", error_name(ctx, st), uvmrt_status_str(st));
     return st;
 }
@@ -71,14 +71,14 @@ void uvmrt__be_absorb(uvmrt_context_t *ctx, const char *op, uvmrt_status_t st)
 {
     if (st == UVMRT_OK) return;
     const char *name = error_name(ctx, st);
-    ctx->backend_errors++;
-    for (int i = 0; i < ctx->n_be_kinds; i++)
-        if (strcmp(ctx->be_kinds[i].op, op) == 0 && strcmp(ctx->be_kinds[i].name, name) == 0) {
-            ctx->be_kinds[i].count++;
+    ctx->be.errors++;
+    for (int i = 0; i < ctx->be.n_kinds; i++)
+        if (strcmp(ctx->be.kinds[i].op, op) == 0 && strcmp(ctx->be.kinds[i].name, name) == 0) {
+            ctx->be.kinds[i].count++;
             return;
         }
-    if (ctx->n_be_kinds < UVMRT_BE_KINDS) {
-        uvmrt_be_kind_t *k = &ctx->be_kinds[ctx->n_be_kinds++];
+    if (ctx->be.n_kinds < UVMRT_BE_KINDS) {
+        uvmrt_be_kind_t *k = &ctx->be.kinds[ctx->be.n_kinds++];
         k->op = op;
         snprintf(k->name, sizeof k->name, "%s", name);
         k->count = 1;
@@ -86,16 +86,17 @@ void uvmrt__be_absorb(uvmrt_context_t *ctx, const char *op, uvmrt_status_t st)
     /* once per kind: a failing timer on every call would flood the log */
     LOG_WARN(&ctx->log, "backend %s: %s failed: %s (%s); the call went on without it (timings of this "
                         "event read 0); further failures of this kind are counted in backend_errors",
-             ctx->ops->name, op, name, uvmrt_status_str(st));
+             ctx->be.ops->name, op, name, uvmrt_status_str(st));
 }
 
 /* ------------------------------------------------------------------ lifecycle and memory */
-uvmrt_status_t uvmrt__be_open(uvmrt_context_t *ctx, const uvmrt_backend_config_t *cfg)
+uvmrt_status_t uvmrt__be_open(uvmrt_context_t *ctx, const uvmrt_backend_ops_t *ops, const uvmrt_backend_config_t *cfg)
 {
-    uvmrt_status_t st = ctx->ops->open(cfg, &ctx->be);
+    ctx->be.ops = ops; /* kept on failure too: messages name the backend */
+    uvmrt_status_t st = ctx->be.ops->open(cfg, &ctx->be.state);
     if (st != UVMRT_OK) {
-        ctx->be = NULL;
-        LOG_ERROR(&ctx->log, "backend %s: open (device %d) failed: %s (%s)", ctx->ops->name, cfg->device,
+        ctx->be.state = NULL;
+        LOG_ERROR(&ctx->log, "backend %s: open (device %d) failed: %s (%s)", ctx->be.ops->name, cfg->device,
                   uvmrt_status_name(st), uvmrt_status_str(st));
     }
     return st;
@@ -103,75 +104,75 @@ uvmrt_status_t uvmrt__be_open(uvmrt_context_t *ctx, const uvmrt_backend_config_t
 
 void uvmrt__be_close(uvmrt_context_t *ctx)
 {
-    if (ctx->be) ctx->ops->close(ctx->be);
-    ctx->be = NULL;
+    if (ctx->be.state) ctx->be.ops->close(ctx->be.state);
+    ctx->be.state = NULL;
 }
 
 uvmrt_status_t uvmrt__be_mem_info(uvmrt_context_t *ctx, uint64_t *free_bytes, uint64_t *total_bytes)
 {
-    CHECKED(ctx, "mem_info", NULL, ctx->ops->mem_info(ctx->be, free_bytes, total_bytes));
+    CHECKED(ctx, "mem_info", NULL, ctx->be.ops->mem_info(ctx->be.state, free_bytes, total_bytes));
 }
 
 uvmrt_status_t uvmrt__be_alloc(uvmrt_context_t *ctx, size_t bytes, void **ptr)
 {
     char what[48];
     snprintf(what, sizeof what, "(%zu bytes)", bytes);
-    CHECKED(ctx, "alloc", what, ctx->ops->alloc(ctx->be, bytes, ptr));
+    CHECKED(ctx, "alloc", what, ctx->be.ops->alloc(ctx->be.state, bytes, ptr));
 }
 
-void uvmrt__be_free(uvmrt_context_t *ctx, void *ptr, size_t bytes) { ctx->ops->free(ctx->be, ptr, bytes); }
+void uvmrt__be_free(uvmrt_context_t *ctx, void *ptr, size_t bytes) { ctx->be.ops->free(ctx->be.state, ptr, bytes); }
 
 /* ------------------------------------------------------------------ streams and events */
 uvmrt_status_t uvmrt__be_stream_create(uvmrt_context_t *ctx, uvmrt_stream_t *out)
 {
-    CHECKED(ctx, "stream_create", NULL, ctx->ops->stream_create(ctx->be, out));
+    CHECKED(ctx, "stream_create", NULL, ctx->be.ops->stream_create(ctx->be.state, out));
 }
 
 void uvmrt__be_stream_destroy(uvmrt_context_t *ctx, uvmrt_stream_t s)
 {
-    if (s) ctx->ops->stream_destroy(ctx->be, s);
+    if (s) ctx->be.ops->stream_destroy(ctx->be.state, s);
 }
 
 uvmrt_status_t uvmrt__be_event_create(uvmrt_context_t *ctx, int timing, uvmrt_event_t *out)
 {
-    CHECKED(ctx, "event_create", timing ? "(timing)" : NULL, ctx->ops->event_create(ctx->be, timing, out));
+    CHECKED(ctx, "event_create", timing ? "(timing)" : NULL, ctx->be.ops->event_create(ctx->be.state, timing, out));
 }
 
 void uvmrt__be_event_destroy(uvmrt_context_t *ctx, uvmrt_event_t ev)
 {
-    if (ev) ctx->ops->event_destroy(ctx->be, ev);
+    if (ev) ctx->be.ops->event_destroy(ctx->be.state, ev);
 }
 
 uvmrt_status_t uvmrt__be_record(uvmrt_context_t *ctx, uvmrt_event_t ev, uvmrt_stream_t stream)
 {
-    CHECKED(ctx, "event_record", stream_role(ctx, stream), ctx->ops->event_record(ctx->be, ev, stream));
+    CHECKED(ctx, "event_record", stream_role(ctx, stream), ctx->be.ops->event_record(ctx->be.state, ev, stream));
 }
 
 uvmrt_status_t uvmrt__be_wait(uvmrt_context_t *ctx, uvmrt_stream_t stream, uvmrt_event_t ev)
 {
-    CHECKED(ctx, "stream_wait", stream_role(ctx, stream), ctx->ops->stream_wait(ctx->be, stream, ev));
+    CHECKED(ctx, "stream_wait", stream_role(ctx, stream), ctx->be.ops->stream_wait(ctx->be.state, stream, ev));
 }
 
 int uvmrt__be_event_done(uvmrt_context_t *ctx, uvmrt_event_t ev)
 {
-    return HAS(ctx, event_query, event_done) ? ctx->ops->event_done(ctx->be, ev) : 1;
+    return HAS(ctx, event_query, event_done) ? ctx->be.ops->event_done(ctx->be.state, ev) : 1;
 }
 
 uvmrt_status_t uvmrt__be_elapsed(uvmrt_context_t *ctx, uvmrt_event_t a, uvmrt_event_t b, uint64_t *ns)
 {
     *ns = 0;
     if (!HAS(ctx, timing, event_elapsed_ns)) return UVMRT_OK;
-    uvmrt_status_t st = ctx->ops->event_elapsed_ns(ctx->be, a, b, ns);
+    uvmrt_status_t st = ctx->be.ops->event_elapsed_ns(ctx->be.state, a, b, ns);
     if (st != UVMRT_OK) *ns = 0;
     return st; /* callers absorb it (uvmrt__be_absorb): a timing is never worth failing a call */
 }
 
 uvmrt_status_t uvmrt__be_stream_sync(uvmrt_context_t *ctx, uvmrt_stream_t stream)
 {
-    CHECKED(ctx, "stream_sync", stream_role(ctx, stream), ctx->ops->stream_sync(ctx->be, stream));
+    CHECKED(ctx, "stream_sync", stream_role(ctx, stream), ctx->be.ops->stream_sync(ctx->be.state, stream));
 }
 
-uint64_t uvmrt__be_now(uvmrt_context_t *ctx) { return ctx->ops->now_ns(ctx->be); }
+uint64_t uvmrt__be_now(uvmrt_context_t *ctx) { return ctx->be.ops->now_ns(ctx->be.state); }
 
 /* ------------------------------------------------------------------ data movement */
 uvmrt_status_t uvmrt__be_move(uvmrt_context_t *ctx, const uvmrt_range_t *r, size_t n, uvmrt_location_t to,
@@ -179,7 +180,7 @@ uvmrt_status_t uvmrt__be_move(uvmrt_context_t *ctx, const uvmrt_range_t *r, size
 {
     if (n == 0) return UVMRT_OK;
     trace_ranges(ctx, to == UVMRT_LOC_DEVICE ? "prefetch" : "evict", r, n, stream_role(ctx, stream));
-    uvmrt_status_t st = ctx->ops->move(ctx->be, r, n, to, stream);
+    uvmrt_status_t st = ctx->be.ops->move(ctx->be.state, r, n, to, stream);
     if (st == UVMRT_OK) return UVMRT_OK;
     char what[64];
     snprintf(what, sizeof what, "(%s, %zu ranges on %s)", to == UVMRT_LOC_DEVICE ? "to device" : "to host", n,
@@ -189,25 +190,25 @@ uvmrt_status_t uvmrt__be_move(uvmrt_context_t *ctx, const uvmrt_range_t *r, size
         /* Ranges before the failing one may be on their way: send them back,
          * ordered after them on the same stream, so that what uvmrt does not
          * count as resident is not resident. */
-        uvmrt_status_t back = ctx->ops->move(ctx->be, r, n, UVMRT_LOC_HOST, stream);
+        uvmrt_status_t back = ctx->be.ops->move(ctx->be.state, r, n, UVMRT_LOC_HOST, stream);
         if (back != UVMRT_OK) {
             failed(ctx, "move", "(compensating: back to host)", back);
             return st; /* not undone: the caller counts the ranges resident (uvmrt__be_move_undone) */
         }
-        ctx->be_compensated++;
+        ctx->be.compensated++;
     }
     return st;
 }
 
-int uvmrt__be_move_undone(const uvmrt_context_t *ctx, uint64_t before) { return ctx->be_compensated != before; }
+int uvmrt__be_move_undone(const uvmrt_context_t *ctx, uint64_t before) { return ctx->be.compensated != before; }
 
 uvmrt_status_t uvmrt__be_discard(uvmrt_context_t *ctx, const uvmrt_range_t *r, size_t n, uvmrt_stream_t stream)
 {
     if (n == 0) return UVMRT_OK;
     trace_ranges(ctx, "discard", r, n, stream_role(ctx, stream));
     int has = HAS(ctx, discard, discard);
-    uvmrt_status_t st = has ? ctx->ops->discard(ctx->be, r, n, stream)
-                            : ctx->ops->move(ctx->be, r, n, UVMRT_LOC_HOST, stream);
+    uvmrt_status_t st = has ? ctx->be.ops->discard(ctx->be.state, r, n, stream)
+                            : ctx->be.ops->move(ctx->be.state, r, n, UVMRT_LOC_HOST, stream);
     if (st == UVMRT_OK) return UVMRT_OK;
     char what[48];
     snprintf(what, sizeof what, "(%zu ranges on %s)", n, stream_role(ctx, stream));
@@ -221,7 +222,7 @@ uvmrt_status_t uvmrt__be_advise_remote(uvmrt_context_t *ctx, const uvmrt_range_t
     if (!HAS(ctx, remote_advice, advise_remote)) return UVMRT_OK;
     char what[32];
     snprintf(what, sizeof what, "(%zu ranges)", n);
-    CHECKED(ctx, "advise_remote", what, ctx->ops->advise_remote(ctx->be, r, n));
+    CHECKED(ctx, "advise_remote", what, ctx->be.ops->advise_remote(ctx->be.state, r, n));
 }
 
 int uvmrt__be_has_touch(const uvmrt_context_t *ctx) { return HAS(ctx, touch, touch); }
@@ -231,30 +232,30 @@ uvmrt_status_t uvmrt__be_touch(uvmrt_context_t *ctx, uvmrt_stream_t stream, cons
 {
     memset(res, 0, sizeof *res);
     if (!HAS(ctx, touch, touch)) return UVMRT_OK;
-    CHECKED(ctx, "touch", stream_role(ctx, stream), ctx->ops->touch(ctx->be, stream, work, res));
+    CHECKED(ctx, "touch", stream_role(ctx, stream), ctx->be.ops->touch(ctx->be.state, stream, work, res));
 }
 
 /* ------------------------------------------------------------------ the model's records */
 int uvmrt__be_has_um(const uvmrt_context_t *ctx)
 {
-    return HAS(ctx, um_records, um_drain) && ctx->ops->um_enable && ctx->ops->um_disable;
+    return HAS(ctx, um_records, um_drain) && ctx->be.ops->um_enable && ctx->be.ops->um_disable;
 }
 
 void uvmrt__be_um_switch(uvmrt_context_t *ctx, int on)
 {
     if (!uvmrt__be_has_um(ctx)) return;
-    if (on) ctx->ops->um_enable(ctx->be);
-    else ctx->ops->um_disable(ctx->be);
+    if (on) ctx->be.ops->um_enable(ctx->be.state);
+    else ctx->be.ops->um_disable(ctx->be.state);
 }
 
 void uvmrt__be_um_drain(uvmrt_context_t *ctx, void (*sink)(void *user, const uvmrt_um_record_t *r, size_t n),
                         void *user)
 {
-    if (uvmrt__be_has_um(ctx)) ctx->ops->um_drain(ctx->be, sink, user);
+    if (uvmrt__be_has_um(ctx)) ctx->be.ops->um_drain(ctx->be.state, sink, user);
 }
 
 void uvmrt__set_trace(uvmrt_context_t *ctx, void (*fn)(void *user, const char *line), void *user)
 {
-    ctx->trace_fn = fn;
-    ctx->trace_user = user;
+    ctx->be.trace_fn = fn;
+    ctx->be.trace_user = user;
 }

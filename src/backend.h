@@ -123,6 +123,28 @@ typedef struct uvmrt_backend_ops {
     void (*um_drain)(void *state, void (*sink)(void *user, const uvmrt_um_record_t *r, size_t n), void *user);
 } uvmrt_backend_ops_t;
 
+#define UVMRT_BE_KINDS 16 /* distinct kinds of absorbed backend errors kept by name */
+typedef struct uvmrt_be_kind {
+    const char *op;  /* static */
+    char name[48];   /* the backend's error name, e.g. cudaErrorNotReady */
+    uint64_t count;
+} uvmrt_be_kind_t;
+
+/* The front end's state (backend.c owns it; others read ctx->be, and reach the
+ * backend only through uvmrt__be_*, internal.h). */
+typedef struct uvmrt_be_front {
+    const uvmrt_backend_ops_t *ops; /* reached only through uvmrt__be_* */
+    void *state;                    /* the backend's, from open */
+    /* backend errors the library completed its calls without (timings), by kind */
+    uint64_t errors;
+    uvmrt_be_kind_t kinds[UVMRT_BE_KINDS];
+    int n_kinds;
+    uint64_t compensated;           /* failed prefetches moved back (uvmrt__be_move) */
+    /* trace hook: the calls the scheduler makes to the backend, backend-neutral */
+    void (*trace_fn)(void *user, const char *line);
+    void *trace_user;
+} uvmrt_be_front_t;
+
 extern const uvmrt_backend_ops_t uvmrt_backend_sim;
 /* NULL when the library was built without CUDA. */
 extern const uvmrt_backend_ops_t *const uvmrt_backend_cuda_ptr;

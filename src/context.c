@@ -71,7 +71,7 @@ uvmrt_status_t uvmrt__context_create_with(const uvmrt_params_t *params, const uv
     if ((unsigned)ctx->log.level > UVMRT_LOG_DEBUG) ctx->log.level = UVMRT_LOG_WARN;
     ctx->log.fn = params ? params->log_fn : NULL;
     ctx->log.user = params ? params->log_user : NULL;
-    ctx->open_call = -1;
+    uvmrt__sched_init(ctx);
 
     uvmrt_status_t st = uvmrt_config_resolve(&ctx->cfg, ctx->sources, params, &ctx->log);
     if (st != UVMRT_OK) goto fail;
@@ -81,14 +81,10 @@ uvmrt_status_t uvmrt__context_create_with(const uvmrt_params_t *params, const uv
         goto fail;
     if ((st = uvmrt__profile_resolve(&ctx->cfg, &ctx->log, &ctx->profile, &ctx->profile_owned)) != UVMRT_OK)
         goto fail;
-    ctx->ops = ops;
     uvmrt_backend_config_t bcfg = {ctx->cfg.device, ctx->profile, &ctx->log};
-    if ((st = uvmrt__be_open(ctx, &bcfg)) != UVMRT_OK) goto fail;
+    if ((st = uvmrt__be_open(ctx, ops, &bcfg)) != UVMRT_OK) goto fail;
     if ((st = resolve_budget(ctx)) != UVMRT_OK) goto fail;
-    if ((st = uvmrt__be_stream_create(ctx, &ctx->h2d_stream)) != UVMRT_OK) goto fail;
-    if ((st = uvmrt__be_stream_create(ctx, &ctx->d2h_stream)) != UVMRT_OK) goto fail;
     if ((st = uvmrt__exec_init(ctx)) != UVMRT_OK) goto fail;
-    uvmrt_sampler_init(&ctx->sampler, (unsigned)ctx->cfg.fault_sample_every, UVMRT_SAMPLER_CAP);
     uvmrt__faults_open(ctx);
     LOG_INFO(&ctx->log, "context: backend %s, policy %s, budget %llu bytes", ops->name,
              uvmrt_policy_name(ctx->cfg.policy), (unsigned long long)ctx->budget);
@@ -109,31 +105,22 @@ uvmrt_status_t uvmrt_context_create(const uvmrt_params_t *params, uvmrt_context_
 void uvmrt_context_destroy(uvmrt_context_t *ctx)
 {
     if (ctx == NULL) return;
-    if (ctx->be != NULL) {
-        if (ctx->in_step) LOG_WARN(&ctx->log, "context destroyed inside a step: the step is not counted");
+    if (ctx->be.state != NULL) {
+        if (uvmrt__in_step(ctx)) LOG_WARN(&ctx->log, "context destroyed inside a step: the step is not counted");
         uvmrt__exec_fini(ctx); /* waits for copy streams, harvests timings */
         if (ctx->created) uvmrt__report_at_destroy(ctx); /* not for a create that failed */
         uvmrt__tensors_release_all(ctx);
-        uvmrt__be_stream_destroy(ctx, ctx->h2d_stream);
-        uvmrt__be_stream_destroy(ctx, ctx->d2h_stream);
+        uvmrt__events_close_streams(ctx);
         uvmrt__be_close(ctx);
     }
-    for (int i = 0; i < ctx->n_layers; i++) {
-        free(ctx->layers[i].name);
-        free(ctx->layers[i].owned);
-    }
+    uvmrt__layers_free(ctx);
     uvmrt__faults_close(ctx);
     uvmrt_profile_free(ctx->profile_owned);
     uvmrt__monitor_close(ctx);
     uvmrt__steady_free(ctx);
-    free(ctx->layers);
-    free(ctx->steps);
-    free(ctx->cur_rows);
-    free(ctx->rows);
-    free(ctx->spans);
-    free(ctx->copies);
-    free(ctx->pend);
-    uvmrt_attrib_index_free(&ctx->index);
+    uvmrt__faults_free(ctx);
+    uvmrt__stats_free(ctx);
+    uvmrt__history_free(ctx);
     free(ctx);
 }
 
@@ -142,7 +129,7 @@ void uvmrt_context_print_config(const uvmrt_context_t *ctx, FILE *out)
     if (ctx == NULL || out == NULL) return;
     fprintf(out, "uvmrt %s configuration:\n", uvmrt_version_string());
     uvmrt_config_print(&ctx->cfg, ctx->sources, out);
-    fprintf(out, "  backend %s", ctx->ops->name);
+    fprintf(out, "  backend %s", ctx->be.ops->name);
     if (ctx->cfg.backend == UVMRT_BACKEND_SIM)
         fprintf(out, ", profile %s: %s", ctx->profile->name, ctx->profile->description);
     fprintf(out, "\n  budget %.3f GiB (%llu bytes)%s\n", (double)ctx->budget / (1u << 30),
@@ -164,28 +151,3 @@ const uvmrt_profile_t *uvmrt_context_profile(const uvmrt_context_t *ctx)
     return ctx ? ctx->profile : uvmrt_profile_find("consumer-8g");
 }
 
-uvmrt_status_t uvmrt_layer_add(uvmrt_context_t *ctx, const char *name, int *out_layer)
-{
-    if (ctx == NULL || name == NULL || out_layer == NULL) {
-        if (ctx) LOG_ERROR(&ctx->log, "uvmrt_layer_add: name and out_layer must not be NULL");
-        return UVMRT_ERR_INVALID;
-    }
-    if (ctx->in_step) {
-        LOG_ERROR(&ctx->log, "uvmrt_layer_add('%s') inside a step: declare layers before uvmrt_step_begin", name);
-        return UVMRT_ERR_STATE;
-    }
-    if (ctx->n_layers == ctx->cap_layers) {
-        int cap = ctx->cap_layers ? 2 * ctx->cap_layers : 16;
-        uvmrt_layer_t *l = realloc(ctx->layers, (size_t)cap * sizeof *l);
-        if (l == NULL) return UVMRT_ERR_NOMEM;
-        ctx->layers = l;
-        ctx->cap_layers = cap;
-    }
-    uvmrt_layer_t *L = &ctx->layers[ctx->n_layers];
-    memset(L, 0, sizeof *L);
-    if ((L->name = strdup(name)) == NULL) return UVMRT_ERR_NOMEM;
-    *out_layer = ctx->n_layers++;
-    return UVMRT_OK;
-}
-
-int uvmrt_layer_count(const uvmrt_context_t *ctx) { return ctx ? ctx->n_layers : 0; }

@@ -31,27 +31,7 @@
 
 #include "internal.h"
 
-/* ------------------------------------------------------------------ events.c */
-/* Records a sync event on stream; *out is its sequence number. The number is
- * taken only when the record happened. */
-uvmrt_status_t uvmrt__ring_record(uvmrt_context_t *ctx, uvmrt_stream_t stream, uvmrt_evref_t *out);
-/* Makes stream wait for a recorded event (0: none; older than the ring: complete). */
-uvmrt_status_t uvmrt__ring_wait(uvmrt_context_t *ctx, uvmrt_stream_t stream, uvmrt_evref_t ref);
-/* Re-anchors the event clock (a failure is counted and the old anchor kept). */
-void uvmrt__clock_anchor(uvmrt_context_t *ctx);
-/* Time between two timing events; a failure reads 0 and is counted. */
-uint64_t uvmrt__elapsed(uvmrt_context_t *ctx, uvmrt_event_t a, uvmrt_event_t b);
-/* A completed event's time on the host clock, ns since t0. */
-uint64_t uvmrt__time_of(uvmrt_context_t *ctx, uvmrt_event_t ev);
-/* Records a timing event; 1 when recorded (a failure is counted, never returned). */
-int uvmrt__timing_record(uvmrt_context_t *ctx, uvmrt_event_t ev, uvmrt_stream_t stream);
-/* Makes sure timing events 0..i exist. */
-uvmrt_status_t uvmrt__timing_event(uvmrt_context_t *ctx, int i);
-/* Copy-batch timing: start (NULL: untimed), end (marks it pending), harvest. */
-uvmrt_copy_timing_t *uvmrt__timed_start(uvmrt_context_t *ctx, uvmrt_stream_t s);
-void uvmrt__timed_end(uvmrt_context_t *ctx, uvmrt_stream_t s, uvmrt_copy_timing_t *c, uvmrt_tensor_t **ts,
-                      size_t n);
-void uvmrt__harvest_copy_timings(uvmrt_context_t *ctx, int wait_all);
+/* events.c: events.h; history.c: history.h; the state: schedule.h */
 
 /* ------------------------------------------------------------------ migrate.c */
 /* Tensors sorted by address, merged into contiguous ranges (ranges: n entries). */
@@ -82,21 +62,5 @@ int uvmrt__call_matches_record(const uvmrt_context_t *ctx, size_t i);
 uvmrt_status_t uvmrt__demand_path(uvmrt_context_t *ctx, const uvmrt_call_t *c);
 /* Prefetch policy, tensors the plan did not bring: fetch them now. */
 uvmrt_status_t uvmrt__late_path(uvmrt_context_t *ctx, const uvmrt_call_t *c, int event);
-
-/* ------------------------------------------------------------------ history.c */
-typedef struct uvmrt_span_sort {
-    uvmrt_attrib_span_t span;
-    size_t call;
-} uvmrt_span_sort_t;
-/* The stats of an absolute step: kept, dropped (the aggregate) or in progress. */
-uvmrt_step_stats_t *uvmrt__stats_of_step(uvmrt_context_t *ctx, uint64_t step);
-/* The step's spans and its attributed driver records (memory reserved by step_end). */
-void uvmrt__step_spans_and_faults(uvmrt_context_t *ctx);
-/* The step's (layer, phase) rows that ran (room reserved by step_end). */
-void uvmrt__keep_rows(uvmrt_context_t *ctx);
-/* Pending records go to the last call of the last step (or unattributed). */
-void uvmrt__attribute_rest(uvmrt_context_t *ctx);
-/* Drops the steps beyond UVMRT_HISTORY (summed into steps_dropped). */
-void uvmrt__history_trim(uvmrt_context_t *ctx);
 
 #endif

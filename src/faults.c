@@ -19,17 +19,18 @@
 #include <string.h>
 
 #include "faults.h"
+#include "internal.h"
 
 static void pend_sink(void *user, const uvmrt_um_record_t *r, size_t n)
 {
     uvmrt_context_t *ctx = user;
-    if (uvmrt__grow((void **)&ctx->pend, &ctx->cap_pend, ctx->n_pend + n, sizeof *r) != 0) {
-        ctx->fault_records_lost += n;
+    if (uvmrt__grow((void **)&ctx->faults.pend, &ctx->faults.cap_pend, ctx->faults.n_pend + n, sizeof *r) != 0) {
+        ctx->faults.records_lost += n;
         LOG_WARN(&ctx->log, "out of memory keeping unified-memory records: %zu dropped", n);
         return;
     }
-    memcpy(ctx->pend + ctx->n_pend, r, n * sizeof *r);
-    ctx->n_pend += n;
+    memcpy(ctx->faults.pend + ctx->faults.n_pend, r, n * sizeof *r);
+    ctx->faults.n_pend += n;
 }
 
 #ifdef UVMRT_HAVE_CUPTI
@@ -202,15 +203,15 @@ static void cu_collect(uvmrt_context_t *ctx)
     cu_lost = 0;
     pthread_mutex_unlock(&cu_lock);
     if (lost > 0) {
-        ctx->fault_records_lost += lost;
+        ctx->faults.records_lost += lost;
         LOG_WARN(&ctx->log, "%llu unified-memory records lost (CUPTI's queue was full, or no memory to keep them); "
                             "the driver's counters of this step are short",
                  (unsigned long long)lost);
     }
     /* CUPTI's clock to the host clock */
     for (size_t i = 0; i < n; i++) {
-        q[i].start = (uint64_t)((int64_t)q[i].start - ctx->cupti_offset_ns);
-        q[i].end = (uint64_t)((int64_t)q[i].end - ctx->cupti_offset_ns);
+        q[i].start = (uint64_t)((int64_t)q[i].start - ctx->faults.cupti_offset_ns);
+        q[i].end = (uint64_t)((int64_t)q[i].end - ctx->faults.cupti_offset_ns);
     }
     if (n > 0) pend_sink(ctx, q, n);
     free(q);
@@ -242,7 +243,7 @@ static void cu_stop(uvmrt_context_t *ctx)
     while (cu_n_free > 0) free(cu_free[--cu_n_free]);
     cu_owned = 0;
     pthread_mutex_unlock(&cu_lock);
-    ctx->fault_cupti = 0;
+    ctx->faults.cupti = 0;
 }
 #endif /* UVMRT_HAVE_CUPTI */
 
@@ -262,27 +263,28 @@ static const uvmrt_fault_source_t source_sim = {"sim", sim_switch, sim_anchor, s
 static void cupti_anchor(uvmrt_context_t *ctx, uint64_t host_ns)
 {
     uint64_t ts = 0;
-    if (cuptiGetTimestamp(&ts) == CUPTI_SUCCESS) ctx->cupti_offset_ns = (int64_t)ts - (int64_t)host_ns;
+    if (cuptiGetTimestamp(&ts) == CUPTI_SUCCESS) ctx->faults.cupti_offset_ns = (int64_t)ts - (int64_t)host_ns;
 }
 static const uvmrt_fault_source_t source_cupti = {"cupti", cu_switch, cupti_anchor, cu_collect, cu_stop};
 #endif
 
 void uvmrt__faults_open(uvmrt_context_t *ctx)
 {
-    ctx->fault_src = NULL;
+    uvmrt_sampler_init(&ctx->faults.sampler, (unsigned)ctx->cfg.fault_sample_every, UVMRT_SAMPLER_CAP);
+    ctx->faults.src = NULL;
     if (!ctx->cfg.fault_stats) return;
     if (uvmrt__be_has_um(ctx)) {
-        ctx->fault_src = &source_sim;
+        ctx->faults.src = &source_sim;
         uvmrt__be_um_switch(ctx, 1);
-        ctx->fault_on = 1;
+        ctx->faults.on = 1;
         return;
     }
     if (ctx->cfg.backend != UVMRT_BACKEND_CUDA) return;
 #ifdef UVMRT_HAVE_CUPTI
     if (cu_start(ctx) == 0) {
-        ctx->fault_cupti = 1;
-        ctx->fault_src = &source_cupti;
-        ctx->fault_on = 1;
+        ctx->faults.cupti = 1;
+        ctx->faults.src = &source_cupti;
+        ctx->faults.on = 1;
     }
 #else
     LOG_WARN(&ctx->log, "fault statistics off: this build of uvmrt has no CUPTI (configure --with-cupti); "
@@ -292,30 +294,50 @@ void uvmrt__faults_open(uvmrt_context_t *ctx)
 
 const char *uvmrt__faults_source(const uvmrt_context_t *ctx)
 {
-    return ctx->fault_src ? ctx->fault_src->name : "none";
+    return ctx->faults.src ? ctx->faults.src->name : "none";
 }
 
-int uvmrt__faults_active(const uvmrt_context_t *ctx) { return ctx->fault_src != NULL; }
+int uvmrt__faults_active(const uvmrt_context_t *ctx) { return ctx->faults.src != NULL; }
 
 void uvmrt__faults_switch(uvmrt_context_t *ctx, int on)
 {
-    if (ctx->fault_src == NULL || ctx->fault_on == on) return;
-    ctx->fault_on = on;
-    ctx->fault_src->sw(ctx, on);
+    if (ctx->faults.src == NULL || ctx->faults.on == on) return;
+    ctx->faults.on = on;
+    ctx->faults.src->sw(ctx, on);
 }
 
 void uvmrt__faults_anchor(uvmrt_context_t *ctx, uint64_t host_ns)
 {
-    if (ctx->fault_src) ctx->fault_src->anchor(ctx, host_ns);
+    if (ctx->faults.src) ctx->faults.src->anchor(ctx, host_ns);
 }
 
 void uvmrt__faults_collect(uvmrt_context_t *ctx)
 {
-    if (ctx->fault_src) ctx->fault_src->collect(ctx);
+    if (ctx->faults.src) ctx->faults.src->collect(ctx);
 }
 
 void uvmrt__faults_close(uvmrt_context_t *ctx)
 {
-    if (ctx->fault_src) ctx->fault_src->close(ctx);
-    ctx->fault_src = NULL;
+    if (ctx->faults.src) ctx->faults.src->close(ctx);
+    ctx->faults.src = NULL;
+}
+
+void uvmrt__faults_free(uvmrt_context_t *ctx)
+{
+    free(ctx->faults.pend);
+    ctx->faults.pend = NULL;
+    ctx->faults.n_pend = ctx->faults.cap_pend = 0;
+}
+
+void uvmrt__faults_attribute(uvmrt_context_t *ctx, const uvmrt_attrib_index_t *ix, const uvmrt_attrib_span_t *spans,
+                             size_t n_spans, uint64_t horizon, uvmrt_fcount_t *per_span,
+                             uvmrt_attrib_unattributed_t *un)
+{
+    ctx->faults.n_pend =
+        uvmrt_attrib_run(ix, spans, n_spans, ctx->faults.pend, ctx->faults.n_pend, horizon, per_span, un);
+}
+
+void uvmrt__faults_step_done(uvmrt_context_t *ctx, uint64_t step, int collected, uint64_t step_ns)
+{
+    uvmrt_sampler_done(&ctx->faults.sampler, step, collected, step_ns);
 }

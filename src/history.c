@@ -9,32 +9,33 @@
 #include "exec.h"
 #include "faults.h"
 
-/* The stats of an absolute step number: kept, dropped (the aggregate), or the
- * step in progress. */
-uvmrt_step_stats_t *uvmrt__stats_of_step(uvmrt_context_t *ctx, uint64_t step)
+/* The stats of an absolute step number: kept, or dropped (the aggregate); NULL
+ * for the step in progress (stats.c's). */
+static uvmrt_step_stats_t *stats_of_step(uvmrt_context_t *ctx, uint64_t step)
 {
-    if (step < ctx->steps_before) return &ctx->steps_dropped;
-    if (step < uvmrt__steps_done(ctx)) return &ctx->steps[step - ctx->steps_before];
-    return &ctx->cur_stats;
+    if (step < ctx->hist.steps_before) return &ctx->hist.steps_dropped;
+    if (step < uvmrt__steps_done(ctx)) return &ctx->hist.steps[step - ctx->hist.steps_before];
+    return NULL;
 }
 
 /* ------------------------------------------------------------------ spans and fault records */
 /* Rebuilds the address index when tensors came or went. */
 static int refresh_index(uvmrt_context_t *ctx)
 {
-    if (ctx->index_tensors == ctx->n_tensors && ctx->index_bytes == ctx->allocated_bytes && ctx->index.n > 0)
+    uvmrt_history_t *h = &ctx->hist;
+    if (h->index_tensors == ctx->tensors.n && h->index_bytes == ctx->tensors.allocated_bytes && h->index.n > 0)
         return 0;
-    uvmrt_attrib_index_clear(&ctx->index);
-    for (int id = 0; id < ctx->n_tensors; id++) {
-        const uvmrt_tensor_t *t = ctx->tensors[id];
+    uvmrt_attrib_index_clear(&ctx->hist.index);
+    for (int id = 0; id < ctx->tensors.n; id++) {
+        const uvmrt_tensor_t *t = ctx->tensors.by_id[id];
         if (t->magic != UVMRT_TENSOR_MAGIC) continue;
-        if (uvmrt_attrib_index_add(&ctx->index, (uint64_t)(uintptr_t)t->ptr,
+        if (uvmrt_attrib_index_add(&ctx->hist.index, (uint64_t)(uintptr_t)t->ptr,
                                    (uint64_t)(uintptr_t)t->ptr + t->footprint, id) != 0)
             return -1;
     }
-    uvmrt_attrib_index_sort(&ctx->index);
-    ctx->index_tensors = ctx->n_tensors;
-    ctx->index_bytes = ctx->allocated_bytes;
+    uvmrt_attrib_index_sort(&ctx->hist.index);
+    ctx->hist.index_tensors = ctx->tensors.n;
+    ctx->hist.index_bytes = ctx->tensors.allocated_bytes;
     return 0;
 }
 
@@ -51,39 +52,39 @@ static int cmp_span(const void *a, const void *b)
  * memory was reserved by step_reserve. */
 void uvmrt__step_spans_and_faults(uvmrt_context_t *ctx)
 {
-    size_t n = ctx->cur.n_calls;
-    int keep = ctx->anchor_ev != NULL;
-    size_t first_span = ctx->n_spans;
-    uvmrt_span_sort_t *ss = ctx->scratch_ss;
-    uvmrt_attrib_span_t *sp = ctx->scratch_sp;
-    uvmrt_fcount_t *fc = ctx->scratch_fc;
+    size_t n = ctx->sched.cur.n_calls;
+    int keep = ctx->ev.anchor_ev != NULL;
+    size_t first_span = ctx->hist.n_spans;
+    uvmrt_span_sort_t *ss = ctx->hist.scratch_ss;
+    uvmrt_attrib_span_t *sp = ctx->hist.scratch_sp;
+    uvmrt_fcount_t *fc = ctx->hist.scratch_fc;
     memset(fc, 0, (n ? n : 1) * sizeof *fc);
     uint64_t step = uvmrt__steps_done(ctx);
     for (size_t i = 0; i < n; i++) {
-        const uvmrt_call_t *c = &ctx->cur.calls[i];
+        const uvmrt_call_t *c = &ctx->sched.cur.calls[i];
         uint64_t t0 = 0, tw = 0, t1 = 0;
         if (c->timed) {
-            t0 = uvmrt__time_of(ctx, ctx->timing[c->ev_wait_start]);
-            tw = uvmrt__time_of(ctx, ctx->timing[c->ev_wait_end]);
-            t1 = uvmrt__time_of(ctx, ctx->timing[c->ev_end]);
+            t0 = uvmrt__time_of(ctx, ctx->ev.timing[c->ev_wait_start]);
+            tw = uvmrt__time_of(ctx, ctx->ev.timing[c->ev_wait_end]);
+            t1 = uvmrt__time_of(ctx, ctx->ev.timing[c->ev_end]);
         }
-        ss[i] = (uvmrt_span_sort_t){{t0 + ctx->t0_ns, t1 + ctx->t0_ns}, i};
-        if (keep) ctx->spans[ctx->n_spans++] = (uvmrt_span_t){step, c->layer, c->phase, t0, tw, t1, 0, 0, c->resident_bytes};
+        ss[i] = (uvmrt_span_sort_t){{t0 + ctx->ev.t0_ns, t1 + ctx->ev.t0_ns}, i};
+        if (keep) ctx->hist.spans[ctx->hist.n_spans++] = (uvmrt_span_t){step, c->layer, c->phase, t0, tw, t1, 0, 0, c->resident_bytes};
     }
     if (uvmrt__faults_active(ctx)) {
         uvmrt__faults_collect(ctx);
         if (refresh_index(ctx) != 0) return; /* no memory for the index: the records wait for the next step */
     }
-    if (ctx->n_pend > 0) {
+    if (ctx->faults.n_pend > 0) {
         if (n > 1) qsort(ss, n, sizeof *ss, cmp_span);
         for (size_t i = 0; i < n; i++) sp[i] = ss[i].span;
-        ctx->n_pend = uvmrt_attrib_run(&ctx->index, sp, n, ctx->pend, ctx->n_pend, ctx->anchor_ns, fc, &ctx->unattr);
+        uvmrt__faults_attribute(ctx, &ctx->hist.index, sp, n, ctx->ev.anchor_ns, fc, &ctx->hist.unattr);
         for (size_t i = 0; i < n; i++) {
-            const uvmrt_call_t *c = &ctx->cur.calls[ss[i].call];
+            const uvmrt_call_t *c = &ctx->sched.cur.calls[ss[i].call];
             uvmrt__stat_add_fc(ctx, c->layer, c->phase, &fc[i], NULL, NULL);
             if (keep) {
-                ctx->spans[first_span + ss[i].call].gpu_faults = fc[i].v[FC_GPU_FAULTS];
-                ctx->spans[first_span + ss[i].call].fault_htod_bytes = fc[i].v[FC_FAULT_HTOD];
+                ctx->hist.spans[first_span + ss[i].call].gpu_faults = fc[i].v[FC_GPU_FAULTS];
+                ctx->hist.spans[first_span + ss[i].call].fault_htod_bytes = fc[i].v[FC_FAULT_HTOD];
             }
         }
     }
@@ -93,10 +94,10 @@ void uvmrt__step_spans_and_faults(uvmrt_context_t *ctx)
 void uvmrt__keep_rows(uvmrt_context_t *ctx)
 {
     uint64_t step = uvmrt__steps_done(ctx);
-    for (int r = 0; r < ctx->n_cur_rows; r++) {
-        if (ctx->cur_rows[r].calls == 0) continue;
-        ctx->rows[ctx->n_rows++] = (uvmrt_step_row_t){step, r / UVMRT_PHASE_COUNT,
-                                                       (uvmrt_phase_t)(r % UVMRT_PHASE_COUNT), ctx->cur_rows[r]};
+    for (int r = 0; r < ctx->stats.n_cur_rows; r++) {
+        if (ctx->stats.cur_rows[r].calls == 0) continue;
+        ctx->hist.rows[ctx->hist.n_rows++] = (uvmrt_step_row_t){step, r / UVMRT_PHASE_COUNT,
+                                                       (uvmrt_phase_t)(r % UVMRT_PHASE_COUNT), ctx->stats.cur_rows[r]};
     }
 }
 
@@ -107,25 +108,25 @@ void uvmrt__attribute_rest(uvmrt_context_t *ctx)
 {
     if (!uvmrt__faults_active(ctx)) return;
     uvmrt__faults_collect(ctx);
-    if (ctx->n_pend == 0 || refresh_index(ctx) != 0) return;
+    if (ctx->faults.n_pend == 0 || refresh_index(ctx) != 0) return;
     uvmrt_fcount_t fc;
     memset(&fc, 0, sizeof fc);
-    int last = ctx->n_steps > 0 && ctx->cur.n_calls > 0 && !ctx->in_step;
+    int last = ctx->hist.n_steps > 0 && ctx->sched.cur.n_calls > 0 && !uvmrt__in_step(ctx);
     uvmrt_attrib_span_t all = {0, UINT64_MAX};
-    ctx->n_pend = uvmrt_attrib_run(&ctx->index, &all, last ? 1 : 0, ctx->pend, ctx->n_pend, UINT64_MAX, &fc,
-                                   &ctx->unattr);
+    uvmrt__faults_attribute(ctx, &ctx->hist.index, &all, last ? 1 : 0, UINT64_MAX, &fc, &ctx->hist.unattr);
     if (!last) return;
-    const uvmrt_call_t *c = &ctx->cur.calls[ctx->cur.n_calls - 1];
+    const uvmrt_call_t *c = &ctx->sched.cur.calls[ctx->sched.cur.n_calls - 1];
     uint64_t step = uvmrt__steps_done(ctx) - 1;
     uvmrt_layer_stats_t *row = NULL;
-    for (size_t i = ctx->n_rows; i > 0; i--)
-        if (ctx->rows[i - 1].step == step && ctx->rows[i - 1].layer == c->layer && ctx->rows[i - 1].phase == c->phase) {
-            row = &ctx->rows[i - 1].s;
+    for (size_t i = ctx->hist.n_rows; i > 0; i--)
+        if (ctx->hist.rows[i - 1].step == step && ctx->hist.rows[i - 1].layer == c->layer &&
+            ctx->hist.rows[i - 1].phase == c->phase) {
+            row = &ctx->hist.rows[i - 1].s;
             break;
         }
     uvmrt_layer_stats_t scratch;
     memset(&scratch, 0, sizeof scratch);
-    uvmrt__stat_add_fc(ctx, c->layer, c->phase, &fc, &ctx->steps[ctx->n_steps - 1], row ? row : &scratch);
+    uvmrt__stat_add_fc(ctx, c->layer, c->phase, &fc, &ctx->hist.steps[ctx->hist.n_steps - 1], row ? row : &scratch);
 }
 
 /* ------------------------------------------------------------------ history */
@@ -136,23 +137,91 @@ void uvmrt__attribute_rest(uvmrt_context_t *ctx)
 void uvmrt__history_trim(uvmrt_context_t *ctx)
 {
     uint64_t keep = (uint64_t)ctx->cfg.history;
-    if (ctx->n_steps < keep + (keep + 3) / 4) return;
-    uint64_t drop = ctx->n_steps - keep;
-    for (uint64_t i = 0; i < drop; i++) uvmrt__step_stats_add(&ctx->steps_dropped, &ctx->steps[i]);
-    memmove(ctx->steps, ctx->steps + drop, (size_t)keep * sizeof *ctx->steps);
-    ctx->n_steps = keep;
-    ctx->steps_before += drop;
-    uint64_t first = ctx->steps_before;
+    if (ctx->hist.n_steps < keep + (keep + 3) / 4) return;
+    uint64_t drop = ctx->hist.n_steps - keep;
+    for (uint64_t i = 0; i < drop; i++) uvmrt__step_stats_add(&ctx->hist.steps_dropped, &ctx->hist.steps[i]);
+    memmove(ctx->hist.steps, ctx->hist.steps + drop, (size_t)keep * sizeof *ctx->hist.steps);
+    ctx->hist.n_steps = keep;
+    ctx->hist.steps_before += drop;
+    uint64_t first = ctx->hist.steps_before;
     size_t k = 0;
-    for (size_t i = 0; i < ctx->n_rows; i++)
-        if (ctx->rows[i].step >= first) ctx->rows[k++] = ctx->rows[i];
-    ctx->n_rows = k;
+    for (size_t i = 0; i < ctx->hist.n_rows; i++)
+        if (ctx->hist.rows[i].step >= first) ctx->hist.rows[k++] = ctx->hist.rows[i];
+    ctx->hist.n_rows = k;
     k = 0;
-    for (size_t i = 0; i < ctx->n_spans; i++)
-        if (ctx->spans[i].step >= first) ctx->spans[k++] = ctx->spans[i];
-    ctx->n_spans = k;
+    for (size_t i = 0; i < ctx->hist.n_spans; i++)
+        if (ctx->hist.spans[i].step >= first) ctx->hist.spans[k++] = ctx->hist.spans[i];
+    ctx->hist.n_spans = k;
     k = 0;
-    for (size_t i = 0; i < ctx->n_copies; i++)
-        if (ctx->copies[i].step >= first) ctx->copies[k++] = ctx->copies[i];
-    ctx->n_copies = k;
+    for (size_t i = 0; i < ctx->hist.n_copies; i++)
+        if (ctx->hist.copies[i].step >= first) ctx->hist.copies[k++] = ctx->hist.copies[i];
+    ctx->hist.n_copies = k;
+}
+
+/* A copy batch's busy time goes to the step that issued it; its span is kept
+ * while that step is (and when times can be read at all). */
+void uvmrt__history_add_copy(uvmrt_context_t *ctx, const uvmrt_copy_timing_t *c, uint64_t ns)
+{
+    uvmrt_step_stats_t *s = stats_of_step(ctx, c->step);
+    if (s == NULL) uvmrt__stats_copy_busy(ctx, c->d2h, ns);
+    else if (c->d2h) s->d2h_busy_ns += ns;
+    else s->h2d_busy_ns += ns;
+    uvmrt_history_t *h = &ctx->hist;
+    if (c->step >= h->steps_before && ctx->ev.anchor_ev != NULL &&
+        uvmrt__grow((void **)&h->copies, &h->cap_copies, h->n_copies + 1, sizeof *h->copies) == 0) {
+        uint64_t t = uvmrt__time_of(ctx, c->start);
+        h->copies[h->n_copies++] = (uvmrt_copy_span_t){c->step, t, t + ns, c->bytes, c->d2h};
+    }
+}
+
+/* Every allocation step_end's commit needs, made before anything changes. */
+uvmrt_status_t uvmrt__history_reserve(uvmrt_context_t *ctx, size_t n_calls, size_t n_rows)
+{
+    uvmrt_history_t *h = &ctx->hist;
+    size_t m = n_calls ? n_calls : 1;
+    if (uvmrt__grow((void **)&h->spans, &h->cap_spans, h->n_spans + n_calls, sizeof *h->spans) ||
+        uvmrt__grow((void **)&h->rows, &h->cap_rows, h->n_rows + n_rows, sizeof *h->rows) ||
+        uvmrt__grow((void **)&h->scratch_ss, &h->cap_scratch_ss, m, sizeof *h->scratch_ss) ||
+        uvmrt__grow((void **)&h->scratch_sp, &h->cap_scratch_sp, m, sizeof *h->scratch_sp) ||
+        uvmrt__grow((void **)&h->scratch_fc, &h->cap_scratch_fc, m, sizeof *h->scratch_fc))
+        return UVMRT_ERR_NOMEM;
+    if (h->n_steps == h->cap_steps) {
+        uint64_t cap = h->cap_steps ? 2 * h->cap_steps : 16;
+        uvmrt_step_stats_t *p = realloc(h->steps, (size_t)cap * sizeof *p);
+        if (p == NULL) return UVMRT_ERR_NOMEM;
+        h->steps = p;
+        h->cap_steps = cap;
+    }
+    return UVMRT_OK;
+}
+
+void uvmrt__history_add_step(uvmrt_context_t *ctx, const uvmrt_step_stats_t *s)
+{
+    uvmrt_history_t *h = &ctx->hist;
+    if (h->n_steps == h->cap_steps) {
+        uint64_t cap = h->cap_steps ? 2 * h->cap_steps : 16;
+        uvmrt_step_stats_t *p = realloc(h->steps, cap * sizeof *p);
+        if (p == NULL) {
+            LOG_WARN(&ctx->log, "out of memory keeping step statistics: step %llu dropped",
+                     (unsigned long long)h->n_steps + 1);
+            return;
+        }
+        h->steps = p;
+        h->cap_steps = cap;
+    }
+    h->steps[h->n_steps++] = *s;
+}
+
+void uvmrt__history_free(uvmrt_context_t *ctx)
+{
+    uvmrt_history_t *h = &ctx->hist;
+    free(h->steps);
+    free(h->rows);
+    free(h->spans);
+    free(h->copies);
+    free(h->scratch_ss);
+    free(h->scratch_sp);
+    free(h->scratch_fc);
+    uvmrt_attrib_index_free(&h->index);
+    memset(h, 0, sizeof *h);
 }

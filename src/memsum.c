@@ -71,29 +71,29 @@ static unsigned action_bit(int kind)
 
 void uvmrt__mechanisms(const uvmrt_context_t *ctx, uint16_t *bits)
 {
-    int n = ctx->n_tensors;
+    int n = ctx->tensors.n;
     if (n <= 0) return;
     memset(bits, 0, (size_t)n * sizeof *bits);
-    int planned = ctx->cfg.policy == UVMRT_POLICY_PREFETCH && ctx->have_plan;
+    int planned = ctx->cfg.policy == UVMRT_POLICY_PREFETCH && ctx->sched.have_plan;
     if (planned) {
-        for (size_t i = 0; i < ctx->plan.n_actions; i++) {
-            int id = ctx->plan.actions[i].tensor;
-            if (id >= 0 && id < n) bits[id] |= (uint16_t)action_bit(ctx->plan.actions[i].kind);
+        for (size_t i = 0; i < ctx->sched.plan.n_actions; i++) {
+            int id = ctx->sched.plan.actions[i].tensor;
+            if (id >= 0 && id < n) bits[id] |= (uint16_t)action_bit(ctx->sched.plan.actions[i].kind);
         }
-        for (size_t u = 0; u < ctx->record.n_uses; u++) {
-            int id = ctx->record.use_tensor[u];
+        for (size_t u = 0; u < ctx->sched.record.n_uses; u++) {
+            int id = ctx->sched.record.use_tensor[u];
             if (id >= 0 && id < n) bits[id] |= UVMRT__MECH_USED;
         }
     }
     for (int id = 0; id < n; id++) {
-        const uvmrt_tensor_t *t = ctx->tensors[id];
+        const uvmrt_tensor_t *t = ctx->tensors.by_id[id];
         unsigned b = bits[id];
         if (t->magic != UVMRT_TENSOR_MAGIC) b = 0;
         else if (ctx->cfg.policy == UVMRT_POLICY_NONE) b = UVMRT_MECH_MANAGED;
         else if (t->host_homed) b = UVMRT_MECH_HOST_HOMED;
         else if (!planned) b = UVMRT_MECH_DEMAND;
         else if (b & (UVMRT_MECH_PREFETCH | UVMRT_MECH_WRITEBACK | UVMRT_MECH_DISCARD)) b &= 0xffu;
-        else if (id < ctx->plan.n_tensors && ctx->plan.start_resident[id]) b = UVMRT_MECH_RESIDENT;
+        else if (id < ctx->sched.plan.n_tensors && ctx->sched.plan.start_resident[id]) b = UVMRT_MECH_RESIDENT;
         else if (b & UVMRT__MECH_USED) b = UVMRT_MECH_DEMAND; /* the plan never brings it: the late path does */
         else b = UVMRT_MECH_UNUSED;
         bits[id] = (uint16_t)b;
@@ -106,8 +106,8 @@ uvmrt_where_t uvmrt__tensor_where(const uvmrt_context_t *ctx, const uvmrt_tensor
     uvmrt_evref_t ref = t->resident ? t->ready : t->leaving;
     /* An event older than the ring is complete (events.c). Querying one changes
      * nothing in the context: the cast only satisfies the front end's signature. */
-    if (ref != 0 && ctx->ring_next - ref <= UVMRT_EVENT_RING && ctx->ring[ref % UVMRT_EVENT_RING] != NULL &&
-        !uvmrt__be_event_done((uvmrt_context_t *)ctx, ctx->ring[ref % UVMRT_EVENT_RING]))
+    if (ref != 0 && ctx->ev.ring_next - ref <= UVMRT_EVENT_RING && ctx->ev.ring[ref % UVMRT_EVENT_RING] != NULL &&
+        !uvmrt__be_event_done((uvmrt_context_t *)ctx, ctx->ev.ring[ref % UVMRT_EVENT_RING]))
         return UVMRT_WHERE_SPLIT;
     return t->resident ? UVMRT_WHERE_DEVICE : UVMRT_WHERE_HOST;
 }
@@ -116,7 +116,7 @@ uvmrt_where_t uvmrt__tensor_where(const uvmrt_context_t *ctx, const uvmrt_tensor
 static size_t live_tensors(const uvmrt_context_t *ctx)
 {
     size_t k = 0;
-    for (int id = 0; id < ctx->n_tensors; id++) k += ctx->tensors[id]->magic == UVMRT_TENSOR_MAGIC;
+    for (int id = 0; id < ctx->tensors.n; id++) k += ctx->tensors.by_id[id]->magic == UVMRT_TENSOR_MAGIC;
     return k;
 }
 
@@ -158,15 +158,15 @@ uvmrt_status_t uvmrt_memory_summary(const uvmrt_context_t *ctx, uvmrt_tensor_inf
         *n = live;
         return UVMRT_ERR_INVALID;
     }
-    uint16_t *bits = malloc((ctx->n_tensors > 0 ? (size_t)ctx->n_tensors : 1) * sizeof *bits);
+    uint16_t *bits = malloc((ctx->tensors.n > 0 ? (size_t)ctx->tensors.n : 1) * sizeof *bits);
     if (bits == NULL) {
-        LOG_ERROR(&ctx->log, "uvmrt_memory_summary: out of memory for %d tensors' mechanisms", ctx->n_tensors);
+        LOG_ERROR(&ctx->log, "uvmrt_memory_summary: out of memory for %d tensors' mechanisms", ctx->tensors.n);
         return UVMRT_ERR_NOMEM;
     }
     uvmrt__mechanisms(ctx, bits);
     size_t k = 0;
-    for (int id = 0; id < ctx->n_tensors; id++) {
-        const uvmrt_tensor_t *t = ctx->tensors[id];
+    for (int id = 0; id < ctx->tensors.n; id++) {
+        const uvmrt_tensor_t *t = ctx->tensors.by_id[id];
         if (t->magic == UVMRT_TENSOR_MAGIC) info_of(ctx, t, bits[id], &out[k++]);
     }
     free(bits);
@@ -184,11 +184,11 @@ uvmrt_status_t uvmrt_memory_stats_get(const uvmrt_context_t *ctx, uvmrt_memory_s
     uvmrt_memory_stats_t m;
     memset(&m, 0, sizeof m);
     m.budget_bytes = ctx->budget;
-    m.resident_bytes = ctx->resident_bytes;
-    m.peak_resident_bytes = ctx->peak_resident_bytes;
-    m.allocated_bytes = ctx->allocated_bytes;
-    for (int id = 0; id < ctx->n_tensors; id++) {
-        const uvmrt_tensor_t *t = ctx->tensors[id];
+    m.resident_bytes = ctx->res.bytes;
+    m.peak_resident_bytes = ctx->res.peak_bytes;
+    m.allocated_bytes = ctx->tensors.allocated_bytes;
+    for (int id = 0; id < ctx->tensors.n; id++) {
+        const uvmrt_tensor_t *t = ctx->tensors.by_id[id];
         if (t->magic != UVMRT_TENSOR_MAGIC) continue;
         unsigned r = (unsigned)t->role < UVMRT_ROLE_COUNT ? (unsigned)t->role : 0;
         m.tensors++;
@@ -205,7 +205,7 @@ uvmrt_status_t uvmrt_memory_stats_get(const uvmrt_context_t *ctx, uvmrt_memory_s
 uvmrt_status_t uvmrt_memory_peak_reset(uvmrt_context_t *ctx)
 {
     if (ctx == NULL) return UVMRT_ERR_INVALID;
-    ctx->peak_resident_bytes = ctx->resident_bytes;
+    uvmrt__resident_peak_reset(ctx);
     return UVMRT_OK;
 }
 
@@ -237,7 +237,7 @@ void uvmrt__memsum_text(const uvmrt_context_t *ctx, FILE *f)
     for (size_t i = 0; i < n; i++) {
         char mech[96];
         uvmrt_mechanism_name(ti[i].mechanism, mech, sizeof mech);
-        const char *layer = ti[i].layer >= 0 && ti[i].layer < ctx->n_layers ? ctx->layers[ti[i].layer].name : "-";
+        const char *layer = ti[i].layer >= 0 && ti[i].layer < ctx->tensors.n_layers ? ctx->tensors.layers[ti[i].layer].name : "-";
         /* names are the user's bytes: valid UTF-8, cut on a character boundary */
         char *tname = uvmrt__report_text_name(ti[i].name, 24), *lname = uvmrt__report_text_name(layer, 16);
         if (tname != NULL && lname != NULL)

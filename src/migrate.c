@@ -22,8 +22,8 @@ uvmrt_status_t uvmrt__exec_place(uvmrt_context_t *ctx, uvmrt_tensor_t *t, int ho
     uvmrt_status_t st = UVMRT_OK;
     if (!t->advised_remote) {
         /* advice is not stream ordered: let queued copies of it finish first */
-        st = uvmrt__be_stream_sync(ctx, ctx->h2d_stream);
-        if (st == UVMRT_OK) st = uvmrt__be_stream_sync(ctx, ctx->d2h_stream);
+        st = uvmrt__be_stream_sync(ctx, ctx->ev.h2d_stream);
+        if (st == UVMRT_OK) st = uvmrt__be_stream_sync(ctx, ctx->ev.d2h_stream);
         if (st == UVMRT_OK) st = uvmrt__be_advise_remote(ctx, &r, 1);
         if (st != UVMRT_OK) return st;
         t->advised_remote = 1;
@@ -32,10 +32,10 @@ uvmrt_status_t uvmrt__exec_place(uvmrt_context_t *ctx, uvmrt_tensor_t *t, int ho
         /* to the host after its last use; populates host pages when it held nothing.
          * Until the move's event is recorded it still counts as resident. */
         uvmrt_evref_t leaving = 0;
-        st = uvmrt__ring_wait(ctx, ctx->d2h_stream, t->last_use);
-        if (st == UVMRT_OK) st = uvmrt__ring_wait(ctx, ctx->d2h_stream, t->ready);
-        if (st == UVMRT_OK) st = uvmrt__be_move(ctx, &r, 1, UVMRT_LOC_HOST, ctx->d2h_stream);
-        if (st == UVMRT_OK) st = uvmrt__ring_record(ctx, ctx->d2h_stream, &leaving);
+        st = uvmrt__ring_wait(ctx, ctx->ev.d2h_stream, t->last_use);
+        if (st == UVMRT_OK) st = uvmrt__ring_wait(ctx, ctx->ev.d2h_stream, t->ready);
+        if (st == UVMRT_OK) st = uvmrt__be_move(ctx, &r, 1, UVMRT_LOC_HOST, ctx->ev.d2h_stream);
+        if (st == UVMRT_OK) st = uvmrt__ring_record(ctx, ctx->ev.d2h_stream, &leaving);
         if (st != UVMRT_OK) return st;
         if (t->resident) uvmrt__resident_add(ctx, -(int64_t)t->footprint);
         t->resident = 0;
@@ -53,10 +53,10 @@ uvmrt_status_t uvmrt__exec_release(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
 {
     uvmrt_range_t r = {t->ptr, t->footprint};
     uvmrt_evref_t leaving = 0;
-    uvmrt_status_t st = uvmrt__ring_wait(ctx, ctx->d2h_stream, t->last_use);
-    if (st == UVMRT_OK) st = uvmrt__ring_wait(ctx, ctx->d2h_stream, t->ready);
-    if (st == UVMRT_OK) st = uvmrt__be_discard(ctx, &r, 1, ctx->d2h_stream);
-    if (st == UVMRT_OK) st = uvmrt__ring_record(ctx, ctx->d2h_stream, &leaving);
+    uvmrt_status_t st = uvmrt__ring_wait(ctx, ctx->ev.d2h_stream, t->last_use);
+    if (st == UVMRT_OK) st = uvmrt__ring_wait(ctx, ctx->ev.d2h_stream, t->ready);
+    if (st == UVMRT_OK) st = uvmrt__be_discard(ctx, &r, 1, ctx->ev.d2h_stream);
+    if (st == UVMRT_OK) st = uvmrt__ring_record(ctx, ctx->ev.d2h_stream, &leaving);
     if (st == UVMRT_OK) t->leaving = leaving;
     return st;
 }
@@ -120,7 +120,7 @@ uvmrt_status_t uvmrt__issue_batch(uvmrt_context_t *ctx, uvmrt_batch_t *b, int la
     if (ranges == NULL) return UVMRT_ERR_NOMEM;
     uvmrt_evref_t evicted = 0;
     if (n_victims > 0) {
-        uvmrt_stream_t s = ctx->d2h_stream;
+        uvmrt_stream_t s = ctx->ev.d2h_stream;
         for (size_t i = 0; i < b->n_evict && st == UVMRT_OK; i++) st = uvmrt__ring_wait(ctx, s, b->evict[i]->last_use);
         for (size_t i = 0; i < b->n_evict && st == UVMRT_OK; i++) st = uvmrt__ring_wait(ctx, s, b->evict[i]->ready);
         for (size_t i = 0; i < b->n_discard && st == UVMRT_OK; i++) st = uvmrt__ring_wait(ctx, s, b->discard[i]->last_use);
@@ -144,13 +144,13 @@ uvmrt_status_t uvmrt__issue_batch(uvmrt_context_t *ctx, uvmrt_batch_t *b, int la
         }
     }
     if (b->n_fetch > 0) {
-        uvmrt_stream_t s = ctx->h2d_stream;
+        uvmrt_stream_t s = ctx->ev.h2d_stream;
         uvmrt_evref_t ready = 0;
         st = uvmrt__ring_wait(ctx, s, evicted);
         for (size_t i = 0; i < b->n_fetch && st == UVMRT_OK; i++) st = uvmrt__ring_wait(ctx, s, b->fetch[i]->leaving);
         if (st != UVMRT_OK) goto out;
         uvmrt_copy_timing_t *c = uvmrt__timed_start(ctx, s);
-        uint64_t undone = ctx->be_compensated;
+        uint64_t undone = ctx->be.compensated;
         st = uvmrt__be_move(ctx, ranges, uvmrt__merge_ranges(b->fetch, b->n_fetch, ranges), UVMRT_LOC_DEVICE, s);
         if (st != UVMRT_OK && uvmrt__be_move_undone(ctx, undone)) goto out;
         int moved = st == UVMRT_OK;

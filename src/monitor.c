@@ -113,7 +113,7 @@ void uvmrt__monitor_open(uvmrt_context_t *ctx)
     /* shm_open's mode is filtered by the umask; set 0600 exactly */
     fchmod(m->fd, 0600);
     uint32_t cap = UVMRT_MON_LAYERS0;
-    while (cap < (uint32_t)ctx->n_layers) cap *= 2;
+    while (cap < (uint32_t)ctx->tensors.n_layers) cap *= 2;
     if (monitor_map(ctx, m, cap) != 0) {
         shm_unlink(m->name);
         monitor_free(m);
@@ -128,7 +128,7 @@ void uvmrt__monitor_open(uvmrt_context_t *ctx)
     s->cap_layers = cap;
     s->context_index = n;
     uvmrt__copy_utf8(s->program, sizeof s->program, uvmrt__program_name());
-    uvmrt__copy_utf8(s->backend, sizeof s->backend, ctx->ops->name);
+    uvmrt__copy_utf8(s->backend, sizeof s->backend, ctx->be.ops->name);
     uvmrt__copy_utf8(s->policy, sizeof s->policy, uvmrt_policy_name(ctx->cfg.policy));
     uvmrt__copy_utf8(s->profile, sizeof s->profile, ctx->profile->name);
     s->start_unix_ns = unix_ns();
@@ -172,25 +172,25 @@ uvmrt_status_t uvmrt_context_set_total_steps(uvmrt_context_t *ctx, uint64_t step
 static void refresh_mechanisms(uvmrt_context_t *ctx, struct uvmrt_monitor *m, uint32_t n_layers,
                                uint64_t host_homed_sig)
 {
-    uint64_t sig = ctx->plans_built * 0x9e3779b97f4a7c15ull ^ (uint64_t)ctx->have_plan << 1 ^
-                   (uint64_t)ctx->n_tensors << 20 ^ ctx->allocated_bytes * 31 ^ host_homed_sig * 0x100000001b3ull ^
+    uint64_t sig = ctx->sched.plans_built * 0x9e3779b97f4a7c15ull ^ (uint64_t)ctx->sched.have_plan << 1 ^
+                   (uint64_t)ctx->tensors.n << 20 ^ ctx->tensors.allocated_bytes * 31 ^ host_homed_sig * 0x100000001b3ull ^
                    (uint64_t)n_layers << 40;
     if (m->mech_valid && sig == m->mech_sig) return;
-    if (ctx->n_tensors > m->cap_tbits) {
-        uint16_t *p = realloc(m->tbits, (size_t)ctx->n_tensors * sizeof *p);
+    if (ctx->tensors.n > m->cap_tbits) {
+        uint16_t *p = realloc(m->tbits, (size_t)ctx->tensors.n * sizeof *p);
         if (p == NULL) return; /* keep the old strings; try again next step */
         m->tbits = p;
-        m->cap_tbits = ctx->n_tensors;
+        m->cap_tbits = ctx->tensors.n;
     }
     uvmrt_mon_layer_t *rows = rows_of(m);
     unsigned lb[UVMRT_MON_LAYERS0];
     /* per layer union of its tensors' bits, in chunks of UVMRT_MON_LAYERS0 layers */
-    if (ctx->n_tensors > 0) uvmrt__mechanisms(ctx, m->tbits);
+    if (ctx->tensors.n > 0) uvmrt__mechanisms(ctx, m->tbits);
     for (uint32_t base = 0; base < n_layers; base += UVMRT_MON_LAYERS0) {
         memset(lb, 0, sizeof lb);
-        for (int id = 0; id < ctx->n_tensors; id++) {
-            int l = ctx->tensors[id]->layer;
-            if (ctx->tensors[id]->magic != UVMRT_TENSOR_MAGIC || l < (int)base || l >= (int)(base + UVMRT_MON_LAYERS0) ||
+        for (int id = 0; id < ctx->tensors.n; id++) {
+            int l = ctx->tensors.by_id[id]->layer;
+            if (ctx->tensors.by_id[id]->magic != UVMRT_TENSOR_MAGIC || l < (int)base || l >= (int)(base + UVMRT_MON_LAYERS0) ||
                 l >= (int)n_layers)
                 continue;
             lb[l - base] |= m->tbits[id];
@@ -206,7 +206,7 @@ void uvmrt__monitor_publish(uvmrt_context_t *ctx)
 {
     struct uvmrt_monitor *m = ctx->monitor;
     if (m == NULL) return;
-    uint32_t n_layers = (uint32_t)ctx->n_layers;
+    uint32_t n_layers = (uint32_t)ctx->tensors.n_layers;
     if (n_layers > m->cap) {
         uint32_t cap = m->cap;
         while (cap < n_layers) cap *= 2;
@@ -223,8 +223,8 @@ void uvmrt__monitor_publish(uvmrt_context_t *ctx)
     uvmrt_mon_snap_t *s = &h->snap;
     uvmrt_mon_layer_t *rows = rows_of(m);
     uint64_t host_homed = 0;
-    for (int id = 0; id < ctx->n_tensors; id++) {
-        const uvmrt_tensor_t *t = ctx->tensors[id];
+    for (int id = 0; id < ctx->tensors.n; id++) {
+        const uvmrt_tensor_t *t = ctx->tensors.by_id[id];
         if (t->magic == UVMRT_TENSOR_MAGIC && t->host_homed) host_homed += t->footprint;
     }
 
@@ -236,25 +236,25 @@ void uvmrt__monitor_publish(uvmrt_context_t *ctx)
     s->cap_layers = m->cap;
     for (int l = m->named_layers; l < (int)n_layers; l++) {
         memset(&rows[l], 0, sizeof rows[l]);
-        uvmrt__copy_utf8(rows[l].name, sizeof rows[l].name, ctx->layers[l].name);
+        uvmrt__copy_utf8(rows[l].name, sizeof rows[l].name, ctx->tensors.layers[l].name);
     }
     if ((int)n_layers > m->named_layers) m->named_layers = (int)n_layers;
     refresh_mechanisms(ctx, m, n_layers, host_homed);
     s->n_layers = n_layers;
     s->publish_unix_ns = unix_ns();
     s->budget_bytes = ctx->budget;
-    s->allocated_bytes = ctx->allocated_bytes;
+    s->allocated_bytes = ctx->tensors.allocated_bytes;
     s->host_homed_bytes = host_homed;
-    s->resident_bytes = ctx->resident_bytes;
-    s->peak_resident_bytes = ctx->peak_resident_bytes;
+    s->resident_bytes = ctx->res.bytes;
+    s->peak_resident_bytes = ctx->res.peak_bytes;
     s->step = uvmrt__steps_done(ctx);
     s->total_steps = ctx->total_steps;
-    s->in_step = (uint64_t)ctx->in_step;
-    s->plans_built = ctx->plans_built;
+    s->in_step = (uint64_t)ctx->sched.in_step;
+    s->plans_built = ctx->sched.plans_built;
     uvmrt__copy_utf8(s->fault_source, sizeof s->fault_source, uvmrt__faults_source(ctx));
     if (s->step > 0) {
         /* called by step_end after the fold, before the step's counters are cleared */
-        const uvmrt_step_stats_t *st = &ctx->cur_stats;
+        const uvmrt_step_stats_t *st = &ctx->stats.cur;
         s->step_ns = st->step_ns;
         s->wait_ns = st->wait_ns;
         s->prefetch_bytes = st->prefetch_bytes;
@@ -278,8 +278,8 @@ void uvmrt__monitor_publish(uvmrt_context_t *ctx)
             r->fault_count = r->fault_bytes = r->remote_read_bytes = r->remote_write_bytes = r->gpu_faults = 0;
             for (int p = 0; p < UVMRT_PHASE_COUNT; p++) {
                 int k = (int)l * UVMRT_PHASE_COUNT + p;
-                if (k >= ctx->n_cur_rows) break;
-                const uvmrt_layer_stats_t *c = &ctx->cur_rows[k];
+                if (k >= ctx->stats.n_cur_rows) break;
+                const uvmrt_layer_stats_t *c = &ctx->stats.cur_rows[k];
                 r->calls += c->calls;
                 r->duration_ns += c->duration_ns;
                 r->wait_ns += c->wait_ns;

@@ -11,8 +11,8 @@
 /* ------------------------------------------------------------------ the plan */
 static int residency_matches(const uvmrt_context_t *ctx, const uint8_t *r)
 {
-    for (int t = 0; t < ctx->n_tensors; t++)
-        if ((ctx->tensors[t]->resident != 0) != (r[t] != 0)) return 0;
+    for (int t = 0; t < ctx->tensors.n; t++)
+        if ((ctx->tensors.by_id[t]->resident != 0) != (r[t] != 0)) return 0;
     return 1;
 }
 
@@ -23,18 +23,18 @@ static int residency_matches(const uvmrt_context_t *ctx, const uint8_t *r)
 static uvmrt_status_t adopt_homing(uvmrt_context_t *ctx)
 {
     int changed = 0;
-    for (int t = 0; t < ctx->n_tensors; t++)
-        changed |= (ctx->plan.host_homed[t] != 0) != (ctx->tensors[t]->host_homed != 0);
+    for (int t = 0; t < ctx->tensors.n; t++)
+        changed |= (ctx->sched.plan.host_homed[t] != 0) != (ctx->tensors.by_id[t]->host_homed != 0);
     if (!changed) return UVMRT_OK;
-    uvmrt_status_t st = uvmrt__be_stream_sync(ctx, ctx->h2d_stream);
-    if (st == UVMRT_OK) st = uvmrt__be_stream_sync(ctx, ctx->d2h_stream);
+    uvmrt_status_t st = uvmrt__be_stream_sync(ctx, ctx->ev.h2d_stream);
+    if (st == UVMRT_OK) st = uvmrt__be_stream_sync(ctx, ctx->ev.d2h_stream);
     uint64_t homed_bytes = 0;
     /* Each tensor is homed once its own calls succeeded; one that failed stays
      * as it was, and the next step tries again. */
-    for (int id = 0; id < ctx->n_tensors && st == UVMRT_OK; id++) {
-        uvmrt_tensor_t *t = ctx->tensors[id];
+    for (int id = 0; id < ctx->tensors.n && st == UVMRT_OK; id++) {
+        uvmrt_tensor_t *t = ctx->tensors.by_id[id];
         if (t->magic != UVMRT_TENSOR_MAGIC) continue;
-        if (!ctx->plan.host_homed[id] && !t->placed_host) {
+        if (!ctx->sched.plan.host_homed[id] && !t->placed_host) {
             t->host_homed = 0; /* its advice stays: explicit prefetches still migrate it */
             continue;
         }
@@ -44,8 +44,8 @@ static uvmrt_status_t adopt_homing(uvmrt_context_t *ctx)
         if (!t->advised_remote && (st = uvmrt__be_advise_remote(ctx, &r, 1)) == UVMRT_OK) t->advised_remote = 1;
         if (st == UVMRT_OK && !t->resident) {
             uvmrt_evref_t leaving = 0;
-            st = uvmrt__be_move(ctx, &r, 1, UVMRT_LOC_HOST, ctx->d2h_stream); /* populates host pages */
-            if (st == UVMRT_OK) st = uvmrt__ring_record(ctx, ctx->d2h_stream, &leaving);
+            st = uvmrt__be_move(ctx, &r, 1, UVMRT_LOC_HOST, ctx->ev.d2h_stream); /* populates host pages */
+            if (st == UVMRT_OK) st = uvmrt__ring_record(ctx, ctx->ev.d2h_stream, &leaving);
             if (st == UVMRT_OK) t->leaving = leaving;
         }
         if (st == UVMRT_OK) t->host_homed = 1;
@@ -59,16 +59,16 @@ static uvmrt_status_t adopt_homing(uvmrt_context_t *ctx)
 /* Builds (or rebuilds) the plan from the record when residency left its path. */
 uvmrt_status_t uvmrt__ensure_plan(uvmrt_context_t *ctx)
 {
-    int n = ctx->n_tensors;
-    if (ctx->have_plan && residency_matches(ctx, ctx->plan.start_resident)) return UVMRT_OK;
+    int n = ctx->tensors.n;
+    if (ctx->sched.have_plan && residency_matches(ctx, ctx->sched.plan.start_resident)) return UVMRT_OK;
     /* Re-planning the same record (the resident state drifted from the plan's,
      * usually because the plan's end differs from its start): keep its homing. */
-    int replan = ctx->have_plan;
-    if (ctx->have_plan) {
-        uvmrt_plan_free(&ctx->plan);
-        ctx->have_plan = 0;
+    int replan = ctx->sched.have_plan;
+    if (ctx->sched.have_plan) {
+        uvmrt_plan_free(&ctx->sched.plan);
+        ctx->sched.have_plan = 0;
     }
-    const uvmrt_sequence_t *r = &ctx->record;
+    const uvmrt_sequence_t *r = &ctx->sched.record;
     int m = (int)r->n_calls;
     uvmrt_plan_event_t *ev = calloc((size_t)m, sizeof *ev);
     uint64_t *fp = calloc((size_t)n + 1, sizeof *fp);
@@ -78,8 +78,8 @@ uvmrt_status_t uvmrt__ensure_plan(uvmrt_context_t *ctx)
     uint8_t *forced = calloc((size_t)n + 1, 1);
     uvmrt_status_t st = UVMRT_ERR_NOMEM;
     if (ev && fp && res0 && remote_ok && homed && forced) {
-        for (int t = 0; t < n; t++) homed[t] = (uint8_t)ctx->tensors[t]->host_homed;
-        for (int t = 0; t < n; t++) forced[t] = (uint8_t)ctx->tensors[t]->placed_host;
+        for (int t = 0; t < n; t++) homed[t] = (uint8_t)ctx->tensors.by_id[t]->host_homed;
+        for (int t = 0; t < n; t++) forced[t] = (uint8_t)ctx->tensors.by_id[t]->placed_host;
         /* A tensor may be host-homed when every use of it in the step streams. */
         if (ctx->cfg.remote) {
             for (size_t u = 0; u < r->n_uses; u++) remote_ok[r->use_tensor[u]] = 1;
@@ -90,20 +90,20 @@ uvmrt_status_t uvmrt__ensure_plan(uvmrt_context_t *ctx)
             ev[e] = (uvmrt_plan_event_t){(int)r->calls[e].n_uses, &r->use_tensor[r->calls[e].use_first],
                                          &r->use_access[r->calls[e].use_first]};
         for (int t = 0; t < n; t++) {
-            fp[t] = ctx->tensors[t]->magic == UVMRT_TENSOR_MAGIC ? ctx->tensors[t]->footprint : 0;
-            res0[t] = (uint8_t)ctx->tensors[t]->resident;
+            fp[t] = ctx->tensors.by_id[t]->magic == UVMRT_TENSOR_MAGIC ? ctx->tensors.by_id[t]->footprint : 0;
+            res0[t] = (uint8_t)ctx->tensors.by_id[t]->resident;
         }
         const uvmrt_profile_t *pr = ctx->profile;
         uvmrt_plan_input_t in = {m, ev, n, fp, ctx->budget, res0, ctx->cfg.discard_dead, remote_ok,
                                  replan ? homed : NULL, forced, pr->prefetch_h2d_bps, pr->evict_d2h_bps,
                                  pr->remote_read_bps, pr->remote_write_bps};
         int bad = -1;
-        st = uvmrt_plan_build(&in, &ctx->plan, &bad);
+        st = uvmrt_plan_build(&in, &ctx->sched.plan, &bad);
         if (st == UVMRT_OK) {
-            ctx->have_plan = 1;
-            ctx->plans_built++;
-            LOG_DEBUG(&ctx->log, "plan %llu: %d events, %zu actions", (unsigned long long)ctx->plans_built, m,
-                      ctx->plan.n_actions);
+            ctx->sched.have_plan = 1;
+            ctx->sched.plans_built++;
+            LOG_DEBUG(&ctx->log, "plan %llu: %d events, %zu actions", (unsigned long long)ctx->sched.plans_built, m,
+                      ctx->sched.plan.n_actions);
         } else {
             /* not an error of the call: without a plan the step runs like demand */
             LOG_WARN(&ctx->log, "no plan (%s): this step runs like demand", uvmrt_status_str(st));
@@ -116,24 +116,24 @@ uvmrt_status_t uvmrt__ensure_plan(uvmrt_context_t *ctx)
     free(remote_ok);
     free(homed);
     free(forced);
-    if (st == UVMRT_OK && ctx->have_plan) st = adopt_homing(ctx);
+    if (st == UVMRT_OK && ctx->sched.have_plan) st = adopt_homing(ctx);
     return st;
 }
 
 /* Executes the plan's issue point p, one batch per target event. */
 uvmrt_status_t uvmrt__run_point(uvmrt_context_t *ctx, int p)
 {
-    const uvmrt_plan_t *pl = &ctx->plan;
+    const uvmrt_plan_t *pl = &ctx->sched.plan;
     size_t a = pl->point_first[p], end = pl->point_first[p + 1];
     uvmrt_batch_t b;
-    if (uvmrt__batch_init(&b, ctx->n_tensors) != 0) return UVMRT_ERR_NOMEM;
+    if (uvmrt__batch_init(&b, ctx->tensors.n) != 0) return UVMRT_ERR_NOMEM;
     uvmrt_status_t st = UVMRT_OK;
-    uint64_t planned = ctx->resident_bytes;
+    uint64_t planned = ctx->res.bytes;
     while (a < end && st == UVMRT_OK) {
         int target = pl->actions[a].target;
         b.n_evict = b.n_discard = b.n_fetch = 0;
         for (; a < end && pl->actions[a].target == target; a++) {
-            uvmrt_tensor_t *t = ctx->tensors[pl->actions[a].tensor];
+            uvmrt_tensor_t *t = ctx->tensors.by_id[pl->actions[a].tensor];
             if (t->magic != UVMRT_TENSOR_MAGIC) continue;
             if (pl->actions[a].kind == UVMRT_ACT_PREFETCH) {
                 /* Skip what is already there, or what would break the budget
@@ -147,7 +147,7 @@ uvmrt_status_t uvmrt__run_point(uvmrt_context_t *ctx, int p)
                 planned -= t->footprint;
             }
         }
-        const uvmrt_call_t *c = &ctx->record.calls[target % pl->m];
+        const uvmrt_call_t *c = &ctx->sched.record.calls[target % pl->m];
         st = uvmrt__issue_batch(ctx, &b, c->layer, c->phase);
     }
     uvmrt__batch_free(&b);
@@ -156,7 +156,7 @@ uvmrt_status_t uvmrt__run_point(uvmrt_context_t *ctx, int p)
 
 int uvmrt__plan_active(const uvmrt_context_t *ctx)
 {
-    return ctx->cfg.policy == UVMRT_POLICY_PREFETCH && ctx->have_plan && !ctx->deviated;
+    return ctx->cfg.policy == UVMRT_POLICY_PREFETCH && ctx->sched.have_plan && !ctx->sched.deviated;
 }
 
 /* ------------------------------------------------------------------ layer calls */
@@ -165,7 +165,7 @@ uint64_t uvmrt__working_set(const uvmrt_context_t *ctx, size_t first, size_t n)
 {
     uint64_t ws = 0;
     for (size_t i = 0; i < n; i++) {
-        const uvmrt_tensor_t *t = ctx->tensors[ctx->cur.use_tensor[first + i]];
+        const uvmrt_tensor_t *t = ctx->tensors.by_id[ctx->sched.cur.use_tensor[first + i]];
         if (!t->placed_host) ws += t->footprint;
     }
     return ws;
@@ -173,12 +173,12 @@ uint64_t uvmrt__working_set(const uvmrt_context_t *ctx, size_t first, size_t n)
 
 int uvmrt__call_matches_record(const uvmrt_context_t *ctx, size_t i)
 {
-    if (i >= ctx->record.n_calls) return 0;
-    const uvmrt_call_t *a = &ctx->cur.calls[i], *b = &ctx->record.calls[i];
+    if (i >= ctx->sched.record.n_calls) return 0;
+    const uvmrt_call_t *a = &ctx->sched.cur.calls[i], *b = &ctx->sched.record.calls[i];
     if (a->layer != b->layer || a->phase != b->phase || a->n_uses != b->n_uses) return 0;
     for (size_t k = 0; k < a->n_uses; k++)
-        if (ctx->cur.use_tensor[a->use_first + k] != ctx->record.use_tensor[b->use_first + k] ||
-            ctx->cur.use_access[a->use_first + k] != ctx->record.use_access[b->use_first + k])
+        if (ctx->sched.cur.use_tensor[a->use_first + k] != ctx->sched.record.use_tensor[b->use_first + k] ||
+            ctx->sched.cur.use_access[a->use_first + k] != ctx->sched.record.use_access[b->use_first + k])
             return 0;
     return 1;
 }
@@ -186,7 +186,7 @@ int uvmrt__call_matches_record(const uvmrt_context_t *ctx, size_t i)
 static int used_by(const uvmrt_context_t *ctx, const uvmrt_call_t *c, int tensor)
 {
     for (size_t k = 0; k < c->n_uses; k++)
-        if (ctx->cur.use_tensor[c->use_first + k] == tensor) return 1;
+        if (ctx->sched.cur.use_tensor[c->use_first + k] == tensor) return 1;
     return 0;
 }
 
@@ -207,20 +207,20 @@ uvmrt_status_t uvmrt__demand_path(uvmrt_context_t *ctx, const uvmrt_call_t *c)
 {
     uint64_t need = 0;
     for (size_t k = 0; k < c->n_uses; k++) {
-        const uvmrt_tensor_t *t = ctx->tensors[ctx->cur.use_tensor[c->use_first + k]];
+        const uvmrt_tensor_t *t = ctx->tensors.by_id[ctx->sched.cur.use_tensor[c->use_first + k]];
         if (!t->resident && !t->host_homed) need += t->footprint;
     }
     if (need == 0) return UVMRT_OK;
     uvmrt_status_t st = UVMRT_OK;
-    if (ctx->cfg.policy != UVMRT_POLICY_NONE && ctx->resident_bytes + need > ctx->budget) {
-        uvmrt_tensor_t **victims = malloc((size_t)ctx->n_tensors * sizeof *victims);
-        uvmrt_range_t *ranges = malloc((size_t)ctx->n_tensors * sizeof *ranges);
+    if (ctx->cfg.policy != UVMRT_POLICY_NONE && ctx->res.bytes + need > ctx->budget) {
+        uvmrt_tensor_t **victims = malloc((size_t)ctx->tensors.n * sizeof *victims);
+        uvmrt_range_t *ranges = malloc((size_t)ctx->tensors.n * sizeof *ranges);
         size_t nv = 0;
         uint64_t freed = 0;
         if (victims == NULL || ranges == NULL) st = UVMRT_ERR_NOMEM;
-        for (int id = 0; st == UVMRT_OK && id < ctx->n_tensors &&
-                         ctx->resident_bytes - freed + need > ctx->budget; id++) {
-            uvmrt_tensor_t *t = ctx->tensors[id];
+        for (int id = 0; st == UVMRT_OK && id < ctx->tensors.n &&
+                         ctx->res.bytes - freed + need > ctx->budget; id++) {
+            uvmrt_tensor_t *t = ctx->tensors.by_id[id];
             if (t->magic != UVMRT_TENSOR_MAGIC || !t->resident || used_by(ctx, c, id)) continue;
             st = uvmrt__ring_wait(ctx, c->stream, t->ready);
             if (st == UVMRT_OK) st = uvmrt__ring_wait(ctx, c->stream, t->last_use); /* other streams' work */
@@ -242,11 +242,11 @@ uvmrt_status_t uvmrt__demand_path(uvmrt_context_t *ctx, const uvmrt_call_t *c)
         free(ranges);
     }
     for (size_t k = 0; st == UVMRT_OK && k < c->n_uses; k++) {
-        const uvmrt_tensor_t *t = ctx->tensors[ctx->cur.use_tensor[c->use_first + k]];
+        const uvmrt_tensor_t *t = ctx->tensors.by_id[ctx->sched.cur.use_tensor[c->use_first + k]];
         if (!t->resident && !t->host_homed) st = uvmrt__ring_wait(ctx, c->stream, t->leaving); /* its write-back first */
     }
     for (size_t k = 0; st == UVMRT_OK && k < c->n_uses; k++) {
-        uvmrt_tensor_t *t = ctx->tensors[ctx->cur.use_tensor[c->use_first + k]];
+        uvmrt_tensor_t *t = ctx->tensors.by_id[ctx->sched.cur.use_tensor[c->use_first + k]];
         if (t->resident || t->host_homed) continue;
         t->resident = 1;
         t->ready = 0;
@@ -261,27 +261,27 @@ uvmrt_status_t uvmrt__demand_path(uvmrt_context_t *ctx, const uvmrt_call_t *c)
 uvmrt_status_t uvmrt__late_path(uvmrt_context_t *ctx, const uvmrt_call_t *c, int event)
 {
     uvmrt_batch_t b;
-    if (uvmrt__batch_init(&b, ctx->n_tensors) != 0) return UVMRT_ERR_NOMEM;
+    if (uvmrt__batch_init(&b, ctx->tensors.n) != 0) return UVMRT_ERR_NOMEM;
     uint64_t need = 0;
     for (size_t k = 0; k < c->n_uses; k++) {
-        uvmrt_tensor_t *t = ctx->tensors[ctx->cur.use_tensor[c->use_first + k]];
+        uvmrt_tensor_t *t = ctx->tensors.by_id[ctx->sched.cur.use_tensor[c->use_first + k]];
         if (!t->resident && !t->host_homed) {
             b.fetch[b.n_fetch++] = t;
             need += t->footprint;
         }
     }
-    uint64_t resident = ctx->resident_bytes;
+    uint64_t resident = ctx->res.bytes;
     while (resident + need > ctx->budget) {
         uvmrt_tensor_t *victim = NULL;
         int32_t far = -1;
-        for (int id = 0; id < ctx->n_tensors; id++) {
-            uvmrt_tensor_t *t = ctx->tensors[id];
+        for (int id = 0; id < ctx->tensors.n; id++) {
+            uvmrt_tensor_t *t = ctx->tensors.by_id[id];
             if (t->magic != UVMRT_TENSOR_MAGIC || !t->resident || used_by(ctx, c, id)) continue;
             int dup = 0;
             for (size_t i = 0; i < b.n_evict; i++) dup |= b.evict[i] == t;
             for (size_t i = 0; i < b.n_discard; i++) dup |= b.discard[i] == t;
             if (dup) continue;
-            int32_t nu = uvmrt_plan_next_use(&ctx->plan, event, id);
+            int32_t nu = uvmrt_plan_next_use(&ctx->sched.plan, event, id);
             if (nu > far) {
                 far = nu;
                 victim = t;
@@ -290,9 +290,9 @@ uvmrt_status_t uvmrt__late_path(uvmrt_context_t *ctx, const uvmrt_call_t *c, int
         if (victim == NULL) break; /* cannot happen: the working set fits the budget */
         unsigned acc = 0;
         if (far != UVMRT_NEVER) {
-            const uvmrt_call_t *nc = &ctx->record.calls[(event + far) % ctx->plan.m];
+            const uvmrt_call_t *nc = &ctx->sched.record.calls[(event + far) % ctx->sched.plan.m];
             for (size_t k = 0; k < nc->n_uses; k++)
-                if (ctx->record.use_tensor[nc->use_first + k] == victim->id) acc = ctx->record.use_access[nc->use_first + k];
+                if (ctx->sched.record.use_tensor[nc->use_first + k] == victim->id) acc = ctx->sched.record.use_access[nc->use_first + k];
         }
         if (ctx->cfg.discard_dead && far != UVMRT_NEVER && !(acc & UVMRT_USE_READ)) b.discard[b.n_discard++] = victim;
         else b.evict[b.n_evict++] = victim;
@@ -301,4 +301,25 @@ uvmrt_status_t uvmrt__late_path(uvmrt_context_t *ctx, const uvmrt_call_t *c, int
     uvmrt_status_t st = uvmrt__issue_batch(ctx, &b, c->layer, c->phase);
     uvmrt__batch_free(&b);
     return st;
+}
+
+/* ------------------------------------------------------------------ invalidation */
+void uvmrt__plan_drop(uvmrt_context_t *ctx)
+{
+    if (!ctx->sched.have_plan) return;
+    uvmrt_plan_free(&ctx->sched.plan);
+    ctx->sched.have_plan = 0;
+}
+
+void uvmrt__sched_tensors_added(uvmrt_context_t *ctx)
+{
+    free(ctx->sched.scratch_resident); /* sized by the tensor count: made again when needed */
+    ctx->sched.scratch_resident = NULL;
+    uvmrt__plan_drop(ctx);
+}
+
+void uvmrt__sched_tensor_freed(uvmrt_context_t *ctx)
+{
+    ctx->sched.have_record = 0;
+    uvmrt__plan_drop(ctx);
 }

@@ -54,7 +54,8 @@ static uint64_t counter_of(const uvmrt_layer_stats_t *s, const counter_col_t *c)
  * maps them to the kept steps (a bounded history adds its offset here). */
 static const uvmrt_step_stats_t *kept_step(const uvmrt_context_t *ctx, uint64_t step)
 {
-    return step >= ctx->steps_before && step < uvmrt__steps_done(ctx) ? &ctx->steps[step - ctx->steps_before] : NULL;
+    const uvmrt_history_t *h = &ctx->hist;
+    return step >= h->steps_before && step < uvmrt__steps_done(ctx) ? &h->steps[step - h->steps_before] : NULL;
 }
 
 /* ------------------------------------------------------------------ names */
@@ -176,7 +177,7 @@ static int is_top(const uvmrt_context_t *ctx, int l, int p, int by_wait)
     uint64_t mine = by_wait ? me->wait_ns : faults_of(ctx, me);
     if (mine == 0) return 0;
     int better = 0;
-    for (int i = 0; i < ctx->n_layers; i++)
+    for (int i = 0; i < ctx->tensors.n_layers; i++)
         for (int q = 0; q < UVMRT_PHASE_COUNT; q++) {
             uvmrt__steady_layer(ctx, i, q, &o_s);
             const uvmrt_layer_stats_t *o = &o_s;
@@ -256,7 +257,7 @@ static uvmrt_status_t text_recording_step(const uvmrt_context_t *ctx, FILE *f, c
 /* UVMRT_ERR_NOMEM when a name could not be made; write errors are left to ferror. */
 static uvmrt_status_t write_text(const uvmrt_context_t *ctx, FILE *f)
 {
-    char *backend = utf8_clean(ctx->ops->name);
+    char *backend = utf8_clean(ctx->be.ops->name);
     if (backend == NULL) return UVMRT_ERR_NOMEM;
     fprintf(f, "uvmrt %s report: policy %s, backend %s", uvmrt_version_string(), uvmrt_policy_name(ctx->cfg.policy),
             backend);
@@ -266,7 +267,7 @@ static uvmrt_status_t write_text(const uvmrt_context_t *ctx, FILE *f)
     uvmrt_summary_get(ctx, &sum);
     fprintf(f, ", budget %.2f GiB, tensors %.2f GiB, peak resident %.2f GiB, kept in host memory %.2f GiB, "
                "steps %llu, fault statistics: %s\n",
-            ctx->budget / GIB, ctx->allocated_bytes / GIB, ctx->peak_resident_bytes / GIB,
+            ctx->budget / GIB, ctx->tensors.allocated_bytes / GIB, ctx->res.peak_bytes / GIB,
             sum.host_homed_bytes / GIB, (unsigned long long)sum.steps, sum.fault_stats_source);
     if (uvmrt__faults_active(ctx) && sum.steps > 0) {
         fprintf(f, "driver's counters from %llu of %llu steps (", (unsigned long long)sum.fault_sampled_steps,
@@ -283,7 +284,7 @@ static uvmrt_status_t write_text(const uvmrt_context_t *ctx, FILE *f)
     text_header(f, cols, n);
     uvmrt_layer_stats_t total;
     memset(&total, 0, sizeof total);
-    for (int l = 0; l < ctx->n_layers; l++)
+    for (int l = 0; l < ctx->tensors.n_layers; l++)
         for (int p = 0; p < UVMRT_PHASE_COUNT; p++) {
             uvmrt_layer_stats_t steady;
             uvmrt__steady_layer(ctx, l, p, &steady);
@@ -292,7 +293,7 @@ static uvmrt_status_t write_text(const uvmrt_context_t *ctx, FILE *f)
             char mark[4] = "";
             if (is_top(ctx, l, p, 0)) strcat(mark, "*");
             if (is_top(ctx, l, p, 1)) strcat(mark, "!");
-            if (text_row(f, ctx->layers[l].name, uvmrt_phase_name((uvmrt_phase_t)p), s, mark, cols, n) != 0)
+            if (text_row(f, ctx->tensors.layers[l].name, uvmrt_phase_name((uvmrt_phase_t)p), s, mark, cols, n) != 0)
                 return UVMRT_ERR_NOMEM;
             add_layer(&total, s);
         }
@@ -317,9 +318,9 @@ static uvmrt_status_t write_text(const uvmrt_context_t *ctx, FILE *f)
                 sum.unattributed_htod_bytes / MIB, sum.unattributed_dtoh_bytes / MIB,
                 (unsigned long long)sum.unattributed_cpu_faults);
     if (text_recording_step(ctx, f, cols, n) != UVMRT_OK) return UVMRT_ERR_NOMEM;
-    fprintf(f, "step ms (steps %llu..%llu%s):", (unsigned long long)ctx->steps_before + 1,
-            (unsigned long long)uvmrt__steps_done(ctx), ctx->steps_before ? ", older ones summed out of the history" : "");
-    for (uint64_t i = 0; i < ctx->n_steps; i++) fprintf(f, " %.2f", ctx->steps[i].step_ns / 1e6);
+    fprintf(f, "step ms (steps %llu..%llu%s):", (unsigned long long)ctx->hist.steps_before + 1,
+            (unsigned long long)uvmrt__steps_done(ctx), ctx->hist.steps_before ? ", older ones summed out of the history" : "");
+    for (uint64_t i = 0; i < ctx->hist.n_steps; i++) fprintf(f, " %.2f", ctx->hist.steps[i].step_ns / 1e6);
     fprintf(f, "\n");
     uvmrt__memsum_text(ctx, f); /* the memory summary section (memsum.c) */
     return UVMRT_OK;
@@ -408,15 +409,15 @@ static json_t *build_json(const uvmrt_context_t *ctx)
     json_t *root = jb_obj(b);
     jb_set(b, root, "uvmrt_version", jb_str(b, uvmrt_version_string()));
     jb_set(b, root, "policy", jb_str(b, uvmrt_policy_name(ctx->cfg.policy)));
-    jb_set(b, root, "backend", jb_str(b, ctx->ops->name));
+    jb_set(b, root, "backend", jb_str(b, ctx->be.ops->name));
     jb_set(b, root, "profile", jb_str(b, ctx->profile->name));
     jb_set(b, root, "budget_bytes", json_u64(ctx->budget));
-    jb_set(b, root, "allocated_bytes", json_u64(ctx->allocated_bytes));
-    jb_set(b, root, "peak_resident_bytes", json_u64(ctx->peak_resident_bytes));
+    jb_set(b, root, "allocated_bytes", json_u64(ctx->tensors.allocated_bytes));
+    jb_set(b, root, "peak_resident_bytes", json_u64(ctx->res.peak_bytes));
     uvmrt_summary_t sum;
     uvmrt_summary_get(ctx, &sum);
     jb_set(b, root, "host_homed_bytes", json_u64(sum.host_homed_bytes));
-    jb_set(b, root, "plans_built", json_u64(ctx->plans_built));
+    jb_set(b, root, "plans_built", json_u64(ctx->sched.plans_built));
     jb_set(b, root, "fault_stats_source", jb_str(b, sum.fault_stats_source));
     json_t *fsam = jb_obj(b);
     jb_set(b, fsam, "every", sum.fault_sample_every > 0 ? json_integer(sum.fault_sample_every) : jb_str(b, "auto"));
@@ -427,26 +428,26 @@ static json_t *build_json(const uvmrt_context_t *ctx)
     jb_set(b, root, "fault_records_lost", json_u64(sum.fault_records_lost));
     jb_set(b, root, "backend_errors", json_u64(sum.backend_errors));
     json_t *un = jb_obj(b);
-    jb_set(b, un, "records", json_u64(ctx->unattr.records));
-#define J_UN(name, tag, src, ...) UVMRT__DRIVER_##src(jb_set(b, un, #name, json_u64(ctx->unattr.c.v[FC_##tag]));)
+    jb_set(b, un, "records", json_u64(ctx->hist.unattr.records));
+#define J_UN(name, tag, src, ...) UVMRT__DRIVER_##src(jb_set(b, un, #name, json_u64(ctx->hist.unattr.c.v[FC_##tag]));)
     UVMRT_COUNTERS(J_UN)
 #undef J_UN
     jb_set(b, root, "unattributed", un);
     json_t *step_ns = jb_arr(b), *steps = jb_arr(b);
-    for (uint64_t i = 0; i < ctx->n_steps && !b->failed; i++) {
-        jb_append(b, step_ns, json_u64(ctx->steps[i].step_ns));
-        jb_append(b, steps, step_json(b, &ctx->steps[i]));
+    for (uint64_t i = 0; i < ctx->hist.n_steps && !b->failed; i++) {
+        jb_append(b, step_ns, json_u64(ctx->hist.steps[i].step_ns));
+        jb_append(b, steps, step_json(b, &ctx->hist.steps[i]));
     }
-    jb_set(b, root, "steps_dropped", json_u64(ctx->steps_before)); /* step_ns[0] is step steps_dropped + 1 */
+    jb_set(b, root, "steps_dropped", json_u64(ctx->hist.steps_before)); /* step_ns[0] is step steps_dropped + 1 */
     jb_set(b, root, "step_ns", step_ns);
     jb_set(b, root, "steps", steps);
     json_t *layers = jb_arr(b);
-    for (int l = 0; l < ctx->n_layers && !b->failed; l++) {
+    for (int l = 0; l < ctx->tensors.n_layers && !b->failed; l++) {
         json_t *o = jb_obj(b);
-        jb_set(b, o, "name", jb_str(b, ctx->layers[l].name));
+        jb_set(b, o, "name", jb_str(b, ctx->tensors.layers[l].name));
         for (int p = 0; p < UVMRT_PHASE_COUNT; p++)
-            if (ctx->layers[l].stats[p].calls > 0)
-                jb_set(b, o, uvmrt_phase_name((uvmrt_phase_t)p), phase_json(b, &ctx->layers[l].stats[p]));
+            if (ctx->tensors.layers[l].stats[p].calls > 0)
+                jb_set(b, o, uvmrt_phase_name((uvmrt_phase_t)p), phase_json(b, &ctx->tensors.layers[l].stats[p]));
         jb_append(b, layers, o);
     }
     jb_set(b, root, "layers", layers);
@@ -485,16 +486,16 @@ static uvmrt_status_t write_csv(const uvmrt_context_t *ctx, FILE *f)
     for (size_t c = 0; c < N_COUNTERS; c++)
         if (counter_cols[c].csv) fprintf(f, ",%s", counter_cols[c].name);
     fprintf(f, ",step_ns,fault_sampled\n");
-    for (size_t i = 0; i < ctx->n_rows; i++) {
-        const uvmrt_step_row_t *r = &ctx->rows[i];
+    for (size_t i = 0; i < ctx->hist.n_rows; i++) {
+        const uvmrt_step_row_t *r = &ctx->hist.rows[i];
         /* the backend's and the layer's names are the user's: quoted when they could need it */
         fprintf(f, "%s,", uvmrt_policy_name(ctx->cfg.policy));
-        if (strspn(ctx->ops->name, "abcdefghijklmnopqrstuvwxyz0123456789_-") == strlen(ctx->ops->name))
-            fputs(ctx->ops->name, f);
-        else if (csv_quoted(f, ctx->ops->name) != 0)
+        if (strspn(ctx->be.ops->name, "abcdefghijklmnopqrstuvwxyz0123456789_-") == strlen(ctx->be.ops->name))
+            fputs(ctx->be.ops->name, f);
+        else if (csv_quoted(f, ctx->be.ops->name) != 0)
             return UVMRT_ERR_NOMEM;
         fprintf(f, ",%s,%llu,%d,", uvmrt__faults_source(ctx), (unsigned long long)r->step + 1, r->layer); /* steps from 1 */
-        if (csv_quoted(f, ctx->layers[r->layer].name) != 0) return UVMRT_ERR_NOMEM;
+        if (csv_quoted(f, ctx->tensors.layers[r->layer].name) != 0) return UVMRT_ERR_NOMEM;
         fprintf(f, ",%s", uvmrt_phase_name(r->phase));
         for (size_t c = 0; c < N_COUNTERS; c++)
             if (counter_cols[c].csv) fprintf(f, ",%llu", (unsigned long long)counter_of(&r->s, &counter_cols[c]));
@@ -546,9 +547,9 @@ static json_t *build_trace(const uvmrt_context_t *ctx)
     jb_append(b, ev, thread_name(b, 1, "compute (layer calls)"));
     jb_append(b, ev, thread_name(b, 2, "copy: prefetch to GPU"));
     jb_append(b, ev, thread_name(b, 3, "copy: evict to host"));
-    for (size_t i = 0; i < ctx->n_spans && !b->failed; i++) {
-        const uvmrt_span_t *sp = &ctx->spans[i];
-        const char *layer = ctx->layers[sp->layer].name, *phase = uvmrt_phase_name(sp->phase);
+    for (size_t i = 0; i < ctx->hist.n_spans && !b->failed; i++) {
+        const uvmrt_span_t *sp = &ctx->hist.spans[i];
+        const char *layer = ctx->tensors.layers[sp->layer].name, *phase = uvmrt_phase_name(sp->phase);
         size_t n = strlen(layer) + strlen(phase) + 2;
         char *name = malloc(n); /* whole: a cut could split a character */
         if (name == NULL) {
@@ -569,13 +570,13 @@ static json_t *build_trace(const uvmrt_context_t *ctx)
         jb_set(b, e, "args", a);
         jb_append(b, ev, e);
         /* fault bursts: a counter, up at the call's start, back to 0 at its end */
-        if (sp->gpu_faults > 0 || (i > 0 && ctx->spans[i - 1].gpu_faults > 0))
+        if (sp->gpu_faults > 0 || (i > 0 && ctx->hist.spans[i - 1].gpu_faults > 0))
             jb_append(b, ev, fault_counter(b, sp->start_ns / 1e3, sp->gpu_faults));
     }
-    if (ctx->n_spans > 0 && ctx->spans[ctx->n_spans - 1].gpu_faults > 0)
-        jb_append(b, ev, fault_counter(b, ctx->spans[ctx->n_spans - 1].end_ns / 1e3, 0));
-    for (size_t i = 0; i < ctx->n_copies && !b->failed; i++) {
-        const uvmrt_copy_span_t *cp = &ctx->copies[i];
+    if (ctx->hist.n_spans > 0 && ctx->hist.spans[ctx->hist.n_spans - 1].gpu_faults > 0)
+        jb_append(b, ev, fault_counter(b, ctx->hist.spans[ctx->hist.n_spans - 1].end_ns / 1e3, 0));
+    for (size_t i = 0; i < ctx->hist.n_copies && !b->failed; i++) {
+        const uvmrt_copy_span_t *cp = &ctx->hist.copies[i];
         json_t *e = trace_event(b, cp->d2h ? "evict" : "prefetch", "X", cp->d2h ? 3 : 2, cp->start_ns / 1e3);
         jb_set(b, e, "dur", json_real((cp->end_ns - cp->start_ns) / 1e3));
         json_t *a = jb_obj(b);
@@ -590,7 +591,7 @@ static json_t *build_trace(const uvmrt_context_t *ctx)
     json_t *meta = jb_obj(b);
     jb_set(b, meta, "uvmrt_version", jb_str(b, uvmrt_version_string()));
     jb_set(b, meta, "policy", jb_str(b, uvmrt_policy_name(ctx->cfg.policy)));
-    jb_set(b, meta, "backend", jb_str(b, ctx->ops->name));
+    jb_set(b, meta, "backend", jb_str(b, ctx->be.ops->name));
     jb_set(b, meta, "fault_stats_source", jb_str(b, uvmrt__faults_source(ctx)));
     jb_set(b, root, "otherData", meta);
     if (b->failed) {
@@ -657,12 +658,12 @@ static uvmrt_status_t text_recording_step(const uvmrt_context_t *ctx, FILE *f, c
     fprintf(f, "recording step (step 1, runs like demand while the sequence is recorded):\n");
     uvmrt_layer_stats_t total;
     memset(&total, 0, sizeof total);
-    for (int l = 0; l < ctx->n_layers; l++)
+    for (int l = 0; l < ctx->tensors.n_layers; l++)
         for (int p = 0; p < UVMRT_PHASE_COUNT; p++) {
             uvmrt_layer_stats_t s;
             uvmrt__steady_recording(ctx, l, p, &s);
             if (s.calls == 0) continue;
-            if (text_row(f, ctx->layers[l].name, uvmrt_phase_name((uvmrt_phase_t)p), &s, "", cols, n) != 0)
+            if (text_row(f, ctx->tensors.layers[l].name, uvmrt_phase_name((uvmrt_phase_t)p), &s, "", cols, n) != 0)
                 return UVMRT_ERR_NOMEM;
             add_layer(&total, &s);
         }
@@ -676,9 +677,9 @@ static json_t *json_recording_step(jb_t *b, const uvmrt_context_t *ctx)
     if (ctx->rec_rows == NULL) return json_null();
     json_t *o = jb_obj(b), *layers = jb_arr(b);
     jb_set(b, o, "step", json_integer(1));
-    for (int l = 0; l < ctx->n_layers && !b->failed; l++) {
+    for (int l = 0; l < ctx->tensors.n_layers && !b->failed; l++) {
         json_t *lo = jb_obj(b);
-        jb_set(b, lo, "name", jb_str(b, ctx->layers[l].name));
+        jb_set(b, lo, "name", jb_str(b, ctx->tensors.layers[l].name));
         for (int p = 0; p < UVMRT_PHASE_COUNT; p++) {
             uvmrt_layer_stats_t s;
             uvmrt__steady_recording(ctx, l, p, &s);
@@ -700,14 +701,14 @@ static void trace_timeline(jb_t *b, const uvmrt_context_t *ctx, json_t *ev)
 {
     char pname[160];
     snprintf(pname, sizeof pname, "uvmrt: %s (policy %s, backend %s)", uvmrt__program_name(),
-             uvmrt_policy_name(ctx->cfg.policy), ctx->ops->name);
+             uvmrt_policy_name(ctx->cfg.policy), ctx->be.ops->name);
     json_t *pn = trace_event(b, "process_name", "M", 1, 0), *pa = jb_obj(b);
     jb_set(b, pa, "name", jb_str(b, pname));
     jb_set(b, pn, "args", pa);
     jb_append(b, ev, pn);
     uint64_t marked = UINT64_MAX;
-    for (size_t i = 0; i < ctx->n_spans && !b->failed; i++) {
-        const uvmrt_span_t *sp = &ctx->spans[i];
+    for (size_t i = 0; i < ctx->hist.n_spans && !b->failed; i++) {
+        const uvmrt_span_t *sp = &ctx->hist.spans[i];
         if (sp->step != marked) { /* spans are kept in step order */
             char name[48];
             snprintf(name, sizeof name, "step %llu", (unsigned long long)sp->step + 1);

@@ -19,10 +19,10 @@
 
 void uvmrt__stat_add(uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, int kind, uint64_t v)
 {
-    uvmrt_layer_stats_t *l = &ctx->layers[layer].stats[phase];
-    uvmrt_step_stats_t *s = &ctx->cur_stats;
+    uvmrt_layer_stats_t *l = &ctx->tensors.layers[layer].stats[phase];
+    uvmrt_step_stats_t *s = &ctx->stats.cur;
     int row = layer * UVMRT_PHASE_COUNT + (int)phase;
-    uvmrt_layer_stats_t *r = row < ctx->n_cur_rows ? &ctx->cur_rows[row] : NULL; /* kept for csv */
+    uvmrt_layer_stats_t *r = row < ctx->stats.n_cur_rows ? &ctx->stats.cur_rows[row] : NULL; /* kept for csv */
     switch (kind) {
     case STAT_CALL:
         l->calls++;
@@ -64,9 +64,9 @@ void uvmrt__stat_add_fc(uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, co
                         uvmrt_step_stats_t *s, uvmrt_layer_stats_t *row)
 {
     int r = layer * UVMRT_PHASE_COUNT + (int)phase;
-    uvmrt__fc_into_layer(&ctx->layers[layer].stats[phase], fc);
-    fc_into_step(s ? s : &ctx->cur_stats, fc);
-    if (row == NULL && r < ctx->n_cur_rows) row = &ctx->cur_rows[r];
+    uvmrt__fc_into_layer(&ctx->tensors.layers[layer].stats[phase], fc);
+    fc_into_step(s ? s : &ctx->stats.cur, fc);
+    if (row == NULL && r < ctx->stats.n_cur_rows) row = &ctx->stats.cur_rows[r];
     if (row != NULL) uvmrt__fc_into_layer(row, fc);
 }
 
@@ -82,28 +82,59 @@ int uvmrt__grow(void **arr, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
+void uvmrt__resident_peak_reset(uvmrt_context_t *ctx) { ctx->res.peak_bytes = ctx->res.bytes; }
+
 void uvmrt__resident_add(uvmrt_context_t *ctx, int64_t delta)
 {
-    ctx->resident_bytes = (uint64_t)((int64_t)ctx->resident_bytes + delta);
-    if (ctx->resident_bytes > ctx->peak_resident_bytes) ctx->peak_resident_bytes = ctx->resident_bytes;
-    if (ctx->resident_bytes > ctx->cur_stats.peak_resident_bytes)
-        ctx->cur_stats.peak_resident_bytes = ctx->resident_bytes;
+    ctx->res.bytes = (uint64_t)((int64_t)ctx->res.bytes + delta);
+    if (ctx->res.bytes > ctx->res.peak_bytes) ctx->res.peak_bytes = ctx->res.bytes;
+    if (ctx->res.bytes > ctx->stats.cur.peak_resident_bytes)
+        ctx->stats.cur.peak_resident_bytes = ctx->res.bytes;
 }
 
-void uvmrt__stats_fold_step(uvmrt_context_t *ctx, const uvmrt_step_stats_t *s)
+uvmrt_status_t uvmrt__stats_rows_reserve(uvmrt_context_t *ctx, int nrows)
 {
-    if (ctx->n_steps == ctx->cap_steps) {
-        uint64_t cap = ctx->cap_steps ? 2 * ctx->cap_steps : 16;
-        uvmrt_step_stats_t *p = realloc(ctx->steps, cap * sizeof *p);
-        if (p == NULL) {
-            LOG_WARN(&ctx->log, "out of memory keeping step statistics: step %llu dropped",
-                     (unsigned long long)ctx->n_steps + 1);
-            return;
-        }
-        ctx->steps = p;
-        ctx->cap_steps = cap;
+    uvmrt_stats_state_t *st = &ctx->stats;
+    if (nrows == st->n_cur_rows) return UVMRT_OK;
+    uvmrt_layer_stats_t *r = realloc(st->cur_rows, (size_t)(nrows ? nrows : 1) * sizeof *r);
+    if (r == NULL) {
+        LOG_ERROR(&ctx->log, "uvmrt_step_begin: out of memory for %d (layer, phase) rows", nrows);
+        return UVMRT_ERR_NOMEM;
     }
-    ctx->steps[ctx->n_steps++] = *s;
+    if (nrows > st->n_cur_rows) memset(r + st->n_cur_rows, 0, (size_t)(nrows - st->n_cur_rows) * sizeof *r);
+    st->cur_rows = r;
+    st->n_cur_rows = nrows;
+    return UVMRT_OK;
+}
+
+/* cur and cur_rows were cleared by the last step end: what a failed step begin
+ * moved stays counted there, for the step that runs next. */
+void uvmrt__stats_step_begin(uvmrt_context_t *ctx, int collect)
+{
+    ctx->stats.cur.fault_sampled = collect;
+    if (ctx->res.bytes > ctx->stats.cur.peak_resident_bytes) ctx->stats.cur.peak_resident_bytes = ctx->res.bytes;
+}
+
+void uvmrt__stats_copy_busy(uvmrt_context_t *ctx, int d2h, uint64_t ns)
+{
+    if (d2h) ctx->stats.cur.d2h_busy_ns += ns;
+    else ctx->stats.cur.h2d_busy_ns += ns;
+}
+
+void uvmrt__stats_step_time(uvmrt_context_t *ctx, uint64_t step_ns) { ctx->stats.cur.step_ns = step_ns; }
+
+void uvmrt__stats_step_clear(uvmrt_context_t *ctx)
+{
+    uvmrt_stats_state_t *st = &ctx->stats;
+    memset(&st->cur, 0, sizeof st->cur);
+    if (st->n_cur_rows > 0) memset(st->cur_rows, 0, (size_t)st->n_cur_rows * sizeof *st->cur_rows);
+}
+
+void uvmrt__stats_free(uvmrt_context_t *ctx)
+{
+    free(ctx->stats.cur_rows);
+    ctx->stats.cur_rows = NULL;
+    ctx->stats.n_cur_rows = 0;
 }
 
 uvmrt_status_t uvmrt_layer_stats_get(const uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase,
@@ -114,12 +145,12 @@ uvmrt_status_t uvmrt_layer_stats_get(const uvmrt_context_t *ctx, int layer, uvmr
         LOG_ERROR(&ctx->log, "uvmrt_layer_stats_get: out is NULL: expected a uvmrt_layer_stats_t to fill");
         return UVMRT_ERR_INVALID;
     }
-    if (layer < 0 || layer >= ctx->n_layers || (unsigned)phase >= UVMRT_PHASE_COUNT) {
+    if (layer < 0 || layer >= ctx->tensors.n_layers || (unsigned)phase >= UVMRT_PHASE_COUNT) {
         LOG_ERROR(&ctx->log, "uvmrt_layer_stats_get: layer %d phase %d: expected layer 0..%d and a phase", layer,
-                  (int)phase, ctx->n_layers - 1);
+                  (int)phase, ctx->tensors.n_layers - 1);
         return UVMRT_ERR_INVALID;
     }
-    *out = ctx->layers[layer].stats[phase];
+    *out = ctx->tensors.layers[layer].stats[phase];
     return UVMRT_OK;
 }
 
@@ -135,13 +166,13 @@ uvmrt_status_t uvmrt_step_stats_get(const uvmrt_context_t *ctx, uint64_t step, u
                   (unsigned long long)step, (long long)uvmrt__steps_done(ctx) - 1);
         return UVMRT_ERR_INVALID;
     }
-    if (step < ctx->steps_before) { /* history: the last UVMRT_HISTORY steps are kept */
+    if (step < ctx->hist.steps_before) { /* history: the last UVMRT_HISTORY steps are kept */
         LOG_ERROR(&ctx->log, "uvmrt_step_stats_get: step %llu is no longer kept: the oldest kept step is %llu "
                              "(UVMRT_HISTORY=%d keeps the last steps; totals are in uvmrt_summary_get)",
-                  (unsigned long long)step, (unsigned long long)ctx->steps_before, ctx->cfg.history);
+                  (unsigned long long)step, (unsigned long long)ctx->hist.steps_before, ctx->cfg.history);
         return UVMRT_ERR_NOT_FOUND;
     }
-    *out = ctx->steps[step - ctx->steps_before];
+    *out = ctx->hist.steps[step - ctx->hist.steps_before];
     return UVMRT_OK;
 }
 
@@ -155,18 +186,18 @@ uvmrt_status_t uvmrt_summary_get(const uvmrt_context_t *ctx, uvmrt_summary_t *ou
     memset(out, 0, sizeof *out);
     out->steps = uvmrt__steps_done(ctx);
     out->budget_bytes = ctx->budget;
-    out->resident_bytes = ctx->resident_bytes;
-    out->peak_resident_bytes = ctx->peak_resident_bytes;
-    out->allocated_bytes = ctx->allocated_bytes;
-    out->plans_built = ctx->plans_built;
-    for (int l = 0; l < ctx->n_layers; l++)
+    out->resident_bytes = ctx->res.bytes;
+    out->peak_resident_bytes = ctx->res.peak_bytes;
+    out->allocated_bytes = ctx->tensors.allocated_bytes;
+    out->plans_built = ctx->sched.plans_built;
+    for (int l = 0; l < ctx->tensors.n_layers; l++)
         for (int p = 0; p < UVMRT_PHASE_COUNT; p++) {
-            const uvmrt_layer_stats_t *s = &ctx->layers[l].stats[p];
+            const uvmrt_layer_stats_t *s = &ctx->tensors.layers[l].stats[p];
 #define SUM(name, tag, src, step, sum, ...) UVMRT__IF_##sum(out->name += s->name;)
             UVMRT_COUNTERS(SUM)
 #undef SUM
         }
-    const uvmrt_attrib_unattributed_t *u = &ctx->unattr;
+    const uvmrt_attrib_unattributed_t *u = &ctx->hist.unattr;
     out->unattributed_records = u->records;
     out->unattributed_gpu_faults = u->c.v[FC_GPU_FAULTS];
     out->unattributed_htod_bytes =
@@ -174,18 +205,18 @@ uvmrt_status_t uvmrt_summary_get(const uvmrt_context_t *ctx, uvmrt_summary_t *ou
     out->unattributed_dtoh_bytes = u->c.v[FC_EVICT_DTOH];
     out->unattributed_cpu_faults = u->c.v[FC_CPU_FAULTS];
     out->fault_stats_source = uvmrt__faults_source(ctx);
-    out->backend_errors = ctx->backend_errors;
+    out->backend_errors = ctx->be.errors;
     if (uvmrt__faults_active(ctx)) {
-        out->fault_sampled_steps = ctx->sampler.sampled;
+        out->fault_sampled_steps = ctx->faults.sampler.sampled;
         out->fault_sample_every = ctx->cfg.fault_sample_every;
-        out->fault_sample_period = ctx->sampler.period;
-        out->fault_sample_overhead = ctx->sampler.overhead;
-        out->fault_records_lost = ctx->fault_records_lost;
+        out->fault_sample_period = ctx->faults.sampler.period;
+        out->fault_sample_overhead = ctx->faults.sampler.overhead;
+        out->fault_records_lost = ctx->faults.records_lost;
     } else {
         out->fault_sample_overhead = -1.0;
     }
-    for (int t = 0; t < ctx->n_tensors; t++)
-        if (ctx->tensors[t]->magic == UVMRT_TENSOR_MAGIC && ctx->tensors[t]->host_homed)
-            out->host_homed_bytes += ctx->tensors[t]->footprint;
+    for (int t = 0; t < ctx->tensors.n; t++)
+        if (ctx->tensors.by_id[t]->magic == UVMRT_TENSOR_MAGIC && ctx->tensors.by_id[t]->host_homed)
+            out->host_homed_bytes += ctx->tensors.by_id[t]->footprint;
     return UVMRT_OK;
 }

@@ -10,14 +10,14 @@
 void uvmrt__steady_note(uvmrt_context_t *ctx)
 {
     if (uvmrt__steps_done(ctx) != 1 || ctx->rec_rows != NULL) return;
-    size_t n = ctx->n_cur_rows > 0 ? (size_t)ctx->n_cur_rows : 1;
+    size_t n = ctx->stats.n_cur_rows > 0 ? (size_t)ctx->stats.n_cur_rows : 1;
     ctx->rec_rows = malloc(n * sizeof *ctx->rec_rows);
     if (ctx->rec_rows == NULL) {
         LOG_WARN(&ctx->log, "out of memory keeping step 1's rows: the per-layer tables include the recording step");
         return;
     }
-    if (ctx->n_cur_rows > 0) memcpy(ctx->rec_rows, ctx->cur_rows, n * sizeof *ctx->rec_rows);
-    ctx->n_rec_rows = ctx->n_cur_rows;
+    if (ctx->stats.n_cur_rows > 0) memcpy(ctx->rec_rows, ctx->stats.cur_rows, n * sizeof *ctx->rec_rows);
+    ctx->n_rec_rows = ctx->stats.n_cur_rows;
 }
 
 void uvmrt__steady_free(uvmrt_context_t *ctx)
@@ -41,7 +41,7 @@ void uvmrt__steady_recording(const uvmrt_context_t *ctx, int l, int p, uvmrt_lay
 
 void uvmrt__steady_layer(const uvmrt_context_t *ctx, int l, int p, uvmrt_layer_stats_t *out)
 {
-    *out = ctx->layers[l].stats[p];
+    *out = ctx->tensors.layers[l].stats[p];
     if (!uvmrt__steady_split(ctx)) return;
     uvmrt_layer_stats_t rec;
     uvmrt__steady_recording(ctx, l, p, &rec);

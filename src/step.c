@@ -16,38 +16,26 @@
 void uvmrt__exec_fini(uvmrt_context_t *ctx)
 {
     uvmrt_status_t st;
-    if (ctx->h2d_stream && (st = uvmrt__be_stream_sync(ctx, ctx->h2d_stream)) != UVMRT_OK)
+    if (ctx->ev.h2d_stream && (st = uvmrt__be_stream_sync(ctx, ctx->ev.h2d_stream)) != UVMRT_OK)
         uvmrt__be_absorb(ctx, "stream_sync (destroy)", st);
-    if (ctx->d2h_stream && (st = uvmrt__be_stream_sync(ctx, ctx->d2h_stream)) != UVMRT_OK)
+    if (ctx->ev.d2h_stream && (st = uvmrt__be_stream_sync(ctx, ctx->ev.d2h_stream)) != UVMRT_OK)
         uvmrt__be_absorb(ctx, "stream_sync (destroy)", st);
     uvmrt__clock_anchor(ctx);
     uvmrt__harvest_copy_timings(ctx, 1);
     uvmrt__attribute_rest(ctx);
-    uvmrt__be_event_destroy(ctx, ctx->anchor_ev);
-    uvmrt__be_stream_destroy(ctx, ctx->clock_stream);
-    ctx->anchor_ev = NULL;
-    ctx->clock_stream = NULL;
-    for (int i = 0; i < UVMRT_EVENT_RING; i++) uvmrt__be_event_destroy(ctx, ctx->ring[i]);
-    for (int i = 0; i < ctx->n_timing; i++) uvmrt__be_event_destroy(ctx, ctx->timing[i]);
-    for (int i = 0; i < ctx->n_copy_timing; i++) {
-        uvmrt__be_event_destroy(ctx, ctx->copy_timing[i].start);
-        uvmrt__be_event_destroy(ctx, ctx->copy_timing[i].end);
-    }
-    free(ctx->timing);
-    free(ctx->copy_timing);
-    free(ctx->cur.calls);
-    free(ctx->cur.use_tensor);
-    free(ctx->cur.use_access);
-    free(ctx->record.calls);
-    free(ctx->record.use_tensor);
-    free(ctx->record.use_access);
-    free(ctx->scratch_resident);
-    free(ctx->sync_slots);
-    free(ctx->scratch_ss);
-    free(ctx->scratch_sp);
-    free(ctx->scratch_fc);
-    uvmrt_plan_free(&ctx->plan);
+    uvmrt__events_free(ctx);
+    free(ctx->sched.cur.calls);
+    free(ctx->sched.cur.use_tensor);
+    free(ctx->sched.cur.use_access);
+    free(ctx->sched.record.calls);
+    free(ctx->sched.record.use_tensor);
+    free(ctx->sched.record.use_access);
+    free(ctx->sched.scratch_resident);
+    free(ctx->sched.sync_slots);
+    uvmrt_plan_free(&ctx->sched.plan);
 }
+
+void uvmrt__sched_init(uvmrt_context_t *ctx) { ctx->sched.open_call = -1; }
 
 /* ------------------------------------------------------------------ sequences */
 /* Room for `need` uses: the two use arrays always share one capacity. */
@@ -106,11 +94,11 @@ static unsigned default_access(uvmrt_role_t role, uvmrt_phase_t phase)
 /* Appends the call's uses (defaults, then extras replacing or adding) to cur. */
 static uvmrt_status_t resolve_uses(uvmrt_context_t *ctx, const uvmrt_layer_call_t *call, size_t first)
 {
-    uvmrt_sequence_t *s = &ctx->cur;
+    uvmrt_sequence_t *s = &ctx->sched.cur;
     if (!call->no_default_uses) {
-        const uvmrt_layer_t *L = &ctx->layers[call->layer];
+        const uvmrt_layer_t *L = &ctx->tensors.layers[call->layer];
         for (int i = 0; i < L->n_owned; i++) {
-            const uvmrt_tensor_t *t = ctx->tensors[L->owned[i]];
+            const uvmrt_tensor_t *t = ctx->tensors.by_id[L->owned[i]];
             unsigned acc = default_access(t->role, call->phase);
             if (acc && seq_add_use(s, t->id, acc)) return UVMRT_ERR_NOMEM;
         }
@@ -120,13 +108,13 @@ static uvmrt_status_t resolve_uses(uvmrt_context_t *ctx, const uvmrt_layer_call_
         unsigned acc = call->uses[u].access;
         if (t == NULL) {
             LOG_ERROR(&ctx->log, "layer '%s' %s: uses[%zu].tensor is not a live tensor of this context",
-                      ctx->layers[call->layer].name, uvmrt_phase_name(call->phase), u);
+                      ctx->tensors.layers[call->layer].name, uvmrt_phase_name(call->phase), u);
             return UVMRT_ERR_INVALID;
         }
         if ((acc & UVMRT_USE_READWRITE) == 0 || acc > (UVMRT_USE_READWRITE | UVMRT_USE_STREAM)) {
             LOG_ERROR(&ctx->log, "layer '%s' %s: uses[%zu] ('%s') access %u: expected UVMRT_USE_READ, "
                                  "UVMRT_USE_WRITE or UVMRT_USE_READWRITE, optionally | UVMRT_USE_STREAM",
-                      ctx->layers[call->layer].name, uvmrt_phase_name(call->phase), u, t->name, acc);
+                      ctx->tensors.layers[call->layer].name, uvmrt_phase_name(call->phase), u, t->name, acc);
             return UVMRT_ERR_INVALID;
         }
         size_t k = first;
@@ -141,54 +129,39 @@ static uvmrt_status_t resolve_uses(uvmrt_context_t *ctx, const uvmrt_layer_call_
 uvmrt_status_t uvmrt_step_begin(uvmrt_context_t *ctx)
 {
     if (ctx == NULL) return UVMRT_ERR_INVALID;
-    if (ctx->in_step) {
+    if (ctx->sched.in_step) {
         LOG_ERROR(&ctx->log, "uvmrt_step_begin: step %llu is still open (call uvmrt_step_end first)",
-                  (unsigned long long)ctx->step_index + 1);
+                  (unsigned long long)ctx->sched.step_index + 1);
         return UVMRT_ERR_STATE;
     }
-    int nrows = ctx->n_layers * UVMRT_PHASE_COUNT;
-    if (nrows != ctx->n_cur_rows) {
-        uvmrt_layer_stats_t *r = realloc(ctx->cur_rows, (size_t)(nrows ? nrows : 1) * sizeof *r);
-        if (r == NULL) {
-            LOG_ERROR(&ctx->log, "uvmrt_step_begin: out of memory for %d (layer, phase) rows", nrows);
-            return UVMRT_ERR_NOMEM;
-        }
-        if (nrows > ctx->n_cur_rows)
-            memset(r + ctx->n_cur_rows, 0, (size_t)(nrows - ctx->n_cur_rows) * sizeof *r);
-        ctx->cur_rows = r;
-        ctx->n_cur_rows = nrows;
-    }
+    uvmrt_status_t st = uvmrt__stats_rows_reserve(ctx, ctx->tensors.n_layers * UVMRT_PHASE_COUNT);
+    if (st != UVMRT_OK) return st;
     /* Sampling (sampling.h): does this step collect the driver's counters? A
      * step that does not stops the source first and gives what it still had
      * (the collecting step's tail) to that step. */
-    int collect = uvmrt__faults_active(ctx) && uvmrt_sampler_want(&ctx->sampler, uvmrt__steps_done(ctx));
-    if (!collect && ctx->fault_on) {
+    int collect = uvmrt__faults_active(ctx) && uvmrt_sampler_want(&ctx->faults.sampler, uvmrt__steps_done(ctx));
+    if (!collect && ctx->faults.on) {
         uvmrt__faults_switch(ctx, 0);
         uvmrt__attribute_rest(ctx);
-    } else if (collect && !ctx->fault_on) {
+    } else if (collect && !ctx->faults.on) {
         uvmrt__faults_switch(ctx, 1);
     }
-    /* cur_stats and cur_rows were cleared by the last step_end: what a failed
-     * step_begin moved stays counted there, for the step that runs next. */
-    ctx->cur_stats.fault_sampled = collect;
-    if (ctx->resident_bytes > ctx->cur_stats.peak_resident_bytes)
-        ctx->cur_stats.peak_resident_bytes = ctx->resident_bytes;
-    ctx->step_start_ns = uvmrt__be_now(ctx);
-    uvmrt_status_t st = UVMRT_OK;
-    if (ctx->cfg.policy == UVMRT_POLICY_PREFETCH && ctx->have_record) {
+    uvmrt__stats_step_begin(ctx, collect);
+    ctx->sched.step_start_ns = uvmrt__be_now(ctx);
+    if (ctx->cfg.policy == UVMRT_POLICY_PREFETCH && ctx->sched.have_record) {
         st = uvmrt__ensure_plan(ctx);
-        if (st == UVMRT_OK && ctx->have_plan) st = uvmrt__run_point(ctx, 0);
+        if (st == UVMRT_OK && ctx->sched.have_plan) st = uvmrt__run_point(ctx, 0);
         if (st != UVMRT_OK) {
             LOG_ERROR(&ctx->log, "uvmrt_step_begin: step %llu not begun: issuing the plan's first moves failed "
                                  "(%s); moves already issued stay counted",
-                      (unsigned long long)ctx->step_index + 1, uvmrt_status_str(st));
+                      (unsigned long long)ctx->sched.step_index + 1, uvmrt_status_str(st));
             return st;
         }
     }
-    ctx->in_step = 1;
-    ctx->open_call = -1;
-    ctx->deviated = 0;
-    ctx->cur.n_calls = ctx->cur.n_uses = 0;
+    ctx->sched.in_step = 1;
+    ctx->sched.open_call = -1;
+    ctx->sched.deviated = 0;
+    ctx->sched.cur.n_calls = ctx->sched.cur.n_uses = 0;
     return UVMRT_OK;
 }
 
@@ -196,106 +169,83 @@ uvmrt_status_t uvmrt_step_begin(uvmrt_context_t *ctx)
  * indices (slot = index + 1, 0 = empty): linear in the calls. */
 static uvmrt_status_t sync_compute_streams(uvmrt_context_t *ctx)
 {
-    size_t n = ctx->cur.n_calls, cap = 16;
+    size_t n = ctx->sched.cur.n_calls, cap = 16;
     while (cap < 2 * n) cap *= 2;
-    if (cap > ctx->cap_sync_slots) {
-        size_t *p = realloc(ctx->sync_slots, cap * sizeof *p);
+    if (cap > ctx->sched.cap_sync_slots) {
+        size_t *p = realloc(ctx->sched.sync_slots, cap * sizeof *p);
         if (p == NULL) return UVMRT_ERR_NOMEM;
-        ctx->sync_slots = p;
-        ctx->cap_sync_slots = cap;
+        ctx->sched.sync_slots = p;
+        ctx->sched.cap_sync_slots = cap;
     }
-    memset(ctx->sync_slots, 0, cap * sizeof *ctx->sync_slots);
+    memset(ctx->sched.sync_slots, 0, cap * sizeof *ctx->sched.sync_slots);
     uvmrt_status_t st = UVMRT_OK;
     for (size_t i = 0; i < n && st == UVMRT_OK; i++) {
-        uvmrt_stream_t s = ctx->cur.calls[i].stream;
+        uvmrt_stream_t s = ctx->sched.cur.calls[i].stream;
         size_t h = (size_t)(((uintptr_t)s >> 4) * 0x9e3779b97f4a7c15ull) & (cap - 1);
-        while (ctx->sync_slots[h] != 0 && ctx->cur.calls[ctx->sync_slots[h] - 1].stream != s) h = (h + 1) & (cap - 1);
-        if (ctx->sync_slots[h] != 0) continue;
-        ctx->sync_slots[h] = i + 1;
+        while (ctx->sched.sync_slots[h] != 0 && ctx->sched.cur.calls[ctx->sched.sync_slots[h] - 1].stream != s)
+            h = (h + 1) & (cap - 1);
+        if (ctx->sched.sync_slots[h] != 0) continue;
+        ctx->sched.sync_slots[h] = i + 1;
         st = uvmrt__be_stream_sync(ctx, s);
     }
     return st;
 }
 
-/* Every allocation step_end's commit needs, made before anything changes. */
-static uvmrt_status_t step_reserve(uvmrt_context_t *ctx)
-{
-    size_t n = ctx->cur.n_calls, m = n ? n : 1;
-    if (uvmrt__grow((void **)&ctx->spans, &ctx->cap_spans, ctx->n_spans + n, sizeof *ctx->spans) ||
-        uvmrt__grow((void **)&ctx->rows, &ctx->cap_rows, ctx->n_rows + (size_t)ctx->n_cur_rows, sizeof *ctx->rows) ||
-        uvmrt__grow((void **)&ctx->scratch_ss, &ctx->cap_scratch_ss, m, sizeof(uvmrt_span_sort_t)) ||
-        uvmrt__grow((void **)&ctx->scratch_sp, &ctx->cap_scratch_sp, m, sizeof *ctx->scratch_sp) ||
-        uvmrt__grow((void **)&ctx->scratch_fc, &ctx->cap_scratch_fc, m, sizeof *ctx->scratch_fc))
-        return UVMRT_ERR_NOMEM;
-    if (ctx->n_steps == ctx->cap_steps) {
-        uint64_t cap = ctx->cap_steps ? 2 * ctx->cap_steps : 16;
-        uvmrt_step_stats_t *p = realloc(ctx->steps, (size_t)cap * sizeof *p);
-        if (p == NULL) return UVMRT_ERR_NOMEM;
-        ctx->steps = p;
-        ctx->cap_steps = cap;
-    }
-    return UVMRT_OK;
-}
-
 uvmrt_status_t uvmrt_step_end(uvmrt_context_t *ctx)
 {
     if (ctx == NULL) return UVMRT_ERR_INVALID;
-    if (!ctx->in_step) {
+    if (!ctx->sched.in_step) {
         LOG_ERROR(&ctx->log, "uvmrt_step_end outside a step (call uvmrt_step_begin first)");
         return UVMRT_ERR_STATE;
     }
-    if (ctx->open_call >= 0) {
+    if (ctx->sched.open_call >= 0) {
         LOG_ERROR(&ctx->log, "uvmrt_step_end: layer '%s' is still open (call uvmrt_layer_end first)",
-                  ctx->layers[ctx->cur.calls[ctx->open_call].layer].name);
+                  ctx->tensors.layers[ctx->sched.cur.calls[ctx->sched.open_call].layer].name);
         return UVMRT_ERR_STATE;
     }
     /* Fallible part: wait for each compute stream used in the step (not the copy
      * streams: their prefetches for the next step may still run), reserve memory,
      * copy the record. On failure the step is still open, as before the call. */
     uvmrt_status_t st = sync_compute_streams(ctx);
-    if (st == UVMRT_OK) st = step_reserve(ctx);
+    if (st == UVMRT_OK) st = uvmrt__history_reserve(ctx, ctx->sched.cur.n_calls, (size_t)ctx->stats.n_cur_rows);
     int rerecord = ctx->cfg.policy == UVMRT_POLICY_PREFETCH &&
-                   (!ctx->have_record || ctx->deviated || ctx->cur.n_calls != ctx->record.n_calls);
-    if (st == UVMRT_OK && rerecord && seq_copy(&ctx->record, &ctx->cur) != 0) st = UVMRT_ERR_NOMEM;
+                   (!ctx->sched.have_record || ctx->sched.deviated ||
+                    ctx->sched.cur.n_calls != ctx->sched.record.n_calls);
+    if (st == UVMRT_OK && rerecord && seq_copy(&ctx->sched.record, &ctx->sched.cur) != 0) st = UVMRT_ERR_NOMEM;
     if (st != UVMRT_OK) {
-        LOG_ERROR(&ctx->log, "uvmrt_step_end: step %llu is still open: %s", (unsigned long long)ctx->step_index + 1,
-                  uvmrt_status_str(st));
+        LOG_ERROR(&ctx->log, "uvmrt_step_end: step %llu is still open: %s",
+                  (unsigned long long)ctx->sched.step_index + 1, uvmrt_status_str(st));
         return st;
     }
     /* Commit: nothing below fails (timings that cannot be read are counted). */
-    for (size_t i = 0; i < ctx->cur.n_calls; i++) {
-        const uvmrt_call_t *c = &ctx->cur.calls[i];
+    for (size_t i = 0; i < ctx->sched.cur.n_calls; i++) {
+        const uvmrt_call_t *c = &ctx->sched.cur.calls[i];
         if (!c->timed) continue;
         uvmrt__stat_add(ctx, c->layer, c->phase, STAT_WAIT_NS,
-                        uvmrt__elapsed(ctx, ctx->timing[c->ev_wait_start], ctx->timing[c->ev_wait_end]));
+                        uvmrt__elapsed(ctx, ctx->ev.timing[c->ev_wait_start], ctx->ev.timing[c->ev_wait_end]));
         uvmrt__stat_add(ctx, c->layer, c->phase, STAT_DURATION_NS,
-                        uvmrt__elapsed(ctx, ctx->timing[c->ev_wait_end], ctx->timing[c->ev_end]));
+                        uvmrt__elapsed(ctx, ctx->ev.timing[c->ev_wait_end], ctx->ev.timing[c->ev_end]));
     }
     uvmrt__clock_anchor(ctx);
     uvmrt__harvest_copy_timings(ctx, 0);
     uvmrt__history_trim(ctx); /* before this step's rows and spans go in */
     uvmrt__step_spans_and_faults(ctx);
-    ctx->cur_stats.step_ns = uvmrt__be_now(ctx) - ctx->step_start_ns;
+    uvmrt__stats_step_time(ctx, uvmrt__be_now(ctx) - ctx->sched.step_start_ns);
     if (uvmrt__faults_active(ctx))
-        uvmrt_sampler_done(&ctx->sampler, uvmrt__steps_done(ctx), ctx->cur_stats.fault_sampled,
-                           ctx->cur_stats.step_ns);
+        uvmrt__faults_step_done(ctx, uvmrt__steps_done(ctx), ctx->stats.cur.fault_sampled, ctx->stats.cur.step_ns);
     if (rerecord) {
-        ctx->have_record = ctx->record.n_calls > 0;
-        if (ctx->have_plan) {
-            uvmrt_plan_free(&ctx->plan);
-            ctx->have_plan = 0;
-        }
+        ctx->sched.have_record = ctx->sched.record.n_calls > 0;
+        uvmrt__plan_drop(ctx);
         LOG_INFO(&ctx->log, "step %llu recorded: %zu layer calls", (unsigned long long)uvmrt__steps_done(ctx) + 1,
-                 ctx->record.n_calls);
+                 ctx->sched.record.n_calls);
     }
     uvmrt__keep_rows(ctx);
-    uvmrt__stats_fold_step(ctx, &ctx->cur_stats); /* room reserved above */
+    uvmrt__history_add_step(ctx, &ctx->stats.cur); /* room reserved above */
     uvmrt__monitor_publish(ctx); /* reads the step's counters: before they are cleared */
     uvmrt__steady_note(ctx);     /* keeps step 1's rows apart (steady.c) */
-    memset(&ctx->cur_stats, 0, sizeof ctx->cur_stats);
-    if (ctx->n_cur_rows > 0) memset(ctx->cur_rows, 0, (size_t)ctx->n_cur_rows * sizeof *ctx->cur_rows);
-    ctx->in_step = 0;
-    ctx->step_index++;
+    uvmrt__stats_step_clear(ctx);
+    ctx->sched.in_step = 0;
+    ctx->sched.step_index++;
     return UVMRT_OK;
 }
 
@@ -306,7 +256,7 @@ uvmrt_status_t uvmrt_step_end(uvmrt_context_t *ctx)
 /* The call's modelled duration, or an error naming the bad value. */
 static uvmrt_status_t call_duration(uvmrt_context_t *ctx, const uvmrt_layer_call_t *call, uint64_t *out)
 {
-    const char *name = ctx->layers[call->layer].name, *ph = uvmrt_phase_name(call->phase);
+    const char *name = ctx->tensors.layers[call->layer].name, *ph = uvmrt_phase_name(call->phase);
     if ((double)call->sim_duration_ns > UVMRT_MAX_CALL_NS) {
         LOG_ERROR(&ctx->log, "uvmrt_layer_begin: layer '%s' %s: sim_duration_ns %llu: expected at most 1e18 ns",
                   name, ph, (unsigned long long)call->sim_duration_ns);
@@ -350,18 +300,18 @@ uvmrt_status_t uvmrt_layer_begin(uvmrt_context_t *ctx, const uvmrt_layer_call_t 
         LOG_ERROR(&ctx->log, "uvmrt_layer_begin: call is NULL: expected a uvmrt_layer_call_t");
         return UVMRT_ERR_INVALID;
     }
-    if (!ctx->in_step) {
+    if (!ctx->sched.in_step) {
         LOG_ERROR(&ctx->log, "uvmrt_layer_begin outside a step (call uvmrt_step_begin first)");
         return UVMRT_ERR_STATE;
     }
-    if (ctx->open_call >= 0) {
+    if (ctx->sched.open_call >= 0) {
         LOG_ERROR(&ctx->log, "uvmrt_layer_begin: layer '%s' is still open (one layer call at a time)",
-                  ctx->layers[ctx->cur.calls[ctx->open_call].layer].name);
+                  ctx->tensors.layers[ctx->sched.cur.calls[ctx->sched.open_call].layer].name);
         return UVMRT_ERR_STATE;
     }
-    if (call->layer < 0 || call->layer >= ctx->n_layers) {
+    if (call->layer < 0 || call->layer >= ctx->tensors.n_layers) {
         LOG_ERROR(&ctx->log, "uvmrt_layer_begin: layer %d does not exist: expected 0..%d", call->layer,
-                  ctx->n_layers - 1);
+                  ctx->tensors.n_layers - 1);
         return UVMRT_ERR_INVALID;
     }
     if ((unsigned)call->phase >= UVMRT_PHASE_COUNT) {
@@ -375,7 +325,7 @@ uvmrt_status_t uvmrt_layer_begin(uvmrt_context_t *ctx, const uvmrt_layer_call_t 
     uint64_t dur = 0;
     uvmrt_status_t st = call_duration(ctx, call, &dur);
     if (st != UVMRT_OK) return st;
-    uvmrt_sequence_t *s = &ctx->cur;
+    uvmrt_sequence_t *s = &ctx->sched.cur;
     if (uvmrt__grow((void **)&s->calls, &s->cap_calls, s->n_calls + 1, sizeof *s->calls)) {
         LOG_ERROR(&ctx->log, "uvmrt_layer_begin: out of memory for call %zu", s->n_calls);
         return UVMRT_ERR_NOMEM;
@@ -386,7 +336,7 @@ uvmrt_status_t uvmrt_layer_begin(uvmrt_context_t *ctx, const uvmrt_layer_call_t 
     if (st == UVMRT_OK && ctx->cfg.policy != UVMRT_POLICY_NONE && ws > ctx->budget) {
         LOG_ERROR(&ctx->log, "layer '%s' (%s) needs a working set of %llu bytes (%zu tensors) but the budget "
                              "is %llu bytes: raise UVMRT_BUDGET or split the layer",
-                  ctx->layers[call->layer].name, uvmrt_phase_name(call->phase), (unsigned long long)ws,
+                  ctx->tensors.layers[call->layer].name, uvmrt_phase_name(call->phase), (unsigned long long)ws,
                   s->n_uses - first, (unsigned long long)ctx->budget);
         st = UVMRT_ERR_BUDGET;
     }
@@ -399,14 +349,15 @@ uvmrt_status_t uvmrt_layer_begin(uvmrt_context_t *ctx, const uvmrt_layer_call_t 
     uvmrt_call_t *c = &s->calls[i];
     *c = (uvmrt_call_t){call->layer, call->phase, call->stream, first, s->n_uses - first, dur,
                         (int)(3 * i), (int)(3 * i + 1), (int)(3 * i + 2), 0, 0, {0, 0}, call->host_bytes, 0};
-    int deviated = ctx->deviated;
-    if (ctx->cfg.policy == UVMRT_POLICY_PREFETCH && ctx->have_record && !deviated && !uvmrt__call_matches_record(ctx, i))
-        ctx->deviated = 1; /* uvmrt__plan_active() reads it; restored on failure */
-    int timed = uvmrt__timing_record(ctx, ctx->timing[c->ev_wait_start], c->stream);
+    int deviated = ctx->sched.deviated;
+    if (ctx->cfg.policy == UVMRT_POLICY_PREFETCH && ctx->sched.have_record && !deviated &&
+        !uvmrt__call_matches_record(ctx, i))
+        ctx->sched.deviated = 1; /* uvmrt__plan_active() reads it; restored on failure */
+    int timed = uvmrt__timing_record(ctx, ctx->ev.timing[c->ev_wait_start], c->stream);
     if (uvmrt__plan_active(ctx)) {
         int missing = 0;
         for (size_t k = 0; k < c->n_uses; k++) {
-            const uvmrt_tensor_t *t = ctx->tensors[s->use_tensor[first + k]];
+            const uvmrt_tensor_t *t = ctx->tensors.by_id[s->use_tensor[first + k]];
             missing |= !t->resident && !t->host_homed;
         }
         if (missing) st = uvmrt__late_path(ctx, c, (int)i);
@@ -414,26 +365,27 @@ uvmrt_status_t uvmrt_layer_begin(uvmrt_context_t *ctx, const uvmrt_layer_call_t 
     /* Wait only for the prefetches of this layer's own tensors (for host-homed
      * ones: for their last move to the host). */
     for (size_t k = 0; k < c->n_uses && st == UVMRT_OK; k++) {
-        const uvmrt_tensor_t *t = ctx->tensors[s->use_tensor[first + k]];
+        const uvmrt_tensor_t *t = ctx->tensors.by_id[s->use_tensor[first + k]];
         st = uvmrt__ring_wait(ctx, c->stream, t->host_homed ? t->leaving : t->ready);
     }
-    if (st == UVMRT_OK) timed &= uvmrt__timing_record(ctx, ctx->timing[c->ev_wait_end], c->stream);
+    if (st == UVMRT_OK) timed &= uvmrt__timing_record(ctx, ctx->ev.timing[c->ev_wait_end], c->stream);
     if (st == UVMRT_OK && !uvmrt__plan_active(ctx)) st = uvmrt__demand_path(ctx, c);
     if (st != UVMRT_OK) {
-        ctx->deviated = deviated;
+        ctx->sched.deviated = deviated;
         s->n_uses = first;
-        LOG_ERROR(&ctx->log, "uvmrt_layer_begin: layer '%s' %s not opened: %s", ctx->layers[call->layer].name,
+        LOG_ERROR(&ctx->log, "uvmrt_layer_begin: layer '%s' %s not opened: %s", ctx->tensors.layers[call->layer].name,
                   uvmrt_phase_name(call->phase), uvmrt_status_str(st));
         return st;
     }
     c->timed = timed;
-    c->resident_bytes = ctx->resident_bytes; /* for the trace's resident-bytes track */
+    c->resident_bytes = ctx->res.bytes; /* for the trace's resident-bytes track */
     s->n_calls++;
-    ctx->open_call = (int)i;
-    if (ctx->deviated && !deviated)
+    ctx->sched.open_call = (int)i;
+    if (ctx->sched.deviated && !deviated)
         LOG_INFO(&ctx->log, "step %llu left the recorded sequence at call %zu (layer '%s' %s): running like "
                             "demand, re-recording",
-                 (unsigned long long)ctx->step_index + 1, i, ctx->layers[c->layer].name, uvmrt_phase_name(c->phase));
+                 (unsigned long long)ctx->sched.step_index + 1, i, ctx->tensors.layers[c->layer].name,
+                 uvmrt_phase_name(c->phase));
     return UVMRT_OK;
 }
 
@@ -451,8 +403,8 @@ static uvmrt_status_t touch_call(uvmrt_context_t *ctx, uvmrt_call_t *c)
     if (!loc || !rd || !wr || !r_loc || !r_rd || !r_wr) st = UVMRT_ERR_NOMEM;
     size_t n_loc = 0, n_rd = 0, n_wr = 0;
     for (size_t k = 0; st == UVMRT_OK && k < c->n_uses; k++) {
-        uvmrt_tensor_t *t = ctx->tensors[ctx->cur.use_tensor[c->use_first + k]];
-        unsigned acc = ctx->cur.use_access[c->use_first + k];
+        uvmrt_tensor_t *t = ctx->tensors.by_id[ctx->sched.cur.use_tensor[c->use_first + k]];
+        unsigned acc = ctx->sched.cur.use_access[c->use_first + k];
         if (!t->host_homed) loc[n_loc++] = t;
         else if (acc & UVMRT_USE_READ) rd[n_rd++] = t;
         if (t->host_homed && (acc & UVMRT_USE_WRITE)) wr[n_wr++] = t;
@@ -478,28 +430,28 @@ static uvmrt_status_t touch_call(uvmrt_context_t *ctx, uvmrt_call_t *c)
 uvmrt_status_t uvmrt_layer_end(uvmrt_context_t *ctx)
 {
     if (ctx == NULL) return UVMRT_ERR_INVALID;
-    if (!ctx->in_step || ctx->open_call < 0) {
+    if (!ctx->sched.in_step || ctx->sched.open_call < 0) {
         LOG_ERROR(&ctx->log, "uvmrt_layer_end without an open layer (call uvmrt_layer_begin first)");
         return UVMRT_ERR_STATE;
     }
-    int i = ctx->open_call;
-    uvmrt_call_t *c = &ctx->cur.calls[i];
+    int i = ctx->sched.open_call;
+    uvmrt_call_t *c = &ctx->sched.cur.calls[i];
     uvmrt_status_t st = touch_call(ctx, c);
     uvmrt_evref_t done = 0;
-    if (st == UVMRT_OK) c->timed &= uvmrt__timing_record(ctx, ctx->timing[c->ev_end], c->stream);
+    if (st == UVMRT_OK) c->timed &= uvmrt__timing_record(ctx, ctx->ev.timing[c->ev_end], c->stream);
     if (st == UVMRT_OK) st = uvmrt__ring_record(ctx, c->stream, &done);
     if (st == UVMRT_OK)
         for (size_t k = 0; k < c->n_uses; k++) /* a later event than before: safe to keep even on failure */
-            ctx->tensors[ctx->cur.use_tensor[c->use_first + k]]->last_use = done;
-    if (st == UVMRT_OK && uvmrt__plan_active(ctx) && i < ctx->plan.m) st = uvmrt__run_point(ctx, i + 1);
+            ctx->tensors.by_id[ctx->sched.cur.use_tensor[c->use_first + k]]->last_use = done;
+    if (st == UVMRT_OK && uvmrt__plan_active(ctx) && i < ctx->sched.plan.m) st = uvmrt__run_point(ctx, i + 1);
     if (st != UVMRT_OK) {
-        LOG_ERROR(&ctx->log, "uvmrt_layer_end: layer '%s' %s is still open: %s", ctx->layers[c->layer].name,
+        LOG_ERROR(&ctx->log, "uvmrt_layer_end: layer '%s' %s is still open: %s", ctx->tensors.layers[c->layer].name,
                   uvmrt_phase_name(c->phase), uvmrt_status_str(st));
         return st;
     }
     for (size_t k = 0; k < c->n_uses; k++) {
-        uvmrt_tensor_t *t = ctx->tensors[ctx->cur.use_tensor[c->use_first + k]];
-        unsigned acc = ctx->cur.use_access[c->use_first + k];
+        uvmrt_tensor_t *t = ctx->tensors.by_id[ctx->sched.cur.use_tensor[c->use_first + k]];
+        unsigned acc = ctx->sched.cur.use_access[c->use_first + k];
         if (acc & UVMRT_USE_WRITE) t->dead = 0;
         if (!t->host_homed) continue;
         if (acc & UVMRT_USE_READ) uvmrt__stat_add(ctx, c->layer, c->phase, STAT_REMOTE_READ, t->footprint);
@@ -510,6 +462,6 @@ uvmrt_status_t uvmrt_layer_end(uvmrt_context_t *ctx)
         uvmrt__stat_add(ctx, c->layer, c->phase, STAT_FAULT_BYTES, c->touch_res.fault_bytes);
     }
     uvmrt__stat_add(ctx, c->layer, c->phase, -1, 0); /* counts the call */
-    ctx->open_call = -1;
+    ctx->sched.open_call = -1;
     return UVMRT_OK;
 }

@@ -24,8 +24,8 @@ static size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
 uvmrt_tensor_t *uvmrt__tensor_checked(const uvmrt_context_t *ctx, const uvmrt_tensor_t *t)
 {
-    if (ctx == NULL || t == NULL || t->ctx != ctx || t->id < 0 || t->id >= ctx->n_tensors ||
-        ctx->tensors[t->id] != t || t->magic != UVMRT_TENSOR_MAGIC)
+    if (ctx == NULL || t == NULL || t->ctx != ctx || t->id < 0 || t->id >= ctx->tensors.n ||
+        ctx->tensors.by_id[t->id] != t || t->magic != UVMRT_TENSOR_MAGIC)
         return NULL;
     return (uvmrt_tensor_t *)t;
 }
@@ -54,9 +54,9 @@ static uvmrt_status_t check_desc(const uvmrt_context_t *ctx, const uvmrt_tensor_
                   UVMRT_TENSOR_MAX_BYTES);
         return UVMRT_ERR_INVALID;
     }
-    if (d->layer < -1 || d->layer >= ctx->n_layers) {
+    if (d->layer < -1 || d->layer >= ctx->tensors.n_layers) {
         LOG_ERROR(&ctx->log, "tensor %zu '%s': layer %d does not exist: expected -1 or 0..%d", i, name,
-                  d->layer, ctx->n_layers - 1);
+                  d->layer, ctx->tensors.n_layers - 1);
         return UVMRT_ERR_INVALID;
     }
     if ((unsigned)d->role >= UVMRT_ROLE_COUNT) {
@@ -74,13 +74,13 @@ uvmrt_status_t uvmrt_tensors_alloc(uvmrt_context_t *ctx, size_t n, const uvmrt_t
                                       "and both arrays", n, descs ? "set" : "NULL", out ? "set" : "NULL");
         return UVMRT_ERR_INVALID;
     }
-    if (ctx->in_step) {
+    if (uvmrt__in_step(ctx)) {
         LOG_ERROR(&ctx->log, "uvmrt_tensors_alloc inside a step: allocate before uvmrt_step_begin");
         return UVMRT_ERR_STATE;
     }
-    if (n > (size_t)(INT_MAX - ctx->n_tensors)) {
+    if (n > (size_t)(INT_MAX - ctx->tensors.n)) {
         LOG_ERROR(&ctx->log, "uvmrt_tensors_alloc: n = %zu: expected at most %d more tensors in this context", n,
-                  INT_MAX - ctx->n_tensors);
+                  INT_MAX - ctx->tensors.n);
         return UVMRT_ERR_INVALID;
     }
     for (size_t i = 0; i < n; i++) {
@@ -113,8 +113,9 @@ uvmrt_status_t uvmrt_tensors_alloc(uvmrt_context_t *ctx, size_t n, const uvmrt_t
             goto fail;
         }
     }
-    if (grow((void **)&ctx->arenas, &ctx->cap_arenas, ctx->n_arenas + n_new, sizeof *ctx->arenas) ||
-        grow((void **)&ctx->tensors, &ctx->cap_tensors, ctx->n_tensors + (int)n, sizeof *ctx->tensors))
+    uvmrt_tensor_table_t *tt = &ctx->tensors.by_id;
+    if (grow((void **)&tt->arenas, &tt->cap_arenas, tt->n_arenas + n_new, sizeof *tt->arenas) ||
+        grow((void **)&tt->by_id, &tt->cap, tt->n + (int)n, sizeof *tt->by_id))
         goto fail;
     for (int a = 0; a < n_new; a++) {
         arena_bytes[a] = round_up(arena_bytes[a], UVMRT_BLOCK);
@@ -129,7 +130,7 @@ uvmrt_status_t uvmrt_tensors_alloc(uvmrt_context_t *ctx, size_t n, const uvmrt_t
     for (size_t i = 0; i < n; i++) {
         uvmrt_tensor_t *t = calloc(1, sizeof *t);
         char fallback[32];
-        snprintf(fallback, sizeof fallback, "tensor%d", ctx->n_tensors + (int)i);
+        snprintf(fallback, sizeof fallback, "tensor%d", ctx->tensors.n + (int)i);
         if (t == NULL || (t->name = strdup(descs[i].name ? descs[i].name : fallback)) == NULL) {
             free(t);
             goto fail;
@@ -139,43 +140,38 @@ uvmrt_status_t uvmrt_tensors_alloc(uvmrt_context_t *ctx, size_t n, const uvmrt_t
     for (size_t i = 0; i < n; i++) {
         int layer = descs[i].layer;
         if (layer >= 0) {
-            uvmrt_layer_t *L = &ctx->layers[layer];
+            uvmrt_layer_t *L = &ctx->tensors.layers[layer];
             if (grow((void **)&L->owned, &L->cap_owned, L->n_owned + 1, sizeof *L->owned)) goto fail;
         }
     }
     /* Nothing can fail from here on: commit. */
     for (int a = 0; a < n_new; a++)
-        ctx->arenas[ctx->n_arenas + a] = (uvmrt_arena_t){arena_base[a], arena_bytes[a], 0};
+        ctx->tensors.arenas[ctx->tensors.n_arenas + a] = (uvmrt_arena_t){arena_base[a], arena_bytes[a], 0};
     for (size_t i = 0; i < n; i++) {
         uvmrt_tensor_t *t = made[i];
-        int a = ctx->n_arenas + arena_of[i];
+        int a = ctx->tensors.n_arenas + arena_of[i];
         t->magic = UVMRT_TENSOR_MAGIC;
         t->ctx = ctx;
-        t->id = ctx->n_tensors++;
+        t->id = ctx->tensors.n++;
         t->layer = descs[i].layer;
         t->role = descs[i].role;
         t->size = descs[i].size_bytes;
         t->footprint = round_up(t->size, align_of(t->size));
         t->arena = a;
         t->offset = offset[i];
-        t->ptr = (char *)ctx->arenas[a].base + offset[i];
+        t->ptr = (char *)ctx->tensors.arenas[a].base + offset[i];
         t->dead = 1;
-        ctx->arenas[a].live_tensors++;
-        ctx->tensors[t->id] = t;
-        ctx->allocated_bytes += t->footprint;
+        ctx->tensors.arenas[a].live_tensors++;
+        ctx->tensors.by_id[t->id] = t;
+        ctx->tensors.allocated_bytes += t->footprint;
         if (t->layer >= 0) {
-            uvmrt_layer_t *L = &ctx->layers[t->layer];
+            uvmrt_layer_t *L = &ctx->tensors.layers[t->layer];
             L->owned[L->n_owned++] = t->id;
         }
         out[i] = t;
     }
-    ctx->n_arenas += n_new;
-    free(ctx->scratch_resident);
-    ctx->scratch_resident = NULL;
-    if (ctx->have_plan) {
-        uvmrt_plan_free(&ctx->plan);
-        ctx->have_plan = 0;
-    }
+    ctx->tensors.n_arenas += n_new;
+    uvmrt__sched_tensors_added(ctx);
     st = UVMRT_OK;
     goto done;
 fail:
@@ -212,11 +208,11 @@ uvmrt_status_t uvmrt_tensor_free(uvmrt_context_t *ctx, uvmrt_tensor_t *tensor)
                   (void *)tensor);
         return UVMRT_ERR_NOT_FOUND;
     }
-    if (ctx->in_step) {
+    if (uvmrt__in_step(ctx)) {
         LOG_ERROR(&ctx->log, "uvmrt_tensor_free('%s') inside a step: free after uvmrt_step_end", t->name);
         return UVMRT_ERR_STATE;
     }
-    uvmrt_arena_t *a = &ctx->arenas[t->arena];
+    uvmrt_arena_t *a = &ctx->tensors.arenas[t->arena];
     if (t->resident) {
         /* Its pages must leave the device too when the arena stays (contents are
          * dead: discard, after the last work that used them). */
@@ -230,9 +226,9 @@ uvmrt_status_t uvmrt_tensor_free(uvmrt_context_t *ctx, uvmrt_tensor_t *tensor)
         }
         uvmrt__resident_add(ctx, -(int64_t)t->footprint);
     }
-    ctx->allocated_bytes -= t->footprint;
+    ctx->tensors.allocated_bytes -= t->footprint;
     if (t->layer >= 0) {
-        uvmrt_layer_t *L = &ctx->layers[t->layer];
+        uvmrt_layer_t *L = &ctx->tensors.layers[t->layer];
         for (int i = 0; i < L->n_owned; i++)
             if (L->owned[i] == t->id) {
                 memmove(&L->owned[i], &L->owned[i + 1], (size_t)(L->n_owned - i - 1) * sizeof *L->owned);
@@ -246,35 +242,30 @@ uvmrt_status_t uvmrt_tensor_free(uvmrt_context_t *ctx, uvmrt_tensor_t *tensor)
     }
     t->magic = 0; /* kept until the context goes, so a second free is caught */
     t->resident = 0;
-    /* The record and plan name this tensor: start over. */
-    ctx->have_record = 0;
-    if (ctx->have_plan) {
-        uvmrt_plan_free(&ctx->plan);
-        ctx->have_plan = 0;
-    }
+    uvmrt__sched_tensor_freed(ctx); /* the record and plan name this tensor: start over */
     return UVMRT_OK;
 }
 
 void uvmrt__tensors_release_all(uvmrt_context_t *ctx)
 {
-    for (int i = 0; i < ctx->n_arenas; i++)
-        if (ctx->arenas[i].base) uvmrt__be_free(ctx, ctx->arenas[i].base, ctx->arenas[i].bytes);
-    for (int i = 0; i < ctx->n_tensors; i++) {
-        free(ctx->tensors[i]->name);
-        free(ctx->tensors[i]);
+    for (int i = 0; i < ctx->tensors.n_arenas; i++)
+        if (ctx->tensors.arenas[i].base) uvmrt__be_free(ctx, ctx->tensors.arenas[i].base, ctx->tensors.arenas[i].bytes);
+    for (int i = 0; i < ctx->tensors.n; i++) {
+        free(ctx->tensors.by_id[i]->name);
+        free(ctx->tensors.by_id[i]);
     }
-    free(ctx->tensors);
-    free(ctx->arenas);
-    ctx->tensors = NULL;
-    ctx->arenas = NULL;
-    ctx->n_tensors = ctx->n_arenas = 0;
+    free(ctx->tensors.by_id);
+    free(ctx->tensors.arenas);
+    ctx->tensors.by_id = NULL;
+    ctx->tensors.arenas = NULL;
+    ctx->tensors.n = ctx->tensors.n_arenas = 0;
 }
 
 void uvmrt__describe_ptr(const uvmrt_context_t *ctx, const void *ptr, char *buf, size_t len)
 {
-    for (int i = 0; i < ctx->n_arenas; i++) {
-        const char *b = ctx->arenas[i].base;
-        if (b && (const char *)ptr >= b && (const char *)ptr < b + ctx->arenas[i].bytes) {
+    for (int i = 0; i < ctx->tensors.n_arenas; i++) {
+        const char *b = ctx->tensors.arenas[i].base;
+        if (b && (const char *)ptr >= b && (const char *)ptr < b + ctx->tensors.arenas[i].bytes) {
             snprintf(buf, len, "a%d+0x%zx", i, (size_t)((const char *)ptr - b));
             return;
         }
@@ -302,7 +293,7 @@ uvmrt_status_t uvmrt_tensor_set_placement(uvmrt_context_t *ctx, uvmrt_tensor_t *
                              "UVMRT_PLACE_HOST", t->name, (int)placement);
         return UVMRT_ERR_INVALID;
     }
-    if (ctx->in_step) {
+    if (uvmrt__in_step(ctx)) {
         LOG_ERROR(&ctx->log, "uvmrt_tensor_set_placement('%s') inside a step: place tensors between steps", t->name);
         return UVMRT_ERR_STATE;
     }
@@ -311,9 +302,8 @@ uvmrt_status_t uvmrt_tensor_set_placement(uvmrt_context_t *ctx, uvmrt_tensor_t *
     if (st != UVMRT_OK)
         LOG_ERROR(&ctx->log, "uvmrt_tensor_set_placement('%s', host): placement unchanged: %s", t->name,
                   uvmrt_status_str(st));
-    if (st == UVMRT_OK && ctx->have_plan) { /* the plan assumed the old placement */
-        uvmrt_plan_free(&ctx->plan);
-        ctx->have_plan = 0;
+    if (st == UVMRT_OK) { /* the plan assumed the old placement */
+        uvmrt__plan_drop(ctx);
     }
     return st;
 }
@@ -326,4 +316,43 @@ uvmrt_placement_t uvmrt_tensor_placement(const uvmrt_tensor_t *t)
 int uvmrt_tensor_is_host_homed(const uvmrt_tensor_t *t)
 {
     return t && t->magic == UVMRT_TENSOR_MAGIC && t->host_homed;
+}
+
+/* ------------------------------------------------------------------ layers */
+uvmrt_status_t uvmrt_layer_add(uvmrt_context_t *ctx, const char *name, int *out_layer)
+{
+    if (ctx == NULL || name == NULL || out_layer == NULL) {
+        if (ctx) LOG_ERROR(&ctx->log, "uvmrt_layer_add: name and out_layer must not be NULL");
+        return UVMRT_ERR_INVALID;
+    }
+    if (uvmrt__in_step(ctx)) {
+        LOG_ERROR(&ctx->log, "uvmrt_layer_add('%s') inside a step: declare layers before uvmrt_step_begin", name);
+        return UVMRT_ERR_STATE;
+    }
+    if (ctx->tensors.n_layers == ctx->tensors.cap_layers) {
+        int cap = ctx->tensors.cap_layers ? 2 * ctx->tensors.cap_layers : 16;
+        uvmrt_layer_t *l = realloc(ctx->tensors.layers, (size_t)cap * sizeof *l);
+        if (l == NULL) return UVMRT_ERR_NOMEM;
+        ctx->tensors.layers = l;
+        ctx->tensors.cap_layers = cap;
+    }
+    uvmrt_layer_t *L = &ctx->tensors.layers[ctx->tensors.n_layers];
+    memset(L, 0, sizeof *L);
+    if ((L->name = strdup(name)) == NULL) return UVMRT_ERR_NOMEM;
+    *out_layer = ctx->tensors.n_layers++;
+    return UVMRT_OK;
+}
+
+int uvmrt_layer_count(const uvmrt_context_t *ctx) { return ctx ? ctx->tensors.n_layers : 0; }
+
+void uvmrt__layers_free(uvmrt_context_t *ctx)
+{
+    uvmrt_tensor_table_t *tt = &ctx->tensors.by_id;
+    for (int i = 0; i < tt->n_layers; i++) {
+        free(tt->layers[i].name);
+        free(tt->layers[i].owned);
+    }
+    free(tt->layers);
+    tt->layers = NULL;
+    tt->n_layers = tt->cap_layers = 0;
 }

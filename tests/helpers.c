@@ -72,7 +72,7 @@ uint64_t sim_device_bytes(uvmrt_context_t *ctx)
 {
     uint64_t free_b = 0, total_b = 0;
     cr_assert_eq(uvmrt_context_backend(ctx), UVMRT_BACKEND_SIM);
-    cr_assert_eq(ctx->ops->mem_info(ctx->be, &free_b, &total_b), UVMRT_OK);
+    cr_assert_eq(ctx->be.ops->mem_info(ctx->be.state, &free_b, &total_b), UVMRT_OK);
     return total_b - free_b;
 }
 

@@ -346,8 +346,8 @@ Test(errors, bad_flops_and_durations_rejected)
         log_reset();
         cr_expect_eq(uvmrt_layer_begin(net->ctx, &c), UVMRT_ERR_INVALID, "flops %g", bad[i]);
         cr_expect(log_contains("flops"), "flops %g: log names it:\n%s", bad[i], log_text());
-        cr_expect_eq(net->ctx->open_call, -1);
-        cr_expect_eq(net->ctx->cur.n_calls, 0);
+        cr_expect_eq(net->ctx->sched.open_call, -1);
+        cr_expect_eq(net->ctx->sched.cur.n_calls, 0);
     }
     uvmrt_layer_call_t c = call_of(net, 0, UVMRT_PHASE_FORWARD);
     c.sim_duration_ns = UINT64_MAX;

@@ -73,16 +73,16 @@ static void snap_take(const run_t *r, snap_t *s)
     memset(s, 0, sizeof *s);
     const uvmrt_context_t *c = r->ctx;
     if (c == NULL) return;
-    s->in_step = c->in_step;
-    s->open_call = c->open_call;
-    s->have_record = c->have_record;
-    s->n_calls = c->cur.n_calls;
-    s->n_uses = c->cur.n_uses;
+    s->in_step = c->sched.in_step;
+    s->open_call = c->sched.open_call;
+    s->have_record = c->sched.have_record;
+    s->n_calls = c->sched.cur.n_calls;
+    s->n_uses = c->sched.cur.n_uses;
     s->steps_done = uvmrt__steps_done(c);
-    s->step_index = c->step_index;
-    s->allocated = c->allocated_bytes;
-    s->n_tensors = c->n_tensors;
-    s->n_layers = c->n_layers;
+    s->step_index = c->sched.step_index;
+    s->allocated = c->tensors.allocated_bytes;
+    s->n_tensors = c->tensors.n;
+    s->n_layers = c->tensors.n_layers;
     for (int i = 0; i < r->n_t; i++) {
         s->live[i] = r->t[i] != NULL && uvmrt_tensor_ptr(r->t[i]) != NULL;
         s->placed[i] = r->t[i] != NULL && uvmrt_tensor_placement(r->t[i]) == UVMRT_PLACE_HOST;
@@ -94,17 +94,18 @@ static void check_invariants(run_t *r, const char *where)
     uvmrt_context_t *c = r->ctx;
     if (c == NULL) return;
     if (r->sc->policy != UVMRT_POLICY_NONE)
-        cr_assert_leq(c->resident_bytes, c->budget, "%s: resident %llu > budget %llu", where,
-                      (unsigned long long)c->resident_bytes, (unsigned long long)c->budget);
+        cr_assert_leq(c->res.bytes, c->budget, "%s: resident %llu > budget %llu", where,
+                      (unsigned long long)c->res.bytes, (unsigned long long)c->budget);
     uint64_t sum = 0;
-    for (int i = 0; i < c->n_tensors; i++)
-        if (c->tensors[i]->magic == UVMRT_TENSOR_MAGIC && c->tensors[i]->resident) sum += c->tensors[i]->footprint;
-    cr_assert_eq(sum, c->resident_bytes, "%s: resident tensors sum to %llu, accounting says %llu", where,
-                 (unsigned long long)sum, (unsigned long long)c->resident_bytes);
-    uint64_t dev = fi_device_bytes(c->be);
-    cr_assert_leq(dev, c->resident_bytes, "%s: the device holds %llu bytes, uvmrt counts %llu resident", where,
-                  (unsigned long long)dev, (unsigned long long)c->resident_bytes);
-    if (fi.fired && !r->seen && c->backend_errors > 0) r->seen = 1;
+    for (int i = 0; i < c->tensors.n; i++)
+        if (c->tensors.by_id[i]->magic == UVMRT_TENSOR_MAGIC && c->tensors.by_id[i]->resident)
+            sum += c->tensors.by_id[i]->footprint;
+    cr_assert_eq(sum, c->res.bytes, "%s: resident tensors sum to %llu, accounting says %llu", where,
+                 (unsigned long long)sum, (unsigned long long)c->res.bytes);
+    uint64_t dev = fi_device_bytes(c->be.state);
+    cr_assert_leq(dev, c->res.bytes, "%s: the device holds %llu bytes, uvmrt counts %llu resident", where,
+                  (unsigned long long)dev, (unsigned long long)c->res.bytes);
+    if (fi.fired && !r->seen && c->be.errors > 0) r->seen = 1;
 }
 
 /* Runs a public call; when it fails, it must be the injected failure, must
@@ -203,8 +204,8 @@ static void check_stats(run_t *r)
 {
     uvmrt_summary_t sum;
     cr_assert_eq(uvmrt_summary_get(r->ctx, &sum), UVMRT_OK);
-    uint64_t pre = r->ctx->cur_stats.prefetch_bytes, ev = r->ctx->cur_stats.evict_bytes,
-             dis = r->ctx->cur_stats.discard_bytes;
+    uint64_t pre = r->ctx->stats.cur.prefetch_bytes, ev = r->ctx->stats.cur.evict_bytes,
+             dis = r->ctx->stats.cur.discard_bytes;
     for (uint64_t k = 0; k < sum.steps; k++) {
         uvmrt_step_stats_t s;
         cr_assert_eq(uvmrt_step_stats_get(r->ctx, k, &s), UVMRT_OK);

@@ -300,7 +300,7 @@ Test(memsum, text_and_json_reports_carry_the_summary)
     json_t *w = json_object_get(json_object_get(mem, "roles"), "weight");
     cr_assert_eq(json_integer_value(json_object_get(w, "tensors")), net->L);
     cr_assert_eq(json_integer_value(json_object_get(mem, "resident_bytes")),
-                 (json_int_t)net->ctx->resident_bytes);
+                 (json_int_t)net->ctx->res.bytes);
     json_decref(root);
     unlink(tp);
     unlink(jp);

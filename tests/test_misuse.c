@@ -129,7 +129,7 @@ struct fix {
 static uint64_t dev_bytes(uvmrt_context_t *ctx)
 {
     uint64_t free_b = 0, total_b = 0;
-    if (ctx->ops->mem_info(ctx->be, &free_b, &total_b) != UVMRT_OK) return UINT64_MAX;
+    if (ctx->be.ops->mem_info(ctx->be.state, &free_b, &total_b) != UVMRT_OK) return UINT64_MAX;
     return total_b - free_b;
 }
 
@@ -138,20 +138,20 @@ static void snap_take(uvmrt_context_t *ctx, snap_t *s)
     memset(s, 0, sizeof *s);
     s->sum_status = uvmrt_summary_get(ctx, &s->sum);
     s->layers = uvmrt_layer_count(ctx);
-    s->n_tensors = ctx->n_tensors;
-    s->n_arenas = ctx->n_arenas;
-    s->in_step = ctx->in_step;
-    s->open_call = ctx->open_call;
-    s->cur_calls = ctx->cur.n_calls;
-    s->cur_uses = ctx->cur.n_uses;
-    s->rec_calls = ctx->record.n_calls;
-    s->have_record = ctx->have_record;
-    s->have_plan = ctx->have_plan;
-    s->step_index = ctx->step_index;
+    s->n_tensors = ctx->tensors.n;
+    s->n_arenas = ctx->tensors.n_arenas;
+    s->in_step = ctx->sched.in_step;
+    s->open_call = ctx->sched.open_call;
+    s->cur_calls = ctx->sched.cur.n_calls;
+    s->cur_uses = ctx->sched.cur.n_uses;
+    s->rec_calls = ctx->sched.record.n_calls;
+    s->have_record = ctx->sched.have_record;
+    s->have_plan = ctx->sched.have_plan;
+    s->step_index = ctx->sched.step_index;
     s->budget = uvmrt_context_budget(ctx);
     s->dev_bytes = dev_bytes(ctx);
-    for (int i = 0; i < ctx->n_tensors && i < SNAP_TENSORS; i++) {
-        const uvmrt_tensor_t *t = ctx->tensors[i];
+    for (int i = 0; i < ctx->tensors.n && i < SNAP_TENSORS; i++) {
+        const uvmrt_tensor_t *t = ctx->tensors.by_id[i];
         s->tensor[i] = (unsigned char)((uvmrt_tensor_ptr(t) != NULL) | uvmrt_tensor_is_resident(t) << 1 |
                                        uvmrt_tensor_is_host_homed(t) << 2 |
                                        (uvmrt_tensor_placement(t) == UVMRT_PLACE_HOST) << 3);

@@ -51,8 +51,8 @@ static uvmrt_layer_stats_t row_sum(const uvmrt_context_t *ctx, uint64_t step, in
 {
     uvmrt_layer_stats_t s;
     memset(&s, 0, sizeof s);
-    for (size_t i = 0; i < ctx->n_rows; i++) {
-        const uvmrt_step_row_t *r = &ctx->rows[i];
+    for (size_t i = 0; i < ctx->hist.n_rows; i++) {
+        const uvmrt_step_row_t *r = &ctx->hist.rows[i];
         if (r->step != step || r->layer != layer) continue;
         s.calls += r->s.calls;
         s.duration_ns += r->s.duration_ns;

@@ -574,9 +574,9 @@ Test(report, counter_list_carries_each_value)
     mkdir_tmp();
     net_t *net = run(UVMRT_POLICY_DEMAND, 1, NULL, NULL);
     uvmrt_context_t *ctx = net->ctx;
-    uvmrt_layer_stats_t *ls = &ctx->layers[0].stats[UVMRT_PHASE_FORWARD];
-    cr_assert_gt(ctx->n_rows, 0);
-    uvmrt_step_row_t *row = &ctx->rows[0];
+    uvmrt_layer_stats_t *ls = &ctx->tensors.layers[0].stats[UVMRT_PHASE_FORWARD];
+    cr_assert_gt(ctx->hist.n_rows, 0);
+    uvmrt_step_row_t *row = &ctx->hist.rows[0];
     cr_assert(row->layer == 0 && row->phase == UVMRT_PHASE_FORWARD);
     uint64_t k = 0;
 #define SET(name, ...) ls->name = row->s.name = (++k) * 1000003ull;
@@ -839,7 +839,7 @@ Test(report, trace_has_step_markers_waits_and_resident_bytes)
     json_t *ev = json_object_get(root, "traceEvents");
     const uvmrt_context_t *ctx = net->ctx;
     size_t waits = 0;
-    for (size_t i = 0; i < ctx->n_spans; i++) waits += ctx->spans[i].wait_end_ns > ctx->spans[i].start_ns;
+    for (size_t i = 0; i < ctx->hist.n_spans; i++) waits += ctx->hist.spans[i].wait_end_ns > ctx->hist.spans[i].start_ns;
     int pname = 0, markers = 0, begins = 0, ends = 0, resident = 0;
     for (size_t i = 0; i < json_array_size(ev); i++) {
         json_t *e = json_array_get(ev, i);
@@ -857,8 +857,8 @@ Test(report, trace_has_step_markers_waits_and_resident_bytes)
             cr_expect_str_eq(json_string_value(json_object_get(e, "s")), "g");
             /* at the start of the step's first layer call */
             const uvmrt_span_t *first = NULL;
-            for (size_t k = 0; k < ctx->n_spans && first == NULL; k++)
-                if (ctx->spans[k].step + 1 == (uint64_t)markers) first = &ctx->spans[k];
+            for (size_t k = 0; k < ctx->hist.n_spans && first == NULL; k++)
+                if (ctx->hist.spans[k].step + 1 == (uint64_t)markers) first = &ctx->hist.spans[k];
             cr_assert_not_null(first);
             cr_expect_float_eq(json_number_value(json_object_get(e, "ts")), first->start_ns / 1e3, 1e-6);
         } else if (strcmp(ph, "B") == 0 || strcmp(ph, "E") == 0) {
@@ -874,7 +874,7 @@ Test(report, trace_has_step_markers_waits_and_resident_bytes)
     cr_expect_eq(markers, 3);
     cr_expect_eq(begins, (int)waits, "one wait slice per call that waited");
     cr_expect_eq(ends, begins);
-    cr_expect_eq(resident, (int)ctx->n_spans, "one sample per layer call");
+    cr_expect_eq(resident, (int)ctx->hist.n_spans, "one sample per layer call");
     json_decref(root);
     net_destroy(net);
     rm_file("t.json");

@@ -794,17 +794,17 @@ Test(scheduler, history_bounded_over_a_million_steps, .timeout = 120)
         total_ns += step_stats(ctx, s).step_ns;
         if (s == 10000) {
             rss0 = rss_pages();
-            cap_rows = ctx->cap_rows;
-            cap_spans = ctx->cap_spans;
-            cap_steps = ctx->cap_steps;
+            cap_rows = ctx->hist.cap_rows;
+            cap_spans = ctx->hist.cap_spans;
+            cap_steps = ctx->hist.cap_steps;
         }
     }
     /* flat: no array grew after the first 10 000 steps, nor did the process */
-    cr_expect_eq(ctx->cap_rows, cap_rows);
-    cr_expect_eq(ctx->cap_spans, cap_spans);
-    cr_expect_eq(ctx->cap_steps, cap_steps);
-    cr_expect_leq(ctx->n_steps, 125);
-    cr_expect_geq(ctx->n_steps, 100);
+    cr_expect_eq(ctx->hist.cap_rows, cap_rows);
+    cr_expect_eq(ctx->hist.cap_spans, cap_spans);
+    cr_expect_eq(ctx->hist.cap_steps, cap_steps);
+    cr_expect_leq(ctx->hist.n_steps, 125);
+    cr_expect_geq(ctx->hist.n_steps, 100);
     long rss1 = rss_pages();
 #ifndef UNDER_ASAN
     /* (AddressSanitizer keeps freed blocks in quarantine, so RSS says nothing there) */
@@ -821,17 +821,17 @@ Test(scheduler, history_bounded_over_a_million_steps, .timeout = 120)
     log_reset();
     cr_expect_eq(uvmrt_step_stats_get(ctx, 0, &st), UVMRT_ERR_NOT_FOUND);
     char oldest[64];
-    snprintf(oldest, sizeof oldest, "oldest kept step is %llu", (unsigned long long)ctx->steps_before);
+    snprintf(oldest, sizeof oldest, "oldest kept step is %llu", (unsigned long long)ctx->hist.steps_before);
     cr_expect(log_contains(oldest), "%s", log_text());
-    cr_expect_eq(uvmrt_step_stats_get(ctx, ctx->steps_before, &st), UVMRT_OK);
+    cr_expect_eq(uvmrt_step_stats_get(ctx, ctx->hist.steps_before, &st), UVMRT_OK);
     /* the dropped steps are summed, not lost */
-    uint64_t ns = ctx->steps_dropped.step_ns;
-    for (uint64_t k = ctx->steps_before; k < steps; k++) ns += step_stats(ctx, k).step_ns;
+    uint64_t ns = ctx->hist.steps_dropped.step_ns;
+    for (uint64_t k = ctx->hist.steps_before; k < steps; k++) ns += step_stats(ctx, k).step_ns;
     cr_expect_eq(ns, total_ns, "kept + dropped step times %llu != their sum as run %llu", (unsigned long long)ns,
                  (unsigned long long)total_ns);
     /* the kept rows and spans are the kept steps' */
-    cr_expect_geq(ctx->rows[0].step, ctx->steps_before);
-    cr_expect_geq(ctx->spans[0].step, ctx->steps_before);
-    cr_expect_eq(ctx->rows[ctx->n_rows - 1].step, steps - 1);
+    cr_expect_geq(ctx->hist.rows[0].step, ctx->hist.steps_before);
+    cr_expect_geq(ctx->hist.spans[0].step, ctx->hist.steps_before);
+    cr_expect_eq(ctx->hist.rows[ctx->hist.n_rows - 1].step, steps - 1);
     uvmrt_context_destroy(ctx);
 }

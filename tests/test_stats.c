@@ -511,17 +511,17 @@ Test(stats, stat_add_each_own_counter)
     uint64_t v = 0;
 #define ONE(name, tag, src, step, ...)                                                                           \
     UVMRT__OWN_##src({                                                                                           \
-        uvmrt_layer_stats_t before = ctx->layers[1].stats[UVMRT_PHASE_BACKWARD];                                 \
-        uvmrt_step_stats_t sbefore = ctx->cur_stats;                                                             \
+        uvmrt_layer_stats_t before = ctx->tensors.layers[1].stats[UVMRT_PHASE_BACKWARD];                         \
+        uvmrt_step_stats_t sbefore = ctx->stats.cur;                                                             \
         v += 7;                                                                                                  \
         uvmrt__stat_add(ctx, 1, UVMRT_PHASE_BACKWARD, STAT_##tag, v);                                            \
-        uvmrt_layer_stats_t after = ctx->layers[1].stats[UVMRT_PHASE_BACKWARD];                                  \
+        uvmrt_layer_stats_t after = ctx->tensors.layers[1].stats[UVMRT_PHASE_BACKWARD];                          \
         cr_expect_eq(after.name, before.name + v, "%s", #name);                                                  \
         after.name = before.name;                                                                                \
         cr_expect_eq(memcmp(&after, &before, sizeof after), 0, "STAT_%s changed another counter", #tag);         \
-        UVMRT__IF_##step(cr_expect_eq(ctx->cur_stats.name, sbefore.name + v, "step %s", #name);                  \
-                         ctx->cur_stats.name = sbefore.name;)                                                    \
-        cr_expect_eq(memcmp(&ctx->cur_stats, &sbefore, sizeof sbefore), 0, "STAT_%s changed the step", #tag);   \
+        UVMRT__IF_##step(cr_expect_eq(ctx->stats.cur.name, sbefore.name + v, "step %s", #name);                  \
+                         ctx->stats.cur.name = sbefore.name;)                                                    \
+        cr_expect_eq(memcmp(&ctx->stats.cur, &sbefore, sizeof sbefore), 0, "STAT_%s changed the step", #tag);    \
     })
     UVMRT_COUNTERS(ONE)
 #undef ONE
@@ -538,8 +538,8 @@ Test(stats, summary_and_fold_follow_the_list)
     uint64_t k = 0;
 #define SET(name, ...)                                                                                           \
     k++;                                                                                                         \
-    ctx->layers[0].stats[UVMRT_PHASE_FORWARD].name = k;                                                          \
-    ctx->layers[2].stats[UVMRT_PHASE_OPTIMIZER].name = 100 * k;
+    ctx->tensors.layers[0].stats[UVMRT_PHASE_FORWARD].name = k;                                                  \
+    ctx->tensors.layers[2].stats[UVMRT_PHASE_OPTIMIZER].name = 100 * k;
     UVMRT_COUNTERS(SET)
 #undef SET
     uvmrt_summary_t s = summary(ctx);
@@ -558,7 +558,7 @@ Test(stats, summary_and_fold_follow_the_list)
     uvmrt__stat_add_fc(ctx, 3, UVMRT_PHASE_FORWARD, &fc, &st, &l);
 #define FOLD(name, tag, src, step, ...)                                                                          \
     UVMRT__DRIVER_##src(cr_expect_eq(l.name, fc.v[FC_##tag], "row %s", #name);                                   \
-                        cr_expect_eq(ctx->layers[3].stats[UVMRT_PHASE_FORWARD].name, fc.v[FC_##tag]);            \
+                        cr_expect_eq(ctx->tensors.layers[3].stats[UVMRT_PHASE_FORWARD].name, fc.v[FC_##tag]);    \
                         UVMRT__IF_##step(cr_expect_eq(st.name, fc.v[FC_##tag], "step %s", #name);))
     UVMRT_COUNTERS(FOLD)
 #undef FOLD

@@ -70,9 +70,9 @@ Test(steady, steady_rows_are_the_totals_less_step_1)
             uvmrt__steady_recording(ctx, l, p, &rec);
             /* step 1 from the history rows (step 0 internally), independently */
             memset(&want, 0, sizeof want);
-            for (size_t i = 0; i < ctx->n_rows; i++)
-                if (ctx->rows[i].step == 0 && ctx->rows[i].layer == l && ctx->rows[i].phase == (uvmrt_phase_t)p)
-                    want = ctx->rows[i].s;
+            for (size_t i = 0; i < ctx->hist.n_rows; i++)
+                if (ctx->hist.rows[i].step == 0 && ctx->hist.rows[i].layer == l && ctx->hist.rows[i].phase == (uvmrt_phase_t)p)
+                    want = ctx->hist.rows[i].s;
             cr_assert_eq(rec.calls, 1);
             cr_assert_eq(rec.prefetch_bytes, want.prefetch_bytes);
             cr_assert_eq(rec.fault_count, want.fault_count);

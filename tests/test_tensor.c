@@ -460,7 +460,7 @@ Test(tensor, sizes_beyond_the_arithmetic_rejected)
     uvmrt_summary_t sum;
     cr_assert_eq(uvmrt_summary_get(ctx, &sum), UVMRT_OK);
     cr_expect_eq(sum.allocated_bytes, 0);
-    cr_expect_eq(ctx->n_tensors, 0);
-    cr_expect_eq(ctx->n_arenas, 0);
+    cr_expect_eq(ctx->tensors.n, 0);
+    cr_expect_eq(ctx->tensors.n_arenas, 0);
     uvmrt_context_destroy(ctx);
 }

@@ -1,0 +1,72 @@
+/*
+ * schedule.h -- the step in progress, the recorded step and the plan built from
+ * it (internal; the executor owns this state: step.c stages and commits calls,
+ * policy.c builds and follows the plan). Other modules read ctx->sched and
+ * change it only through the functions below (tensor.c: a changed tensor set or
+ * placement invalidates the record or the plan).
+ */
+#ifndef UVMRT_SCHEDULE_H
+#define UVMRT_SCHEDULE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "plan.h"
+#include "uvmrt.h"
+
+/* One layer call of a step, as recorded. */
+typedef struct uvmrt_call {
+    int layer;
+    uvmrt_phase_t phase;
+    uvmrt_stream_t stream;
+    size_t use_first, n_uses; /* into the step's uses arrays */
+    uint64_t sim_duration_ns;
+    /* timing events on the call's stream (indices into ctx->ev.timing) */
+    int ev_wait_start, ev_wait_end, ev_end;
+    int timed;                       /* all three were recorded (else its times read 0) */
+    int touched;                     /* the model ran its work (once, even if layer_end is retried) */
+    uvmrt_touch_result_t touch_res;  /* what that work faulted, counted when the call closes */
+    uint64_t host_bytes;             /* the call's CPU work on host memory (uvmrt_layer_call_t) */
+    uint64_t resident_bytes;         /* uvmrt's resident bytes once the call was open (trace counter) */
+} uvmrt_call_t;
+
+/* The calls of one step; uses are flattened (tensor id, access). */
+typedef struct uvmrt_sequence {
+    uvmrt_call_t *calls;
+    size_t n_calls, cap_calls;
+    int *use_tensor;
+    unsigned *use_access;
+    size_t n_uses, cap_uses;
+} uvmrt_sequence_t;
+
+typedef struct uvmrt_schedule {
+    int in_step;
+    int open_call;                  /* index of the open call in cur, or -1 */
+    uint64_t step_index;            /* steps begun so far, minus one while in a step */
+    uint64_t step_start_ns;
+    uvmrt_sequence_t cur;           /* this step's calls */
+    uvmrt_sequence_t record;        /* the recorded step (prefetch policy) */
+    int have_record;
+    int deviated;                   /* this step left the record */
+    uvmrt_plan_t plan;
+    int have_plan;
+    uint8_t *scratch_resident;      /* tensors.n bytes */
+    uint64_t plans_built;
+    /* step_end scratch, grown only: distinct-stream slots */
+    size_t *sync_slots;
+    size_t cap_sync_slots;
+} uvmrt_schedule_t;
+
+/* step.c: the initial state (no call open). */
+void uvmrt__sched_init(uvmrt_context_t *ctx);
+/* policy.c. The plan no longer fits the tensors (a placement changed): it is
+ * dropped and built again at the next step begin. */
+void uvmrt__plan_drop(uvmrt_context_t *ctx);
+/* Tensors were added: the plan is dropped and the residency scratch resized. */
+void uvmrt__sched_tensors_added(uvmrt_context_t *ctx);
+/* A tensor was freed: the record and the plan name it, so both are dropped
+ * (the next step is recorded again). */
+void uvmrt__sched_tensor_freed(uvmrt_context_t *ctx);
+
+#endif

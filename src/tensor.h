@@ -1,0 +1,76 @@
+/*
+ * tensor.h -- tensors, their arenas and the layers that own them (internal;
+ * tensor.c owns the table). Other modules read ctx->tensors and change it
+ * only through tensor.c's functions, with two documented exceptions: a
+ * tensor's residency fields (resident .. last_use) are the executor's
+ * (exec.h: migrate.c, policy.c, step.c), and a layer's stats are stats.c's
+ * (uvmrt__stat_add).
+ */
+#ifndef UVMRT_TENSOR_H
+#define UVMRT_TENSOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "events.h"
+#include "uvmrt.h"
+
+#define UVMRT_TENSOR_MAGIC 0x75766d74u /* "uvmt" while allocated */
+#define UVMRT_BLOCK (2u << 20)         /* the driver's large page: arena and big-tensor alignment */
+#define UVMRT_SMALL_ALIGN (64u << 10)  /* alignment of tensors under 1 MiB */
+
+typedef struct uvmrt_arena {
+    void *base;
+    size_t bytes;
+    int live_tensors;
+} uvmrt_arena_t;
+
+struct uvmrt_tensor {
+    uint32_t magic;
+    uvmrt_context_t *ctx;
+    int id;              /* allocation order; index in ctx->tensors.by_id */
+    char *name;
+    int layer;
+    uvmrt_role_t role;
+    size_t size;         /* bytes requested */
+    size_t footprint;    /* size rounded up to its alignment: what residency counts */
+    int arena;
+    size_t offset;
+    void *ptr;
+    /* uvmrt's own residency accounting (cudaMemGetInfo does not see managed pages);
+     * changed by the executor, whose moves they describe */
+    int resident;
+    int dead;                 /* contents dead: discarded, or never written */
+    int host_homed;           /* kept in host memory, used over the link */
+    int placed_host;          /* uvmrt_tensor_set_placement(HOST): homed whatever the plan */
+    int advised_remote;       /* advise_remote was applied to its range */
+    uvmrt_evref_t ready;      /* the prefetch that made it resident */
+    uvmrt_evref_t leaving;    /* the eviction that made it non-resident */
+    uvmrt_evref_t last_use;   /* end of the last layer call that used it */
+};
+
+typedef struct uvmrt_layer {
+    char *name;
+    uvmrt_layer_stats_t stats[UVMRT_PHASE_COUNT]; /* totals; changed by stats.c only */
+    int *owned;          /* tensor ids owned by this layer (default uses) */
+    int n_owned, cap_owned;
+} uvmrt_layer_t;
+
+/* Every tensor, arena and layer of a context. */
+typedef struct uvmrt_tensor_table {
+    uvmrt_tensor_t **by_id;         /* by id, freed ones kept (magic cleared) */
+    int n, cap;
+    uvmrt_arena_t *arenas;
+    int n_arenas, cap_arenas;
+    uvmrt_layer_t *layers;
+    int n_layers, cap_layers;
+    uint64_t allocated_bytes;       /* footprints of the live tensors */
+} uvmrt_tensor_table_t;
+
+uvmrt_tensor_t *uvmrt__tensor_checked(const uvmrt_context_t *ctx, const uvmrt_tensor_t *t);
+void uvmrt__tensors_release_all(uvmrt_context_t *ctx);
+/* Frees the layers' names and owned lists (at destroy, after the tensors). */
+void uvmrt__layers_free(uvmrt_context_t *ctx);
+void uvmrt__describe_ptr(const uvmrt_context_t *ctx, const void *ptr, char *buf, size_t len);
+
+#endif
