@@ -13,10 +13,12 @@
  * streams K/V tiles through shared memory; it saves the log-sum-exp. The backward
  * recomputes the probabilities from it, in two kernels so that nothing is
  * accumulated across blocks: one block per key tile makes dK and dV, one block per
- * query tile dQ. The second (the trainer's) runs the same algorithm with the products
- * on the tensor cores (WMMA). Measured on the H200 at B=8, T=1024, 25 heads: forward
- * 2.6 ms scalar, 1.8 ms WMMA; backward 4.7 ms scalar, 5.2 ms WMMA: both are bound by
- * the round trip of every score tile through shared memory, not by the arithmetic.
+ * query tile dQ. The second runs the same algorithm with the products on the tensor
+ * cores (WMMA). Measured on the H200 at B=8, T=1024, 25 heads: forward 2.6 ms scalar,
+ * 1.8 ms WMMA; backward 4.7 ms scalar, 5.2 ms WMMA: both are bound by the round trip
+ * of every score tile through shared memory, not by the arithmetic. The third
+ * (FlashAttention-2 style, mma.sync from registers) removes that round trip; which
+ * one the trainer uses is GPT_ATTENTION_MMA, at the end of the attention section.
  */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
