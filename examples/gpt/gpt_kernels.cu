@@ -1093,96 +1093,181 @@ __device__ __forceinline__ void fa_mm_pb(float (*acc)[4], float (*p)[4], const b
     }
 }
 
+/* MT m-tiles (16 rows each) per warp: a block of 4 warps takes MT * 64 queries, row
+ * r of the block in warp (r % 64) / 16, m-tile r / 64, so every warp meets the
+ * diagonal equally. Each K or V fragment read from shared memory feeds MT products,
+ * which halves the shared-memory traffic per product at MT = 2 (at MT = 1 each
+ * 512-byte ldmatrix.x4 feeds two mma, which by our estimate, not yet measured, keeps
+ * shared memory about as busy as the tensor cores). An m-tile whose rows all
+ * lie above a key tile skips it (act[] is the same across the warp). */
+template <int MT>
+__device__ __forceinline__ void fa_mm_abt_m(float (*acc)[8][4], unsigned (*a)[4][4],
+                                            const bf16 *tile, const int *act, int lane) {
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+            acc[mt][n][0] = acc[mt][n][1] = acc[mt][n][2] = acc[mt][n][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+        for (int np = 0; np < 4; np++) {
+            unsigned b[4];
+            ldsm4(b, tile + (np * 16 + (lane & 7) + (lane >> 4) * 8) * FA_LD + kk * 16 +
+                         ((lane >> 3) & 1) * 8);
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+                if (act[mt]) {
+                    mma16816(acc[mt][2 * np], a[mt][kk], b[0], b[1]);
+                    mma16816(acc[mt][2 * np + 1], a[mt][kk], b[2], b[3]);
+                }
+        }
+}
+
+template <int MT>
+__device__ __forceinline__ void fa_mm_pb_m(float (*acc)[8][4], float (*p)[8][4],
+                                           const bf16 *tile, const int *act, int lane) {
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+        unsigned a[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+            a[mt][0] = pack_bf16(p[mt][2 * kk][0], p[mt][2 * kk][1]);
+            a[mt][1] = pack_bf16(p[mt][2 * kk][2], p[mt][2 * kk][3]);
+            a[mt][2] = pack_bf16(p[mt][2 * kk + 1][0], p[mt][2 * kk + 1][1]);
+            a[mt][3] = pack_bf16(p[mt][2 * kk + 1][2], p[mt][2 * kk + 1][3]);
+        }
+#pragma unroll
+        for (int dp = 0; dp < 4; dp++) {
+            unsigned b[4];
+            ldsm4t(b, tile + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * FA_LD + dp * 16 +
+                          (lane >> 4) * 8);
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+                if (act[mt]) {
+                    mma16816(acc[mt][2 * dp], a[mt], b[0], b[1]);
+                    mma16816(acc[mt][2 * dp + 1], a[mt], b[2], b[3]);
+                }
+        }
+    }
+}
+
+/* shared memory: 4 tiles, K0 V0 K1 V1; the block's Q (MT tiles) first sits in K1 V1 */
+template <int MT>
 __global__ __launch_bounds__(FA_THREADS) void attention_forward_mma_kernel(
     uint16_t *out, float *lse, const uint16_t *qkv, int T, int C, int NH) {
-    __shared__ __align__(16) bf16 Ks[2][FA_T * FA_LD], Vs[2][FA_T * FA_LD];
+    __shared__ __align__(16) bf16 sm[4][FA_T * FA_LD];
     int h = blockIdx.x % NH, b = blockIdx.x / NH;
-    int qt = gridDim.y - 1 - blockIdx.y, q0 = qt * FA_T;
+    int qt = gridDim.y - 1 - blockIdx.y, q0 = qt * MT * FA_T;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
     size_t C3 = 3 * (size_t)C;
     const bf16 *base = (const bf16 *)qkv + (size_t)b * T * C3 + h * HS;
     const float sl = 0.125f * LOG2E;
-    /* Q goes through the second K buffer, free until tile 1 */
-    fa_load_tile(Ks[1], base, C3, q0, T);
-    fa_load_tile(Ks[0], base + C, C3, 0, T);
-    fa_load_tile(Vs[0], base + 2 * C, C3, 0, T);
-    cp_async_commit();
-    unsigned qf[4][4];
-    float o[8][4], s[8][4];
 #pragma unroll
-    for (int n = 0; n < 8; n++)
-        o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-    int row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
-    for (int j = 0; j <= qt; j++) {
+    for (int mt = 0; mt < MT; mt++)
+        fa_load_tile(sm[2 + mt], base, C3, q0 + mt * FA_T, T);
+    fa_load_tile(sm[0], base + C, C3, 0, T);
+    fa_load_tile(sm[1], base + 2 * C, C3, 0, T);
+    cp_async_commit();
+    unsigned qf[MT][4][4];
+    float o[MT][8][4], s[MT][8][4], m[MT][2], l[MT][2];
+    int row0[MT]; /* the warp's first row in each m-tile; the thread's are +g, +g+8 */
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+            o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0.0f;
+        m[mt][0] = m[mt][1] = -INFINITY;
+        l[mt][0] = l[mt][1] = 0.0f;
+        row0[mt] = q0 + mt * FA_T + warp * 16;
+    }
+    /* key tiles up to the block's last row, and none past T */
+    int jlast = min(qt * MT + MT - 1, (T - 1) / FA_T);
+    for (int j = 0; j <= jlast; j++) {
         cp_async_wait_all();
         __syncthreads();
         if (j == 0) {
-            fa_load_a(qf, Ks[1], warp, lane);
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+                fa_load_a(qf[mt], sm[2 + mt], warp, lane);
             __syncthreads();
         }
-        if (j < qt) {
-            fa_load_tile(Ks[(j + 1) & 1], base + C, C3, (j + 1) * FA_T, T);
-            fa_load_tile(Vs[(j + 1) & 1], base + 2 * C, C3, (j + 1) * FA_T, T);
+        if (j < jlast) {
+            int nb = 2 * ((j + 1) & 1);
+            fa_load_tile(sm[nb], base + C, C3, (j + 1) * FA_T, T);
+            fa_load_tile(sm[nb + 1], base + 2 * C, C3, (j + 1) * FA_T, T);
             cp_async_commit();
         }
-        fa_mm_abt(s, qf, Ks[j & 1], lane);
-        int k0 = j * FA_T;
-        if (j == qt || k0 + FA_T > T) {
+        const bf16 *Kt = sm[2 * (j & 1)], *Vt = sm[2 * (j & 1) + 1];
+        int k0 = j * FA_T, act[MT];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+            act[mt] = k0 <= row0[mt] + 15;
+        fa_mm_abt_m<MT>(s, qf, Kt, act, lane);
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+            if (!act[mt])
+                continue;
+            int row[2] = {row0[mt] + g, row0[mt] + g + 8};
+            if (k0 + FA_T - 1 > row0[mt] || k0 + FA_T > T) {
+#pragma unroll
+                for (int n = 0; n < 8; n++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        int key = k0 + n * 8 + 2 * t4 + (e & 1);
+                        if (key > row[e >> 1] || key >= T)
+                            s[mt][n][e] = -INFINITY;
+                    }
+            }
+            float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+            for (int n = 0; n < 8; n++) {
+                mx[0] = fmaxf(mx[0], fmaxf(s[mt][n][0], s[mt][n][1]));
+                mx[1] = fmaxf(mx[1], fmaxf(s[mt][n][2], s[mt][n][3]));
+            }
+            float alpha[2];
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+                float mn = fmaxf(m[mt][r], mx[r] * sl);
+                /* every row has key 0, so mn is finite from tile 0 on; kept safe anyway */
+                if (mn == -INFINITY)
+                    mn = 0.0f;
+                alpha[r] = exp2f(m[mt][r] - mn);
+                m[mt][r] = mn;
+                l[mt][r] *= alpha[r];
+            }
 #pragma unroll
             for (int n = 0; n < 8; n++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
-                    int key = k0 + n * 8 + 2 * t4 + (e & 1);
-                    if (key > row[e >> 1] || key >= T)
-                        s[n][e] = -INFINITY;
+                    float p = exp2f(fmaf(s[mt][n][e], sl, -m[mt][e >> 1]));
+                    s[mt][n][e] = p;
+                    l[mt][e >> 1] += p;
+                    o[mt][n][e] *= alpha[e >> 1];
                 }
         }
-        float mx[2] = {-INFINITY, -INFINITY};
+        fa_mm_pb_m<MT>(o, s, Vt, act, lane);
+    }
 #pragma unroll
-        for (int n = 0; n < 8; n++) {
-            mx[0] = fmaxf(mx[0], fmaxf(s[n][0], s[n][1]));
-            mx[1] = fmaxf(mx[1], fmaxf(s[n][2], s[n][3]));
-        }
-        float alpha[2];
+    for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int r = 0; r < 2; r++) {
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-            float mn = fmaxf(m[r], mx[r] * sl);
-            /* every row has key 0, so mn is finite from tile 0 on; kept safe anyway */
-            if (mn == -INFINITY)
-                mn = 0.0f;
-            alpha[r] = exp2f(m[r] - mn);
-            m[r] = mn;
-            l[r] *= alpha[r];
+            l[mt][r] += __shfl_xor_sync(0xffffffffu, l[mt][r], 1);
+            l[mt][r] += __shfl_xor_sync(0xffffffffu, l[mt][r], 2);
+            int rw = row0[mt] + g + 8 * r;
+            if (rw >= T)
+                continue;
+            float inv = 1.0f / l[mt][r];
+            bf16 *op = (bf16 *)out + ((size_t)b * T + rw) * C + h * HS + 2 * t4;
+#pragma unroll
+            for (int n = 0; n < 8; n++)
+                *(__nv_bfloat162 *)(op + n * 8) =
+                    __floats2bfloat162_rn(o[mt][n][2 * r] * inv, o[mt][n][2 * r + 1] * inv);
+            if (t4 == 0)
+                lse[((size_t)b * NH + h) * T + rw] = (m[mt][r] + log2f(l[mt][r])) * LN2;
         }
-#pragma unroll
-        for (int n = 0; n < 8; n++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                float p = exp2f(fmaf(s[n][e], sl, -m[e >> 1]));
-                s[n][e] = p;
-                l[e >> 1] += p;
-                o[n][e] *= alpha[e >> 1];
-            }
-        fa_mm_pb(o, s, Vs[j & 1], lane);
-    }
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-        if (row[r] >= T)
-            continue;
-        float inv = 1.0f / l[r];
-        bf16 *op = (bf16 *)out + ((size_t)b * T + row[r]) * C + h * HS + 2 * t4;
-#pragma unroll
-        for (int n = 0; n < 8; n++)
-            *(__nv_bfloat162 *)(op + n * 8) =
-                __floats2bfloat162_rn(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
-        if (t4 == 0)
-            lse[((size_t)b * NH + h) * T + row[r]] = (m[r] + log2f(l[r])) * LN2;
-    }
 }
 
 /* delta[b,h,t] = sum_d dout * out: 8 lanes per row, one 16-byte load of each, a
@@ -1373,20 +1458,35 @@ __global__ __launch_bounds__(FA_THREADS) void attention_backward_dq_mma_kernel(
     }
 }
 
+/* m-tiles per warp of the trainer's mma forward (1 or 2) */
+#ifndef GPT_ATTENTION_MTILES
+#define GPT_ATTENTION_MTILES 2
+#endif
+
 static int fa_shape_ok(int B, int T, int C, int NH) {
     /* gridDim.y holds the tiles of T (at most 65535) */
     return B > 0 && T > 0 && NH > 0 && C == NH * HS && (T + FA_T - 1) / FA_T <= 65535;
 }
 
+extern "C" int gpt_attention_forward_mma_tiles_launch(uint16_t *out, float *lse,
+                                                      const uint16_t *qkv, int B, int T, int C,
+                                                      int NH, int mtiles, uvmrt_stream_t stream) {
+    if (!fa_shape_ok(B, T, C, NH) || (mtiles != 1 && mtiles != 2))
+        return (int)cudaErrorInvalidValue;
+    dim3 grid((unsigned)(B * NH), ceil_div((size_t)T, (size_t)mtiles * FA_T));
+    cudaStream_t s = (cudaStream_t)stream;
+    if (mtiles == 2)
+        attention_forward_mma_kernel<2><<<grid, FA_THREADS, 0, s>>>(out, lse, qkv, T, C, NH);
+    else
+        attention_forward_mma_kernel<1><<<grid, FA_THREADS, 0, s>>>(out, lse, qkv, T, C, NH);
+    return last_error();
+}
+
 extern "C" int gpt_attention_forward_mma_launch(uint16_t *out, float *lse, const uint16_t *qkv,
                                                 int B, int T, int C, int NH,
                                                 uvmrt_stream_t stream) {
-    if (!fa_shape_ok(B, T, C, NH))
-        return (int)cudaErrorInvalidValue;
-    dim3 grid((unsigned)(B * NH), ceil_div((size_t)T, FA_T));
-    attention_forward_mma_kernel<<<grid, FA_THREADS, 0, (cudaStream_t)stream>>>(out, lse, qkv, T,
-                                                                               C, NH);
-    return last_error();
+    return gpt_attention_forward_mma_tiles_launch(out, lse, qkv, B, T, C, NH, GPT_ATTENTION_MTILES,
+                                                  stream);
 }
 
 extern "C" int gpt_attention_backward_mma_launch(uint16_t *dqkv, float *delta,

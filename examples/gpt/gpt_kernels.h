@@ -94,6 +94,11 @@ const char *gpt_attention_kind(void);
  * T up to 64 * 65535. */
 int gpt_attention_forward_mma_launch(uint16_t *out, float *lse, const uint16_t *qkv, int B, int T,
                                      int C, int NH, uvmrt_stream_t stream);
+/* the forward with mtiles (1 or 2) m-tiles of 16 rows per warp, 64 * mtiles queries
+ * per block (gpt_attention_forward_mma_launch takes the faster, 2) */
+int gpt_attention_forward_mma_tiles_launch(uint16_t *out, float *lse, const uint16_t *qkv, int B,
+                                           int T, int C, int NH, int mtiles,
+                                           uvmrt_stream_t stream);
 int gpt_attention_backward_mma_launch(uint16_t *dqkv, float *delta, const uint16_t *dout,
                                       const uint16_t *out, const uint16_t *qkv, const float *lse,
                                       int B, int T, int C, int NH, uvmrt_stream_t stream);

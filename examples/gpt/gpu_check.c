@@ -538,6 +538,11 @@ static void a_bwd(void *p) {
                                 a->C, a->NH, NULL), "bwd");
 }
 
+static int fwd_mma_1tile(uint16_t *out, float *lse, const uint16_t *qkv, int B, int T, int C,
+                         int NH, uvmrt_stream_t s) {
+    return gpt_attention_forward_mma_tiles_launch(out, lse, qkv, B, T, C, NH, 1, s);
+}
+
 static void attn_shape(int B, int NH, int T, int timed) {
     int C = NH * GPT_HEAD_SIZE;
     size_t N = (size_t)B * T, nq = N * 3 * C, no = N * C, nl = (size_t)B * NH * T;
@@ -564,6 +569,16 @@ static void attn_shape(int B, int NH, int T, int timed) {
     check(name, rel_l2(got, want, no), 1e-2);
     snprintf(name, sizeof name, "mma vs fp32 lse B%d NH%d T%d", B, NH, T);
     check(name, rel_l2(gl, wl, nl), 1e-4);
+    /* one m-tile per warp does each row's arithmetic in the same order: same bits */
+    uint16_t *o2 = malloc(no * 2), *o1 = malloc(no * 2);
+    cuda_ok(cudaMemcpy(o2, a.out, no * 2, cudaMemcpyDeviceToHost), "copy");
+    cuda_ok(cudaMemset(a.out, 0xff, no * 2), "poison");
+    kernel_ok(gpt_attention_forward_mma_tiles_launch(a.out, a.lse, a.qkv, B, T, C, NH, 1, NULL),
+              "fwd 1 m-tile");
+    cuda_ok(cudaMemcpy(o1, a.out, no * 2, cudaMemcpyDeviceToHost), "copy");
+    snprintf(name, sizeof name, "mma forward 1 vs 2 m-tiles bitwise B%d NH%d T%d", B, NH, T);
+    check(name, memcmp(o1, o2, no * 2) == 0 ? 0.0 : 1.0, 0.0);
+    free(o1), free(o2);
     cuda_ok(cudaMemset(a.dqkv, 0xff, nq * 2), "poison");
     kernel_ok(gpt_attention_backward_mma_launch(a.dqkv, a.delta, a.dout, r_out, a.qkv, r_lse, B,
                                                 T, C, NH, NULL), "bwd");
@@ -584,11 +599,14 @@ static void attn_shape(int B, int NH, int T, int timed) {
         double mf = time_ms(a_fwd, &a), mb = time_ms(a_bwd, &a);
         a.fwd = gpt_attention_forward_wmma_launch, a.bwd = gpt_attention_backward_wmma_launch;
         double wf = time_ms(a_fwd, &a), wb = time_ms(a_bwd, &a);
+        a.fwd = fwd_mma_1tile;
+        double m1 = time_ms(a_fwd, &a);
         cuda_ok(cudaDeviceSynchronize(), "timing");
-        printf("time B%-2d NH%-2d T%-5d forward mma %7.3f ms %6.1f TFLOP/s (wmma %7.3f ms %6.1f)"
-               "  backward mma %7.3f ms %6.1f TFLOP/s (wmma %7.3f ms %6.1f)\n",
-               B, NH, T, mf, fl / mf / 1e9, wf, fl / wf / 1e9, mb, 2.5 * fl / mb / 1e9, wb,
-               2.5 * fl / wb / 1e9);
+        printf("time B%-2d NH%-2d T%-5d forward mma %7.3f ms %6.1f TFLOP/s (1 m-tile %7.3f ms "
+               "%6.1f; wmma %7.3f ms %6.1f)  backward mma %7.3f ms %6.1f TFLOP/s (wmma %7.3f ms "
+               "%6.1f)\n",
+               B, NH, T, mf, fl / mf / 1e9, m1, fl / m1 / 1e9, wf, fl / wf / 1e9, mb,
+               2.5 * fl / mb / 1e9, wb, 2.5 * fl / wb / 1e9);
     }
     free(qb), free(db), free(want), free(wl), free(wd), free(got), free(gl), free(gd);
     free(b1), free(b2);
