@@ -13,10 +13,12 @@
  * streams K/V tiles through shared memory; it saves the log-sum-exp. The backward
  * recomputes the probabilities from it, in two kernels so that nothing is
  * accumulated across blocks: one block per key tile makes dK and dV, one block per
- * query tile dQ. The second (the trainer's) runs the same algorithm with the products
- * on the tensor cores (WMMA). Measured on the H200 at B=8, T=1024, 25 heads: forward
- * 2.6 ms scalar, 1.8 ms WMMA; backward 4.7 ms scalar, 5.2 ms WMMA: both are bound by
- * the round trip of every score tile through shared memory, not by the arithmetic.
+ * query tile dQ. The second runs the same algorithm with the products on the tensor
+ * cores (WMMA). Measured on the H200 at B=8, T=1024, 25 heads: forward 2.6 ms scalar,
+ * 1.8 ms WMMA; backward 4.7 ms scalar, 5.2 ms WMMA: both are bound by the round trip
+ * of every score tile through shared memory, not by the arithmetic. The third
+ * (FlashAttention-2 style, mma.sync from registers) removes that round trip; which
+ * one the trainer uses is GPT_ATTENTION_MMA, at the end of the attention section.
  */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -941,7 +943,7 @@ __global__ __launch_bounds__(64) void attention_backward_dq_tc_kernel(
     }
 }
 
-extern "C" int gpt_attention_forward_launch(uint16_t *out, float *lse, const uint16_t *qkv,
+extern "C" int gpt_attention_forward_wmma_launch(uint16_t *out, float *lse, const uint16_t *qkv,
                                             int B, int T, int C, int NH, uvmrt_stream_t stream) {
     if (B <= 0 || T <= 0 || NH <= 0 || C != NH * HS)
         return (int)cudaErrorInvalidValue;
@@ -950,7 +952,7 @@ extern "C" int gpt_attention_forward_launch(uint16_t *out, float *lse, const uin
     return last_error();
 }
 
-extern "C" int gpt_attention_backward_launch(uint16_t *dqkv, float *delta, const uint16_t *dout,
+extern "C" int gpt_attention_backward_wmma_launch(uint16_t *dqkv, float *delta, const uint16_t *dout,
                                              const uint16_t *out, const uint16_t *qkv,
                                              const float *lse, int B, int T, int C, int NH,
                                              uvmrt_stream_t stream) {
@@ -963,6 +965,574 @@ extern "C" int gpt_attention_backward_launch(uint16_t *dqkv, float *delta, const
     attention_backward_dkv_tc_kernel<<<grid, 64, 0, s>>>(dqkv, dout, qkv, lse, delta, T, C, NH);
     attention_backward_dq_tc_kernel<<<grid, 64, 0, s>>>(dqkv, dout, qkv, lse, delta, T, C, NH);
     return last_error();
+}
+
+/* ----------------------------------------------------------------------------
+ * attention on the tensor cores, FlashAttention-2 style (the trainer's): each warp
+ * owns 16 rows and issues mma.sync m16n8k16 (bf16 in, fp32 accumulate) itself, so
+ * the score tile stays in the accumulator registers. The accumulator layout of one
+ * product is the operand layout of the next (a thread holds rows g and g+8, columns
+ * 2t and 2t+1 of each 8-wide tile, g = lane / 4, t = lane % 4), so the scores become
+ * the probabilities and then the A operand of P V without leaving the thread; the
+ * row max and sum need only the 4 lanes of a quad. K/V (or Q/dO) tiles of 64 rows
+ * are double-buffered in shared memory with cp.async: tile j+1 loads while tile j
+ * is used. Rows are padded to 72 bf16 (144 bytes) so the 8 row addresses of an
+ * ldmatrix fall in 8 different 16-byte bank groups. Tiles above the diagonal are
+ * never visited; only the diagonal tile and the ragged last tile are masked.
+ * Blocks run the longest rows first (blockIdx.y reversed) so that the short ones
+ * fill the tail of the grid. Backward: delta = rowsum(dO * O) first, then one kernel
+ * per key tile for dK, dV (4 products per query tile) and one per query tile for dQ
+ * (3 products per key tile): no atomics, every sum in a fixed order, so the
+ * gradients are the same bits on every run. */
+
+#define FA_T 64   /* rows per tile: queries per block, keys per shared tile (and back) */
+#define FA_LD 72  /* padded shared row, bf16 */
+#define FA_THREADS 128
+
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, int bytes) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem),
+                 "r"(bytes)
+                 : "memory");
+}
+
+__device__ __forceinline__ void cp_async_commit(void) {
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void cp_async_wait_all(void) {
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void ldsm4(unsigned *r, const bf16 *p) {
+    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a)
+                 : "memory");
+}
+
+__device__ __forceinline__ void ldsm4t(unsigned *r, const bf16 *p) {
+    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a)
+                 : "memory");
+}
+
+/* d (16x8 fp32) += a (16x16 bf16, row) * b (16x8 bf16, col) */
+__device__ __forceinline__ void mma16816(float *d, const unsigned *a, unsigned b0, unsigned b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *(unsigned *)&v;
+}
+
+/* rows [r0, r0+64) of one head's q, k, v or dout (row stride `stride`) into dst
+ * (64 x FA_LD), zeros past T; 4 16-byte copies per thread, not waited for */
+__device__ __forceinline__ void fa_load_tile(bf16 *dst, const bf16 *src, size_t stride, int r0,
+                                             int T) {
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        int idx = threadIdx.x + k * FA_THREADS, r = idx >> 3, c = idx & 7;
+        int ok = r0 + r < T;
+        /* a zero-byte copy still names a valid address: row 0 */
+        cp_async16(dst + r * FA_LD + c * 8, src + (size_t)(ok ? r0 + r : 0) * stride + c * 8,
+                   ok ? 16 : 0);
+    }
+}
+
+/* the warp's 16 rows of a tile as 4 A operands (k = 16 columns each) */
+__device__ __forceinline__ void fa_load_a(unsigned (*a)[4], const bf16 *tile, int warp,
+                                          int lane) {
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+        ldsm4(a[kk], tile + (warp * 16 + (lane & 15)) * FA_LD + kk * 16 + (lane >> 4) * 8);
+}
+
+/* acc (16 x 64) = a (16 x 64) * tile^T: tile rows are the 64 output columns */
+__device__ __forceinline__ void fa_mm_abt(float (*acc)[4], unsigned (*a)[4], const bf16 *tile,
+                                          int lane) {
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+        acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+        for (int np = 0; np < 4; np++) {
+            unsigned b[4];
+            ldsm4(b, tile + (np * 16 + (lane & 7) + (lane >> 4) * 8) * FA_LD + kk * 16 +
+                         ((lane >> 3) & 1) * 8);
+            mma16816(acc[2 * np], a[kk], b[0], b[1]);
+            mma16816(acc[2 * np + 1], a[kk], b[2], b[3]);
+        }
+}
+
+/* acc (16 x 64) += p (16 x 64, accumulator layout, rounded to bf16) * tile (64 x 64) */
+__device__ __forceinline__ void fa_mm_pb(float (*acc)[4], float (*p)[4], const bf16 *tile,
+                                         int lane) {
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+        unsigned a[4] = {pack_bf16(p[2 * kk][0], p[2 * kk][1]),
+                         pack_bf16(p[2 * kk][2], p[2 * kk][3]),
+                         pack_bf16(p[2 * kk + 1][0], p[2 * kk + 1][1]),
+                         pack_bf16(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+#pragma unroll
+        for (int dp = 0; dp < 4; dp++) {
+            unsigned b[4];
+            ldsm4t(b, tile + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * FA_LD + dp * 16 +
+                          (lane >> 4) * 8);
+            mma16816(acc[2 * dp], a, b[0], b[1]);
+            mma16816(acc[2 * dp + 1], a, b[2], b[3]);
+        }
+    }
+}
+
+/* MT m-tiles (16 rows each) per warp: a block of 4 warps takes MT * 64 queries, row
+ * r of the block in warp (r % 64) / 16, m-tile r / 64, so every warp meets the
+ * diagonal equally. Each K or V fragment read from shared memory feeds MT products,
+ * which halves the shared-memory traffic per product at MT = 2 (at MT = 1 each
+ * 512-byte ldmatrix.x4 feeds two mma, which by our estimate, not yet measured, keeps
+ * shared memory about as busy as the tensor cores). An m-tile whose rows all
+ * lie above a key tile skips it (act[] is the same across the warp). */
+template <int MT>
+__device__ __forceinline__ void fa_mm_abt_m(float (*acc)[8][4], unsigned (*a)[4][4],
+                                            const bf16 *tile, const int *act, int lane) {
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+            acc[mt][n][0] = acc[mt][n][1] = acc[mt][n][2] = acc[mt][n][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+        for (int np = 0; np < 4; np++) {
+            unsigned b[4];
+            ldsm4(b, tile + (np * 16 + (lane & 7) + (lane >> 4) * 8) * FA_LD + kk * 16 +
+                         ((lane >> 3) & 1) * 8);
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+                if (act[mt]) {
+                    mma16816(acc[mt][2 * np], a[mt][kk], b[0], b[1]);
+                    mma16816(acc[mt][2 * np + 1], a[mt][kk], b[2], b[3]);
+                }
+        }
+}
+
+template <int MT>
+__device__ __forceinline__ void fa_mm_pb_m(float (*acc)[8][4], float (*p)[8][4],
+                                           const bf16 *tile, const int *act, int lane) {
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) {
+        unsigned a[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+            a[mt][0] = pack_bf16(p[mt][2 * kk][0], p[mt][2 * kk][1]);
+            a[mt][1] = pack_bf16(p[mt][2 * kk][2], p[mt][2 * kk][3]);
+            a[mt][2] = pack_bf16(p[mt][2 * kk + 1][0], p[mt][2 * kk + 1][1]);
+            a[mt][3] = pack_bf16(p[mt][2 * kk + 1][2], p[mt][2 * kk + 1][3]);
+        }
+#pragma unroll
+        for (int dp = 0; dp < 4; dp++) {
+            unsigned b[4];
+            ldsm4t(b, tile + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * FA_LD + dp * 16 +
+                          (lane >> 4) * 8);
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+                if (act[mt]) {
+                    mma16816(acc[mt][2 * dp], a[mt], b[0], b[1]);
+                    mma16816(acc[mt][2 * dp + 1], a[mt], b[2], b[3]);
+                }
+        }
+    }
+}
+
+/* shared memory: 4 tiles, K0 V0 K1 V1; the block's Q (MT tiles) first sits in K1 V1 */
+template <int MT>
+__global__ __launch_bounds__(FA_THREADS) void attention_forward_mma_kernel(
+    uint16_t *out, float *lse, const uint16_t *qkv, int T, int C, int NH) {
+    __shared__ __align__(16) bf16 sm[4][FA_T * FA_LD];
+    int h = blockIdx.x % NH, b = blockIdx.x / NH;
+    int qt = gridDim.y - 1 - blockIdx.y, q0 = qt * MT * FA_T;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+    size_t C3 = 3 * (size_t)C;
+    const bf16 *base = (const bf16 *)qkv + (size_t)b * T * C3 + h * HS;
+    const float sl = 0.125f * LOG2E;
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+        fa_load_tile(sm[2 + mt], base, C3, q0 + mt * FA_T, T);
+    fa_load_tile(sm[0], base + C, C3, 0, T);
+    fa_load_tile(sm[1], base + 2 * C, C3, 0, T);
+    cp_async_commit();
+    unsigned qf[MT][4][4];
+    float o[MT][8][4], s[MT][8][4], m[MT][2], l[MT][2];
+    int row0[MT]; /* the warp's first row in each m-tile; the thread's are +g, +g+8 */
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+            o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0.0f;
+        m[mt][0] = m[mt][1] = -INFINITY;
+        l[mt][0] = l[mt][1] = 0.0f;
+        row0[mt] = q0 + mt * FA_T + warp * 16;
+    }
+    /* key tiles up to the block's last row, and none past T */
+    int jlast = min(qt * MT + MT - 1, (T - 1) / FA_T);
+    for (int j = 0; j <= jlast; j++) {
+        cp_async_wait_all();
+        __syncthreads();
+        if (j == 0) {
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+                fa_load_a(qf[mt], sm[2 + mt], warp, lane);
+            __syncthreads();
+        }
+        if (j < jlast) {
+            int nb = 2 * ((j + 1) & 1);
+            fa_load_tile(sm[nb], base + C, C3, (j + 1) * FA_T, T);
+            fa_load_tile(sm[nb + 1], base + 2 * C, C3, (j + 1) * FA_T, T);
+            cp_async_commit();
+        }
+        const bf16 *Kt = sm[2 * (j & 1)], *Vt = sm[2 * (j & 1) + 1];
+        int k0 = j * FA_T, act[MT];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+            act[mt] = k0 <= row0[mt] + 15;
+        fa_mm_abt_m<MT>(s, qf, Kt, act, lane);
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+            if (!act[mt])
+                continue;
+            int row[2] = {row0[mt] + g, row0[mt] + g + 8};
+            if (k0 + FA_T - 1 > row0[mt] || k0 + FA_T > T) {
+#pragma unroll
+                for (int n = 0; n < 8; n++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        int key = k0 + n * 8 + 2 * t4 + (e & 1);
+                        if (key > row[e >> 1] || key >= T)
+                            s[mt][n][e] = -INFINITY;
+                    }
+            }
+            float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+            for (int n = 0; n < 8; n++) {
+                mx[0] = fmaxf(mx[0], fmaxf(s[mt][n][0], s[mt][n][1]));
+                mx[1] = fmaxf(mx[1], fmaxf(s[mt][n][2], s[mt][n][3]));
+            }
+            float alpha[2];
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+                float mn = fmaxf(m[mt][r], mx[r] * sl);
+                /* every row has key 0, so mn is finite from tile 0 on; kept safe anyway */
+                if (mn == -INFINITY)
+                    mn = 0.0f;
+                alpha[r] = exp2f(m[mt][r] - mn);
+                m[mt][r] = mn;
+                l[mt][r] *= alpha[r];
+            }
+#pragma unroll
+            for (int n = 0; n < 8; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    float p = exp2f(fmaf(s[mt][n][e], sl, -m[mt][e >> 1]));
+                    s[mt][n][e] = p;
+                    l[mt][e >> 1] += p;
+                    o[mt][n][e] *= alpha[e >> 1];
+                }
+        }
+        fa_mm_pb_m<MT>(o, s, Vt, act, lane);
+    }
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            l[mt][r] += __shfl_xor_sync(0xffffffffu, l[mt][r], 1);
+            l[mt][r] += __shfl_xor_sync(0xffffffffu, l[mt][r], 2);
+            int rw = row0[mt] + g + 8 * r;
+            if (rw >= T)
+                continue;
+            float inv = 1.0f / l[mt][r];
+            bf16 *op = (bf16 *)out + ((size_t)b * T + rw) * C + h * HS + 2 * t4;
+#pragma unroll
+            for (int n = 0; n < 8; n++)
+                *(__nv_bfloat162 *)(op + n * 8) =
+                    __floats2bfloat162_rn(o[mt][n][2 * r] * inv, o[mt][n][2 * r + 1] * inv);
+            if (t4 == 0)
+                lse[((size_t)b * NH + h) * T + rw] = (m[mt][r] + log2f(l[mt][r])) * LN2;
+        }
+}
+
+/* delta[b,h,t] = sum_d dout * out: 8 lanes per row, one 16-byte load of each, a
+ * fixed shuffle tree */
+__global__ void attention_delta_vec_kernel(float *delta, const uint16_t *dout,
+                                           const uint16_t *out, int B, int T, int C, int NH) {
+    size_t rows = (size_t)B * NH * T;
+    size_t i = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 8;
+    int c8 = threadIdx.x & 7;
+    float s = 0.0f;
+    if (i < rows) {
+        int t = (int)(i % T);
+        size_t bh = i / T;
+        int h = (int)(bh % NH), b = (int)(bh / NH);
+        size_t off = ((size_t)b * T + t) * C + h * HS + c8 * 8;
+        uint4 dv = *(const uint4 *)((const bf16 *)dout + off);
+        uint4 ov = *(const uint4 *)((const bf16 *)out + off);
+        const __nv_bfloat162 *d2 = (const __nv_bfloat162 *)&dv, *o2 = (const __nv_bfloat162 *)&ov;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            float2 a = __bfloat1622float2(d2[k]), c = __bfloat1622float2(o2[k]);
+            s += a.x * c.x + a.y * c.y;
+        }
+    }
+    s += __shfl_xor_sync(0xffffffffu, s, 1);
+    s += __shfl_xor_sync(0xffffffffu, s, 2);
+    s += __shfl_xor_sync(0xffffffffu, s, 4);
+    if (i < rows && c8 == 0)
+        delta[i] = s;
+}
+
+/* dK, dV for one tile of 64 keys (16 per warp), over the query tiles from the
+ * diagonal on: S^T = K Q^T, dP^T = V dO^T, P^T = exp(S^T - lse), dS^T = P^T (dP^T -
+ * delta), dV += P^T dO, dK += dS^T Q */
+__global__ __launch_bounds__(FA_THREADS) void attention_backward_dkv_mma_kernel(
+    uint16_t *dqkv, const uint16_t *dout, const uint16_t *qkv, const float *lse,
+    const float *delta, int T, int C, int NH) {
+    __shared__ __align__(16) bf16 Qs[2][FA_T * FA_LD], Ds[2][FA_T * FA_LD];
+    __shared__ float Ls[2][FA_T], Es[2][FA_T];
+    int h = blockIdx.x % NH, b = blockIdx.x / NH;
+    int kt = blockIdx.y, k0 = kt * FA_T, nq = (T + FA_T - 1) / FA_T;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+    int tid = threadIdx.x;
+    size_t C3 = 3 * (size_t)C;
+    const bf16 *base = (const bf16 *)qkv + (size_t)b * T * C3 + h * HS;
+    const bf16 *dbase = (const bf16 *)dout + (size_t)b * T * C + h * HS;
+    const float *lseb = lse + ((size_t)b * NH + h) * T, *delb = delta + ((size_t)b * NH + h) * T;
+    const float sl = 0.125f * LOG2E;
+    /* the block's own K and V go through the second buffers, free until tile kt+1 */
+    fa_load_tile(Qs[1], base + C, C3, k0, T);
+    fa_load_tile(Ds[1], base + 2 * C, C3, k0, T);
+    fa_load_tile(Qs[0], base, C3, k0, T);
+    fa_load_tile(Ds[0], dbase, C, k0, T);
+    cp_async_commit();
+    {
+        int q = k0 + (tid & 63);
+        float v = q < T ? (tid < 64 ? lseb[q] * LOG2E : delb[q]) : 0.0f;
+        (tid < 64 ? Ls[0] : Es[0])[tid & 63] = v;
+    }
+    unsigned kf[4][4], vf[4][4];
+    float dk[8][4], dv[8][4], st[8][4], dpt[8][4];
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            dk[n][e] = dv[n][e] = 0.0f;
+    int key[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};
+    for (int i = kt; i < nq; i++) {
+        int buf = (i - kt) & 1, q0 = i * FA_T;
+        cp_async_wait_all();
+        __syncthreads();
+        if (i == kt) {
+            fa_load_a(kf, Qs[1], warp, lane);
+            fa_load_a(vf, Ds[1], warp, lane);
+            __syncthreads();
+        }
+        float nextv = 0.0f;
+        if (i + 1 < nq) {
+            fa_load_tile(Qs[buf ^ 1], base, C3, q0 + FA_T, T);
+            fa_load_tile(Ds[buf ^ 1], dbase, C, q0 + FA_T, T);
+            cp_async_commit();
+            /* the next tile's lse / delta: loaded now, stored after this tile's work */
+            int q = q0 + FA_T + (tid & 63);
+            nextv = q < T ? (tid < 64 ? lseb[q] * LOG2E : delb[q]) : 0.0f;
+        }
+        fa_mm_abt(st, kf, Qs[buf], lane);
+        fa_mm_abt(dpt, vf, Ds[buf], lane);
+        int masked = i == kt || q0 + FA_T > T;
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int qi = n * 8 + 2 * t4 + (e & 1);
+                float p = exp2f(fmaf(st[n][e], sl, -Ls[buf][qi]));
+                if (masked && (q0 + qi < key[e >> 1] || q0 + qi >= T))
+                    p = 0.0f;
+                st[n][e] = p;
+                dpt[n][e] = p * (dpt[n][e] - Es[buf][qi]);
+            }
+        fa_mm_pb(dv, st, Ds[buf], lane);
+        fa_mm_pb(dk, dpt, Qs[buf], lane);
+        if (i + 1 < nq)
+            (tid < 64 ? Ls[buf ^ 1] : Es[buf ^ 1])[tid & 63] = nextv;
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        if (key[r] >= T)
+            continue;
+        bf16 *op = (bf16 *)dqkv + ((size_t)b * T + key[r]) * C3 + h * HS + 2 * t4;
+#pragma unroll
+        for (int n = 0; n < 8; n++) {
+            *(__nv_bfloat162 *)(op + C + n * 8) =
+                __floats2bfloat162_rn(dk[n][2 * r] * 0.125f, dk[n][2 * r + 1] * 0.125f);
+            *(__nv_bfloat162 *)(op + 2 * C + n * 8) =
+                __floats2bfloat162_rn(dv[n][2 * r], dv[n][2 * r + 1]);
+        }
+    }
+}
+
+/* dQ for one tile of 64 queries (16 per warp), over the key tiles up to the
+ * diagonal: S = Q K^T, dP = dO V^T, dS = P (dP - delta), dQ += dS K */
+__global__ __launch_bounds__(FA_THREADS) void attention_backward_dq_mma_kernel(
+    uint16_t *dqkv, const uint16_t *dout, const uint16_t *qkv, const float *lse,
+    const float *delta, int T, int C, int NH) {
+    __shared__ __align__(16) bf16 Ks[2][FA_T * FA_LD], Vs[2][FA_T * FA_LD];
+    int h = blockIdx.x % NH, b = blockIdx.x / NH;
+    int qt = gridDim.y - 1 - blockIdx.y, q0 = qt * FA_T;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+    size_t C3 = 3 * (size_t)C;
+    const bf16 *base = (const bf16 *)qkv + (size_t)b * T * C3 + h * HS;
+    const bf16 *dbase = (const bf16 *)dout + (size_t)b * T * C + h * HS;
+    const float sl = 0.125f * LOG2E;
+    fa_load_tile(Ks[1], base, C3, q0, T);
+    fa_load_tile(Vs[1], dbase, C, q0, T);
+    fa_load_tile(Ks[0], base + C, C3, 0, T);
+    fa_load_tile(Vs[0], base + 2 * C, C3, 0, T);
+    cp_async_commit();
+    int row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+    float L2[2], E[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        size_t at = ((size_t)b * NH + h) * T + row[r];
+        L2[r] = row[r] < T ? lse[at] * LOG2E : 0.0f;
+        E[r] = row[r] < T ? delta[at] : 0.0f;
+    }
+    unsigned qf[4][4], df[4][4];
+    float dq[8][4], s[8][4], dp[8][4];
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+        dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
+    for (int j = 0; j <= qt; j++) {
+        cp_async_wait_all();
+        __syncthreads();
+        if (j == 0) {
+            fa_load_a(qf, Ks[1], warp, lane);
+            fa_load_a(df, Vs[1], warp, lane);
+            __syncthreads();
+        }
+        if (j < qt) {
+            fa_load_tile(Ks[(j + 1) & 1], base + C, C3, (j + 1) * FA_T, T);
+            fa_load_tile(Vs[(j + 1) & 1], base + 2 * C, C3, (j + 1) * FA_T, T);
+            cp_async_commit();
+        }
+        fa_mm_abt(s, qf, Ks[j & 1], lane);
+        fa_mm_abt(dp, df, Vs[j & 1], lane);
+        int k0 = j * FA_T, masked = j == qt || k0 + FA_T > T;
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int key = k0 + n * 8 + 2 * t4 + (e & 1);
+                float p = exp2f(fmaf(s[n][e], sl, -L2[e >> 1]));
+                if (masked && (key > row[e >> 1] || key >= T))
+                    p = 0.0f;
+                s[n][e] = p * (dp[n][e] - E[e >> 1]);
+            }
+        fa_mm_pb(dq, s, Ks[j & 1], lane);
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        if (row[r] >= T)
+            continue;
+        bf16 *op = (bf16 *)dqkv + ((size_t)b * T + row[r]) * C3 + h * HS + 2 * t4;
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+            *(__nv_bfloat162 *)(op + n * 8) =
+                __floats2bfloat162_rn(dq[n][2 * r] * 0.125f, dq[n][2 * r + 1] * 0.125f);
+    }
+}
+
+/* m-tiles per warp of the trainer's mma forward (1 or 2) */
+#ifndef GPT_ATTENTION_MTILES
+#define GPT_ATTENTION_MTILES 2
+#endif
+
+static int fa_shape_ok(int B, int T, int C, int NH) {
+    /* gridDim.y holds the tiles of T (at most 65535) */
+    return B > 0 && T > 0 && NH > 0 && C == NH * HS && (T + FA_T - 1) / FA_T <= 65535;
+}
+
+extern "C" int gpt_attention_forward_mma_tiles_launch(uint16_t *out, float *lse,
+                                                      const uint16_t *qkv, int B, int T, int C,
+                                                      int NH, int mtiles, uvmrt_stream_t stream) {
+    if (!fa_shape_ok(B, T, C, NH) || (mtiles != 1 && mtiles != 2))
+        return (int)cudaErrorInvalidValue;
+    dim3 grid((unsigned)(B * NH), ceil_div((size_t)T, (size_t)mtiles * FA_T));
+    cudaStream_t s = (cudaStream_t)stream;
+    if (mtiles == 2)
+        attention_forward_mma_kernel<2><<<grid, FA_THREADS, 0, s>>>(out, lse, qkv, T, C, NH);
+    else
+        attention_forward_mma_kernel<1><<<grid, FA_THREADS, 0, s>>>(out, lse, qkv, T, C, NH);
+    return last_error();
+}
+
+extern "C" int gpt_attention_forward_mma_launch(uint16_t *out, float *lse, const uint16_t *qkv,
+                                                int B, int T, int C, int NH,
+                                                uvmrt_stream_t stream) {
+    return gpt_attention_forward_mma_tiles_launch(out, lse, qkv, B, T, C, NH, GPT_ATTENTION_MTILES,
+                                                  stream);
+}
+
+extern "C" int gpt_attention_backward_mma_launch(uint16_t *dqkv, float *delta,
+                                                 const uint16_t *dout, const uint16_t *out,
+                                                 const uint16_t *qkv, const float *lse, int B,
+                                                 int T, int C, int NH, uvmrt_stream_t stream) {
+    if (!fa_shape_ok(B, T, C, NH))
+        return (int)cudaErrorInvalidValue;
+    cudaStream_t s = (cudaStream_t)stream;
+    size_t rows = (size_t)B * NH * T;
+    attention_delta_vec_kernel<<<ceil_div(rows * 8, BLOCK), BLOCK, 0, s>>>(delta, dout, out, B, T,
+                                                                          C, NH);
+    dim3 grid((unsigned)(B * NH), ceil_div((size_t)T, FA_T));
+    attention_backward_dkv_mma_kernel<<<grid, FA_THREADS, 0, s>>>(dqkv, dout, qkv, lse, delta, T,
+                                                                 C, NH);
+    attention_backward_dq_mma_kernel<<<grid, FA_THREADS, 0, s>>>(dqkv, dout, qkv, lse, delta, T,
+                                                                C, NH);
+    return last_error();
+}
+
+/* The trainer's attention. GPT_ATTENTION_MMA=1 (e.g. ./configure
+ * NVCC_FLAGS=-DGPT_ATTENTION_MMA=1) selects the mma.sync kernels; until they have
+ * passed gpt-gpu-check --attn on a GPU the default stays the WMMA ones. */
+#ifndef GPT_ATTENTION_MMA
+#define GPT_ATTENTION_MMA 0
+#endif
+
+extern "C" int gpt_attention_forward_launch(uint16_t *out, float *lse, const uint16_t *qkv,
+                                            int B, int T, int C, int NH, uvmrt_stream_t stream) {
+    return GPT_ATTENTION_MMA
+               ? gpt_attention_forward_mma_launch(out, lse, qkv, B, T, C, NH, stream)
+               : gpt_attention_forward_wmma_launch(out, lse, qkv, B, T, C, NH, stream);
+}
+
+extern "C" int gpt_attention_backward_launch(uint16_t *dqkv, float *delta, const uint16_t *dout,
+                                             const uint16_t *out, const uint16_t *qkv,
+                                             const float *lse, int B, int T, int C, int NH,
+                                             uvmrt_stream_t stream) {
+    return GPT_ATTENTION_MMA ? gpt_attention_backward_mma_launch(dqkv, delta, dout, out, qkv, lse,
+                                                                 B, T, C, NH, stream)
+                             : gpt_attention_backward_wmma_launch(dqkv, delta, dout, out, qkv,
+                                                                  lse, B, T, C, NH, stream);
+}
+
+extern "C" const char *gpt_attention_kind(void) {
+    return GPT_ATTENTION_MMA ? "mma" : "wmma";
 }
 
 /* ----------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 #!/bin/sh
 # gpu-check.sh [OUTDIR] -- uvmrt-gpt on a GPU, from a built tree (run from the tree's
-# root): the kernels against the C reference, the whole model's step-1 gradients
+# root): the kernels against the C reference, the attention kernels at the
+# trainer's sizes against the scalar ones (and their times), the whole model's step-1 gradients
 # against the reference, a short training run whose loss must fall, loss logs
 # bitwise equal resident vs --budget 2G for both optimizer placements, then timings
 # of --depth 12 and --depth 48 (B=8, T=1024) resident and at --budget 8G.
@@ -18,6 +19,10 @@ free_mib=$(nvidia-smi --query-gpu=memory.free --format=csv,noheader,nounits | he
 note "1. kernels against the C reference"
 if $G/gpt-gpu-check >"$OUT/kernels.txt" 2>&1; then note "kernels: PASS"; else note "kernels: FAIL"; fail=1; fi
 grep -E "FAIL|PASS" "$OUT/kernels.txt" | tail -5 | tee -a "$OUT/summary.txt"
+
+note "1b. attention at the trainer's sizes: mma kernels against the fp32 ones, and timings"
+if $G/gpt-gpu-check --attn >"$OUT/attention.txt" 2>&1; then note "attention: PASS"; else note "attention: FAIL"; fail=1; fi
+grep -E "FAIL|^time|PASS" "$OUT/attention.txt" | tee -a "$OUT/summary.txt"
 
 note "2. whole model, step-1 loss and gradients against the C reference"
 $G/uvmrt-gpt --layers 2 --channels 128 --heads 2 --vocab 1000 --batch 2 --seq 64 --steps 1 \

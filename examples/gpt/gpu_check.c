@@ -5,9 +5,12 @@
  *   gpt-gpu-check             every kernel on small shapes with ragged edges; the
  *                             reference gets the same bf16-rounded inputs; the error
  *                             is the relative L2 norm ||got - want|| / ||want||
+ *   gpt-gpu-check --attn      the attention kernels (mma) against the scalar fp32
+ *                             ones at the trainer's sizes (T 64 to 2048, B*NH 1 to
+ *                             400), rerun bitwise, and their times next to WMMA's
  *   gpt-gpu-check --bench B T C L
  *                             times one block's parts at the trainer's shapes (CUDA
- *                             events, the median of 5 after a warm-up): attention
+ *                             events, the median of 20 after a warm-up): attention
  *                             forward and backward, the block's matmuls, the rest,
  *                             and one classifier chunk; what bounds a step
  *   gpt-gpu-check --model WEIGHTS GRADS LOSS B T SEED
@@ -257,8 +260,10 @@ static void check_attention_with(int B, int T, int NH, attn_fwd_fn fwd, attn_bwd
 }
 
 static void check_attention(int B, int T, int NH) {
-    check_attention_with(B, T, NH, gpt_attention_forward_launch, gpt_attention_backward_launch,
-                         "flash(tc)");
+    check_attention_with(B, T, NH, gpt_attention_forward_mma_launch,
+                         gpt_attention_backward_mma_launch, "flash(mma)");
+    check_attention_with(B, T, NH, gpt_attention_forward_wmma_launch,
+                         gpt_attention_backward_wmma_launch, "flash(wmma)");
     check_attention_with(B, T, NH, gpt_attention_forward_simple_launch,
                          gpt_attention_backward_simple_launch, "flash(fp32)");
 }
@@ -363,21 +368,24 @@ static int check_model(char **argv) {
 
 /* ---------------------------------------------------------------------------- */
 
+#define TIME_REPS 20
+
+/* the median of TIME_REPS timed calls (CUDA events) after a warm-up */
 static double time_ms(void (*fn)(void *), void *arg) {
     cudaEvent_t a, b;
     cuda_ok(cudaEventCreate(&a), "event");
     cuda_ok(cudaEventCreate(&b), "event");
     fn(arg); /* warm-up */
-    float v[5];
-    for (int k = 0; k < 5; k++) {
+    float v[TIME_REPS];
+    for (int k = 0; k < TIME_REPS; k++) {
         cuda_ok(cudaEventRecord(a, NULL), "record");
         fn(arg);
         cuda_ok(cudaEventRecord(b, NULL), "record");
         cuda_ok(cudaEventSynchronize(b), "sync");
         cuda_ok(cudaEventElapsedTime(&v[k], a, b), "elapsed");
     }
-    for (int i = 0; i < 5; i++) /* median */
-        for (int j = i + 1; j < 5; j++)
+    for (int i = 0; i < TIME_REPS; i++)
+        for (int j = i + 1; j < TIME_REPS; j++)
             if (v[j] < v[i]) {
                 float t = v[i];
                 v[i] = v[j];
@@ -385,7 +393,7 @@ static double time_ms(void (*fn)(void *), void *arg) {
             }
     cudaEventDestroy(a);
     cudaEventDestroy(b);
-    return v[2];
+    return 0.5 * (v[TIME_REPS / 2 - 1] + v[TIME_REPS / 2]);
 }
 
 typedef struct bench {
@@ -504,13 +512,132 @@ static int bench(char **argv) {
     return 0;
 }
 
+/* ---------------------------------------------------------------------------- */
+
+/* gpt-gpu-check --attn: the attention kernels at the trainer's sizes, where the C
+ * reference is too slow. The mma kernels against the scalar fp32 ones (the second
+ * implementation, itself checked against the C reference by the default run) on
+ * fresh random inputs, outputs poisoned with NaN first so an element not written
+ * fails; the backward of both gets the same out and lse. Then the timings of the
+ * mma and the WMMA kernels (medians of TIME_REPS), in causal FLOPs. */
+typedef struct attn_case {
+    int B, T, C, NH;
+    attn_fwd_fn fwd;
+    attn_bwd_fn bwd;
+    void *qkv, *out, *lse, *dout, *dqkv, *delta;
+} attn_case_t;
+
+static void a_fwd(void *p) {
+    attn_case_t *a = p;
+    cuda_ok((cudaError_t)a->fwd(a->out, a->lse, a->qkv, a->B, a->T, a->C, a->NH, NULL), "fwd");
+}
+
+static void a_bwd(void *p) {
+    attn_case_t *a = p;
+    cuda_ok((cudaError_t)a->bwd(a->dqkv, a->delta, a->dout, a->out, a->qkv, a->lse, a->B, a->T,
+                                a->C, a->NH, NULL), "bwd");
+}
+
+static int fwd_mma_1tile(uint16_t *out, float *lse, const uint16_t *qkv, int B, int T, int C,
+                         int NH, uvmrt_stream_t s) {
+    return gpt_attention_forward_mma_tiles_launch(out, lse, qkv, B, T, C, NH, 1, s);
+}
+
+static void attn_shape(int B, int NH, int T, int timed) {
+    int C = NH * GPT_HEAD_SIZE;
+    size_t N = (size_t)B * T, nq = N * 3 * C, no = N * C, nl = (size_t)B * NH * T;
+    char name[96];
+    uint16_t *qb, *db;
+    float *f1 = rand_b(nq, -1.5f, 1.5f, &qb), *f2 = rand_b(no, -1, 1, &db);
+    free(f1);
+    free(f2);
+    attn_case_t a = {.B = B, .T = T, .C = C, .NH = NH};
+    a.qkv = dev_from(qb, nq * 2), a.dout = dev_from(db, no * 2);
+    a.out = dev_from(NULL, no * 2), a.lse = dev_from(NULL, nl * 4);
+    a.dqkv = dev_from(NULL, nq * 2), a.delta = dev_from(NULL, nl * 4);
+    void *r_out = dev_from(NULL, no * 2), *r_lse = dev_from(NULL, nl * 4);
+    void *r_dqkv = dev_from(NULL, nq * 2);
+    kernel_ok(gpt_attention_forward_simple_launch(r_out, r_lse, a.qkv, B, T, C, NH, NULL), "ref");
+    kernel_ok(gpt_attention_backward_simple_launch(r_dqkv, a.delta, a.dout, r_out, a.qkv, r_lse,
+                                                   B, T, C, NH, NULL), "ref bwd");
+    float *want = host_b16(r_out, no), *wl = host_f32(r_lse, nl), *wd = host_b16(r_dqkv, nq);
+    cuda_ok(cudaMemset(a.out, 0xff, no * 2), "poison");
+    cuda_ok(cudaMemset(a.lse, 0xff, nl * 4), "poison");
+    kernel_ok(gpt_attention_forward_mma_launch(a.out, a.lse, a.qkv, B, T, C, NH, NULL), "fwd");
+    float *got = host_b16(a.out, no), *gl = host_f32(a.lse, nl);
+    snprintf(name, sizeof name, "mma vs fp32 forward B%d NH%d T%d", B, NH, T);
+    check(name, rel_l2(got, want, no), 1e-2);
+    snprintf(name, sizeof name, "mma vs fp32 lse B%d NH%d T%d", B, NH, T);
+    check(name, rel_l2(gl, wl, nl), 1e-4);
+    /* one m-tile per warp does each row's arithmetic in the same order: same bits */
+    uint16_t *o2 = malloc(no * 2), *o1 = malloc(no * 2);
+    cuda_ok(cudaMemcpy(o2, a.out, no * 2, cudaMemcpyDeviceToHost), "copy");
+    cuda_ok(cudaMemset(a.out, 0xff, no * 2), "poison");
+    kernel_ok(gpt_attention_forward_mma_tiles_launch(a.out, a.lse, a.qkv, B, T, C, NH, 1, NULL),
+              "fwd 1 m-tile");
+    cuda_ok(cudaMemcpy(o1, a.out, no * 2, cudaMemcpyDeviceToHost), "copy");
+    snprintf(name, sizeof name, "mma forward 1 vs 2 m-tiles bitwise B%d NH%d T%d", B, NH, T);
+    check(name, memcmp(o1, o2, no * 2) == 0 ? 0.0 : 1.0, 0.0);
+    free(o1), free(o2);
+    cuda_ok(cudaMemset(a.dqkv, 0xff, nq * 2), "poison");
+    kernel_ok(gpt_attention_backward_mma_launch(a.dqkv, a.delta, a.dout, r_out, a.qkv, r_lse, B,
+                                                T, C, NH, NULL), "bwd");
+    uint16_t *b1 = malloc(nq * 2), *b2 = malloc(nq * 2);
+    cuda_ok(cudaMemcpy(b1, a.dqkv, nq * 2, cudaMemcpyDeviceToHost), "copy");
+    float *gd = host_b16(a.dqkv, nq);
+    snprintf(name, sizeof name, "mma vs fp32 backward B%d NH%d T%d", B, NH, T);
+    check(name, rel_l2(gd, wd, nq), 2e-2);
+    cuda_ok(cudaMemset(a.dqkv, 0xff, nq * 2), "poison");
+    kernel_ok(gpt_attention_backward_mma_launch(a.dqkv, a.delta, a.dout, r_out, a.qkv, r_lse, B,
+                                                T, C, NH, NULL), "bwd");
+    cuda_ok(cudaMemcpy(b2, a.dqkv, nq * 2, cudaMemcpyDeviceToHost), "copy");
+    snprintf(name, sizeof name, "mma backward rerun bitwise B%d NH%d T%d", B, NH, T);
+    check(name, memcmp(b1, b2, nq * 2) == 0 ? 0.0 : 1.0, 0.0);
+    if (timed) {
+        double fl = 2.0 * B * NH * (double)T * T * GPT_HEAD_SIZE; /* causal: half of 4BHT^2d */
+        a.fwd = gpt_attention_forward_mma_launch, a.bwd = gpt_attention_backward_mma_launch;
+        double mf = time_ms(a_fwd, &a), mb = time_ms(a_bwd, &a);
+        a.fwd = gpt_attention_forward_wmma_launch, a.bwd = gpt_attention_backward_wmma_launch;
+        double wf = time_ms(a_fwd, &a), wb = time_ms(a_bwd, &a);
+        a.fwd = fwd_mma_1tile;
+        double m1 = time_ms(a_fwd, &a);
+        cuda_ok(cudaDeviceSynchronize(), "timing");
+        printf("time B%-2d NH%-2d T%-5d forward mma %7.3f ms %6.1f TFLOP/s (1 m-tile %7.3f ms "
+               "%6.1f; wmma %7.3f ms %6.1f)  backward mma %7.3f ms %6.1f TFLOP/s (wmma %7.3f ms "
+               "%6.1f)\n",
+               B, NH, T, mf, fl / mf / 1e9, m1, fl / m1 / 1e9, wf, fl / wf / 1e9, mb,
+               2.5 * fl / mb / 1e9, wb, 2.5 * fl / wb / 1e9);
+    }
+    free(qb), free(db), free(want), free(wl), free(wd), free(got), free(gl), free(gd);
+    free(b1), free(b2);
+    void *devs[] = {a.qkv, a.dout, a.out, a.lse, a.dqkv, a.delta, r_out, r_lse, r_dqkv};
+    for (size_t i = 0; i < sizeof devs / sizeof devs[0]; i++)
+        cuda_ok(cudaFree(devs[i]), "cudaFree");
+}
+
+static int attn_suite(void) {
+    static const int shapes[][4] = {/* B, NH, T, timed */
+                                    {1, 1, 64, 0},    {16, 25, 64, 1},  {1, 2, 256, 0},
+                                    {8, 25, 256, 1},  {3, 5, 1000, 0},  {1, 1, 1024, 0},
+                                    {8, 25, 1024, 1}, {1, 2, 2048, 0},  {4, 25, 2048, 1},
+                                    {1, 3, 2047, 0}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        attn_shape(shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3]);
+    printf("the trainer's attention in this build: %s\n", gpt_attention_kind());
+    printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
+    return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 2 && strcmp(argv[1], "--attn") == 0)
+        return attn_suite();
     if (argc == 6 && strcmp(argv[1], "--bench") == 0)
         return bench(argv + 2);
     if (argc == 8 && strcmp(argv[1], "--model") == 0)
         return check_model(argv + 2);
     if (argc != 1) {
-        fprintf(stderr, "usage: gpt-gpu-check [--model WEIGHTS GRADS LOSS B T SEED]\n");
+        fprintf(stderr, "usage: gpt-gpu-check [--attn | --bench B T C L | "
+                        "--model WEIGHTS GRADS LOSS B T SEED]\n");
         return 2;
     }
     check_encoder();
