@@ -67,7 +67,7 @@ static const cli_flag_t GPT_FLAGS[] = {
 typedef struct gpt_flag_state {
     gpt_options_t *opt;
     int layers, channels, heads;  /* 0: not given */
-    int vocab_given, tokens_given, every_given, sample_every_given;
+    int vocab_given, tokens_given, every_given, sample_every_given, val_given, keep_given;
 } gpt_flag_state_t;
 
 static double parse_double(const char *flag, const char *text, double lo, double hi) {
@@ -130,16 +130,23 @@ static void gpt_flag(int key, const char *arg, void *user) {
     case F_DATA: opt->data_pattern = parse_input("--data", arg); break;
     case F_VAL: opt->val_pattern = parse_input("--val", arg); break;
     case F_TEXT: opt->text_path = parse_input("--text", arg); break;
-    case F_VAL_EVERY: opt->val_every = (int)cli_parse_int("--val-every", arg, 0, 10000000); break;
+    case F_VAL_EVERY:
+        opt->val_every = (int)cli_parse_int("--val-every", arg, 0, 10000000);
+        st->val_given = 1;
+        break;
     case F_VAL_BATCHES:
         opt->val_batches = (int)cli_parse_int("--val-batches", arg, 1, 1000000);
+        st->val_given = 1;
         break;
     case F_CHECKPOINT: opt->ckpt_dir = parse_input("--checkpoint", arg); break;
     case F_CHECKPOINT_EVERY:
         opt->ckpt_every = (int)cli_parse_int("--checkpoint-every", arg, 1, 10000000);
         st->every_given = 1;
         break;
-    case F_KEEP: opt->keep = (int)cli_parse_int("--keep", arg, 0, 1000000); break;
+    case F_KEEP:
+        opt->keep = (int)cli_parse_int("--keep", arg, 0, 1000000);
+        st->keep_given = 1;
+        break;
     case F_RESUME: opt->resume = 1; break;
     case F_STOP_AT: opt->stop_at = (int)cli_parse_int("--stop-at", arg, 1, 10000000); break;
     case F_SAMPLE: opt->sample = (int)cli_parse_int("--sample", arg, 1, 1000000); break;
@@ -166,6 +173,9 @@ static void options_check(gpt_options_t *opt, const gpt_flag_state_t *st) {
         cli_usage_error("--val '%s' without --data: %s", opt->val_pattern,
                         opt->text_path ? "--text validates on the file's last 10%"
                                        : "validation shards go with --data shards");
+    if (st->val_given && !opt->val_pattern && !opt->text_path)
+        cli_usage_error("--val-every/--val-batches without validation data: give --text, or "
+                        "--data with --val");
     if (opt->data_pattern)
         opt->source = GPT_SRC_DATA;
     if (opt->text_path) {
@@ -184,9 +194,9 @@ static void options_check(gpt_options_t *opt, const gpt_flag_state_t *st) {
                         st->sample_every_given ? "sample-every" : opt->top_k ? "top-k" : "prompt");
     if (opt->top_k > opt->vocab)
         cli_usage_error("--top-k %d: expected at most --vocab (%d)", opt->top_k, opt->vocab);
-    if ((st->every_given || opt->resume) && !opt->ckpt_dir)
+    if ((st->every_given || opt->resume || st->keep_given) && !opt->ckpt_dir)
         cli_usage_error("--%s without --checkpoint DIR: say where checkpoints live",
-                        opt->resume ? "resume" : "checkpoint-every");
+                        opt->resume ? "resume" : st->every_given ? "checkpoint-every" : "keep");
     if (opt->stop_at > opt->c.steps)
         cli_usage_error("--stop-at %d: expected at most --steps (%d)", opt->stop_at,
                         opt->c.steps);
