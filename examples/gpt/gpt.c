@@ -1610,6 +1610,16 @@ static int outputs_write(gpt_run_t *run, const medians_t *m, const uvmrt_summary
     return bad ? -1 : 0;
 }
 
+/* The per-step arrays main allocates. */
+static void steps_free(gpt_run_t *run) {
+    free(run->losses_out);
+    free(run->norms);
+    free(run->stats);
+    free(run->recording);
+    free(run->val_step);
+    free(run->val_loss);
+}
+
 int main(int argc, char **argv) {
     cli_program = PROG;
     gpt_options_t opt;
@@ -1628,6 +1638,7 @@ int main(int argc, char **argv) {
     if (!run.losses_out || !run.norms || !run.stats || !run.recording || !run.val_step ||
         !run.val_loss) {
         fprintf(stderr, PROG ": out of host memory\n");
+        steps_free(&run);
         return 1;
     }
     run.isa = mlp_isa_best();
@@ -1690,6 +1701,7 @@ int main(int argc, char **argv) {
         printf("nothing to train: the checkpoint is at step %d and the run ends at step %d\n",
                run.first, run.stop);
         run_close(&run);
+        steps_free(&run);
         return 0;
     }
 
@@ -1729,11 +1741,6 @@ int main(int argc, char **argv) {
                 break;
             }
     run_close(&run);
-    free(run.losses_out);
-    free(run.norms);
-    free(run.stats);
-    free(run.recording);
-    free(run.val_step);
-    free(run.val_loss);
+    steps_free(&run);
     return status;
 }
