@@ -14,7 +14,8 @@
  *    an uninterrupted run has there, its loss log continuing the first one's; refused
  *    (exit 1, naming the flag) for another shape; a corrupt newest file is skipped;
  *    an empty directory starts at step 1;
- *  - the progress line's fields, and --sample saying that it needs a GPU.
+ *  - the progress line's fields, --log-level, an unwritable output (exit 1), and
+ *    --sample saying that it needs a GPU.
  *
  * The program's path comes from UVMRT_GPT_PATH (build tree) or UVMRT_GPT.
  */
@@ -190,6 +191,13 @@ Test(gpt_trainer, progress_line_has_every_field) {
         cr_expect(f != NULL && f < end, "the progress line lacks '%s': %.*s", fields[k],
                   (int)(end - line), line);
     }
+}
+
+Test(gpt_trainer, log_level_reaches_the_library) {
+    cr_assert_eq(gpt(SMALL " --steps 2 --log-level debug"), 0, "%s", out);
+    cr_expect(strstr(out, "uvmrt debug: ") || strstr(out, "uvmrt info: "), "%s", out);
+    cr_assert_eq(gpt(SMALL " --steps 2"), 0, "%s", out);
+    cr_expect(!strstr(out, "uvmrt debug: ") && !strstr(out, "uvmrt info: "), "%s", out);
 }
 
 Test(gpt_trainer, an_output_that_cannot_be_written_exits_1) {
