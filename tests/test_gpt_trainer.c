@@ -289,6 +289,24 @@ Test(gpt_trainer, text_trains_and_says_sampling_needs_a_gpu) {
               out);
 }
 
+/* A validation or sampling step begins like a training step; uvmrt follows a
+ * recorded plan while the calls match it, and a training step run on a validation
+ * plan would lose the activations its backward reads (that plan's next use of them
+ * is a write, so they may be discarded). Each side step must leave the training
+ * record at its first call, and the training step after it the side record. */
+Test(gpt_trainer, validation_steps_never_run_on_the_training_plan) {
+    int st = gpt(SMALL " --steps 5 --text %s --val-every 2 --val-batches 2 --sample 3 "
+                 "--sample-every 3 --log-level info", GPT_CORPUS_PATH);
+    cr_assert_eq(st, 0, "%s", out);
+    int left = 0;
+    for (const char *p = out; (p = strstr(p, "left the recorded sequence at call ")) != NULL;
+         p++, left++)
+        cr_expect(strncmp(p + strlen("left the recorded sequence at call "), "0 ", 2) == 0,
+                  "a step left the recorded sequence after its first call: %.120s", p);
+    /* validation after steps 2, 4, 5 and the training steps after the first two */
+    cr_expect(left >= 5, "%d steps left the record, expected at least 5:\n%s", left, out);
+}
+
 /* ----------------------------------------------------------------------------
  * checkpoints */
 

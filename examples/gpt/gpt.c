@@ -131,7 +131,8 @@ typedef struct gpt_run {
     uint64_t device_bytes;
     int *tok_host;            /* pinned (5N+1) */
     int nbuckets;
-    double *loss_host;        /* mapped (steps) */
+    double *loss_host;        /* mapped (steps + validation batches + 1) */
+    uint16_t *logits_host;    /* pinned (Vp) bf16: the sampled row's logits (--sample) */
     float *clip_host;         /* mapped {norm, clip} */
     gpt_cpuopt_t *cpu;
     mlp_isa_t isa;
@@ -632,11 +633,20 @@ static double head_flops(const gpt_run_t *run) {
 /* ----------------------------------------------------------------------------
  * the model: embedding */
 
-static void embed_forward(gpt_run_t *run) {
+/* side: a validation or sampling step. Its calls begin like a training step's, and
+ * uvmrt follows the recorded plan for as long as the calls match it: a training
+ * step run on a validation step's plan would have the activations its backward
+ * reads dropped (their next use in that plan is a write). So a side step declares
+ * the tokens as streamed (true: the copy writes each byte once; the training step
+ * leaves that bit off because the head and the embedding's backward read the
+ * tokens again), which makes its first call, and a training step's first call
+ * after it, differ from the other's record: uvmrt then runs the step like demand
+ * and records it again. */
+static void embed_forward(gpt_run_t *run, int side) {
     const layer_params_t *p = &run->lp[0];
     use_list_t u = {.n = 0};
     use_add(&u, p->wh, R);
-    use_add(&u, run->tokens, W);
+    use_add(&u, run->tokens, side ? W | S : W);
     use_add(&u, run->out[0], W | S);
     cpu_wait(run, 0);
     layer_open(run, 0, UVMRT_PHASE_FORWARD, &u, 0, (uint64_t)run->N * run->C * 8);
@@ -947,6 +957,10 @@ static void head_sample(gpt_run_t *run, int row) {
                                                  wh + C, N, C, run->stream), "lnf", hl);
         gcheck(run, gpt_mm_forward(run->gpu, ptr(run->logits), 0, lnf + (size_t)row * C, wte, 1,
                                    C, run->Vp, 0.0f), hl);
+        /* copied out inside the call: the plan may drop the logits tensor after it (its
+         * next use overwrites it), so the host must not read the managed memory later */
+        gcheck(run, gpt_gpu_copy(run->gpu, run->logits_host, ptr(run->logits),
+                                 (size_t)run->Vp * sizeof(uint16_t)), hl);
     }
     layer_close(run, hl, UVMRT_PHASE_FORWARD);
 }
@@ -968,8 +982,8 @@ static void uv_step_end(gpt_run_t *run) {
     run->uv_steps++;
 }
 
-static void forward(gpt_run_t *run, double *loss_dst) {
-    embed_forward(run);
+static void forward(gpt_run_t *run, double *loss_dst, int side) {
+    embed_forward(run, side);
     for (int l = 1; l <= run->L; l++)
         block_forward(run, l);
     head_forward(run, loss_dst);
@@ -980,7 +994,7 @@ static void train_step(gpt_run_t *run, int s, double lr) {
     const gpt_options_t *opt = run->opt;
     tokens_prepare(run, s);
     uv_step_begin(run);
-    forward(run, run->loss_host ? &run->loss_host[s] : NULL);
+    forward(run, run->loss_host ? &run->loss_host[s] : NULL, 0);
     head_backward(run);
     for (int l = run->L; l >= 1; l--)
         block_backward(run, l);
@@ -1018,7 +1032,7 @@ static void validate(gpt_run_t *run, int s) {
         tokens_index(run);
         double *dst = run->loss_host ? &run->loss_host[run->opt->c.steps + k] : NULL;
         uv_step_begin(run);
-        forward(run, dst);
+        forward(run, dst, 1);
         uv_step_end(run); /* waits for the stream: *dst is written */
         if (dst)
             sum += *dst;
@@ -1117,12 +1131,14 @@ static void sample_run(gpt_run_t *run, int s) {
         memcpy(run->tok_host, seq + w0, (size_t)wl * sizeof *seq);
         tokens_index(run);
         uv_step_begin(run);
-        embed_forward(run);
+        /* after a validation pass this follows its plan up to the head, which reads a
+         * subset of what validation's head reads: nothing it needs was dropped */
+        embed_forward(run, 1);
         for (int l = 1; l <= run->L; l++)
             block_forward(run, l);
         head_sample(run, wl - 1);
-        uv_step_end(run); /* waits for the stream: the host may read the logits */
-        seq[len] = sample_pick(run, b16(run->logits));
+        uv_step_end(run); /* waits for the stream: logits_host is written */
+        seq[len] = sample_pick(run, run->logits_host);
     }
     run->side_step = 1;
     printf("sample after step %d (%s, %d tokens, %.1f s):\n", s + 1,
@@ -1436,7 +1452,10 @@ static void run_open_gpu(gpt_run_t *run) {
     run->loss_host = gpt_gpu_host_alloc(((size_t)run->opt->c.steps + (size_t)run->val_n + 1) *
                                         sizeof(double));
     run->clip_host = gpt_gpu_host_alloc(4 * sizeof(float));
-    if (!run->tok_host || !run->loss_host || !run->clip_host)
+    if (run->opt->sample)
+        run->logits_host = gpt_gpu_host_alloc((size_t)run->Vp * sizeof(uint16_t));
+    if (!run->tok_host || !run->loss_host || !run->clip_host ||
+        (run->opt->sample && !run->logits_host))
         run_fail(run, "cannot allocate pinned host memory");
 }
 
@@ -1467,10 +1486,11 @@ static void run_close(gpt_run_t *run) {
         gpt_gpu_host_free(run->tok_host);
         gpt_gpu_host_free(run->loss_host);
         gpt_gpu_host_free(run->clip_host);
+        gpt_gpu_host_free(run->logits_host);
     } else {
         free(run->tok_host);
     }
-    run->tok_host = NULL, run->loss_host = NULL, run->clip_host = NULL;
+    run->tok_host = NULL, run->loss_host = NULL, run->clip_host = NULL, run->logits_host = NULL;
     gpt_gpu_close(run->gpu);
     run->gpu = NULL;
     gpt_data_close(run->train);
