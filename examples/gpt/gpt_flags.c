@@ -20,7 +20,7 @@ static const cli_flag_t GPT_FLAGS[] = {
                                 "size 64 (default 12)", F_DEPTH},
     {"layers", "L", "blocks (overrides the preset)", F_LAYERS},
     {"channels", "C", "channels, a multiple of 8 (overrides the preset)", F_CHANNELS},
-    {"heads", "H", "attention heads (default C / 64; C / H must be 64 on the GPU)", F_HEADS},
+    {"heads", "H", "attention heads (default C / 64; the GPU kernels need\nC / H = 64)", F_HEADS},
     {"vocab", "V", "vocabulary (default 50257, 256 with --text; padded to a\nmultiple of 128)",
      F_VOCAB},
     {"batch", "B", "sequences per step (default 8)", F_BATCH},
@@ -28,7 +28,7 @@ static const cli_flag_t GPT_FLAGS[] = {
     {"recompute", "none|all", "all: keep only each block's output, recompute the block\n"
                               "in its backward (default none)", F_RECOMPUTE},
     {"lr", "LR", "peak AdamW learning rate (default 3e-4)", F_LR},
-    {"warmup", "N", "linear warmup steps (default 0), then cosine to lr/10 at --steps",
+    {"warmup", "N", "linear warmup steps (default 0), then a cosine down to\nlr/10 at --steps",
      F_WARMUP},
     {"optimizer-on", "gpu|cpu", "where AdamW runs (default gpu)", F_OPTIMIZER_ON},
     {"tokens", "random|cycle", "synthetic tokens when neither --data nor --text is given:\n"
