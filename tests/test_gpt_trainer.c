@@ -266,7 +266,10 @@ Test(gpt_trainer, bad_token_files_exit_1_naming_the_file) {
     cr_expect(strstr(out, "--val") && strstr(out, "big.bin"), "%s", out);
     st = gpt(SMALL " --vocab 512 --steps 2 --data '%s/none_*.bin'", dir);
     cr_expect_eq(st, 1, "%s", out);
-    cr_expect(strstr(out, "no file matches") != NULL, "%s", out);
+    cr_expect(strstr(out, "--data") && strstr(out, "no file matches"), "%s", out);
+    st = gpt(SMALL " --vocab 512 --steps 2 --data %s/good.bin --val '%s/none_*.bin'", dir, dir);
+    cr_expect_eq(st, 1, "%s", out);
+    cr_expect(strstr(out, "--val") && strstr(out, "no file matches"), "%s", out);
     /* --text: a missing file, and one too short for a batch of B*T+1 bytes */
     st = gpt(SMALL " --steps 2 --text %s/missing.txt", dir);
     cr_expect_eq(st, 1, "%s", out);

@@ -35,6 +35,7 @@
 #endif
 
 #include <errno.h>
+#include <glob.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -1370,13 +1371,19 @@ static void data_open(gpt_run_t *run) {
                                  text ? GPT_DATA_TRAIN : GPT_DATA_ALL, run->B, run->T,
                                  o->c.seed, 1, run->V};
         if (gpt_data_open(&run->train, &cfg, err, sizeof err) != 0)
-            run_fail(run, "%s: %s", text ? "--text" : "--data", err);
+            run_fail(run, "training data: %s", err);
         if (text || o->val_pattern) {
             cfg.pattern = text ? NULL : o->val_pattern;
             cfg.split = text ? GPT_DATA_VAL : GPT_DATA_ALL;
             cfg.shuffle = 0;
+            glob_t g; /* data.h names the pattern's flag --data: say --val here */
+            if (!text && glob(o->val_pattern, 0, NULL, &g) != 0)
+                run_fail(run, "validation data: --val %s: no file matches", o->val_pattern);
+            if (!text)
+                globfree(&g);
             if (gpt_data_open(&run->val, &cfg, err, sizeof err) != 0)
-                run_fail(run, "%s (validation): %s", text ? "--text" : "--val", err);
+                run_fail(run, "validation data (%s): %s",
+                         text ? "--text, the last 10%" : "--val", err);
             uint64_t nb = gpt_data_batches_per_epoch(run->val);
             run->val_n = (uint64_t)o->val_batches < nb ? o->val_batches : (int)nb;
         }
