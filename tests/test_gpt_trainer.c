@@ -31,6 +31,7 @@
 #include <criterion/criterion.h>
 #include <jansson.h>
 
+#include "checkpoint.h"
 #include "data.h"
 #include "helpers.h"
 
@@ -330,6 +331,15 @@ Test(gpt_trainer, checkpoints_are_written_and_the_newest_kept) {
     cr_expect(!file_exists("%s/ck/ckpt-000000000002.bin", dir), "--keep 2 kept step 2");
     cr_expect(file_exists("%s/ck/ckpt-000000000004.bin", dir), "step 4 missing");
     cr_expect(file_exists("%s/ck/ckpt-000000000006.bin", dir), "step 6 missing");
+    /* a whole, checksummed file of the step it is named after */
+    char path[512], err[512];
+    uint64_t step = 0;
+    snprintf(path, sizeof path, "%s/ck/ckpt-000000000006.bin", dir);
+    cr_expect_eq(gpt_ckpt_verify(path, &step, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(step, 6);
+    uint64_t steps[8];
+    snprintf(path, sizeof path, "%s/ck", dir);
+    cr_expect_eq(gpt_ckpt_list(path, steps, 8, err, sizeof err), 2, "%s", err);
     /* every step's checkpoint at the end only: one save after the last step */
     st = gpt(CKPT_RUN " --stop-at 3 --checkpoint %s/end", dir, dir);
     cr_assert_eq(st, 0, "%s", out);
