@@ -13,7 +13,7 @@
  *    newest --keep kept; --resume continues at the saved step with the data position
  *    an uninterrupted run has there, its loss log continuing the first one's; refused
  *    (exit 1, naming the flag) for another shape; a corrupt newest file is skipped;
- *    an empty directory starts at step 1;
+ *    an empty directory starts at step 1; SIGTERM saves the step under way and stops;
  *  - the progress line's fields, --log-level, an unwritable output (exit 1), and
  *    --sample saying that it needs a GPU.
  *
@@ -386,6 +386,40 @@ Test(gpt_trainer, resume_continues_the_steps_and_the_data) {
     st = gpt(CKPT_RUN " --resume --checkpoint %s/ck", dir, dir);
     cr_expect_eq(st, 0, "%s", out);
     cr_expect(strstr(out, "nothing to train") != NULL, "%s", out);
+    scratch_done();
+}
+
+/* A preempted job: SIGTERM finishes the step, saves it, stops with 128 + 15; the
+ * resumed run goes on from the next step. */
+Test(gpt_trainer, sigterm_saves_the_step_and_stops) {
+    scratch();
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && { timeout -s KILL 200 '%s' " SMALL " --vocab 512 --steps 200000 "
+             "--checkpoint ck >sig.log 2>&1 & p=$!; "
+             "for i in $(seq 1200); do grep -q '^step 3/' sig.log && break; sleep 0.1; done; "
+             "kill -TERM $p; wait $p; echo $? >rc; }", dir, gpt_path());
+    env_clear_uvmrt();
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    char path[512];
+    snprintf(path, sizeof path, "%s/rc", dir);
+    char *rc = file_slurp(path);
+    snprintf(path, sizeof path, "%s/sig.log", dir);
+    char *log = file_slurp(path);
+    cr_expect_eq(atoi(rc), 143, "exited %s after SIGTERM:\n%s", rc, log);
+    const char *m = strstr(log, "stopped by signal 15 after step ");
+    cr_assert(m != NULL, "no stop message:\n%.2000s", log);
+    int step = atoi(m + strlen("stopped by signal 15 after step "));
+    cr_expect(step >= 3, "stopped after step %d", step);
+    cr_expect(file_exists("%s/ck/ckpt-%012d.bin", dir, step), "no checkpoint of step %d", step);
+    free(rc);
+    free(log);
+    int st = gpt(SMALL " --vocab 512 --steps 200000 --stop-at %d --checkpoint %s/ck --resume",
+                 step + 2, dir);
+    cr_expect_eq(st, 0, "%s", out);
+    char want[128];
+    snprintf(want, sizeof want, "continuing at step %d of 200000", step + 1);
+    cr_expect(strstr(out, want) != NULL, "expected '%s':\n%.3000s", want, out);
     scratch_done();
 }
 

@@ -38,6 +38,7 @@
 #include <glob.h>
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1294,6 +1295,26 @@ static void ckpt_resume(gpt_run_t *run) {
 /* ----------------------------------------------------------------------------
  * the training loop */
 
+/* SIGTERM or SIGINT with --checkpoint: the signal number. The step under way
+ * finishes, is saved and the run stops; a second signal kills (SA_RESETHAND). */
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig) { stop_signal = sig; }
+
+static void stop_signals_install(void) {
+    static const int sigs[] = {SIGTERM, SIGINT};
+    for (size_t k = 0; k < sizeof sigs / sizeof sigs[0]; k++) {
+        struct sigaction old, sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_stop_signal;
+        sa.sa_flags = SA_RESETHAND | SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        /* one ignored at start (nohup, a shell's background job) stays ignored */
+        if (sigaction(sigs[k], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+            sigaction(sigs[k], &sa, NULL);
+    }
+}
+
 static void run_steps(gpt_run_t *run, FILE *loss_log) {
     const gpt_options_t *opt = run->opt;
     double flops = step_flops(run), peak = run->profile ? run->profile->flops : 0.0;
@@ -1341,6 +1362,14 @@ static void run_steps(gpt_run_t *run, FILE *loss_log) {
             saved != s) {
             ckpt_save(run, s);
             saved = s;
+        }
+        if (stop_signal) { /* a preempted job: what is done is saved, --resume goes on */
+            if (saved != s)
+                ckpt_save(run, s);
+            printf("stopped by signal %d after step %d of %d: --resume continues from %s\n",
+                   (int)stop_signal, s + 1, opt->c.steps, run->ckpt_last);
+            run->stop = s + 1;
+            break;
         }
     }
     cpu_drain(run); /* the last step's updates */
@@ -1735,8 +1764,10 @@ int main(int argc, char **argv) {
     FILE *loss_log = NULL;
     if (opt.c.loss_log && (loss_log = cli_output_open("--loss-log", opt.c.loss_log)) == NULL)
         run_fail(&run, "no step was run: --loss-log must be writable");
+    if (opt.ckpt_dir)
+        stop_signals_install();
     run_steps(&run, loss_log);
-    int status = 0;
+    int status = stop_signal ? 128 + (int)stop_signal : 0; /* the shell's code for it */
     if (loss_log && cli_output_close("--loss-log", opt.c.loss_log, loss_log) != 0)
         status = 1;
 

@@ -44,7 +44,8 @@ static const cli_flag_t GPT_FLAGS[] = {
     {"val-batches", "K", "batches per validation pass (default 8; at most the\n"
                          "validation data's)", F_VAL_BATCHES},
     {"checkpoint", "DIR", "write checkpoints to DIR (model, optimizer, data position,\n"
-                          "RNG; atomic) after the last step", F_CHECKPOINT},
+                          "RNG; atomic) after the last step, and on SIGTERM or ^C\n"
+                          "after the step under way (then stop)", F_CHECKPOINT},
     {"checkpoint-every", "N", "also every N steps", F_CHECKPOINT_EVERY},
     {"keep", "K", "keep the newest K checkpoints (default 3; 0: all)", F_KEEP},
     {"resume", NULL, "continue from DIR's newest valid checkpoint (none: start\n"
@@ -235,7 +236,8 @@ void gpt_options_parse(int argc, char **argv, gpt_options_t *opt) {
         .flags = GPT_FLAGS, .n_flags = sizeof GPT_FLAGS / sizeof GPT_FLAGS[0],
         .flag = gpt_flag, .user = &st,
         .epilog = "Exit status: 0 success; 1 runtime error (a bad data file or checkpoint, a\n"
-                  "non-finite loss, an output that could not be written); 2 bad usage.\n",
+                  "non-finite loss, an output that could not be written); 2 bad usage;\n"
+                  "128 + the signal after a SIGTERM or ^C stop with --checkpoint.\n",
     };
     cli_parse(argc, argv, &spec, &opt->c);
 
