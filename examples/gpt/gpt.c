@@ -35,8 +35,10 @@
 #endif
 
 #include <errno.h>
+#include <glob.h>
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,7 +47,11 @@
 #include "uvmrt.h"
 #include "../common/cli.h"
 
+#include <jansson.h>
+
 #include "../mlp/adamw_cpu.h"
+#include "checkpoint.h"
+#include "data.h"
 #include "gpt_cpuopt.h"
 #include "gpt_flags.h"
 #include "gpt_gpu.h"
@@ -127,14 +133,29 @@ typedef struct gpt_run {
     uint64_t device_bytes;
     int *tok_host;            /* pinned (5N+1) */
     int nbuckets;
-    double *loss_host;        /* mapped (steps) */
+    double *loss_host;        /* mapped (steps + validation batches + 1) */
+    uint16_t *logits_host;    /* pinned (Vp) bf16: the sampled row's logits (--sample) */
     float *clip_host;         /* mapped {norm, clip} */
     gpt_cpuopt_t *cpu;
     mlp_isa_t isa;
     double *losses_out;       /* (steps) */
     float *norms;             /* (steps) */
-    uvmrt_step_stats_t *stats;
-    long adam_t;
+    uvmrt_step_stats_t *stats; /* (steps) training steps only */
+    unsigned char *recording; /* (steps) 1: the step recorded uvmrt's schedule */
+    long adam_t;              /* AdamW updates done (its bias correction's t) */
+    int first, stop;          /* training steps [first, stop) run in this process */
+    int cpu_last;             /* last step (local count) given to the CPU optimizer; -1 */
+    uint64_t uv_steps;        /* uvmrt steps so far: training, validation, sampling */
+    int side_step;            /* 1: a validation or sampling step ran since the last training step */
+    gpt_data_t *train, *val;  /* --data / --text; NULL: synthetic tokens */
+    int val_n;                /* batches per validation pass */
+    int n_val;                /* validation passes done */
+    int *val_step;            /* (passes) the training step each followed */
+    double *val_loss;         /* (passes) mean loss; 0 on sim */
+    uint64_t rng;             /* the sampler's state (splitmix64), saved in checkpoints */
+    int *prompt;              /* sampling prompt tokens */
+    int prompt_len;
+    char ckpt_last[4096];     /* the last checkpoint written or loaded */
 } gpt_run_t;
 
 static void run_close(gpt_run_t *run);
@@ -381,7 +402,7 @@ static int piece(const gpt_run_t *run, int t, int l, int *layer, size_t *off, si
 static int piece_repeats(const gpt_run_t *run, int t) { return t >= 2 && t < 14 ? run->L : 1; }
 
 static void weights_init(gpt_run_t *run) {
-    uint64_t seed = run->opt->seed;
+    uint64_t seed = run->opt->c.seed;
     float std_res = 0.02f / sqrtf(2.0f * (float)run->L);
     double t0 = cli_now_s();
     for (int t = 0; t < GPT_NUM_PARAM_TENSORS; t++)
@@ -411,7 +432,7 @@ static void weights_init(gpt_run_t *run) {
             m[k] = v[k] = g[k] = 0.0f; /* g: wpe rows beyond T never get a gradient */
         }
     }
-    if (!run->opt->quiet)
+    if (!run->opt->c.quiet)
         printf("  initialised the weights on the host in %.1f s\n", cli_now_s() - t0);
 }
 
@@ -440,7 +461,7 @@ static void weights_dump(gpt_run_t *run, const char *path, int which) {
         }
     if (fclose(f) != 0 || !ok)
         run_fail(run, "writing %s failed: %s", path, strerror(errno));
-    if (!run->opt->quiet)
+    if (!run->opt->c.quiet)
         printf("  wrote %s to %s\n", which ? "step 1's gradients" : "the weights", path);
 }
 
@@ -483,7 +504,7 @@ static void weights_load(gpt_run_t *run, const char *path) {
             m[k] = v[k] = g[k] = 0.0f;
         }
     }
-    if (!run->opt->quiet)
+    if (!run->opt->c.quiet)
         printf("  loaded the weights from %s\n", path);
 }
 
@@ -491,14 +512,11 @@ static void weights_load(gpt_run_t *run, const char *path) {
  * tokens: the batch of a step, and the rows of each token for dwte (sorted by
  * token, rows in order: the encoder's backward sums them without atomics) */
 
-static void tokens_prepare(gpt_run_t *run, int step) {
+/* The rows of each input token, for the embedding's backward (inputs in tok_host). */
+static void tokens_index(gpt_run_t *run) {
     int N = run->N, V = run->V;
     int *inp = run->tok_host, *tgt = inp + N, *rows = tgt + N, *start = rows + N;
     int *tok = start + N + 1;
-    if (run->opt->tokens_cycle)
-        gpt_tokens_cycle(inp, tgt, run->B, run->T, V, run->opt->seed, step);
-    else
-        gpt_tokens_random(inp, tgt, run->B, run->T, V, run->opt->seed, step);
     int *count = calloc((size_t)V + 1, sizeof *count);
     if (count == NULL)
         run_fail(run, "out of host memory");
@@ -518,6 +536,22 @@ static void tokens_prepare(gpt_run_t *run, int step) {
         rows[count[inp[i]]++] = i;
     free(count);
     run->nbuckets = nb;
+}
+
+/* The batch of training step `step` (from the data, or the synthetic stream). */
+static void tokens_prepare(gpt_run_t *run, int step) {
+    int N = run->N, V = run->V;
+    int *inp = run->tok_host, *tgt = inp + N;
+    char err[512];
+    if (run->train) {
+        if (gpt_data_next(run->train, (int32_t *)inp, (int32_t *)tgt, err, sizeof err) != 0)
+            run_fail(run, "training data, step %d: %s", step + 1, err);
+    } else if (run->opt->source == GPT_SRC_CYCLE) {
+        gpt_tokens_cycle(inp, tgt, run->B, run->T, V, run->opt->c.seed, step);
+    } else {
+        gpt_tokens_random(inp, tgt, run->B, run->T, V, run->opt->c.seed, step);
+    }
+    tokens_index(run);
 }
 
 /* ----------------------------------------------------------------------------
@@ -569,10 +603,17 @@ static void layer_close(gpt_run_t *run, int layer, uvmrt_phase_t phase) {
                  uvmrt_phase_name(phase), uvmrt_status_str(st), uvmrt_status_name(st));
 }
 
-/* forward order: before layer l's forward in step s, its CPU update of step s-1 */
-static void cpu_wait(gpt_run_t *run, int layer, int step) {
-    if (run->cpu && step > 0 && gpt_cpuopt_wait(run->cpu, layer, step - 1) != 0)
+/* forward order: before layer l's forward, its CPU update of the last step given to
+ * the thread (its steps are counted from 0 in each process: cpu_last) */
+static void cpu_wait(gpt_run_t *run, int layer) {
+    if (run->cpu && run->cpu_last >= 0 && gpt_cpuopt_wait(run->cpu, layer, run->cpu_last) != 0)
         run_fail(run, "the CPU optimizer thread failed");
+}
+
+/* Every layer's update done (before the host reads the weights). */
+static void cpu_drain(gpt_run_t *run) {
+    for (int l = 0; run->cpu && l < run->nl; l++)
+        cpu_wait(run, l);
 }
 
 static void uses_block_acts(use_list_t *u, const block_acts_t *a, unsigned access) {
@@ -594,13 +635,22 @@ static double head_flops(const gpt_run_t *run) {
 /* ----------------------------------------------------------------------------
  * the model: embedding */
 
-static void embed_forward(gpt_run_t *run, int step) {
+/* side: a validation or sampling step. Its calls begin like a training step's, and
+ * uvmrt follows the recorded plan for as long as the calls match it: a training
+ * step run on a validation step's plan would have the activations its backward
+ * reads dropped (their next use in that plan is a write). So a side step declares
+ * the tokens as streamed (true: the copy writes each byte once; the training step
+ * leaves that bit off because the head and the embedding's backward read the
+ * tokens again), which makes its first call, and a training step's first call
+ * after it, differ from the other's record: uvmrt then runs the step like demand
+ * and records it again. */
+static void embed_forward(gpt_run_t *run, int side) {
     const layer_params_t *p = &run->lp[0];
     use_list_t u = {.n = 0};
     use_add(&u, p->wh, R);
-    use_add(&u, run->tokens, W);
+    use_add(&u, run->tokens, side ? W | S : W);
     use_add(&u, run->out[0], W | S);
-    cpu_wait(run, 0, step);
+    cpu_wait(run, 0);
     layer_open(run, 0, UVMRT_PHASE_FORWARD, &u, 0, (uint64_t)run->N * run->C * 8);
     if (run->compute) {
         gcheck(run, gpt_gpu_copy(run->gpu, ptr(run->tokens), run->tok_host,
@@ -682,13 +732,13 @@ static void block_forward_math(gpt_run_t *run, int l, int with_out) {
                                4 * C, C, 1.0f), l);
 }
 
-static void block_forward(gpt_run_t *run, int l, int step) {
+static void block_forward(gpt_run_t *run, int l) {
     use_list_t u = {.n = 0};
     use_add(&u, run->lp[l].wh, R);
     use_add(&u, run->out[l - 1], R);
     uses_block_acts(&u, &run->acts[l - 1], W);
     use_add(&u, run->out[l], W);
-    cpu_wait(run, l, step);
+    cpu_wait(run, l);
     layer_open(run, l, UVMRT_PHASE_FORWARD, &u, block_forward_flops(run), 0);
     if (run->compute)
         block_forward_math(run, l, 1);
@@ -762,8 +812,8 @@ static void block_backward(gpt_run_t *run, int l) {
  * the model: the head (final LayerNorm, tied classifier, loss) */
 
 /* forward: lnf, then per chunk of rows: logits, cross-entropy (dlogits in place),
- * the chunk's dlnf and its share of dwte */
-static void head_forward(gpt_run_t *run, int step) {
+ * the chunk's dlnf and its share of dwte; the mean loss into *loss_dst (mapped) */
+static void head_forward(gpt_run_t *run, double *loss_dst) {
     int hl = run->nl - 1;
     const layer_params_t *p = &run->lp[hl], *pe = &run->lp[0];
     use_list_t u = {.n = 0};
@@ -777,7 +827,7 @@ static void head_forward(gpt_run_t *run, int step) {
     use_add(&u, run->losses, W);
     use_add(&u, run->dln, W);
     use_add(&u, pe->g, W); /* dwte, written here first */
-    cpu_wait(run, hl, step);
+    cpu_wait(run, hl);
     layer_open(run, hl, UVMRT_PHASE_FORWARD, &u, head_flops(run), 0);
     if (run->compute) {
         int N = run->N, C = run->C, Vp = run->Vp;
@@ -798,7 +848,7 @@ static void head_forward(gpt_run_t *run, int step) {
             gcheck(run, gpt_mm_dweight(run->gpu, f32(pe->g), logits, lnf + (size_t)r0 * C, R, C,
                                        Vp, r0 == 0 ? 0.0f : 1.0f), hl);
         }
-        kcheck(run, gpt_loss_finish_launch(f32(run->losses), N, &run->loss_host[step], s), "loss",
+        kcheck(run, gpt_loss_finish_launch(f32(run->losses), N, loss_dst, s), "loss",
                hl);
     }
     layer_close(run, hl, UVMRT_PHASE_FORWARD);
@@ -838,7 +888,7 @@ static void head_backward(gpt_run_t *run) {
 static double lr_at(const gpt_options_t *o, int step) {
     if (step < o->warmup)
         return o->lr * (step + 1) / o->warmup;
-    int span = o->steps - o->warmup;
+    int span = o->c.steps - o->warmup;
     double frac = span > 1 ? (double)(step - o->warmup) / (span - 1) : 0.0;
     double lo = o->lr * o->lr_final_frac;
     return lo + 0.5 * (1.0 + cos(3.141592653589793 * frac)) * (o->lr - lo);
@@ -886,10 +936,383 @@ static void optimizer(gpt_run_t *run, int l, const mlp_adamw_coef_t *cd,
 }
 
 /* ----------------------------------------------------------------------------
- * the step loop */
+ * inference: the head for sampling (logits of one row, no loss) */
+
+static void head_sample(gpt_run_t *run, int row) {
+    int hl = run->nl - 1;
+    const layer_params_t *p = &run->lp[hl], *pe = &run->lp[0];
+    use_list_t u = {.n = 0};
+    use_add(&u, p->wh, R);
+    use_add(&u, pe->wh, R);
+    use_add(&u, run->out[hl - 1], R);
+    use_add(&u, run->lnf, W);
+    use_add(&u, run->lnf_ms, W);
+    use_add(&u, run->logits, W);
+    cpu_wait(run, hl);
+    layer_open(run, hl, UVMRT_PHASE_FORWARD, &u, 2.0 * run->C * (double)run->Vp, 0);
+    if (run->compute) {
+        int N = run->N, C = run->C;
+        const uint16_t *wh = b16(p->wh), *wte = b16(pe->wh);
+        float *ms = f32(run->lnf_ms);
+        uint16_t *lnf = b16(run->lnf);
+        kcheck(run, gpt_layernorm_forward_launch(lnf, ms, ms + N, f32(run->out[hl - 1]), wh,
+                                                 wh + C, N, C, run->stream), "lnf", hl);
+        gcheck(run, gpt_mm_forward(run->gpu, ptr(run->logits), 0, lnf + (size_t)row * C, wte, 1,
+                                   C, run->Vp, 0.0f), hl);
+        /* copied out inside the call: the plan may drop the logits tensor after it (its
+         * next use overwrites it), so the host must not read the managed memory later */
+        gcheck(run, gpt_gpu_copy(run->gpu, run->logits_host, ptr(run->logits),
+                                 (size_t)run->Vp * sizeof(uint16_t)), hl);
+    }
+    layer_close(run, hl, UVMRT_PHASE_FORWARD);
+}
+
+/* ----------------------------------------------------------------------------
+ * the steps: training, validation, sampling; each one uvmrt step. A validation or
+ * sampling step is a different sequence of layer calls: uvmrt runs it like demand
+ * and records again, and the next training step records the training sequence
+ * again (both marked as recording steps, left out of the medians). */
 
 static double step_flops(const gpt_run_t *run) { /* forward + backward, no recompute */
     return 3.0 * (run->L * block_forward_flops(run)) + head_flops(run);
+}
+
+static void uv_step_begin(gpt_run_t *run) { UV_CHECK(run, uvmrt_step_begin(run->ctx)); }
+
+static void uv_step_end(gpt_run_t *run) {
+    UV_CHECK(run, uvmrt_step_end(run->ctx));
+    run->uv_steps++;
+}
+
+static void forward(gpt_run_t *run, double *loss_dst, int side) {
+    embed_forward(run, side);
+    for (int l = 1; l <= run->L; l++)
+        block_forward(run, l);
+    head_forward(run, loss_dst);
+}
+
+/* One training step: batch, forward, backward, AdamW. */
+static void train_step(gpt_run_t *run, int s, double lr) {
+    const gpt_options_t *opt = run->opt;
+    tokens_prepare(run, s);
+    uv_step_begin(run);
+    forward(run, run->loss_host ? &run->loss_host[s] : NULL, 0);
+    head_backward(run);
+    for (int l = run->L; l >= 1; l--)
+        block_backward(run, l);
+    embed_backward(run);
+    mlp_adamw_coef_t cd = adamw_coef(lr, ADAM_WD, run->adam_t + 1);
+    mlp_adamw_coef_t cn = adamw_coef(lr, 0.0, run->adam_t + 1);
+    if (s == run->first && opt->dump_grads && run->compute) {
+        gcheck(run, gpt_gpu_sync(run->gpu), -1);
+        weights_dump(run, opt->dump_grads, 1);
+    }
+    if (run->cpu) {
+        gcheck(run, gpt_cpuopt_submit(run->cpu, run->gpu, run->cpu_last + 1, &cd, &cn), -1);
+        run->cpu_last++;
+    } else {
+        for (int l = 0; l < run->nl; l++)
+            optimizer(run, l, &cd, &cn);
+    }
+    uv_step_end(run);
+    run->adam_t++;
+}
+
+/* The validation loss after training step s: val_n batches from the start of the
+ * validation data, forward only (the gradients it writes are rewritten by the next
+ * step's head before anything reads them). */
+static void validate(gpt_run_t *run, int s) {
+    char err[512];
+    if (gpt_data_rewind(run->val, err, sizeof err) != 0)
+        run_fail(run, "validation data: %s", err);
+    double sum = 0.0;
+    double t0 = cli_now_s();
+    for (int k = 0; k < run->val_n; k++) {
+        int *inp = run->tok_host, *tgt = inp + run->N;
+        if (gpt_data_next(run->val, (int32_t *)inp, (int32_t *)tgt, err, sizeof err) != 0)
+            run_fail(run, "validation data, batch %d: %s", k + 1, err);
+        tokens_index(run);
+        double *dst = run->loss_host ? &run->loss_host[run->opt->c.steps + k] : NULL;
+        uv_step_begin(run);
+        forward(run, dst, 1);
+        uv_step_end(run); /* waits for the stream: *dst is written */
+        if (dst)
+            sum += *dst;
+    }
+    run->side_step = 1;
+    double loss = sum / run->val_n;
+    run->val_step[run->n_val] = s + 1;
+    run->val_loss[run->n_val] = loss;
+    run->n_val++;
+    if (run->compute)
+        printf("val step %d: loss %.6f (%d batches of %d x %d, %.1f s)\n", s + 1, loss,
+               run->val_n, run->B, run->T, cli_now_s() - t0);
+    else
+        printf("val step %d: loss - (sim: %d forward-only batches, no arithmetic)\n", s + 1,
+               run->val_n);
+    fflush(stdout);
+}
+
+/* The next token from the logits of one row (V of them): the largest (greedy), or
+ * one of the top_k drawn by their softmax. */
+static int sample_pick(gpt_run_t *run, const uint16_t *logits) {
+    int V = run->V, k = run->opt->top_k;
+    if (k <= 1) {
+        int best = 0;
+        for (int v = 1; v < V; v++)
+            if (mlp_bf16_to_f32(logits[v]) > mlp_bf16_to_f32(logits[best]))
+                best = v;
+        return best;
+    }
+    /* the k largest by insertion into a sorted list (k is small next to V) */
+    int *top = malloc((size_t)k * sizeof *top);
+    float *val = malloc((size_t)k * sizeof *val);
+    double *p = malloc((size_t)k * sizeof *p);
+    if (!top || !val || !p)
+        run_fail(run, "out of host memory");
+    int n = 0;
+    for (int v = 0; v < V; v++) {
+        float x = mlp_bf16_to_f32(logits[v]);
+        if (n == k && !(x > val[n - 1]))
+            continue;
+        int i = n < k ? n++ : k - 1;
+        while (i > 0 && val[i - 1] < x) {
+            val[i] = val[i - 1], top[i] = top[i - 1];
+            i--;
+        }
+        val[i] = x, top[i] = v;
+    }
+    double z = 0.0;
+    for (int i = 0; i < n; i++)
+        z += p[i] = exp((double)val[i] - (double)val[0]);
+    run->rng = mlp_splitmix64(run->rng);
+    double u = (double)(run->rng >> 11) * (1.0 / 9007199254740992.0) * z;
+    int pick = top[n - 1];
+    for (int i = 0; i < n; i++)
+        if ((u -= p[i]) < 0) {
+            pick = top[i];
+            break;
+        }
+    free(top), free(val), free(p);
+    return pick;
+}
+
+static void sample_print(const gpt_run_t *run, const int *seq, int n, int from) {
+    for (int i = 0; i < n; i++) {
+        if (i == from)
+            fputs(run->opt->source == GPT_SRC_TEXT ? "" : "| ", stdout);
+        if (run->opt->source == GPT_SRC_TEXT) {
+            int c = seq[i];
+            putchar(c == '\n' || c == '\t' || (c >= 32 && c != 127) ? c : '?');
+        } else {
+            printf("%d ", seq[i]);
+        }
+    }
+    putchar('\n');
+}
+
+/* --sample N after training step s: each token one forward of the context window
+ * (its last T tokens in row 0 of the batch; the causal mask keeps the padding after
+ * it out of the row's logits), the next token chosen on the host. */
+static void sample_run(gpt_run_t *run, int s) {
+    const gpt_options_t *opt = run->opt;
+    if (!run->compute) {
+        printf("sample after step %d: sampling needs a GPU (the sim backend does no "
+               "arithmetic); skipped\n", s + 1);
+        return;
+    }
+    int n = opt->sample, len = run->prompt_len, T = run->T;
+    int *seq = malloc((size_t)(len + n) * sizeof *seq);
+    if (seq == NULL)
+        run_fail(run, "out of host memory");
+    memcpy(seq, run->prompt, (size_t)len * sizeof *seq);
+    double t0 = cli_now_s();
+    for (int i = 0; i < n; i++, len++) {
+        int w0 = len > T ? len - T : 0, wl = len - w0;
+        memset(run->tok_host, 0, (5 * (size_t)run->N + 1) * sizeof(int));
+        memcpy(run->tok_host, seq + w0, (size_t)wl * sizeof *seq);
+        tokens_index(run);
+        uv_step_begin(run);
+        /* after a validation pass this follows its plan up to the head, which reads a
+         * subset of what validation's head reads: nothing it needs was dropped */
+        embed_forward(run, 1);
+        for (int l = 1; l <= run->L; l++)
+            block_forward(run, l);
+        head_sample(run, wl - 1);
+        uv_step_end(run); /* waits for the stream: logits_host is written */
+        seq[len] = sample_pick(run, run->logits_host);
+    }
+    run->side_step = 1;
+    printf("sample after step %d (%s, %d tokens, %.1f s):\n", s + 1,
+           opt->top_k > 1 ? "top-k" : "greedy", n, cli_now_s() - t0);
+    sample_print(run, seq, len, run->prompt_len);
+    fflush(stdout);
+    free(seq);
+}
+
+/* ----------------------------------------------------------------------------
+ * checkpoints: w, wh, m, v of every layer, and the metadata below */
+
+#define CKPT_META_MAGIC 0x67707431u /* "gpt1" */
+
+typedef struct ckpt_meta {
+    uint32_t magic, size;           /* CKPT_META_MAGIC, sizeof(ckpt_meta_t) */
+    int32_t L, C, NH, V, Vp, maxT;  /* the model: must match */
+    int32_t B, T, source;           /* the batches: must match for the data position */
+    int32_t steps, warmup;          /* the LR schedule the run was saved under */
+    int32_t reserved;               /* 0: no padding before lr (the file's bytes are all set) */
+    double lr;
+    uint64_t seed;
+    uint64_t step;                  /* training steps done */
+    int64_t adam_t;                 /* AdamW updates done */
+    uint64_t rng;                   /* the sampler's state */
+    gpt_data_pos_t data;            /* the training data's next batch */
+} ckpt_meta_t;
+
+typedef struct ckpt_bufs {
+    gpt_ckpt_buffer_t *b;
+    char (*names)[24];
+    int n;
+} ckpt_bufs_t;
+
+static void ckpt_bufs_make(gpt_run_t *run, ckpt_bufs_t *cb) {
+    cb->n = 4 * run->nl;
+    cb->b = calloc((size_t)cb->n, sizeof *cb->b);
+    cb->names = calloc((size_t)cb->n, sizeof *cb->names);
+    if (!cb->b || !cb->names)
+        run_fail(run, "out of host memory");
+    static const char *const kind[4] = {"w", "wh", "m", "v"};
+    for (int l = 0; l < run->nl; l++) {
+        const layer_params_t *p = &run->lp[l];
+        uvmrt_tensor_t *t[4] = {p->w, p->wh, p->m, p->v};
+        uint64_t bytes[4] = {p->n * 4, p->n * 2, p->n * 4, p->n * 4};
+        for (int k = 0; k < 4; k++) {
+            int i = 4 * l + k;
+            snprintf(cb->names[i], sizeof cb->names[i], "%s_%d", kind[k], l);
+            cb->b[i] = (gpt_ckpt_buffer_t){cb->names[i], ptr(t[k]), bytes[k]};
+        }
+    }
+}
+
+static void ckpt_bufs_free(ckpt_bufs_t *cb) {
+    free(cb->b);
+    free(cb->names);
+}
+
+static void ckpt_meta_make(const gpt_run_t *run, ckpt_meta_t *m, int steps_done) {
+    const gpt_options_t *o = run->opt;
+    memset(m, 0, sizeof *m);
+    *m = (ckpt_meta_t){CKPT_META_MAGIC, sizeof *m, run->L, run->C, run->NH, run->V, run->Vp,
+                       run->maxT, run->B, run->T, (int32_t)o->source, o->c.steps, o->warmup,
+                       0, o->lr, o->c.seed, (uint64_t)steps_done, run->adam_t, run->rng, {0}};
+    if (run->train)
+        gpt_data_tell(run->train, &m->data);
+}
+
+/* After training step s (0-based): the GPU is idle (step_end waited for it); the
+ * CPU optimizer is waited for, then the host reads the managed memory. */
+static void ckpt_save(gpt_run_t *run, int s) {
+    char err[1024];
+    cpu_drain(run);
+    ckpt_bufs_t cb;
+    ckpt_bufs_make(run, &cb);
+    ckpt_meta_t meta;
+    ckpt_meta_make(run, &meta, s + 1);
+    gpt_ckpt_save_options_t so = {.keep = run->opt->keep};
+    double t0 = cli_now_s();
+    uint64_t bytes = 0;
+    for (int i = 0; i < cb.n; i++)
+        bytes += cb.b[i].bytes;
+    int rc = gpt_ckpt_save(run->opt->ckpt_dir, (uint64_t)(s + 1), cb.b, cb.n, &meta, sizeof meta,
+                           &so, err, sizeof err);
+    ckpt_bufs_free(&cb);
+    if (rc != 0)
+        run_fail(run, "--checkpoint: saving step %d: %s", s + 1, err);
+    gpt_ckpt_path(run->ckpt_last, sizeof run->ckpt_last, run->opt->ckpt_dir, (uint64_t)(s + 1));
+    printf("checkpoint step %d: %s (%.2f GiB, %.1f s)\n", s + 1, run->ckpt_last,
+           (double)bytes / GIB, cli_now_s() - t0);
+    fflush(stdout);
+}
+
+#define META_CHECK(field, what)                                                                \
+    do {                                                                                       \
+        if (m.field != want.field)                                                             \
+            run_fail(run, "--resume: %s was saved with %s %lld, this run has %lld: start a "    \
+                          "new --checkpoint DIR or use the flags it was saved with",           \
+                     run->ckpt_last, what, (long long)m.field, (long long)want.field);         \
+    } while (0)
+
+/* --resume: the newest valid checkpoint in DIR, or none (then from step 1). */
+static void ckpt_resume(gpt_run_t *run) {
+    const gpt_options_t *o = run->opt;
+    char err[1024];
+    ckpt_bufs_t cb;
+    ckpt_bufs_make(run, &cb);
+    ckpt_meta_t m, want;
+    uint64_t mb = 0, step = 0;
+    int rc = gpt_ckpt_resume(o->ckpt_dir, cb.b, cb.n, &m, sizeof m, &mb, &step, run->ckpt_last,
+                             sizeof run->ckpt_last, err, sizeof err);
+    ckpt_bufs_free(&cb);
+    if (rc < 0)
+        run_fail(run, "--resume: %s", err);
+    if (rc == 1) {
+        run->ckpt_last[0] = '\0';
+        printf("resume: no checkpoint in %s: starting at step 1\n", o->ckpt_dir);
+        return;
+    }
+    ckpt_meta_make(run, &want, 0);
+    if (mb != sizeof m || m.magic != CKPT_META_MAGIC || m.size != sizeof m)
+        run_fail(run, "--resume: %s: its metadata (%llu bytes) is not uvmrt-gpt's of this "
+                      "version (%zu bytes)", run->ckpt_last, (unsigned long long)mb, sizeof m);
+    META_CHECK(L, "--layers");
+    META_CHECK(C, "--channels");
+    META_CHECK(NH, "--heads");
+    META_CHECK(V, "--vocab");
+    META_CHECK(maxT, "max(1024, --seq)");
+    META_CHECK(B, "--batch");
+    META_CHECK(T, "--seq");
+    META_CHECK(source, "token source (0 random, 1 cycle, 2 --data, 3 --text)");
+    if (m.step != step)
+        run_fail(run, "--resume: %s: its metadata says step %llu, its header %llu",
+                 run->ckpt_last, (unsigned long long)m.step, (unsigned long long)step);
+    if (m.steps != want.steps || m.warmup != want.warmup || m.lr != want.lr || m.seed != want.seed)
+        fprintf(stderr, PROG ": note: %s was saved by a run with --steps %d --warmup %d --lr %g "
+                        "--seed %llu; continuing with this run's (the losses will not match an "
+                        "uninterrupted run)\n",
+                run->ckpt_last, m.steps, m.warmup, m.lr, (unsigned long long)m.seed);
+    if (run->train && gpt_data_seek(run->train, &m.data, err, sizeof err) != 0)
+        run_fail(run, "--resume: %s: the training data position: %s", run->ckpt_last, err);
+    if (step > (uint64_t)o->c.steps)
+        run_fail(run, "--resume: %s is at step %llu, past --steps %d", run->ckpt_last,
+                 (unsigned long long)step, o->c.steps);
+    run->first = (int)step;
+    run->adam_t = (long)m.adam_t;
+    run->rng = m.rng;
+    printf("resume: %s: step %llu done, continuing at step %llu of %d\n", run->ckpt_last,
+           (unsigned long long)step, (unsigned long long)step + 1, o->c.steps);
+}
+
+/* ----------------------------------------------------------------------------
+ * the training loop */
+
+/* SIGTERM or SIGINT with --checkpoint: the signal number. The step under way
+ * finishes, is saved and the run stops; a second signal kills (SA_RESETHAND). */
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig) { stop_signal = sig; }
+
+static void stop_signals_install(void) {
+    static const int sigs[] = {SIGTERM, SIGINT};
+    for (size_t k = 0; k < sizeof sigs / sizeof sigs[0]; k++) {
+        struct sigaction old, sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_stop_signal;
+        sa.sa_flags = SA_RESETHAND | SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        /* one ignored at start (nohup, a shell's background job) stays ignored */
+        if (sigaction(sigs[k], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+            sigaction(sigs[k], &sa, NULL);
+    }
 }
 
 static void run_steps(gpt_run_t *run, FILE *loss_log) {
@@ -898,61 +1321,58 @@ static void run_steps(gpt_run_t *run, FILE *loss_log) {
     if (!(peak > 0))
         peak = 790e12;
     double t_start = cli_now_s();
-    for (int s = 0; s < opt->steps; s++) {
-        if (run->compute)
-            tokens_prepare(run, s);
-        UV_CHECK(run, uvmrt_step_begin(run->ctx));
-        embed_forward(run, s);
-        for (int l = 1; l <= run->L; l++)
-            block_forward(run, l, s);
-        head_forward(run, s);
-        head_backward(run);
-        for (int l = run->L; l >= 1; l--)
-            block_backward(run, l);
-        embed_backward(run);
+    int saved = -1;
+    for (int s = run->first; s < run->stop; s++) {
         double lr = lr_at(opt, s);
-        mlp_adamw_coef_t cd = adamw_coef(lr, ADAM_WD, run->adam_t + 1);
-        mlp_adamw_coef_t cn = adamw_coef(lr, 0.0, run->adam_t + 1);
-        if (s == 0 && opt->dump_grads && run->compute) {
-            gcheck(run, gpt_gpu_sync(run->gpu), -1);
-            weights_dump(run, opt->dump_grads, 1);
-        }
-        if (run->cpu)
-            gcheck(run, gpt_cpuopt_submit(run->cpu, run->gpu, s, &cd, &cn), -1);
-        else
-            for (int l = 0; l < run->nl; l++)
-                optimizer(run, l, &cd, &cn);
-        UV_CHECK(run, uvmrt_step_end(run->ctx));
-        run->adam_t++;
+        run->recording[s] = s == run->first || run->side_step;
+        run->side_step = 0;
+        train_step(run, s, lr);
 
         if (run->compute) {
             run->losses_out[s] = run->loss_host[s]; /* step_end waited for the stream */
             run->norms[s] = run->clip_host[0];
         }
         uvmrt_step_stats_t *st = &run->stats[s];
-        UV_CHECK(run, uvmrt_step_stats_get(run->ctx, (uint64_t)s, st));
+        UV_CHECK(run, uvmrt_step_stats_get(run->ctx, run->uv_steps - 1, st));
         double ms = (double)st->step_ns / 1e6;
         double in = (double)(st->prefetch_bytes + st->remote_read_bytes) / GB;
         double out = (double)(st->evict_bytes + st->remote_write_bytes) / GB;
         double tflops = ms > 0 ? flops / (ms * 1e-3) / 1e12 : 0.0;
-        double elapsed = cli_now_s() - t_start, eta = elapsed / (s + 1) * (opt->steps - s - 1);
+        int done = s + 1 - run->first;
+        double elapsed = cli_now_s() - t_start, eta = elapsed / done * (run->stop - s - 1);
         char loss_text[48] = "-";
         if (run->compute)
             snprintf(loss_text, sizeof loss_text, "%.6f  norm %.3f", run->losses_out[s],
                      run->norms[s]);
         printf("step %d/%d  loss %s  lr %.3g  %.1f ms  %.0f tokens/s  %.1f TFLOP/s  MFU %.1f%%  "
                "in %.2f GB  out %.2f GB  faults %" PRIu64 "  ETA %.0f s%s\n",
-               s + 1, opt->steps, loss_text, lr, ms, ms > 0 ? run->N / (ms * 1e-3) : 0.0, tflops,
-               100.0 * tflops * 1e12 / peak, in, out, st->fault_count, eta,
-               s == 0 ? "  (recording step)" : "");
+               s + 1, opt->c.steps, loss_text, lr, ms, ms > 0 ? run->N / (ms * 1e-3) : 0.0,
+               tflops, 100.0 * tflops * 1e12 / peak, in, out, st->fault_count, eta,
+               run->recording[s] ? "  (recording step)" : "");
         fflush(stdout);
         if (loss_log)
-            fprintf(loss_log, "%d %a\n", s + 1, run->losses_out[s]);
+            fprintf(loss_log, "%d %a\n", s + 1, run->compute ? run->losses_out[s] : 0.0);
+
+        int last = s + 1 == run->stop;
+        if (run->val && ((opt->val_every && (s + 1) % opt->val_every == 0) || last))
+            validate(run, s);
+        if (opt->sample && ((opt->sample_every && (s + 1) % opt->sample_every == 0) || last))
+            sample_run(run, s);
+        if (opt->ckpt_dir && ((opt->ckpt_every && (s + 1) % opt->ckpt_every == 0) || last) &&
+            saved != s) {
+            ckpt_save(run, s);
+            saved = s;
+        }
+        if (stop_signal) { /* a preempted job: what is done is saved, --resume goes on */
+            if (saved != s)
+                ckpt_save(run, s);
+            printf("stopped by signal %d after step %d of %d: --resume continues from %s\n",
+                   (int)stop_signal, s + 1, opt->c.steps, run->ckpt_last);
+            run->stop = s + 1;
+            break;
+        }
     }
-    if (run->cpu) /* the last step's updates */
-        for (int l = 0; l < run->nl; l++)
-            if (gpt_cpuopt_wait(run->cpu, l, opt->steps - 1) != 0)
-                run_fail(run, "the CPU optimizer thread failed");
+    cpu_drain(run); /* the last step's updates */
 }
 
 /* ----------------------------------------------------------------------------
@@ -961,16 +1381,83 @@ static void run_steps(gpt_run_t *run, FILE *loss_log) {
 static uvmrt_context_t *context_open(gpt_options_t *opt) {
     uvmrt_params_t params;
     uvmrt_params_init(&params);
-    params.backend = opt->backend;
-    params.profile = opt->profile;
-    params.policy = opt->policy;
-    params.budget_bytes = opt->policy == UVMRT_POLICY_NONE ? 0 : opt->budget_bytes;
+    cli_params_apply(&opt->c, &params);
     cli_backend_choice_t choice = {gpt_gpu_built(), PROG " was built without CUDA and cuBLAS",
-                                   opt->backend_explicit, FALLBACK_PROFILE, NULL, NULL};
+                                   opt->c.backend_explicit, FALLBACK_PROFILE, NULL, NULL};
     uvmrt_context_t *ctx = cli_context_open(&params, &choice);
-    opt->backend = params.backend;
-    opt->profile = params.profile;
+    opt->c.backend = params.backend;
+    opt->c.profile = params.profile;
     return ctx;
+}
+
+/* The training data and the validation data, and the sampling prompt. */
+static void data_open(gpt_run_t *run) {
+    const gpt_options_t *o = run->opt;
+    char err[1024];
+    if (o->source == GPT_SRC_DATA || o->source == GPT_SRC_TEXT) {
+        int text = o->source == GPT_SRC_TEXT;
+        gpt_data_config_t cfg = {text ? NULL : o->data_pattern, text ? o->text_path : NULL,
+                                 text ? GPT_DATA_TRAIN : GPT_DATA_ALL, run->B, run->T,
+                                 o->c.seed, 1, run->V};
+        if (gpt_data_open(&run->train, &cfg, err, sizeof err) != 0)
+            run_fail(run, "training data: %s", err);
+        if (text || o->val_pattern) {
+            cfg.pattern = text ? NULL : o->val_pattern;
+            cfg.split = text ? GPT_DATA_VAL : GPT_DATA_ALL;
+            cfg.shuffle = 0;
+            glob_t g; /* data.h names the pattern's flag --data: say --val here */
+            if (!text && glob(o->val_pattern, 0, NULL, &g) != 0)
+                run_fail(run, "validation data: --val %s: no file matches", o->val_pattern);
+            if (!text)
+                globfree(&g);
+            if (gpt_data_open(&run->val, &cfg, err, sizeof err) != 0)
+                run_fail(run, "validation data (%s): %s",
+                         text ? "--text, the last 10%" : "--val", err);
+            uint64_t nb = gpt_data_batches_per_epoch(run->val);
+            run->val_n = (uint64_t)o->val_batches < nb ? o->val_batches : (int)nb;
+        }
+        printf("data: %s %s: %d shard(s), %" PRIu64 " training tokens, %" PRIu64
+               " batches per epoch",
+               text ? "text" : "token shards", text ? o->text_path : o->data_pattern,
+               gpt_data_shards(run->train), gpt_data_tokens(run->train),
+               gpt_data_batches_per_epoch(run->train));
+        if (run->val)
+            printf("; validation %" PRIu64 " tokens, %d batches per pass",
+                   gpt_data_tokens(run->val), run->val_n);
+        printf("\n");
+    }
+    /* the prompt: --prompt's bytes, else the first tokens of the validation data (or
+     * the training data, or the synthetic stream) */
+    if (o->sample == 0)
+        return;
+    int want = run->T < 16 ? run->T : 16;
+    if (o->prompt)
+        want = (int)strlen(o->prompt);
+    run->prompt = calloc((size_t)want + (size_t)run->N, sizeof *run->prompt);
+    int *inp = calloc(2 * (size_t)run->N, sizeof *inp);
+    if (!run->prompt || !inp)
+        run_fail(run, "out of host memory");
+    if (o->prompt) {
+        for (int i = 0; i < want; i++)
+            run->prompt[i] = (unsigned char)o->prompt[i];
+    } else {
+        gpt_data_t *d = run->val ? run->val : run->train;
+        if (d) {
+            gpt_data_pos_t pos;
+            gpt_data_tell(d, &pos);
+            if (gpt_data_rewind(d, err, sizeof err) != 0 ||
+                gpt_data_next(d, (int32_t *)inp, (int32_t *)inp + run->N, err, sizeof err) != 0 ||
+                gpt_data_seek(d, &pos, err, sizeof err) != 0)
+                run_fail(run, "the sampling prompt: %s", err);
+        } else if (o->source == GPT_SRC_CYCLE) {
+            gpt_tokens_cycle(inp, inp + run->N, run->B, run->T, run->V, o->c.seed, 0);
+        } else {
+            gpt_tokens_random(inp, inp + run->N, run->B, run->T, run->V, o->c.seed, 0);
+        }
+        memcpy(run->prompt, inp, (size_t)want * sizeof *inp);
+    }
+    free(inp);
+    run->prompt_len = want;
 }
 
 static void run_open_gpu(gpt_run_t *run) {
@@ -988,7 +1475,7 @@ static void run_open_gpu(gpt_run_t *run) {
     if (run->C != run->NH * GPT_HEAD_SIZE)
         run_fail(run, "the GPU kernels take head size %d: --channels %d / --heads %d is %d",
                  GPT_HEAD_SIZE, run->C, run->NH, run->C / run->NH);
-    if (!run->opt->quiet)
+    if (!run->opt->c.quiet)
         printf("  GPU %d: %.2f GiB free of %.2f GiB; tensors %.2f GiB\n", dev,
                (double)free_b / GIB, (double)total_b / GIB, (double)need / GIB);
     run->gpu = gpt_gpu_open(err, sizeof err);
@@ -997,9 +1484,14 @@ static void run_open_gpu(gpt_run_t *run) {
     run->stream = gpt_gpu_stream(run->gpu);
     run->device_bytes = gpt_gpu_device_bytes(run->gpu);
     run->tok_host = gpt_gpu_host_alloc((5 * (size_t)run->N + 1) * sizeof(int));
-    run->loss_host = gpt_gpu_host_alloc((size_t)run->opt->steps * sizeof(double));
+    /* steps' losses, then one per validation batch */
+    run->loss_host = gpt_gpu_host_alloc(((size_t)run->opt->c.steps + (size_t)run->val_n + 1) *
+                                        sizeof(double));
     run->clip_host = gpt_gpu_host_alloc(4 * sizeof(float));
-    if (!run->tok_host || !run->loss_host || !run->clip_host)
+    if (run->opt->sample)
+        run->logits_host = gpt_gpu_host_alloc((size_t)run->Vp * sizeof(uint16_t));
+    if (!run->tok_host || !run->loss_host || !run->clip_host ||
+        (run->opt->sample && !run->logits_host))
         run_fail(run, "cannot allocate pinned host memory");
 }
 
@@ -1017,7 +1509,7 @@ static void cpu_opt_open(gpt_run_t *run) {
     free(ls);
     if (run->cpu == NULL)
         run_fail(run, "CPU optimizer: %s", err);
-    if (!run->opt->quiet)
+    if (!run->opt->c.quiet)
         printf("  cpu optimizer: AdamW path %s\n", mlp_isa_name(run->isa));
 }
 
@@ -1026,80 +1518,162 @@ static void run_close(gpt_run_t *run) {
     run->cpu = NULL;
     uvmrt_context_destroy(run->ctx); /* first: it may still refer to our stream */
     run->ctx = NULL;
-    gpt_gpu_host_free(run->tok_host);
-    gpt_gpu_host_free(run->loss_host);
-    gpt_gpu_host_free(run->clip_host);
-    run->tok_host = NULL, run->loss_host = NULL, run->clip_host = NULL;
+    if (run->gpu) {
+        gpt_gpu_host_free(run->tok_host);
+        gpt_gpu_host_free(run->loss_host);
+        gpt_gpu_host_free(run->clip_host);
+        gpt_gpu_host_free(run->logits_host);
+    } else {
+        free(run->tok_host);
+    }
+    run->tok_host = NULL, run->loss_host = NULL, run->clip_host = NULL, run->logits_host = NULL;
     gpt_gpu_close(run->gpu);
     run->gpu = NULL;
+    gpt_data_close(run->train);
+    gpt_data_close(run->val);
+    run->train = run->val = NULL;
     free(run->lp);
     free(run->out);
     free(run->acts);
-    run->lp = NULL, run->out = NULL, run->acts = NULL;
+    free(run->prompt);
+    run->lp = NULL, run->out = NULL, run->acts = NULL, run->prompt = NULL;
 }
 
 typedef struct medians {
     double ms, in_gb, out_gb, faults;
+    int n;        /* steps they are medians of: the run's, less the recording ones */
 } medians_t;
 
 static medians_t run_medians(const gpt_run_t *run) {
-    int S = run->opt->steps, first = S > 1 ? 1 : 0;
-    size_t n = (size_t)(S - first);
-    double *v = malloc(n * sizeof *v);
     medians_t m = {0};
+    size_t n = 0;
+    double *v = malloc((size_t)(run->stop - run->first) * 4 * sizeof *v + sizeof *v);
     if (v == NULL)
         return m;
-    const uvmrt_step_stats_t *st = run->stats + first;
-#define MEDIAN(field, expr)                                                                    \
-    do {                                                                                       \
-        for (size_t k = 0; k < n; k++)                                                         \
-            v[k] = (expr);                                                                     \
-        m.field = cli_median(v, n);                                                            \
-    } while (0)
-    MEDIAN(ms, (double)st[k].step_ns / 1e6);
-    MEDIAN(in_gb, (double)(st[k].prefetch_bytes + st[k].remote_read_bytes) / GB);
-    MEDIAN(out_gb, (double)(st[k].evict_bytes + st[k].remote_write_bytes) / GB);
-    MEDIAN(faults, (double)st[k].fault_count);
-#undef MEDIAN
+    double *ms = v, *in = ms + (run->stop - run->first), *out = in + (run->stop - run->first);
+    double *faults = out + (run->stop - run->first);
+    for (int pass = 0; pass < 2 && n == 0; pass++) /* only recording steps: use them */
+        for (int s = run->first; s < run->stop; s++) {
+            if (pass == 0 && run->recording[s])
+                continue;
+            const uvmrt_step_stats_t *st = &run->stats[s];
+            ms[n] = (double)st->step_ns / 1e6;
+            in[n] = (double)(st->prefetch_bytes + st->remote_read_bytes) / GB;
+            out[n] = (double)(st->evict_bytes + st->remote_write_bytes) / GB;
+            faults[n] = (double)st->fault_count;
+            n++;
+        }
+    m.ms = cli_median(ms, n), m.in_gb = cli_median(in, n), m.out_gb = cli_median(out, n);
+    m.faults = cli_median(faults, n), m.n = (int)n;
     free(v);
     return m;
 }
 
-static void result_write(gpt_run_t *run, const char *path, const medians_t *m,
-                         const uvmrt_summary_t *sum) {
+static const char *source_name(gpt_source_t s) {
+    static const char *const names[] = {"random", "cycle", "data", "text"};
+    return names[s];
+}
+
+/* --result-json: medians, totals, the per-step losses and times of this process's
+ * steps, validation losses, the data position and the checkpoint. 0, or -1. */
+static int result_write(gpt_run_t *run, const char *path, const medians_t *m,
+                        const uvmrt_summary_t *sum) {
     const gpt_options_t *o = run->opt;
-    FILE *f = fopen(path, "w");
-    if (f == NULL)
-        run_fail(run, "cannot write --result-json %s: %s", path, strerror(errno));
     double tflops = m->ms > 0 ? step_flops(run) / (m->ms * 1e-3) / 1e12 : 0.0;
-    fprintf(f, "{\n  \"program\": \"" PROG "\", \"version\": \"%s\",\n", uvmrt_version_string());
-    fprintf(f, "  \"backend\": \"%s\", \"policy\": \"%s\", \"budget_bytes\": %" PRIu64 ",\n",
-            uvmrt_backend_name(run->backend), uvmrt_policy_name(run->policy), sum->budget_bytes);
-    fprintf(f, "  \"layers\": %d, \"channels\": %d, \"heads\": %d, \"vocab\": %d, "
-               "\"batch\": %d, \"seq\": %d, \"steps\": %d,\n",
-            run->L, run->C, run->NH, run->V, run->B, run->T, o->steps);
-    fprintf(f, "  \"optimizer_on\": \"%s\", \"recompute\": \"%s\", \"arithmetic\": %s,\n",
-            o->optimizer_cpu ? "cpu" : "gpu", o->recompute ? "all" : "none",
-            run->compute ? "true" : "false");
-    fprintf(f, "  \"ms_per_step_median\": %.3f, \"tokens_per_s\": %.1f, \"tflops\": %.2f,\n",
-            m->ms, m->ms > 0 ? run->N / (m->ms * 1e-3) : 0.0, tflops);
-    fprintf(f, "  \"gb_in_per_step\": %.4f, \"gb_out_per_step\": %.4f, \"faults_per_step\": %.1f,\n",
-            m->in_gb, m->out_gb, m->faults);
     uint64_t late = 0;
-    for (int s = 1; s < o->steps; s++)
-        late += run->stats[s].fault_count;
-    fprintf(f, "  \"managed_bytes\": %" PRIu64 ", \"peak_resident_bytes\": %" PRIu64
-               ", \"device_workspace_bytes\": %" PRIu64 ", \"faults_after_step1\": %" PRIu64 ",\n",
-            run->managed_bytes, sum->peak_resident_bytes, run->device_bytes, late);
-    fprintf(f, "  \"losses\": [");
-    for (int s = 0; s < o->steps; s++)
-        fprintf(f, "%s%.9g", s ? ", " : "", run->compute ? run->losses_out[s] : 0.0);
-    fprintf(f, "],\n  \"step_ms\": [");
-    for (int s = 0; s < o->steps; s++)
-        fprintf(f, "%s%.3f", s ? ", " : "", (double)run->stats[s].step_ns / 1e6);
-    fprintf(f, "]\n}\n");
-    if (fclose(f) != 0)
-        run_fail(run, "writing --result-json %s failed: %s", path, strerror(errno));
+    json_t *losses = json_array(), *step_ms = json_array(), *val = json_array();
+    for (int s = run->first; s < run->stop; s++) {
+        if (!run->recording[s])
+            late += run->stats[s].fault_count;
+        json_array_append_new(losses, json_real(run->compute ? run->losses_out[s] : 0.0));
+        json_array_append_new(step_ms, json_real((double)run->stats[s].step_ns / 1e6));
+    }
+    for (int k = 0; k < run->n_val; k++)
+        json_array_append_new(val, json_pack("{s:i, s:o}", "step", run->val_step[k], "loss",
+                                             run->compute ? json_real(run->val_loss[k])
+                                                          : json_null()));
+    json_t *data = json_pack("{s:s}", "source", source_name(o->source));
+    if (run->train && data) {
+        gpt_data_pos_t pos;
+        gpt_data_tell(run->train, &pos);
+        json_object_set_new(data, "epoch", json_integer((json_int_t)pos.epoch));
+        json_object_set_new(data, "shard", json_integer((json_int_t)pos.shard));
+        json_object_set_new(data, "offset", json_integer((json_int_t)pos.offset));
+    }
+    json_t *root = json_pack(
+        "{s:s, s:s, s:s, s:s, s:I, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:s, s:b,"
+        " s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:s?}",
+        "program", PROG, "version", uvmrt_version_string(),
+        "backend", uvmrt_backend_name(run->backend), "policy", uvmrt_policy_name(run->policy),
+        "budget_bytes", (json_int_t)sum->budget_bytes,
+        "layers", run->L, "channels", run->C, "heads", run->NH, "vocab", run->V,
+        "batch", run->B, "seq", run->T, "steps", o->c.steps,
+        "first_step", run->first + 1, "last_step", run->stop,
+        "optimizer_on", o->optimizer_cpu ? "cpu" : "gpu",
+        "recompute", o->recompute ? "all" : "none", "arithmetic", run->compute,
+        "ms_per_step_median", m->ms, "tokens_per_s", m->ms > 0 ? run->N / (m->ms * 1e-3) : 0.0,
+        "tflops", tflops, "gb_in_per_step", m->in_gb, "gb_out_per_step", m->out_gb,
+        "faults_per_step", m->faults,
+        "managed_bytes", (json_int_t)run->managed_bytes,
+        "peak_resident_bytes", (json_int_t)sum->peak_resident_bytes,
+        "device_workspace_bytes", (json_int_t)run->device_bytes,
+        "faults_after_step1", (json_int_t)late,
+        "losses", losses, "step_ms", step_ms, "val", val, "data", data,
+        "checkpoint", run->ckpt_last[0] ? run->ckpt_last : NULL);
+    if (root == NULL) {
+        fprintf(stderr, PROG ": --result-json %s: out of memory building the JSON\n", path);
+        return -1;
+    }
+    FILE *f = cli_output_open("--result-json", path);
+    int rc = -1;
+    if (f != NULL) {
+        int dumped = json_dumpf(root, f, JSON_INDENT(2) | JSON_REAL_PRECISION(9));
+        if (dumped == 0)
+            fputc('\n', f);
+        rc = cli_output_close("--result-json", path, f);
+        if (dumped != 0 && rc == 0) {
+            fprintf(stderr, PROG ": --result-json %s: the JSON could not be written\n", path);
+            rc = -1;
+        }
+    }
+    json_decref(root);
+    return rc;
+}
+
+/* The outputs the flags asked for, after the steps: each that fails is reported
+ * and the others are still written. 0, or -1 when any failed. */
+static int outputs_write(gpt_run_t *run, const medians_t *m, const uvmrt_summary_t *sum) {
+    const cli_common_t *c = &run->opt->c;
+    int bad = 0;
+    if (!c->quiet) {
+        fflush(stdout);
+        bad |= cli_report_write(run->ctx, "the per-layer report", "text", "-");
+    }
+    if (c->report_path) {
+        int rc = cli_report_write(run->ctx, "--report", c->report_format, c->report_path);
+        if (rc == 0 && strcmp(c->report_path, "-") != 0)
+            printf("report: %s\n", c->report_path);
+        bad |= rc;
+    }
+    if (c->trace_path) {
+        int rc = cli_report_write(run->ctx, "--trace", "trace", c->trace_path);
+        if (rc == 0 && strcmp(c->trace_path, "-") != 0)
+            printf("trace: %s\n", c->trace_path);
+        bad |= rc;
+    }
+    if (c->result_json)
+        bad |= result_write(run, c->result_json, m, sum);
+    return bad ? -1 : 0;
+}
+
+/* The per-step arrays main allocates. */
+static void steps_free(gpt_run_t *run) {
+    free(run->losses_out);
+    free(run->norms);
+    free(run->stats);
+    free(run->recording);
+    free(run->val_step);
+    free(run->val_loss);
 }
 
 int main(int argc, char **argv) {
@@ -1108,25 +1682,34 @@ int main(int argc, char **argv) {
     gpt_options_parse(argc, argv, &opt);
     cli_note_env_overrides();
 
-    gpt_run_t run = {.opt = &opt};
+    gpt_run_t run = {.opt = &opt, .cpu_last = -1};
     shape_init(&run);
-    run.losses_out = calloc((size_t)opt.steps, sizeof *run.losses_out);
-    run.norms = calloc((size_t)opt.steps, sizeof *run.norms);
-    run.stats = calloc((size_t)opt.steps, sizeof *run.stats);
-    if (!run.losses_out || !run.norms || !run.stats) {
+    size_t S = (size_t)opt.c.steps;
+    run.losses_out = calloc(S, sizeof *run.losses_out);
+    run.norms = calloc(S, sizeof *run.norms);
+    run.stats = calloc(S, sizeof *run.stats);
+    run.recording = calloc(S, 1);
+    run.val_step = calloc(S, sizeof *run.val_step);
+    run.val_loss = calloc(S, sizeof *run.val_loss);
+    if (!run.losses_out || !run.norms || !run.stats || !run.recording || !run.val_step ||
+        !run.val_loss) {
         fprintf(stderr, PROG ": out of host memory\n");
+        steps_free(&run);
         return 1;
     }
     run.isa = mlp_isa_best();
+    run.rng = mlp_splitmix64(opt.c.seed ^ 0x5a3d1e0full);
+    run.stop = opt.stop_at;
     gpt_shape_t shape = {run.V, run.Vp, run.maxT, run.L, run.C, run.NH};
     double params = (double)gpt_num_params(&shape);
     printf(PROG ": GPT-2 %d layers, %d channels, %d heads, vocab %d (padded %d), %.1f M "
            "parameters; batch %d x %d tokens; optimizer on %s, recompute %s; %d steps, lr %g, "
-           "seed %" PRIu64 "\n",
+           "seed %" PRIu64 "; tokens: %s\n",
            run.L, run.C, run.NH, run.V, run.Vp, params / 1e6, run.B, run.T,
-           opt.optimizer_cpu ? "cpu" : "gpu", opt.recompute ? "all" : "none", opt.steps, opt.lr,
-           opt.seed);
+           opt.optimizer_cpu ? "cpu" : "gpu", opt.recompute ? "all" : "none", opt.c.steps, opt.lr,
+           opt.c.seed, source_name(opt.source));
 
+    data_open(&run); /* before the context: a bad file costs no GPU setup */
     run.ctx = context_open(&opt);
     run.backend = uvmrt_context_backend(run.ctx);
     run.policy = uvmrt_context_policy(run.ctx);
@@ -1136,7 +1719,7 @@ int main(int argc, char **argv) {
            run.backend == UVMRT_BACKEND_SIM ? ", profile " : "",
            run.backend == UVMRT_BACKEND_SIM && run.profile ? run.profile->name : "",
            (double)uvmrt_context_budget(run.ctx) / GIB, (double)planned_managed_bytes(&run) / GIB);
-    if (!opt.quiet) {
+    if (!opt.c.quiet) {
         uvmrt_context_print_config(run.ctx, stdout);
         fflush(stdout);
     }
@@ -1152,6 +1735,10 @@ int main(int argc, char **argv) {
         if (opt.dump_weights || opt.dump_grads || opt.init_weights)
             fprintf(stderr, PROG ": note: --dump-weights, --dump-grads and --init-weights need "
                             "the GPU; ignored on sim\n");
+        /* the batches are still read (bad data fails the same way) */
+        run.tok_host = calloc(5 * (size_t)run.N + 1, sizeof *run.tok_host);
+        if (run.tok_host == NULL)
+            run_fail(&run, "out of host memory");
     }
     net_alloc(&run);
     if (run.compute) {
@@ -1161,60 +1748,57 @@ int main(int argc, char **argv) {
             weights_init(&run);
         if (opt.dump_weights)
             weights_dump(&run, opt.dump_weights, 0);
-        if (opt.optimizer_cpu)
-            cpu_opt_open(&run);
+    }
+    if (opt.resume)
+        ckpt_resume(&run); /* after the initialisation, which it overwrites */
+    if (run.compute && opt.optimizer_cpu)
+        cpu_opt_open(&run);
+    if (run.first >= run.stop) {
+        printf("nothing to train: the checkpoint is at step %d and the run ends at step %d\n",
+               run.first, run.stop);
+        run_close(&run);
+        steps_free(&run);
+        return 0;
     }
 
     FILE *loss_log = NULL;
-    if (opt.loss_log && (loss_log = fopen(opt.loss_log, "w")) == NULL)
-        run_fail(&run, "cannot write --loss-log %s: %s", opt.loss_log, strerror(errno));
+    if (opt.c.loss_log && (loss_log = cli_output_open("--loss-log", opt.c.loss_log)) == NULL)
+        run_fail(&run, "no step was run: --loss-log must be writable");
+    if (opt.ckpt_dir)
+        stop_signals_install();
     run_steps(&run, loss_log);
-    if (loss_log && fclose(loss_log) != 0)
-        run_fail(&run, "writing --loss-log %s failed: %s", opt.loss_log, strerror(errno));
+    int status = stop_signal ? 128 + (int)stop_signal : 0; /* the shell's code for it */
+    if (loss_log && cli_output_close("--loss-log", opt.c.loss_log, loss_log) != 0)
+        status = 1;
 
-    if (!opt.quiet) {
-        fflush(stdout);
-        UV_CHECK(&run, uvmrt_report_write(run.ctx, "text", "-"));
-        fflush(stdout);
-    }
-    if (opt.report_path) {
-        UV_CHECK(&run, uvmrt_report_write(run.ctx, opt.report_format, opt.report_path));
-        if (strcmp(opt.report_path, "-") != 0)
-            printf("report: %s\n", opt.report_path);
-    }
-    if (opt.trace_path) {
-        UV_CHECK(&run, uvmrt_report_write(run.ctx, "trace", opt.trace_path));
-        printf("trace: %s\n", opt.trace_path);
-    }
     uvmrt_summary_t sum;
     UV_CHECK(&run, uvmrt_summary_get(run.ctx, &sum));
     medians_t m = run_medians(&run);
+    if (outputs_write(&run, &m, &sum) != 0)
+        status = 1;
     double tflops = m.ms > 0 ? step_flops(&run) / (m.ms * 1e-3) / 1e12 : 0.0;
     printf("summary: %.1f ms/step, %.0f tokens/s, %.1f TFLOP/s, in %.2f GB, out %.2f GB, faults "
-           "%.0f per step (medians of steps %d..%d); peak resident %.2f GiB + %.2f GiB device "
-           "workspace; budget %.2f GiB",
+           "%.0f per step (medians of %d steps of %d..%d, recording steps left out); peak "
+           "resident %.2f GiB + %.2f GiB device workspace; budget %.2f GiB",
            m.ms, m.ms > 0 ? run.N / (m.ms * 1e-3) : 0.0, tflops, m.in_gb, m.out_gb, m.faults,
-           opt.steps > 1 ? 2 : 1, opt.steps, (double)sum.peak_resident_bytes / GIB,
+           m.n, run.first + 1, run.stop, (double)sum.peak_resident_bytes / GIB,
            (double)run.device_bytes / GIB, (double)sum.budget_bytes / GIB);
     if (run.compute)
-        printf("; loss %.6f -> %.6f", run.losses_out[0], run.losses_out[opt.steps - 1]);
+        printf("; loss %.6f -> %.6f", run.losses_out[run.first], run.losses_out[run.stop - 1]);
+    if (run.n_val && run.compute)
+        printf("; val loss %.6f", run.val_loss[run.n_val - 1]);
     printf("\n");
     if (run.cpu)
         printf("cpu optimizer: %.1f ms of AdamW per step (path %s)\n",
-               gpt_cpuopt_busy_s(run.cpu) * 1e3 / opt.steps, mlp_isa_name(run.isa));
-    if (opt.result_json)
-        result_write(&run, opt.result_json, &m, &sum);
-    int status = 0;
+               gpt_cpuopt_busy_s(run.cpu) * 1e3 / (run.stop - run.first), mlp_isa_name(run.isa));
     if (run.compute)
-        for (int s = 0; s < opt.steps; s++)
+        for (int s = run.first; s < run.stop; s++)
             if (!isfinite(run.losses_out[s])) {
                 fprintf(stderr, PROG ": loss of step %d is not finite\n", s + 1);
                 status = 1;
                 break;
             }
     run_close(&run);
-    free(run.losses_out);
-    free(run.norms);
-    free(run.stats);
+    steps_free(&run);
     return status;
 }

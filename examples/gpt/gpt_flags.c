@@ -1,61 +1,75 @@
 /*
- * gpt_flags.c -- uvmrt-gpt's options (see gpt_flags.h and uvmrt-gpt(1)).
+ * gpt_flags.c -- uvmrt-gpt's options (see gpt_flags.h and uvmrt-gpt(1)): the flags
+ * shared by the example programs through examples/common's table, and the trainer's.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/cli.h"
 #include "gpt_flags.h"
 
-static void usage(FILE *out) {
-    fprintf(out,
-        "Usage: " GPT_PROG " [OPTION]...\n"
-        "Train a GPT-2 model on uvmrt (random tokens for now), with parameters, optimizer\n"
-        "state and activations that may exceed the GPU's memory.\n"
-        "\n"
-        "Model:\n"
-        "  --depth 12|24|36|48|60  GPT-2 preset: 768/1024/1280/1600/1920 channels, head\n"
-        "                        size 64 (default 12)\n"
-        "  --layers L --channels C --heads H   explicit shape (override the preset;\n"
-        "                        C / H must be 64 on the GPU)\n"
-        "  --vocab V             vocabulary (default 50257; padded to a multiple of 128)\n"
-        "  --batch B             sequences per step (default 8)\n"
-        "  --seq T               tokens per sequence (default 1024)\n"
-        "  --recompute none|all  all: keep only each block's output, recompute the block\n"
-        "                        in its backward (default none)\n"
-        "Training:\n"
-        "  --steps S             training steps (default 10); step 1 records the schedule\n"
-        "  --lr LR               peak AdamW learning rate (default 3e-4)\n"
-        "  --warmup N            linear warmup steps (default 0), then cosine to lr/10\n"
-        "  --seed SEED           seed of weights and tokens (default 1)\n"
-        "  --tokens random|cycle synthetic tokens: uniformly random (default), or a\n"
-        "                        repeated random block the model can learn\n"
-        "  --optimizer-on gpu|cpu  where AdamW runs (default gpu)\n"
-        "  --init-weights FILE   load weights (the --dump-weights format)\n"
-        "  --dump-weights FILE   write the initial weights (llm.c order, float32)\n"
-        "  --dump-grads FILE     write step 1's gradients (before clipping and update)\n"
-        "uvmrt:\n"
-        "  --budget SIZE|auto    device bytes uvmrt may keep resident (default auto;\n"
-        "                        not applied to policy none)\n"
-        "  --policy none|demand|prefetch   (default prefetch)\n"
-        "  --backend cuda|sim    (default cuda; without a GPU: sim, profile h200)\n"
-        "  --profile NAME        sim device profile\n"
-        "  --report FORMAT:PATH  uvmrt's report as text, json, csv or trace ('-': stdout)\n"
-        "  --trace PATH          trace-event timeline (Perfetto)\n"
-        "  --loss-log PATH       one line per step: step, loss (%%a, exact)\n"
-        "  --result-json PATH    medians and totals of the run, for benchmark tables\n"
-        "  -q, --quiet           no configuration or per-layer report\n"
-        "  -h, --help            this help\n"
-        "  -V, --version         version\n"
-        "\n"
-        "SIZE: an integer with an optional K, M, G or T suffix (powers of 1024).\n"
-        "UVMRT_* environment variables override the uvmrt flags (see uvmrt-gpt(1)).\n"
-        "Exit status: 0 success, 1 runtime error, 2 bad usage.\n");
-}
+enum { F_DEPTH, F_LAYERS, F_CHANNELS, F_HEADS, F_VOCAB, F_BATCH, F_SEQ, F_RECOMPUTE, F_LR,
+       F_WARMUP, F_TOKENS, F_OPTIMIZER_ON, F_INIT_WEIGHTS, F_DUMP_WEIGHTS, F_DUMP_GRADS,
+       F_DATA, F_VAL, F_TEXT, F_VAL_EVERY, F_VAL_BATCHES, F_CHECKPOINT, F_CHECKPOINT_EVERY,
+       F_KEEP, F_RESUME, F_STOP_AT, F_SAMPLE, F_SAMPLE_EVERY, F_TOP_K, F_PROMPT };
+
+static const cli_flag_t GPT_FLAGS[] = {
+    {"depth", "12|24|36|48|60", "GPT-2 preset: 768/1024/1280/1600/1920 channels, head\n"
+                                "size 64 (default 12)", F_DEPTH},
+    {"layers", "L", "blocks (overrides the preset)", F_LAYERS},
+    {"channels", "C", "channels, a multiple of 8 (overrides the preset)", F_CHANNELS},
+    {"heads", "H", "attention heads (default C / 64; the GPU kernels need\nC / H = 64)", F_HEADS},
+    {"vocab", "V", "vocabulary (default 50257, 256 with --text; padded to a\nmultiple of 128)",
+     F_VOCAB},
+    {"batch", "B", "sequences per step (default 8)", F_BATCH},
+    {"seq", "T", "tokens per sequence (default 1024)", F_SEQ},
+    {"recompute", "none|all", "all: keep only each block's output, recompute the block\n"
+                              "in its backward (default none)", F_RECOMPUTE},
+    {"lr", "LR", "peak AdamW learning rate (default 3e-4)", F_LR},
+    {"warmup", "N", "linear warmup steps (default 0), then a cosine down to\nlr/10 at --steps",
+     F_WARMUP},
+    {"optimizer-on", "gpu|cpu", "where AdamW runs (default gpu)", F_OPTIMIZER_ON},
+    {"tokens", "random|cycle", "synthetic tokens when neither --data nor --text is given:\n"
+                               "uniformly random (default, the benchmark's), or a repeated\n"
+                               "random block the model can learn", F_TOKENS},
+    {"data", "PATTERN", "train on llm.c token shards (a glob; shuffled per epoch;\n"
+                        "every token must be < --vocab)", F_DATA},
+    {"val", "PATTERN", "validation shards for --data", F_VAL},
+    {"text", "FILE", "train on a file's bytes (vocab 256): the first 90% trains,\n"
+                     "the last 10% validates", F_TEXT},
+    {"val-every", "N", "validation loss every N steps (default 0: after the last\nstep only)",
+     F_VAL_EVERY},
+    {"val-batches", "K", "batches per validation pass (default 8; at most the\n"
+                         "validation data's)", F_VAL_BATCHES},
+    {"checkpoint", "DIR", "write checkpoints to DIR (model, optimizer, data position,\n"
+                          "RNG; atomic) after the last step, and on SIGTERM or ^C\n"
+                          "after the step under way (then stop)", F_CHECKPOINT},
+    {"checkpoint-every", "N", "also every N steps", F_CHECKPOINT_EVERY},
+    {"keep", "K", "keep the newest K checkpoints (default 3; 0: all)", F_KEEP},
+    {"resume", NULL, "continue from DIR's newest valid checkpoint (none: start\n"
+                     "at step 1); --steps stays the run's total", F_RESUME},
+    {"stop-at", "STEP", "end after step STEP (the LR schedule still spans --steps)",
+     F_STOP_AT},
+    {"sample", "N", "generate N tokens after training (needs a GPU)", F_SAMPLE},
+    {"sample-every", "K", "also every K steps", F_SAMPLE_EVERY},
+    {"top-k", "K", "sample among the K most likely tokens (default 0: greedy)", F_TOP_K},
+    {"prompt", "TEXT", "the start of the samples with --text (default: the first\n"
+                       "bytes of the validation data)", F_PROMPT},
+    {"init-weights", "FILE", "load weights (the --dump-weights format)", F_INIT_WEIGHTS},
+    {"dump-weights", "FILE", "write the initial weights (llm.c order, float32)",
+     F_DUMP_WEIGHTS},
+    {"dump-grads", "FILE", "write step 1's gradients (before clipping and update)",
+     F_DUMP_GRADS},
+};
+
+/* What the flags said, before the rules that combine them. */
+typedef struct gpt_flag_state {
+    gpt_options_t *opt;
+    int layers, channels, heads;  /* 0: not given */
+    int vocab_given, tokens_given, every_given, sample_every_given, val_given, keep_given;
+} gpt_flag_state_t;
 
 static double parse_double(const char *flag, const char *text, double lo, double hi) {
     char *end = NULL;
@@ -66,140 +80,180 @@ static double parse_double(const char *flag, const char *text, double lo, double
     return v;
 }
 
-void gpt_options_parse(int argc, char **argv, gpt_options_t *opt) {
-    enum { O_DEPTH = 256, O_LAYERS, O_CHANNELS, O_HEADS, O_VOCAB, O_BATCH, O_SEQ, O_STEPS, O_LR,
-           O_WARMUP, O_SEED, O_BUDGET, O_POLICY, O_BACKEND, O_PROFILE, O_OPTIMIZER_ON,
-           O_RECOMPUTE, O_REPORT, O_TRACE, O_LOSS_LOG, O_RESULT_JSON, O_DUMP_WEIGHTS,
-           O_DUMP_GRADS, O_INIT_WEIGHTS, O_TOKENS };
-    static const struct option longopts[] = {
-        {"depth", required_argument, NULL, O_DEPTH},
-        {"layers", required_argument, NULL, O_LAYERS},
-        {"channels", required_argument, NULL, O_CHANNELS},
-        {"heads", required_argument, NULL, O_HEADS},
-        {"vocab", required_argument, NULL, O_VOCAB},
-        {"batch", required_argument, NULL, O_BATCH},
-        {"seq", required_argument, NULL, O_SEQ},
-        {"steps", required_argument, NULL, O_STEPS},
-        {"lr", required_argument, NULL, O_LR},
-        {"warmup", required_argument, NULL, O_WARMUP},
-        {"seed", required_argument, NULL, O_SEED},
-        {"budget", required_argument, NULL, O_BUDGET},
-        {"policy", required_argument, NULL, O_POLICY},
-        {"backend", required_argument, NULL, O_BACKEND},
-        {"profile", required_argument, NULL, O_PROFILE},
-        {"optimizer-on", required_argument, NULL, O_OPTIMIZER_ON},
-        {"recompute", required_argument, NULL, O_RECOMPUTE},
-        {"report", required_argument, NULL, O_REPORT},
-        {"trace", required_argument, NULL, O_TRACE},
-        {"loss-log", required_argument, NULL, O_LOSS_LOG},
-        {"result-json", required_argument, NULL, O_RESULT_JSON},
-        {"dump-weights", required_argument, NULL, O_DUMP_WEIGHTS},
-        {"dump-grads", required_argument, NULL, O_DUMP_GRADS},
-        {"init-weights", required_argument, NULL, O_INIT_WEIGHTS},
-        {"tokens", required_argument, NULL, O_TOKENS},
-        {"quiet", no_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},
-        {NULL, 0, NULL, 0},
-    };
-    *opt = (gpt_options_t){
-        .depth = 12, .vocab = 50257, .batch = 8, .seq = 1024, .steps = 10, .lr = 3e-4,
-        .lr_final_frac = 0.1, .grad_clip = 1.0, .seed = 1, .policy = UVMRT_POLICY_PREFETCH,
-        .backend = UVMRT_BACKEND_CUDA,
-    };
-    int layers = 0, channels = 0, heads = 0, c;
-    while ((c = getopt_long(argc, argv, "qhV", longopts, NULL)) != -1) {
-        switch (c) {
-        case O_DEPTH:
-            opt->depth = (int)cli_parse_int("--depth", optarg, 12, 60);
-            if (opt->depth % 12)
-                cli_usage_error("--depth '%s': expected 12, 24, 36, 48 or 60", optarg);
-            break;
-        case O_LAYERS: layers = (int)cli_parse_int("--layers", optarg, 1, 1024); break;
-        case O_CHANNELS:
-            channels = (int)cli_parse_int("--channels", optarg, 8, 1 << 16);
-            if (channels % 8)
-                cli_usage_error("--channels '%s': expected a multiple of 8", optarg);
-            break;
-        case O_HEADS: heads = (int)cli_parse_int("--heads", optarg, 1, 1024); break;
-        case O_VOCAB: opt->vocab = (int)cli_parse_int("--vocab", optarg, 2, 1 << 24); break;
-        case O_BATCH: opt->batch = (int)cli_parse_int("--batch", optarg, 1, 1 << 16); break;
-        case O_SEQ: opt->seq = (int)cli_parse_int("--seq", optarg, 1, 1 << 20); break;
-        case O_STEPS: opt->steps = (int)cli_parse_int("--steps", optarg, 1, 10000000); break;
-        case O_LR: opt->lr = parse_double("--lr", optarg, 1e-12, 10.0); break;
-        case O_WARMUP: opt->warmup = (int)cli_parse_int("--warmup", optarg, 0, 10000000); break;
-        case O_SEED: opt->seed = cli_parse_u64("--seed", optarg); break;
-        case O_BUDGET: opt->budget_bytes = cli_parse_size("--budget", optarg, 1); break;
-        case O_POLICY:
-            if (uvmrt_policy_parse(optarg, &opt->policy) != UVMRT_OK)
-                cli_usage_error("--policy '%s': expected none, demand or prefetch", optarg);
-            break;
-        case O_BACKEND:
-            if (uvmrt_backend_parse(optarg, &opt->backend) != UVMRT_OK)
-                cli_usage_error("--backend '%s': expected cuda or sim", optarg);
-            opt->backend_explicit = 1;
-            break;
-        case O_PROFILE:
-            if (uvmrt_profile_find(optarg) == NULL)
-                cli_usage_error("--profile '%s': expected a sim profile name such as h200 or "
-                                "consumer-8g (uvmrt-demo --profile list)", optarg);
-            opt->profile = optarg;
-            break;
-        case O_OPTIMIZER_ON:
-            if (strcmp(optarg, "gpu") == 0)
-                opt->optimizer_cpu = 0;
-            else if (strcmp(optarg, "cpu") == 0)
-                opt->optimizer_cpu = 1;
-            else
-                cli_usage_error("--optimizer-on '%s': expected gpu or cpu", optarg);
-            break;
-        case O_RECOMPUTE:
-            if (strcmp(optarg, "none") == 0)
-                opt->recompute = 0;
-            else if (strcmp(optarg, "all") == 0)
-                opt->recompute = 1;
-            else
-                cli_usage_error("--recompute '%s': expected none or all", optarg);
-            break;
-        case O_REPORT:
-            cli_parse_report("--report", optarg, &opt->report_format, &opt->report_path);
-            break;
-        case O_TRACE: opt->trace_path = cli_parse_path("--trace", optarg); break;
-        case O_LOSS_LOG: opt->loss_log = cli_parse_path("--loss-log", optarg); break;
-        case O_RESULT_JSON: opt->result_json = cli_parse_path("--result-json", optarg); break;
-        case O_DUMP_WEIGHTS: opt->dump_weights = cli_parse_path("--dump-weights", optarg); break;
-        case O_DUMP_GRADS: opt->dump_grads = cli_parse_path("--dump-grads", optarg); break;
-        case O_INIT_WEIGHTS: opt->init_weights = cli_parse_path("--init-weights", optarg); break;
-        case O_TOKENS:
-            if (strcmp(optarg, "random") == 0)
-                opt->tokens_cycle = 0;
-            else if (strcmp(optarg, "cycle") == 0)
-                opt->tokens_cycle = 1;
-            else
-                cli_usage_error("--tokens '%s': expected random or cycle", optarg);
-            break;
-        case 'q': opt->quiet = 1; break;
-        case 'h': usage(stdout); exit(0);
-        case 'V': printf(GPT_PROG " (uvmrt) %s\n", uvmrt_version_string()); exit(0);
-        default:
-            fprintf(stderr, "Try '" GPT_PROG " --help' for more information.\n");
-            exit(2);
-        }
+static int parse_choice(const char *flag, const char *text, const char *a, const char *b) {
+    if (strcmp(text, a) == 0)
+        return 0;
+    if (strcmp(text, b) == 0)
+        return 1;
+    cli_usage_error("%s '%s': expected %s or %s", flag, text, a, b);
+}
+
+/* A file to read: not empty (existence is checked when it is opened). */
+static const char *parse_input(const char *flag, const char *text) {
+    if (text[0] == '\0')
+        cli_usage_error("%s '': expected a file name", flag);
+    return text;
+}
+
+static void gpt_flag(int key, const char *arg, void *user) {
+    gpt_flag_state_t *st = user;
+    gpt_options_t *opt = st->opt;
+    switch (key) {
+    case F_DEPTH:
+        opt->depth = (int)cli_parse_int("--depth", arg, 12, 60);
+        if (opt->depth % 12)
+            cli_usage_error("--depth '%s': expected 12, 24, 36, 48 or 60", arg);
+        break;
+    case F_LAYERS: st->layers = (int)cli_parse_int("--layers", arg, 1, 1024); break;
+    case F_CHANNELS:
+        st->channels = (int)cli_parse_int("--channels", arg, 8, 1 << 16);
+        if (st->channels % 8)
+            cli_usage_error("--channels '%s': expected a multiple of 8", arg);
+        break;
+    case F_HEADS: st->heads = (int)cli_parse_int("--heads", arg, 1, 1024); break;
+    case F_VOCAB:
+        opt->vocab = (int)cli_parse_int("--vocab", arg, 2, 1 << 24);
+        st->vocab_given = 1;
+        break;
+    case F_BATCH: opt->batch = (int)cli_parse_int("--batch", arg, 1, 1 << 16); break;
+    case F_SEQ: opt->seq = (int)cli_parse_int("--seq", arg, 1, 1 << 20); break;
+    case F_RECOMPUTE: opt->recompute = parse_choice("--recompute", arg, "none", "all"); break;
+    case F_LR: opt->lr = parse_double("--lr", arg, 1e-12, 10.0); break;
+    case F_WARMUP: opt->warmup = (int)cli_parse_int("--warmup", arg, 0, 10000000); break;
+    case F_OPTIMIZER_ON:
+        opt->optimizer_cpu = parse_choice("--optimizer-on", arg, "gpu", "cpu");
+        break;
+    case F_TOKENS:
+        opt->source = parse_choice("--tokens", arg, "random", "cycle") ? GPT_SRC_CYCLE
+                                                                        : GPT_SRC_RANDOM;
+        st->tokens_given = 1;
+        break;
+    case F_DATA: opt->data_pattern = parse_input("--data", arg); break;
+    case F_VAL: opt->val_pattern = parse_input("--val", arg); break;
+    case F_TEXT: opt->text_path = parse_input("--text", arg); break;
+    case F_VAL_EVERY:
+        opt->val_every = (int)cli_parse_int("--val-every", arg, 0, 10000000);
+        st->val_given = 1;
+        break;
+    case F_VAL_BATCHES:
+        opt->val_batches = (int)cli_parse_int("--val-batches", arg, 1, 1000000);
+        st->val_given = 1;
+        break;
+    case F_CHECKPOINT: opt->ckpt_dir = parse_input("--checkpoint", arg); break;
+    case F_CHECKPOINT_EVERY:
+        opt->ckpt_every = (int)cli_parse_int("--checkpoint-every", arg, 1, 10000000);
+        st->every_given = 1;
+        break;
+    case F_KEEP:
+        opt->keep = (int)cli_parse_int("--keep", arg, 0, 1000000);
+        st->keep_given = 1;
+        break;
+    case F_RESUME: opt->resume = 1; break;
+    case F_STOP_AT: opt->stop_at = (int)cli_parse_int("--stop-at", arg, 1, 10000000); break;
+    case F_SAMPLE: opt->sample = (int)cli_parse_int("--sample", arg, 1, 1000000); break;
+    case F_SAMPLE_EVERY:
+        opt->sample_every = (int)cli_parse_int("--sample-every", arg, 1, 10000000);
+        st->sample_every_given = 1;
+        break;
+    case F_TOP_K: opt->top_k = (int)cli_parse_int("--top-k", arg, 0, 1 << 24); break;
+    case F_PROMPT: opt->prompt = arg; break;
+    case F_INIT_WEIGHTS: opt->init_weights = parse_input("--init-weights", arg); break;
+    case F_DUMP_WEIGHTS: opt->dump_weights = cli_parse_path("--dump-weights", arg); break;
+    case F_DUMP_GRADS: opt->dump_grads = cli_parse_path("--dump-grads", arg); break;
     }
-    if (optind < argc)
-        cli_usage_error("unexpected argument '%s': this program takes options only", argv[optind]);
+}
+
+/* The rules that combine flags: data sources, validation, checkpoints, sampling. */
+static void options_check(gpt_options_t *opt, const gpt_flag_state_t *st) {
+    if (opt->data_pattern && opt->text_path)
+        cli_usage_error("--data and --text: expected one source of training data");
+    if (st->tokens_given && (opt->data_pattern || opt->text_path))
+        cli_usage_error("--tokens with --%s: --tokens chooses synthetic data; drop one",
+                        opt->data_pattern ? "data" : "text");
+    if (opt->val_pattern && !opt->data_pattern)
+        cli_usage_error("--val '%s' without --data: %s", opt->val_pattern,
+                        opt->text_path ? "--text validates on the file's last 10%"
+                                       : "validation shards go with --data shards");
+    if (st->val_given && !opt->val_pattern && !opt->text_path)
+        cli_usage_error("--val-every/--val-batches without validation data: give --text, or "
+                        "--data with --val");
+    if (opt->data_pattern)
+        opt->source = GPT_SRC_DATA;
+    if (opt->text_path) {
+        opt->source = GPT_SRC_TEXT;
+        if (st->vocab_given && opt->vocab != 256)
+            cli_usage_error("--vocab %d with --text: byte-level text has vocab 256", opt->vocab);
+        opt->vocab = 256;
+    }
+    if (opt->prompt && !opt->text_path)
+        cli_usage_error("--prompt needs --text (a byte-level model); with token data the "
+                        "prompt is the first tokens of the validation data");
+    if (opt->prompt && opt->prompt[0] == '\0')
+        cli_usage_error("--prompt '': expected at least one byte");
+    if ((st->sample_every_given || opt->top_k || opt->prompt) && opt->sample == 0)
+        cli_usage_error("--%s without --sample N: say how many tokens to generate",
+                        st->sample_every_given ? "sample-every" : opt->top_k ? "top-k" : "prompt");
+    if (opt->top_k > opt->vocab)
+        cli_usage_error("--top-k %d: expected at most --vocab (%d)", opt->top_k, opt->vocab);
+    if ((st->every_given || opt->resume || st->keep_given) && !opt->ckpt_dir)
+        cli_usage_error("--%s without --checkpoint DIR: say where checkpoints live",
+                        opt->resume ? "resume" : st->every_given ? "checkpoint-every" : "keep");
+    if (opt->stop_at > opt->c.steps)
+        cli_usage_error("--stop-at %d: expected at most --steps (%d)", opt->stop_at,
+                        opt->c.steps);
+    if (opt->stop_at == 0)
+        opt->stop_at = opt->c.steps;
+}
+
+void gpt_options_parse(int argc, char **argv, gpt_options_t *opt) {
+    *opt = (gpt_options_t){
+        .c = {.backend = UVMRT_BACKEND_CUDA, .policy = UVMRT_POLICY_PREFETCH, .steps = 10,
+              .seed = 1, .log_level = -1},
+        .depth = 12, .vocab = 50257, .batch = 8, .seq = 1024, .lr = 3e-4,
+        .lr_final_frac = 0.1, .grad_clip = 1.0, .val_batches = 8, .keep = 3,
+    };
+    gpt_flag_state_t st = {.opt = opt};
+    cli_spec_t spec = {
+        .summary = "Train a GPT-2 model on uvmrt, on llm.c token shards, a text file or\n"
+                   "synthetic tokens, with parameters, optimizer state and activations that\n"
+                   "may exceed the GPU's memory.",
+        .common = CLI_F_BACKEND | CLI_F_PROFILE | CLI_F_POLICY | CLI_F_BUDGET | CLI_F_STEPS |
+                  CLI_F_SEED | CLI_F_REPORT | CLI_F_TRACE | CLI_F_LOSS_LOG | CLI_F_RESULT_JSON |
+                  CLI_F_LOG_LEVEL | CLI_F_QUIET,
+        .common_help = {
+            [0] = "backend (default cuda; without a usable GPU: sim, profile\n"
+                  "h200, unless --backend was given)",
+            [3] = "device bytes uvmrt may keep resident (default auto; not\n"
+                  "applied to policy none)",
+            [4] = "training steps of the run (default 10); step 1 records the\n"
+                  "schedule",
+            [5] = "seed of the weights, the synthetic tokens, the shard order\n"
+                  "and the sampling, decimal (default 1)",
+            [8] = "one line per training step: step, loss (%a, exact)",
+            [9] = "medians and totals of the run as JSON, for benchmark tables",
+        },
+        .steps_min = 1, .steps_max = 10000000,
+        .flags = GPT_FLAGS, .n_flags = sizeof GPT_FLAGS / sizeof GPT_FLAGS[0],
+        .flag = gpt_flag, .user = &st,
+        .epilog = "Exit status: 0 success; 1 runtime error (a bad data file or checkpoint, a\n"
+                  "non-finite loss, an output that could not be written); 2 bad usage;\n"
+                  "128 + the signal after a SIGTERM or ^C stop with --checkpoint.\n",
+    };
+    cli_parse(argc, argv, &spec, &opt->c);
+
     static const int preset_channels[] = {768, 1024, 1280, 1600, 1920};
-    opt->layers = layers ? layers : opt->depth;
-    opt->channels = channels ? channels : preset_channels[opt->depth / 12 - 1];
-    opt->heads = heads ? heads : opt->channels / 64;
-    if (layers || channels || heads)
+    opt->layers = st.layers ? st.layers : opt->depth;
+    opt->channels = st.channels ? st.channels : preset_channels[opt->depth / 12 - 1];
+    opt->heads = st.heads ? st.heads : opt->channels / 64;
+    if (st.layers || st.channels || st.heads)
         opt->depth = 0;
-    if (opt->channels % opt->heads)
+    if (opt->heads < 1 || opt->channels % opt->heads)
         cli_usage_error("--channels %d is not a multiple of --heads %d", opt->channels,
                         opt->heads);
-    opt->padded_vocab = (opt->vocab + 127) / 128 * 128;
-    opt->max_seq = opt->seq > 1024 ? opt->seq : 1024;
     if ((long long)opt->batch * opt->seq > (1ll << 24))
         cli_usage_error("--batch %d x --seq %d: expected at most 16777216 tokens per step",
                         opt->batch, opt->seq);
+    options_check(opt, &st);
+    opt->padded_vocab = (opt->vocab + 127) / 128 * 128;
+    opt->max_seq = opt->seq > 1024 ? opt->seq : 1024;
 }

@@ -1,5 +1,8 @@
 /*
- * gpt_flags.h -- uvmrt-gpt's command line: the options and their parser.
+ * gpt_flags.h -- uvmrt-gpt's command line: the flags shared by the example programs
+ * (examples/common/cli.h: --steps --seed --budget --policy --backend --profile
+ * --report --trace --loss-log --result-json --log-level --quiet --help --version)
+ * and the trainer's own (model shape, data, checkpoints, sampling).
  */
 #ifndef UVMRT_GPT_FLAGS_H
 #define UVMRT_GPT_FLAGS_H
@@ -7,35 +10,50 @@
 #include <stdint.h>
 
 #include "uvmrt.h"
+#include "../common/cli.h"
 
 #define GPT_PROG "uvmrt-gpt"
 
+/* Where the tokens come from. */
+typedef enum {
+    GPT_SRC_RANDOM = 0, /* --tokens random: synthetic, uniformly random */
+    GPT_SRC_CYCLE,      /* --tokens cycle: synthetic, a repeated random block */
+    GPT_SRC_DATA,       /* --data PATTERN: llm.c token shards */
+    GPT_SRC_TEXT,       /* --text FILE: bytes, vocab 256, 90/10 train/validation */
+} gpt_source_t;
+
 typedef struct gpt_options {
+    cli_common_t c;             /* the shared flags: steps, seed, budget, policy, backend, ... */
     int depth;                  /* preset that chose layers/channels/heads (0: explicit) */
     int layers, channels, heads;
     int vocab, padded_vocab;    /* V, and Vp = V rounded up to a multiple of 128 */
     int max_seq;                /* rows of wpe: max(1024, seq) */
     int batch, seq;             /* B, T */
-    int steps;
     double lr;                  /* peak learning rate */
     int warmup;                 /* linear warmup steps */
     double lr_final_frac;       /* cosine decays to lr * this at the last step */
     double grad_clip;           /* global gradient-norm clipping threshold */
-    uint64_t seed;
-    uint64_t budget_bytes;      /* 0 = auto */
-    uvmrt_policy_t policy;
-    uvmrt_backend_kind_t backend;
-    int backend_explicit;
-    const char *profile;
     int optimizer_cpu;          /* 1: AdamW of every layer on the CPU */
     int recompute;              /* 1: keep only each block's output; recompute in backward */
-    const char *report_format, *report_path;
-    const char *trace_path;
-    const char *loss_log;
-    const char *result_json;
     const char *dump_weights, *dump_grads, *init_weights;
-    int tokens_cycle;           /* --tokens cycle: the learnable synthetic stream */
-    int quiet;
+    /* data */
+    gpt_source_t source;
+    const char *data_pattern;   /* --data */
+    const char *val_pattern;    /* --val (with --data) */
+    const char *text_path;      /* --text */
+    int val_every;              /* validate every N steps (0: only after the last step) */
+    int val_batches;            /* batches per validation pass */
+    /* checkpoints */
+    const char *ckpt_dir;       /* --checkpoint DIR; NULL: none */
+    int ckpt_every;             /* save every N steps (0: only after the last step) */
+    int keep;                   /* keep the newest K checkpoints (0: all) */
+    int resume;                 /* 1: continue from DIR's newest valid checkpoint */
+    int stop_at;                /* end after this step (0: --steps); the schedule spans --steps */
+    /* sampling */
+    int sample;                 /* tokens to generate after training (0: none) */
+    int sample_every;           /* also every K steps (0: only at the end) */
+    int top_k;                  /* 0: greedy; else sample among the K most likely */
+    const char *prompt;         /* --prompt TEXT (with --text) */
 } gpt_options_t;
 
 /* Parses argv into opt (usage errors exit 2; --help and --version exit 0). */

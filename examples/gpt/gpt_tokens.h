@@ -1,8 +1,8 @@
 /*
- * gpt_tokens.h -- where uvmrt-gpt's tokens come from, behind a tiny interface that
- * the data loader (data.h: llm.c token files, --text) replaces.
+ * gpt_tokens.h -- uvmrt-gpt's synthetic tokens (--tokens random|cycle), used when
+ * neither --data nor --text gives real data (those go through data.h).
  *
- * For now, synthetic streams, pure functions of (seed, step, position), so every
+ * Synthetic streams are pure functions of (seed, step, position), so every
  * run, budget and policy sees the same batches; targets are the next token of the
  * same stream:
  *  - random: uniformly random ids (the benchmark's setting, vocab 50257); nothing

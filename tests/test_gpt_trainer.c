@@ -1,0 +1,463 @@
+/*
+ * test_gpt_trainer.c -- uvmrt-gpt as a user meets it, run by path on the sim backend
+ * (no GPU, no arithmetic: the schedule, the data, the checkpoints and the flags are
+ * real; losses are not), checked by exit status, output and the files it writes.
+ *
+ *  - flags: the shared ones (examples/common) and its own in --help; bad values and
+ *    contradictory combinations exit 2 naming the flag;
+ *  - data: --data shards and --text files are read on sim too; a bad file (magic,
+ *    version, truncation, a token >= --vocab, no match, a missing or too short text)
+ *    exits 1 naming the file and what was wrong;
+ *  - validation: a pass every --val-every steps and after the last, in --result-json;
+ *  - checkpoints: written every --checkpoint-every steps and after the last, the
+ *    newest --keep kept; --resume continues at the saved step with the data position
+ *    an uninterrupted run has there, its loss log continuing the first one's; refused
+ *    (exit 1, naming the flag) for another shape; a corrupt newest file is skipped;
+ *    an empty directory starts at step 1; SIGTERM saves the step under way and stops;
+ *  - the progress line's fields, --log-level, an unwritable output (exit 1), and
+ *    --sample saying that it needs a GPU.
+ *
+ * The program's path comes from UVMRT_GPT_PATH (build tree) or UVMRT_GPT.
+ */
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+#include <jansson.h>
+
+#include "checkpoint.h"
+#include "data.h"
+#include "helpers.h"
+
+static const char *gpt_path(void) {
+    const char *p = getenv("UVMRT_GPT");
+    return p && *p ? p : UVMRT_GPT_PATH;
+}
+
+/* A small model that runs in milliseconds on sim. */
+#define SMALL "--backend sim --layers 2 --channels 128 --heads 2 --batch 2 --seq 64 -q"
+
+static char out[1 << 17]; /* the last run's stdout and stderr */
+static char dir[256];      /* this test's scratch directory */
+
+static void scratch(void) {
+    snprintf(dir, sizeof dir, "/tmp/uvmrt-test-gpt-trainer-%d", (int)getpid());
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", dir, dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+static void scratch_done(void) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    (void)system(cmd);
+}
+
+/* Runs "'uvmrt-gpt' ARGS 2>&1" (clean UVMRT_* environment, killed after 300 s);
+ * returns the exit status (-1 when it did not exit), its output in out. */
+static int gpt(const char *fmt, ...) {
+    char args[4096], cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "timeout 300 '%s' %s 2>&1", gpt_path(), args);
+    env_clear_uvmrt();
+    FILE *p = popen(cmd, "r");
+    cr_assert(p != NULL, "popen %s", cmd);
+    size_t got = 0, n;
+    while ((n = fread(out + got, 1, sizeof out - 1 - got, p)) > 0)
+        got += n;
+    out[got] = '\0';
+    int status = pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static json_t *json_file(const char *path) {
+    json_error_t err;
+    json_t *j = json_load_file(path, 0, &err);
+    cr_assert(j != NULL, "%s: %s\n%s", path, err.text, out);
+    return j;
+}
+
+static long long jint(json_t *obj, const char *key) {
+    json_t *v = json_object_get(obj, key);
+    cr_assert(json_is_integer(v), "result JSON: %s is not an integer", key);
+    return (long long)json_integer_value(v);
+}
+
+/* A token file of n tokens, token i = (i * 7 + salt) % mod. */
+static void tokens_file(const char *name, int n, int salt, int mod) {
+    char path[512], err[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    uint16_t *t = malloc((size_t)n * sizeof *t);
+    cr_assert(t != NULL);
+    for (int i = 0; i < n; i++)
+        t[i] = (uint16_t)((i * 7 + salt) % mod);
+    cr_assert_eq(gpt_data_write_tokens(path, t, (uint64_t)n, err, sizeof err), 0, "%s", err);
+    free(t);
+}
+
+/* Overwrites bytes [at, at + n) of dir/name with bytes (or truncates at `at` when
+ * bytes is NULL). */
+static void file_patch(const char *name, long at, const void *bytes, size_t n) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (bytes == NULL) {
+        cr_assert_eq(truncate(path, at), 0);
+        return;
+    }
+    FILE *f = fopen(path, "r+b");
+    cr_assert(f != NULL, "%s", path);
+    cr_assert_eq(fseek(f, at, SEEK_SET), 0);
+    cr_assert_eq(fwrite(bytes, 1, n, f), n);
+    cr_assert_eq(fclose(f), 0);
+}
+
+static int file_exists(const char *fmt, ...) {
+    char path[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(path, sizeof path, fmt, ap);
+    va_end(ap);
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+/* ----------------------------------------------------------------------------
+ * flags */
+
+Test(gpt_trainer, help_lists_shared_and_own_flags) {
+    cr_assert_eq(gpt("--help"), 0, "%s", out);
+    static const char *const flags[] = {
+        "--steps", "--lr", "--seed", "--budget", "--policy", "--backend", "--profile",
+        "--optimizer-on", "--report", "--trace", "--loss-log", "--result-json", "--quiet",
+        "--log-level", "--version", "--data", "--val ", "--text", "--val-every", "--val-batches",
+        "--checkpoint ", "--checkpoint-every", "--keep", "--resume", "--stop-at", "--sample ",
+        "--sample-every", "--top-k", "--prompt", "--tokens", "--depth", "--recompute"};
+    for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++)
+        cr_expect(strstr(out, flags[k]) != NULL, "--help lacks %s", flags[k]);
+    cr_assert_eq(gpt("--version"), 0);
+    cr_expect(strstr(out, "uvmrt-gpt (uvmrt) ") == out, "--version said: %s", out);
+}
+
+Test(gpt_trainer, bad_usage_exits_2_naming_the_flag) {
+    static const struct {
+        const char *args, *named;
+    } bad[] = {
+        {"--val v.bin", "--val"},
+        {"--text t.txt --data d.bin", "--data and --text"},
+        {"--text t.txt --vocab 1000", "--vocab 1000"},
+        {"--text t.txt --tokens cycle", "--tokens"},
+        {"--val-every 5", "--val-every"},
+        {"--resume", "--resume"},
+        {"--checkpoint-every 5", "--checkpoint-every"},
+        {"--keep 2", "--keep"},
+        {"--steps 4 --stop-at 5", "--stop-at 5"},
+        {"--top-k 5", "--top-k"},
+        {"--sample-every 2", "--sample-every"},
+        {"--prompt hello --sample 3", "--prompt"},
+        {"--text t.txt --sample 3 --prompt ''", "--prompt ''"},
+        {"--sample 0", "--sample '0'"},
+        {"--sample 3 --top-k 60000", "--top-k 60000"},
+        {"--seed 0x10", "--seed '0x10'"},
+        {"--log-level loud", "--log-level 'loud'"},
+        {"--policy fast", "--policy 'fast'"},
+        {"--data ''", "--data ''"},
+        {"--heads 3", "--heads 3"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        int st = gpt("%s %s", SMALL, bad[k].args);
+        cr_expect_eq(st, 2, "'%s' exited %d, expected 2:\n%s", bad[k].args, st, out);
+        cr_expect(strstr(out, bad[k].named) != NULL, "'%s': the message does not name %s:\n%s",
+                  bad[k].args, bad[k].named, out);
+    }
+}
+
+Test(gpt_trainer, progress_line_has_every_field) {
+    cr_assert_eq(gpt(SMALL " --steps 2"), 0, "%s", out);
+    const char *line = strstr(out, "step 2/2 ");
+    cr_assert(line != NULL, "no progress line for step 2:\n%s", out);
+    static const char *const fields[] = {"loss ", " ms ", " tokens/s ", " TFLOP/s ", "MFU ",
+                                         "in ", " GB ", "out ", "faults ", "ETA "};
+    const char *end = strchr(line, '\n');
+    for (size_t k = 0; k < sizeof fields / sizeof fields[0]; k++) {
+        const char *f = strstr(line, fields[k]);
+        cr_expect(f != NULL && f < end, "the progress line lacks '%s': %.*s", fields[k],
+                  (int)(end - line), line);
+    }
+}
+
+Test(gpt_trainer, log_level_reaches_the_library) {
+    cr_assert_eq(gpt(SMALL " --steps 2 --log-level debug"), 0, "%s", out);
+    cr_expect(strstr(out, "uvmrt debug: ") || strstr(out, "uvmrt info: "), "%s", out);
+    cr_assert_eq(gpt(SMALL " --steps 2"), 0, "%s", out);
+    cr_expect(!strstr(out, "uvmrt debug: ") && !strstr(out, "uvmrt info: "), "%s", out);
+}
+
+Test(gpt_trainer, an_output_that_cannot_be_written_exits_1) {
+    int st = gpt(SMALL " --steps 2 --result-json /nonexistent-dir/r.json");
+    cr_expect_eq(st, 1, "exited %d:\n%s", st, out);
+    cr_expect(strstr(out, "--result-json") && strstr(out, "/nonexistent-dir/r.json"), "%s", out);
+}
+
+/* ----------------------------------------------------------------------------
+ * data */
+
+Test(gpt_trainer, token_shards_and_validation_passes) {
+    scratch();
+    tokens_file("train_000.bin", 3000, 1, 500);
+    tokens_file("train_001.bin", 2000, 2, 500);
+    tokens_file("val_000.bin", 700, 3, 500); /* 5 batches of 2 x 64 + 1 */
+    int st = gpt(SMALL " --vocab 512 --steps 5 --data '%s/train_*.bin' --val %s/val_000.bin "
+                 "--val-every 2 --val-batches 10 --result-json %s/r.json", dir, dir, dir);
+    cr_assert_eq(st, 0, "%s", out);
+    cr_expect(strstr(out, "2 shard(s), 5000 training tokens") != NULL, "%s", out);
+    char path[512];
+    snprintf(path, sizeof path, "%s/r.json", dir);
+    json_t *r = json_file(path);
+    json_t *val = json_object_get(r, "val");
+    cr_assert_eq(json_array_size(val), 3, "validation passes after steps 2, 4, 5 expected");
+    static const int at[3] = {2, 4, 5};
+    for (size_t k = 0; k < 3; k++)
+        cr_expect_eq(jint(json_array_get(val, k), "step"), at[k]);
+    cr_expect(strstr(out, "5 batches per pass") != NULL, "--val-batches not capped by the "
+              "validation data:\n%s", out);
+    json_t *data = json_object_get(r, "data");
+    cr_expect_str_eq(json_string_value(json_object_get(data, "source")), "data");
+    /* every batch is 128 tokens; 5 steps within one epoch of 39 batches */
+    cr_expect_eq(jint(data, "epoch"), 0);
+    json_decref(r);
+    scratch_done();
+}
+
+Test(gpt_trainer, bad_token_files_exit_1_naming_the_file) {
+    scratch();
+    tokens_file("good.bin", 1000, 0, 500);
+    char cmd[1024];
+    static const char *const names[] = {"magic.bin", "version.bin", "short.bin", "big.bin"};
+    for (int k = 0; k < 4; k++) {
+        snprintf(cmd, sizeof cmd, "cp %s/good.bin %s/%s", dir, dir, names[k]);
+        cr_assert_eq(system(cmd), 0);
+    }
+    int32_t word = 123;
+    file_patch("magic.bin", 0, &word, 4);
+    word = 2;
+    file_patch("version.bin", 4, &word, 4);
+    file_patch("short.bin", 1024 + 2 * 999, NULL, 0);
+    uint16_t big = 600;
+    file_patch("big.bin", 1024 + 2 * 10, &big, 2);
+    static const char *const why[] = {"bad magic 123", "version 2", "truncated",
+                                      "token 600 at index 10"};
+    for (int k = 0; k < 4; k++) {
+        int st = gpt(SMALL " --vocab 512 --steps 2 --data %s/%s", dir, names[k]);
+        cr_expect_eq(st, 1, "%s: exited %d:\n%s", names[k], st, out);
+        cr_expect(strstr(out, names[k]) && strstr(out, why[k]), "%s: expected '%s':\n%s",
+                  names[k], why[k], out);
+    }
+    /* a bad validation file too, and no match */
+    int st = gpt(SMALL " --vocab 512 --steps 2 --data %s/good.bin --val %s/big.bin", dir, dir);
+    cr_expect_eq(st, 1, "%s", out);
+    cr_expect(strstr(out, "--val") && strstr(out, "big.bin"), "%s", out);
+    st = gpt(SMALL " --vocab 512 --steps 2 --data '%s/none_*.bin'", dir);
+    cr_expect_eq(st, 1, "%s", out);
+    cr_expect(strstr(out, "--data") && strstr(out, "no file matches"), "%s", out);
+    st = gpt(SMALL " --vocab 512 --steps 2 --data %s/good.bin --val '%s/none_*.bin'", dir, dir);
+    cr_expect_eq(st, 1, "%s", out);
+    cr_expect(strstr(out, "--val") && strstr(out, "no file matches"), "%s", out);
+    /* --text: a missing file, and one too short for a batch of B*T+1 bytes */
+    st = gpt(SMALL " --steps 2 --text %s/missing.txt", dir);
+    cr_expect_eq(st, 1, "%s", out);
+    cr_expect(strstr(out, "missing.txt") != NULL, "%s", out);
+    snprintf(cmd, sizeof cmd, "printf 'hello world' > %s/tiny.txt", dir);
+    cr_assert_eq(system(cmd), 0);
+    st = gpt(SMALL " --steps 2 --text %s/tiny.txt", dir);
+    cr_expect_eq(st, 1, "%s", out);
+    cr_expect(strstr(out, "tiny.txt") != NULL, "%s", out);
+    cr_expect(strstr(out, "Segmentation") == NULL && strstr(out, "Abort") == NULL, "%s", out);
+    scratch_done();
+}
+
+Test(gpt_trainer, text_trains_and_says_sampling_needs_a_gpu) {
+    int st = gpt(SMALL " --steps 2 --text %s --sample 20 --top-k 5", GPT_CORPUS_PATH);
+    cr_assert_eq(st, 0, "%s", out);
+    cr_expect(strstr(out, "vocab 256") != NULL, "%s", out);
+    cr_expect(strstr(out, "sampling needs a GPU") != NULL, "%s", out);
+    cr_expect(strstr(out, "val step 2") != NULL, "no validation pass after the last step:\n%s",
+              out);
+}
+
+/* A validation or sampling step begins like a training step; uvmrt follows a
+ * recorded plan while the calls match it, and a training step run on a validation
+ * plan would lose the activations its backward reads (that plan's next use of them
+ * is a write, so they may be discarded). Each side step must leave the training
+ * record at its first call, and the training step after it the side record. */
+Test(gpt_trainer, validation_steps_never_run_on_the_training_plan) {
+    int st = gpt(SMALL " --steps 5 --text %s --val-every 2 --val-batches 2 --sample 3 "
+                 "--sample-every 3 --log-level info", GPT_CORPUS_PATH);
+    cr_assert_eq(st, 0, "%s", out);
+    int left = 0;
+    for (const char *p = out; (p = strstr(p, "left the recorded sequence at call ")) != NULL;
+         p++, left++)
+        cr_expect(strncmp(p + strlen("left the recorded sequence at call "), "0 ", 2) == 0,
+                  "a step left the recorded sequence after its first call: %.120s", p);
+    /* validation after steps 2, 4, 5 and the training steps after the first two */
+    cr_expect(left >= 5, "%d steps left the record, expected at least 5:\n%s", left, out);
+}
+
+/* ----------------------------------------------------------------------------
+ * checkpoints */
+
+#define CKPT_RUN SMALL " --vocab 512 --steps 6 --data '%s/train_*.bin'"
+
+static void shards(void) {
+    tokens_file("train_000.bin", 400, 1, 500);  /* 3 batches of 2 x 64 + 1 */
+    tokens_file("train_001.bin", 300, 2, 500);  /* 2 batches: epoch 1 starts at step 6 */
+}
+
+Test(gpt_trainer, checkpoints_are_written_and_the_newest_kept) {
+    scratch();
+    shards();
+    int st = gpt(CKPT_RUN " --checkpoint %s/ck --checkpoint-every 2 --keep 2", dir, dir);
+    cr_assert_eq(st, 0, "%s", out);
+    cr_expect(strstr(out, "checkpoint step 2: ") && strstr(out, "checkpoint step 6: "), "%s",
+              out);
+    cr_expect(!file_exists("%s/ck/ckpt-000000000002.bin", dir), "--keep 2 kept step 2");
+    cr_expect(file_exists("%s/ck/ckpt-000000000004.bin", dir), "step 4 missing");
+    cr_expect(file_exists("%s/ck/ckpt-000000000006.bin", dir), "step 6 missing");
+    /* a whole, checksummed file of the step it is named after */
+    char path[512], err[512];
+    uint64_t step = 0;
+    snprintf(path, sizeof path, "%s/ck/ckpt-000000000006.bin", dir);
+    cr_expect_eq(gpt_ckpt_verify(path, &step, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(step, 6);
+    uint64_t steps[8];
+    snprintf(path, sizeof path, "%s/ck", dir);
+    cr_expect_eq(gpt_ckpt_list(path, steps, 8, err, sizeof err), 2, "%s", err);
+    /* every step's checkpoint at the end only: one save after the last step */
+    st = gpt(CKPT_RUN " --stop-at 3 --checkpoint %s/end", dir, dir);
+    cr_assert_eq(st, 0, "%s", out);
+    cr_expect(file_exists("%s/end/ckpt-000000000003.bin", dir), "no checkpoint after --stop-at");
+    scratch_done();
+}
+
+Test(gpt_trainer, resume_continues_the_steps_and_the_data) {
+    scratch();
+    shards();
+    /* uninterrupted: 6 steps, crossing into the second epoch */
+    int st = gpt(CKPT_RUN " --result-json %s/full.json --loss-log %s/full.log", dir, dir, dir);
+    cr_assert_eq(st, 0, "%s", out);
+    /* interrupted after 4, then resumed */
+    st = gpt(CKPT_RUN " --stop-at 4 --checkpoint %s/ck --checkpoint-every 2 --loss-log %s/a.log",
+             dir, dir, dir);
+    cr_assert_eq(st, 0, "%s", out);
+    st = gpt(CKPT_RUN " --resume --checkpoint %s/ck --result-json %s/res.json --loss-log %s/b.log",
+             dir, dir, dir, dir);
+    cr_assert_eq(st, 0, "%s", out);
+    cr_expect(strstr(out, "step 4 done, continuing at step 5 of 6") != NULL, "%s", out);
+    cr_expect(strstr(out, "step 4/6") == NULL && strstr(out, "step 5/6") != NULL, "%s", out);
+    char path[512];
+    snprintf(path, sizeof path, "%s/full.json", dir);
+    json_t *full = json_file(path);
+    snprintf(path, sizeof path, "%s/res.json", dir);
+    json_t *res = json_file(path);
+    cr_expect_eq(jint(res, "first_step"), 5);
+    cr_expect_eq(json_array_size(json_object_get(res, "losses")), 2);
+    json_t *fd = json_object_get(full, "data"), *rd = json_object_get(res, "data");
+    cr_expect(jint(fd, "epoch") == 1, "the uninterrupted run did not reach epoch 1");
+    cr_expect(jint(fd, "epoch") == jint(rd, "epoch") && jint(fd, "shard") == jint(rd, "shard") &&
+                  jint(fd, "offset") == jint(rd, "offset"),
+              "data position after the resumed run (%lld, %lld, %lld) differs from the "
+              "uninterrupted run's (%lld, %lld, %lld)", jint(rd, "epoch"), jint(rd, "shard"),
+              jint(rd, "offset"), jint(fd, "epoch"), jint(fd, "shard"), jint(fd, "offset"));
+    json_decref(full);
+    json_decref(res);
+    /* the loss logs: a.log + b.log is the uninterrupted one, step for step */
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "cat %s/a.log %s/b.log | cmp -s - %s/full.log", dir, dir, dir);
+    cr_expect_eq(system(cmd), 0, "the loss logs do not concatenate to the uninterrupted one");
+    /* resuming a finished run trains nothing */
+    st = gpt(CKPT_RUN " --resume --checkpoint %s/ck", dir, dir);
+    cr_expect_eq(st, 0, "%s", out);
+    cr_expect(strstr(out, "nothing to train") != NULL, "%s", out);
+    scratch_done();
+}
+
+/* A preempted job: SIGTERM finishes the step, saves it, stops with 128 + 15; the
+ * resumed run goes on from the next step. */
+Test(gpt_trainer, sigterm_saves_the_step_and_stops) {
+    scratch();
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && { timeout -s KILL 200 '%s' " SMALL " --vocab 512 --steps 200000 "
+             "--checkpoint ck >sig.log 2>&1 & p=$!; "
+             "for i in $(seq 1200); do grep -q '^step 3/' sig.log && break; sleep 0.1; done; "
+             "kill -TERM $p; wait $p; echo $? >rc; }", dir, gpt_path());
+    env_clear_uvmrt();
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    char path[512];
+    snprintf(path, sizeof path, "%s/rc", dir);
+    char *rc = file_slurp(path);
+    snprintf(path, sizeof path, "%s/sig.log", dir);
+    char *log = file_slurp(path);
+    cr_expect_eq(atoi(rc), 143, "exited %s after SIGTERM:\n%s", rc, log);
+    const char *m = strstr(log, "stopped by signal 15 after step ");
+    cr_assert(m != NULL, "no stop message:\n%.2000s", log);
+    int step = atoi(m + strlen("stopped by signal 15 after step "));
+    cr_expect(step >= 3, "stopped after step %d", step);
+    cr_expect(file_exists("%s/ck/ckpt-%012d.bin", dir, step), "no checkpoint of step %d", step);
+    free(rc);
+    free(log);
+    int st = gpt(SMALL " --vocab 512 --steps 200000 --stop-at %d --checkpoint %s/ck --resume",
+                 step + 2, dir);
+    cr_expect_eq(st, 0, "%s", out);
+    char want[128];
+    snprintf(want, sizeof want, "continuing at step %d of 200000", step + 1);
+    cr_expect(strstr(out, want) != NULL, "expected '%s':\n%.3000s", want, out);
+    scratch_done();
+}
+
+Test(gpt_trainer, resume_refuses_another_shape) {
+    scratch();
+    shards();
+    cr_assert_eq(gpt(CKPT_RUN " --stop-at 2 --checkpoint %s/ck", dir, dir), 0, "%s", out);
+    static const struct {
+        const char *args, *named;
+    } other[] = {
+        {"--layers 3", "buffers"},        /* another parameter layout */
+        {"--channels 256 --heads 4", "bytes"},
+        {"--heads 4", "--heads"},          /* same sizes, another model */
+        {"--batch 3", "--batch"},          /* the data position would mean other batches */
+        {"--vocab 500", "--vocab"},     /* the same padded sizes */
+    };
+    for (size_t k = 0; k < sizeof other / sizeof other[0]; k++) {
+        int st = gpt(CKPT_RUN " %s --resume --checkpoint %s/ck", dir, other[k].args, dir);
+        cr_expect_eq(st, 1, "'%s' exited %d:\n%s", other[k].args, st, out);
+        cr_expect(strstr(out, "--resume") && strstr(out, other[k].named),
+                  "'%s': expected a message naming '%s':\n%s", other[k].args, other[k].named, out);
+    }
+    scratch_done();
+}
+
+Test(gpt_trainer, resume_skips_a_corrupt_newest_and_starts_fresh_without_one) {
+    scratch();
+    shards();
+    cr_assert_eq(gpt(CKPT_RUN " --stop-at 4 --checkpoint %s/ck --checkpoint-every 2", dir, dir),
+                 0, "%s", out);
+    uint64_t junk = 0x0123456789abcdefull;
+    file_patch("ck/ckpt-000000000004.bin", 200, &junk, sizeof junk);
+    int st = gpt(CKPT_RUN " --resume --checkpoint %s/ck", dir, dir);
+    cr_assert_eq(st, 0, "%s", out);
+    cr_expect(strstr(out, "continuing at step 3 of 6") != NULL, "the corrupt step 4 was not "
+              "skipped for step 2:\n%s", out);
+    st = gpt(CKPT_RUN " --resume --checkpoint %s/empty", dir, dir);
+    cr_assert_eq(st, 0, "%s", out);
+    cr_expect(strstr(out, "starting at step 1") && strstr(out, "step 1/6"), "%s", out);
+    scratch_done();
+}
