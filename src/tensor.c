@@ -113,7 +113,7 @@ uvmrt_status_t uvmrt_tensors_alloc(uvmrt_context_t *ctx, size_t n, const uvmrt_t
             goto fail;
         }
     }
-    uvmrt_tensor_table_t *tt = &ctx->tensors.by_id;
+    uvmrt_tensor_table_t *tt = &ctx->tensors;
     if (grow((void **)&tt->arenas, &tt->cap_arenas, tt->n_arenas + n_new, sizeof *tt->arenas) ||
         grow((void **)&tt->by_id, &tt->cap, tt->n + (int)n, sizeof *tt->by_id))
         goto fail;
@@ -347,7 +347,7 @@ int uvmrt_layer_count(const uvmrt_context_t *ctx) { return ctx ? ctx->tensors.n_
 
 void uvmrt__layers_free(uvmrt_context_t *ctx)
 {
-    uvmrt_tensor_table_t *tt = &ctx->tensors.by_id;
+    uvmrt_tensor_table_t *tt = &ctx->tensors;
     for (int i = 0; i < tt->n_layers; i++) {
         free(tt->layers[i].name);
         free(tt->layers[i].owned);
