@@ -72,7 +72,13 @@ void uvmrt__events_free(uvmrt_context_t *ctx)
     uvmrt__be_stream_destroy(ctx, e->clock_stream);
     e->anchor_ev = NULL;
     e->clock_stream = NULL;
-    for (int i = 0; i < UVMRT_EVENT_RING; i++) uvmrt__be_event_destroy(ctx, e->ring[i]);
+    /* NULL what is gone: the report at destroy still asks the ring whether a
+     * tensor's last move completed (memsum.c), and must not query a destroyed
+     * event (on cuda that can crash) */
+    for (int i = 0; i < UVMRT_EVENT_RING; i++) {
+        uvmrt__be_event_destroy(ctx, e->ring[i]);
+        e->ring[i] = NULL;
+    }
     for (int i = 0; i < e->n_timing; i++) uvmrt__be_event_destroy(ctx, e->timing[i]);
     for (int i = 0; i < e->n_copy_timing; i++) {
         uvmrt__be_event_destroy(ctx, e->copy_timing[i].start);
@@ -80,6 +86,10 @@ void uvmrt__events_free(uvmrt_context_t *ctx)
     }
     free(e->timing);
     free(e->copy_timing);
+    e->timing = NULL;
+    e->copy_timing = NULL;
+    e->n_timing = e->cap_timing = e->n_copy_timing = e->cap_copy_timing = 0;
+    e->n_copy_pending = e->copy_cursor = 0;
 }
 
 void uvmrt__events_close_streams(uvmrt_context_t *ctx)

@@ -1,6 +1,7 @@
 /*
  * faultinject.c -- see faultinject.h.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "faultinject.h"
@@ -13,6 +14,63 @@ const char *const fi_op_names[FI_N_OPS] = {
 
 fi_state_t fi;
 static const uvmrt_backend_ops_t *inner;
+
+/* ------------------------------------------------------------------ live events */
+/* An open-addressing set of the live events' pointers (linear probing, deletion by
+ * backward shift), so that a use of a destroyed event is seen at once. */
+static uvmrt_event_t *live;
+static size_t live_cap, live_n;
+
+static size_t live_slot(uvmrt_event_t e) { return (size_t)(((uintptr_t)e >> 4) * 0x9E3779B97F4A7C15ull) & (live_cap - 1); }
+
+static int live_has(uvmrt_event_t e)
+{
+    if (live_cap == 0 || e == NULL) return 0;
+    for (size_t i = live_slot(e); live[i] != NULL; i = (i + 1) & (live_cap - 1))
+        if (live[i] == e) return 1;
+    return 0;
+}
+
+static void live_add(uvmrt_event_t e)
+{
+    if (e == NULL || live_has(e)) return;
+    if (2 * (live_n + 1) > live_cap) {
+        size_t old_cap = live_cap;
+        uvmrt_event_t *old = live;
+        live_cap = old_cap ? 2 * old_cap : 1024;
+        live = calloc(live_cap, sizeof *live);
+        if (live == NULL) abort(); /* a test helper: no memory ends the test */
+        live_n = 0;
+        for (size_t i = 0; i < old_cap; i++)
+            if (old[i] != NULL) live_add(old[i]);
+        free(old);
+    }
+    size_t i = live_slot(e);
+    while (live[i] != NULL) i = (i + 1) & (live_cap - 1);
+    live[i] = e;
+    live_n++;
+}
+
+static void live_remove(uvmrt_event_t e)
+{
+    if (live_cap == 0 || e == NULL) return;
+    size_t i = live_slot(e);
+    while (live[i] != NULL && live[i] != e) i = (i + 1) & (live_cap - 1);
+    if (live[i] == NULL) return;
+    live[i] = NULL;
+    live_n--;
+    for (size_t j = (i + 1) & (live_cap - 1); live[j] != NULL; j = (j + 1) & (live_cap - 1)) {
+        uvmrt_event_t m = live[j];
+        live[j] = NULL;
+        live_n--;
+        live_add(m);
+    }
+}
+
+static void live_use(uvmrt_event_t e)
+{
+    if (!live_has(e)) fi.dead_event_uses++;
+}
 
 void fi_arm(int op, uint64_t k, uint64_t budget, int check_budget)
 {
@@ -82,25 +140,39 @@ static void w_stream_destroy(void *state, uvmrt_stream_t s) { inner->stream_dest
 static uvmrt_status_t w_event_create(void *state, int timing, uvmrt_event_t *out)
 {
     FAIL_IF(FI_EVENT_CREATE);
-    return inner->event_create(state, timing, out);
+    uvmrt_status_t st = inner->event_create(state, timing, out);
+    if (st == UVMRT_OK) live_add(*out);
+    return st;
 }
-static void w_event_destroy(void *state, uvmrt_event_t e) { inner->event_destroy(state, e); }
+static void w_event_destroy(void *state, uvmrt_event_t e)
+{
+    if (e != NULL) {
+        live_use(e);
+        live_remove(e);
+    }
+    inner->event_destroy(state, e);
+}
 static uvmrt_status_t w_event_record(void *state, uvmrt_event_t e, uvmrt_stream_t s)
 {
+    live_use(e);
     FAIL_IF(FI_EVENT_RECORD);
     return inner->event_record(state, e, s);
 }
 static uvmrt_status_t w_stream_wait(void *state, uvmrt_stream_t s, uvmrt_event_t e)
 {
+    live_use(e);
     FAIL_IF(FI_STREAM_WAIT);
     return inner->stream_wait(state, s, e);
 }
 static int w_event_done(void *state, uvmrt_event_t e)
 {
+    live_use(e);
     return inner->caps.event_query && inner->event_done ? inner->event_done(state, e) : 1;
 }
 static uvmrt_status_t w_elapsed(void *state, uvmrt_event_t a, uvmrt_event_t b, uint64_t *ns)
 {
+    live_use(a);
+    live_use(b);
     FAIL_IF(FI_EVENT_ELAPSED);
     return inner->event_elapsed_ns(state, a, b, ns);
 }
@@ -150,6 +222,7 @@ uvmrt_backend_ops_t fi_wrap(const uvmrt_backend_ops_t *in)
     uvmrt_backend_ops_t o = *in;
     o.name = "faultinject";
     o.caps.remote_advice = 1;
+    o.caps.event_query = 1; /* the library's queries reach w_event_done, which checks the event */
     o.error_name = w_error_name;
     o.open = w_open;
     o.close = w_close;

@@ -4,7 +4,10 @@
  * error name "fiInjectedFailure". It counts every fallible call per operation,
  * and after every data movement (move, discard, touch) checks the inner
  * backend's device occupancy against a budget, so a test sees the budget
- * broken at the event that broke it, not later.
+ * broken at the event that broke it, not later. It also keeps the set of live
+ * events and counts every use of an event that is not live (destroyed, or never
+ * created): on cuda such a use can crash, while sim would not notice. It claims
+ * the event-query capability so that the library's queries reach it.
  *
  * State is static (one wrapped context at a time), which is what the sweep
  * needs: it runs scenarios one after another in one process.
@@ -44,6 +47,7 @@ typedef struct fi_state {
     int check_budget;
     uint64_t over_budget;      /* movements after which the device held more than budget */
     uint64_t max_device;       /* the most the device held after any movement */
+    uint64_t dead_event_uses;  /* record/wait/query/elapsed calls on an event not created, or destroyed */
 } fi_state_t;
 
 extern fi_state_t fi;

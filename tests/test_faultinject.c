@@ -137,6 +137,11 @@ static void create(run_t *r)
     uvmrt_params_t p;
     sim_params(&p, r->sc->policy, BUDGET, NULL);
     p.fault_sample_every = 1;
+    /* the baseline run also writes the report at destroy (the memory summary asks
+     * the event ring there, after the events are gone) */
+    char at_destroy[80];
+    snprintf(at_destroy, sizeof at_destroy, "json:/tmp/uvmrt-fi-%d-destroy.json", (int)getpid());
+    if (fi.fail_op < 0) p.report = at_destroy;
     uvmrt_status_t st = uvmrt__context_create_with(&p, &r->ops, &r->ctx);
     if (st != UVMRT_OK) {
         cr_assert(fi.fired, "create failed without an injected failure: %s", uvmrt_status_name(st));
@@ -256,6 +261,14 @@ static int run_once(const scen_t *sc, int op, uint64_t k)
                   op >= 0 ? fi_op_names[op] : "-", (unsigned long long)k, log_text());
     cr_assert_eq(fi.over_budget, 0, "%s at call %llu: the device exceeded the budget after %llu movements",
                  op >= 0 ? fi_op_names[op] : "-", (unsigned long long)k, (unsigned long long)fi.over_budget);
+    cr_assert_eq(fi.dead_event_uses, 0, "%s at call %llu: %llu uses of an event that was destroyed or never created",
+                 op >= 0 ? fi_op_names[op] : "-", (unsigned long long)k, (unsigned long long)fi.dead_event_uses);
+    if (op < 0) {
+        char path[80];
+        snprintf(path, sizeof path, "/tmp/uvmrt-fi-%d-destroy.json", (int)getpid());
+        cr_assert_eq(access(path, F_OK), 0, "the report at destroy was not written");
+        unlink(path);
+    }
     return fi.fired;
 }
 
