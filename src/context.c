@@ -113,6 +113,7 @@ void uvmrt_context_destroy(uvmrt_context_t *ctx)
         uvmrt__events_close_streams(ctx);
         uvmrt__be_close(ctx);
     }
+    uvmrt__sched_free(ctx); /* after the report: its memory summary reads the plan */
     uvmrt__layers_free(ctx);
     uvmrt__faults_close(ctx);
     uvmrt_profile_free(ctx->profile_owned);

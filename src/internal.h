@@ -120,7 +120,10 @@ uvmrt_status_t uvmrt__exec_init(uvmrt_context_t *ctx);
 uvmrt_status_t uvmrt__exec_place(uvmrt_context_t *ctx, uvmrt_tensor_t *t, int host);
 /* Drops a resident tensor's pages from the device (after its last use). */
 uvmrt_status_t uvmrt__exec_release(uvmrt_context_t *ctx, uvmrt_tensor_t *t);
+/* At destroy: waits for the copy streams, harvests timings, frees the events. */
 void uvmrt__exec_fini(uvmrt_context_t *ctx);
+/* At destroy, after the report: frees the step's sequences, the record and the plan. */
+void uvmrt__sched_free(uvmrt_context_t *ctx);
 
 /* report.c */
 uvmrt_status_t uvmrt__report_at_destroy(const uvmrt_context_t *ctx);

@@ -24,6 +24,12 @@ void uvmrt__exec_fini(uvmrt_context_t *ctx)
     uvmrt__harvest_copy_timings(ctx, 1);
     uvmrt__attribute_rest(ctx);
     uvmrt__events_free(ctx);
+}
+
+/* After the report at destroy, which still reads the record and the plan (the
+ * memory summary's mechanisms). */
+void uvmrt__sched_free(uvmrt_context_t *ctx)
+{
     free(ctx->sched.cur.calls);
     free(ctx->sched.cur.use_tensor);
     free(ctx->sched.cur.use_access);
@@ -33,6 +39,12 @@ void uvmrt__exec_fini(uvmrt_context_t *ctx)
     free(ctx->sched.scratch_resident);
     free(ctx->sched.sync_slots);
     uvmrt_plan_free(&ctx->sched.plan);
+    memset(&ctx->sched.cur, 0, sizeof ctx->sched.cur);
+    memset(&ctx->sched.record, 0, sizeof ctx->sched.record);
+    ctx->sched.scratch_resident = NULL;
+    ctx->sched.sync_slots = NULL;
+    ctx->sched.cap_sync_slots = 0;
+    ctx->sched.have_plan = ctx->sched.have_record = 0;
 }
 
 void uvmrt__sched_init(uvmrt_context_t *ctx) { ctx->sched.open_call = -1; }
