@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include <jansson.h>
+
 #include "cli.h"
 #include "uvmrt.h"
 
@@ -465,4 +467,46 @@ int cli_output_close(const char *flag, const char *path, FILE *f)
     fflush(stdout);
     fprintf(stderr, "%s: %s %s: write failed: %s\n", cli_program, flag, path, strerror(e));
     return -1;
+}
+
+int cli_json_write(const char *flag, const char *path, struct json_t *root)
+{
+    if (root == NULL) {
+        fflush(stdout);
+        fprintf(stderr, "%s: %s %s: out of memory building the JSON\n", cli_program, flag, path);
+        return -1;
+    }
+    FILE *f = cli_output_open(flag, path);
+    int rc = -1;
+    if (f != NULL) {
+        int dumped = json_dumpf(root, f, JSON_INDENT(2) | JSON_REAL_PRECISION(9));
+        if (dumped == 0) fputc('\n', f);
+        rc = cli_output_close(flag, path, f);
+        if (dumped != 0 && rc == 0) {
+            fprintf(stderr, "%s: %s %s: the JSON could not be written\n", cli_program, flag, path);
+            rc = -1;
+        }
+    }
+    json_decref(root);
+    return rc;
+}
+
+int cli_reports_write(const uvmrt_context_t *ctx, const cli_common_t *c)
+{
+    int bad = 0;
+    if (!c->quiet) {
+        fflush(stdout);
+        bad |= cli_report_write(ctx, "the per-layer report", "text", "-");
+    }
+    if (c->report_path) {
+        int rc = cli_report_write(ctx, "--report", c->report_format, c->report_path);
+        if (rc == 0 && strcmp(c->report_path, "-") != 0) printf("report: %s\n", c->report_path);
+        bad |= rc;
+    }
+    if (c->trace_path) {
+        int rc = cli_report_write(ctx, "--trace", "trace", c->trace_path);
+        if (rc == 0 && strcmp(c->trace_path, "-") != 0) printf("trace: %s\n", c->trace_path);
+        bad |= rc;
+    }
+    return bad ? -1 : 0;
 }

@@ -137,6 +137,14 @@ FILE *cli_output_open(const char *flag, const char *path);
 /* Closes what cli_output_open returned, checking that everything was written
  * (ferror, fclose); stdout is flushed, not closed. */
 int cli_output_close(const char *flag, const char *path, FILE *f);
+/* Writes root (a jansson value: json_t) as indented JSON to path for flag, and
+ * releases it; root NULL (jansson ran out of memory building it) is reported too. */
+struct json_t;
+int cli_json_write(const char *flag, const char *path, struct json_t *root);
+/* The reports a run's shared flags asked for, after its steps: the per-layer text
+ * table on stdout unless --quiet, --report FORMAT:PATH and --trace PATH. Each that
+ * fails is reported and the others are still written. */
+int cli_reports_write(const uvmrt_context_t *ctx, const cli_common_t *c);
 
 /* How a program asked for its backend, for cli_context_open. */
 typedef struct cli_backend_choice {

@@ -788,24 +788,7 @@ static int result_write(const demo_options_t *opt, const demo_result_t *runs, in
                              "tensor_bytes", (json_int_t)total_tensor_bytes(opt),
                              "steps", opt->c.steps, "seed", (json_int_t)opt->c.seed,
                              "work", opt->work, "checksums", verdict, "runs", list);
-    if (root == NULL) {
-        fprintf(stderr, PROG ": --result-json %s: out of memory building the JSON\n", path);
-        return -1;
-    }
-    FILE *f = cli_output_open("--result-json", path);
-    int rc = -1;
-    if (f != NULL) {
-        int dumped = json_dumpf(root, f, JSON_INDENT(2) | JSON_REAL_PRECISION(9));
-        if (dumped == 0)
-            fputc('\n', f);
-        rc = cli_output_close("--result-json", path, f);
-        if (dumped != 0 && rc == 0) {
-            fprintf(stderr, PROG ": --result-json %s: the JSON could not be written\n", path);
-            rc = -1;
-        }
-    }
-    json_decref(root);
-    return rc;
+    return cli_json_write("--result-json", path, root);
 }
 
 static void final_table(const demo_result_t *runs, int n_runs, int steps) {

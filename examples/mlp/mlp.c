@@ -409,47 +409,14 @@ static int result_write(const mlp_run_t *run, const char *path, const mlp_median
         "device_workspace_bytes", (json_int_t)run->device_workspace_bytes,
         "faults_after_step1", (json_int_t)late_faults,
         "losses", losses, "step_ms", step_ms);
-    if (root == NULL) {
-        fprintf(stderr, PROG ": --result-json %s: out of memory building the JSON\n", path);
-        return -1;
-    }
-    FILE *f = cli_output_open("--result-json", path);
-    int rc = -1;
-    if (f != NULL) {
-        int dumped = json_dumpf(root, f, JSON_INDENT(2) | JSON_REAL_PRECISION(9));
-        if (dumped == 0)
-            fputc('\n', f);
-        rc = cli_output_close("--result-json", path, f);
-        if (dumped != 0 && rc == 0) {
-            fprintf(stderr, PROG ": --result-json %s: the JSON could not be written\n", path);
-            rc = -1;
-        }
-    }
-    json_decref(root);
-    return rc;
+    return cli_json_write("--result-json", path, root);
 }
 
 /* The outputs the flags asked for, after the steps: each that fails is reported
  * and the others are still written. 0, or -1 when any failed. */
 static int outputs_write(mlp_run_t *run, const mlp_medians_t *m, const uvmrt_summary_t *sum) {
     const cli_common_t *c = &run->opt->c;
-    int bad = 0;
-    if (!c->quiet) {
-        fflush(stdout);
-        bad |= cli_report_write(run->ctx, "the per-layer report", "text", "-");
-    }
-    if (c->report_path) {
-        int rc = cli_report_write(run->ctx, "--report", c->report_format, c->report_path);
-        if (rc == 0 && strcmp(c->report_path, "-") != 0)
-            printf("report: %s\n", c->report_path);
-        bad |= rc;
-    }
-    if (c->trace_path) {
-        int rc = cli_report_write(run->ctx, "--trace", "trace", c->trace_path);
-        if (rc == 0 && strcmp(c->trace_path, "-") != 0)
-            printf("trace: %s\n", c->trace_path);
-        bad |= rc;
-    }
+    int bad = cli_reports_write(run->ctx, c) != 0;
     if (c->result_json)
         bad |= result_write(run, c->result_json, m, sum);
     return bad ? -1 : 0;
