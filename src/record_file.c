@@ -2,6 +2,7 @@
  * record_file.c -- the recorded step as a JSON file (UVMRT_RECORD, uvmrt-plan(1)).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,7 +77,7 @@ static json_t *record_json(uvmrt_context_t *ctx)
         json_array_append_new(layers, json_string(ctx->tensors.layers[l].name));
     return json_pack("{s:s, s:i, s:s, s:s, s:s, s:I, s:b, s:b, s:o, s:o, s:o}", "format", "uvmrt-record", "version", 1,
                      "uvmrt_version", uvmrt_version_string(), "backend", uvmrt_backend_name(ctx->cfg.backend),
-                     "profile", ctx->profile->name ? ctx->profile->name : "", "budget_bytes",
+                     "profile", ctx->cfg.profile, /* name or file path: what uvmrt-plan --profile takes */ "budget_bytes",
                      (json_int_t)ctx->budget, "discard", ctx->cfg.discard_dead, "remote", ctx->cfg.remote, "layers",
                      layers, "tensors", tensors_json(ctx), "calls", calls_json(ctx));
 }
@@ -86,13 +87,14 @@ void uvmrt__record_write(uvmrt_context_t *ctx)
     const char *path = ctx->cfg.record;
     if (path[0] == '\0' || strcmp(path, "none") == 0 || !ctx->sched.have_record) return;
     json_t *root = record_json(ctx);
-    size_t len = strlen(path) + 16;
+    size_t len = strlen(path) + 48;
     char *tmp = malloc(len);
     int fd = -1, ok = 0;
     const char *why = "out of memory";
     if (root != NULL && tmp != NULL) {
-        snprintf(tmp, len, "%s.tmpXXXXXX", path);
-        fd = mkstemp(tmp);
+        /* mode 0666 less the umask, like the reports (mkstemp would make it 0600) */
+        snprintf(tmp, len, "%s.tmp.%ld.%p", path, (long)getpid(), (void *)ctx); /* one context writes at a time */
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         why = strerror(errno);
     }
     if (fd >= 0) {

@@ -50,10 +50,11 @@ static json_t *run_json(const char *args)
 
 /* A sim run of the default net (6 steps) at budget, with UVMRT_RECORD=path;
  * returns the run's step-3 time (the replay's steady step, same position). */
-static uint64_t recorded_run(const char *path, uint64_t budget)
+static uint64_t recorded_run_on(const char *path, uint64_t budget, const char *profile)
 {
     env_clear_uvmrt();
     setenv("UVMRT_RECORD", path, 1);
+    if (profile != NULL) setenv("UVMRT_PROFILE", profile, 1);
     setenv("UVMRT_MONITOR", "0", 1);
     uvmrt_params_t p;
     sim_params(&p, UVMRT_POLICY_PREFETCH, budget, NULL);
@@ -70,7 +71,20 @@ static uint64_t recorded_run(const char *path, uint64_t budget)
                  (unsigned long long)s2.step_ns, (unsigned long long)s5.step_ns);
     net_destroy(net);
     unsetenv("UVMRT_RECORD");
+    unsetenv("UVMRT_PROFILE");
     return s2.step_ns;
+}
+static uint64_t recorded_run(const char *path, uint64_t budget) { return recorded_run_on(path, budget, NULL); }
+
+/* Removes the record and its folder (tmpfile_path). */
+static void remove_record(const char *path)
+{
+    unlink(path);
+    char dir[256];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = '\0';
+    rmdir(dir);
 }
 
 static void tmpfile_path(char *buf, size_t n)
@@ -122,6 +136,7 @@ Test(plantool, record_file_matches_the_run)
     }
     cr_assert(saw_w && saw_x, "call 0's uses: %s", json_dumps(u, 0));
     json_decref(r);
+    remove_record(path);
 }
 
 Test(plantool, prediction_equals_the_sim_runs_own_step_time)
@@ -150,6 +165,41 @@ Test(plantool, prediction_equals_the_sim_runs_own_step_time)
             cr_assert_eq(json_integer_value(json_object_get(j, "h2d_bytes")), 0, "%s", json_dumps(j, 0));
         json_decref(j);
     }
+    remove_record(path);
+}
+
+/* A profile file (as uvmrt-calibrate writes one): the record names the file, and the
+ * tool models it by default or through --profile FILE. */
+Test(plantool, profile_file_is_modelled_too)
+{
+    char path[256], prof[300], args[800];
+    tmpfile_path(path, sizeof path);
+    snprintf(prof, sizeof prof, "%s.profile.json", path);
+    uvmrt_profile_t h200 = *uvmrt_profile_find("h200");
+    h200.name = "mybox";
+    cr_assert_eq(uvmrt_profile_save(&h200, NULL, prof), UVMRT_OK);
+    uint64_t on_sim = recorded_run_on(path, 12 * MiB, prof);
+    const char *forms[] = {"", "--profile"};
+    for (int i = 0; i < 2; i++) {
+        if (i == 0) snprintf(args, sizeof args, "--record '%s' --budget 12M --json", path);
+        else snprintf(args, sizeof args, "--record '%s' --profile '%s' --budget 12M --json", path, prof);
+        json_t *j = run_json(args);
+        cr_assert_eq(json_integer_value(json_object_get(j, "predicted_step_ns")), (json_int_t)on_sim, "%s %s",
+                     forms[i], json_dumps(j, 0));
+        json_decref(j);
+    }
+    /* the built-in h200 differs from consumer-8g: the profile matters */
+    snprintf(args, sizeof args, "--record '%s' --profile consumer-8g --budget 12M --json", path);
+    json_t *j = run_json(args);
+    cr_assert_neq(json_integer_value(json_object_get(j, "predicted_step_ns")), (json_int_t)on_sim);
+    json_decref(j);
+    char *out = NULL;
+    snprintf(args, sizeof args, "--record '%s' --profile no-such-gpu --fit", path);
+    cr_assert_eq(run_tool(args, &out), 1, "%s", out);
+    cr_assert_not_null(strstr(out, "no-such-gpu"), "%s", out);
+    free(out);
+    unlink(prof);
+    remove_record(path);
 }
 
 Test(plantool, fit_is_the_smallest_budget_and_too_small_names_the_layer)
@@ -187,6 +237,7 @@ Test(plantool, fit_is_the_smallest_budget_and_too_small_names_the_layer)
         if (strstr(line, " ms") || strstr(line, "MiB to the GPU"))
             cr_assert_not_null(strstr(line, "predicted"), "unlabelled: %s", line);
     free(out);
+    remove_record(path);
 }
 
 /* issue 9: "More budget never predicts slower". */
@@ -216,6 +267,7 @@ Test(plantool, more_budget_never_predicts_slower)
     cr_assert_eq(run_tool(args, &out), 0, "%s", out);
     cr_assert_not_null(strstr(out, "predicted_ms/step"), "%s", out);
     free(out);
+    remove_record(path);
 }
 
 Test(plantool, bad_input_and_usage)
@@ -280,4 +332,56 @@ Test(plantool, unwritable_record_only_warns)
     run_steps(net, 2, NULL, NULL); /* fails the test if a call fails */
     cr_assert(log_contains("/nonexistent-dir/rec.json"), "%s", log_text());
     net_destroy(net);
+}
+
+/* A step that leaves the record is recorded again, and the file follows it. */
+Test(plantool, a_rerecorded_step_rewrites_the_file)
+{
+    char path[256];
+    tmpfile_path(path, sizeof path);
+    env_clear_uvmrt();
+    setenv("UVMRT_RECORD", path, 1);
+    setenv("UVMRT_MONITOR", "0", 1);
+    uvmrt_params_t p;
+    sim_params(&p, UVMRT_POLICY_PREFETCH, 16 * MiB, NULL);
+    p.ignore_env = 0;
+    uvmrt_context_t *ctx = NULL;
+    cr_assert_eq(uvmrt_context_create(&p, &ctx), UVMRT_OK, "%s", log_text());
+    net_spec_t spec = net_spec_default();
+    net_t *net = net_create(ctx, &spec);
+    run_steps(net, 2, NULL, NULL);
+    json_t *r = json_load_file(path, 0, NULL);
+    cr_assert_eq(json_array_size(json_object_get(r, "calls")), 18);
+    json_decref(r);
+    run_step_ex(net, 2, NULL, NULL); /* layer 2's forward left out */
+    r = json_load_file(path, 0, NULL);
+    cr_assert_eq(json_array_size(json_object_get(r, "calls")), 17);
+    json_decref(r);
+    net_destroy(net);
+    remove_record(path);
+}
+
+/* --plot needs --sweep; without gnuplot on PATH it warns and the table still comes. */
+Test(plantool, plot_without_gnuplot_warns)
+{
+    char path[256], args[600];
+    tmpfile_path(path, sizeof path);
+    recorded_run(path, 16 * MiB);
+    char *out = NULL;
+    snprintf(args, sizeof args, "--record '%s' --budget 16M --plot x.png", path);
+    cr_assert_eq(run_tool(args, &out), 2, "%s", out);
+    cr_assert_not_null(strstr(out, "--sweep"), "%s", out);
+    free(out);
+    snprintf(args, sizeof args, "--record '%s' --sweep 8M:16M:8M --plot '%s.png'", path, path);
+    char cmd[900];
+    snprintf(cmd, sizeof cmd, "PATH=/nonexistent '%s' %s 2>&1", UVMRT_PLAN_PATH, args);
+    FILE *f = popen(cmd, "r");
+    cr_assert_not_null(f);
+    char buf[4096];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    cr_assert_eq(pclose(f), 0, "%s", buf);
+    cr_assert_not_null(strstr(buf, "gnuplot is not on PATH"), "%s", buf);
+    cr_assert_not_null(strstr(buf, "predicted_ms/step"), "%s", buf);
+    remove_record(path);
 }

@@ -401,13 +401,14 @@ static json_t *prediction_json(const record_t *r, const prediction_t *p)
         json_array_append_new(layers, json_pack("{s:s, s:s}", "name", r->layers[l], "mechanisms", mech));
     }
     for (int b = 0; b < 4; b++) json_object_set_new(floor, bound_names[b], json_integer((json_int_t)p->floor_ns[b]));
-    json_object_update_missing(
-        o, json_pack("{s:s, s:I, s:s, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "label", "predicted", "predicted_step_ns",
+    json_t *more = json_pack("{s:s, s:I, s:s, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "label", "predicted", "predicted_step_ns",
                      (json_int_t)p->step_ns, "bound", bound_names[p->bound], "floor_ns", floor, "h2d_bytes",
                      (json_int_t)(p->prefetch_bytes + p->remote_read_bytes), "d2h_bytes",
                      (json_int_t)(p->evict_bytes + p->remote_write_bytes), "prefetch_bytes", (json_int_t)p->prefetch_bytes,
                      "evict_bytes", (json_int_t)p->evict_bytes, "discard_bytes", (json_int_t)p->discard_bytes,
-                     "remote_bytes", (json_int_t)(p->remote_read_bytes + p->remote_write_bytes), "layers", layers));
+                     "remote_bytes", (json_int_t)(p->remote_read_bytes + p->remote_write_bytes), "layers", layers);
+    json_object_update_missing(o, more); /* copies the references: more is released below */
+    json_decref(more);
     return o;
 }
 
@@ -441,12 +442,18 @@ static int sweep(const record_t *r, const char *profile, uint64_t a, uint64_t b,
     if (plot != NULL) {
         int fd = mkstemp(datpath);
         dat = fd >= 0 ? fdopen(fd, "w") : NULL;
+        if (dat == NULL) fprintf(stderr, "uvmrt-plan: --plot %s: cannot write its data in /tmp: no chart\n", plot);
     }
     if (!json) printf("%-12s %-18s %-12s %-14s %-14s (all predicted, profile %s)\n", "budget_MiB", "predicted_ms/step",
                       "bound", "predicted_GB_in", "predicted_GB_out", profile);
     for (uint64_t budget = a; budget <= b; budget += step) {
         prediction_t p;
-        if (predict(r, profile, budget, &p) != 0) return 1;
+        if (predict(r, profile, budget, &p) != 0) {
+            json_decref(rows);
+            if (dat) fclose(dat);
+            if (plot != NULL) unlink(datpath);
+            return 1;
+        }
         double in = (p.prefetch_bytes + p.remote_read_bytes) / 1e9, out = (p.evict_bytes + p.remote_write_bytes) / 1e9;
         if (json) json_array_append_new(rows, prediction_json(r, &p));
         else if (p.fits)
@@ -464,15 +471,23 @@ static int sweep(const record_t *r, const char *profile, uint64_t a, uint64_t b,
     } else json_decref(rows);
     if (dat) {
         fclose(dat);
-        char cmd[2048];
-        snprintf(cmd, sizeof cmd,
-                 "gnuplot -e \"set terminal png size 900,500; set output '%s'; set xlabel 'budget (GiB)'; "
-                 "set ylabel 'predicted ms/step'; set title 'uvmrt-plan: predicted step time (%s)'; "
-                 "plot '%s' using 1:2 with linespoints title 'predicted'\"",
-                 plot, profile, datpath);
-        if (system("command -v gnuplot >/dev/null 2>&1") != 0)
-            fprintf(stderr, "uvmrt-plan: --plot %s: gnuplot is not on PATH, no chart written\n", plot);
-        else if (system(cmd) != 0) fprintf(stderr, "uvmrt-plan: --plot %s: gnuplot failed\n", plot);
+        /* gnuplot reads a script file: no user text passes through a shell */
+        char gp[] = "/tmp/uvmrt-plan-gp.XXXXXX", cmd[128];
+        int fd = mkstemp(gp);
+        FILE *g = fd >= 0 ? fdopen(fd, "w") : NULL;
+        if (g != NULL) {
+            fprintf(g,
+                    "set terminal png size 900,500\nset output '%s'\nset xlabel 'budget (GiB)'\n"
+                    "set ylabel 'predicted ms/step'\nset title 'uvmrt-plan: predicted step time (%s)'\n"
+                    "plot '%s' using 1:2 with linespoints title 'predicted'\n",
+                    plot, profile, datpath);
+            fclose(g);
+            snprintf(cmd, sizeof cmd, "gnuplot %s", gp);
+            if (system("command -v gnuplot >/dev/null 2>&1") != 0)
+                fprintf(stderr, "uvmrt-plan: --plot %s: gnuplot is not on PATH, no chart written\n", plot);
+            else if (system(cmd) != 0) fprintf(stderr, "uvmrt-plan: --plot %s: gnuplot failed\n", plot);
+            unlink(gp);
+        } else fprintf(stderr, "uvmrt-plan: --plot %s: cannot write a gnuplot script in /tmp\n", plot);
         unlink(datpath);
     }
     return 0;
