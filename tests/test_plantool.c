@@ -385,3 +385,38 @@ Test(plantool, plot_without_gnuplot_warns)
     cr_assert_not_null(strstr(buf, "predicted_ms/step"), "%s", buf);
     remove_record(path);
 }
+
+/* A real trainer's record (uvmrt-mlp on sim, with CPU-optimizer blocks: host-placed
+ * tensors, CPU calls with host_bytes on their own stream), recorded at one budget and
+ * re-played at others, predicts the trainer's own step 3 at those budgets. 24 and 26
+ * MiB are the budgets where the planner predicts (and the sim runs) slower with more
+ * budget (issue 9's "more budget never predicts slower": a finding, see the report). */
+Test(plantool, mlp_record_predicts_the_mlp_runs)
+{
+    char path[256], res[300], cmd[1200];
+    tmpfile_path(path, sizeof path);
+    snprintf(res, sizeof res, "%s.result.json", path);
+    const char *mlp = "--backend sim --steps 4 --layers 8 --hidden 1024 --rows 256 --cpu-layers 4";
+    snprintf(cmd, sizeof cmd, "env -i UVMRT_RECORD='%s' UVMRT_MONITOR=0 '%s' %s --budget 20M >/dev/null 2>&1", path,
+             UVMRT_MLP_PATH, mlp);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    const char *budgets[] = {"24M", "26M", "50M"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(cmd, sizeof cmd, "env -i UVMRT_MONITOR=0 '%s' %s --budget %s --result-json '%s' >/dev/null 2>&1",
+                 UVMRT_MLP_PATH, mlp, budgets[i], res);
+        cr_assert_eq(system(cmd), 0, "%s", cmd);
+        json_t *run = json_load_file(res, 0, NULL);
+        cr_assert_not_null(run);
+        double ms = json_real_value(json_array_get(json_object_get(run, "step_ms"), 2));
+        json_decref(run);
+        char args[600];
+        snprintf(args, sizeof args, "--record '%s' --budget %s --json", path, budgets[i]);
+        json_t *j = run_json(args);
+        double pred = (double)json_integer_value(json_object_get(j, "predicted_step_ns"));
+        cr_assert(pred > 0 && pred / 1e6 - ms < 1e-6 && ms - pred / 1e6 < 1e-6,
+                  "budget %s: predicted %.6f ms, uvmrt-mlp on sim took %.6f ms", budgets[i], pred / 1e6, ms);
+        json_decref(j);
+    }
+    unlink(res);
+    remove_record(path);
+}
