@@ -194,6 +194,10 @@ Test(plantool, profile_file_is_modelled_too)
     cr_assert_neq(json_integer_value(json_object_get(j, "predicted_step_ns")), (json_int_t)on_sim);
     json_decref(j);
     char *out = NULL;
+    snprintf(args, sizeof args, "--record '%s' --profile consumer-8g --budget 9G", path);
+    cr_assert_eq(run_tool(args, &out), 0, "%s", out);
+    cr_assert_not_null(strstr(out, "more than the device memory of profile consumer-8g"), "%s", out);
+    free(out);
     snprintf(args, sizeof args, "--record '%s' --profile no-such-gpu --fit", path);
     cr_assert_eq(run_tool(args, &out), 1, "%s", out);
     cr_assert_not_null(strstr(out, "no-such-gpu"), "%s", out);

@@ -197,6 +197,7 @@ typedef struct prediction {
     uint64_t budget, step_ns;
     uint64_t prefetch_bytes, evict_bytes, discard_bytes, remote_read_bytes, remote_write_bytes, host_bytes;
     uint64_t compute_ns;
+    uint64_t device_bytes; /* the profile's device memory */
     double floor_ns[4]; /* compute, link_h2d, link_d2h, host_memory */
     int bound;
     unsigned *layer_mech; /* per layer, UVMRT_MECH_* */
@@ -321,6 +322,7 @@ static int predict(const record_t *r, const char *profile, uint64_t budget, pred
             p->remote_write_bytes = ss.remote_write_bytes;
         } else p->fits = 0;
         const uvmrt_profile_t *pr = uvmrt_context_profile(ctx);
+        p->device_bytes = pr->memory_bytes;
         for (size_t i = 0; i < r->n_calls; i++) {
             p->compute_ns += r->calls[i].duration_ns;
             p->host_bytes += r->calls[i].host_bytes;
@@ -635,6 +637,9 @@ int main(int argc, char **argv)
         record_free(&rec);
         return 1;
     }
+    if (p.fits && p.device_bytes > 0 && budget > p.device_bytes)
+        fprintf(stderr, "uvmrt-plan: warning: budget %.1f MiB is more than the device memory of profile %s (%.1f MiB)\n",
+                budget / MIB, profile, p.device_bytes / MIB);
     size_t wcall;
     uint64_t ws = largest_working_set(&rec, &wcall);
     const char *wlayer = rec.layers[rec.calls[wcall].layer];
@@ -643,6 +648,7 @@ int main(int argc, char **argv)
         json_t *o = prediction_json(&rec, &p);
         json_object_set_new(o, "min_budget_bytes", json_integer((json_int_t)min_budget));
         json_object_set_new(o, "profile", json_string(profile));
+        if (p.fits) json_object_set_new(o, "device_memory_bytes", json_integer((json_int_t)p.device_bytes));
         json_object_set_new(o, "largest_working_set", json_pack("{s:I, s:s, s:s}", "bytes", (json_int_t)ws, "layer",
                                                                  wlayer, "phase", wphase));
         if (!p.fits) {
