@@ -174,6 +174,16 @@ static uvmrt_status_t parse_history(uvmrt_config_t *c, const char *t)
 }
 static void format_history(const uvmrt_config_t *c, char *b, size_t n) { snprintf(b, n, "%d", c->history); }
 
+/* none, or a file path as for TRACE (no stdout: the file is replaced by rename) */
+static uvmrt_status_t parse_record(uvmrt_config_t *c, const char *t)
+{
+    int ok = strcmp(t, "none") == 0 || (strcmp(t, "-") != 0 && strcmp(t, "stderr") != 0 && report_path_ok(t));
+    if (!ok || strlen(t) >= sizeof c->record) return UVMRT_ERR_CONFIG;
+    snprintf(c->record, sizeof c->record, "%s", t);
+    return UVMRT_OK;
+}
+static void format_record(const uvmrt_config_t *c, char *b, size_t n) { snprintf(b, n, "%s", c->record); }
+
 static uvmrt_status_t parse_monitor(uvmrt_config_t *c, const char *t) { return parse_01(t, &c->monitor); }
 static void format_monitor(const uvmrt_config_t *c, char *b, size_t n) { snprintf(b, n, "%d", c->monitor); }
 
@@ -226,6 +236,9 @@ static const uvmrt_config_entry_t table[] = {
     {"MONITOR", "1", "1 or 0",
      "publish a snapshot of every step in shared memory /uvmrt.<uid>.<pid> for uvmrt-top",
      parse_monitor, format_monitor},
+    {"RECORD", "none", "none or a file path that is not blank (not -, stderr, auto, 0, 1, on, off...)",
+     "the prefetch policy's recorded step, written as JSON for uvmrt-plan(1) whenever it is (re)recorded",
+     parse_record, format_record},
 };
 #define TABLE_LEN (sizeof table / sizeof table[0])
 

@@ -36,6 +36,7 @@ typedef struct uvmrt_config {
     char trace[UVMRT_REPORT_MAX];  /* "none", "stderr", "-" (stdout) or a path */
     int history;                   /* steps kept in the per-step history (UVMRT_HISTORY) */
     int monitor;                   /* 1: publish a snapshot for uvmrt-top at every step end */
+    char record[UVMRT_REPORT_MAX]; /* "none" or a path: the recorded step as JSON (UVMRT_RECORD) */
 } uvmrt_config_t;
 
 typedef struct uvmrt_config_entry {

@@ -10,6 +10,7 @@
 #include "exec.h"
 #include "faults.h"
 #include "monitor.h"
+#include "record_file.h"
 #include "steady.h"
 
 /* At destroy: nothing can fail any more, so backend errors are counted and logged. */
@@ -250,6 +251,7 @@ uvmrt_status_t uvmrt_step_end(uvmrt_context_t *ctx)
         uvmrt__plan_drop(ctx);
         LOG_INFO(&ctx->log, "step %llu recorded: %zu layer calls", (unsigned long long)uvmrt__steps_done(ctx) + 1,
                  ctx->sched.record.n_calls);
+        uvmrt__record_write(ctx); /* UVMRT_RECORD; a failed write only warns */
     }
     uvmrt__keep_rows(ctx);
     uvmrt__history_add_step(ctx, &ctx->stats.cur); /* room reserved above */

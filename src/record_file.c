@@ -1,0 +1,114 @@
+/*
+ * record_file.c -- the recorded step as a JSON file (UVMRT_RECORD, uvmrt-plan(1)).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "internal.h"
+#include "record_file.h"
+
+static json_t *tensors_json(const uvmrt_context_t *ctx)
+{
+    json_t *a = json_array();
+    for (int id = 0; a && id < ctx->tensors.n; id++) {
+        const uvmrt_tensor_t *t = ctx->tensors.by_id[id];
+        if (t->magic != UVMRT_TENSOR_MAGIC) continue; /* freed: the record names none */
+        json_array_append_new(
+            a, json_pack("{s:i, s:s, s:i, s:s, s:I, s:I, s:i, s:s}", "id", id, "name", t->name, "layer", t->layer,
+                         "role", uvmrt_role_name(t->role), "size_bytes", (json_int_t)t->size, "footprint_bytes",
+                         (json_int_t)t->footprint, "arena", t->arena, "placement", t->placed_host ? "host" : "auto"));
+    }
+    return a;
+}
+
+/* Streams are numbered by first appearance (0 = the first one seen). */
+static int stream_index(const uvmrt_sequence_t *r, size_t i)
+{
+    int k = 0;
+    for (size_t j = 0; j < i; j++) {
+        int seen = 0;
+        for (size_t q = 0; q < j; q++) seen |= r->calls[q].stream == r->calls[j].stream;
+        if (seen) continue;
+        if (r->calls[j].stream == r->calls[i].stream) return k;
+        k++;
+    }
+    return k;
+}
+
+static json_t *calls_json(uvmrt_context_t *ctx)
+{
+    const uvmrt_sequence_t *r = &ctx->sched.record;
+    /* On sim the recorded (demand-paged) step's kernel times include its faults,
+     * which the plan removes: the modelled duration is the work itself. On cuda
+     * the timing events measure it. */
+    int measure = ctx->cfg.backend != UVMRT_BACKEND_SIM;
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < r->n_calls; i++) {
+        const uvmrt_call_t *c = &r->calls[i];
+        uint64_t dur = c->sim_duration_ns;
+        const char *src = "modelled";
+        if (measure && c->timed) {
+            dur = uvmrt__elapsed(ctx, ctx->ev.timing[c->ev_wait_end], ctx->ev.timing[c->ev_end]);
+            src = "measured";
+        }
+        json_t *uses = json_array();
+        for (size_t k = 0; uses && k < c->n_uses; k++)
+            json_array_append_new(uses, json_pack("[i, i]", r->use_tensor[c->use_first + k],
+                                                  (int)r->use_access[c->use_first + k]));
+        json_array_append_new(a, json_pack("{s:i, s:s, s:i, s:I, s:s, s:I, s:I, s:o}", "layer", c->layer, "phase",
+                                           uvmrt_phase_name(c->phase), "stream", stream_index(r, i), "duration_ns",
+                                           (json_int_t)dur, "duration_source", src, "modelled_ns",
+                                           (json_int_t)c->sim_duration_ns, "host_bytes", (json_int_t)c->host_bytes,
+                                           "uses", uses));
+    }
+    return a;
+}
+
+static json_t *record_json(uvmrt_context_t *ctx)
+{
+    json_t *layers = json_array();
+    for (int l = 0; layers && l < ctx->tensors.n_layers; l++)
+        json_array_append_new(layers, json_string(ctx->tensors.layers[l].name));
+    return json_pack("{s:s, s:i, s:s, s:s, s:s, s:I, s:b, s:b, s:o, s:o, s:o}", "format", "uvmrt-record", "version", 1,
+                     "uvmrt_version", uvmrt_version_string(), "backend", uvmrt_backend_name(ctx->cfg.backend),
+                     "profile", ctx->cfg.profile, /* name or file path: what uvmrt-plan --profile takes */ "budget_bytes",
+                     (json_int_t)ctx->budget, "discard", ctx->cfg.discard_dead, "remote", ctx->cfg.remote, "layers",
+                     layers, "tensors", tensors_json(ctx), "calls", calls_json(ctx));
+}
+
+void uvmrt__record_write(uvmrt_context_t *ctx)
+{
+    const char *path = ctx->cfg.record;
+    if (path[0] == '\0' || strcmp(path, "none") == 0 || !ctx->sched.have_record) return;
+    json_t *root = record_json(ctx);
+    size_t len = strlen(path) + 48;
+    char *tmp = malloc(len);
+    int fd = -1, ok = 0;
+    const char *why = "out of memory";
+    if (root != NULL && tmp != NULL) {
+        /* mode 0666 less the umask, like the reports (mkstemp would make it 0600) */
+        snprintf(tmp, len, "%s.tmp.%ld.%p", path, (long)getpid(), (void *)ctx); /* one context writes at a time */
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        why = strerror(errno);
+    }
+    if (fd >= 0) {
+        ok = json_dumpfd(root, fd, JSON_INDENT(1) | JSON_PRESERVE_ORDER) == 0;
+        ok &= fsync(fd) == 0;
+        ok &= close(fd) == 0;
+        if (ok) ok = rename(tmp, path) == 0;
+        if (!ok) {
+            why = strerror(errno);
+            unlink(tmp);
+        }
+    }
+    if (ok) LOG_INFO(&ctx->log, "UVMRT_RECORD: recorded step written to '%s'", path);
+    else LOG_WARN(&ctx->log, "UVMRT_RECORD: cannot write the recorded step to '%s': %s (the step goes on)", path, why);
+    json_decref(root);
+    free(tmp);
+}

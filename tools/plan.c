@@ -1,0 +1,674 @@
+/*
+ * plan.c -- uvmrt-plan: the what-if tool. Re-plays a recorded step (UVMRT_RECORD)
+ * on a sim context -- the same planner and the same sim model the library uses --
+ * at a budget and a profile, and reports the predicted step time, what bounds it,
+ * the bytes each way and each layer's mechanisms. See uvmrt-plan(1).
+ * Every number it prints about a run is a prediction of the model, never a measurement.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "uvmrt.h"
+
+#define MIB (1024.0 * 1024.0)
+#define GRAIN (2ull << 20) /* --fit's granularity: the driver's 2 MiB block */
+#define REPLAY_STEPS 3
+
+/* ------------------------------------------------------------------ the record */
+typedef struct rtensor {
+    char *name;
+    int layer, role, arena, host;
+    uint64_t size, footprint;
+} rtensor_t;
+
+typedef struct rcall {
+    int layer, phase, stream;
+    uint64_t duration_ns, host_bytes;
+    size_t n_uses;
+    int *use_t;       /* index into rec.tensors */
+    unsigned *use_a;
+} rcall_t;
+
+typedef struct record {
+    char *profile;
+    uint64_t budget;
+    int discard, remote;
+    size_t n_layers, n_tensors, n_calls;
+    char **layers;
+    rtensor_t *tensors;
+    rcall_t *calls;
+} record_t;
+
+static void record_free(record_t *r)
+{
+    for (size_t i = 0; i < r->n_layers; i++) free(r->layers[i]);
+    for (size_t i = 0; i < r->n_tensors; i++) free(r->tensors[i].name);
+    for (size_t i = 0; i < r->n_calls; i++) {
+        free(r->calls[i].use_t);
+        free(r->calls[i].use_a);
+    }
+    free(r->layers);
+    free(r->tensors);
+    free(r->calls);
+    free(r->profile);
+    memset(r, 0, sizeof *r);
+}
+
+static int parse_enum(const char *s, int count, const char *(*name)(int))
+{
+    for (int i = 0; i < count; i++)
+        if (strcmp(s, name(i)) == 0) return i;
+    return -1;
+}
+static const char *role_name(int i) { return uvmrt_role_name((uvmrt_role_t)i); }
+static const char *phase_name(int i) { return uvmrt_phase_name((uvmrt_phase_t)i); }
+
+#define BAD(...)                                                                                                      \
+    do {                                                                                                              \
+        fprintf(stderr, "uvmrt-plan: %s: ", path);                                                                    \
+        fprintf(stderr, __VA_ARGS__);                                                                                 \
+        fputc('\n', stderr);                                                                                          \
+        goto fail;                                                                                                    \
+    } while (0)
+
+/* Reads a record file; 0 on success, else a message naming the file and what is wrong. */
+static int record_load(const char *path, record_t *r)
+{
+    memset(r, 0, sizeof *r);
+    json_error_t err;
+    json_t *root = json_load_file(path, 0, &err), *layers, *tensors, *calls;
+    const char *fmt = NULL, *profile = "";
+    json_int_t budget = 0;
+    int discard = 1, remote = 1;
+    int *id_map = NULL;
+    size_t max_id = 0;
+    if (root == NULL) BAD("not a readable JSON file: %s (line %d)", err.text, err.line);
+    if (json_unpack_ex(root, &err, 0, "{s:s, s?s, s?I, s?b, s?b, s:o, s:o, s:o}", "format", &fmt, "profile", &profile,
+                       "budget_bytes", &budget, "discard", &discard, "remote", &remote, "layers", &layers, "tensors",
+                       &tensors, "calls", &calls) != 0)
+        BAD("not a uvmrt record (UVMRT_RECORD): %s", err.text);
+    if (strcmp(fmt, "uvmrt-record") != 0) BAD("format is '%s', expected 'uvmrt-record'", fmt);
+    if (!json_is_array(layers) || !json_is_array(tensors) || !json_is_array(calls) || json_array_size(calls) == 0)
+        BAD("layers, tensors and calls must be arrays, with at least one call");
+    r->profile = strdup(profile);
+    r->budget = (uint64_t)(budget > 0 ? budget : 0);
+    r->discard = discard;
+    r->remote = remote;
+    r->n_layers = json_array_size(layers);
+    r->layers = calloc(r->n_layers + 1, sizeof *r->layers);
+    for (size_t i = 0; i < r->n_layers; i++) {
+        const char *s = json_string_value(json_array_get(layers, i));
+        if (s == NULL) BAD("layers[%zu] is not a string", i);
+        r->layers[i] = strdup(s);
+    }
+    r->n_tensors = json_array_size(tensors);
+    r->tensors = calloc(r->n_tensors + 1, sizeof *r->tensors);
+    for (size_t i = 0; i < r->n_tensors; i++) {
+        json_int_t id, layer, size, fp, arena = -1;
+        const char *name, *role, *place = "auto";
+        if (json_unpack_ex(json_array_get(tensors, i), &err, 0, "{s:I, s:s, s:I, s:s, s:I, s:I, s?I, s?s}", "id", &id,
+                           "name", &name, "layer", &layer, "role", &role, "size_bytes", &size, "footprint_bytes", &fp,
+                           "arena", &arena, "placement", &place) != 0)
+            BAD("tensors[%zu]: %s", i, err.text);
+        rtensor_t *t = &r->tensors[i];
+        t->role = parse_enum(role, UVMRT_ROLE_COUNT, role_name);
+        if (id < 0 || id > 1 << 30) BAD("tensors[%zu]: id %lld: expected 0 to 2^30", i, (long long)id);
+        if (layer < -1 || layer >= (json_int_t)r->n_layers)
+            BAD("tensors[%zu] ('%s'): layer %lld: expected -1 or a layer index below %zu", i, name, (long long)layer,
+                r->n_layers);
+        if (t->role < 0) BAD("tensors[%zu] ('%s'): role '%s': expected weight, gradient, ...", i, name, role);
+        if (size <= 0 || fp < size) BAD("tensors[%zu] ('%s'): size %lld, footprint %lld: expected 0 < size <= footprint",
+                                       i, name, (long long)size, (long long)fp);
+        t->name = strdup(name);
+        t->layer = (int)layer;
+        t->arena = (int)arena;
+        t->size = (uint64_t)size;
+        t->footprint = (uint64_t)fp;
+        t->host = strcmp(place, "host") == 0;
+        if ((size_t)id > max_id) max_id = (size_t)id;
+        t->arena = arena < 0 ? (int)i : (int)arena;
+    }
+    /* recorded ids (with gaps where tensors were freed) -> indices */
+    id_map = malloc((max_id + 1) * sizeof *id_map);
+    for (size_t i = 0; i <= max_id; i++) id_map[i] = -1;
+    for (size_t i = 0; i < r->n_tensors; i++) {
+        json_int_t id = json_integer_value(json_object_get(json_array_get(tensors, i), "id"));
+        if (id_map[id] >= 0) BAD("tensors[%zu]: id %lld appears twice", i, (long long)id);
+        id_map[id] = (int)i;
+    }
+    r->n_calls = json_array_size(calls);
+    r->calls = calloc(r->n_calls, sizeof *r->calls);
+    for (size_t i = 0; i < r->n_calls; i++) {
+        json_int_t layer, stream = 0, dur, hb = 0;
+        const char *phase;
+        json_t *uses;
+        if (json_unpack_ex(json_array_get(calls, i), &err, 0, "{s:I, s:s, s?I, s:I, s?I, s:o}", "layer", &layer,
+                           "phase", &phase, "stream", &stream, "duration_ns", &dur, "host_bytes", &hb, "uses",
+                           &uses) != 0)
+            BAD("calls[%zu]: %s", i, err.text);
+        rcall_t *c = &r->calls[i];
+        c->phase = parse_enum(phase, UVMRT_PHASE_COUNT, phase_name);
+        if (layer < 0 || layer >= (json_int_t)r->n_layers)
+            BAD("calls[%zu]: layer %lld: expected a layer index below %zu", i, (long long)layer, r->n_layers);
+        if (c->phase < 0) BAD("calls[%zu]: phase '%s': expected forward, backward or optimizer", i, phase);
+        if (dur < 0 || hb < 0 || stream < 0 || stream > 1000000 || !json_is_array(uses))
+            BAD("calls[%zu]: duration_ns %lld, host_bytes %lld, stream %lld: expected numbers >= 0 and an array of uses",
+                i, (long long)dur, (long long)hb, (long long)stream);
+        c->layer = (int)layer;
+        c->stream = (int)stream;
+        c->duration_ns = (uint64_t)dur;
+        c->host_bytes = (uint64_t)hb;
+        c->n_uses = json_array_size(uses);
+        c->use_t = calloc(c->n_uses + 1, sizeof *c->use_t);
+        c->use_a = calloc(c->n_uses + 1, sizeof *c->use_a);
+        for (size_t k = 0; k < c->n_uses; k++) {
+            json_int_t tid, acc;
+            if (json_unpack_ex(json_array_get(uses, k), &err, 0, "[I, I]", &tid, &acc) != 0)
+                BAD("calls[%zu].uses[%zu]: expected [tensor id, access bits]: %s", i, k, err.text);
+            if (tid < 0 || (size_t)tid > max_id || id_map[tid] < 0)
+                BAD("calls[%zu].uses[%zu]: tensor id %lld is not in tensors", i, k, (long long)tid);
+            if (acc < 1 || acc > 7) BAD("calls[%zu].uses[%zu]: access %lld: expected 1 to 7 (UVMRT_USE_* bits)", i, k,
+                                       (long long)acc);
+            c->use_t[k] = id_map[tid];
+            c->use_a[k] = (unsigned)acc;
+        }
+    }
+    free(id_map);
+    json_decref(root);
+    return 0;
+fail:
+    free(id_map);
+    json_decref(root);
+    record_free(r);
+    return -1;
+}
+
+/* ------------------------------------------------------------------ the replay */
+typedef struct prediction {
+    int fits;
+    uvmrt_status_t status;
+    uint64_t budget, step_ns;
+    uint64_t prefetch_bytes, evict_bytes, discard_bytes, remote_read_bytes, remote_write_bytes, host_bytes;
+    uint64_t compute_ns;
+    uint64_t device_bytes; /* the profile's device memory */
+    double floor_ns[4]; /* compute, link_h2d, link_d2h, host_memory */
+    int bound;
+    unsigned *layer_mech; /* per layer, UVMRT_MECH_* */
+} prediction_t;
+
+static const char *const bound_names[4] = {"compute", "link_h2d", "link_d2h", "host_memory"};
+
+static uvmrt_stream_t stream_of(int k) { return k == 0 ? NULL : (uvmrt_stream_t)(uintptr_t)(0x1000u + (unsigned)k); }
+
+/* The replay's own messages (a call over budget while --fit searches) are expected. */
+static char last_error[512]; /* the replay's latest error message, for when it fails for another reason */
+static void log_none(uvmrt_log_level_t l, const char *m, void *u)
+{
+    (void)u;
+    if (l == UVMRT_LOG_ERROR) snprintf(last_error, sizeof last_error, "%s", m);
+}
+
+/* Allocates the record's tensors as they were: one uvmrt_tensors_alloc call per
+ * run of tensors that shared allocation calls (a new call starts when a tensor
+ * opens a new arena for a layer the current call already has one for), so the
+ * arenas, their packing and the tensor ids equal the recorded run's. */
+static uvmrt_status_t alloc_all(uvmrt_context_t *ctx, const record_t *r, uvmrt_tensor_t **out)
+{
+    size_t n = r->n_tensors, start = 0;
+    uvmrt_tensor_desc_t *d = calloc(n + 1, sizeof *d);
+    if (d == NULL) return UVMRT_ERR_NOMEM;
+    uvmrt_status_t st = UVMRT_OK;
+    for (size_t i = 0; i < n; i++)
+        d[i] = (uvmrt_tensor_desc_t){r->tensors[i].name, r->tensors[i].layer, (uvmrt_role_t)r->tensors[i].role,
+                                     (size_t)r->tensors[i].size};
+    for (size_t i = 1; i <= n && st == UVMRT_OK; i++) {
+        int split = i == n;
+        for (size_t j = start; !split && j < i; j++)
+            split = r->tensors[j].layer == r->tensors[i].layer && r->tensors[j].arena != r->tensors[i].arena;
+        if (!split) continue;
+        st = uvmrt_tensors_alloc(ctx, i - start, d + start, out + start);
+        start = i;
+    }
+    free(d);
+    for (size_t i = 0; i < n && st == UVMRT_OK; i++)
+        if (r->tensors[i].host) st = uvmrt_tensor_set_placement(ctx, out[i], UVMRT_PLACE_HOST);
+    return st;
+}
+
+static uvmrt_status_t replay_step(uvmrt_context_t *ctx, const record_t *r, uvmrt_tensor_t **ts, uvmrt_use_t *uses)
+{
+    uvmrt_status_t st = uvmrt_step_begin(ctx);
+    for (size_t i = 0; i < r->n_calls && st == UVMRT_OK; i++) {
+        const rcall_t *c = &r->calls[i];
+        for (size_t k = 0; k < c->n_uses; k++) uses[k] = (uvmrt_use_t){ts[c->use_t[k]], c->use_a[k]};
+        uvmrt_layer_call_t call;
+        uvmrt_layer_call_init(&call, c->layer, (uvmrt_phase_t)c->phase, stream_of(c->stream));
+        call.uses = uses;
+        call.n_uses = c->n_uses;
+        call.no_default_uses = 1;
+        call.sim_duration_ns = c->duration_ns;
+        call.host_bytes = c->host_bytes;
+        st = uvmrt_layer_begin(ctx, &call);
+        if (st == UVMRT_OK) st = uvmrt_layer_end(ctx);
+    }
+    if (st == UVMRT_OK) st = uvmrt_step_end(ctx);
+    return st;
+}
+
+/* Re-plays the record at budget on a sim context with the profile; fills *p. */
+static int predict(const record_t *r, const char *profile, uint64_t budget, prediction_t *p)
+{
+    memset(p, 0, sizeof *p);
+    p->budget = budget;
+    p->layer_mech = calloc(r->n_layers + 1, sizeof *p->layer_mech);
+    uvmrt_params_t prm;
+    uvmrt_params_init(&prm);
+    prm.ignore_env = 1; /* the user's UVMRT_* (UVMRT_RECORD...) must not steer the model */
+    prm.backend = UVMRT_BACKEND_SIM;
+    prm.profile = profile;
+    prm.policy = UVMRT_POLICY_PREFETCH;
+    prm.budget_bytes = budget;
+    prm.discard_dead = r->discard;
+    prm.remote = r->remote;
+    prm.log_level = UVMRT_LOG_ERROR;
+    prm.log_fn = log_none;
+    uvmrt_context_t *ctx = NULL;
+    size_t max_uses = 1;
+    for (size_t i = 0; i < r->n_calls; i++) max_uses = r->calls[i].n_uses > max_uses ? r->calls[i].n_uses : max_uses;
+    uvmrt_tensor_t **ts = calloc(r->n_tensors + 1, sizeof *ts);
+    uvmrt_use_t *uses = calloc(max_uses, sizeof *uses);
+    uvmrt_status_t st = uvmrt_context_create(&prm, &ctx);
+    if (st != UVMRT_OK) {
+        fprintf(stderr, "uvmrt-plan: --profile '%s': cannot make a sim context with it (%s): expected a built-in "
+                        "profile name (uvmrt-demo --profile list) or a profile file (uvmrt-profile(5)); %s\n",
+                profile, uvmrt_status_str(st), last_error);
+        free(ts);
+        free(uses);
+        return -1;
+    }
+    for (size_t l = 0; l < r->n_layers && st == UVMRT_OK; l++) {
+        int id = -1;
+        st = uvmrt_layer_add(ctx, r->layers[l], &id);
+    }
+    if (st == UVMRT_OK) st = alloc_all(ctx, r, ts);
+    for (int s = 0; s < REPLAY_STEPS && st == UVMRT_OK; s++) st = replay_step(ctx, r, ts, uses);
+    p->status = st;
+    p->fits = st == UVMRT_OK;
+    if (st != UVMRT_OK && st != UVMRT_ERR_BUDGET) {
+        fprintf(stderr, "uvmrt-plan: the replay failed at budget %.1f MiB: %s: %s\n", budget / MIB,
+                uvmrt_status_str(st), last_error);
+        uvmrt_context_destroy(ctx);
+        free(ts);
+        free(uses);
+        return -1;
+    }
+    if (p->fits) {
+        uvmrt_step_stats_t ss;
+        uvmrt_summary_t sum;
+        if (uvmrt_step_stats_get(ctx, REPLAY_STEPS - 1, &ss) == UVMRT_OK && uvmrt_summary_get(ctx, &sum) == UVMRT_OK) {
+            p->fits = sum.plans_built > 0;
+            p->step_ns = ss.step_ns;
+            p->prefetch_bytes = ss.prefetch_bytes;
+            p->evict_bytes = ss.evict_bytes;
+            p->discard_bytes = ss.discard_bytes;
+            p->remote_read_bytes = ss.remote_read_bytes;
+            p->remote_write_bytes = ss.remote_write_bytes;
+        } else p->fits = 0;
+        const uvmrt_profile_t *pr = uvmrt_context_profile(ctx);
+        p->device_bytes = pr->memory_bytes;
+        for (size_t i = 0; i < r->n_calls; i++) {
+            p->compute_ns += r->calls[i].duration_ns;
+            p->host_bytes += r->calls[i].host_bytes;
+        }
+        double h2d = (double)p->prefetch_bytes / pr->prefetch_h2d_bps +
+                     (pr->remote_read_bps > 0 ? (double)p->remote_read_bytes / pr->remote_read_bps : 0);
+        double d2h = (double)p->evict_bytes / pr->evict_d2h_bps +
+                     (pr->remote_write_bps > 0 ? (double)p->remote_write_bytes / pr->remote_write_bps : 0);
+        double link_bytes = (double)(p->prefetch_bytes + p->evict_bytes + p->remote_read_bytes + p->remote_write_bytes);
+        p->floor_ns[0] = (double)p->compute_ns;
+        p->floor_ns[1] = h2d * 1e9;
+        p->floor_ns[2] = d2h * 1e9;
+        p->floor_ns[3] = pr->host_mem_shared_bps > 0 ? ((double)p->host_bytes + link_bytes) / pr->host_mem_shared_bps * 1e9 : 0;
+        for (int b = 1; b < 4; b++)
+            if (p->floor_ns[b] > p->floor_ns[p->bound]) p->bound = b;
+        size_t n = 0;
+        uvmrt_memory_summary(ctx, NULL, 0, &n);
+        uvmrt_tensor_info_t *info = calloc(n + 1, sizeof *info);
+        if (info && uvmrt_memory_summary(ctx, info, n, &n) == UVMRT_OK)
+            for (size_t i = 0; i < n; i++)
+                if (info[i].layer >= 0 && (size_t)info[i].layer < r->n_layers) p->layer_mech[info[i].layer] |= info[i].mechanism;
+        free(info);
+    }
+    uvmrt_context_destroy(ctx);
+    free(ts);
+    free(uses);
+    return 0;
+}
+
+/* The largest working set of one call (host-placed tensors do not count), and its call. */
+static uint64_t largest_working_set(const record_t *r, size_t *call)
+{
+    uint64_t best = 0;
+    *call = 0;
+    for (size_t i = 0; i < r->n_calls; i++) {
+        uint64_t ws = 0;
+        for (size_t k = 0; k < r->calls[i].n_uses; k++)
+            if (!r->tensors[r->calls[i].use_t[k]].host) ws += r->tensors[r->calls[i].use_t[k]].footprint;
+        if (ws > best) {
+            best = ws;
+            *call = i;
+        }
+    }
+    return best;
+}
+
+/* The smallest budget, a multiple of 2 MiB, at which the replay fits: binary search
+ * (feasibility grows with the budget: a call fits once its working set does). */
+static int fit_budget(const record_t *r, const char *profile, uint64_t *out)
+{
+    uint64_t total = 0;
+    for (size_t i = 0; i < r->n_tensors; i++) total += r->tensors[i].footprint;
+    uint64_t lo = 0, hi = (total + GRAIN - 1) / GRAIN; /* in grains: lo fails (0 bytes), hi fits */
+    prediction_t p;
+    if (predict(r, profile, hi * GRAIN, &p) != 0) return -1;
+    free(p.layer_mech);
+    if (!p.fits) return 1;
+    while (hi - lo > 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (predict(r, profile, mid * GRAIN, &p) != 0) return -1;
+        free(p.layer_mech);
+        if (p.fits) hi = mid;
+        else lo = mid;
+    }
+    *out = hi * GRAIN;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ output */
+static json_t *prediction_json(const record_t *r, const prediction_t *p)
+{
+    json_t *o = json_pack("{s:b, s:I}", "fits", p->fits, "budget_bytes", (json_int_t)p->budget);
+    if (!p->fits) return o;
+    json_t *layers = json_array(), *floor = json_object();
+    for (size_t l = 0; l < r->n_layers; l++) {
+        char mech[128];
+        uvmrt_mechanism_name(p->layer_mech[l], mech, sizeof mech);
+        json_array_append_new(layers, json_pack("{s:s, s:s}", "name", r->layers[l], "mechanisms", mech));
+    }
+    for (int b = 0; b < 4; b++) json_object_set_new(floor, bound_names[b], json_integer((json_int_t)p->floor_ns[b]));
+    json_t *more = json_pack("{s:s, s:I, s:s, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "label", "predicted", "predicted_step_ns",
+                     (json_int_t)p->step_ns, "bound", bound_names[p->bound], "floor_ns", floor, "h2d_bytes",
+                     (json_int_t)(p->prefetch_bytes + p->remote_read_bytes), "d2h_bytes",
+                     (json_int_t)(p->evict_bytes + p->remote_write_bytes), "prefetch_bytes", (json_int_t)p->prefetch_bytes,
+                     "evict_bytes", (json_int_t)p->evict_bytes, "discard_bytes", (json_int_t)p->discard_bytes,
+                     "remote_bytes", (json_int_t)(p->remote_read_bytes + p->remote_write_bytes), "layers", layers);
+    json_object_update_missing(o, more); /* copies the references: more is released below */
+    json_decref(more);
+    return o;
+}
+
+static void print_text(const record_t *r, const prediction_t *p, const char *profile, uint64_t min_budget)
+{
+    printf("uvmrt-plan: predicted by the sim model (profile %s); nothing here is measured\n", profile);
+    printf("budget %.1f MiB: %s\n", p->budget / MIB, p->fits ? "fits" : "does not fit");
+    printf("smallest budget that fits: %.1f MiB\n", min_budget / MIB);
+    if (!p->fits) return;
+    printf("predicted step time: %.3f ms, bound by %s\n", p->step_ns / 1e6, bound_names[p->bound]);
+    printf("predicted floor terms (ms): compute %.3f, link_h2d %.3f, link_d2h %.3f, host_memory %.3f\n",
+           p->floor_ns[0] / 1e6, p->floor_ns[1] / 1e6, p->floor_ns[2] / 1e6, p->floor_ns[3] / 1e6);
+    printf("predicted bytes per step: %.1f MiB to the GPU, %.1f MiB back, %.1f MiB discarded\n",
+           (p->prefetch_bytes + p->remote_read_bytes) / MIB, (p->evict_bytes + p->remote_write_bytes) / MIB,
+           p->discard_bytes / MIB);
+    printf("%-24s %s\n", "layer", "planned mechanisms");
+    for (size_t l = 0; l < r->n_layers; l++) {
+        char mech[128];
+        uvmrt_mechanism_name(p->layer_mech[l], mech, sizeof mech);
+        printf("%-24.24s %s\n", r->layers[l], mech);
+    }
+}
+
+/* ------------------------------------------------------------------ sweep */
+static int sweep(const record_t *r, const char *profile, uint64_t a, uint64_t b, uint64_t step, int json,
+                 const char *plot)
+{
+    json_t *rows = json_array();
+    FILE *dat = NULL;
+    char datpath[] = "/tmp/uvmrt-plan.XXXXXX";
+    if (plot != NULL) {
+        int fd = mkstemp(datpath);
+        dat = fd >= 0 ? fdopen(fd, "w") : NULL;
+        if (dat == NULL) fprintf(stderr, "uvmrt-plan: --plot %s: cannot write its data in /tmp: no chart\n", plot);
+    }
+    if (!json) printf("%-12s %-18s %-12s %-14s %-14s (all predicted, profile %s)\n", "budget_MiB", "predicted_ms/step",
+                      "bound", "predicted_GB_in", "predicted_GB_out", profile);
+    for (uint64_t budget = a; budget <= b; budget += step) {
+        prediction_t p;
+        if (predict(r, profile, budget, &p) != 0) {
+            json_decref(rows);
+            if (dat) fclose(dat);
+            if (plot != NULL) unlink(datpath);
+            return 1;
+        }
+        double in = (p.prefetch_bytes + p.remote_read_bytes) / 1e9, out = (p.evict_bytes + p.remote_write_bytes) / 1e9;
+        if (json) json_array_append_new(rows, prediction_json(r, &p));
+        else if (p.fits)
+            printf("%-12.1f %-18.3f %-12s %-14.3f %-14.3f\n", budget / MIB, p.step_ns / 1e6, bound_names[p.bound], in, out);
+        else printf("%-12.1f %-18s\n", budget / MIB, "does not fit");
+        if (dat && p.fits) fprintf(dat, "%.3f %.6f\n", budget / MIB / 1024.0, p.step_ns / 1e6);
+        free(p.layer_mech);
+        if (step == 0) break;
+    }
+    if (json) {
+        json_t *o = json_pack("{s:s, s:s, s:o}", "label", "predicted", "profile", profile, "sweep", rows);
+        json_dumpf(o, stdout, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+        putchar('\n');
+        json_decref(o);
+    } else json_decref(rows);
+    if (dat) {
+        fclose(dat);
+        /* gnuplot reads a script file: no user text passes through a shell */
+        char gp[] = "/tmp/uvmrt-plan-gp.XXXXXX", cmd[128];
+        int fd = mkstemp(gp);
+        FILE *g = fd >= 0 ? fdopen(fd, "w") : NULL;
+        if (g != NULL) {
+            fprintf(g,
+                    "set terminal png size 900,500\nset output '%s'\nset xlabel 'budget (GiB)'\n"
+                    "set ylabel 'predicted ms/step'\nset title 'uvmrt-plan: predicted step time (%s)'\n"
+                    "plot '%s' using 1:2 with linespoints title 'predicted'\n",
+                    plot, profile, datpath);
+            fclose(g);
+            snprintf(cmd, sizeof cmd, "gnuplot %s", gp);
+            if (system("command -v gnuplot >/dev/null 2>&1") != 0)
+                fprintf(stderr, "uvmrt-plan: --plot %s: gnuplot is not on PATH, no chart written\n", plot);
+            else if (system(cmd) != 0) fprintf(stderr, "uvmrt-plan: --plot %s: gnuplot failed\n", plot);
+            unlink(gp);
+        } else fprintf(stderr, "uvmrt-plan: --plot %s: cannot write a gnuplot script in /tmp\n", plot);
+        unlink(datpath);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ main */
+static void usage(FILE *f)
+{
+    fprintf(f, "Usage: uvmrt-plan --record FILE [--profile NAME|FILE] (--budget SIZE | --fit | --sweep A:B[:STEP])\n"
+               "                  [--json] [--plot FILE.png]\n"
+               "What if: re-plays a recorded step (written by a run with UVMRT_RECORD=FILE) on the sim\n"
+               "model with the planner the library uses, and predicts whether it fits, the step time,\n"
+               "what bounds it, the bytes each way and each layer's mechanisms. Every number is a\n"
+               "prediction, not a measurement.\n"
+               "\n"
+               "  --record FILE       the recorded step (uvmrt-plan(1) documents the format)\n"
+               "  --profile NAME|FILE a built-in profile or a profile file (default: the record's)\n"
+               "  --budget SIZE       device budget, e.g. 8G, 512M (default: the record's)\n"
+               "  --fit               predict at the smallest budget that fits (2 MiB steps)\n"
+               "  --sweep A:B[:STEP]  a table over budgets A to B (STEP default (B-A)/8)\n"
+               "  --plot FILE.png     with --sweep: a chart, when gnuplot is on PATH\n"
+               "  --json              JSON output\n"
+               "  -h, --help          this help\n"
+               "  -V, --version       the version\n"
+               "Exit status: 0 done (fits or not), 1 a bad record or profile, 2 a usage error.\n");
+}
+
+static int parse_size(const char *flag, const char *v, uint64_t *out)
+{
+    if (uvmrt_size_parse(v, out) != UVMRT_OK) {
+        fprintf(stderr, "uvmrt-plan: %s '%s': expected a size such as 8G or 512M\n", flag, v);
+        return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *record_path = NULL, *profile = NULL, *plot = NULL, *sweep_arg = NULL;
+    uint64_t budget = 0;
+    int fit = 0, json = 0, have_budget = 0;
+    static const struct option longopts[] = {
+        {"record", required_argument, NULL, 'r'}, {"profile", required_argument, NULL, 'p'},
+        {"budget", required_argument, NULL, 'b'}, {"fit", no_argument, NULL, 'f'},
+        {"sweep", required_argument, NULL, 's'},  {"plot", required_argument, NULL, 'P'},
+        {"json", no_argument, NULL, 'j'},         {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},      {NULL, 0, NULL, 0}};
+    opterr = 0;
+    int ch;
+    while ((ch = getopt_long(argc, argv, ":hV", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 'r': record_path = optarg; break;
+        case 'p': profile = optarg; break;
+        case 'b':
+            if (parse_size("--budget", optarg, &budget) != 0) return 2;
+            if (budget == 0) {
+                fprintf(stderr, "uvmrt-plan: --budget '%s': expected a size above 0\n", optarg);
+                return 2;
+            }
+            have_budget = 1;
+            break;
+        case 'f': fit = 1; break;
+        case 's': sweep_arg = optarg; break;
+        case 'P': plot = optarg; break;
+        case 'j': json = 1; break;
+        case 'h': usage(stdout); return 0;
+        case 'V': printf("uvmrt-plan (uvmrt) %s\n", uvmrt_version_string()); return 0;
+        case ':':
+            fprintf(stderr, "uvmrt-plan: option '%s' needs a value (see uvmrt-plan --help)\n", argv[optind - 1]);
+            return 2;
+        default:
+            fprintf(stderr, "uvmrt-plan: unknown option '%s' (see uvmrt-plan --help)\n", argv[optind - 1]);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "uvmrt-plan: unexpected argument '%s' (see uvmrt-plan --help)\n", argv[optind]);
+        return 2;
+    }
+    if (record_path == NULL) {
+        fprintf(stderr, "uvmrt-plan: --record FILE is required (a run with UVMRT_RECORD=FILE writes one)\n");
+        return 2;
+    }
+    if (have_budget + fit + (sweep_arg != NULL) > 1) {
+        fprintf(stderr, "uvmrt-plan: --budget, --fit and --sweep exclude each other\n");
+        return 2;
+    }
+    if (plot != NULL && sweep_arg == NULL) {
+        fprintf(stderr, "uvmrt-plan: --plot %s needs --sweep\n", plot);
+        return 2;
+    }
+    uint64_t sa = 0, sb = 0, sstep = 0;
+    if (sweep_arg != NULL) {
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", sweep_arg);
+        char *b = strchr(buf, ':'), *c = b ? strchr(b + 1, ':') : NULL;
+        if (b == NULL || strlen(sweep_arg) >= sizeof buf) {
+            fprintf(stderr, "uvmrt-plan: --sweep '%s': expected A:B[:STEP], e.g. 1G:8G:512M\n", sweep_arg);
+            return 2;
+        }
+        *b++ = '\0';
+        if (c) *c++ = '\0';
+        if (parse_size("--sweep", buf, &sa) || parse_size("--sweep", b, &sb) || (c && parse_size("--sweep", c, &sstep)))
+            return 2;
+        if (sa == 0 || sb < sa || (c && sstep == 0)) {
+            fprintf(stderr, "uvmrt-plan: --sweep '%s': expected 0 < A <= B and STEP > 0\n", sweep_arg);
+            return 2;
+        }
+        if (!c) sstep = (sb - sa) / 8;
+        if (sstep == 0) sstep = sb - sa ? sb - sa : 1;
+        if ((sb - sa) / sstep > 10000) {
+            fprintf(stderr, "uvmrt-plan: --sweep '%s': more than 10000 budgets; take a larger STEP\n", sweep_arg);
+            return 2;
+        }
+    }
+    record_t rec;
+    if (record_load(record_path, &rec) != 0) return 1;
+    if (profile == NULL) profile = rec.profile[0] ? rec.profile : "consumer-8g";
+    if (!have_budget) budget = rec.budget;
+    int rc = 0;
+    if (sweep_arg != NULL) {
+        rc = sweep(&rec, profile, sa, sb, sstep, json, plot);
+        record_free(&rec);
+        return rc;
+    }
+    uint64_t min_budget = 0;
+    int fr = fit_budget(&rec, profile, &min_budget);
+    if (fr < 0) {
+        record_free(&rec);
+        return 1;
+    }
+    if (fr > 0) {
+        fprintf(stderr, "uvmrt-plan: %s: the replay does not fit even with every tensor resident\n", record_path);
+        record_free(&rec);
+        return 1;
+    }
+    if (fit) budget = min_budget;
+    if (budget == 0) {
+        fprintf(stderr, "uvmrt-plan: %s has no budget_bytes: give --budget SIZE or --fit\n", record_path);
+        record_free(&rec);
+        return 2;
+    }
+    prediction_t p;
+    if (predict(&rec, profile, budget, &p) != 0) {
+        record_free(&rec);
+        return 1;
+    }
+    if (p.fits && p.device_bytes > 0 && budget > p.device_bytes)
+        fprintf(stderr, "uvmrt-plan: warning: budget %.1f MiB is more than the device memory of profile %s (%.1f MiB)\n",
+                budget / MIB, profile, p.device_bytes / MIB);
+    size_t wcall;
+    uint64_t ws = largest_working_set(&rec, &wcall);
+    const char *wlayer = rec.layers[rec.calls[wcall].layer];
+    const char *wphase = uvmrt_phase_name((uvmrt_phase_t)rec.calls[wcall].phase);
+    if (json) {
+        json_t *o = prediction_json(&rec, &p);
+        json_object_set_new(o, "min_budget_bytes", json_integer((json_int_t)min_budget));
+        json_object_set_new(o, "profile", json_string(profile));
+        if (p.fits) json_object_set_new(o, "device_memory_bytes", json_integer((json_int_t)p.device_bytes));
+        json_object_set_new(o, "largest_working_set", json_pack("{s:I, s:s, s:s}", "bytes", (json_int_t)ws, "layer",
+                                                                 wlayer, "phase", wphase));
+        if (!p.fits) {
+            char why[512];
+            snprintf(why, sizeof why, "layer '%s' %s needs %.1f MiB resident at once; the smallest budget that fits is %.1f MiB",
+                     wlayer, wphase, ws / MIB, min_budget / MIB);
+            json_object_set_new(o, "why", json_string(why));
+        }
+        json_dumpf(o, stdout, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+        putchar('\n');
+        json_decref(o);
+    } else {
+        print_text(&rec, &p, profile, min_budget);
+        printf("largest working set: %.1f MiB, layer '%s' %s\n", ws / MIB, wlayer, wphase);
+        if (!p.fits)
+            printf("does not fit because layer '%s' %s needs %.1f MiB resident at once (budget %.1f MiB); "
+                   "the smallest budget that fits is %.1f MiB\n",
+                   wlayer, wphase, ws / MIB, budget / MIB, min_budget / MIB);
+    }
+    free(p.layer_mech);
+    record_free(&rec);
+    return rc;
+}
