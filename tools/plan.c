@@ -284,6 +284,14 @@ static int predict(const record_t *r, const char *profile, uint64_t budget, pred
     for (size_t i = 0; i < r->n_calls; i++) max_uses = r->calls[i].n_uses > max_uses ? r->calls[i].n_uses : max_uses;
     uvmrt_tensor_t **ts = calloc(r->n_tensors + 1, sizeof *ts);
     uvmrt_use_t *uses = calloc(max_uses, sizeof *uses);
+    if (ts == NULL || uses == NULL || p->layer_mech == NULL) {
+        fprintf(stderr, "uvmrt-plan: out of memory for the replay at budget %.1f MiB\n", budget / MIB);
+        free(ts);
+        free(uses);
+        free(p->layer_mech);
+        p->layer_mech = NULL;
+        return -1;
+    }
     uvmrt_status_t st = uvmrt_context_create(&prm, &ctx);
     if (st != UVMRT_OK) {
         fprintf(stderr, "uvmrt-plan: --profile '%s': cannot make a sim context with it (%s): expected a built-in "
@@ -291,6 +299,8 @@ static int predict(const record_t *r, const char *profile, uint64_t budget, pred
                 profile, uvmrt_status_str(st), last_error);
         free(ts);
         free(uses);
+        free(p->layer_mech); /* a failed prediction holds nothing */
+        p->layer_mech = NULL;
         return -1;
     }
     for (size_t l = 0; l < r->n_layers && st == UVMRT_OK; l++) {
@@ -307,6 +317,8 @@ static int predict(const record_t *r, const char *profile, uint64_t budget, pred
         uvmrt_context_destroy(ctx);
         free(ts);
         free(uses);
+        free(p->layer_mech);
+        p->layer_mech = NULL;
         return -1;
     }
     if (p->fits) {
