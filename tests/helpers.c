@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include <criterion/criterion.h>
 
@@ -475,4 +476,25 @@ char *file_slurp(const char *path)
     b[n] = '\0';
     fclose(f);
     return b;
+}
+
+int run_capture(const char *cmd, char **out)
+{
+    FILE *p = popen(cmd, "r");
+    cr_assert(p != NULL, "popen %s", cmd);
+    size_t got = 0, cap = 4096, n;
+    char *b = malloc(cap);
+    cr_assert_not_null(b);
+    while ((n = fread(b + got, 1, cap - 1 - got, p)) > 0) {
+        got += n;
+        if (cap - 1 - got == 0) {
+            b = realloc(b, 2 * cap);
+            cr_assert_not_null(b);
+            cap *= 2;
+        }
+    }
+    b[got] = '\0';
+    int status = pclose(p);
+    *out = b;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }

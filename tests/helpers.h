@@ -37,6 +37,11 @@ void env_clear_uvmrt(void);
  * cannot be read. */
 char *file_slurp(const char *path);
 
+/* Runs cmd through the shell (add 2>&1 for stderr) and returns its exit status, or -1
+ * when it did not exit (killed by a signal); *out receives what it wrote to stdout,
+ * NUL-terminated (caller frees). Fails the test when the shell cannot be started. */
+int run_capture(const char *cmd, char **out);
+
 /* ------------------------------------------------------------------ contexts */
 /* params_init, then backend sim, the given policy/budget/profile (profile NULL:
  * the default), ignore_env = 1, log_fn = log_capture. */

@@ -21,17 +21,11 @@
 /* Runs the tool with args; its exit status, and stdout+stderr in *out (caller frees). */
 static int run_tool(const char *args, char **out)
 {
-    char tmp[] = "/tmp/uvmrt-calib-out-XXXXXX";
-    int fd = mkstemp(tmp);
-    cr_assert_geq(fd, 0);
-    close(fd);
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "CUDA_VISIBLE_DEVICES= '%s' %s >'%s' 2>&1", UVMRT_CALIBRATE_PATH, args, tmp);
-    int st = system(cmd);
-    cr_assert(WIFEXITED(st), "%s: did not exit", cmd);
-    *out = file_slurp(tmp);
-    unlink(tmp);
-    return WEXITSTATUS(st);
+    snprintf(cmd, sizeof cmd, "CUDA_VISIBLE_DEVICES= '%s' %s 2>&1", UVMRT_CALIBRATE_PATH, args);
+    int st = run_capture(cmd, out);
+    cr_assert(st >= 0, "%s: did not exit", cmd);
+    return st;
 }
 
 Test(calibrate, without_a_gpu_exits_1_saying_so_and_writes_nothing)

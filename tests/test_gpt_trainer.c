@@ -69,14 +69,11 @@ static int gpt(const char *fmt, ...) {
     va_end(ap);
     snprintf(cmd, sizeof cmd, "timeout 300 '%s' %s 2>&1", gpt_path(), args);
     env_clear_uvmrt();
-    FILE *p = popen(cmd, "r");
-    cr_assert(p != NULL, "popen %s", cmd);
-    size_t got = 0, n;
-    while ((n = fread(out + got, 1, sizeof out - 1 - got, p)) > 0)
-        got += n;
-    out[got] = '\0';
-    int status = pclose(p);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    char *text;
+    int status = run_capture(cmd, &text);
+    snprintf(out, sizeof out, "%s", text);
+    free(text);
+    return status;
 }
 
 static json_t *json_file(const char *path) {

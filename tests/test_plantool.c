@@ -23,17 +23,11 @@
 
 static int run_tool(const char *args, char **out)
 {
-    char tmp[] = "/tmp/uvmrt-plan-out-XXXXXX";
-    int fd = mkstemp(tmp);
-    cr_assert_geq(fd, 0);
-    close(fd);
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "'%s' %s >'%s' 2>&1", UVMRT_PLAN_PATH, args, tmp);
-    int st = system(cmd);
-    cr_assert(WIFEXITED(st), "%s: did not exit", cmd);
-    *out = file_slurp(tmp);
-    unlink(tmp);
-    return WEXITSTATUS(st);
+    snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", UVMRT_PLAN_PATH, args);
+    int st = run_capture(cmd, out);
+    cr_assert(st >= 0, "%s: did not exit", cmd);
+    return st;
 }
 
 static json_t *run_json(const char *args)
