@@ -702,6 +702,80 @@ uvmrt_status_t uvmrt_memory_peak_reset(uvmrt_context_t *ctx);
  * ETA (0: unknown, the default). Any time; the last call counts. */
 uvmrt_status_t uvmrt_context_set_total_steps(uvmrt_context_t *ctx, uint64_t steps);
 
+
+/* ------------------------------------------------------------------ choices (uvmrt_choose(3)) */
+/* Options of the trainer's own that the runtime chooses from its model of the machine
+ * (e.g. on which side each block's optimizer runs, which blocks recompute their
+ * activations). A knob is one option and the values it may take, e.g. the number of
+ * top blocks whose AdamW runs on the CPU: {"cpu_layers", 5, (const int[]){0, 6, 12, 18, 24}}. */
+#define UVMRT_KNOBS_MAX 8
+#define UVMRT_CHOICES_MAX 4096 /* combinations of knob values rehearsed at most */
+typedef struct uvmrt_knob {
+    const char *name;   /* for messages; copied */
+    size_t n_values;    /* >= 1 */
+    const int *values;  /* copied */
+} uvmrt_knob_t;
+
+/* Runs the trainer's step on a model of the machine: declares its layers and tensors on
+ * `model` (a sim context uvmrt_choose made with the context's profile, budget, policy,
+ * discard and remote settings; its tensors are address space only, never touched), then
+ * runs `steps` steps (uvmrt_step_begin .. uvmrt_step_end) of the layer calls the trainer
+ * would run for real with these knob values (values[k] is knob k's), with their flops and
+ * host_bytes and no arithmetic. The model is destroyed after the call, tensors and all.
+ * An error return stops the choice, which then fails with that status. */
+typedef uvmrt_status_t (*uvmrt_rehearse_fn)(uvmrt_context_t *model, const int *values, int steps,
+                                            void *user);
+
+/* What uvmrt_choose chose, and what the review found. Every time here is the model's
+ * prediction except measured_step_ns. */
+typedef struct uvmrt_choice {
+    int values[UVMRT_KNOBS_MAX];    /* the chosen value of each knob */
+    double predicted_step_ns;       /* predicted step time of the choice at plan_budget_bytes */
+    uint64_t plan_budget_bytes;     /* the budget the plan uses: the context's, or a smaller
+                                       one the model predicts faster (more budget never
+                                       predicts slower) */
+    int fits;                       /* 0: no combination fits the budget (values: the first) */
+    size_t rehearsals;              /* model runs made (combinations and budgets) */
+    /* uvmrt_choice_review */
+    double measured_step_ns;        /* median measured step time of the planned steps since
+                                       the choice; 0 before a review */
+    double first_predicted_step_ns; /* the prediction before a re-plan (= predicted_step_ns
+                                       without one) */
+    int replanned;                  /* 1: the review found an error over 10% and chose again */
+} uvmrt_choice_t;
+
+/* Chooses the knob values with the least predicted step time: rehearses every combination
+ * (at most UVMRT_CHOICES_MAX; each is one call of rehearse on a fresh model) at the
+ * context's budget, then the best one at smaller budgets (7/8, 6/8, 5/8, 4/8 of it) and
+ * keeps the fastest; the context then plans with out->plan_budget_bytes. On the cuda
+ * backend the model is the context's profile (UVMRT_PROFILE: a file from
+ * uvmrt-calibrate(1) describes the machine; a built-in name is an estimate). Outside a
+ * step, before or after the trainer's tensors exist. UVMRT_ERR_INVALID for bad
+ * arguments (NULL ctx, rehearse or out, n_knobs 0 or over UVMRT_KNOBS_MAX, a knob without
+ * values, too many combinations); a failed rehearsal's status otherwise. On failure the
+ * context is as before. uvmrt_choice_get reads the last choice later. */
+uvmrt_status_t uvmrt_choose(uvmrt_context_t *ctx, const uvmrt_knob_t *knobs, size_t n_knobs,
+                            uvmrt_rehearse_fn rehearse, void *user, uvmrt_choice_t *out);
+
+/* After some planned steps (at least 2 since the choice): compares their median measured
+ * step time with the prediction. When they differ by more than 10% and the context has not
+ * re-planned yet, rehearses again with each (layer, phase)'s GPU work scaled by what the last
+ * step measured against what the model gave it, and chooses again (once per context).
+ * *changed (may be NULL) is 1 when the knob values changed: the trainer applies them to its
+ * next steps. out receives the choice with the measurement. UVMRT_ERR_INVALID without a
+ * choice, inside a step or with fewer than 2 planned steps since the choice. */
+uvmrt_status_t uvmrt_choice_review(uvmrt_context_t *ctx, uvmrt_choice_t *out, int *changed);
+
+/* The last choice (after uvmrt_choose or a review); UVMRT_ERR_INVALID without one. */
+uvmrt_status_t uvmrt_choice_get(const uvmrt_context_t *ctx, uvmrt_choice_t *out);
+
+/* Rehearsed combination i (0 .. uvmrt_choice_count(ctx) - 1) of the last choice, at the
+ * context's budget: its knob values and predicted step time (0 when it did not fit).
+ * UVMRT_ERR_INVALID when i is out of range. */
+size_t uvmrt_choice_count(const uvmrt_context_t *ctx);
+uvmrt_status_t uvmrt_choice_candidate(const uvmrt_context_t *ctx, size_t i, int *values,
+                                      double *predicted_step_ns);
+
 #ifdef __cplusplus
 }
 #endif
