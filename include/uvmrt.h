@@ -228,8 +228,10 @@ const uvmrt_profile_t *uvmrt_profile_find(const char *name);
  *                         at destroy; a context that cannot create it warns and runs
  *                         on unmonitored)                          (default 1)
  *   UVMRT_RECORD          none | FILE: the prefetch policy's recorded step written as JSON
- *                         whenever it is (re)recorded, for uvmrt-plan(1) (which documents
- *                         the format); a failed write only warns   (default none)
+ *                         whenever it is (re)recorded and again after each of the first
+ *                         three planned steps (on cuda with their measured call times),
+ *                         for uvmrt-plan(1) (which documents the format); a failed write
+ *                         only warns                               (default none)
  *
  * An invalid value makes uvmrt_context_create() fail with UVMRT_ERR_CONFIG and a
  * message naming the variable and what was expected.

@@ -41,20 +41,21 @@ static int stream_index(const uvmrt_sequence_t *r, size_t i)
     return k;
 }
 
-static json_t *calls_json(uvmrt_context_t *ctx)
+static json_t *calls_json(uvmrt_context_t *ctx, const uvmrt_sequence_t *timed)
 {
     const uvmrt_sequence_t *r = &ctx->sched.record;
-    /* On sim the recorded (demand-paged) step's kernel times include its faults,
-     * which the plan removes: the modelled duration is the work itself. On cuda
-     * the timing events measure it. */
-    int measure = ctx->cfg.backend != UVMRT_BACKEND_SIM;
+    /* On sim the modelled duration is the work itself. On cuda the timing events
+     * measure it, in a planned step (timed): the recording step is demand-paged, so
+     * its kernels' times are mostly their faults, which the plan removes. */
+    int measure = ctx->cfg.backend != UVMRT_BACKEND_SIM && timed != NULL && timed->n_calls == r->n_calls;
     json_t *a = json_array();
     for (size_t i = 0; a && i < r->n_calls; i++) {
         const uvmrt_call_t *c = &r->calls[i];
         uint64_t dur = c->sim_duration_ns;
         const char *src = "modelled";
-        if (measure && c->timed) {
-            dur = uvmrt__elapsed(ctx, ctx->ev.timing[c->ev_wait_end], ctx->ev.timing[c->ev_end]);
+        if (measure && timed->calls[i].timed) {
+            const uvmrt_call_t *m = &timed->calls[i];
+            dur = uvmrt__elapsed(ctx, ctx->ev.timing[m->ev_wait_end], ctx->ev.timing[m->ev_end]);
             src = "measured";
         }
         json_t *uses = json_array();
@@ -70,7 +71,7 @@ static json_t *calls_json(uvmrt_context_t *ctx)
     return a;
 }
 
-static json_t *record_json(uvmrt_context_t *ctx)
+static json_t *record_json(uvmrt_context_t *ctx, const uvmrt_sequence_t *timed)
 {
     json_t *layers = json_array();
     for (int l = 0; layers && l < ctx->tensors.n_layers; l++)
@@ -79,14 +80,14 @@ static json_t *record_json(uvmrt_context_t *ctx)
                      "uvmrt_version", uvmrt_version_string(), "backend", uvmrt_backend_name(ctx->cfg.backend),
                      "profile", ctx->cfg.profile, /* name or file path: what uvmrt-plan --profile takes */ "budget_bytes",
                      (json_int_t)ctx->budget, "discard", ctx->cfg.discard_dead, "remote", ctx->cfg.remote, "layers",
-                     layers, "tensors", tensors_json(ctx), "calls", calls_json(ctx));
+                     layers, "tensors", tensors_json(ctx), "calls", calls_json(ctx, timed));
 }
 
-void uvmrt__record_write(uvmrt_context_t *ctx)
+void uvmrt__record_write(uvmrt_context_t *ctx, const uvmrt_sequence_t *timed)
 {
     const char *path = ctx->cfg.record;
     if (path[0] == '\0' || strcmp(path, "none") == 0 || !ctx->sched.have_record) return;
-    json_t *root = record_json(ctx);
+    json_t *root = record_json(ctx, timed);
     size_t len = strlen(path) + 48;
     char *tmp = malloc(len);
     int fd = -1, ok = 0;

@@ -9,7 +9,9 @@
 #include "uvmrt.h"
 
 /* Writes ctx->sched.record to cfg.record (tmp file beside it, then rename) when
- * UVMRT_RECORD names a file; logs a warning naming the path on failure. */
-void uvmrt__record_write(uvmrt_context_t *ctx);
+ * UVMRT_RECORD names a file; logs a warning naming the path on failure. timed: a
+ * planned step of the same calls whose measured durations (cuda) the file carries,
+ * or NULL (the modelled ones; written again after the planned steps). */
+void uvmrt__record_write(uvmrt_context_t *ctx, const struct uvmrt_sequence *timed);
 
 #endif

@@ -54,6 +54,7 @@ typedef struct uvmrt_schedule {
     int have_plan;
     uint8_t *scratch_resident;      /* tensors.n bytes */
     uint64_t plans_built;
+    int planned_since_record;       /* planned steps since the record was taken (UVMRT_RECORD rewrites) */
     /* step_end scratch, grown only: distinct-stream slots */
     size_t *sync_slots;
     size_t cap_sync_slots;

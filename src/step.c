@@ -252,7 +252,12 @@ uvmrt_status_t uvmrt_step_end(uvmrt_context_t *ctx)
         uvmrt__plan_drop(ctx);
         LOG_INFO(&ctx->log, "step %llu recorded: %zu layer calls", (unsigned long long)uvmrt__steps_done(ctx) + 1,
                  ctx->sched.record.n_calls);
-        uvmrt__record_write(ctx); /* UVMRT_RECORD; a failed write only warns */
+        uvmrt__record_write(ctx, NULL); /* UVMRT_RECORD; a failed write only warns */
+        ctx->sched.planned_since_record = 0;
+    } else if (ctx->cfg.policy == UVMRT_POLICY_PREFETCH && ctx->sched.planned_since_record < 3) {
+        /* the first planned steps give the measured durations (the third is steady) */
+        ctx->sched.planned_since_record++;
+        uvmrt__record_write(ctx, &ctx->sched.cur);
     }
     uvmrt__keep_rows(ctx);
     uvmrt__history_add_step(ctx, &ctx->stats.cur); /* room reserved above */
