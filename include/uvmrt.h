@@ -392,6 +392,13 @@ typedef struct uvmrt_layer_call {
      * without those figures it adds no time. cuda: only declared (the CPU's real work
      * takes the real time). UVMRT_ERR_INVALID when it would take over 1e18 ns. */
     uint64_t host_bytes;
+    /* A stream whose work so far this call must follow (NULL: none, the default): uvmrt
+     * records an event on it and makes call->stream wait for it, so the model (sim, and
+     * uvmrt_choose's rehearsals) orders the call after that work, e.g. a CPU call after
+     * the GPU backward that wrote its gradient (after = the compute stream), or a forward
+     * after the CPU's update of its weights (after = the CPU call's stream). On cuda it
+     * is a real event wait; the trainer still synchronises its own CPU thread. */
+    uvmrt_stream_t after;
 } uvmrt_layer_call_t;
 
 /* Fills *call for one layer call: layer, phase and stream as given, every other

@@ -90,15 +90,28 @@ static void combination(const search_t *s, size_t i, int *out)
     }
 }
 
+/* The model's last error message: shown only when the rehearsal fails for another
+ * reason than the budget (a combination that does not fit is no error). */
+typedef struct model_log {
+    char last[512];
+} model_log_t;
+
+static void model_log_fn(uvmrt_log_level_t level, const char *message, void *user)
+{
+    model_log_t *m = user;
+    if (level == UVMRT_LOG_ERROR) snprintf(m->last, sizeof m->last, "%s", message);
+}
+
 /* One rehearsal at budget: *ns the predicted step time, 0 when it does not fit. */
 static uvmrt_status_t rehearse(uvmrt_context_t *ctx, search_t *s, const int *values, uint64_t budget, double *ns)
 {
     *ns = 0.0;
     uvmrt_context_t *model = NULL;
-    uvmrt_status_t st = uvmrt__context_create_model(ctx, budget, &model);
+    model_log_t mlog = {""};
+    uvmrt_status_t st = uvmrt__context_create_model(ctx, budget, model_log_fn, &mlog, &model);
     if (st != UVMRT_OK) {
-        LOG_ERROR(&ctx->log, "uvmrt_choose: the model context (sim, profile %s) could not be made: %s", ctx->cfg.profile,
-                  uvmrt_status_str(st));
+        LOG_ERROR(&ctx->log, "uvmrt_choose: the model context (sim, profile %s) could not be made: %s%s%s",
+                  ctx->cfg.profile, uvmrt_status_str(st), mlog.last[0] ? ": " : "", mlog.last);
         return st;
     }
     if (s->scale != NULL) {
@@ -127,7 +140,8 @@ static uvmrt_status_t rehearse(uvmrt_context_t *ctx, search_t *s, const int *val
             if (*ns <= 0) *ns = 1; /* fits, takes no modelled time */
         }
     } else {
-        LOG_ERROR(&ctx->log, "uvmrt_choose: the trainer's rehearsal failed: %s", uvmrt_status_str(st));
+        LOG_ERROR(&ctx->log, "uvmrt_choose: the trainer's rehearsal failed: %s%s%s", uvmrt_status_str(st),
+                  mlog.last[0] ? "; the model said: " : "", mlog.last);
     }
     uvmrt_context_destroy(model);
     return st;

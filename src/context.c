@@ -118,7 +118,8 @@ uvmrt_status_t uvmrt_context_create(const uvmrt_params_t *params, uvmrt_context_
     return create(params, NULL, 0, out);
 }
 
-uvmrt_status_t uvmrt__context_create_model(const uvmrt_context_t *parent, uint64_t budget, uvmrt_context_t **out)
+uvmrt_status_t uvmrt__context_create_model(const uvmrt_context_t *parent, uint64_t budget, uvmrt_log_fn log_fn,
+                                           void *log_user, uvmrt_context_t **out)
 {
     uvmrt_params_t p;
     uvmrt_params_init(&p);
@@ -130,10 +131,10 @@ uvmrt_status_t uvmrt__context_create_model(const uvmrt_context_t *parent, uint64
     p.discard_dead = parent->cfg.discard_dead;
     p.remote = parent->cfg.remote;
     /* the model's own notices (budget above the modelled device, ...) would repeat
-     * once per rehearsal: errors only */
+     * once per rehearsal: errors only, to the caller's function */
     p.log_level = UVMRT_LOG_ERROR;
-    p.log_fn = parent->log.fn;
-    p.log_user = parent->log.user;
+    p.log_fn = log_fn;
+    p.log_user = log_user;
     p.fault_stats = 0;
     return create(&p, NULL, 1, out);
 }

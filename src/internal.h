@@ -70,8 +70,9 @@ uvmrt_status_t uvmrt__context_create_with(const uvmrt_params_t *params,
                                           uvmrt_context_t **out);
 /* A sim context modelling parent (its profile, policy, discard and remote settings) at
  * budget, for uvmrt_choose's rehearsals: no monitor, reports, record, trace or driver
- * counters, and only errors logged. */
-uvmrt_status_t uvmrt__context_create_model(const uvmrt_context_t *parent, uint64_t budget, uvmrt_context_t **out);
+ * counters, and only errors logged, to log_fn. */
+uvmrt_status_t uvmrt__context_create_model(const uvmrt_context_t *parent, uint64_t budget, uvmrt_log_fn log_fn,
+                                           void *log_user, uvmrt_context_t **out);
 /* Every backend call the scheduler makes is described to fn, one line each, with
  * pointers as arena offsets, so traces from different backends compare equal. */
 void uvmrt__set_trace(uvmrt_context_t *ctx, void (*fn)(void *user, const char *line), void *user);

@@ -62,8 +62,13 @@ static json_t *calls_json(uvmrt_context_t *ctx, const uvmrt_sequence_t *timed)
         for (size_t k = 0; uses && k < c->n_uses; k++)
             json_array_append_new(uses, json_pack("[i, i]", r->use_tensor[c->use_first + k],
                                                   (int)r->use_access[c->use_first + k]));
-        json_array_append_new(a, json_pack("{s:i, s:s, s:i, s:I, s:s, s:I, s:I, s:o}", "layer", c->layer, "phase",
-                                           uvmrt_phase_name(c->phase), "stream", stream_index(r, i), "duration_ns",
+        /* after: the stream index of the first call on that stream (-1: none) */
+        int after = -1;
+        for (size_t j = 0; c->after != NULL && after < 0 && j < r->n_calls; j++)
+            if (r->calls[j].stream == c->after) after = stream_index(r, j);
+        json_array_append_new(a, json_pack("{s:i, s:s, s:i, s:i, s:I, s:s, s:I, s:I, s:o}", "layer", c->layer, "phase",
+                                           uvmrt_phase_name(c->phase), "stream", stream_index(r, i), "after", after,
+                                           "duration_ns",
                                            (json_int_t)dur, "duration_source", src, "modelled_ns",
                                            (json_int_t)c->sim_duration_ns, "host_bytes", (json_int_t)c->host_bytes,
                                            "uses", uses));

@@ -372,7 +372,7 @@ uvmrt_status_t uvmrt_layer_begin(uvmrt_context_t *ctx, const uvmrt_layer_call_t 
     size_t i = s->n_calls; /* staged: counted in n_calls only once open */
     uvmrt_call_t *c = &s->calls[i];
     *c = (uvmrt_call_t){call->layer, call->phase, call->stream, first, s->n_uses - first, dur,
-                        (int)(3 * i), (int)(3 * i + 1), (int)(3 * i + 2), 0, 0, {0, 0}, call->host_bytes, 0, declared};
+                        (int)(3 * i), (int)(3 * i + 1), (int)(3 * i + 2), 0, 0, {0, 0}, call->host_bytes, 0, declared, call->after};
     int deviated = ctx->sched.deviated;
     if (ctx->cfg.policy == UVMRT_POLICY_PREFETCH && ctx->sched.have_record && !deviated &&
         !uvmrt__call_matches_record(ctx, i))
@@ -385,6 +385,12 @@ uvmrt_status_t uvmrt_layer_begin(uvmrt_context_t *ctx, const uvmrt_layer_call_t 
             missing |= !t->resident && !t->host_homed;
         }
         if (missing) st = uvmrt__late_path(ctx, c, (int)i);
+    }
+    /* The work the trainer orders this call after (call->after). */
+    if (st == UVMRT_OK && call->after != NULL && call->after != call->stream) {
+        uvmrt_evref_t r = 0;
+        st = uvmrt__ring_record(ctx, call->after, &r);
+        if (st == UVMRT_OK) st = uvmrt__ring_wait(ctx, c->stream, r);
     }
     /* Wait only for the prefetches of this layer's own tensors (for host-homed
      * ones: for their last move to the host). */

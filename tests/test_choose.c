@@ -300,3 +300,40 @@ Test(choose, review_replans_once_with_the_measured_work)
     cr_assert_eq(changed, 0);
     uvmrt_context_destroy(ctx);
 }
+
+/* uvmrt_layer_call_t.after: a CPU call on its own stream follows the GPU work
+ * enqueued so far on the compute stream (the gradient it updates), so the model
+ * adds the two; without it the two overlap. */
+static uint64_t two_streams_step(int with_after)
+{
+    uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_PREFETCH, 2 * GIB, "h200");
+    int l;
+    cr_assert_eq(uvmrt_layer_add(ctx, "L", &l), UVMRT_OK);
+    uvmrt_stream_t gpu = (uvmrt_stream_t)0x10, cpu = (uvmrt_stream_t)0x20;
+    uvmrt_step_stats_t st;
+    cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
+    uvmrt_layer_call_t c;
+    uvmrt_layer_call_init(&c, l, UVMRT_PHASE_BACKWARD, gpu);
+    c.sim_duration_ns = 10000000; /* 10 ms */
+    cr_assert_eq(uvmrt_layer_begin(ctx, &c), UVMRT_OK);
+    cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK);
+    uvmrt_layer_call_init(&c, l, UVMRT_PHASE_OPTIMIZER, cpu);
+    c.no_default_uses = 1;
+    c.host_bytes = 1000000000; /* 1 GB: ~15 ms at the h200 profile's host memory */
+    c.after = with_after ? gpu : NULL;
+    cr_assert_eq(uvmrt_layer_begin(ctx, &c), UVMRT_OK);
+    cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK);
+    cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK);
+    cr_assert_eq(uvmrt_step_stats_get(ctx, 0, &st), UVMRT_OK);
+    uvmrt_context_destroy(ctx);
+    return st.step_ns;
+}
+
+Test(choose, after_orders_calls_across_streams)
+{
+    double cpu_ns = 1e9 / uvmrt_profile_find("h200")->host_mem_bps * 1e9;
+    uint64_t apart = two_streams_step(0), ordered = two_streams_step(1);
+    cr_assert(apart < 10000000 + cpu_ns / 2, "apart %llu", (unsigned long long)apart);
+    cr_assert(ordered >= 10000000 + cpu_ns * 0.99, "ordered %llu, expected 10 ms + %.0f", (unsigned long long)ordered,
+              cpu_ns);
+}
