@@ -357,7 +357,7 @@ void mlp_gpu_finish(mlp_run_t *run) {
 }
 
 void mlp_gpu_summary(const mlp_run_t *run, FILE *out) {
-    if (run->gpu->cpu)
+    if (run->gpu->cpu && mlp_cpu_opt_busy_s(run->gpu->cpu) > 0) /* auto may have chosen K 0 */
         fprintf(out, "cpu optimizer: %.1f ms of AdamW per step (path %s)\n",
                 mlp_cpu_opt_busy_s(run->gpu->cpu) * 1e3 / run->opt->c.steps, mlp_isa_name(run->isa));
 }
