@@ -83,9 +83,13 @@ static void mlp_flag(int key, const char *arg, void *user) {
         break;
     case F_CPU_LAYERS:
         st->cpu_text = arg;
-        st->cpu_layers = strcmp(arg, "auto") == 0
-                             ? MLP_AUTO
-                             : (int)cli_parse_int("--cpu-layers", arg, 0, 4096);
+        if (strcmp(arg, "auto") == 0)
+            st->cpu_layers = MLP_AUTO;
+        else if (arg[0] >= '0' && arg[0] <= '9') /* a number: checked against --layers below */
+            st->cpu_layers = (int)cli_parse_int("--cpu-layers", arg, 0, 4096);
+        else
+            cli_usage_error("--cpu-layers '%s': expected auto or a number of blocks 0 to "
+                            "--layers", arg);
         break;
     case F_RECOMPUTE:
         st->recompute_text = arg;
