@@ -558,6 +558,45 @@ Test(mlp_sim, review_on_sim_does_not_replan, .timeout = 60) {
     json_decref(r);
 }
 
+/* A re-plan applied between steps (forced with MLP_TEST_REPLAN: on sim the review
+ * finds no error): from the step after the review the run uses the new values, with
+ * the tensors of a run started with them (its managed bytes); step 5 runs them
+ * unplanned (faults, recorded again) and from step 6 on they are planned (step 7
+ * never faults). */
+static void replan_applies(const char *to, int cpu, int rc) {
+    const char *base = "--layers 4 --hidden 1024 --rows 1024 --steps 7 --budget 20M";
+    char args[512];
+    snprintf(args, sizeof args, "%s --cpu-layers %d --recompute %d", base, cpu, rc);
+    json_t *ref = run_sim_on("h200", args, "replan-ref");
+    setenv("MLP_TEST_REPLAN", to, 1);
+    json_t *r = run_sim_on("h200", base, "replan");
+    unsetenv("MLP_TEST_REPLAN");
+    json_t *choice = json_object_get(r, "choice");
+    cr_assert(json_is_true(json_object_get(choice, "replanned")));
+    cr_assert_eq(jint(r, "cpu_layers"), cpu);
+    cr_assert_eq(jint(r, "recompute"), rc);
+    cr_assert_eq(jint(r, "managed_bytes"), jint(ref, "managed_bytes"));
+    json_t *steps = json_object_get(json_object_get(r, "report"), "steps");
+    cr_assert_eq(json_array_size(steps), 7);
+    json_t *last = json_array_get(steps, 6);
+    cr_assert_eq(json_integer_value(json_object_get(last, "fault_count")), 0,
+                 "step 7 faulted after the re-plan's recording step");
+    /* (its step time is not compared: the run keeps the first choice's plan budget and
+     * its new tensors sit in arenas of their own, so its plan differs from the other's) */
+    cr_assert_eq(json_integer_value(json_object_get(json_array_get(steps, 4), "fault_count")) > 0, 1,
+                 "step 5 did not fault: the new values were not applied from the next step");
+    json_decref(ref);
+    json_decref(r);
+}
+
+Test(mlp_sim, replan_applies_more_cpu_blocks_and_less_recompute, .timeout = 60) {
+    replan_applies("4,0", 4, 0);
+}
+
+Test(mlp_sim, replan_applies_fewer_cpu_blocks_and_more_recompute, .timeout = 60) {
+    replan_applies("1,3", 1, 3);
+}
+
 Test(mlp_sim, bad_values_exit_2_naming_the_flag) {
     static const char *const bad[][2] = {
         {"--layers 0", "--layers '0'"},       {"--hidden 12", "--hidden '12'"},

@@ -555,12 +555,33 @@ static int review_due(const mlp_run_t *run, int s) {
     return run->have_choice && !run->reviewed && at >= 2 && s == at;
 }
 
+/* MLP_TEST_REPLAN=K,N (tests only; the sim never re-plans): the review acts as if it
+ * had re-planned to cpu_layers K and recompute N (for the auto knobs), so that the
+ * applying of new values between steps is tested. 1 when it applies. */
+static int test_replan(mlp_run_t *run, uvmrt_choice_t *c) {
+    const char *e = getenv("MLP_TEST_REPLAN");
+    int k = -1, n = -1;
+    if (e == NULL || *e == '\0')
+        return 0;
+    if (sscanf(e, "%d,%d", &k, &n) != 2 || k < 0 || k > run->net.L || n < 0 || n > run->net.L)
+        run_fail(run, "MLP_TEST_REPLAN '%s': expected K,N with each 0 to --layers (%d)", e,
+                 run->net.L);
+    if (run->knob_cpu >= 0)
+        c->values[run->knob_cpu] = k;
+    if (run->knob_rc >= 0)
+        c->values[run->knob_rc] = n;
+    c->replanned = 1;
+    printf("auto: MLP_TEST_REPLAN: as if re-planned\n");
+    return 1;
+}
+
 /* Compares the prediction with the measured steps; a re-plan's values apply from
  * step s + 1 on. */
 static void review(mlp_run_t *run, int s) {
     int changed = 0;
     run->reviewed = 1;
     UV_CHECK(run, uvmrt_choice_review(run->ctx, &run->choice, &changed));
+    changed |= test_replan(run, &run->choice);
     const uvmrt_choice_t *c = &run->choice;
     double err = c->measured_step_ns > 0
                      ? (c->first_predicted_step_ns - c->measured_step_ns) / c->measured_step_ns * 100
