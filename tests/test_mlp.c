@@ -11,7 +11,11 @@
  *    instruction-set path this CPU has (others are skipped);
  *  - the loss falls on the teacher task;
  *  - uvmrt-mlp's schedule on the sim backend, both optimizer placements, never
- *    faults after the recording step under prefetch (the program is run by path).
+ *    faults after the recording step under prefetch (the program is run by path);
+ *  - --recompute N drops N blocks' saved pre-activations for one shared workspace;
+ *  - --cpu-layers auto / --recompute auto (the defaults) pick the combination that
+ *    the explicit runs (same profile and budget) find fastest, with predictions equal
+ *    to those runs' step times, and the review on sim does not re-plan.
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -353,16 +357,16 @@ static const char *mlp_path(void) {
     return p && *p ? p : UVMRT_MLP_PATH;
 }
 
-/* Runs uvmrt-mlp with args on sim; returns its result JSON (caller frees). */
-static json_t *run_sim(const char *args, const char *tag) {
+/* Runs uvmrt-mlp with args on sim with profile; returns its result JSON (caller frees). */
+static json_t *run_sim_on(const char *profile, const char *args, const char *tag) {
     char json_path[256], report[256], cmd[2048];
     snprintf(json_path, sizeof json_path, "/tmp/uvmrt-test-mlp-%d-%s.json", (int)getpid(), tag);
     snprintf(report, sizeof report, "/tmp/uvmrt-test-mlp-%d-%s.report.json", (int)getpid(), tag);
     env_clear_uvmrt();
     snprintf(cmd, sizeof cmd,
-             "'%s' --backend sim --profile consumer-8g --quiet --result-json %s "
+             "'%s' --backend sim --profile %s --quiet --result-json %s "
              "--report json:%s %s 2>&1",
-             mlp_path(), json_path, report, args);
+             mlp_path(), profile, json_path, report, args);
     FILE *p = popen(cmd, "r");
     cr_assert(p != NULL, "popen %s", cmd);
     char out[16384];
@@ -381,6 +385,16 @@ static json_t *run_sim(const char *args, const char *tag) {
     return res;
 }
 
+static json_t *run_sim(const char *args, const char *tag) {
+    return run_sim_on("consumer-8g", args, tag);
+}
+
+static json_int_t jint(json_t *o, const char *key) {
+    json_t *v = json_object_get(o, key);
+    cr_assert(json_is_integer(v), "no integer \"%s\"", key);
+    return json_integer_value(v);
+}
+
 static int layer_has_phase(json_t *res, const char *phase) {
     json_t *layers = json_object_get(json_object_get(res, "report"), "layers");
     size_t k;
@@ -394,7 +408,7 @@ static void sim_schedule(const char *placement) {
     char args[512], tag[32];
     snprintf(args, sizeof args,
              "--layers 6 --hidden 1024 --rows 1024 --steps 4 --policy prefetch --budget 24M "
-             "--optimizer-on %s", placement);
+             "--optimizer-on %s --recompute none", placement);
     snprintf(tag, sizeof tag, "%s", placement);
     json_t *res = run_sim(args, tag);
     cr_assert_eq(json_integer_value(json_object_get(res, "steps")), 4);
@@ -417,8 +431,12 @@ static void sim_schedule(const char *placement) {
     cr_assert(moved > 0, "nothing moved under a 24 MiB budget");
     cr_assert_eq(layer_has_phase(res, "forward"), 6);
     cr_assert_eq(layer_has_phase(res, "backward"), 6);
-    /* the CPU optimizer is no GPU layer call */
-    cr_assert_eq(layer_has_phase(res, "optimizer"), strcmp(placement, "gpu") == 0 ? 6 : 0);
+    /* every block has an optimizer call: on the GPU, or declared CPU work */
+    cr_assert_eq(layer_has_phase(res, "optimizer"), 6);
+    cr_assert_eq(jint(res, "cpu_layers"), strcmp(placement, "gpu") == 0 ? 0 : 6);
+    cr_assert(json_is_false(json_object_get(res, "cpu_layers_auto")));
+    cr_assert(json_is_false(json_object_get(res, "recompute_auto")));
+    cr_assert_null(json_object_get(res, "choice"), "a choice with both values given");
     json_decref(res);
 }
 
@@ -432,19 +450,151 @@ Test(mlp_sim, prefetch_schedule_cpu_optimizer_never_faults_after_step1, .timeout
 
 Test(mlp_sim, prefetch_schedule_mixed_optimizer_never_faults_after_step1, .timeout = 60) {
     json_t *res = run_sim("--layers 6 --hidden 1024 --rows 1024 --steps 4 --budget 24M "
-                          "--cpu-layers 3", "mixed");
+                          "--cpu-layers 3 --recompute none", "mixed");
     cr_assert_eq(json_integer_value(json_object_get(res, "faults_after_step1")), 0);
     cr_assert_str_eq(json_string_value(json_object_get(res, "optimizer_on")), "mixed");
-    cr_assert_eq(layer_has_phase(res, "optimizer"), 3); /* blocks 0..2 on the GPU */
+    cr_assert_eq(jint(res, "cpu_layers"), 3);
     json_decref(res);
 }
 
-Test(mlp_sim, recompute_and_fp16_schedules_run, .timeout = 60) {
+Test(mlp_sim, recompute_all_and_fp16_schedules_run, .timeout = 60) {
     json_t *res = run_sim("--layers 4 --hidden 512 --rows 512 --steps 3 --budget 16M "
-                          "--recompute --precision fp16", "recompute");
+                          "--recompute all --precision fp16 --cpu-layers 0", "recompute");
     cr_assert_eq(json_integer_value(json_object_get(res, "faults_after_step1")), 0);
-    cr_assert(json_is_true(json_object_get(res, "recompute")));
+    cr_assert_eq(jint(res, "recompute"), 4);
     json_decref(res);
+}
+
+/* --recompute 4 of 6 blocks: those four keep no pre-activation (one shared workspace
+ * Zr instead: 3 fewer activations in all), the step does 4 more GEMMs of 2 N H^2
+ * (the sim times declared flops: it takes longer with everything resident), and it
+ * still never faults after the recording step. */
+Test(mlp_sim, recompute_4_of_6_drops_4_activations_for_one_workspace, .timeout = 60) {
+    const char *base = "--layers 6 --hidden 1024 --rows 1024 --steps 4 --policy prefetch "
+                       "--budget 1G --cpu-layers 0";
+    char args[512];
+    snprintf(args, sizeof args, "%s --recompute none", base);
+    json_t *none = run_sim(args, "rc0");
+    snprintf(args, sizeof args, "%s --recompute 4", base);
+    json_t *four = run_sim(args, "rc4");
+    cr_assert_eq(jint(four, "recompute"), 4);
+    cr_assert(json_is_false(json_object_get(four, "recompute_auto")));
+    cr_assert_eq(jint(none, "recompute"), 0);
+    json_int_t act = 1024 * 1024 * 2; /* N H bf16: 2 MiB, a whole number of 2 MiB blocks */
+    cr_assert_eq(jint(none, "managed_bytes") - jint(four, "managed_bytes"), 3 * act);
+    cr_assert_eq(jint(four, "faults_after_step1"), 0);
+    double t0 = json_number_value(json_object_get(none, "ms_per_step_median"));
+    double t4 = json_number_value(json_object_get(four, "ms_per_step_median"));
+    cr_assert(t4 > t0, "4 recomputed GEMMs took no time: %.6f ms against %.6f", t4, t0);
+    json_decref(none);
+    json_decref(four);
+}
+
+/* The defaults (--cpu-layers auto, --recompute auto) on a profile with host-memory
+ * figures (the CPU optimizer costs time): every candidate's prediction is the step
+ * time of the explicit run with its values (same profile and budget), the chosen one
+ * is the fastest of them, and the auto run itself is no slower than any. */
+Test(mlp_sim, auto_picks_the_fastest_explicit_combination, .timeout = 120) {
+    const char *base = "--layers 4 --hidden 1024 --rows 1024 --steps 4 --budget 20M";
+    json_t *aut = run_sim_on("h200", base, "auto");
+    cr_assert(json_is_true(json_object_get(aut, "cpu_layers_auto")));
+    cr_assert(json_is_true(json_object_get(aut, "recompute_auto")));
+    json_t *choice = json_object_get(aut, "choice");
+    cr_assert_not_null(choice, "no \"choice\" in the result JSON");
+    cr_assert(json_is_true(json_object_get(choice, "fits")));
+    json_t *cands = json_object_get(choice, "candidates");
+    /* cpu_layers {0, L/8, ..., L} = {0..4} and recompute {0, L/2, L} = {0, 2, 4} */
+    cr_assert_eq(json_array_size(cands), 15);
+    json_t *values = json_object_get(choice, "values");
+    int chosen_cpu = (int)jint(values, "cpu_layers"), chosen_rc = (int)jint(values, "recompute");
+    cr_assert_eq(jint(aut, "cpu_layers"), chosen_cpu);
+    cr_assert_eq(jint(aut, "recompute"), chosen_rc);
+    double best = 0, chosen_ms = 0;
+    size_t k;
+    json_t *c;
+    json_array_foreach(cands, k, c) {
+        int cpu = (int)jint(c, "cpu_layers"), rc = (int)jint(c, "recompute");
+        char args[512], tag[32];
+        snprintf(args, sizeof args, "%s --cpu-layers %d --recompute %d", base, cpu, rc);
+        snprintf(tag, sizeof tag, "c%zu", k);
+        json_t *r = run_sim_on("h200", args, tag);
+        double ms = json_number_value(json_object_get(r, "ms_per_step_median"));
+        double pred = json_number_value(json_object_get(c, "predicted_ms"));
+        cr_expect(fabs(pred - ms) <= 1e-3 * ms,
+                  "cpu_layers %d, recompute %d: predicted %.6f ms, the explicit run took %.6f",
+                  cpu, rc, pred, ms);
+        if (best == 0 || ms < best)
+            best = ms;
+        if (cpu == chosen_cpu && rc == chosen_rc)
+            chosen_ms = ms;
+        json_decref(r);
+    }
+    cr_assert(chosen_ms > 0, "the chosen combination is no candidate");
+    cr_assert(chosen_ms <= best * (1 + 1e-6), "chose cpu_layers %d, recompute %d (%.6f ms); the "
+              "fastest explicit run took %.6f ms", chosen_cpu, chosen_rc, chosen_ms, best);
+    double own = json_number_value(json_object_get(aut, "ms_per_step_median"));
+    cr_assert(own <= best * (1 + 1e-3), "the auto run took %.6f ms, the fastest explicit %.6f",
+              own, best);
+    json_decref(aut);
+}
+
+/* The review after 3 planned steps: on sim the prediction is the sim's own time, so
+ * it measures what was predicted and does not re-plan; the run keeps its values. */
+Test(mlp_sim, review_on_sim_does_not_replan, .timeout = 60) {
+    json_t *r = run_sim_on("h200", "--layers 4 --hidden 1024 --rows 1024 --steps 6 "
+                           "--budget 20M --cpu-layers auto --recompute none", "review");
+    json_t *choice = json_object_get(r, "choice");
+    cr_assert_not_null(choice);
+    cr_assert(json_is_false(json_object_get(choice, "replanned")));
+    double pred = json_number_value(json_object_get(choice, "first_predicted_ms"));
+    json_t *meas = json_object_get(choice, "measured_ms");
+    cr_assert(json_is_number(meas), "no review after 3 planned steps");
+    cr_assert(fabs(json_number_value(meas) - pred) <= 1e-3 * pred, "measured %.6f, predicted %.6f",
+              json_number_value(meas), pred);
+    cr_assert_eq(jint(json_object_get(choice, "values"), "cpu_layers"), jint(r, "cpu_layers"));
+    cr_assert_null(json_object_get(json_object_get(choice, "values"), "recompute"),
+                   "recompute was given: no knob");
+    cr_assert(json_is_false(json_object_get(r, "recompute_auto")));
+    json_decref(r);
+}
+
+/* A re-plan applied between steps (forced with MLP_TEST_REPLAN: on sim the review
+ * finds no error): from the step after the review the run uses the new values, with
+ * the tensors of a run started with them (its managed bytes); step 5 runs them
+ * unplanned (faults, recorded again) and from step 6 on they are planned (step 7
+ * never faults). */
+static void replan_applies(const char *to, int cpu, int rc) {
+    const char *base = "--layers 4 --hidden 1024 --rows 1024 --steps 7 --budget 20M";
+    char args[512];
+    snprintf(args, sizeof args, "%s --cpu-layers %d --recompute %d", base, cpu, rc);
+    json_t *ref = run_sim_on("h200", args, "replan-ref");
+    setenv("MLP_TEST_REPLAN", to, 1);
+    json_t *r = run_sim_on("h200", base, "replan");
+    unsetenv("MLP_TEST_REPLAN");
+    json_t *choice = json_object_get(r, "choice");
+    cr_assert(json_is_true(json_object_get(choice, "replanned")));
+    cr_assert_eq(jint(r, "cpu_layers"), cpu);
+    cr_assert_eq(jint(r, "recompute"), rc);
+    cr_assert_eq(jint(r, "managed_bytes"), jint(ref, "managed_bytes"));
+    json_t *steps = json_object_get(json_object_get(r, "report"), "steps");
+    cr_assert_eq(json_array_size(steps), 7);
+    json_t *last = json_array_get(steps, 6);
+    cr_assert_eq(json_integer_value(json_object_get(last, "fault_count")), 0,
+                 "step 7 faulted after the re-plan's recording step");
+    /* (its step time is not compared: the run keeps the first choice's plan budget and
+     * its new tensors sit in arenas of their own, so its plan differs from the other's) */
+    cr_assert_eq(json_integer_value(json_object_get(json_array_get(steps, 4), "fault_count")) > 0, 1,
+                 "step 5 did not fault: the new values were not applied from the next step");
+    json_decref(ref);
+    json_decref(r);
+}
+
+Test(mlp_sim, replan_applies_more_cpu_blocks_and_less_recompute, .timeout = 60) {
+    replan_applies("4,0", 4, 0);
+}
+
+Test(mlp_sim, replan_applies_fewer_cpu_blocks_and_more_recompute, .timeout = 60) {
+    replan_applies("1,3", 1, 3);
 }
 
 Test(mlp_sim, bad_values_exit_2_naming_the_flag) {
@@ -454,6 +604,13 @@ Test(mlp_sim, bad_values_exit_2_naming_the_flag) {
         {"--report xml:/tmp/x", "--report"},  {"--budget lots", "--budget"},
         {"--policy fast", "--policy"},        {"--lr -1", "--lr"},
         {"--layers 4 --cpu-layers 5", "--cpu-layers"},
+        {"--cpu-layers some", "--cpu-layers"},
+        {"--optimizer-on cpu --cpu-layers auto", "--cpu-layers auto"},
+        {"--optimizer-on gpu --cpu-layers auto", "--cpu-layers auto"},
+        {"--layers 4 --recompute 5", "--recompute '5'"},
+        {"--recompute some", "--recompute 'some'"},
+        {"--recompute -1", "--recompute"},
+        {"--recompute", "--recompute"},
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         char cmd[1024], out[4096];

@@ -394,7 +394,8 @@ Test(plantool, mlp_record_predicts_the_mlp_runs)
     char path[256], res[300], cmd[1200];
     tmpfile_path(path, sizeof path);
     snprintf(res, sizeof res, "%s.result.json", path);
-    const char *mlp = "--backend sim --steps 4 --layers 8 --hidden 1024 --rows 256 --cpu-layers 4";
+    const char *mlp = "--backend sim --steps 4 --layers 8 --hidden 1024 --rows 256 --cpu-layers 4 "
+                      "--recompute none"; /* both given: uvmrt-mlp's default is to choose them */
     snprintf(cmd, sizeof cmd, "env -i UVMRT_RECORD='%s' UVMRT_MONITOR=0 '%s' %s --budget 20M >/dev/null 2>&1", path,
              UVMRT_MLP_PATH, mlp);
     cr_assert_eq(system(cmd), 0, "%s", cmd);

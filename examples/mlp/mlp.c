@@ -24,6 +24,16 @@
  * the next forward prefetches; forward i of the next step waits (on the host) for
  * that update.
  *
+ * --cpu-layers K|auto, --recompute none|all|N|auto (both auto by default): before
+ * the tensors exist, uvmrt_choose rehearses the run's schedule on a model of the
+ * machine (the same layer calls with no arithmetic, on a sim context) for each
+ * combination and picks the one with the least predicted step time; after 3
+ * planned steps uvmrt_choice_review compares the prediction with the measured
+ * step, and when it re-plans, the new values apply from the next step on (the CPU
+ * optimizer's blocks and placements, the saved activations freed or allocated).
+ * A recomputing block runs the same GEMM on the same inputs in backward as in its
+ * forward, so the losses do not depend on --recompute.
+ *
  * This file is the model and the training loop; the flags are in mlp_flags.c and
  * the GPU's work (cuBLAS, kernels, initialisation) behind mlp_gpu.h, so nothing
  * here depends on how the program was built. Without a GPU it runs the same
@@ -53,21 +63,25 @@ static const double GB = 1e9;                        /* traffic: GB */
 static const double FP16_INIT_SCALE = 65536.0;       /* PyTorch GradScaler's default */
 static const int FP16_GROWTH_INTERVAL = 1000;
 
-static const char *placement_name(const mlp_options_t *opt) {
-    return opt->cpu_layers == 0 ? "gpu" : opt->cpu_layers == opt->layers ? "cpu" : "mixed";
+static const char *placement_name(const mlp_run_t *run) {
+    return run->cpu_layers == 0 ? "gpu" : run->cpu_layers == run->opt->layers ? "cpu" : "mixed";
 }
+
+/* A sim stream handle for the CPU optimizer's calls (never dereferenced): the same
+ * in the rehearsals and a real sim run, so both run the same schedule. */
+static char sim_cpu_timeline;
 
 static uint64_t footprint(uint64_t bytes) {
     uint64_t blk = 2ull << 20;
     return bytes >= (1ull << 20) ? (bytes + blk - 1) / blk * blk : bytes;
 }
 
-uint64_t mlp_planned_managed_bytes(const mlp_options_t *opt) {
+uint64_t mlp_planned_managed_bytes(const mlp_options_t *opt, int recompute) {
     uint64_t hh = (uint64_t)opt->hidden * (uint64_t)opt->hidden;
     uint64_t nh = (uint64_t)opt->rows * (uint64_t)opt->hidden;
-    uint64_t block = 4 * footprint(4 * hh) + footprint(2 * hh) +
-                     (opt->recompute ? 1 : 2) * footprint(2 * nh);
-    return (uint64_t)opt->layers * block + (opt->recompute ? 6 : 5) * footprint(2 * nh);
+    uint64_t block = 4 * footprint(4 * hh) + footprint(2 * hh) + footprint(2 * nh); /* + A */
+    uint64_t L = (uint64_t)opt->layers, N = (uint64_t)recompute;
+    return L * block + (L - N) * footprint(2 * nh) + (N > 0 ? 6 : 5) * footprint(2 * nh);
 }
 
 /* ----------------------------------------------------------------------------
@@ -95,12 +109,46 @@ static uvmrt_context_t *context_open(mlp_options_t *opt) {
     return ctx;
 }
 
+/* A uvmrt call of the schedule (allocation, steps, layer calls): on the real run a
+ * failure fails the run (message, cleanup, exit 1); in a rehearsal it returns the
+ * status to uvmrt_choose (the library has logged what failed). */
+#define SCHED_CHECK(run, expr)                                                                 \
+    do {                                                                                       \
+        uvmrt_status_t st_ = (expr);                                                           \
+        if (st_ != UVMRT_OK) {                                                                 \
+            if ((run)->rehearsal)                                                              \
+                return st_;                                                                    \
+            run_fail((run), "%s failed: %s (%s)", #expr, uvmrt_status_str(st_),                \
+                     uvmrt_status_name(st_));                                                  \
+        }                                                                                      \
+    } while (0)
+
+/* Passes a failed status on (the call that failed has said why). */
+#define TRY(expr)                                                                              \
+    do {                                                                                       \
+        uvmrt_status_t st_ = (expr);                                                           \
+        if (st_ != UVMRT_OK)                                                                   \
+            return st_;                                                                        \
+    } while (0)
+
 /* ----------------------------------------------------------------------------
  * allocation: one uvmrt_tensors_alloc per block, one for the shared tensors */
 
 enum { T_W, T_WH, T_DW, T_M, T_V, T_Z, T_A, T_PER_BLOCK };
 
-static void net_alloc(mlp_run_t *run) {
+/* Where blocks [from, to)'s master weights, moments and gradient live: host memory
+ * for a CPU optimizer block (the GPU writes dW there), else where uvmrt plans. */
+static uvmrt_status_t blocks_place(mlp_run_t *run, int from, int to, uvmrt_placement_t where) {
+    for (int i = from; i < to; i++) {
+        mlp_block_t *b = &run->net.blocks[i];
+        uvmrt_tensor_t *host[4] = {b->W, b->m, b->v, b->dW};
+        for (int k = 0; k < 4; k++)
+            SCHED_CHECK(run, uvmrt_tensor_set_placement(run->ctx, host[k], where));
+    }
+    return UVMRT_OK;
+}
+
+static uvmrt_status_t net_alloc(mlp_run_t *run) {
     const mlp_options_t *opt = run->opt;
     mlp_net_t *net = &run->net;
     net->L = opt->layers, net->H = opt->hidden, net->N = opt->rows;
@@ -108,16 +156,22 @@ static void net_alloc(mlp_run_t *run) {
     net->nh = (size_t)net->N * (size_t)net->H;
     size_t w32 = net->hh * 4, w16 = net->hh * 2, a16 = net->nh * 2;
     net->blocks = calloc((size_t)net->L, sizeof *net->blocks);
-    if (net->blocks == NULL)
+    if (net->blocks == NULL) {
+        if (run->rehearsal)
+            return UVMRT_ERR_NOMEM;
         run_fail(run, "out of host memory");
+    }
 
     for (int i = 0; i < net->L; i++) {
         char lname[32];
         int id = -1;
         snprintf(lname, sizeof lname, "block%d", i);
-        UV_CHECK(run, uvmrt_layer_add(run->ctx, lname, &id));
-        if (id != i)
+        SCHED_CHECK(run, uvmrt_layer_add(run->ctx, lname, &id));
+        if (id != i) {
+            if (run->rehearsal)
+                return UVMRT_ERR_INVALID;
             run_fail(run, "uvmrt_layer_add(%s) numbered it %d, expected %d", lname, id, i);
+        }
     }
     for (int i = 0; i < net->L; i++) {
         char names[T_PER_BLOCK][32];
@@ -134,12 +188,13 @@ static void net_alloc(mlp_run_t *run) {
             {names[T_A], i, UVMRT_ROLE_ACTIVATION, a16},
             {names[T_Z], i, UVMRT_ROLE_ACTIVATION, a16},
         };
-        size_t n = opt->recompute ? T_PER_BLOCK - 1 : T_PER_BLOCK; /* Z last: dropped */
+        int rc = mlp_block_recomputes(run, i);
+        size_t n = rc ? T_PER_BLOCK - 1 : T_PER_BLOCK; /* Z last: dropped */
         uvmrt_tensor_t *t[T_PER_BLOCK] = {0};
-        UV_CHECK(run, uvmrt_tensors_alloc(run->ctx, n, d, t));
+        SCHED_CHECK(run, uvmrt_tensors_alloc(run->ctx, n, d, t));
         mlp_block_t *b = &net->blocks[i];
         *b = (mlp_block_t){.W = t[0], .Wh = t[1], .dW = t[2], .m = t[3], .v = t[4], .A = t[5],
-                           .Z = opt->recompute ? NULL : t[6]};
+                           .Z = rc ? NULL : t[6]};
         for (size_t k = 0; k < n; k++)
             net->managed_bytes += footprint(d[k].size_bytes);
     }
@@ -151,21 +206,63 @@ static void net_alloc(mlp_run_t *run) {
         {"dZ", -1, UVMRT_ROLE_WORKSPACE, a16},
         {"Zr", -1, UVMRT_ROLE_WORKSPACE, a16},
     };
-    size_t n = opt->recompute ? 6 : 5;
+    size_t n = run->recompute > 0 ? 6 : 5;
     uvmrt_tensor_t *t[6] = {0};
-    UV_CHECK(run, uvmrt_tensors_alloc(run->ctx, n, s, t));
+    SCHED_CHECK(run, uvmrt_tensors_alloc(run->ctx, n, s, t));
     net->X = t[0], net->Y = t[1], net->dA[0] = t[2], net->dA[1] = t[3], net->dZ = t[4];
-    net->Zr = opt->recompute ? t[5] : NULL;
+    net->Zr = run->recompute > 0 ? t[5] : NULL;
     for (size_t k = 0; k < n; k++)
         net->managed_bytes += footprint(s[k].size_bytes);
+    /* the CPU's data lives on the host; the GPU writes dW there */
+    return blocks_place(run, net->L - run->cpu_layers, net->L, UVMRT_PLACE_HOST);
+}
 
-    if (opt->optimizer_cpu) /* the CPU's data lives on the host; the GPU writes dW there */
-        for (int i = net->L - opt->cpu_layers; i < net->L; i++) {
-            mlp_block_t *b = &net->blocks[i];
-            uvmrt_tensor_t *host[4] = {b->W, b->m, b->v, b->dW};
-            for (int k = 0; k < 4; k++)
-                UV_CHECK(run, uvmrt_tensor_set_placement(run->ctx, host[k], UVMRT_PLACE_HOST));
-        }
+/* ----------------------------------------------------------------------------
+ * a re-plan, applied between steps s-1 and s (the real run only) */
+
+/* Blocks 0..N-1 recompute from step s on: the blocks that start recomputing free their
+ * Z, those that stop get one (its own arena); Zr exists while any block recomputes. */
+static void recompute_apply(mlp_run_t *run, int N) {
+    mlp_net_t *net = &run->net;
+    size_t a16 = net->nh * 2;
+    int old = run->recompute;
+    for (int i = old; i < N; i++) { /* start recomputing */
+        UV_CHECK(run, uvmrt_tensor_free(run->ctx, net->blocks[i].Z));
+        net->blocks[i].Z = NULL;
+        net->managed_bytes -= footprint(a16);
+    }
+    for (int i = N; i < old; i++) { /* stop recomputing */
+        char name[32];
+        snprintf(name, sizeof name, "Z%d", i);
+        uvmrt_tensor_desc_t d = {name, i, UVMRT_ROLE_ACTIVATION, a16};
+        UV_CHECK(run, uvmrt_tensor_alloc(run->ctx, &d, &net->blocks[i].Z));
+        net->managed_bytes += footprint(a16);
+    }
+    if (N > 0 && net->Zr == NULL) {
+        uvmrt_tensor_desc_t d = {"Zr", -1, UVMRT_ROLE_WORKSPACE, a16};
+        UV_CHECK(run, uvmrt_tensor_alloc(run->ctx, &d, &net->Zr));
+        net->managed_bytes += footprint(a16);
+    } else if (N == 0 && net->Zr != NULL) {
+        UV_CHECK(run, uvmrt_tensor_free(run->ctx, net->Zr));
+        net->Zr = NULL;
+        net->managed_bytes -= footprint(a16);
+    }
+    run->recompute = N;
+}
+
+/* The top K blocks' AdamW runs on the CPU from step s on: first the CPU's updates of
+ * step s-1 finish (a block may change sides), then the blocks that change sides move
+ * their W, m, v, dW (host memory for the CPU, planned for the GPU). */
+static void cpu_layers_apply(mlp_run_t *run, int K, int s) {
+    int L = run->net.L, old = run->cpu_layers;
+    if (run->gpu)
+        mlp_gpu_cpu_wait(run, s - 1);
+    if (K > old)
+        (void)blocks_place(run, L - K, L - old, UVMRT_PLACE_HOST); /* fails the run */
+    else
+        (void)blocks_place(run, L - old, L - K, UVMRT_PLACE_AUTO);
+    run->cpu_layers = K;
+    run->cpu_since_step = s;
 }
 
 
@@ -184,8 +281,9 @@ static void use_add(use_list_t *l, uvmrt_tensor_t *t, unsigned access) {
         l->u[l->n++] = (uvmrt_use_t){t, access};
 }
 
-static void layer_open(mlp_run_t *run, int i, uvmrt_phase_t phase, const use_list_t *uses,
-                       double flops, uint64_t bytes) {
+/* Opens a call on the GPU's stream; gpu_bytes times a GEMM-free call on sim. */
+static uvmrt_status_t layer_open(mlp_run_t *run, int i, uvmrt_phase_t phase,
+                                 const use_list_t *uses, double flops, uint64_t gpu_bytes) {
     uvmrt_layer_call_t call = {
         .layer = i, .phase = phase, .stream = run->stream, .uses = uses->u,
         .n_uses = uses->n, .no_default_uses = 1, .flops = flops,
@@ -193,18 +291,20 @@ static void layer_open(mlp_run_t *run, int i, uvmrt_phase_t phase, const use_lis
     /* sim: a GEMM-free call (the optimizer) is timed by its bytes at HBM speed */
     if (run->backend == UVMRT_BACKEND_SIM && flops == 0 && run->profile &&
         run->profile->hbm_bps > 0)
-        call.sim_duration_ns = (uint64_t)((double)bytes / run->profile->hbm_bps * 1e9);
+        call.sim_duration_ns = (uint64_t)((double)gpu_bytes / run->profile->hbm_bps * 1e9);
     uvmrt_status_t st = uvmrt_layer_begin(run->ctx, &call);
-    if (st != UVMRT_OK)
+    if (st != UVMRT_OK && !run->rehearsal)
         run_fail(run, "uvmrt_layer_begin(block%d, %s) failed: %s (%s)", i,
                  uvmrt_phase_name(phase), uvmrt_status_str(st), uvmrt_status_name(st));
+    return st;
 }
 
-static void layer_close(mlp_run_t *run, int i, uvmrt_phase_t phase) {
+static uvmrt_status_t layer_close(mlp_run_t *run, int i, uvmrt_phase_t phase) {
     uvmrt_status_t st = uvmrt_layer_end(run->ctx);
-    if (st != UVMRT_OK)
+    if (st != UVMRT_OK && !run->rehearsal)
         run_fail(run, "uvmrt_layer_end(block%d, %s) failed: %s (%s)", i, uvmrt_phase_name(phase),
                  uvmrt_status_str(st), uvmrt_status_name(st));
+    return st;
 }
 
 static const unsigned R = UVMRT_USE_READ, W = UVMRT_USE_WRITE, RW = UVMRT_USE_READWRITE,
@@ -212,11 +312,11 @@ static const unsigned R = UVMRT_USE_READ, W = UVMRT_USE_WRITE, RW = UVMRT_USE_RE
 
 /* forward i: Z = in . Wh^T (GEMM), A = gelu(Z); the last block also takes the loss
  * against Y and writes dL/dA into dA[(L-1) & 1]. */
-static void forward(mlp_run_t *run, int i, int step) {
+static uvmrt_status_t forward(mlp_run_t *run, int i, int step) {
     mlp_net_t *net = &run->net;
     const mlp_block_t *b = &net->blocks[i];
     int last = i == net->L - 1;
-    uvmrt_tensor_t *z = run->opt->recompute ? net->Zr : b->Z;
+    uvmrt_tensor_t *z = mlp_block_z(run, i);
     use_list_t u = {.n = 0};
     use_add(&u, b->Wh, R);                     /* GEMM input */
     use_add(&u, mlp_block_input(net, i), R);   /* GEMM input */
@@ -228,19 +328,20 @@ static void forward(mlp_run_t *run, int i, int step) {
     }
     if (run->gpu)
         mlp_gpu_forward_wait(run, i, step); /* the CPU's update of block i, last step */
-    layer_open(run, i, UVMRT_PHASE_FORWARD, &u, 2.0 * net->N * (double)net->hh, 0);
+    TRY(layer_open(run, i, UVMRT_PHASE_FORWARD, &u, 2.0 * net->N * (double)net->hh, 0));
     if (run->gpu)
         mlp_gpu_forward(run, i, step);
-    layer_close(run, i, UVMRT_PHASE_FORWARD);
+    return layer_close(run, i, UVMRT_PHASE_FORWARD);
 }
 
-/* backward i: [Z = in . Wh^T again with --recompute]; dZ = dA_i * gelu'(Z);
- * dW = dZ^T . in (fp32); dA_{i-1} = dZ . Wh (not for block 0). */
-static void backward(mlp_run_t *run, int i, int step) {
+/* backward i: [Z = in . Wh^T again when block i recomputes: one more GEMM, declared
+ * in its flops]; dZ = dA_i * gelu'(Z); dW = dZ^T . in (fp32); dA_{i-1} = dZ . Wh
+ * (not for block 0). */
+static uvmrt_status_t backward(mlp_run_t *run, int i, int step) {
     mlp_net_t *net = &run->net;
     const mlp_block_t *b = &net->blocks[i];
-    int recompute = run->opt->recompute;
-    uvmrt_tensor_t *z = recompute ? net->Zr : b->Z;
+    int recompute = mlp_block_recomputes(run, i);
+    uvmrt_tensor_t *z = mlp_block_z(run, i);
     use_list_t u = {.n = 0};
     use_add(&u, b->Wh, R);                      /* GEMM input (twice) */
     use_add(&u, mlp_block_input(net, i), R);    /* GEMM input */
@@ -253,14 +354,14 @@ static void backward(mlp_run_t *run, int i, int step) {
     double flops = (i > 0 ? 4.0 : 2.0) * net->N * (double)net->hh;
     if (recompute)
         flops += 2.0 * net->N * (double)net->hh;
-    layer_open(run, i, UVMRT_PHASE_BACKWARD, &u, flops, 0);
+    TRY(layer_open(run, i, UVMRT_PHASE_BACKWARD, &u, flops, 0));
     if (run->gpu)
         mlp_gpu_backward(run, i, step);
-    layer_close(run, i, UVMRT_PHASE_BACKWARD);
+    return layer_close(run, i, UVMRT_PHASE_BACKWARD);
 }
 
 /* optimizer i (GPU): AdamW on W, m, v from dW; writes the new working copy Wh. */
-static void optimizer(mlp_run_t *run, int i, int step) {
+static uvmrt_status_t optimizer(mlp_run_t *run, int i, int step) {
     mlp_net_t *net = &run->net;
     const mlp_block_t *b = &net->blocks[i];
     use_list_t u = {.n = 0};
@@ -269,18 +370,60 @@ static void optimizer(mlp_run_t *run, int i, int step) {
     use_add(&u, b->v, RW | S);
     use_add(&u, b->dW, R | S);
     use_add(&u, b->Wh, W | S);
-    layer_open(run, i, UVMRT_PHASE_OPTIMIZER, &u, 0, (uint64_t)net->hh * (4 * 7 + 2));
+    TRY(layer_open(run, i, UVMRT_PHASE_OPTIMIZER, &u, 0, (uint64_t)net->hh * (4 * 7 + 2)));
     if (run->gpu)
         mlp_gpu_optimizer(run, i, step);
-    layer_close(run, i, UVMRT_PHASE_OPTIMIZER);
+    return layer_close(run, i, UVMRT_PHASE_OPTIMIZER);
+}
+
+/* optimizer i on the CPU (mlp_cpu_opt.c runs it once backward i is done): declared
+ * to uvmrt as CPU work on a stream of its own, with the host-memory bytes its AdamW
+ * reads and writes (W, m, v read and written, dW read: 28 per parameter, and the
+ * new Wh: 2), and no uses (its tensors live in host memory), so the model times it
+ * beside the GPU's work, sharing host memory with the link. */
+static uvmrt_status_t optimizer_cpu(mlp_run_t *run, int i) {
+    uvmrt_layer_call_t call = {
+        .layer = i, .phase = UVMRT_PHASE_OPTIMIZER, .stream = run->cpu_stream,
+        .no_default_uses = 1, .host_bytes = (uint64_t)run->net.hh * (4 * 7 + 2),
+    };
+    uvmrt_status_t st = uvmrt_layer_begin(run->ctx, &call);
+    if (st != UVMRT_OK && !run->rehearsal)
+        run_fail(run, "uvmrt_layer_begin(block%d, optimizer on the CPU) failed: %s (%s)", i,
+                 uvmrt_status_str(st), uvmrt_status_name(st));
+    TRY(st);
+    return layer_close(run, i, UVMRT_PHASE_OPTIMIZER);
 }
 
 /* ----------------------------------------------------------------------------
  * the step loop */
 
-static double step_flops(const mlp_options_t *opt) {
+/* The GEMM work of a step: 6 N H^2 per block, and 2 more per recomputing block. */
+static double step_flops(const mlp_run_t *run) {
+    const mlp_options_t *opt = run->opt;
     double nhh = (double)opt->rows * (double)opt->hidden * (double)opt->hidden;
-    return (opt->recompute ? 8.0 : 6.0) * nhh * (double)opt->layers;
+    return (6.0 * (double)opt->layers + 2.0 * (double)run->recompute) * nhh;
+}
+
+/* One training step's layer calls (with the GPU's work when run->gpu): forwards,
+ * backwards from the top (each CPU block's optimizer call right after its backward),
+ * then the GPU blocks' optimizers. The real run and the rehearsals run this. */
+static uvmrt_status_t train_step(mlp_run_t *run, int s) {
+    int L = run->net.L;
+    if (run->gpu)
+        mlp_gpu_step_begin(run, s);
+    SCHED_CHECK(run, uvmrt_step_begin(run->ctx));
+    for (int i = 0; i < L; i++)
+        TRY(forward(run, i, s));
+    for (int i = L - 1; i >= 0; i--) {
+        TRY(backward(run, i, s));
+        if (mlp_block_on_cpu(run, i))
+            TRY(optimizer_cpu(run, i));
+    }
+    for (int i = 0; i < L; i++)
+        if (!mlp_block_on_cpu(run, i))
+            TRY(optimizer(run, i, s));
+    SCHED_CHECK(run, uvmrt_step_end(run->ctx));
+    return UVMRT_OK;
 }
 
 /* fp16: after step s, lower the scale on inf/NaN (the step was skipped), raise it
@@ -303,22 +446,171 @@ static void loss_scale_update(mlp_run_t *run, int s) {
     }
 }
 
+/* ----------------------------------------------------------------------------
+ * --cpu-layers auto, --recompute auto: uvmrt_choose and its rehearsal */
+
+/* The run's schedule with these knob values on uvmrt_choose's model: the same
+ * layers, tensors and layer calls as the real run (train_step), with no GPU side,
+ * so no arithmetic and no data touched; quiet; failures return their status. */
+static uvmrt_status_t mlp_rehearse(uvmrt_context_t *model, const int *values, int steps,
+                                   void *user) {
+    const mlp_run_t *real = user;
+    mlp_run_t r = {
+        .opt = real->opt, .ctx = model, .backend = uvmrt_context_backend(model),
+        .policy = uvmrt_context_policy(model), .profile = uvmrt_context_profile(model),
+        .cpu_stream = (uvmrt_stream_t)(void *)&sim_cpu_timeline, .rehearsal = 1,
+        .cpu_layers = real->knob_cpu >= 0 ? values[real->knob_cpu] : real->cpu_layers,
+        .recompute = real->knob_rc >= 0 ? values[real->knob_rc] : real->recompute,
+    };
+    uvmrt_status_t st = net_alloc(&r);
+    for (int s = 0; s < steps && st == UVMRT_OK; s++)
+        st = train_step(&r, s);
+    free(r.net.blocks); /* the tensors go with the model */
+    return st;
+}
+
+/* The knobs' values in "cpu_layers 12, recompute 0" form (the chosen ones only). */
+static void knob_text(char *buf, size_t cap, const mlp_run_t *run, const int *values) {
+    int n = 0;
+    buf[0] = '\0';
+    if (run->knob_cpu >= 0)
+        n = snprintf(buf, cap, "cpu_layers %d", values[run->knob_cpu]);
+    if (run->knob_rc >= 0 && n >= 0 && (size_t)n < cap)
+        snprintf(buf + n, cap - (size_t)n, "%srecompute %d", n ? ", " : "", values[run->knob_rc]);
+}
+
+static int add_distinct(int *v, int n, int x) {
+    for (int k = 0; k < n; k++)
+        if (v[k] == x)
+            return n;
+    v[n] = x;
+    return n + 1;
+}
+
+/* Before the tensors exist: the auto knobs' values from uvmrt_choose; prints one
+ * line (and, unless --quiet, each candidate's predicted time). */
+static void choose_auto(mlp_run_t *run) {
+    const mlp_options_t *opt = run->opt;
+    int L = opt->layers;
+    int cpu_v[9], rc_v[3], n_cpu = 0, n_rc = 0;
+    for (int k = 0; k <= 8; k++) /* 0, L/8, 2L/8, ..., L */
+        n_cpu = add_distinct(cpu_v, n_cpu, k * L / 8);
+    rc_v[n_rc++] = 0;
+    n_rc = add_distinct(rc_v, n_rc, L / 2);
+    n_rc = add_distinct(rc_v, n_rc, L);
+    uvmrt_knob_t knobs[2];
+    size_t n = 0;
+    run->knob_cpu = run->knob_rc = -1;
+    if (opt->cpu_layers == MLP_AUTO) {
+        run->knob_cpu = (int)n;
+        knobs[n++] = (uvmrt_knob_t){"cpu_layers", (size_t)n_cpu, cpu_v};
+    }
+    if (opt->recompute == MLP_AUTO) {
+        run->knob_rc = (int)n;
+        knobs[n++] = (uvmrt_knob_t){"recompute", (size_t)n_rc, rc_v};
+    }
+    if (n == 0)
+        return;
+    uvmrt_status_t st = uvmrt_choose(run->ctx, knobs, n, mlp_rehearse, run, &run->choice);
+    if (st != UVMRT_OK)
+        run_fail(run, "uvmrt_choose (%s%s%s) failed: %s (%s); give the values instead",
+                 run->knob_cpu >= 0 ? "--cpu-layers auto" : "", n == 2 ? ", " : "",
+                 run->knob_rc >= 0 ? "--recompute auto" : "", uvmrt_status_str(st),
+                 uvmrt_status_name(st));
+    run->have_choice = 1;
+    if (run->knob_cpu >= 0)
+        run->cpu_layers = run->choice.values[run->knob_cpu];
+    if (run->knob_rc >= 0)
+        run->recompute = run->choice.values[run->knob_rc];
+    char vals[96];
+    knob_text(vals, sizeof vals, run, run->choice.values);
+    if (run->choice.fits)
+        printf("auto: %s (predicted %.1f ms/step at a %.2f GiB plan budget; %zu rehearsals)\n",
+               vals, run->choice.predicted_step_ns / 1e6,
+               (double)run->choice.plan_budget_bytes / GIB, run->choice.rehearsals);
+    else
+        printf("auto: %s (predicted: no combination fits the %.2f GiB budget; %zu rehearsals)\n",
+               vals, (double)uvmrt_context_budget(run->ctx) / GIB, run->choice.rehearsals);
+    if (!opt->c.quiet) {
+        size_t nc = uvmrt_choice_count(run->ctx);
+        for (size_t k = 0; k < nc; k++) {
+            int v[UVMRT_KNOBS_MAX] = {0};
+            double ns = 0;
+            if (uvmrt_choice_candidate(run->ctx, k, v, &ns) != UVMRT_OK)
+                continue;
+            knob_text(vals, sizeof vals, run, v);
+            if (ns > 0)
+                printf("  candidate %s: predicted %.1f ms/step\n", vals, ns / 1e6);
+            else
+                printf("  candidate %s: does not fit (predicted)\n", vals);
+        }
+    }
+    fflush(stdout);
+}
+
+/* After step s (0-based) the review: after 3 planned steps (the 4th step), or the
+ * last step of a shorter run with at least 2 planned steps. */
+static int review_due(const mlp_run_t *run, int s) {
+    int S = run->opt->c.steps, at = S - 1 < 3 ? S - 1 : 3;
+    return run->have_choice && !run->reviewed && at >= 2 && s == at;
+}
+
+/* MLP_TEST_REPLAN=K,N (tests only; the sim never re-plans): the review acts as if it
+ * had re-planned to cpu_layers K and recompute N (for the auto knobs), so that the
+ * applying of new values between steps is tested. 1 when it applies. */
+static int test_replan(mlp_run_t *run, uvmrt_choice_t *c) {
+    const char *e = getenv("MLP_TEST_REPLAN");
+    int k = -1, n = -1;
+    if (e == NULL || *e == '\0')
+        return 0;
+    if (sscanf(e, "%d,%d", &k, &n) != 2 || k < 0 || k > run->net.L || n < 0 || n > run->net.L)
+        run_fail(run, "MLP_TEST_REPLAN '%s': expected K,N with each 0 to --layers (%d)", e,
+                 run->net.L);
+    if (run->knob_cpu >= 0)
+        c->values[run->knob_cpu] = k;
+    if (run->knob_rc >= 0)
+        c->values[run->knob_rc] = n;
+    c->replanned = 1;
+    printf("auto: MLP_TEST_REPLAN: as if re-planned\n");
+    return 1;
+}
+
+/* Compares the prediction with the measured steps; a re-plan's values apply from
+ * step s + 1 on. */
+static void review(mlp_run_t *run, int s) {
+    int changed = 0;
+    run->reviewed = 1;
+    UV_CHECK(run, uvmrt_choice_review(run->ctx, &run->choice, &changed));
+    changed |= test_replan(run, &run->choice);
+    const uvmrt_choice_t *c = &run->choice;
+    double err = c->measured_step_ns > 0
+                     ? (c->first_predicted_step_ns - c->measured_step_ns) / c->measured_step_ns * 100
+                     : 0.0;
+    printf("auto: predicted %.1f ms/step, measured %.1f ms/step (error %+.1f%%)",
+           c->first_predicted_step_ns / 1e6, c->measured_step_ns / 1e6, err);
+    if (c->replanned) {
+        char vals[96];
+        knob_text(vals, sizeof vals, run, c->values);
+        printf("; re-planned: %s (predicted %.1f ms/step)%s", vals, c->predicted_step_ns / 1e6,
+               changed ? (s + 1 < run->opt->c.steps ? ", from the next step on" : ", no step left")
+                       : ", unchanged");
+    }
+    printf("\n");
+    if (!changed)
+        return;
+    if (run->knob_cpu >= 0 && c->values[run->knob_cpu] != run->cpu_layers)
+        cpu_layers_apply(run, c->values[run->knob_cpu], s + 1);
+    if (run->knob_rc >= 0 && c->values[run->knob_rc] != run->recompute)
+        recompute_apply(run, c->values[run->knob_rc]);
+}
+
 static void run_steps(mlp_run_t *run, FILE *loss_log) {
     const mlp_options_t *opt = run->opt;
-    int L = run->net.L, S = opt->c.steps;
-    double flops = step_flops(opt), t_start = cli_now_s();
+    int S = opt->c.steps;
+    double t_start = cli_now_s();
     for (int s = 0; s < S; s++) {
-        if (run->gpu)
-            mlp_gpu_step_begin(run, s);
-        UV_CHECK(run, uvmrt_step_begin(run->ctx));
-        for (int i = 0; i < L; i++)
-            forward(run, i, s);
-        for (int i = L - 1; i >= 0; i--)
-            backward(run, i, s);
-        for (int i = 0; i < L; i++)
-            if (!mlp_block_on_cpu(opt, i))
-                optimizer(run, i, s);
-        UV_CHECK(run, uvmrt_step_end(run->ctx));
+        double flops = step_flops(run); /* before a re-plan changes it */
+        (void)train_step(run, s); /* the real run: a failure has failed the run */
 
         if (run->gpu)
             run->losses[s] = mlp_gpu_step_loss(run, s);
@@ -342,6 +634,8 @@ static void run_steps(mlp_run_t *run, FILE *loss_log) {
         if (loss_log)
             fprintf(loss_log, "%d %a %a%s\n", s + 1, run->losses[s], scale_used,
                     run->skipped[s] ? " skipped" : "");
+        if (review_due(run, s))
+            review(run, s);
     }
     if (run->gpu)
         mlp_gpu_finish(run);
@@ -378,6 +672,40 @@ static mlp_medians_t run_medians(const mlp_run_t *run) {
     return m;
 }
 
+/* The choice in the result JSON: "predicted_step_ms" and "choice" (with each
+ * rehearsed candidate at the run's budget). */
+static void choice_json(const mlp_run_t *run, json_t *root) {
+    const uvmrt_choice_t *c = &run->choice;
+    json_t *values = json_object(), *cands = json_array();
+    if (run->knob_cpu >= 0)
+        json_object_set_new(values, "cpu_layers", json_integer(c->values[run->knob_cpu]));
+    if (run->knob_rc >= 0)
+        json_object_set_new(values, "recompute", json_integer(c->values[run->knob_rc]));
+    size_t nc = uvmrt_choice_count(run->ctx);
+    for (size_t k = 0; k < nc; k++) {
+        int v[UVMRT_KNOBS_MAX] = {0};
+        double ns = 0;
+        if (uvmrt_choice_candidate(run->ctx, k, v, &ns) != UVMRT_OK)
+            continue;
+        json_t *o = json_object();
+        if (run->knob_cpu >= 0)
+            json_object_set_new(o, "cpu_layers", json_integer(v[run->knob_cpu]));
+        if (run->knob_rc >= 0)
+            json_object_set_new(o, "recompute", json_integer(v[run->knob_rc]));
+        json_object_set_new(o, "predicted_ms", ns > 0 ? json_real(ns / 1e6) : json_null());
+        json_array_append_new(cands, o);
+    }
+    json_object_set_new(root, "predicted_step_ms", json_real(c->predicted_step_ns / 1e6));
+    json_object_set_new(
+        root, "choice",
+        json_pack("{s:f, s:o, s:f, s:b, s:b, s:I, s:I, s:o, s:o}", "predicted_ms",
+                  c->predicted_step_ns / 1e6, "measured_ms",
+                  run->reviewed ? json_real(c->measured_step_ns / 1e6) : json_null(),
+                  "first_predicted_ms", c->first_predicted_step_ns / 1e6, "replanned", c->replanned,
+                  "fits", c->fits, "plan_budget_bytes", (json_int_t)c->plan_budget_bytes,
+                  "rehearsals", (json_int_t)c->rehearsals, "values", values, "candidates", cands));
+}
+
 /* --result-json: the run's figures for bench/mlp_table.py. 0, or -1 (said why). */
 static int result_write(const mlp_run_t *run, const char *path, const mlp_medians_t *m,
                         const uvmrt_summary_t *sum) {
@@ -391,17 +719,18 @@ static int result_write(const mlp_run_t *run, const char *path, const mlp_median
         json_array_append_new(losses, json_real(run->gpu ? run->losses[s] : 0.0));
         json_array_append_new(step_ms, json_real((double)run->stats[s].step_ns / 1e6));
     }
-    double tflops = m->ms > 0 ? step_flops(opt) / (m->ms * 1e-3) / 1e12 : 0.0;
+    double tflops = m->ms > 0 ? step_flops(run) / (m->ms * 1e-3) / 1e12 : 0.0;
     json_t *root = json_pack(
-        "{s:s, s:s, s:s, s:s, s:I, s:i, s:i, s:i, s:i, s:s, s:s, s:b, s:i, s:b, s:f, s:f, s:f, "
-        "s:f, s:f, s:I, s:I, s:I, s:I, s:o, s:o}",
+        "{s:s, s:s, s:s, s:s, s:I, s:i, s:i, s:i, s:i, s:s, s:s, s:i, s:b, s:i, s:b, s:b, s:f, "
+        "s:f, s:f, s:f, s:f, s:I, s:I, s:I, s:I, s:o, s:o}",
         "program", PROG, "version", uvmrt_version_string(),
         "backend", uvmrt_backend_name(run->backend), "policy", uvmrt_policy_name(run->policy),
         "budget_bytes", (json_int_t)sum->budget_bytes,
         "layers", opt->layers, "hidden", opt->hidden, "rows", opt->rows, "steps", S,
         "precision", opt->precision == MLP_BF16 ? "bf16" : "fp16",
-        "optimizer_on", placement_name(opt), "recompute", opt->recompute,
-        "cpu_layers", opt->cpu_layers, "arithmetic", run->gpu != NULL,
+        "optimizer_on", placement_name(run), "recompute", run->recompute,
+        "recompute_auto", opt->recompute == MLP_AUTO, "cpu_layers", run->cpu_layers,
+        "cpu_layers_auto", opt->cpu_layers == MLP_AUTO, "arithmetic", run->gpu != NULL,
         "ms_per_step_median", m->ms, "tflops", tflops,
         "gb_in_per_step", m->in_gb, "gb_out_per_step", m->out_gb, "faults_per_step", m->faults,
         "managed_bytes", (json_int_t)run->net.managed_bytes,
@@ -409,6 +738,8 @@ static int result_write(const mlp_run_t *run, const char *path, const mlp_median
         "device_workspace_bytes", (json_int_t)run->device_workspace_bytes,
         "faults_after_step1", (json_int_t)late_faults,
         "losses", losses, "step_ms", step_ms);
+    if (root && run->have_choice) /* every time in it but measured_ms is predicted */
+        choice_json(run, root);
     return cli_json_write("--result-json", path, root);
 }
 
@@ -424,6 +755,22 @@ static int outputs_write(mlp_run_t *run, const mlp_medians_t *m, const uvmrt_sum
 
 /* ----------------------------------------------------------------------------
  * main */
+
+/* The configuration, with the knob values in use and how each was set. */
+static void header_print(const mlp_run_t *run) {
+    const mlp_options_t *opt = run->opt;
+    double params = (double)opt->layers * (double)opt->hidden * (double)opt->hidden;
+    printf(PROG ": %d x [Linear(%d, %d) + GELU], %d rows, %.2f %s parameters, %s, optimizer on "
+           "%s (%d of %d blocks on the CPU, %s), recompute %d of %d blocks (%s); %d steps, lr %g, "
+           "seed %" PRIu64 "; tensors %.2f GiB\n",
+           opt->layers, opt->hidden, opt->hidden, opt->rows,
+           params >= 1e9 ? params / 1e9 : params / 1e6, params >= 1e9 ? "B" : "M",
+           opt->precision == MLP_BF16 ? "bf16" : "fp16", placement_name(run), run->cpu_layers,
+           opt->layers, opt->cpu_layers == MLP_AUTO ? "auto" : "given", run->recompute,
+           opt->layers, opt->recompute == MLP_AUTO ? "auto" : "given", opt->c.steps, opt->lr,
+           opt->c.seed, (double)mlp_planned_managed_bytes(opt, run->recompute) / GIB);
+    fflush(stdout);
+}
 
 int main(int argc, char **argv) {
     cli_program = PROG;
@@ -442,15 +789,9 @@ int main(int argc, char **argv) {
     }
     run.isa = mlp_isa_best();
 
-    double params = (double)opt.layers * (double)opt.hidden * (double)opt.hidden;
-    printf(PROG ": %d x [Linear(%d, %d) + GELU], %d rows, %.2f %s parameters, %s, optimizer on "
-           "%s (%d of %d blocks on the CPU)%s; %d steps, lr %g, seed %" PRIu64
-           "; tensors %.2f GiB\n",
-           opt.layers, opt.hidden, opt.hidden, opt.rows,
-           params >= 1e9 ? params / 1e9 : params / 1e6, params >= 1e9 ? "B" : "M",
-           opt.precision == MLP_BF16 ? "bf16" : "fp16", placement_name(&opt), opt.cpu_layers,
-           opt.layers, opt.recompute ? ", recompute" : "", S, opt.lr, opt.c.seed,
-           (double)mlp_planned_managed_bytes(&opt) / GIB);
+    run.cpu_layers = opt.cpu_layers == MLP_AUTO ? 0 : opt.cpu_layers;
+    run.recompute = opt.recompute == MLP_AUTO ? 0 : opt.recompute;
+    run.knob_cpu = run.knob_rc = -1;
 
     run.ctx = context_open(&opt);
     run.backend = uvmrt_context_backend(run.ctx);
@@ -464,6 +805,10 @@ int main(int argc, char **argv) {
         uvmrt_context_print_config(run.ctx, stdout);
         fflush(stdout);
     }
+    if (run.backend == UVMRT_BACKEND_SIM)
+        run.cpu_stream = (uvmrt_stream_t)(void *)&sim_cpu_timeline;
+    choose_auto(&run);
+    header_print(&run);
 
     if (run.backend == UVMRT_BACKEND_CUDA)
         run.gpu = mlp_gpu_open(&run);
@@ -487,7 +832,7 @@ int main(int argc, char **argv) {
     mlp_medians_t m = run_medians(&run);
     if (outputs_write(&run, &m, &sum) != 0)
         status = 1;
-    double tflops = m.ms > 0 ? step_flops(&opt) / (m.ms * 1e-3) / 1e12 : 0.0;
+    double tflops = m.ms > 0 ? step_flops(&run) / (m.ms * 1e-3) / 1e12 : 0.0;
     printf("summary: %.1f ms/step, %.1f TFLOP/s, in %.2f GB, out %.2f GB, faults %.0f per step "
            "(medians of steps %d..%d); peak resident %.2f GiB + %.2f GiB device workspace; "
            "budget %.2f GiB",

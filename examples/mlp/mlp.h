@@ -35,18 +35,17 @@ typedef struct mlp_options {
     int layers, hidden, rows;        /* L, H, N */
     double lr;
     mlp_half_kind_t precision;
-    int cpu_layers;                  /* K: blocks L-K..L-1 update on the CPU */
-    int optimizer_cpu;               /* 1: K > 0 */
-    int recompute;
+    int cpu_layers;                  /* K given: blocks L-K..L-1 update on the CPU;
+                                        MLP_AUTO: uvmrt_choose picks it (the default) */
+    int recompute;                   /* N given: blocks 0..N-1 recompute their pre-activation
+                                        in backward; MLP_AUTO: chosen (the default) */
 } mlp_options_t;
+
+#define MLP_AUTO (-1)
 
 /* Parses the command line (exits 2 on bad usage, 0 after --help or --version). */
 void mlp_options_parse(int argc, char **argv, mlp_options_t *opt);
 
-/* Block i's AdamW runs on the CPU: the top K blocks, whose backward ends first. */
-static inline int mlp_block_on_cpu(const mlp_options_t *opt, int i) {
-    return i >= opt->layers - opt->cpu_layers;
-}
 
 /* ----------------------------------------------------------------------------
  * the model's tensors */
@@ -58,7 +57,8 @@ typedef struct mlp_block {
     uvmrt_tensor_t *dW; /* (H, H) fp32 gradient                        gradient */
     uvmrt_tensor_t *m;  /* (H, H) fp32 AdamW first moment              optimizer state */
     uvmrt_tensor_t *v;  /* (H, H) fp32 AdamW second moment             optimizer state */
-    uvmrt_tensor_t *Z;  /* (N, H) half pre-activation, saved (NULL with --recompute) */
+    uvmrt_tensor_t *Z;  /* (N, H) half pre-activation, saved (NULL when block i recomputes:
+                           it then uses the shared Zr) */
     uvmrt_tensor_t *A;  /* (N, H) half output gelu(Z): the next block's input   activation */
 } mlp_block_t;
 
@@ -71,7 +71,8 @@ typedef struct mlp_net {
     uvmrt_tensor_t *dA[2];  /* (N, H) half gradient w.r.t. a block's output, ping-pong:
                                dA[i & 1] holds dL/dA_i */
     uvmrt_tensor_t *dZ;     /* (N, H) half gradient w.r.t. Z_i, GEMM input */
-    uvmrt_tensor_t *Zr;     /* (N, H) half recomputed pre-activation (--recompute) */
+    uvmrt_tensor_t *Zr;     /* (N, H) half pre-activation of the recomputing blocks, one
+                               workspace for all of them (NULL when none recomputes) */
     uint64_t managed_bytes; /* sum of the tensors' footprints (2 MiB blocks) */
 } mlp_net_t;
 
@@ -84,8 +85,9 @@ static inline uvmrt_tensor_t *mlp_block_input(const mlp_net_t *net, int i) {
     return i == 0 ? net->X : net->blocks[i - 1].A;
 }
 
-/* Bytes of uvmrt tensors the trainer will allocate for opt (before allocating them). */
-uint64_t mlp_planned_managed_bytes(const mlp_options_t *opt);
+/* Bytes of uvmrt tensors the trainer allocates for opt's shape when the first
+ * `recompute` blocks recompute (before allocating them). */
+uint64_t mlp_planned_managed_bytes(const mlp_options_t *opt, int recompute);
 
 /* ----------------------------------------------------------------------------
  * a run */
@@ -101,6 +103,21 @@ typedef struct mlp_run {
     mlp_net_t net;
     mlp_gpu_t *gpu;              /* NULL: no arithmetic (sim backend) */
     uvmrt_stream_t stream;       /* the compute stream (NULL on sim) */
+    uvmrt_stream_t cpu_stream;   /* the CPU optimizer's layer calls (their host_bytes): a
+                                    stream of their own, beside the GPU's */
+    int rehearsal;               /* 1: a rehearsal on uvmrt_choose's model (no GPU, quiet;
+                                    failures return their status instead of exiting) */
+    /* the knob values in use (from the flags, or chosen; a review may change them
+     * between steps) */
+    int cpu_layers;              /* K: blocks L-K..L-1 update on the CPU */
+    int recompute;               /* N: blocks 0..N-1 recompute */
+    int cpu_since_step;          /* the step the current K took effect (its forwards need
+                                    not wait for the CPU: applying K waited) */
+    /* --cpu-layers auto / --recompute auto */
+    int knob_cpu, knob_rc;       /* the knobs' indices in the choice; -1: given */
+    int have_choice;             /* 1: uvmrt_choose ran (choice below) */
+    int reviewed;                /* 1: uvmrt_choice_review ran */
+    uvmrt_choice_t choice;       /* the choice, and after the review its measurement */
     double loss_scale;           /* fp16: current scale; bf16: 1 */
     int good_steps;              /* fp16: steps since the scale last changed */
     long adam_t;                 /* AdamW updates done (GPU optimizer) */
@@ -110,6 +127,21 @@ typedef struct mlp_run {
     uint64_t device_workspace_bytes; /* cudaMalloc'd beside uvmrt's tensors */
     mlp_isa_t isa;
 } mlp_run_t;
+
+/* Block i's AdamW runs on the CPU: the top K blocks, whose backward ends first. */
+static inline int mlp_block_on_cpu(const mlp_run_t *run, int i) {
+    return i >= run->net.L - run->cpu_layers;
+}
+
+/* Block i keeps no pre-activation: it recomputes it in backward (into Zr). */
+static inline int mlp_block_recomputes(const mlp_run_t *run, int i) {
+    return i < run->recompute;
+}
+
+/* The tensor holding block i's pre-activation Z. */
+static inline uvmrt_tensor_t *mlp_block_z(const mlp_run_t *run, int i) {
+    return mlp_block_recomputes(run, i) ? run->net.Zr : run->net.blocks[i].Z;
+}
 
 /* Releases everything the run holds (GPU side, context, host buffers); safe to
  * call on a partly opened run. As a void * callback for cli_fail. */

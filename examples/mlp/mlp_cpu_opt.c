@@ -19,7 +19,9 @@ struct mlp_cpu_opt {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int started;
-    int L, K, steps;       /* blocks L-K..L-1 are updated here */
+    int L, steps;
+    int *K;                /* (steps,) step s updates blocks L-K[s]..L-1 here */
+    int k_set;             /* the last step whose K (and scale) is set */
     int *recorded;         /* (L,) last step whose backward i has its event recorded */
     int *done;             /* (L,) last step whose update of block i has finished */
     float *scale;          /* (steps,) loss scale of each step (fp16) */
@@ -47,6 +49,17 @@ static int wait_recorded(mlp_cpu_opt_t *c, int i, int s) {
     return !quit;
 }
 
+/* The step's K, once the main thread has set it (1), or 0 to stop. */
+static int wait_step(mlp_cpu_opt_t *c, int s, int *K) {
+    pthread_mutex_lock(&c->mu);
+    while (c->k_set < s && !c->quit)
+        pthread_cond_wait(&c->cv, &c->mu);
+    int quit = c->quit;
+    *K = c->K[s];
+    pthread_mutex_unlock(&c->mu);
+    return !quit;
+}
+
 static void *cpu_opt_main(void *arg) {
     mlp_cpu_opt_t *c = arg;
     int fp16 = c->precision == MLP_FP16;
@@ -57,7 +70,9 @@ static void *cpu_opt_main(void *arg) {
     if (mlp_cpu_pin_node(c->numa_node, &why) != 0 && !c->quiet)
         printf("  cpu optimizer: not pinned (%s)\n", why);
     for (int s = 0; s < c->steps; s++) {
-        int skip = 0;
+        int skip = 0, K = 0;
+        if (!wait_step(c, s, &K))
+            return NULL;
         if (fp16) { /* the whole backward decides whether the step counts */
             if (!wait_recorded(c, 0, s))
                 return NULL;
@@ -69,7 +84,7 @@ static void *cpu_opt_main(void *arg) {
         double scale = fp16 ? (double)c->scale[s] : 1.0;
         pthread_mutex_unlock(&c->mu);
         mlp_adamw_coef_t coef = mlp_adamw_coef_make(c->lr, MLP_ADAMW_WD, t + 1, scale);
-        for (int i = c->L - 1; i >= c->L - c->K; i--) {
+        for (int i = c->L - 1; i >= c->L - K; i--) {
             if (!wait_recorded(c, i, s))
                 return NULL;
             if (cudaEventSynchronize(c->ev[i]) != cudaSuccess)
@@ -105,16 +120,17 @@ mlp_cpu_opt_t *mlp_cpu_opt_start(mlp_run_t *run, volatile int *found_inf) {
     mlp_cpu_opt_t *c = calloc(1, sizeof *c);
     if (c == NULL)
         run_fail(run, "out of host memory for the CPU optimizer");
-    *c = (mlp_cpu_opt_t){.L = L, .K = opt->cpu_layers, .steps = S, .found_inf = found_inf,
+    *c = (mlp_cpu_opt_t){.L = L, .steps = S, .k_set = -1, .found_inf = found_inf,
                          .numa_node = -1, .isa = run->isa, .precision = opt->precision,
                          .lr = opt->lr, .hh = run->net.hh, .quiet = opt->c.quiet};
     c->recorded = malloc((size_t)L * sizeof(int));
     c->done = malloc((size_t)L * sizeof(int));
     c->scale = calloc((size_t)S, sizeof(float));
+    c->K = calloc((size_t)S, sizeof(int));
     c->ev = calloc((size_t)L, sizeof(cudaEvent_t));
     c->data = calloc((size_t)L, sizeof *c->data);
     /* failures below stop c through the run's cleanup: hand it over first */
-    if (!c->recorded || !c->done || !c->scale || !c->ev || !c->data) {
+    if (!c->recorded || !c->done || !c->scale || !c->K || !c->ev || !c->data) {
         mlp_cpu_opt_stop(c);
         run_fail(run, "out of host memory for the CPU optimizer");
     }
@@ -153,9 +169,12 @@ mlp_cpu_opt_t *mlp_cpu_opt_start(mlp_run_t *run, volatile int *found_inf) {
     return c;
 }
 
-void mlp_cpu_opt_set_scale(mlp_cpu_opt_t *c, int s, double scale) {
+void mlp_cpu_opt_step(mlp_cpu_opt_t *c, int s, double scale, int K) {
     pthread_mutex_lock(&c->mu);
     c->scale[s] = (float)scale;
+    c->K[s] = K;
+    c->k_set = s;
+    pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -201,6 +220,7 @@ void mlp_cpu_opt_stop(mlp_cpu_opt_t *c) {
     free(c->recorded);
     free(c->done);
     free(c->scale);
+    free(c->K);
     free(c->ev);
     free(c->data);
     free(c);

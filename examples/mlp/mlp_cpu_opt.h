@@ -1,7 +1,7 @@
 /*
  * mlp_cpu_opt.h -- uvmrt-mlp's CPU optimizer thread (--optimizer-on cpu).
  *
- * For each step s and each block i in the top K (from the top down), the thread
+ * For each step s and each block i in the step's top K (from the top down), the thread
  * waits until backward i of step s has been recorded (a CUDA event after its
  * kernels), syncs on that event, runs AdamW on the block's host-resident master
  * weights and moments (adamw_cpu.c, pinned near the GPU) and writes the new working
@@ -20,8 +20,10 @@ typedef struct mlp_cpu_opt mlp_cpu_opt_t;
 /* Starts the thread for run (its net allocated and initialised); found_inf: (S,)
  * mapped host flags of the fp16 inf check. Fails the run on error. */
 mlp_cpu_opt_t *mlp_cpu_opt_start(mlp_run_t *run, volatile int *found_inf);
-/* Before step s: the loss scale the step's gradients carry. */
-void mlp_cpu_opt_set_scale(mlp_cpu_opt_t *c, int s, double scale);
+/* Before step s: the loss scale the step's gradients carry, and K: the step updates
+ * blocks L-K..L-1 here (K may change between steps, 0 included; the caller has
+ * waited for the previous step's updates of the blocks that leave). */
+void mlp_cpu_opt_step(mlp_cpu_opt_t *c, int s, double scale, int K);
 /* After backward i of step s is enqueued on stream: records its event and wakes
  * the thread. */
 void mlp_cpu_opt_recorded(mlp_run_t *run, mlp_cpu_opt_t *c, int i, int s, uvmrt_stream_t stream);

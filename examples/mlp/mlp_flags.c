@@ -18,19 +18,29 @@ static const cli_flag_t MLP_FLAGS[] = {
     {"rows", "N", "rows per step, a multiple of 8 (default 8192)", F_ROWS},
     {"lr", "LR", "AdamW learning rate (default 1e-4)", F_LR},
     {"precision", "bf16|fp16", "working precision (default bf16; fp16 scales the loss)", F_PRECISION},
-    {"optimizer-on", "gpu|cpu", "where AdamW runs (default gpu); cpu: every block, or the\n"
-                                "top K with --cpu-layers K", F_OPTIMIZER_ON},
-    {"cpu-layers", "K", "AdamW of the top K blocks on the CPU, the rest on the GPU\n"
-                        "(1..L; an error with --optimizer-on gpu)", F_CPU_LAYERS},
-    {"recompute", NULL, "keep only each block's input; recompute in backward", F_RECOMPUTE},
+    {"optimizer-on", "gpu|cpu", "where AdamW runs: gpu = --cpu-layers 0, cpu = every block\n"
+                                "(or the top K with --cpu-layers K); default: --cpu-layers auto",
+     F_OPTIMIZER_ON},
+    {"cpu-layers", "K|auto", "AdamW of the top K blocks on the CPU, the rest on the GPU\n"
+                             "(0..L); auto (the default): the K in {0, L/8, ..., L} with the\n"
+                             "least predicted step time (uvmrt_choose)", F_CPU_LAYERS},
+    {"recompute", "none|all|N|auto", "blocks 0..N-1 keep only their input and recompute their\n"
+                                     "pre-activation in backward (none = 0, all = L); auto (the\n"
+                                     "default): the N in {0, L/2, L} with the least predicted\n"
+                                     "step time; the losses are the same for every N", F_RECOMPUTE},
 };
 
 /* What the flags said, before the rules that combine them. */
 typedef struct mlp_flag_state {
     mlp_options_t *opt;
     int optimizer_on;      /* -1: not given; 0: gpu; 1: cpu */
-    int cpu_layers;        /* -1: not given */
+    int cpu_layers;        /* -2: not given; MLP_AUTO: auto */
+    const char *cpu_text;  /* as given, for messages */
+    long long recompute;   /* -2: not given (auto); MLP_AUTO: auto; -3: all; else N */
+    const char *recompute_text;
 } mlp_flag_state_t;
+
+enum { NOT_GIVEN = -2, RC_ALL = -3 };
 
 static void mlp_flag(int key, const char *arg, void *user) {
     mlp_flag_state_t *st = user;
@@ -71,8 +81,30 @@ static void mlp_flag(int key, const char *arg, void *user) {
         else
             cli_usage_error("--optimizer-on '%s': expected gpu or cpu", arg);
         break;
-    case F_CPU_LAYERS: st->cpu_layers = (int)cli_parse_int("--cpu-layers", arg, 0, 4096); break;
-    case F_RECOMPUTE: opt->recompute = 1; break;
+    case F_CPU_LAYERS:
+        st->cpu_text = arg;
+        if (strcmp(arg, "auto") == 0)
+            st->cpu_layers = MLP_AUTO;
+        else if (arg[0] >= '0' && arg[0] <= '9') /* a number: checked against --layers below */
+            st->cpu_layers = (int)cli_parse_int("--cpu-layers", arg, 0, 4096);
+        else
+            cli_usage_error("--cpu-layers '%s': expected auto or a number of blocks 0 to "
+                            "--layers", arg);
+        break;
+    case F_RECOMPUTE:
+        st->recompute_text = arg;
+        if (strcmp(arg, "auto") == 0)
+            st->recompute = MLP_AUTO;
+        else if (strcmp(arg, "none") == 0)
+            st->recompute = 0;
+        else if (strcmp(arg, "all") == 0)
+            st->recompute = RC_ALL;
+        else if (arg[0] >= '0' && arg[0] <= '9') /* a number: checked against --layers below */
+            st->recompute = cli_parse_int("--recompute", arg, 0, 4096);
+        else
+            cli_usage_error("--recompute '%s': expected none, all, auto or a number of blocks "
+                            "0 to --layers", arg);
+        break;
     }
 }
 
@@ -82,7 +114,7 @@ void mlp_options_parse(int argc, char **argv, mlp_options_t *opt) {
               .seed = 1, .log_level = -1},
         .layers = 24, .hidden = 8192, .rows = 8192, .lr = 1e-4, .precision = MLP_BF16,
     };
-    mlp_flag_state_t st = {opt, -1, -1};
+    mlp_flag_state_t st = {opt, -1, NOT_GIVEN, NULL, NOT_GIVEN, NULL};
     cli_spec_t spec = {
         .summary = "Train a deep MLP (L x [Linear(H,H) + GELU], MSE against a random teacher) on\n"
                    "uvmrt, with tensors that may exceed the GPU's memory.",
@@ -104,16 +136,28 @@ void mlp_options_parse(int argc, char **argv, mlp_options_t *opt) {
     };
     cli_parse(argc, argv, &spec, &opt->c);
 
-    /* where AdamW runs: --cpu-layers K refines --optimizer-on cpu and contradicts gpu */
-    if (st.cpu_layers >= 0 && st.optimizer_on == 0)
-        cli_usage_error("--cpu-layers %d with --optimizer-on gpu: gpu runs every block's AdamW "
-                        "on the GPU; drop one of the two", st.cpu_layers);
+    /* where AdamW runs: --cpu-layers K refines --optimizer-on cpu and contradicts gpu;
+     * --optimizer-on says where, so it contradicts auto */
+    if (st.cpu_layers != NOT_GIVEN && st.optimizer_on == 0)
+        cli_usage_error("--cpu-layers %s with --optimizer-on gpu: gpu runs every block's AdamW "
+                        "on the GPU; drop one of the two", st.cpu_text);
+    if (st.cpu_layers == MLP_AUTO && st.optimizer_on == 1)
+        cli_usage_error("--cpu-layers auto with --optimizer-on cpu: cpu runs every block's "
+                        "AdamW on the CPU (or the top K with --cpu-layers K); drop one of the two");
     if (st.cpu_layers == 0 && st.optimizer_on == 1)
         cli_usage_error("--cpu-layers 0 with --optimizer-on cpu: 0 puts every block's AdamW on "
                         "the GPU; expected 1 to --layers (%d)", opt->layers);
     if (st.cpu_layers > opt->layers)
-        cli_usage_error("--cpu-layers '%d': expected at most --layers (%d)", st.cpu_layers,
-                        opt->layers);
-    opt->cpu_layers = st.cpu_layers >= 0 ? st.cpu_layers : st.optimizer_on == 1 ? opt->layers : 0;
-    opt->optimizer_cpu = opt->cpu_layers > 0;
+        cli_usage_error("--cpu-layers '%d': expected at most --layers (%d), or auto",
+                        st.cpu_layers, opt->layers);
+    opt->cpu_layers = st.cpu_layers != NOT_GIVEN ? st.cpu_layers
+                      : st.optimizer_on == 1     ? opt->layers
+                      : st.optimizer_on == 0     ? 0
+                                                 : MLP_AUTO;
+    if (st.recompute > opt->layers)
+        cli_usage_error("--recompute '%s': expected at most --layers (%d) blocks, or none, all "
+                        "or auto", st.recompute_text, opt->layers);
+    opt->recompute = st.recompute == NOT_GIVEN ? MLP_AUTO
+                     : st.recompute == RC_ALL  ? opt->layers
+                                               : (int)st.recompute;
 }

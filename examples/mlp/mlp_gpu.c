@@ -31,6 +31,7 @@ static const double GIB = 1024.0 * 1024.0 * 1024.0;
 
 struct mlp_gpu {
     cudaStream_t stream;
+    cudaStream_t cpu_stream;     /* only for the CPU optimizer's layer calls (no kernels) */
     cublasHandle_t cublas;
     void *cublas_ws;             /* (32 MiB) device */
     double *partials;            /* (MLP_MSE_BLOCKS,) device */
@@ -62,7 +63,10 @@ mlp_gpu_t *mlp_gpu_open(mlp_run_t *run) {
     uint64_t hh = (uint64_t)opt->hidden * (uint64_t)opt->hidden;
     /* device buffers: cuBLAS workspace, loss partials, and (during init) the teacher */
     run->device_workspace_bytes = CUBLAS_WORKSPACE_BYTES + MLP_MSE_BLOCKS * sizeof(double);
-    uint64_t need = mlp_planned_managed_bytes(opt) + run->device_workspace_bytes + 2 * hh + 4 * nh;
+    /* --recompute auto: a review may keep more activations than the first choice */
+    int rc_least = opt->recompute == MLP_AUTO ? 0 : run->recompute;
+    uint64_t tensors = mlp_planned_managed_bytes(opt, rc_least);
+    uint64_t need = tensors + run->device_workspace_bytes + 2 * hh + 4 * nh;
     size_t free_b = 0, total_b = 0;
     int dev = -1;
     CUDA_CHECK(run, cudaGetDevice(&dev));
@@ -77,14 +81,15 @@ mlp_gpu_t *mlp_gpu_open(mlp_run_t *run) {
                  (double)need / GIB, dev, (double)free_b / GIB, (double)GPU_SAFETY_BYTES / GIB);
     if (!opt->c.quiet)
         printf("  GPU %d: %.2f GiB free of %.2f GiB; tensors %.2f GiB\n", dev,
-               (double)free_b / GIB, (double)total_b / GIB,
-               (double)mlp_planned_managed_bytes(opt) / GIB);
+               (double)free_b / GIB, (double)total_b / GIB, (double)tensors / GIB);
     mlp_gpu_t *g = calloc(1, sizeof *g);
     if (g == NULL)
         run_fail(run, "out of host memory");
     run->gpu = g; /* from here a failure releases g through the run */
     CUDA_CHECK(run, cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
     run->stream = (uvmrt_stream_t)g->stream;
+    CUDA_CHECK(run, cudaStreamCreateWithFlags(&g->cpu_stream, cudaStreamNonBlocking));
+    run->cpu_stream = (uvmrt_stream_t)g->cpu_stream;
     CUBLAS_CHECK(run, cublasCreate(&g->cublas));
     CUBLAS_CHECK(run, cublasSetStream(g->cublas, g->stream));
     CUDA_CHECK(run, cudaMalloc(&g->cublas_ws, CUBLAS_WORKSPACE_BYTES));
@@ -120,9 +125,12 @@ void mlp_gpu_close(mlp_run_t *run) {
         cudaFreeHost(g->found_inf);
     if (g->stream)
         cudaStreamDestroy(g->stream);
+    if (g->cpu_stream)
+        cudaStreamDestroy(g->cpu_stream);
     free(g);
     run->gpu = NULL;
     run->stream = NULL;
+    run->cpu_stream = NULL;
 }
 
 /* ----------------------------------------------------------------------------
@@ -249,7 +257,8 @@ static void teacher_targets(mlp_run_t *run) {
 void mlp_gpu_init(mlp_run_t *run) {
     net_init(run);
     teacher_targets(run);
-    if (run->opt->optimizer_cpu)
+    /* --cpu-layers auto: a review may move blocks to the CPU later */
+    if (run->cpu_layers > 0 || run->opt->cpu_layers == MLP_AUTO)
         run->gpu->cpu = mlp_cpu_opt_start(run, run->gpu->found_inf);
 }
 
@@ -258,11 +267,11 @@ void mlp_gpu_init(mlp_run_t *run) {
 
 void mlp_gpu_step_begin(mlp_run_t *run, int s) {
     if (run->gpu->cpu)
-        mlp_cpu_opt_set_scale(run->gpu->cpu, s, run->loss_scale);
+        mlp_cpu_opt_step(run->gpu->cpu, s, run->loss_scale, run->cpu_layers);
 }
 
 void mlp_gpu_forward_wait(mlp_run_t *run, int i, int s) {
-    if (run->gpu->cpu && mlp_block_on_cpu(run->opt, i) && s > 0)
+    if (run->gpu->cpu && mlp_block_on_cpu(run, i) && s > run->cpu_since_step)
         mlp_cpu_opt_wait_done(run, run->gpu->cpu, i, s - 1);
 }
 
@@ -272,7 +281,7 @@ void mlp_gpu_forward(mlp_run_t *run, int i, int s) {
     mlp_net_t *net = &run->net;
     const mlp_block_t *b = &net->blocks[i];
     mlp_half_kind_t kind = run->opt->precision;
-    uvmrt_tensor_t *z = run->opt->recompute ? net->Zr : b->Z;
+    uvmrt_tensor_t *z = mlp_block_z(run, i);
     gemm_forward(run, mlp_ptr(z), mlp_ptr(mlp_block_input(net, i)), mlp_ptr(b->Wh), net->N, net->H);
     launch_check(run, mlp_gelu_forward_launch(mlp_ptr(b->A), mlp_ptr(z), net->nh, kind, run->stream),
                  "gelu forward", i);
@@ -287,14 +296,15 @@ void mlp_gpu_forward(mlp_run_t *run, int i, int s) {
     }
 }
 
-/* backward i: [Z = in . Wh^T again with --recompute]; dZ = dA_i * gelu'(Z);
+/* backward i: [Z = in . Wh^T again when block i recomputes: the same GEMM on the same
+ * inputs as its forward, so the same bits]; dZ = dA_i * gelu'(Z);
  * dW = dZ^T . in (fp32); dA_{i-1} = dZ . Wh (not for block 0). */
 void mlp_gpu_backward(mlp_run_t *run, int i, int s) {
     mlp_net_t *net = &run->net;
     const mlp_block_t *b = &net->blocks[i];
     mlp_half_kind_t kind = run->opt->precision;
-    int recompute = run->opt->recompute;
-    uvmrt_tensor_t *z = recompute ? net->Zr : b->Z;
+    int recompute = mlp_block_recomputes(run, i);
+    uvmrt_tensor_t *z = mlp_block_z(run, i);
     void *in = mlp_ptr(mlp_block_input(net, i));
     if (recompute)
         gemm_forward(run, mlp_ptr(z), in, mlp_ptr(b->Wh), net->N, net->H);
@@ -336,14 +346,18 @@ int mlp_gpu_found_inf(const mlp_run_t *run, int s) {
     return run->gpu->found_inf[s] != 0;
 }
 
+void mlp_gpu_cpu_wait(mlp_run_t *run, int s) {
+    if (run->gpu->cpu && s >= 0)
+        for (int i = run->net.L - run->cpu_layers; i < run->net.L; i++)
+            mlp_cpu_opt_wait_done(run, run->gpu->cpu, i, s);
+}
+
 void mlp_gpu_finish(mlp_run_t *run) {
-    if (run->gpu->cpu) /* the last step's updates */
-        for (int i = run->net.L - run->opt->cpu_layers; i < run->net.L; i++)
-            mlp_cpu_opt_wait_done(run, run->gpu->cpu, i, run->opt->c.steps - 1);
+    mlp_gpu_cpu_wait(run, run->opt->c.steps - 1); /* the last step's updates */
 }
 
 void mlp_gpu_summary(const mlp_run_t *run, FILE *out) {
-    if (run->gpu->cpu)
+    if (run->gpu->cpu && mlp_cpu_opt_busy_s(run->gpu->cpu) > 0) /* auto may have chosen K 0 */
         fprintf(out, "cpu optimizer: %.1f ms of AdamW per step (path %s)\n",
                 mlp_cpu_opt_busy_s(run->gpu->cpu) * 1e3 / run->opt->c.steps, mlp_isa_name(run->isa));
 }

@@ -39,6 +39,9 @@ void mlp_gpu_optimizer(mlp_run_t *run, int i, int s);
  * inf/NaN gradients (the step is then skipped). */
 double mlp_gpu_step_loss(const mlp_run_t *run, int s);
 int mlp_gpu_found_inf(const mlp_run_t *run, int s);
+/* Waits for the CPU optimizer's updates of step s (its blocks: the current K), e.g.
+ * before the K changes; nothing without a CPU optimizer or for s < 0. */
+void mlp_gpu_cpu_wait(mlp_run_t *run, int s);
 /* After the last step: waits for the CPU optimizer's last updates. */
 void mlp_gpu_finish(mlp_run_t *run);
 /* One line about the CPU optimizer (time per step, path), when it ran. */

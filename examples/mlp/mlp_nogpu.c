@@ -21,6 +21,7 @@ void mlp_gpu_backward(mlp_run_t *run, int i, int s) { (void)run, (void)i, (void)
 void mlp_gpu_optimizer(mlp_run_t *run, int i, int s) { (void)run, (void)i, (void)s; }
 double mlp_gpu_step_loss(const mlp_run_t *run, int s) { (void)run, (void)s; return 0.0; }
 int mlp_gpu_found_inf(const mlp_run_t *run, int s) { (void)run, (void)s; return 0; }
+void mlp_gpu_cpu_wait(mlp_run_t *run, int s) { (void)run, (void)s; }
 void mlp_gpu_finish(mlp_run_t *run) { (void)run; }
 void mlp_gpu_summary(const mlp_run_t *run, FILE *out) { (void)run, (void)out; }
 

@@ -533,6 +533,35 @@ Test(gpu, mlp_losses_bitwise_gpu_vs_cpu_optimizer, .timeout = 600)
     free(mixed);
 }
 
+/* A recomputing block runs its forward GEMM again (same cuBLAS call, workspace and
+ * inputs) in backward: the losses do not depend on --recompute (none, the first 2
+ * blocks, all, auto), with the optimizer on the GPU and split, resident and under a
+ * small budget. */
+Test(gpu, mlp_losses_bitwise_across_recompute, .timeout = 600)
+{
+    skip_without_gpu();
+    static const char *const where[] = {"--policy none --cpu-layers 0",
+                                        "--policy prefetch --budget 24M --cpu-layers 2"};
+    static const char *const rc[] = {"none", "2", "all", "auto"};
+    for (size_t w = 0; w < sizeof where / sizeof where[0]; w++) {
+        char args[512], tag[32];
+        char *ref = NULL;
+        for (size_t k = 0; k < sizeof rc / sizeof rc[0]; k++) {
+            snprintf(args, sizeof args, "%s --recompute %s", where[w], rc[k]);
+            snprintf(tag, sizeof tag, "rc%zu-%zu", w, k);
+            char *got = mlp_losses(args, tag);
+            cr_assert(strlen(got) > 0, "%s: no losses", args);
+            if (ref == NULL) {
+                ref = got;
+                continue;
+            }
+            cr_expect_str_eq(got, ref, "%s: losses differ from --recompute none", args);
+            free(got);
+        }
+        free(ref);
+    }
+}
+
 Test(gpu, mlp_losses_bitwise_resident_vs_budget_mixed_optimizer, .timeout = 600)
 {
     mlp_losses_independent_of_placement_in_memory("--cpu-layers 2", "mixed optimizer");
