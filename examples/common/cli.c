@@ -222,8 +222,9 @@ typedef struct cli_common_flag {
 static const cli_common_flag_t CLI_COMMON[CLI_F_COUNT] = {
     {CLI_F_BACKEND, "backend", "cuda|sim", 0,
      "backend (default cuda; without a usable GPU: sim, unless\n--backend was given)"},
-    {CLI_F_PROFILE, "profile", "NAME|list", 0,
-     "sim device profile; 'list' prints the built-in ones"},
+    {CLI_F_PROFILE, "profile", "NAME|FILE|list", 0,
+     "device profile: the sim's model, and on cuda the model of the automatic choices\n"
+     "(a file from uvmrt-calibrate describes this machine); 'list' prints the built-in ones"},
     {CLI_F_POLICY, "policy", "none|demand|prefetch", 0, "uvmrt's policy (default prefetch)"},
     {CLI_F_BUDGET, "budget", "SIZE|auto", 0,
      "device bytes uvmrt may keep resident (default auto: free\ndevice memory less a reserve; "
@@ -324,7 +325,13 @@ static void common_flag(const cli_spec_t *spec, cli_common_t *c, unsigned bit, c
             *list = 1;
             break;
         }
-        if (uvmrt_profile_find(arg) == NULL) {
+        if (strchr(arg, '/') != NULL || (strlen(arg) > 5 && strcmp(arg + strlen(arg) - 5, ".json") == 0)) {
+            /* a profile file (uvmrt-calibrate): read now, so a bad one is a usage error */
+            uvmrt_profile_t *f = NULL;
+            if (uvmrt_profile_load(arg, &f) != UVMRT_OK)
+                cli_usage_error("--profile '%s': not a readable profile file (uvmrt-profile(5))", arg);
+            uvmrt_profile_free(f);
+        } else if (uvmrt_profile_find(arg) == NULL) {
             char names[512] = "";
             size_t count = 0, used = 0;
             const uvmrt_profile_t *p = uvmrt_profiles(&count);
@@ -333,7 +340,7 @@ static void common_flag(const cli_spec_t *spec, cli_common_t *c, unsigned bit, c
                 if (k < 0) break;
                 used += (size_t)k;
             }
-            cli_usage_error("--profile '%s': expected one of %s (or list)", arg, names);
+            cli_usage_error("--profile '%s': expected one of %s (or list), or a profile file", arg, names);
         }
         c->profile = arg;
         break;
@@ -509,4 +516,11 @@ int cli_reports_write(const uvmrt_context_t *ctx, const cli_common_t *c)
         bad |= rc;
     }
     return bad ? -1 : 0;
+}
+
+uint64_t cli_adamw_host_bytes(const uvmrt_profile_t *p, uint64_t params)
+{
+    if (p != NULL && p->cpu_adamw_params_per_s > 0 && p->host_mem_bps > 0)
+        return (uint64_t)((double)params * p->host_mem_bps / p->cpu_adamw_params_per_s);
+    return params * 30;
 }

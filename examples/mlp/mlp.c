@@ -288,6 +288,9 @@ static uvmrt_status_t layer_open(mlp_run_t *run, int i, uvmrt_phase_t phase,
         .layer = i, .phase = phase, .stream = run->stream, .uses = uses->u,
         .n_uses = uses->n, .no_default_uses = 1, .flops = flops,
     };
+    /* a CPU block's forward waits for the CPU's update of it (mlp_gpu_forward_wait) */
+    if (phase == UVMRT_PHASE_FORWARD && i >= run->net.L - run->cpu_layers)
+        call.after = run->cpu_stream;
     /* sim: a GEMM-free call (the optimizer) is timed by its bytes at HBM speed */
     if (run->backend == UVMRT_BACKEND_SIM && flops == 0 && run->profile &&
         run->profile->hbm_bps > 0)
@@ -384,7 +387,8 @@ static uvmrt_status_t optimizer(mlp_run_t *run, int i, int step) {
 static uvmrt_status_t optimizer_cpu(mlp_run_t *run, int i) {
     uvmrt_layer_call_t call = {
         .layer = i, .phase = UVMRT_PHASE_OPTIMIZER, .stream = run->cpu_stream,
-        .no_default_uses = 1, .host_bytes = (uint64_t)run->net.hh * (4 * 7 + 2),
+        .no_default_uses = 1, .host_bytes = cli_adamw_host_bytes(run->profile, (uint64_t)run->net.hh),
+        .after = run->stream, /* the thread starts once backward i is done */
     };
     uvmrt_status_t st = uvmrt_layer_begin(run->ctx, &call);
     if (st != UVMRT_OK && !run->rehearsal)
