@@ -15,7 +15,10 @@
  *    (exit 1, naming the flag) for another shape; a corrupt newest file is skipped;
  *    an empty directory starts at step 1; SIGTERM saves the step under way and stops;
  *  - the progress line's fields, --log-level, an unwritable output (exit 1), and
- *    --sample saying that it needs a GPU.
+ *    --sample saying that it needs a GPU;
+ *  - where AdamW runs and which blocks recompute: --cpu-layers K and --recompute N
+ *    (bad values and contradictions exit 2 naming the flags; explicit values reach
+ *    the result JSON and change what is allocated and declared).
  *
  * The program's path comes from UVMRT_GPT_PATH (build tree) or UVMRT_GPT.
  */
@@ -168,6 +171,19 @@ Test(gpt_trainer, bad_usage_exits_2_naming_the_flag) {
         {"--policy fast", "--policy 'fast'"},
         {"--data ''", "--data ''"},
         {"--heads 3", "--heads 3"},
+        /* SMALL has 2 blocks, so 4 layers (embedding, blocks, head) */
+        {"--cpu-layers -1", "--cpu-layers '-1'"},
+        {"--cpu-layers x", "--cpu-layers 'x'"},
+        {"--cpu-layers 5", "--cpu-layers '5': expected a number of layers"},
+        {"--cpu-layers ''", "--cpu-layers ''"},
+        {"--cpu-layers 2 --optimizer-on gpu", "--cpu-layers 2 with --optimizer-on gpu"},
+        {"--optimizer-on cpu --cpu-layers 3", "--cpu-layers 3 with --optimizer-on cpu"},
+        {"--optimizer-on gpu --cpu-layers auto", "--cpu-layers auto with --optimizer-on gpu"},
+        {"--optimizer-on cpu --cpu-layers auto", "--cpu-layers auto with --optimizer-on cpu"},
+        {"--optimizer-on both", "--optimizer-on 'both'"},
+        {"--recompute 3", "--recompute '3': expected none, all, a number of blocks in 0..2"},
+        {"--recompute some", "--recompute 'some'"},
+        {"--recompute -2", "--recompute '-2'"},
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         int st = gpt("%s %s", SMALL, bad[k].args);
@@ -456,5 +472,106 @@ Test(gpt_trainer, resume_skips_a_corrupt_newest_and_starts_fresh_without_one) {
     st = gpt(CKPT_RUN " --resume --checkpoint %s/empty", dir, dir);
     cr_assert_eq(st, 0, "%s", out);
     cr_expect(strstr(out, "starting at step 1") && strstr(out, "step 1/6"), "%s", out);
+    scratch_done();
+}
+
+/* ----------------------------------------------------------------------------
+ * where AdamW runs (--cpu-layers) and which blocks recompute (--recompute) */
+
+/* 4 blocks: 6 layers */
+#define SPLIT "--backend sim --layers 4 --channels 128 --heads 2 --batch 2 --seq 64 -q"
+
+/* Runs SPLIT ARGS --steps 4 --result-json into *r (the caller frees it). */
+static json_t *split_run(const char *args) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/r.json", dir);
+    int st = gpt(SPLIT " --steps 4 %s --result-json %s", args, path);
+    cr_assert_eq(st, 0, "'%s' exited %d:\n%s", args, st, out);
+    return json_file(path);
+}
+
+static const char *jstr(json_t *obj, const char *key) {
+    const char *v = json_string_value(json_object_get(obj, key));
+    cr_assert(v != NULL, "result JSON: %s is not a string", key);
+    return v;
+}
+
+Test(gpt_trainer, explicit_cpu_layers_and_recompute_reach_the_result) {
+    scratch();
+    static const struct {
+        const char *args;
+        int k, n;
+        const char *on, *rec;
+    } cases[] = {
+        {"--cpu-layers 5 --recompute 3", 5, 3, "mixed", "partial"},
+        {"--optimizer-on cpu --recompute all", 6, 4, "cpu", "all"},
+        {"--optimizer-on gpu --recompute none", 0, 0, "gpu", "none"},
+        {"--cpu-layers 6 --optimizer-on cpu --recompute 0", 6, 0, "cpu", "none"},
+        {"--cpu-layers 0 --optimizer-on gpu --recompute 4", 0, 4, "gpu", "all"},
+    };
+    long long managed[5];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *r = split_run(cases[i].args);
+        cr_expect_eq(jint(r, "cpu_layers"), cases[i].k, "%s", cases[i].args);
+        cr_expect_eq(jint(r, "recompute_blocks"), cases[i].n, "%s", cases[i].args);
+        cr_expect_str_eq(jstr(r, "optimizer_on"), cases[i].on, "%s", cases[i].args);
+        cr_expect_str_eq(jstr(r, "recompute"), cases[i].rec, "%s", cases[i].args);
+        cr_expect(json_is_null(json_object_get(r, "choice")), "%s: no auto knob, but a choice",
+                  cases[i].args);
+        managed[i] = jint(r, "managed_bytes");
+        json_decref(r);
+    }
+    /* each recomputing block drops its own activation set for the one they share */
+    cr_expect(managed[2] > managed[0] && managed[0] > managed[1], "managed bytes for recompute "
+              "0, 3, 4 blocks: %lld, %lld, %lld", managed[2], managed[0], managed[1]);
+    cr_expect_eq(managed[3], managed[2], "where AdamW runs changed the managed bytes");
+    cr_expect_eq(managed[4], managed[1]);
+    scratch_done();
+}
+
+/* The per-layer optimizer rows and the host-homed bytes of a 3-step run's report. */
+static json_t *split_report(const char *args) {
+    char rep[512];
+    snprintf(rep, sizeof rep, "%s/rep.json", dir);
+    int st = gpt(SPLIT " --profile h200 --steps 3 --budget 160M %s --report json:%s", args, rep);
+    cr_assert_eq(st, 0, "'%s' exited %d:\n%s", args, st, out);
+    return json_file(rep);
+}
+
+static long long optimizer_field(json_t *rep, int layer, const char *key) {
+    json_t *l = json_array_get(json_object_get(rep, "layers"), (size_t)layer);
+    cr_assert(l != NULL, "the report has no layer %d", layer);
+    return jint(json_object_get(l, "optimizer"), key);
+}
+
+/* --cpu-layers 3 of 6: block2, block3 and the head update on the CPU. Their AdamW is
+ * declared as one optimizer call per step on a stream of its own, with host-memory
+ * work and no uses (no fault, no transfer, a duration from the profile's host memory
+ * rate), and their w, m, v, g live in host memory; the GPU's layers' AdamW touches
+ * their tensors (the recording step faults them in). */
+Test(gpt_trainer, cpu_layers_are_declared_and_host_placed) {
+    scratch();
+    json_t *gpu = split_report("--cpu-layers 0 --recompute 0");
+    json_t *mix = split_report("--cpu-layers 3 --recompute 0");
+    static const char *const none[] = {"fault_count", "prefetch_bytes", "remote_read_bytes",
+                                       "remote_write_bytes", "evict_bytes"};
+    for (int l = 3; l < 6; l++) {
+        cr_expect_eq(optimizer_field(mix, l, "calls"), 3, "layer %d", l);
+        for (size_t k = 0; k < sizeof none / sizeof none[0]; k++)
+            cr_expect_eq(optimizer_field(mix, l, none[k]), 0, "CPU layer %d: optimizer %s", l,
+                         none[k]);
+        cr_expect(optimizer_field(mix, l, "duration_ns") > 0, "CPU layer %d: no host time", l);
+        cr_expect(optimizer_field(gpu, l, "fault_count") + optimizer_field(gpu, l, "remote_read_bytes") > 0,
+                  "GPU layer %d: its AdamW touched nothing", l);
+    }
+    for (int l = 0; l < 3; l++)
+        cr_expect(optimizer_field(mix, l, "fault_count") > 0, "GPU layer %d touched nothing", l);
+    /* w, m, v, g of 2 blocks of 12 C^2 + 13 C and the head's 2 C, in fp32 */
+    long long C = 128, n = 2 * (12 * C * C + 13 * C) + 2 * C;
+    long long homed = jint(mix, "host_homed_bytes") - jint(gpu, "host_homed_bytes");
+    cr_expect(homed >= 16 * n, "host-homed bytes grew by %lld with 3 CPU layers, expected at "
+              "least %lld", homed, 16 * n);
+    json_decref(gpu);
+    json_decref(mix);
     scratch_done();
 }
