@@ -1474,6 +1474,29 @@ static size_t recompute_candidates(int L, int *v) {
     return n;
 }
 
+/* The recompute candidates; on cuda only those whose tensors fit the GPU's free memory
+ * (real oversubscription can hang it: run_open_gpu refuses them), at least L. */
+static size_t recompute_room(gpt_run_t *run, int *v) {
+    size_t n = recompute_candidates(run->L, v);
+    uint64_t free_b = 0, total_b = 0;
+    int dev = -1;
+    if (run->backend != UVMRT_BACKEND_CUDA || gpt_gpu_mem_info(&free_b, &total_b, &dev) != NULL)
+        return n;
+    uint64_t room = free_b > GPU_SAFETY_BYTES ? free_b - GPU_SAFETY_BYTES : 0;
+    int keep = run->recompute;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        run->recompute = v[i];
+        if (planned_managed_bytes(run) + (64ull << 20) <= room || i + 1 == n)
+            v[m++] = v[i];
+        else if (!run->opt->c.quiet)
+            printf("  auto: recompute %d left out: its tensors would not fit GPU %d's free "
+                   "memory\n", v[i], dev);
+    }
+    run->recompute = keep;
+    return m;
+}
+
 /* The knob values of one candidate, or the explicit flags' for a knob not chosen. */
 static void knob_values(const gpt_run_t *run, const int *values, int *k, int *n) {
     *k = run->knob_cpu >= 0 ? values[run->knob_cpu] : run->opt->cpu_layers;
@@ -1536,7 +1559,7 @@ static void choose_auto(gpt_run_t *run) {
     }
     if (o->recompute == GPT_AUTO) {
         run->knob_rec = (int)n;
-        knobs[n++] = (uvmrt_knob_t){"recompute", recompute_candidates(run->L, rv), rv};
+        knobs[n++] = (uvmrt_knob_t){"recompute", recompute_room(run, rv), rv};
     }
     if (n == 0)
         return;
