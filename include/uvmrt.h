@@ -722,7 +722,9 @@ typedef struct uvmrt_knob {
  * runs `steps` steps (uvmrt_step_begin .. uvmrt_step_end) of the layer calls the trainer
  * would run for real with these knob values (values[k] is knob k's), with their flops and
  * host_bytes and no arithmetic. The model is destroyed after the call, tensors and all.
- * An error return stops the choice, which then fails with that status. */
+ * Return UVMRT_ERR_BUDGET (what uvmrt_layer_begin returns when a call's working set is
+ * over the model's budget) for "these values do not fit": the choice skips them. Any
+ * other error return stops the choice, which then fails with that status. Never exit. */
 typedef uvmrt_status_t (*uvmrt_rehearse_fn)(uvmrt_context_t *model, const int *values, int steps,
                                             void *user);
 

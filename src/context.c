@@ -2,6 +2,7 @@
  * context.c -- context lifecycle: params and environment into a configuration,
  * the backend opened, the budget resolved; layers declared.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,8 +55,10 @@ static uvmrt_status_t resolve_budget(uvmrt_context_t *ctx)
     return UVMRT_OK;
 }
 
-uvmrt_status_t uvmrt__context_create_with(const uvmrt_params_t *params, const uvmrt_backend_ops_t *ops,
-                                          uvmrt_context_t **out)
+/* model: a context for uvmrt_choose's rehearsals (choose.c): nothing published, reported,
+ * recorded or traced, whatever the environment says. */
+static uvmrt_status_t create(const uvmrt_params_t *params, const uvmrt_backend_ops_t *ops, int model,
+                             uvmrt_context_t **out)
 {
     if (out == NULL) {
         /* no context yet: log through the caller's log function, if any */
@@ -75,6 +78,13 @@ uvmrt_status_t uvmrt__context_create_with(const uvmrt_params_t *params, const uv
 
     uvmrt_status_t st = uvmrt_config_resolve(&ctx->cfg, ctx->sources, params, &ctx->log);
     if (st != UVMRT_OK) goto fail;
+    if (model) {
+        ctx->cfg.monitor = 0;
+        ctx->cfg.fault_stats = 0;
+        snprintf(ctx->cfg.report, sizeof ctx->cfg.report, "none");
+        snprintf(ctx->cfg.trace, sizeof ctx->cfg.trace, "none");
+        snprintf(ctx->cfg.record, sizeof ctx->cfg.record, "none");
+    }
     ctx->log.level = ctx->cfg.log_level;
     /* auto becomes cuda or sim (one notice when sim); an explicit cuda without a GPU fails. */
     if ((st = uvmrt__backend_select(&ctx->cfg, &ctx->log, &ops)) != UVMRT_OK)
@@ -97,9 +107,35 @@ fail:
     return st;
 }
 
+uvmrt_status_t uvmrt__context_create_with(const uvmrt_params_t *params, const uvmrt_backend_ops_t *ops,
+                                          uvmrt_context_t **out)
+{
+    return create(params, ops, 0, out);
+}
+
 uvmrt_status_t uvmrt_context_create(const uvmrt_params_t *params, uvmrt_context_t **out)
 {
-    return uvmrt__context_create_with(params, NULL, out);
+    return create(params, NULL, 0, out);
+}
+
+uvmrt_status_t uvmrt__context_create_model(const uvmrt_context_t *parent, uint64_t budget, uvmrt_context_t **out)
+{
+    uvmrt_params_t p;
+    uvmrt_params_init(&p);
+    p.ignore_env = 1;
+    p.backend = UVMRT_BACKEND_SIM;
+    p.profile = parent->cfg.profile;
+    p.policy = parent->cfg.policy;
+    p.budget_bytes = budget;
+    p.discard_dead = parent->cfg.discard_dead;
+    p.remote = parent->cfg.remote;
+    /* the model's own notices (budget above the modelled device, ...) would repeat
+     * once per rehearsal: errors only */
+    p.log_level = UVMRT_LOG_ERROR;
+    p.log_fn = parent->log.fn;
+    p.log_user = parent->log.user;
+    p.fault_stats = 0;
+    return create(&p, NULL, 1, out);
 }
 
 void uvmrt_context_destroy(uvmrt_context_t *ctx)
@@ -119,6 +155,7 @@ void uvmrt_context_destroy(uvmrt_context_t *ctx)
     uvmrt_profile_free(ctx->profile_owned);
     uvmrt__monitor_close(ctx);
     uvmrt__steady_free(ctx);
+    uvmrt__choice_free(ctx);
     uvmrt__faults_free(ctx);
     uvmrt__stats_free(ctx);
     uvmrt__history_free(ctx);

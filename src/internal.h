@@ -9,6 +9,7 @@
 
 #include "attrib.h"
 #include "backend.h"
+#include "choose.h"
 #include "events.h"
 #include "faults.h"
 #include "history.h"
@@ -44,6 +45,7 @@ struct uvmrt_context {
     uvmrt_stats_state_t stats;      /* stats.h, stats.c: the step in progress's counters */
     uvmrt_history_t hist;           /* history.h, history.c: completed steps, rows, spans, attribution */
     uvmrt_faults_t faults;          /* faults.h, faults.c: the record source, sampler, pending records */
+    uvmrt_choice_state_t choice;    /* choose.h, choose.c: the trainer's choices, the plan budget */
 
     /* the live snapshot for uvmrt-top (monitor.c; NULL: not publishing) */
     struct uvmrt_monitor *monitor;
@@ -66,6 +68,10 @@ static inline int uvmrt__in_step(const uvmrt_context_t *ctx) { return ctx->sched
 uvmrt_status_t uvmrt__context_create_with(const uvmrt_params_t *params,
                                           const uvmrt_backend_ops_t *ops,
                                           uvmrt_context_t **out);
+/* A sim context modelling parent (its profile, policy, discard and remote settings) at
+ * budget, for uvmrt_choose's rehearsals: no monitor, reports, record, trace or driver
+ * counters, and only errors logged. */
+uvmrt_status_t uvmrt__context_create_model(const uvmrt_context_t *parent, uint64_t budget, uvmrt_context_t **out);
 /* Every backend call the scheduler makes is described to fn, one line each, with
  * pointers as arena offsets, so traces from different backends compare equal. */
 void uvmrt__set_trace(uvmrt_context_t *ctx, void (*fn)(void *user, const char *line), void *user);

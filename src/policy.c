@@ -94,7 +94,7 @@ uvmrt_status_t uvmrt__ensure_plan(uvmrt_context_t *ctx)
             res0[t] = (uint8_t)ctx->tensors.by_id[t]->resident;
         }
         const uvmrt_profile_t *pr = ctx->profile;
-        uvmrt_plan_input_t in = {m, ev, n, fp, ctx->budget, res0, ctx->cfg.discard_dead, remote_ok,
+        uvmrt_plan_input_t in = {m, ev, n, fp, uvmrt__plan_budget(ctx), res0, ctx->cfg.discard_dead, remote_ok,
                                  replan ? homed : NULL, forced, pr->prefetch_h2d_bps, pr->evict_d2h_bps,
                                  pr->remote_read_bps, pr->remote_write_bps};
         int bad = -1;
@@ -138,7 +138,7 @@ uvmrt_status_t uvmrt__run_point(uvmrt_context_t *ctx, int p)
             if (pl->actions[a].kind == UVMRT_ACT_PREFETCH) {
                 /* Skip what is already there, or what would break the budget
                  * because the real state drifted from the plan's. */
-                if (t->resident || planned + t->footprint > ctx->budget) continue;
+                if (t->resident || planned + t->footprint > uvmrt__plan_budget(ctx)) continue;
                 b.fetch[b.n_fetch++] = t;
                 planned += t->footprint;
             } else if (t->resident) {
@@ -212,14 +212,14 @@ uvmrt_status_t uvmrt__demand_path(uvmrt_context_t *ctx, const uvmrt_call_t *c)
     }
     if (need == 0) return UVMRT_OK;
     uvmrt_status_t st = UVMRT_OK;
-    if (ctx->cfg.policy != UVMRT_POLICY_NONE && ctx->res.bytes + need > ctx->budget) {
+    if (ctx->cfg.policy != UVMRT_POLICY_NONE && ctx->res.bytes + need > uvmrt__plan_budget(ctx)) {
         uvmrt_tensor_t **victims = malloc((size_t)ctx->tensors.n * sizeof *victims);
         uvmrt_range_t *ranges = malloc((size_t)ctx->tensors.n * sizeof *ranges);
         size_t nv = 0;
         uint64_t freed = 0;
         if (victims == NULL || ranges == NULL) st = UVMRT_ERR_NOMEM;
         for (int id = 0; st == UVMRT_OK && id < ctx->tensors.n &&
-                         ctx->res.bytes - freed + need > ctx->budget; id++) {
+                         ctx->res.bytes - freed + need > uvmrt__plan_budget(ctx); id++) {
             uvmrt_tensor_t *t = ctx->tensors.by_id[id];
             if (t->magic != UVMRT_TENSOR_MAGIC || !t->resident || used_by(ctx, c, id)) continue;
             st = uvmrt__ring_wait(ctx, c->stream, t->ready);
@@ -271,7 +271,7 @@ uvmrt_status_t uvmrt__late_path(uvmrt_context_t *ctx, const uvmrt_call_t *c, int
         }
     }
     uint64_t resident = ctx->res.bytes;
-    while (resident + need > ctx->budget) {
+    while (resident + need > uvmrt__plan_budget(ctx)) {
         uvmrt_tensor_t *victim = NULL;
         int32_t far = -1;
         for (int id = 0; id < ctx->tensors.n; id++) {

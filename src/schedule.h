@@ -29,6 +29,7 @@ typedef struct uvmrt_call {
     uvmrt_touch_result_t touch_res;  /* what that work faulted, counted when the call closes */
     uint64_t host_bytes;             /* the call's CPU work on host memory (uvmrt_layer_call_t) */
     uint64_t resident_bytes;         /* uvmrt's resident bytes once the call was open (trace counter) */
+    uint64_t declared_ns;            /* the declared work at the profile's rate (choose.c's review) */
 } uvmrt_call_t;
 
 /* The calls of one step; uses are flattened (tensor id, access). */

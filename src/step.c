@@ -244,6 +244,7 @@ uvmrt_status_t uvmrt_step_end(uvmrt_context_t *ctx)
     uvmrt__history_trim(ctx); /* before this step's rows and spans go in */
     uvmrt__step_spans_and_faults(ctx);
     uvmrt__stats_step_time(ctx, uvmrt__be_now(ctx) - ctx->sched.step_start_ns);
+    uvmrt__choice_step_done(ctx, !rerecord && uvmrt__steps_done(ctx) > 0, ctx->stats.cur.step_ns);
     if (uvmrt__faults_active(ctx))
         uvmrt__faults_step_done(ctx, uvmrt__steps_done(ctx), ctx->stats.cur.fault_sampled, ctx->stats.cur.step_ns);
     if (rerecord) {
@@ -268,7 +269,8 @@ uvmrt_status_t uvmrt_step_end(uvmrt_context_t *ctx)
 #define UVMRT_MAX_CALL_NS 1e18
 
 /* The call's modelled duration, or an error naming the bad value. */
-static uvmrt_status_t call_duration(uvmrt_context_t *ctx, const uvmrt_layer_call_t *call, uint64_t *out)
+static uvmrt_status_t call_duration(uvmrt_context_t *ctx, const uvmrt_layer_call_t *call, uint64_t *out,
+                                    uint64_t *declared)
 {
     const char *name = ctx->tensors.layers[call->layer].name, *ph = uvmrt_phase_name(call->phase);
     if ((double)call->sim_duration_ns > UVMRT_MAX_CALL_NS) {
@@ -299,7 +301,10 @@ static uvmrt_status_t call_duration(uvmrt_context_t *ctx, const uvmrt_layer_call
                   name, ph, (unsigned long long)call->host_bytes, ctx->profile->host_mem_bps);
         return UVMRT_ERR_INVALID;
     }
-    *out = dur;
+    /* the work as declared, for uvmrt_choice_review: flops at the profile's rate when
+     * given (an explicit sim duration then plays the GPU's real time) */
+    *declared = call->flops > 0 && ctx->profile->flops > 0 ? (uint64_t)(call->flops / ctx->profile->flops * 1e9) : dur;
+    *out = uvmrt__choice_scaled(ctx, call->layer, call->phase, dur); /* a review's model: measured/modelled */
     return UVMRT_OK;
 }
 
@@ -336,8 +341,8 @@ uvmrt_status_t uvmrt_layer_begin(uvmrt_context_t *ctx, const uvmrt_layer_call_t 
         LOG_ERROR(&ctx->log, "uvmrt_layer_begin: n_uses = %zu but uses is NULL", call->n_uses);
         return UVMRT_ERR_INVALID;
     }
-    uint64_t dur = 0;
-    uvmrt_status_t st = call_duration(ctx, call, &dur);
+    uint64_t dur = 0, declared = 0;
+    uvmrt_status_t st = call_duration(ctx, call, &dur, &declared);
     if (st != UVMRT_OK) return st;
     uvmrt_sequence_t *s = &ctx->sched.cur;
     if (uvmrt__grow((void **)&s->calls, &s->cap_calls, s->n_calls + 1, sizeof *s->calls)) {
@@ -362,7 +367,7 @@ uvmrt_status_t uvmrt_layer_begin(uvmrt_context_t *ctx, const uvmrt_layer_call_t 
     size_t i = s->n_calls; /* staged: counted in n_calls only once open */
     uvmrt_call_t *c = &s->calls[i];
     *c = (uvmrt_call_t){call->layer, call->phase, call->stream, first, s->n_uses - first, dur,
-                        (int)(3 * i), (int)(3 * i + 1), (int)(3 * i + 2), 0, 0, {0, 0}, call->host_bytes, 0};
+                        (int)(3 * i), (int)(3 * i + 1), (int)(3 * i + 2), 0, 0, {0, 0}, call->host_bytes, 0, declared};
     int deviated = ctx->sched.deviated;
     if (ctx->cfg.policy == UVMRT_POLICY_PREFETCH && ctx->sched.have_record && !deviated &&
         !uvmrt__call_matches_record(ctx, i))

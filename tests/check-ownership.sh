@@ -31,6 +31,7 @@ sched step.c policy.c
 stats stats.c
 hist history.c
 faults faults.c
+choice choose.c
 PARTS
 [ $status -eq 0 ] && echo "check-ownership: every context part is changed by its owner only"
 exit $status

@@ -1,0 +1,420 @@
+/*
+ * choose.c -- the trainer's choices: uvmrt_choose rehearses each combination of the
+ * trainer's knob values on a sim model of the machine (the context's profile and
+ * budget: the same cost model the sim backend and uvmrt-plan use) and keeps the one
+ * with the least predicted step time; then the best one at smaller budgets, so that
+ * a larger budget never predicts slower than a smaller one it covers. After planned
+ * steps, uvmrt_choice_review compares the measurement with the prediction and, once,
+ * chooses again with each (layer, phase)'s work scaled by what the GPU measured.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* Step 1 records, step 2 is the first planned step (its start residency is the
+ * recording step's leftovers), 3 and 4 are steady: the prediction is their mean. */
+#define REHEARSAL_STEPS 4
+#define GRAIN (2ull << 20) /* ladder budgets: whole 2 MiB blocks */
+#define REPLAN_ERROR 0.10
+
+/* The knobs being searched, the model's duration scale, and the results. */
+typedef struct search {
+    size_t n_knobs;
+    char *const *names;
+    int *const *values;
+    const size_t *n_values;
+    uvmrt_rehearse_fn fn;
+    void *user;
+    const double *scale;
+    size_t n_scale;
+    /* results */
+    size_t n_cand;
+    int *cand_values; /* n_cand x n_knobs */
+    double *cand_ns;  /* 0: did not fit */
+    size_t best;      /* index, or n_cand when none fits */
+    double best_ns;
+    uint64_t plan_budget;
+    size_t rehearsals;
+} search_t;
+
+uint64_t uvmrt__plan_budget(const uvmrt_context_t *ctx)
+{
+    uint64_t b = ctx->choice.plan_budget;
+    return b > 0 && b < ctx->budget ? b : ctx->budget;
+}
+
+uint64_t uvmrt__choice_scaled(const uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, uint64_t ns)
+{
+    size_t i = (size_t)layer * UVMRT_PHASE_COUNT + (size_t)phase;
+    if (ctx->choice.scale == NULL || layer < 0 || i >= ctx->choice.n_scale) return ns;
+    double v = (double)ns * ctx->choice.scale[i];
+    return v < 1e18 ? (uint64_t)v : (uint64_t)1e18;
+}
+
+void uvmrt__choice_step_done(uvmrt_context_t *ctx, int planned, uint64_t step_ns)
+{
+    uvmrt_choice_state_t *c = &ctx->choice;
+    if (c->have && planned && c->n_planned < UVMRT_CHOICE_STEPS_KEPT) c->planned_ns[c->n_planned++] = (double)step_ns;
+}
+
+static void knobs_free(uvmrt_choice_state_t *c)
+{
+    for (size_t k = 0; k < c->n_knobs; k++) {
+        free(c->names[k]);
+        free(c->values[k]);
+        c->names[k] = NULL;
+        c->values[k] = NULL;
+    }
+    c->n_knobs = 0;
+}
+
+void uvmrt__choice_free(uvmrt_context_t *ctx)
+{
+    uvmrt_choice_state_t *c = &ctx->choice;
+    knobs_free(c);
+    free(c->cand_values);
+    free(c->cand_ns);
+    free(c->scale);
+    memset(c, 0, sizeof *c);
+}
+
+/* Knob values of combination i (mixed radix, the first knob fastest). */
+static void combination(const search_t *s, size_t i, int *out)
+{
+    for (size_t k = 0; k < s->n_knobs; k++) {
+        out[k] = s->values[k][i % s->n_values[k]];
+        i /= s->n_values[k];
+    }
+}
+
+/* One rehearsal at budget: *ns the predicted step time, 0 when it does not fit. */
+static uvmrt_status_t rehearse(uvmrt_context_t *ctx, search_t *s, const int *values, uint64_t budget, double *ns)
+{
+    *ns = 0.0;
+    uvmrt_context_t *model = NULL;
+    uvmrt_status_t st = uvmrt__context_create_model(ctx, budget, &model);
+    if (st != UVMRT_OK) {
+        LOG_ERROR(&ctx->log, "uvmrt_choose: the model context (sim, profile %s) could not be made: %s", ctx->cfg.profile,
+                  uvmrt_status_str(st));
+        return st;
+    }
+    if (s->scale != NULL) {
+        model->choice.scale = malloc(s->n_scale * sizeof *s->scale);
+        if (model->choice.scale == NULL) {
+            uvmrt_context_destroy(model);
+            return UVMRT_ERR_NOMEM;
+        }
+        memcpy(model->choice.scale, s->scale, s->n_scale * sizeof *s->scale);
+        model->choice.n_scale = s->n_scale;
+    }
+    s->rehearsals++;
+    st = s->fn(model, values, REHEARSAL_STEPS, s->user);
+    if (st == UVMRT_ERR_BUDGET) {
+        st = UVMRT_OK; /* a layer's working set is over this budget: does not fit */
+    } else if (st == UVMRT_OK) {
+        uint64_t done = uvmrt__steps_done(model);
+        uvmrt_step_stats_t a, b;
+        if (done < REHEARSAL_STEPS) {
+            LOG_ERROR(&ctx->log, "uvmrt_choose: the rehearsal ran %llu steps: expected %d",
+                      (unsigned long long)done, REHEARSAL_STEPS);
+            st = UVMRT_ERR_INVALID;
+        } else if (uvmrt_step_stats_get(model, done - 2, &a) == UVMRT_OK &&
+                   uvmrt_step_stats_get(model, done - 1, &b) == UVMRT_OK) {
+            *ns = 0.5 * ((double)a.step_ns + (double)b.step_ns);
+            if (*ns <= 0) *ns = 1; /* fits, takes no modelled time */
+        }
+    } else {
+        LOG_ERROR(&ctx->log, "uvmrt_choose: the trainer's rehearsal failed: %s", uvmrt_status_str(st));
+    }
+    uvmrt_context_destroy(model);
+    return st;
+}
+
+static void search_free(search_t *s)
+{
+    free(s->cand_values);
+    free(s->cand_ns);
+    s->cand_values = NULL;
+    s->cand_ns = NULL;
+}
+
+/* Every combination at the context's budget, then the best one down the ladder. */
+static uvmrt_status_t search_run(uvmrt_context_t *ctx, search_t *s)
+{
+    s->n_cand = 1;
+    for (size_t k = 0; k < s->n_knobs; k++) s->n_cand *= s->n_values[k];
+    s->cand_values = malloc(s->n_cand * s->n_knobs * sizeof *s->cand_values);
+    s->cand_ns = calloc(s->n_cand, sizeof *s->cand_ns);
+    if (s->cand_values == NULL || s->cand_ns == NULL) {
+        search_free(s);
+        return UVMRT_ERR_NOMEM;
+    }
+    s->best = s->n_cand;
+    s->best_ns = 0;
+    s->plan_budget = ctx->budget;
+    s->rehearsals = 0;
+    uvmrt_status_t st = UVMRT_OK;
+    for (size_t i = 0; i < s->n_cand && st == UVMRT_OK; i++) {
+        int *v = &s->cand_values[i * s->n_knobs];
+        combination(s, i, v);
+        st = rehearse(ctx, s, v, ctx->budget, &s->cand_ns[i]);
+        if (st == UVMRT_OK && s->cand_ns[i] > 0 && (s->best == s->n_cand || s->cand_ns[i] < s->best_ns)) {
+            s->best = i;
+            s->best_ns = s->cand_ns[i];
+        }
+    }
+    /* A plan made for a smaller budget also runs within this one. */
+    for (int k = 7; st == UVMRT_OK && s->best < s->n_cand && k >= 4; k--) {
+        uint64_t b = ctx->budget / 8 * (uint64_t)k / GRAIN * GRAIN;
+        double ns = 0;
+        if (b == 0) break;
+        st = rehearse(ctx, s, &s->cand_values[s->best * s->n_knobs], b, &ns);
+        if (st == UVMRT_OK && ns > 0 && ns < s->best_ns) {
+            s->best_ns = ns;
+            s->plan_budget = b;
+        }
+    }
+    if (st != UVMRT_OK) search_free(s);
+    return st;
+}
+
+/* Fills the public result from a finished search. */
+static void result_of(const search_t *s, uvmrt_choice_t *c)
+{
+    memset(c, 0, sizeof *c);
+    size_t i = s->best < s->n_cand ? s->best : 0;
+    for (size_t k = 0; k < s->n_knobs; k++) c->values[k] = s->cand_values[i * s->n_knobs + k];
+    c->fits = s->best < s->n_cand;
+    c->predicted_step_ns = c->fits ? s->best_ns : 0;
+    c->first_predicted_step_ns = c->predicted_step_ns;
+    c->plan_budget_bytes = s->plan_budget;
+    c->rehearsals = s->rehearsals;
+}
+
+static void log_choice(uvmrt_context_t *ctx, const uvmrt_choice_state_t *c, const char *what)
+{
+    char buf[512];
+    size_t n = 0;
+    for (size_t k = 0; k < c->n_knobs && n < sizeof buf; k++)
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s %d", k ? ", " : "", c->names[k], c->choice.values[k]);
+    if (c->choice.fits)
+        LOG_INFO(&ctx->log, "%s: %s: predicted %.1f ms/step at a %.2f GiB plan budget (%zu rehearsals)", what, buf,
+                 c->choice.predicted_step_ns / 1e6, (double)c->choice.plan_budget_bytes / (1u << 30),
+                 c->choice.rehearsals);
+    else
+        LOG_WARN(&ctx->log, "%s: no combination of the knobs fits the budget of %llu bytes (%zu rehearsals)", what,
+                 (unsigned long long)ctx->budget, c->choice.rehearsals);
+}
+
+/* The new plan budget: a changed one drops the plan (built again at the next step). */
+static void set_plan_budget(uvmrt_context_t *ctx, uint64_t b)
+{
+    uint64_t v = b < ctx->budget ? b : 0;
+    if (v != ctx->choice.plan_budget) {
+        ctx->choice.plan_budget = v;
+        uvmrt__plan_drop(ctx);
+    }
+}
+
+uvmrt_status_t uvmrt_choose(uvmrt_context_t *ctx, const uvmrt_knob_t *knobs, size_t n_knobs,
+                            uvmrt_rehearse_fn fn, void *user, uvmrt_choice_t *out)
+{
+    if (ctx == NULL) return UVMRT_ERR_INVALID;
+    if (fn == NULL || out == NULL || knobs == NULL) {
+        LOG_ERROR(&ctx->log, "uvmrt_choose: %s is NULL: expected %s", fn == NULL ? "rehearse" : out == NULL ? "out" : "knobs",
+                  fn == NULL ? "the trainer's rehearsal function" : out == NULL ? "a uvmrt_choice_t to fill" : "an array of knobs");
+        return UVMRT_ERR_INVALID;
+    }
+    if (n_knobs == 0 || n_knobs > UVMRT_KNOBS_MAX) {
+        LOG_ERROR(&ctx->log, "uvmrt_choose: n_knobs %zu: expected 1 to %d", n_knobs, UVMRT_KNOBS_MAX);
+        return UVMRT_ERR_INVALID;
+    }
+    if (uvmrt__in_step(ctx)) {
+        LOG_ERROR(&ctx->log, "uvmrt_choose inside a step: call it between steps");
+        return UVMRT_ERR_STATE;
+    }
+    size_t combos = 1;
+    for (size_t k = 0; k < n_knobs; k++) {
+        const char *name = knobs[k].name ? knobs[k].name : "(unnamed)";
+        if (knobs[k].n_values == 0 || knobs[k].values == NULL) {
+            LOG_ERROR(&ctx->log, "uvmrt_choose: knob %zu '%s' has no values: expected n_values >= 1 and values", k, name);
+            return UVMRT_ERR_INVALID;
+        }
+        if (knobs[k].n_values > UVMRT_CHOICES_MAX || combos * knobs[k].n_values > UVMRT_CHOICES_MAX) {
+            LOG_ERROR(&ctx->log, "uvmrt_choose: %zu or more combinations of knob values (at knob '%s'): expected at most %d",
+                      combos * knobs[k].n_values, name, UVMRT_CHOICES_MAX);
+            return UVMRT_ERR_INVALID;
+        }
+        combos *= knobs[k].n_values;
+    }
+    /* Copies of the knobs, then the search; the context changes only at the end. */
+    uvmrt_choice_state_t copy = {0};
+    uvmrt_status_t st = UVMRT_OK;
+    for (size_t k = 0; k < n_knobs && st == UVMRT_OK; k++) {
+        const char *name = knobs[k].name ? knobs[k].name : "knob";
+        copy.names[k] = strdup(name);
+        copy.values[k] = malloc(knobs[k].n_values * sizeof(int));
+        copy.n_values[k] = knobs[k].n_values;
+        copy.n_knobs = k + 1;
+        if (copy.names[k] == NULL || copy.values[k] == NULL) st = UVMRT_ERR_NOMEM;
+        else memcpy(copy.values[k], knobs[k].values, knobs[k].n_values * sizeof(int));
+    }
+    search_t s = {.n_knobs = n_knobs, .names = copy.names, .values = copy.values, .n_values = copy.n_values, .fn = fn, .user = user};
+    if (st == UVMRT_OK) st = search_run(ctx, &s);
+    if (st != UVMRT_OK) {
+        knobs_free(&copy);
+        return st;
+    }
+    /* Commit. */
+    uvmrt_choice_state_t *c = &ctx->choice;
+    knobs_free(c);
+    free(c->cand_values);
+    free(c->cand_ns);
+    for (size_t k = 0; k < n_knobs; k++) {
+        c->names[k] = copy.names[k];
+        c->values[k] = copy.values[k];
+        c->n_values[k] = copy.n_values[k];
+    }
+    c->n_knobs = n_knobs;
+    c->fn = fn;
+    c->user = user;
+    c->n_cand = s.n_cand;
+    c->cand_values = s.cand_values;
+    c->cand_ns = s.cand_ns;
+    c->n_planned = 0;
+    c->have = 1;
+    result_of(&s, &c->choice);
+    set_plan_budget(ctx, c->choice.fits ? s.plan_budget : 0);
+    log_choice(ctx, c, "uvmrt_choose");
+    *out = c->choice;
+    return UVMRT_OK;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Each (layer, phase)'s measured GPU work in the last step over its modelled time:
+ * calls with a modelled duration and no CPU work (a CPU call's stream times nothing). */
+static uvmrt_status_t measured_scale(uvmrt_context_t *ctx, double **out, size_t *n_out)
+{
+    size_t n = (size_t)ctx->tensors.n_layers * UVMRT_PHASE_COUNT;
+    double *meas = calloc(n ? n : 1, sizeof *meas), *model = calloc(n ? n : 1, sizeof *model);
+    if (meas == NULL || model == NULL) {
+        free(meas);
+        free(model);
+        return UVMRT_ERR_NOMEM;
+    }
+    const uvmrt_sequence_t *q = &ctx->sched.cur;
+    for (size_t i = 0; i < q->n_calls; i++) {
+        const uvmrt_call_t *c = &q->calls[i];
+        if (!c->timed || c->declared_ns == 0 || c->host_bytes > 0 || c->layer < 0) continue;
+        size_t j = (size_t)c->layer * UVMRT_PHASE_COUNT + (size_t)c->phase;
+        if (j >= n) continue;
+        meas[j] += (double)uvmrt__elapsed(ctx, ctx->ev.timing[c->ev_wait_end], ctx->ev.timing[c->ev_end]);
+        model[j] += (double)c->declared_ns;
+    }
+    for (size_t j = 0; j < n; j++) meas[j] = model[j] > 0 && meas[j] > 0 ? meas[j] / model[j] : 1.0;
+    free(model);
+    *out = meas;
+    *n_out = n;
+    return UVMRT_OK;
+}
+
+uvmrt_status_t uvmrt_choice_review(uvmrt_context_t *ctx, uvmrt_choice_t *out, int *changed)
+{
+    if (ctx == NULL) return UVMRT_ERR_INVALID;
+    uvmrt_choice_state_t *c = &ctx->choice;
+    if (out == NULL) {
+        LOG_ERROR(&ctx->log, "uvmrt_choice_review: out is NULL: expected a uvmrt_choice_t to fill");
+        return UVMRT_ERR_INVALID;
+    }
+    if (!c->have) {
+        LOG_ERROR(&ctx->log, "uvmrt_choice_review: no choice to review (call uvmrt_choose first)");
+        return UVMRT_ERR_INVALID;
+    }
+    if (uvmrt__in_step(ctx)) {
+        LOG_ERROR(&ctx->log, "uvmrt_choice_review inside a step: call it between steps");
+        return UVMRT_ERR_STATE;
+    }
+    if (c->n_planned < 2) {
+        LOG_ERROR(&ctx->log, "uvmrt_choice_review: %zu planned steps since the choice: expected at least 2",
+                  c->n_planned);
+        return UVMRT_ERR_INVALID;
+    }
+    double sorted[UVMRT_CHOICE_STEPS_KEPT];
+    memcpy(sorted, c->planned_ns, c->n_planned * sizeof *sorted);
+    qsort(sorted, c->n_planned, sizeof *sorted, cmp_double);
+    size_t h = c->n_planned / 2;
+    double measured = c->n_planned % 2 ? sorted[h] : 0.5 * (sorted[h - 1] + sorted[h]);
+    uvmrt_choice_t r = c->choice;
+    r.measured_step_ns = measured;
+    int differ = 0;
+    double err = r.predicted_step_ns > 0 ? measured / r.predicted_step_ns - 1.0 : 0.0;
+    if (fabs(err) > REPLAN_ERROR && !r.replanned && r.fits) {
+        double *scale = NULL;
+        size_t n_scale = 0;
+        uvmrt_status_t st = measured_scale(ctx, &scale, &n_scale);
+        search_t s = {.n_knobs = c->n_knobs, .names = c->names, .values = c->values, .n_values = c->n_values,
+                      .fn = c->fn, .user = c->user, .scale = scale, .n_scale = n_scale};
+        if (st == UVMRT_OK) st = search_run(ctx, &s);
+        free(scale);
+        if (st != UVMRT_OK) {
+            LOG_ERROR(&ctx->log, "uvmrt_choice_review: choosing again failed (%s): the choice is as before",
+                      uvmrt_status_str(st));
+            return st;
+        }
+        LOG_INFO(&ctx->log, "uvmrt_choice_review: measured %.1f ms/step against %.1f predicted (%+.0f%%): choosing "
+                            "again with the measured work", measured / 1e6, r.predicted_step_ns / 1e6, 100 * err);
+        uvmrt_choice_t n;
+        result_of(&s, &n);
+        for (size_t k = 0; k < c->n_knobs; k++) differ |= n.values[k] != r.values[k];
+        n.measured_step_ns = measured;
+        n.first_predicted_step_ns = r.predicted_step_ns;
+        n.replanned = 1;
+        n.rehearsals += r.rehearsals;
+        if (!n.fits) { /* the measured work cannot make the budget smaller: keep the values */
+            memcpy(n.values, r.values, sizeof n.values);
+            n.plan_budget_bytes = r.plan_budget_bytes;
+            differ = 0;
+        }
+        free(c->cand_values);
+        free(c->cand_ns);
+        c->cand_values = s.cand_values;
+        c->cand_ns = s.cand_ns;
+        c->n_cand = s.n_cand;
+        r = n;
+        set_plan_budget(ctx, r.plan_budget_bytes);
+        c->n_planned = 0;
+        c->choice = r;
+        log_choice(ctx, c, "uvmrt_choice_review");
+    } else {
+        c->choice = r;
+    }
+    if (changed) *changed = differ;
+    *out = r;
+    return UVMRT_OK;
+}
+
+uvmrt_status_t uvmrt_choice_get(const uvmrt_context_t *ctx, uvmrt_choice_t *out)
+{
+    if (ctx == NULL || out == NULL || !ctx->choice.have) return UVMRT_ERR_INVALID;
+    *out = ctx->choice.choice;
+    return UVMRT_OK;
+}
+
+size_t uvmrt_choice_count(const uvmrt_context_t *ctx) { return ctx && ctx->choice.have ? ctx->choice.n_cand : 0; }
+
+uvmrt_status_t uvmrt_choice_candidate(const uvmrt_context_t *ctx, size_t i, int *values, double *predicted_step_ns)
+{
+    if (ctx == NULL || !ctx->choice.have || i >= ctx->choice.n_cand) return UVMRT_ERR_INVALID;
+    const uvmrt_choice_state_t *c = &ctx->choice;
+    if (values) memcpy(values, &c->cand_values[i * c->n_knobs], c->n_knobs * sizeof *values);
+    if (predicted_step_ns) *predicted_step_ns = c->cand_ns[i];
+    return UVMRT_OK;
+}

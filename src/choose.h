@@ -1,0 +1,45 @@
+/*
+ * choose.h -- the trainer's choices (internal; choose.c owns this state): the knobs
+ * of the last uvmrt_choose, its rehearsed candidates, the plan budget it chose, the
+ * planned steps measured since, and, in a model context, the duration scale a
+ * review found. Other modules read it through the accessors below.
+ */
+#ifndef UVMRT_CHOOSE_H
+#define UVMRT_CHOOSE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "uvmrt.h"
+
+#define UVMRT_CHOICE_STEPS_KEPT 64
+
+typedef struct uvmrt_choice_state {
+    int have;                       /* a choice was made */
+    size_t n_knobs;
+    char *names[UVMRT_KNOBS_MAX];
+    int *values[UVMRT_KNOBS_MAX];
+    size_t n_values[UVMRT_KNOBS_MAX];
+    uvmrt_rehearse_fn fn;
+    void *user;
+    uvmrt_choice_t choice;
+    size_t n_cand;                  /* candidates at the context's budget */
+    int *cand_values;               /* n_cand x n_knobs */
+    double *cand_ns;                /* 0: did not fit */
+    uint64_t plan_budget;           /* 0: plan with the context's budget */
+    double planned_ns[UVMRT_CHOICE_STEPS_KEPT]; /* planned steps since the choice (the first ones) */
+    size_t n_planned;
+    /* a model context only: each (layer, phase)'s duration factor from a review */
+    double *scale;
+    size_t n_scale;
+} uvmrt_choice_state_t;
+
+/* The budget the policy plans with: the choice's, or the context's. */
+uint64_t uvmrt__plan_budget(const uvmrt_context_t *ctx);
+/* A modelled duration as the model context scales it (1.0 outside a review's model). */
+uint64_t uvmrt__choice_scaled(const uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, uint64_t ns);
+/* step.c, at a step's commit: planned = the step followed a plan (not a recording step). */
+void uvmrt__choice_step_done(uvmrt_context_t *ctx, int planned, uint64_t step_ns);
+void uvmrt__choice_free(uvmrt_context_t *ctx);
+
+#endif

@@ -1,0 +1,302 @@
+/*
+ * test_choose.c -- uvmrt_choose and uvmrt_choice_review on the sim backend: the
+ * choice is the candidate with the least predicted time, each prediction equals the
+ * sim's own step time for the same schedule, budget and profile, a larger budget
+ * never predicts slower than the half budget its ladder covers, a failed choice
+ * changes nothing, and the review re-plans (once) only when the measurement is off.
+ */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "helpers.h"
+
+#define NL 6
+#define WEIGHT (256 * MIB)
+#define ACT (128 * MIB)
+
+/* A toy trainer with two knobs: how many of its layers keep their activation (the
+ * others recompute it: the backward declares the forward's flops again), and a
+ * flops factor a test can use to make the real run differ from the model. */
+typedef struct toy {
+    double flops_scale; /* declared work of the real run over the model's */
+    int fail_at;        /* rehearsal number that fails (1-based; 0: none) */
+    int calls;          /* rehearsals so far */
+} toy_t;
+
+typedef struct toy_net {
+    uvmrt_tensor_t *w[NL], *g[NL], *a[NL], *shared;
+} toy_net_t;
+
+static uvmrt_status_t toy_build(uvmrt_context_t *ctx, int keep, toy_net_t *n)
+{
+    uvmrt_status_t st = UVMRT_OK;
+    for (int l = 0; l < NL && st == UVMRT_OK; l++) {
+        char name[16];
+        int id;
+        snprintf(name, sizeof name, "L%d", l);
+        st = uvmrt_layer_add(ctx, name, &id);
+    }
+    for (int l = 0; l < NL && st == UVMRT_OK; l++) {
+        uvmrt_tensor_desc_t d[3] = {{"w", l, UVMRT_ROLE_WEIGHT, WEIGHT},
+                                    {"g", l, UVMRT_ROLE_GRADIENT, WEIGHT},
+                                    {"a", l, UVMRT_ROLE_ACTIVATION, ACT}};
+        uvmrt_tensor_t *t[3] = {0};
+        st = uvmrt_tensors_alloc(ctx, l < keep ? 3 : 2, d, t);
+        n->w[l] = t[0], n->g[l] = t[1], n->a[l] = l < keep ? t[2] : NULL;
+    }
+    if (st == UVMRT_OK) {
+        uvmrt_tensor_desc_t d = {"shared act", -1, UVMRT_ROLE_WORKSPACE, ACT};
+        st = uvmrt_tensor_alloc(ctx, &d, &n->shared);
+    }
+    return st;
+}
+
+/* One call: the layer's own tensors by default uses, plus extra (the shared
+ * activation of a recomputing layer) when not NULL. */
+static double g_real_scale = 1.0; /* the real run's GPU time over its declared work */
+
+static uvmrt_status_t toy_call(uvmrt_context_t *ctx, int l, uvmrt_phase_t ph, uvmrt_tensor_t *extra,
+                               unsigned extra_use, double flops)
+{
+    uvmrt_use_t u = {extra, extra_use};
+    uvmrt_layer_call_t c;
+    uvmrt_layer_call_init(&c, l, ph, NULL);
+    c.uses = extra ? &u : NULL;
+    c.n_uses = extra ? 1 : 0;
+    c.flops = flops;
+    /* the sim runs an explicit duration; the review compares it with the flops */
+    if (g_real_scale != 1.0) c.sim_duration_ns = (uint64_t)(flops / uvmrt_context_profile(ctx)->flops * 1e9 * g_real_scale);
+    uvmrt_status_t st = uvmrt_layer_begin(ctx, &c);
+    return st == UVMRT_OK ? uvmrt_layer_end(ctx) : st;
+}
+
+static uvmrt_status_t toy_steps(uvmrt_context_t *ctx, const toy_net_t *n, int keep, int steps, double scale)
+{
+    const double f = 2e12; /* ~ 2 ms per layer at the h200 profile */
+    g_real_scale = scale;
+    uvmrt_status_t st = UVMRT_OK;
+    for (int s = 0; s < steps && st == UVMRT_OK; s++) {
+        st = uvmrt_step_begin(ctx);
+        for (int l = 0; l < NL && st == UVMRT_OK; l++)
+            st = toy_call(ctx, l, UVMRT_PHASE_FORWARD, l < keep ? NULL : n->shared, UVMRT_USE_WRITE, f);
+        for (int l = NL - 1; l >= 0 && st == UVMRT_OK; l--)
+            st = toy_call(ctx, l, UVMRT_PHASE_BACKWARD, l < keep ? NULL : n->shared, UVMRT_USE_READWRITE,
+                          (l < keep ? 2 : 3) * f);
+        for (int l = 0; l < NL && st == UVMRT_OK; l++)
+            st = toy_call(ctx, l, UVMRT_PHASE_OPTIMIZER, NULL, 0, 0.1 * f);
+        if (st == UVMRT_OK) st = uvmrt_step_end(ctx);
+    }
+    return st;
+}
+
+static uvmrt_status_t toy_rehearse(uvmrt_context_t *model, const int *values, int steps, void *user)
+{
+    toy_t *t = user;
+    t->calls++;
+    if (t->fail_at && t->calls == t->fail_at) return UVMRT_ERR_NOMEM;
+    toy_net_t n;
+    uvmrt_status_t st = toy_build(model, values[0], &n);
+    return st == UVMRT_OK ? toy_steps(model, &n, values[0], steps, 1.0) : st;
+}
+
+/* The sim's own step time for keep at a budget: mean of steps 3 and 4. */
+static double direct_ns(int keep, uint64_t budget)
+{
+    uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_PREFETCH, budget, "h200");
+    toy_net_t n;
+    uvmrt_status_t st = toy_build(ctx, keep, &n);
+    if (st == UVMRT_OK) st = toy_steps(ctx, &n, keep, 4, 1.0);
+    double ns = 0;
+    if (st == UVMRT_OK) {
+        uvmrt_step_stats_t a, b;
+        cr_assert_eq(uvmrt_step_stats_get(ctx, 2, &a), UVMRT_OK);
+        cr_assert_eq(uvmrt_step_stats_get(ctx, 3, &b), UVMRT_OK);
+        ns = 0.5 * ((double)a.step_ns + (double)b.step_ns);
+    }
+    uvmrt_context_destroy(ctx);
+    return ns;
+}
+
+static const int keep_values[] = {0, 2, 4, 6};
+
+Test(choose, picks_the_least_predicted_and_predictions_equal_the_sim)
+{
+    uint64_t budget = 3 * GIB;
+    uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_PREFETCH, budget, "h200");
+    toy_t t = {1.0, 0, 0};
+    uvmrt_knob_t k = {"keep", 4, keep_values};
+    uvmrt_choice_t c;
+    cr_assert_eq(uvmrt_choose(ctx, &k, 1, toy_rehearse, &t, &c), UVMRT_OK, "%s", log_text());
+    cr_assert(c.fits);
+    cr_assert_eq(uvmrt_choice_count(ctx), 4);
+    double best = 0;
+    for (size_t i = 0; i < 4; i++) {
+        int v;
+        double ns;
+        cr_assert_eq(uvmrt_choice_candidate(ctx, i, &v, &ns), UVMRT_OK);
+        cr_assert_eq(v, keep_values[i]);
+        double d = direct_ns(v, budget);
+        cr_assert_eq(ns, d, "keep %d: predicted %.0f ns, the sim ran %.0f", v, ns, d);
+        if (ns > 0 && (best == 0 || ns < best)) best = ns;
+    }
+    cr_assert(c.predicted_step_ns <= best, "predicted %.0f, best candidate %.0f", c.predicted_step_ns, best);
+    cr_assert(c.plan_budget_bytes <= budget);
+    cr_assert_eq(uvmrt_choice_candidate(ctx, 4, NULL, NULL), UVMRT_ERR_INVALID);
+    /* the chosen value's prediction at the plan budget is the sim's own time there */
+    cr_assert_eq(c.predicted_step_ns, direct_ns(c.values[0], c.plan_budget_bytes));
+    uvmrt_context_destroy(ctx);
+}
+
+Test(choose, more_budget_never_predicts_slower_than_half)
+{
+    uint64_t budgets[] = {2 * GIB, 4 * GIB, 8 * GIB};
+    double prev = 0;
+    for (int i = 0; i < 3; i++) {
+        uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_PREFETCH, budgets[i], "h200");
+        toy_t t = {1.0, 0, 0};
+        uvmrt_knob_t k = {"keep", 4, keep_values};
+        uvmrt_choice_t c;
+        cr_assert_eq(uvmrt_choose(ctx, &k, 1, toy_rehearse, &t, &c), UVMRT_OK);
+        cr_assert(c.fits);
+        if (prev > 0)
+            cr_assert(c.predicted_step_ns <= prev, "budget %llu predicts %.0f ns, half of it %.0f",
+                      (unsigned long long)budgets[i], c.predicted_step_ns, prev);
+        prev = c.predicted_step_ns;
+        uvmrt_context_destroy(ctx);
+    }
+}
+
+Test(choose, none_fits)
+{
+    uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_PREFETCH, 512 * MIB, "h200"); /* one weight + act + grad > */
+    toy_t t = {1.0, 0, 0};
+    uvmrt_knob_t k = {"keep", 4, keep_values};
+    uvmrt_choice_t c;
+    cr_assert_eq(uvmrt_choose(ctx, &k, 1, toy_rehearse, &t, &c), UVMRT_OK, "%s", log_text());
+    cr_assert_eq(c.fits, 0);
+    cr_assert_eq(c.values[0], 0);
+    cr_assert_eq(c.predicted_step_ns, 0);
+    cr_assert(log_contains("no combination"));
+    uvmrt_context_destroy(ctx);
+}
+
+Test(choose, bad_arguments_and_failures_change_nothing)
+{
+    uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_PREFETCH, 3 * GIB, "h200");
+    toy_t t = {1.0, 0, 0};
+    uvmrt_knob_t k = {"keep", 4, keep_values}, empty = {"empty", 0, keep_values};
+    uvmrt_choice_t c;
+    cr_assert_eq(uvmrt_choose(NULL, &k, 1, toy_rehearse, &t, &c), UVMRT_ERR_INVALID);
+    cr_assert_eq(uvmrt_choose(ctx, &k, 1, NULL, &t, &c), UVMRT_ERR_INVALID);
+    cr_assert(log_contains("rehearse is NULL"));
+    cr_assert_eq(uvmrt_choose(ctx, &k, 1, toy_rehearse, &t, NULL), UVMRT_ERR_INVALID);
+    cr_assert_eq(uvmrt_choose(ctx, &k, 0, toy_rehearse, &t, &c), UVMRT_ERR_INVALID);
+    cr_assert(log_contains("n_knobs 0"));
+    cr_assert_eq(uvmrt_choose(ctx, &empty, 1, toy_rehearse, &t, &c), UVMRT_ERR_INVALID);
+    cr_assert(log_contains("'empty' has no values"));
+    int many[100];
+    for (int i = 0; i < 100; i++) many[i] = i;
+    uvmrt_knob_t big[2] = {{"a", 100, many}, {"b", 100, many}};
+    cr_assert_eq(uvmrt_choose(ctx, big, 2, toy_rehearse, &t, &c), UVMRT_ERR_INVALID);
+    cr_assert(log_contains("expected at most 4096"));
+    cr_assert_eq(t.calls, 0, "no rehearsal for bad arguments");
+    cr_assert_eq(uvmrt_choice_get(ctx, &c), UVMRT_ERR_INVALID);
+    /* a first choice, then one whose third rehearsal fails: the first stays */
+    cr_assert_eq(uvmrt_choose(ctx, &k, 1, toy_rehearse, &t, &c), UVMRT_OK);
+    uvmrt_choice_t before, after;
+    cr_assert_eq(uvmrt_choice_get(ctx, &before), UVMRT_OK);
+    uint64_t pb = uvmrt__plan_budget(ctx);
+    t.calls = 0;
+    t.fail_at = 3;
+    uvmrt_knob_t ks[1] = {{"keep", 4, (const int[]){6, 4, 2, 0}}};
+    cr_assert_eq(uvmrt_choose(ctx, ks, 1, toy_rehearse, &t, &c), UVMRT_ERR_NOMEM);
+    cr_assert(log_contains("rehearsal failed"));
+    cr_assert_eq(uvmrt_choice_get(ctx, &after), UVMRT_OK);
+    cr_assert_eq(memcmp(&before, &after, sizeof before), 0);
+    cr_assert_eq(uvmrt__plan_budget(ctx), pb);
+    cr_assert_eq(uvmrt_choice_count(ctx), 4);
+    int v;
+    cr_assert_eq(uvmrt_choice_candidate(ctx, 0, &v, NULL), UVMRT_OK);
+    cr_assert_eq(v, 0, "the first choice's candidates stay");
+    /* inside a step */
+    cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
+    cr_assert_eq(uvmrt_choose(ctx, &k, 1, toy_rehearse, &t, &c), UVMRT_ERR_STATE);
+    cr_assert_eq(uvmrt_choice_review(ctx, &c, NULL), UVMRT_ERR_STATE);
+    cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK);
+    uvmrt_context_destroy(ctx);
+}
+
+/* The real run on the choice: n steps with the declared work scaled. */
+static void run_real(uvmrt_context_t *ctx, toy_net_t *n, int keep, int steps, double scale)
+{
+    cr_assert_eq(toy_steps(ctx, n, keep, steps, scale), UVMRT_OK, "%s", log_text());
+}
+
+Test(choose, review_on_sim_agrees_and_does_not_replan)
+{
+    uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_PREFETCH, 3 * GIB, "h200");
+    toy_t t = {1.0, 0, 0};
+    uvmrt_knob_t k = {"keep", 4, keep_values};
+    uvmrt_choice_t c;
+    int changed = -1;
+    cr_assert_eq(uvmrt_choice_review(ctx, &c, &changed), UVMRT_ERR_INVALID);
+    cr_assert(log_contains("no choice to review"));
+    cr_assert_eq(uvmrt_choose(ctx, &k, 1, toy_rehearse, &t, &c), UVMRT_OK);
+    toy_net_t n;
+    cr_assert_eq(toy_build(ctx, c.values[0], &n), UVMRT_OK);
+    run_real(ctx, &n, c.values[0], 2, 1.0); /* recording + 1 planned */
+    cr_assert_eq(uvmrt_choice_review(ctx, &c, &changed), UVMRT_ERR_INVALID);
+    cr_assert(log_contains("expected at least 2"));
+    run_real(ctx, &n, c.values[0], 3, 1.0);
+    cr_assert_eq(uvmrt_choice_review(ctx, &c, &changed), UVMRT_OK);
+    cr_assert_eq(changed, 0);
+    cr_assert_eq(c.replanned, 0);
+    double err = c.measured_step_ns / c.predicted_step_ns - 1.0;
+    cr_assert(err < 0.01 && err > -0.01, "measured %.0f predicted %.0f", c.measured_step_ns, c.predicted_step_ns);
+    uvmrt_context_destroy(ctx);
+}
+
+Test(choose, review_replans_once_with_the_measured_work)
+{
+    uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_PREFETCH, 3 * GIB, "h200");
+    toy_t t = {1.0, 0, 0};
+    uvmrt_knob_t k = {"keep", 4, keep_values};
+    uvmrt_choice_t c;
+    cr_assert_eq(uvmrt_choose(ctx, &k, 1, toy_rehearse, &t, &c), UVMRT_OK);
+    double first = c.predicted_step_ns;
+    int first_keep = c.values[0];
+    toy_net_t n;
+    cr_assert_eq(toy_build(ctx, c.values[0], &n), UVMRT_OK);
+    /* the GPU is 3x slower than the profile says: every call's work takes 3x its flops */
+    run_real(ctx, &n, c.values[0], 4, 3.0);
+    int changed = -1;
+    cr_assert_eq(uvmrt_choice_review(ctx, &c, &changed), UVMRT_OK, "%s", log_text());
+    cr_assert_eq(c.replanned, 1);
+    cr_assert_eq(c.first_predicted_step_ns, first);
+    cr_assert(c.measured_step_ns > 1.1 * first);
+    /* the new prediction of the values that ran models the measured work: within 10% */
+    int keep = c.values[0];
+    double again = 0;
+    for (size_t i = 0; i < uvmrt_choice_count(ctx); i++) {
+        int v;
+        double ns;
+        cr_assert_eq(uvmrt_choice_candidate(ctx, i, &v, &ns), UVMRT_OK);
+        if (v == first_keep) again = ns;
+    }
+    double err = c.measured_step_ns / again - 1.0;
+    cr_assert(err < 0.10 && err > -0.10, "keep %d: measured %.0f, predicted again %.0f (now keep %d)", first_keep,
+              c.measured_step_ns, again, keep);
+    cr_assert(changed == (keep != first_keep));
+    /* once per context: the next review compares, never re-plans */
+    if (changed) {
+        uvmrt_context_destroy(ctx);
+        return;
+    }
+    run_real(ctx, &n, c.values[0], 3, 3.0);
+    uvmrt_choice_t c2;
+    cr_assert_eq(uvmrt_choice_review(ctx, &c2, &changed), UVMRT_OK);
+    cr_assert_eq(c2.replanned, 1);
+    cr_assert_eq(c2.predicted_step_ns, c.predicted_step_ns);
+    cr_assert_eq(changed, 0);
+    uvmrt_context_destroy(ctx);
+}
