@@ -18,11 +18,15 @@
  *    --sample saying that it needs a GPU;
  *  - where AdamW runs and which blocks recompute: --cpu-layers K and --recompute N
  *    (bad values and contradictions exit 2 naming the flags; explicit values reach
- *    the result JSON and change what is allocated and declared).
+ *    the result JSON and change what is allocated and declared); auto: the values
+ *    chosen run the least step time of every candidate run explicitly, on sim the
+ *    run takes what was predicted and the review does not re-plan, an explicit value
+ *    leaves its knob out.
  *
  * The program's path comes from UVMRT_GPT_PATH (build tree) or UVMRT_GPT.
  */
 #define _GNU_SOURCE
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -573,5 +577,120 @@ Test(gpt_trainer, cpu_layers_are_declared_and_host_placed) {
               "least %lld", homed, 16 * n);
     json_decref(gpu);
     json_decref(mix);
+    scratch_done();
+}
+
+/* ----------------------------------------------------------------------------
+ * auto: uvmrt chooses --cpu-layers and --recompute (uvmrt_choose(3)) */
+
+/* A budget where the candidates differ (the embedding is small next to the blocks). */
+#define AUTO SPLIT " --vocab 512 --profile h200 --budget 8M"
+
+static double jreal(json_t *obj, const char *key) {
+    json_t *v = json_object_get(obj, key);
+    cr_assert(json_is_number(v), "result JSON: %s is not a number", key);
+    return json_number_value(v);
+}
+
+static json_t *auto_run(const char *args, int steps) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/auto.json", dir);
+    int st = gpt(AUTO " --steps %d %s --result-json %s", steps, args, path);
+    cr_assert_eq(st, 0, "'%s' exited %d:\n%s", args, st, out);
+    return json_file(path);
+}
+
+/* On sim the model is the machine: the chosen values' step time is the least of every
+ * candidate's, each run on its own with explicit flags at the same profile and budget
+ * (the choice may plan with a smaller budget it predicts faster: never slower), and
+ * the run takes what was predicted. */
+Test(gpt_trainer, auto_picks_the_least_predicted_step_time) {
+    scratch();
+    json_t *a = auto_run("", 6);
+    json_t *c = json_object_get(a, "choice");
+    cr_assert(json_is_object(c), "auto run without a choice:\n%s", out);
+    json_t *v = json_object_get(c, "values");
+    int k = (int)jint(v, "cpu_layers"), n = (int)jint(v, "recompute");
+    cr_expect_eq(jint(a, "cpu_layers"), k);
+    cr_expect_eq(jint(a, "recompute_blocks"), n);
+    double ms = jreal(a, "ms_per_step_median"), pred = jreal(c, "predicted_ms");
+    cr_expect(fabs(ms - pred) <= 1e-6 * pred, "sim ran %.6f ms/step, the choice predicted %.6f",
+              ms, pred);
+    cr_expect_eq(jreal(a, "predicted_step_ms"), pred);
+    /* the candidates: cpu_layers {0, 6/8, ..., 6} rounded = 0..6, recompute {0, 2, 4} */
+    static const int rec[3] = {0, 2, 4};
+    double best = 0, chosen = 0;
+    int nbest = 0;
+    for (int kk = 0; kk <= 6; kk++)
+        for (int r = 0; r < 3; r++) {
+            char args[128];
+            snprintf(args, sizeof args, "--cpu-layers %d --recompute %d", kk, rec[r]);
+            json_t *e = auto_run(args, 6);
+            double t = jreal(e, "ms_per_step_median");
+            cr_expect(json_is_null(json_object_get(e, "choice")), "%s made a choice", args);
+            if (nbest++ == 0 || t < best)
+                best = t;
+            if (kk == k && rec[r] == n)
+                chosen = t;
+            json_decref(e);
+        }
+    cr_expect(ms <= best * (1 + 1e-9), "auto (cpu_layers %d, recompute %d) ran %.6f ms/step; the "
+              "best explicit candidate %.6f", k, n, ms, best);
+    if ((long long)jreal(c, "plan_budget_bytes") == jint(a, "budget_bytes"))
+        cr_expect(fabs(chosen - best) <= 1e-9 * best, "the chosen values ran %.6f ms/step "
+                  "explicitly, the best candidate %.6f", chosen, best);
+    json_decref(a);
+    scratch_done();
+}
+
+/* After 3 planned steps the review compares measured with predicted; on sim they agree,
+ * so it does not re-plan; with -q the choice is one line. */
+Test(gpt_trainer, auto_review_on_sim_does_not_replan) {
+    scratch();
+    json_t *a = auto_run("", 6);
+    json_t *c = json_object_get(a, "choice");
+    cr_assert(json_is_object(c), "%s", out);
+    cr_expect(json_is_false(json_object_get(c, "replanned")), "re-planned on sim:\n%s", out);
+    double meas = jreal(c, "measured_ms"), pred = jreal(c, "first_predicted_ms");
+    cr_expect(fabs(meas - pred) <= 0.1 * pred, "measured %.6f, predicted %.6f", meas, pred);
+    cr_expect(strstr(out, "auto: predicted ") && strstr(out, " ms/step, measured ") &&
+              strstr(out, "(error "), "no review line:\n%s", out);
+    cr_expect(strstr(out, "re-planned") == NULL, "%s", out);
+    const char *line = strstr(out, "auto: cpu_layers ");
+    cr_assert(line != NULL, "no choice line:\n%s", out);
+    cr_expect(strstr(line, " predicted ") && strstr(line, "plan budget") &&
+              strstr(line, "rehearsals"), "%.200s", line);
+    cr_expect(strstr(out, "auto candidate") == NULL, "-q printed the candidates:\n%s", out);
+    cr_expect(strstr(line + 1, "auto: cpu_layers ") == NULL, "two choice lines:\n%s", out);
+    /* the review comes after step 4 (step 1 records) */
+    const char *rev = strstr(out, "auto: predicted "), *s4 = strstr(out, "step 4/6");
+    const char *s5 = strstr(out, "step 5/6");
+    cr_expect(s4 && s5 && rev && s4 < rev && rev < s5, "the review is not between steps 4 and "
+              "5:\n%s", out);
+    json_decref(a);
+    scratch_done();
+}
+
+/* An explicit value leaves its knob out of the choice. */
+Test(gpt_trainer, auto_chooses_only_the_knobs_left_auto) {
+    scratch();
+    json_t *a = auto_run("--cpu-layers 2", 3);
+    json_t *v = json_object_get(json_object_get(a, "choice"), "values");
+    cr_assert(json_is_object(v), "%s", out);
+    cr_expect(json_object_get(v, "cpu_layers") == NULL && json_object_get(v, "recompute"),
+              "--cpu-layers 2 --recompute auto: values %s", json_dumps(v, 0));
+    cr_expect_eq(jint(a, "cpu_layers"), 2);
+    json_decref(a);
+    a = auto_run("--recompute all --cpu-layers auto", 3);
+    v = json_object_get(json_object_get(a, "choice"), "values");
+    cr_assert(json_is_object(v), "%s", out);
+    cr_expect(json_object_get(v, "cpu_layers") && json_object_get(v, "recompute") == NULL);
+    cr_expect_eq(jint(a, "recompute_blocks"), 4);
+    cr_expect(strstr(out, "auto: cpu_layers ") && !strstr(out, "auto: cpu_layers 2, recompute"),
+              "%s", out);
+    json_decref(a);
+    a = auto_run("--optimizer-on cpu --recompute none", 3);
+    cr_expect(json_is_null(json_object_get(a, "choice")) && !strstr(out, "auto:"), "%s", out);
+    json_decref(a);
     scratch_done();
 }

@@ -1443,13 +1443,6 @@ static void ckpt_resume(gpt_run_t *run) {
  * auto: uvmrt chooses --cpu-layers and --recompute by rehearsing the step on its
  * model of the machine (uvmrt_choose(3)), and reviews the choice after 3 planned steps */
 
-/* INTERIM, until main's libuvmrt defines the choices API (src/choose.c): weak, so
- * that this builds and auto falls back to 0, 0 without it. Removed at the merge. */
-#pragma weak uvmrt_choose
-#pragma weak uvmrt_choice_review
-#pragma weak uvmrt_choice_count
-#pragma weak uvmrt_choice_candidate
-
 /* sim: the CPU optimizer's calls get a timeline of their own (any distinct handle) */
 static const char SIM_CPU_STREAM = 0;
 
@@ -1563,12 +1556,6 @@ static void choose_auto(gpt_run_t *run) {
     }
     if (n == 0)
         return;
-    if (uvmrt_choose == NULL) { /* INTERIM */
-        printf("auto: this libuvmrt has no uvmrt_choose yet: cpu_layers %d, recompute %d\n",
-               run->cpu_layers, run->recompute);
-        run->knob_cpu = run->knob_rec = -1;
-        return;
-    }
     uvmrt_status_t st = uvmrt_choose(run->ctx, knobs, n, rehearse, run, &run->choice);
     if (st != UVMRT_OK)
         run_fail(run, "uvmrt_choose (%s auto) failed: %s (%s); give explicit values",
