@@ -1581,7 +1581,7 @@ static void choose_auto(gpt_run_t *run) {
     }
     printf("auto: ");
     choice_values_print(run, run->choice.values);
-    printf(" (predicted %.1f ms/step at a %.2f GiB plan budget; %zu rehearsals)%s\n",
+    printf(" (predicted %.1f ms/step at a plan budget of %.2f GiB; %zu rehearsals)%s\n",
            run->choice.predicted_step_ns / 1e6, (double)run->choice.plan_budget_bytes / GIB,
            run->choice.rehearsals,
            run->choice.fits ? "" : "; no candidate fits the budget in the model's prediction");
@@ -1623,7 +1623,7 @@ static void choice_review(gpt_run_t *run, int s) {
     if (c->replanned) {
         printf("auto: re-planned: ");
         choice_values_print(run, c->values);
-        printf(" (predicted %.1f ms/step at a %.2f GiB plan budget)%s\n",
+        printf(" (predicted %.1f ms/step at a plan budget of %.2f GiB)%s\n",
                c->predicted_step_ns / 1e6, (double)c->plan_budget_bytes / GIB,
                !changed ? "; the same values" : last ? "; the run ends here" : "");
     }
