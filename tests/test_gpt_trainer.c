@@ -694,3 +694,42 @@ Test(gpt_trainer, auto_chooses_only_the_knobs_left_auto) {
     json_decref(a);
     scratch_done();
 }
+
+/* A changed choice is applied between steps: the CPU's layers and their placement, each
+ * block's own activations freed or allocated; the runtime records the next step again.
+ * On sim the review never re-plans, so the test hook UVMRT_GPT_TEST_REPLAN applies
+ * given values as if it had; the run ends with the tensors an explicit run of those
+ * values has. */
+Test(gpt_trainer, auto_applies_a_changed_choice_between_steps) {
+    scratch();
+    static const struct {
+        int k, n;
+    } to[] = {{3, 1}, {0, 4}, {6, 0}, {2, 2}};
+    for (size_t i = 0; i < sizeof to / sizeof to[0]; i++) {
+        char hook[32], args[96];
+        snprintf(hook, sizeof hook, "%d,%d", to[i].k, to[i].n);
+        setenv("UVMRT_GPT_TEST_REPLAN", hook, 1);
+        json_t *a = auto_run("", 7);
+        unsetenv("UVMRT_GPT_TEST_REPLAN");
+        cr_expect(strstr(out, "UVMRT_GPT_TEST_REPLAN (a test hook): applying") != NULL, "%s",
+                  out);
+        const char *s5 = strstr(out, "step 5/7"), *s6 = strstr(out, "step 6/7");
+        const char *rec = s5 ? strstr(s5, "(recording step)") : NULL;
+        cr_expect(s5 && s6 && rec && rec < s6,
+                  "step 5 after the change is not a recording step:\n%s", out);
+        cr_expect_eq(jint(a, "cpu_layers"), to[i].k, "%s", hook);
+        cr_expect_eq(jint(a, "recompute_blocks"), to[i].n, "%s", hook);
+        long long managed = jint(a, "managed_bytes");
+        json_decref(a);
+        snprintf(args, sizeof args, "--cpu-layers %d --recompute %d", to[i].k, to[i].n);
+        json_t *e = auto_run(args, 2);
+        cr_expect_eq(managed, jint(e, "managed_bytes"), "after the change to %s: %lld managed "
+                     "bytes, an explicit run has %lld", hook, managed, jint(e, "managed_bytes"));
+        json_decref(e);
+    }
+    setenv("UVMRT_GPT_TEST_REPLAN", "7,0", 1);
+    int st = gpt(AUTO " --steps 5");
+    unsetenv("UVMRT_GPT_TEST_REPLAN");
+    cr_expect(st == 1 && strstr(out, "UVMRT_GPT_TEST_REPLAN '7,0'"), "exit %d:\n%s", st, out);
+    scratch_done();
+}

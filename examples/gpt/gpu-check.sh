@@ -5,7 +5,7 @@
 # against the reference, a short training run whose loss must fall, loss logs
 # bitwise equal resident vs --budget 2G for both optimizer placements, and resident vs
 # --budget 1G for a split optimizer (--cpu-layers 3) and for --recompute 2 (and the
-# auto choice), then timings of --depth 12 and --depth 48 (B=8, T=1024) resident and
+# auto choice, and a changed choice applied mid-run), then timings of --depth 12 and --depth 48 (B=8, T=1024) resident and
 # at --budget 8G (auto: cpu_layers and recompute chosen by uvmrt).
 # Every result goes to OUTDIR (default ./gpt-gpu-check); exit 1 when a check failed.
 set -u
@@ -85,6 +85,16 @@ if [ -n "$k" ] && [ -n "$n" ]; then
         note "auto: loss logs differ after a re-plan (the CPU's and the GPU's AdamW are not bitwise equal?): see $OUT/loss-d12-auto-*.txt"
     else note "auto (cpu_layers $k, recompute $n): loss logs DIFFER"; fail=1; fi
 else note "auto: no choice line in $OUT/train-d12-auto-1g.txt"; fail=1; fi
+# a changed choice applied between steps (the CPU thread's layers, placements, per-block
+# activations): the test hook makes the review apply cpu_layers 3, recompute 2 after step 4;
+# the losses must equal the mixed run's (where AdamW runs and recompute change no bits)
+UVMRT_GPT_TEST_REPLAN=3,2 $G/uvmrt-gpt --depth 12 --batch 4 --seq 256 --steps 10 --lr 1e-3 \
+    --warmup 2 -q --budget 1G --loss-log "$OUT/loss-d12-replan-1g.txt" \
+    >"$OUT/train-d12-replan-1g.txt" 2>&1 || fail=1
+grep "^auto:" "$OUT/train-d12-replan-1g.txt" | tee -a "$OUT/summary.txt"
+if cmp -s "$OUT/loss-d12-mixed-resident.txt" "$OUT/loss-d12-replan-1g.txt"; then
+    note "re-plan applied after step 4: loss log identical to the mixed resident run"
+else note "re-plan applied after step 4: loss log DIFFERS from the mixed resident run"; fail=1; fi
 
 note "4. timings B8 T1024"
 for d in 12 48; do
