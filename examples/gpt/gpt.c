@@ -2091,8 +2091,8 @@ int main(int argc, char **argv) {
     if (opt.recompute != GPT_AUTO)
         snprintf(rec_text, sizeof rec_text, "%d", opt.recompute);
     printf(PROG ": GPT-2 %d layers, %d channels, %d heads, vocab %d (padded %d), %.1f M "
-           "parameters; batch %d x %d tokens; AdamW of %s of %d layers on the CPU, %s of %d "
-           "blocks recompute; %d steps, lr %g, seed %" PRIu64 "; tokens: %s\n",
+           "parameters; batch %d x %d tokens; AdamW on the CPU: top %s of %d layers; "
+           "recompute: %s of %d blocks; %d steps, lr %g, seed %" PRIu64 "; tokens: %s\n",
            run.L, run.C, run.NH, run.V, run.Vp, params / 1e6, run.B, run.T, cpu_text, run.nl,
            rec_text, run.L, opt.c.steps, opt.lr, opt.c.seed, source_name(opt.source));
 
@@ -2171,6 +2171,8 @@ int main(int argc, char **argv) {
            m.ms, m.ms > 0 ? run.N / (m.ms * 1e-3) : 0.0, tflops, m.in_gb, m.out_gb, m.faults,
            m.n, run.first + 1, run.stop, (double)sum.peak_resident_bytes / GIB,
            (double)run.device_bytes / GIB, (double)sum.budget_bytes / GIB);
+    printf("; AdamW of %d of %d layers on the CPU, %d of %d blocks recompute", run.cpu_layers,
+           run.nl, run.recompute, run.L);
     if (run.compute)
         printf("; loss %.6f -> %.6f", run.losses_out[run.first], run.losses_out[run.stop - 1]);
     if (run.n_val && run.compute)
