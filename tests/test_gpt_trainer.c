@@ -15,11 +15,18 @@
  *    (exit 1, naming the flag) for another shape; a corrupt newest file is skipped;
  *    an empty directory starts at step 1; SIGTERM saves the step under way and stops;
  *  - the progress line's fields, --log-level, an unwritable output (exit 1), and
- *    --sample saying that it needs a GPU.
+ *    --sample saying that it needs a GPU;
+ *  - where AdamW runs and which blocks recompute: --cpu-layers K and --recompute N
+ *    (bad values and contradictions exit 2 naming the flags; explicit values reach
+ *    the result JSON and change what is allocated and declared); auto: the values
+ *    chosen run the least step time of every candidate run explicitly, on sim the
+ *    run takes what was predicted and the review does not re-plan, an explicit value
+ *    leaves its knob out.
  *
  * The program's path comes from UVMRT_GPT_PATH (build tree) or UVMRT_GPT.
  */
 #define _GNU_SOURCE
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,6 +175,19 @@ Test(gpt_trainer, bad_usage_exits_2_naming_the_flag) {
         {"--policy fast", "--policy 'fast'"},
         {"--data ''", "--data ''"},
         {"--heads 3", "--heads 3"},
+        /* SMALL has 2 blocks, so 4 layers (embedding, blocks, head) */
+        {"--cpu-layers -1", "--cpu-layers '-1'"},
+        {"--cpu-layers x", "--cpu-layers 'x'"},
+        {"--cpu-layers 5", "--cpu-layers '5': expected a number of layers"},
+        {"--cpu-layers ''", "--cpu-layers ''"},
+        {"--cpu-layers 2 --optimizer-on gpu", "--cpu-layers 2 with --optimizer-on gpu"},
+        {"--optimizer-on cpu --cpu-layers 3", "--cpu-layers 3 with --optimizer-on cpu"},
+        {"--optimizer-on gpu --cpu-layers auto", "--cpu-layers auto with --optimizer-on gpu"},
+        {"--optimizer-on cpu --cpu-layers auto", "--cpu-layers auto with --optimizer-on cpu"},
+        {"--optimizer-on both", "--optimizer-on 'both'"},
+        {"--recompute 3", "--recompute '3': expected none, all, a number of blocks in 0..2"},
+        {"--recompute some", "--recompute 'some'"},
+        {"--recompute -2", "--recompute '-2'"},
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         int st = gpt("%s %s", SMALL, bad[k].args);
@@ -456,5 +476,260 @@ Test(gpt_trainer, resume_skips_a_corrupt_newest_and_starts_fresh_without_one) {
     st = gpt(CKPT_RUN " --resume --checkpoint %s/empty", dir, dir);
     cr_assert_eq(st, 0, "%s", out);
     cr_expect(strstr(out, "starting at step 1") && strstr(out, "step 1/6"), "%s", out);
+    scratch_done();
+}
+
+/* ----------------------------------------------------------------------------
+ * where AdamW runs (--cpu-layers) and which blocks recompute (--recompute) */
+
+/* 4 blocks: 6 layers */
+#define SPLIT "--backend sim --layers 4 --channels 128 --heads 2 --batch 2 --seq 64 -q"
+
+/* Runs SPLIT ARGS --steps 4 --result-json into *r (the caller frees it). */
+static json_t *split_run(const char *args) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/r.json", dir);
+    int st = gpt(SPLIT " --steps 4 %s --result-json %s", args, path);
+    cr_assert_eq(st, 0, "'%s' exited %d:\n%s", args, st, out);
+    return json_file(path);
+}
+
+static const char *jstr(json_t *obj, const char *key) {
+    const char *v = json_string_value(json_object_get(obj, key));
+    cr_assert(v != NULL, "result JSON: %s is not a string", key);
+    return v;
+}
+
+Test(gpt_trainer, explicit_cpu_layers_and_recompute_reach_the_result) {
+    scratch();
+    static const struct {
+        const char *args;
+        int k, n;
+        const char *on, *rec;
+    } cases[] = {
+        {"--cpu-layers 5 --recompute 3", 5, 3, "mixed", "partial"},
+        {"--optimizer-on cpu --recompute all", 6, 4, "cpu", "all"},
+        {"--optimizer-on gpu --recompute none", 0, 0, "gpu", "none"},
+        {"--cpu-layers 6 --optimizer-on cpu --recompute 0", 6, 0, "cpu", "none"},
+        {"--cpu-layers 0 --optimizer-on gpu --recompute 4", 0, 4, "gpu", "all"},
+    };
+    long long managed[5];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *r = split_run(cases[i].args);
+        cr_expect_eq(jint(r, "cpu_layers"), cases[i].k, "%s", cases[i].args);
+        cr_expect_eq(jint(r, "recompute_blocks"), cases[i].n, "%s", cases[i].args);
+        cr_expect_str_eq(jstr(r, "optimizer_on"), cases[i].on, "%s", cases[i].args);
+        cr_expect_str_eq(jstr(r, "recompute"), cases[i].rec, "%s", cases[i].args);
+        cr_expect(json_is_null(json_object_get(r, "choice")), "%s: no auto knob, but a choice",
+                  cases[i].args);
+        managed[i] = jint(r, "managed_bytes");
+        json_decref(r);
+    }
+    /* each recomputing block drops its own activation set for the one they share */
+    cr_expect(managed[2] > managed[0] && managed[0] > managed[1], "managed bytes for recompute "
+              "0, 3, 4 blocks: %lld, %lld, %lld", managed[2], managed[0], managed[1]);
+    cr_expect_eq(managed[3], managed[2], "where AdamW runs changed the managed bytes");
+    cr_expect_eq(managed[4], managed[1]);
+    scratch_done();
+}
+
+/* The per-layer optimizer rows and the host-homed bytes of a 3-step run's report. */
+static json_t *split_report(const char *args) {
+    char rep[512];
+    snprintf(rep, sizeof rep, "%s/rep.json", dir);
+    int st = gpt(SPLIT " --profile h200 --steps 3 --budget 160M %s --report json:%s", args, rep);
+    cr_assert_eq(st, 0, "'%s' exited %d:\n%s", args, st, out);
+    return json_file(rep);
+}
+
+static long long optimizer_field(json_t *rep, int layer, const char *key) {
+    json_t *l = json_array_get(json_object_get(rep, "layers"), (size_t)layer);
+    cr_assert(l != NULL, "the report has no layer %d", layer);
+    return jint(json_object_get(l, "optimizer"), key);
+}
+
+/* --cpu-layers 3 of 6: block2, block3 and the head update on the CPU. Their AdamW is
+ * declared as one optimizer call per step on a stream of its own, with host-memory
+ * work and no uses (no fault, no transfer, a duration from the profile's host memory
+ * rate), and their w, m, v, g live in host memory; the GPU's layers' AdamW touches
+ * their tensors (the recording step faults them in). */
+Test(gpt_trainer, cpu_layers_are_declared_and_host_placed) {
+    scratch();
+    json_t *gpu = split_report("--cpu-layers 0 --recompute 0");
+    json_t *mix = split_report("--cpu-layers 3 --recompute 0");
+    static const char *const none[] = {"fault_count", "prefetch_bytes", "remote_read_bytes",
+                                       "remote_write_bytes", "evict_bytes"};
+    for (int l = 3; l < 6; l++) {
+        cr_expect_eq(optimizer_field(mix, l, "calls"), 3, "layer %d", l);
+        for (size_t k = 0; k < sizeof none / sizeof none[0]; k++)
+            cr_expect_eq(optimizer_field(mix, l, none[k]), 0, "CPU layer %d: optimizer %s", l,
+                         none[k]);
+        cr_expect(optimizer_field(mix, l, "duration_ns") > 0, "CPU layer %d: no host time", l);
+        cr_expect(optimizer_field(gpu, l, "fault_count") + optimizer_field(gpu, l, "remote_read_bytes") > 0,
+                  "GPU layer %d: its AdamW touched nothing", l);
+    }
+    for (int l = 0; l < 3; l++)
+        cr_expect(optimizer_field(mix, l, "fault_count") > 0, "GPU layer %d touched nothing", l);
+    /* w, m, v, g of 2 blocks of 12 C^2 + 13 C and the head's 2 C, in fp32 */
+    long long C = 128, n = 2 * (12 * C * C + 13 * C) + 2 * C;
+    long long homed = jint(mix, "host_homed_bytes") - jint(gpu, "host_homed_bytes");
+    cr_expect(homed >= 16 * n, "host-homed bytes grew by %lld with 3 CPU layers, expected at "
+              "least %lld", homed, 16 * n);
+    json_decref(gpu);
+    json_decref(mix);
+    scratch_done();
+}
+
+/* ----------------------------------------------------------------------------
+ * auto: uvmrt chooses --cpu-layers and --recompute (uvmrt_choose(3)) */
+
+/* A budget where the candidates differ (the embedding is small next to the blocks). */
+#define AUTO SPLIT " --vocab 512 --profile h200 --budget 8M"
+
+static double jreal(json_t *obj, const char *key) {
+    json_t *v = json_object_get(obj, key);
+    cr_assert(json_is_number(v), "result JSON: %s is not a number", key);
+    return json_number_value(v);
+}
+
+static json_t *auto_run(const char *args, int steps) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/auto.json", dir);
+    int st = gpt(AUTO " --steps %d %s --result-json %s", steps, args, path);
+    cr_assert_eq(st, 0, "'%s' exited %d:\n%s", args, st, out);
+    return json_file(path);
+}
+
+/* On sim the model is the machine: the chosen values' step time is the least of every
+ * candidate's, each run on its own with explicit flags at the same profile and budget
+ * (the choice may plan with a smaller budget it predicts faster: never slower), and
+ * the run takes what was predicted. */
+Test(gpt_trainer, auto_picks_the_least_predicted_step_time) {
+    scratch();
+    json_t *a = auto_run("", 6);
+    json_t *c = json_object_get(a, "choice");
+    cr_assert(json_is_object(c), "auto run without a choice:\n%s", out);
+    json_t *v = json_object_get(c, "values");
+    int k = (int)jint(v, "cpu_layers"), n = (int)jint(v, "recompute");
+    cr_expect_eq(jint(a, "cpu_layers"), k);
+    cr_expect_eq(jint(a, "recompute_blocks"), n);
+    double ms = jreal(a, "ms_per_step_median"), pred = jreal(c, "predicted_ms");
+    cr_expect(fabs(ms - pred) <= 1e-6 * pred, "sim ran %.6f ms/step, the choice predicted %.6f",
+              ms, pred);
+    cr_expect_eq(jreal(a, "predicted_step_ms"), pred);
+    /* the candidates: cpu_layers {0, 6/8, ..., 6} rounded = 0..6, recompute {0, 2, 4} */
+    static const int rec[3] = {0, 2, 4};
+    double best = 0, chosen = 0;
+    int nbest = 0;
+    for (int kk = 0; kk <= 6; kk++)
+        for (int r = 0; r < 3; r++) {
+            char args[128];
+            snprintf(args, sizeof args, "--cpu-layers %d --recompute %d", kk, rec[r]);
+            json_t *e = auto_run(args, 6);
+            double t = jreal(e, "ms_per_step_median");
+            cr_expect(json_is_null(json_object_get(e, "choice")), "%s made a choice", args);
+            if (nbest++ == 0 || t < best)
+                best = t;
+            if (kk == k && rec[r] == n)
+                chosen = t;
+            json_decref(e);
+        }
+    cr_expect(ms <= best * (1 + 1e-9), "auto (cpu_layers %d, recompute %d) ran %.6f ms/step; the "
+              "best explicit candidate %.6f", k, n, ms, best);
+    if ((long long)jreal(c, "plan_budget_bytes") == jint(a, "budget_bytes"))
+        cr_expect(fabs(chosen - best) <= 1e-9 * best, "the chosen values ran %.6f ms/step "
+                  "explicitly, the best candidate %.6f", chosen, best);
+    json_decref(a);
+    scratch_done();
+}
+
+/* After 3 planned steps the review compares measured with predicted; on sim they agree,
+ * so it does not re-plan; with -q the choice is one line. */
+Test(gpt_trainer, auto_review_on_sim_does_not_replan) {
+    scratch();
+    json_t *a = auto_run("", 6);
+    json_t *c = json_object_get(a, "choice");
+    cr_assert(json_is_object(c), "%s", out);
+    cr_expect(json_is_false(json_object_get(c, "replanned")), "re-planned on sim:\n%s", out);
+    double meas = jreal(c, "measured_ms"), pred = jreal(c, "first_predicted_ms");
+    cr_expect(fabs(meas - pred) <= 0.1 * pred, "measured %.6f, predicted %.6f", meas, pred);
+    cr_expect(strstr(out, "auto: predicted ") && strstr(out, " ms/step, measured ") &&
+              strstr(out, "(error "), "no review line:\n%s", out);
+    cr_expect(strstr(out, "re-planned") == NULL, "%s", out);
+    const char *line = strstr(out, "auto: cpu_layers ");
+    cr_assert(line != NULL, "no choice line:\n%s", out);
+    cr_expect(strstr(line, " predicted ") && strstr(line, "plan budget") &&
+              strstr(line, "rehearsals"), "%.200s", line);
+    cr_expect(strstr(out, "auto candidate") == NULL, "-q printed the candidates:\n%s", out);
+    cr_expect(strstr(line + 1, "auto: cpu_layers ") == NULL, "two choice lines:\n%s", out);
+    /* the review comes after step 4 (step 1 records) */
+    const char *rev = strstr(out, "auto: predicted "), *s4 = strstr(out, "step 4/6");
+    const char *s5 = strstr(out, "step 5/6");
+    cr_expect(s4 && s5 && rev && s4 < rev && rev < s5, "the review is not between steps 4 and "
+              "5:\n%s", out);
+    json_decref(a);
+    scratch_done();
+}
+
+/* An explicit value leaves its knob out of the choice. */
+Test(gpt_trainer, auto_chooses_only_the_knobs_left_auto) {
+    scratch();
+    json_t *a = auto_run("--cpu-layers 2", 3);
+    json_t *v = json_object_get(json_object_get(a, "choice"), "values");
+    cr_assert(json_is_object(v), "%s", out);
+    cr_expect(json_object_get(v, "cpu_layers") == NULL && json_object_get(v, "recompute"),
+              "--cpu-layers 2 --recompute auto: values %s", json_dumps(v, 0));
+    cr_expect_eq(jint(a, "cpu_layers"), 2);
+    json_decref(a);
+    a = auto_run("--recompute all --cpu-layers auto", 3);
+    v = json_object_get(json_object_get(a, "choice"), "values");
+    cr_assert(json_is_object(v), "%s", out);
+    cr_expect(json_object_get(v, "cpu_layers") && json_object_get(v, "recompute") == NULL);
+    cr_expect_eq(jint(a, "recompute_blocks"), 4);
+    cr_expect(strstr(out, "auto: cpu_layers ") && !strstr(out, "auto: cpu_layers 2, recompute"),
+              "%s", out);
+    json_decref(a);
+    a = auto_run("--optimizer-on cpu --recompute none", 3);
+    cr_expect(json_is_null(json_object_get(a, "choice")) && !strstr(out, "auto:"), "%s", out);
+    json_decref(a);
+    scratch_done();
+}
+
+/* A changed choice is applied between steps: the CPU's layers and their placement, each
+ * block's own activations freed or allocated; the runtime records the next step again.
+ * On sim the review never re-plans, so the test hook UVMRT_GPT_TEST_REPLAN applies
+ * given values as if it had; the run ends with the tensors an explicit run of those
+ * values has. */
+Test(gpt_trainer, auto_applies_a_changed_choice_between_steps) {
+    scratch();
+    static const struct {
+        int k, n;
+    } to[] = {{3, 1}, {0, 4}, {6, 0}, {2, 2}};
+    for (size_t i = 0; i < sizeof to / sizeof to[0]; i++) {
+        char hook[32], args[96];
+        snprintf(hook, sizeof hook, "%d,%d", to[i].k, to[i].n);
+        setenv("UVMRT_GPT_TEST_REPLAN", hook, 1);
+        json_t *a = auto_run("", 7);
+        unsetenv("UVMRT_GPT_TEST_REPLAN");
+        cr_expect(strstr(out, "UVMRT_GPT_TEST_REPLAN (a test hook): applying") != NULL, "%s",
+                  out);
+        const char *s5 = strstr(out, "step 5/7"), *s6 = strstr(out, "step 6/7");
+        const char *rec = s5 ? strstr(s5, "(recording step)") : NULL;
+        cr_expect(s5 && s6 && rec && rec < s6,
+                  "step 5 after the change is not a recording step:\n%s", out);
+        cr_expect_eq(jint(a, "cpu_layers"), to[i].k, "%s", hook);
+        cr_expect_eq(jint(a, "recompute_blocks"), to[i].n, "%s", hook);
+        long long managed = jint(a, "managed_bytes");
+        json_decref(a);
+        snprintf(args, sizeof args, "--cpu-layers %d --recompute %d", to[i].k, to[i].n);
+        json_t *e = auto_run(args, 2);
+        cr_expect_eq(managed, jint(e, "managed_bytes"), "after the change to %s: %lld managed "
+                     "bytes, an explicit run has %lld", hook, managed, jint(e, "managed_bytes"));
+        json_decref(e);
+    }
+    setenv("UVMRT_GPT_TEST_REPLAN", "7,0", 1);
+    int st = gpt(AUTO " --steps 5");
+    unsetenv("UVMRT_GPT_TEST_REPLAN");
+    cr_expect(st == 1 && strstr(out, "UVMRT_GPT_TEST_REPLAN '7,0'"), "exit %d:\n%s", st, out);
     scratch_done();
 }

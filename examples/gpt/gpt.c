@@ -17,9 +17,22 @@
  * state are one fp32 array each (master, gradient, m, v) plus the bf16 working
  * copy, in that layer's arena, so one prefetch moves one layer; inside a block the
  * 2-D weights come first (weight decay applies to a prefix). Activations saved per
- * block; --recompute all keeps only each block's output and recomputes the block's
- * forward inside its backward. Every layer's forward, backward and optimizer work
- * is one uvmrt layer call naming each tensor it uses.
+ * block; --recompute N: the first N blocks (their activations would live longest)
+ * keep only their output and recompute their forward inside their backward, sharing
+ * one activation set. Every layer's forward, backward and GPU optimizer work is one
+ * uvmrt layer call naming each tensor it uses.
+ *
+ * --cpu-layers K: the top K layers (the head, then the top blocks: their update has
+ * the most time before the next forward needs it) run AdamW on a CPU thread
+ * (gpt_cpuopt.c) on host-placed w, m, v, g, pipelined with the next step's forward
+ * (per-layer waits); the GPU updates the others meanwhile. The CPU's work is declared
+ * to uvmrt as one call per layer on a stream of its own, with its host-memory bytes,
+ * so that the sim and uvmrt's model see its time and its share of host memory.
+ * auto (--cpu-layers, --recompute): uvmrt_choose(3) rehearses the step on the model
+ * of the machine (this file's layer calls on a second, compute-less run) for each
+ * candidate and the run takes the fastest predicted; after 3 planned steps
+ * uvmrt_choice_review compares with the measured time and may choose again, applied
+ * between steps.
  *
  * The classifier never holds B*T*V logits: rows go through in chunks (bf16 logits
  * of one chunk; the cross-entropy kernel turns them into dlogits in place, then
@@ -36,6 +49,7 @@
 
 #include <errno.h>
 #include <glob.h>
+#include <setjmp.h>
 #include <inttypes.h>
 #include <math.h>
 #include <signal.h>
@@ -86,7 +100,7 @@ typedef struct layer_params {
     size_t n, n_decay;  /* elements; [0, n_decay) are 2-D weights */
 } layer_params_t;
 
-/* A block's saved activations (with --recompute all: one shared set). */
+/* A block's saved activations (the recomputing blocks share one set). */
 typedef struct block_acts {
     uvmrt_tensor_t *ln1;    /* (N,C) bf16 */
     uvmrt_tensor_t *ln1_ms; /* (2,N) fp32 mean, rstd */
@@ -103,6 +117,8 @@ typedef struct block_acts {
 
 typedef struct gpt_run {
     const gpt_options_t *opt;
+    jmp_buf *rehearsal;       /* a rehearsal (compute-less run on uvmrt's model): run_fail
+                                 jumps here instead of exiting */
     uvmrt_context_t *ctx;
     uvmrt_backend_kind_t backend;
     uvmrt_policy_t policy;
@@ -110,6 +126,9 @@ typedef struct gpt_run {
     int compute;              /* 1: the GPU does the arithmetic */
     gpt_gpu_t *gpu;
     uvmrt_stream_t stream;
+    uvmrt_stream_t cpu_stream; /* names the CPU optimizer's layer calls (nothing runs on it) */
+    int cpu_layers;           /* K: the top K layers' AdamW on the CPU */
+    int recompute;            /* N: blocks 1..N recompute in their backward */
     int L, C, NH, V, Vp, maxT, B, T, N, nl; /* nl = L + 2 layers */
     size_t boff[P_BLOCK], bsize[P_BLOCK];   /* a block's tensors in its array */
     layer_params_t *lp;       /* (nl) */
@@ -127,10 +146,11 @@ typedef struct gpt_run {
     uvmrt_tensor_t *colsum;   /* 2 * colsum scratch of 4C columns */
     uvmrt_tensor_t *logits;   /* (CHUNK_ROWS, Vp) bf16 */
     uvmrt_tensor_t *gnorm;    /* (nl, GPT_SUMSQ_BLOCKS) double partials, then float clip */
-    block_acts_t shared_acts; /* --recompute all */
+    block_acts_t shared_acts; /* the recomputing blocks' (recompute > 0) */
     int chunk;                /* classifier rows per chunk */
     uint64_t managed_bytes;
     uint64_t device_bytes;
+    uint64_t gpu_room;        /* cuda: managed bytes the GPU can take (free less the safety) */
     int *tok_host;            /* pinned (5N+1) */
     int nbuckets;
     double *loss_host;        /* mapped (steps + validation batches + 1) */
@@ -156,11 +176,56 @@ typedef struct gpt_run {
     int *prompt;              /* sampling prompt tokens */
     int prompt_len;
     char ckpt_last[4096];     /* the last checkpoint written or loaded */
+    /* auto */
+    int auto_knobs;           /* knobs chosen by uvmrt (0: none) */
+    int knob_cpu, knob_rec;   /* their index in choice.values; -1: explicit */
+    uvmrt_choice_t choice;
+    int reviewed;             /* 1: uvmrt_choice_review ran */
+    int planned;              /* planned training steps since the choice */
+    double cpu_busy_s;        /* AdamW seconds of CPU threads already stopped */
+    uvmrt_status_t fail_st;   /* the uvmrt status a rehearsal failed with */
 } gpt_run_t;
 
 static void run_close(gpt_run_t *run);
 static void run_close_cb(void *run) { run_close(run); }
-#define run_fail(run, ...) cli_fail(run_close_cb, (run), __VA_ARGS__)
+
+/* A failure: the message and exit 1, or, in a rehearsal, the message and a jump
+ * back to rehearse(), which frees what it made and fails the choice. */
+static void run_fail(gpt_run_t *run, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3), noreturn));
+static void run_fail(gpt_run_t *run, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (run->rehearsal) { /* a layer over budget: the candidate does not fit (quietly) */
+        if (run->fail_st != UVMRT_ERR_BUDGET) {
+            fflush(stdout);
+            fprintf(stderr, "%s: rehearsal on uvmrt's model: %s\n", PROG, msg);
+        }
+        longjmp(*run->rehearsal, 1);
+    }
+    cli_fail(run_close_cb, run, "%s", msg);
+}
+
+/* cli.h's check, keeping the status for a rehearsal's return. */
+#undef UV_CHECK
+#define UV_CHECK(run, expr)                                                                    \
+    do {                                                                                       \
+        uvmrt_status_t st_ = (expr);                                                           \
+        if (st_ != UVMRT_OK) {                                                                 \
+            (run)->fail_st = st_;                                                              \
+            run_fail((run), "%s failed: %s (%s)", #expr, uvmrt_status_str(st_),                \
+                     uvmrt_status_name(st_));                                                  \
+        }                                                                                      \
+    } while (0)
+
+/* Layer l's AdamW runs on the CPU: the top cpu_layers of the nl layers. */
+static int on_cpu(const gpt_run_t *run, int l) { return l >= run->nl - run->cpu_layers; }
+
+/* Block layer l (1..L) recomputes its activations in its backward. */
+static int recomputes(const gpt_run_t *run, int l) { return l - 1 < run->recompute; }
 
 static inline void *ptr(uvmrt_tensor_t *t) { return t ? uvmrt_tensor_ptr(t) : NULL; }
 static inline float *f32(uvmrt_tensor_t *t) { return (float *)ptr(t); }
@@ -268,7 +333,7 @@ static void layer_descs(const gpt_run_t *run, int layer, desc_set_t *s) {
         desc_add(s, layer, UVMRT_ROLE_ACTIVATION, N * 4, "losses");
     } else {
         desc_add(s, layer, UVMRT_ROLE_ACTIVATION, NC * 4, "out_%d", layer);
-        if (!run->opt->recompute)
+        if (!recomputes(run, layer))
             block_acts_descs(run, s, layer, layer);
     }
 }
@@ -288,7 +353,7 @@ static void workspace_descs(const gpt_run_t *run, desc_set_t *s) {
     desc_add(s, -1, UVMRT_ROLE_WORKSPACE, (size_t)run->chunk * run->Vp * 2, "logits");
     desc_add(s, -1, UVMRT_ROLE_WORKSPACE, (size_t)run->nl * GPT_SUMSQ_BLOCKS * 8 + 16,
              "gnorm");
-    if (run->opt->recompute)
+    if (run->recompute > 0)
         block_acts_descs(run, s, -1, 0);
 }
 
@@ -305,6 +370,8 @@ static uint64_t planned_managed_bytes(const gpt_run_t *run) {
         total += footprint(s.d[k].size_bytes);
     return total;
 }
+
+static void placement_set(gpt_run_t *run, int l, uvmrt_placement_t where);
 
 static void acts_from(block_acts_t *a, uvmrt_tensor_t **t) {
     *a = (block_acts_t){t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9]};
@@ -346,7 +413,7 @@ static void net_alloc(gpt_run_t *run) {
             run->lnf = t[5], run->lnf_ms = t[6], run->losses = t[7];
         } else {
             run->out[l] = t[5];
-            if (!run->opt->recompute)
+            if (!recomputes(run, l))
                 acts_from(&run->acts[l - 1], t + 6);
         }
     }
@@ -357,17 +424,70 @@ static void net_alloc(gpt_run_t *run) {
         run->managed_bytes += footprint(s.d[k].size_bytes);
     run->dres = t[0], run->dbf = t[1], run->d4 = t[2], run->dln = t[3], run->dqkv = t[4];
     run->delta = t[5], run->colsum = t[6], run->logits = t[7], run->gnorm = t[8];
-    if (run->opt->recompute) {
+    if (run->recompute > 0) {
         acts_from(&run->shared_acts, t + 9);
-        for (int l = 0; l < run->L; l++)
-            run->acts[l] = run->shared_acts;
+        for (int l = 1; l <= run->recompute; l++)
+            run->acts[l - 1] = run->shared_acts;
     }
-    if (run->opt->optimizer_cpu) /* the CPU's data lives on the host; the GPU writes g there */
-        for (int l = 0; l < run->nl; l++) {
-            uvmrt_tensor_t *h[4] = {run->lp[l].w, run->lp[l].m, run->lp[l].v, run->lp[l].g};
-            for (int k = 0; k < 4; k++)
-                UV_CHECK(run, uvmrt_tensor_set_placement(run->ctx, h[k], UVMRT_PLACE_HOST));
-        }
+    for (int l = run->nl - run->cpu_layers; l < run->nl; l++)
+        placement_set(run, l, UVMRT_PLACE_HOST);
+}
+
+/* ----------------------------------------------------------------------------
+ * a changed choice, between steps: where AdamW runs, which blocks recompute */
+
+/* The CPU's layers' data lives on the host (the GPU writes g there); a GPU layer's is
+ * moved by the policy. */
+static void placement_set(gpt_run_t *run, int l, uvmrt_placement_t where) {
+    uvmrt_tensor_t *h[4] = {run->lp[l].w, run->lp[l].m, run->lp[l].v, run->lp[l].g};
+    for (int k = 0; k < 4; k++)
+        UV_CHECK(run, uvmrt_tensor_set_placement(run->ctx, h[k], where));
+}
+
+static void acts_free(gpt_run_t *run, block_acts_t *a) {
+    uvmrt_tensor_t *t[ACTS_COUNT] = {a->ln1, a->ln1_ms, a->qkv, a->atty, a->lse,
+                                     a->res2, a->ln2, a->ln2_ms, a->fch, a->fchg};
+    for (int k = 0; k < ACTS_COUNT; k++) {
+        run->managed_bytes -= footprint(uvmrt_tensor_size(t[k]));
+        UV_CHECK(run, uvmrt_tensor_free(run->ctx, t[k]));
+    }
+    memset(a, 0, sizeof *a);
+}
+
+/* Block layer l's own activation set (layer -1: the shared one). */
+static void acts_alloc(gpt_run_t *run, int l, block_acts_t *a) {
+    desc_set_t s = {.n = 0};
+    block_acts_descs(run, &s, l, l < 0 ? 0 : l);
+    uvmrt_tensor_t *t[MAX_DESCS] = {0};
+    UV_CHECK(run, uvmrt_tensors_alloc(run->ctx, s.n, s.d, t));
+    for (size_t k = 0; k < s.n; k++)
+        run->managed_bytes += footprint(s.d[k].size_bytes);
+    acts_from(a, t);
+}
+
+/* From the next step on: the top k layers' AdamW on the CPU, blocks 1..n recompute.
+ * The runtime sees other layer calls and records the step again. */
+static void run_reconfigure(gpt_run_t *run, int k, int n) {
+    for (int l = 0; l < run->nl; l++) {
+        int was = on_cpu(run, l), now = l >= run->nl - k;
+        if (was != now)
+            placement_set(run, l, now ? UVMRT_PLACE_HOST : UVMRT_PLACE_AUTO);
+    }
+    int old_n = run->recompute;
+    for (int l = 1; l <= run->L; l++) {
+        int was = l - 1 < old_n, now = l - 1 < n;
+        if (was && !now)
+            acts_alloc(run, l, &run->acts[l - 1]);
+        else if (!was && now)
+            acts_free(run, &run->acts[l - 1]);
+    }
+    if (old_n > 0 && n == 0)
+        acts_free(run, &run->shared_acts);
+    if (old_n == 0 && n > 0)
+        acts_alloc(run, -1, &run->shared_acts);
+    for (int l = 1; l <= n; l++)
+        run->acts[l - 1] = run->shared_acts;
+    run->cpu_layers = k, run->recompute = n;
 }
 
 /* ----------------------------------------------------------------------------
@@ -591,14 +711,16 @@ static void layer_open(gpt_run_t *run, int layer, uvmrt_phase_t phase, const use
         run->profile->hbm_bps > 0)
         call.sim_duration_ns = (uint64_t)((double)bytes / run->profile->hbm_bps * 1e9) + 1;
     uvmrt_status_t st = uvmrt_layer_begin(run->ctx, &call);
-    if (st != UVMRT_OK)
+    if (st != UVMRT_OK) {
+        run->fail_st = st;
         run_fail(run, "uvmrt_layer_begin(layer %d, %s) failed: %s (%s)", layer,
                  uvmrt_phase_name(phase), uvmrt_status_str(st), uvmrt_status_name(st));
+    }
 }
 
 static void layer_close(gpt_run_t *run, int layer, uvmrt_phase_t phase) {
     uvmrt_status_t st = uvmrt_layer_end(run->ctx);
-    if (st != UVMRT_OK)
+    if (st != UVMRT_OK && (run->fail_st = st) != UVMRT_OK)
         run_fail(run, "uvmrt_layer_end(layer %d, %s) failed: %s (%s)", layer,
                  uvmrt_phase_name(phase), uvmrt_status_str(st), uvmrt_status_name(st));
 }
@@ -748,7 +870,7 @@ static void block_forward(gpt_run_t *run, int l) {
 static void block_backward(gpt_run_t *run, int l) {
     const layer_params_t *p = &run->lp[l];
     const block_acts_t *a = &run->acts[l - 1];
-    int recompute = run->opt->recompute;
+    int recompute = recomputes(run, l);
     use_list_t u = {.n = 0};
     use_add(&u, p->wh, R);
     use_add(&u, run->out[l - 1], R);
@@ -935,6 +1057,22 @@ static void optimizer(gpt_run_t *run, int l, const mlp_adamw_coef_t *cd,
     layer_close(run, l, UVMRT_PHASE_OPTIMIZER);
 }
 
+/* Layer l's AdamW on the CPU thread, declared: no uses (the thread reads host memory,
+ * not the GPU's), its own stream, 28 bytes of host memory per parameter (w, m, v read
+ * and written, g read). sim: it takes that at the profile's host memory rate, sharing
+ * host memory with the link's transfers; cuda: declared only (the thread does it). */
+static void cpu_optimizer_declare(gpt_run_t *run, int l) {
+    uvmrt_layer_call_t call = {
+        .layer = l, .phase = UVMRT_PHASE_OPTIMIZER, .stream = run->cpu_stream,
+        .no_default_uses = 1, .host_bytes = (uint64_t)run->lp[l].n * 28,
+    };
+    uvmrt_status_t st = uvmrt_layer_begin(run->ctx, &call);
+    if (st != UVMRT_OK && (run->fail_st = st) != UVMRT_OK)
+        run_fail(run, "uvmrt_layer_begin(layer %d, optimizer on the CPU) failed: %s (%s)", l,
+                 uvmrt_status_str(st), uvmrt_status_name(st));
+    layer_close(run, l, UVMRT_PHASE_OPTIMIZER);
+}
+
 /* ----------------------------------------------------------------------------
  * inference: the head for sampling (logits of one row, no loss) */
 
@@ -991,10 +1129,10 @@ static void forward(gpt_run_t *run, double *loss_dst, int side) {
     head_forward(run, loss_dst);
 }
 
-/* One training step: batch, forward, backward, AdamW. */
-static void train_step(gpt_run_t *run, int s, double lr) {
+/* A training step's layer calls (and, with compute, its work): forward, backward,
+ * AdamW; the batch is in place. A rehearsal runs these on uvmrt's model. */
+static void step_calls(gpt_run_t *run, int s, double lr) {
     const gpt_options_t *opt = run->opt;
-    tokens_prepare(run, s);
     uv_step_begin(run);
     forward(run, run->loss_host ? &run->loss_host[s] : NULL, 0);
     head_backward(run);
@@ -1007,15 +1145,24 @@ static void train_step(gpt_run_t *run, int s, double lr) {
         gcheck(run, gpt_gpu_sync(run->gpu), -1);
         weights_dump(run, opt->dump_grads, 1);
     }
-    if (run->cpu) {
+    if (run->cpu) { /* first: the thread starts on it while the GPU updates its layers */
         gcheck(run, gpt_cpuopt_submit(run->cpu, run->gpu, run->cpu_last + 1, &cd, &cn), -1);
         run->cpu_last++;
-    } else {
-        for (int l = 0; l < run->nl; l++)
-            optimizer(run, l, &cd, &cn);
     }
+    for (int l = 0; l < run->nl; l++)
+        if (on_cpu(run, l))
+            cpu_optimizer_declare(run, l);
+    for (int l = 0; l < run->nl; l++)
+        if (!on_cpu(run, l))
+            optimizer(run, l, &cd, &cn);
     uv_step_end(run);
     run->adam_t++;
+}
+
+/* One training step: batch, then its calls. */
+static void train_step(gpt_run_t *run, int s, double lr) {
+    tokens_prepare(run, s);
+    step_calls(run, s, lr);
 }
 
 /* The validation loss after training step s: val_n batches from the start of the
@@ -1293,6 +1440,231 @@ static void ckpt_resume(gpt_run_t *run) {
 }
 
 /* ----------------------------------------------------------------------------
+ * auto: uvmrt chooses --cpu-layers and --recompute by rehearsing the step on its
+ * model of the machine (uvmrt_choose(3)), and reviews the choice after 3 planned steps */
+
+/* sim: the CPU optimizer's calls get a timeline of their own (any distinct handle) */
+static const char SIM_CPU_STREAM = 0;
+
+/* {0, nl/8, 2 nl/8, ..., nl}, rounded, distinct; returns the count (<= 9). */
+static size_t cpu_candidates(int nl, int *v) {
+    size_t n = 0;
+    for (int k = 0; k <= 8; k++) {
+        int x = (k * nl + 4) / 8;
+        if (n == 0 || v[n - 1] != x)
+            v[n++] = x;
+    }
+    return n;
+}
+
+/* {0, L/2, L}, distinct. */
+static size_t recompute_candidates(int L, int *v) {
+    int c[3] = {0, L / 2, L};
+    size_t n = 0;
+    for (int k = 0; k < 3; k++)
+        if (n == 0 || v[n - 1] != c[k])
+            v[n++] = c[k];
+    return n;
+}
+
+/* The recompute candidates; on cuda only those whose tensors fit the GPU's free memory
+ * (real oversubscription can hang it: run_open_gpu refuses them), at least L. */
+static size_t recompute_room(gpt_run_t *run, int *v) {
+    size_t n = recompute_candidates(run->L, v);
+    uint64_t free_b = 0, total_b = 0;
+    int dev = -1;
+    if (run->backend != UVMRT_BACKEND_CUDA || gpt_gpu_mem_info(&free_b, &total_b, &dev) != NULL)
+        return n;
+    uint64_t room = free_b > GPU_SAFETY_BYTES ? free_b - GPU_SAFETY_BYTES : 0;
+    int keep = run->recompute;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        run->recompute = v[i];
+        if (planned_managed_bytes(run) + (64ull << 20) <= room || i + 1 == n)
+            v[m++] = v[i];
+        else if (!run->opt->c.quiet)
+            printf("  auto: recompute %d left out: its tensors would not fit GPU %d's free "
+                   "memory\n", v[i], dev);
+    }
+    run->recompute = keep;
+    return m;
+}
+
+/* The knob values of one candidate, or the explicit flags' for a knob not chosen. */
+static void knob_values(const gpt_run_t *run, const int *values, int *k, int *n) {
+    *k = run->knob_cpu >= 0 ? values[run->knob_cpu] : run->opt->cpu_layers;
+    *n = run->knob_rec >= 0 ? values[run->knob_rec] : run->opt->recompute;
+}
+
+/* uvmrt_rehearse_fn: the trainer's steps with these values on `model`, compute off: a
+ * second run struct (no GPU, no CPU thread, no data, no host memory behind the tensors)
+ * declaring the same layers, tensors and calls as the real run; freed before return. */
+static uvmrt_status_t rehearse(uvmrt_context_t *model, const int *values, int steps, void *user) {
+    const gpt_run_t *real = user;
+    jmp_buf jb;
+    gpt_run_t *r = calloc(1, sizeof *r);
+    if (r == NULL)
+        return UVMRT_ERR_NOMEM;
+    *r = (gpt_run_t){.opt = real->opt, .rehearsal = &jb, .ctx = model,
+                     .backend = uvmrt_context_backend(model),
+                     .policy = uvmrt_context_policy(model), .profile = uvmrt_context_profile(model),
+                     .cpu_stream = (uvmrt_stream_t)&SIM_CPU_STREAM, .cpu_last = -1,
+                     .knob_cpu = -1, .knob_rec = -1, .fail_st = UVMRT_OK};
+    shape_init(r);
+    knob_values(real, values, &r->cpu_layers, &r->recompute);
+    uvmrt_status_t st = UVMRT_OK;
+    if (setjmp(jb) == 0) {
+        net_alloc(r);
+        for (int s = 0; s < steps; s++)
+            step_calls(r, s, lr_at(real->opt, s));
+    } else {
+        st = r->fail_st != UVMRT_OK ? r->fail_st : UVMRT_ERR_INVALID;
+    }
+    free(r->lp);
+    free(r->out);
+    free(r->acts);
+    free(r);
+    return st;
+}
+
+static void choice_values_print(const gpt_run_t *run, const int *values) {
+    int k, n;
+    knob_values(run, values, &k, &n);
+    if (run->knob_cpu >= 0)
+        printf("cpu_layers %d%s", k, run->knob_rec >= 0 ? ", " : "");
+    if (run->knob_rec >= 0)
+        printf("recompute %d", n);
+}
+
+/* Before the tensors: the values of the knobs given as auto (the explicit ones as
+ * given); prints the one line that says what was chosen. */
+static void choose_auto(gpt_run_t *run) {
+    const gpt_options_t *o = run->opt;
+    uvmrt_knob_t knobs[2];
+    int cv[9], rv[3];
+    size_t n = 0;
+    run->knob_cpu = run->knob_rec = -1;
+    run->cpu_layers = o->cpu_layers == GPT_AUTO ? 0 : o->cpu_layers;
+    run->recompute = o->recompute == GPT_AUTO ? 0 : o->recompute;
+    if (o->cpu_layers == GPT_AUTO) {
+        run->knob_cpu = (int)n;
+        knobs[n++] = (uvmrt_knob_t){"cpu_layers", cpu_candidates(run->nl, cv), cv};
+    }
+    if (o->recompute == GPT_AUTO) {
+        run->knob_rec = (int)n;
+        knobs[n++] = (uvmrt_knob_t){"recompute", recompute_room(run, rv), rv};
+    }
+    if (n == 0)
+        return;
+    uvmrt_status_t st = uvmrt_choose(run->ctx, knobs, n, rehearse, run, &run->choice);
+    if (st != UVMRT_OK)
+        run_fail(run, "uvmrt_choose (%s auto) failed: %s (%s); give explicit values",
+                 n == 2 ? "--cpu-layers and --recompute" : run->knob_cpu >= 0 ? "--cpu-layers"
+                                                                            : "--recompute",
+                 uvmrt_status_str(st), uvmrt_status_name(st));
+    run->auto_knobs = (int)n;
+    knob_values(run, run->choice.values, &run->cpu_layers, &run->recompute);
+    if (!o->c.quiet) {
+        size_t nc = uvmrt_choice_count(run->ctx);
+        for (size_t i = 0; i < nc; i++) {
+            int vals[UVMRT_KNOBS_MAX];
+            double ns = 0;
+            if (uvmrt_choice_candidate(run->ctx, i, vals, &ns) != UVMRT_OK)
+                continue;
+            printf("  auto candidate ");
+            choice_values_print(run, vals);
+            if (ns > 0)
+                printf(": predicted %.1f ms/step\n", ns / 1e6);
+            else
+                printf(": does not fit the budget (predicted)\n");
+        }
+    }
+    printf("auto: ");
+    choice_values_print(run, run->choice.values);
+    printf(" (predicted %.1f ms/step at a plan budget of %.2f GiB; %zu rehearsals)%s\n",
+           run->choice.predicted_step_ns / 1e6, (double)run->choice.plan_budget_bytes / GIB,
+           run->choice.rehearsals,
+           run->choice.fits ? "" : "; no candidate fits the budget in the model's prediction");
+    fflush(stdout);
+}
+
+static void cpu_opt_open(gpt_run_t *run);
+
+static void cpu_opt_close(gpt_run_t *run) {
+    cpu_drain(run);
+    run->cpu_busy_s += gpt_cpuopt_busy_s(run->cpu);
+    gpt_cpuopt_stop(run->cpu);
+    run->cpu = NULL;
+}
+
+/* After training step s: once 3 planned steps ran since the choice (or at the last
+ * step with at least 2), uvmrt compares measured with predicted and may choose again;
+ * new values apply from the next step on. */
+static void choice_review(gpt_run_t *run, int s) {
+    if (!run->auto_knobs || run->reviewed)
+        return;
+    if (!run->recording[s])
+        run->planned++;
+    int last = s + 1 == run->stop;
+    if (run->planned < 3 && !(last && run->planned >= 2))
+        return;
+    run->reviewed = 1;
+    int changed = 0;
+    uvmrt_status_t st = uvmrt_choice_review(run->ctx, &run->choice, &changed);
+    if (st != UVMRT_OK) {
+        fprintf(stderr, PROG ": note: uvmrt_choice_review failed: %s (%s); keeping the "
+                        "choice\n", uvmrt_status_str(st), uvmrt_status_name(st));
+        return;
+    }
+    const uvmrt_choice_t *c = &run->choice;
+    double pred = c->first_predicted_step_ns, meas = c->measured_step_ns;
+    printf("auto: predicted %.1f ms/step, measured %.1f ms/step (error %+.1f%%)\n", pred / 1e6,
+           meas / 1e6, pred > 0 ? 100.0 * (meas - pred) / pred : 0.0);
+    if (c->replanned) {
+        printf("auto: re-planned: ");
+        choice_values_print(run, c->values);
+        printf(" (predicted %.1f ms/step at a plan budget of %.2f GiB)%s\n",
+               c->predicted_step_ns / 1e6, (double)c->plan_budget_bytes / GIB,
+               !changed ? "; the same values" : last ? "; the run ends here" : "");
+    }
+    fflush(stdout);
+    int k, n;
+    knob_values(run, c->values, &k, &n);
+    /* a test hook (tests/test_gpt_trainer.c, examples/gpt/gpu-check.sh): the review on
+     * sim never re-plans (the prediction is the model), so apply these as if it had */
+    const char *hook = getenv("UVMRT_GPT_TEST_REPLAN");
+    char extra;
+    if (hook && *hook) {
+        if (sscanf(hook, "%d,%d%c", &k, &n, &extra) != 2 || k < 0 || k > run->nl || n < 0 ||
+            n > run->L)
+            run_fail(run, "UVMRT_GPT_TEST_REPLAN '%s': expected K,N with K in 0..%d and N in "
+                          "0..%d", hook, run->nl, run->L);
+        printf("auto: UVMRT_GPT_TEST_REPLAN (a test hook): applying cpu_layers %d, recompute "
+               "%d\n", k, n);
+        changed = 1;
+    }
+    if (!changed || last)
+        return;
+    if (n < run->recompute && run->backend == UVMRT_BACKEND_CUDA) {
+        int keep = run->recompute;
+        run->recompute = n;
+        uint64_t need = planned_managed_bytes(run) + (64ull << 20);
+        run->recompute = keep;
+        if (need > run->gpu_room) {
+            printf("auto: keeping recompute %d: recompute %d needs %.2f GiB of managed memory, "
+                   "more than the GPU has room for (%.2f GiB)\n", keep, n, (double)need / GIB,
+                   (double)run->gpu_room / GIB);
+            n = keep;
+        }
+    }
+    cpu_opt_close(run); /* the thread's layers change: its last update first */
+    run_reconfigure(run, k, n);
+    if (run->compute)
+        cpu_opt_open(run);
+    run->side_step = 1; /* other layer calls: the runtime records the next step again */
+}
+
+/* ----------------------------------------------------------------------------
  * the training loop */
 
 /* SIGTERM or SIGINT with --checkpoint: the signal number. The step under way
@@ -1352,6 +1724,7 @@ static void run_steps(gpt_run_t *run, FILE *loss_log) {
         fflush(stdout);
         if (loss_log)
             fprintf(loss_log, "%d %a\n", s + 1, run->compute ? run->losses_out[s] : 0.0);
+        choice_review(run, s);
 
         int last = s + 1 == run->stop;
         if (run->val && ((opt->val_every && (s + 1) % opt->val_every == 0) || last))
@@ -1467,6 +1840,7 @@ static void run_open_gpu(gpt_run_t *run) {
     gcheck(run, gpt_gpu_mem_info(&free_b, &total_b, &dev), -1);
     uint64_t need = planned_managed_bytes(run) + (64ull << 20);
     uint64_t room = free_b > GPU_SAFETY_BYTES ? free_b - GPU_SAFETY_BYTES : 0;
+    run->gpu_room = room;
     if (need > room)
         run_fail(run, "refusing to allocate %.2f GiB on GPU %d: it has %.2f GiB free and %.0f GiB "
                       "must stay free; use a smaller --depth, --batch or --seq, or --recompute "
@@ -1482,6 +1856,7 @@ static void run_open_gpu(gpt_run_t *run) {
     if (run->gpu == NULL)
         run_fail(run, "GPU setup: %s", err);
     run->stream = gpt_gpu_stream(run->gpu);
+    run->cpu_stream = gpt_gpu_cpu_stream(run->gpu);
     run->device_bytes = gpt_gpu_device_bytes(run->gpu);
     run->tok_host = gpt_gpu_host_alloc((5 * (size_t)run->N + 1) * sizeof(int));
     /* steps' losses, then one per validation batch */
@@ -1495,25 +1870,32 @@ static void run_open_gpu(gpt_run_t *run) {
         run_fail(run, "cannot allocate pinned host memory");
 }
 
+/* The CPU optimizer thread for the top cpu_layers layers (none when 0). */
 static void cpu_opt_open(gpt_run_t *run) {
     char err[256];
+    if (run->cpu_layers == 0)
+        return;
     gpt_cpuopt_layer_t *ls = calloc((size_t)run->nl, sizeof *ls);
     if (ls == NULL)
         run_fail(run, "out of host memory");
-    for (int l = 0; l < run->nl; l++) {
+    int n = 0;
+    for (int l = run->nl - run->cpu_layers; l < run->nl; l++) {
         const layer_params_t *p = &run->lp[l];
-        ls[l] = (gpt_cpuopt_layer_t){f32(p->w), f32(p->m), f32(p->v), f32(p->g), b16(p->wh),
-                                     p->n, p->n_decay};
+        ls[n++] = (gpt_cpuopt_layer_t){l, f32(p->w), f32(p->m), f32(p->v), f32(p->g),
+                                       b16(p->wh), p->n, p->n_decay};
     }
-    run->cpu = gpt_cpuopt_start(run->nl, ls, run->isa, run->clip_host, err, sizeof err);
+    run->cpu = gpt_cpuopt_start(run->nl, n, ls, run->isa, run->clip_host, err, sizeof err);
+    run->cpu_last = -1; /* a new thread counts its steps from 0 */
     free(ls);
     if (run->cpu == NULL)
         run_fail(run, "CPU optimizer: %s", err);
     if (!run->opt->c.quiet)
-        printf("  cpu optimizer: AdamW path %s\n", mlp_isa_name(run->isa));
+        printf("  cpu optimizer: AdamW of %d of %d layers, path %s\n", n, run->nl,
+               mlp_isa_name(run->isa));
 }
 
 static void run_close(gpt_run_t *run) {
+    run->cpu_busy_s += gpt_cpuopt_busy_s(run->cpu);
     gpt_cpuopt_stop(run->cpu);
     run->cpu = NULL;
     uvmrt_context_destroy(run->ctx); /* first: it may still refer to our stream */
@@ -1574,6 +1956,29 @@ static const char *source_name(gpt_source_t s) {
     return names[s];
 }
 
+/* "choice": what auto chose and what the review found (null without auto). */
+static json_t *choice_json(const gpt_run_t *run) {
+    if (!run->auto_knobs)
+        return json_null();
+    const uvmrt_choice_t *c = &run->choice;
+    int k, n;
+    knob_values(run, c->values, &k, &n);
+    json_t *values = json_object();
+    if (run->knob_cpu >= 0)
+        json_object_set_new(values, "cpu_layers", json_integer(k));
+    if (run->knob_rec >= 0)
+        json_object_set_new(values, "recompute", json_integer(n));
+    return json_pack("{s:f, s:o, s:f, s:b, s:I, s:b, s:I, s:o}",
+                     "predicted_ms", c->predicted_step_ns / 1e6,
+                     "measured_ms", run->reviewed ? json_real(c->measured_step_ns / 1e6)
+                                                  : json_null(),
+                     "first_predicted_ms", (run->reviewed ? c->first_predicted_step_ns
+                                                          : c->predicted_step_ns) / 1e6,
+                     "replanned", c->replanned, "plan_budget_bytes",
+                     (json_int_t)c->plan_budget_bytes, "fits", c->fits,
+                     "rehearsals", (json_int_t)c->rehearsals, "values", values);
+}
+
 /* --result-json: medians, totals, the per-step losses and times of this process's
  * steps, validation losses, the data position and the checkpoint. 0, or -1. */
 static int result_write(gpt_run_t *run, const char *path, const medians_t *m,
@@ -1609,8 +2014,10 @@ static int result_write(gpt_run_t *run, const char *path, const medians_t *m,
         "layers", run->L, "channels", run->C, "heads", run->NH, "vocab", run->V,
         "batch", run->B, "seq", run->T, "steps", o->c.steps,
         "first_step", run->first + 1, "last_step", run->stop,
-        "optimizer_on", o->optimizer_cpu ? "cpu" : "gpu",
-        "recompute", o->recompute ? "all" : "none", "arithmetic", run->compute,
+        "optimizer_on", run->cpu_layers == 0 ? "gpu" : run->cpu_layers == run->nl ? "cpu"
+                                                                                 : "mixed",
+        "recompute", run->recompute == 0 ? "none" : run->recompute == run->L ? "all" : "partial",
+        "arithmetic", run->compute,
         "ms_per_step_median", m->ms, "tokens_per_s", m->ms > 0 ? run->N / (m->ms * 1e-3) : 0.0,
         "tflops", tflops, "gb_in_per_step", m->in_gb, "gb_out_per_step", m->out_gb,
         "faults_per_step", m->faults,
@@ -1620,6 +2027,14 @@ static int result_write(gpt_run_t *run, const char *path, const medians_t *m,
         "faults_after_step1", (json_int_t)late,
         "losses", losses, "step_ms", step_ms, "val", val, "data", data,
         "checkpoint", run->ckpt_last[0] ? run->ckpt_last : NULL);
+    if (root) {
+        json_object_set_new(root, "cpu_layers", json_integer(run->cpu_layers));
+        json_object_set_new(root, "recompute_blocks", json_integer(run->recompute));
+        json_object_set_new(root, "choice", choice_json(run));
+        json_object_set_new(root, "predicted_step_ms",
+                            run->auto_knobs ? json_real(run->choice.predicted_step_ns / 1e6)
+                                            : json_null());
+    }
     return cli_json_write("--result-json", path, root);
 }
 
@@ -1649,7 +2064,8 @@ int main(int argc, char **argv) {
     gpt_options_parse(argc, argv, &opt);
     cli_note_env_overrides();
 
-    gpt_run_t run = {.opt = &opt, .cpu_last = -1};
+    gpt_run_t run = {.opt = &opt, .cpu_last = -1, .knob_cpu = -1, .knob_rec = -1,
+                     .cpu_stream = (uvmrt_stream_t)&SIM_CPU_STREAM};
     shape_init(&run);
     size_t S = (size_t)opt.c.steps;
     run.losses_out = calloc(S, sizeof *run.losses_out);
@@ -1669,18 +2085,23 @@ int main(int argc, char **argv) {
     run.stop = opt.stop_at;
     gpt_shape_t shape = {run.V, run.Vp, run.maxT, run.L, run.C, run.NH};
     double params = (double)gpt_num_params(&shape);
+    char cpu_text[32] = "auto", rec_text[32] = "auto";
+    if (opt.cpu_layers != GPT_AUTO)
+        snprintf(cpu_text, sizeof cpu_text, "%d", opt.cpu_layers);
+    if (opt.recompute != GPT_AUTO)
+        snprintf(rec_text, sizeof rec_text, "%d", opt.recompute);
     printf(PROG ": GPT-2 %d layers, %d channels, %d heads, vocab %d (padded %d), %.1f M "
-           "parameters; batch %d x %d tokens; optimizer on %s, recompute %s; %d steps, lr %g, "
-           "seed %" PRIu64 "; tokens: %s\n",
-           run.L, run.C, run.NH, run.V, run.Vp, params / 1e6, run.B, run.T,
-           opt.optimizer_cpu ? "cpu" : "gpu", opt.recompute ? "all" : "none", opt.c.steps, opt.lr,
-           opt.c.seed, source_name(opt.source));
+           "parameters; batch %d x %d tokens; AdamW on the CPU: top %s of %d layers; "
+           "recompute: %s of %d blocks; %d steps, lr %g, seed %" PRIu64 "; tokens: %s\n",
+           run.L, run.C, run.NH, run.V, run.Vp, params / 1e6, run.B, run.T, cpu_text, run.nl,
+           rec_text, run.L, opt.c.steps, opt.lr, opt.c.seed, source_name(opt.source));
 
     data_open(&run); /* before the context: a bad file costs no GPU setup */
     run.ctx = context_open(&opt);
     run.backend = uvmrt_context_backend(run.ctx);
     run.policy = uvmrt_context_policy(run.ctx);
     run.profile = uvmrt_context_profile(run.ctx);
+    choose_auto(&run); /* before the tensors: they depend on the values */
     printf("policy %s on %s%s%s, budget %.2f GiB, tensors %.2f GiB\n",
            uvmrt_policy_name(run.policy), uvmrt_backend_name(run.backend),
            run.backend == UVMRT_BACKEND_SIM ? ", profile " : "",
@@ -1718,7 +2139,7 @@ int main(int argc, char **argv) {
     }
     if (opt.resume)
         ckpt_resume(&run); /* after the initialisation, which it overwrites */
-    if (run.compute && opt.optimizer_cpu)
+    if (run.compute)
         cpu_opt_open(&run);
     if (run.first >= run.stop) {
         printf("nothing to train: the checkpoint is at step %d and the run ends at step %d\n",
@@ -1750,14 +2171,17 @@ int main(int argc, char **argv) {
            m.ms, m.ms > 0 ? run.N / (m.ms * 1e-3) : 0.0, tflops, m.in_gb, m.out_gb, m.faults,
            m.n, run.first + 1, run.stop, (double)sum.peak_resident_bytes / GIB,
            (double)run.device_bytes / GIB, (double)sum.budget_bytes / GIB);
+    printf("; AdamW of %d of %d layers on the CPU, %d of %d blocks recompute", run.cpu_layers,
+           run.nl, run.recompute, run.L);
     if (run.compute)
         printf("; loss %.6f -> %.6f", run.losses_out[run.first], run.losses_out[run.stop - 1]);
     if (run.n_val && run.compute)
         printf("; val loss %.6f", run.val_loss[run.n_val - 1]);
     printf("\n");
-    if (run.cpu)
+    if (run.compute && (run.cpu || run.cpu_busy_s > 0))
         printf("cpu optimizer: %.1f ms of AdamW per step (path %s)\n",
-               gpt_cpuopt_busy_s(run.cpu) * 1e3 / (run.stop - run.first), mlp_isa_name(run.isa));
+               (run.cpu_busy_s + gpt_cpuopt_busy_s(run.cpu)) * 1e3 / (run.stop - run.first),
+               mlp_isa_name(run.isa));
     if (run.compute)
         for (int s = run.first; s < run.stop; s++)
             if (!isfinite(run.losses_out[s])) {

@@ -1,7 +1,7 @@
 /*
- * gpt_cpuopt.c -- uvmrt-gpt's CPU optimizer thread (--optimizer-on cpu; see
- * gpt_cpuopt.h): the MLP trainer's AVX-512/AVX2 AdamW on every layer once a step's
- * backward has finished on the GPU.
+ * gpt_cpuopt.c -- uvmrt-gpt's CPU optimizer thread (--cpu-layers K; see gpt_cpuopt.h):
+ * the MLP trainer's AVX-512/AVX2 AdamW on its layers once a step's backward has
+ * finished on the GPU.
  */
 #define _GNU_SOURCE
 
@@ -9,6 +9,7 @@
 #include "config.h"
 #endif
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,9 +36,10 @@ struct gpt_cpuopt {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int started, quit, failed;
-    int nlayers;
-    gpt_cpuopt_layer_t *layers;
-    int *done;          /* (nlayers,) last step whose update of layer i is done */
+    int nlayers, nl;
+    gpt_cpuopt_layer_t *layers; /* (nlayers,) in forward order */
+    int *done;          /* (nl,) last step whose update of layer i is done; INT_MAX for a
+                           layer the GPU updates */
     int submitted;      /* last step submitted */
     mlp_adamw_coef_t decay, no_decay;
     cudaEvent_t ev;
@@ -72,7 +74,7 @@ static void *cpuopt_main(void *arg) {
                               l->g + l->n_decay, l->wh + l->n_decay, MLP_BF16,
                               l->n - l->n_decay, &cn);
             pthread_mutex_lock(&c->mu);
-            c->done[i] = s;
+            c->done[l->layer] = s;
             pthread_cond_broadcast(&c->cv);
             pthread_mutex_unlock(&c->mu);
         }
@@ -88,19 +90,27 @@ fail:
     return NULL;
 }
 
-gpt_cpuopt_t *gpt_cpuopt_start(int nlayers, const gpt_cpuopt_layer_t *layers, mlp_isa_t isa,
-                               const float *clip_host, char *err, size_t errlen) {
+gpt_cpuopt_t *gpt_cpuopt_start(int nl, int nlayers, const gpt_cpuopt_layer_t *layers,
+                               mlp_isa_t isa, const float *clip_host, char *err, size_t errlen) {
+    for (int i = 0; i < nlayers; i++)
+        if (layers[i].layer < 0 || layers[i].layer >= nl) {
+            snprintf(err, errlen, "layer %d: expected 0..%d", layers[i].layer, nl - 1);
+            return NULL;
+        }
     gpt_cpuopt_t *c = calloc(1, sizeof *c);
     if (c == NULL || (c->layers = malloc((size_t)nlayers * sizeof *layers)) == NULL ||
-        (c->done = malloc((size_t)nlayers * sizeof(int))) == NULL) {
+        (c->done = malloc((size_t)nl * sizeof(int))) == NULL) {
         snprintf(err, errlen, "out of host memory");
         gpt_cpuopt_stop(c);
         return NULL;
     }
     memcpy(c->layers, layers, (size_t)nlayers * sizeof *layers);
+    for (int i = 0; i < nl; i++)
+        c->done[i] = INT_MAX; /* the GPU's: never waited for */
     for (int i = 0; i < nlayers; i++)
-        c->done[i] = -1;
+        c->done[layers[i].layer] = -1;
     c->nlayers = nlayers;
+    c->nl = nl;
     c->submitted = -1;
     c->isa = isa;
     c->clip_host = clip_host;
@@ -143,6 +153,8 @@ const char *gpt_cpuopt_submit(gpt_cpuopt_t *c, gpt_gpu_t *g, int step,
 }
 
 int gpt_cpuopt_wait(gpt_cpuopt_t *c, int layer, int step) {
+    if (layer < 0 || layer >= c->nl)
+        return -1;
     pthread_mutex_lock(&c->mu);
     while (c->done[layer] < step && !c->failed)
         pthread_cond_wait(&c->cv, &c->mu);
@@ -176,9 +188,9 @@ void gpt_cpuopt_stop(gpt_cpuopt_t *c) {
 
 static const char *NO_GPU = "built without CUDA and cuBLAS";
 
-gpt_cpuopt_t *gpt_cpuopt_start(int nlayers, const gpt_cpuopt_layer_t *layers, mlp_isa_t isa,
-                               const float *clip_host, char *err, size_t errlen) {
-    (void)nlayers, (void)layers, (void)isa, (void)clip_host;
+gpt_cpuopt_t *gpt_cpuopt_start(int nl, int nlayers, const gpt_cpuopt_layer_t *layers,
+                               mlp_isa_t isa, const float *clip_host, char *err, size_t errlen) {
+    (void)nl, (void)nlayers, (void)layers, (void)isa, (void)clip_host;
     snprintf(err, errlen, "%s", NO_GPU);
     return NULL;
 }

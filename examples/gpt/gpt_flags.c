@@ -13,7 +13,7 @@
 enum { F_DEPTH, F_LAYERS, F_CHANNELS, F_HEADS, F_VOCAB, F_BATCH, F_SEQ, F_RECOMPUTE, F_LR,
        F_WARMUP, F_TOKENS, F_OPTIMIZER_ON, F_INIT_WEIGHTS, F_DUMP_WEIGHTS, F_DUMP_GRADS,
        F_DATA, F_VAL, F_TEXT, F_VAL_EVERY, F_VAL_BATCHES, F_CHECKPOINT, F_CHECKPOINT_EVERY,
-       F_KEEP, F_RESUME, F_STOP_AT, F_SAMPLE, F_SAMPLE_EVERY, F_TOP_K, F_PROMPT };
+       F_KEEP, F_RESUME, F_STOP_AT, F_SAMPLE, F_SAMPLE_EVERY, F_TOP_K, F_PROMPT, F_CPU_LAYERS };
 
 static const cli_flag_t GPT_FLAGS[] = {
     {"depth", "12|24|36|48|60", "GPT-2 preset: 768/1024/1280/1600/1920 channels, head\n"
@@ -25,12 +25,19 @@ static const cli_flag_t GPT_FLAGS[] = {
      F_VOCAB},
     {"batch", "B", "sequences per step (default 8)", F_BATCH},
     {"seq", "T", "tokens per sequence (default 1024)", F_SEQ},
-    {"recompute", "none|all", "all: keep only each block's output, recompute the block\n"
-                              "in its backward (default none)", F_RECOMPUTE},
+    {"recompute", "none|all|N|auto", "the first N blocks keep only their output and\n"
+                                     "recompute in their backward (none = 0, all = every\n"
+                                     "block); auto (default): uvmrt chooses 0, L/2 or L by\n"
+                                     "its predicted step time", F_RECOMPUTE},
     {"lr", "LR", "peak AdamW learning rate (default 3e-4)", F_LR},
     {"warmup", "N", "linear warmup steps (default 0), then a cosine down to\nlr/10 at --steps",
      F_WARMUP},
-    {"optimizer-on", "gpu|cpu", "where AdamW runs (default gpu)", F_OPTIMIZER_ON},
+    {"optimizer-on", "gpu|cpu", "where AdamW runs: gpu = --cpu-layers 0, cpu = every\n"
+                                "layer (--cpu-layers L+2)", F_OPTIMIZER_ON},
+    {"cpu-layers", "K|auto", "AdamW of the top K of the L+2 layers (the head, then the\n"
+                             "top blocks) on the CPU, the rest on the GPU; auto\n"
+                             "(default): uvmrt chooses K in steps of (L+2)/8 by its\n"
+                             "predicted step time", F_CPU_LAYERS},
     {"tokens", "random|cycle", "synthetic tokens when neither --data nor --text is given:\n"
                                "uniformly random (default, the benchmark's), or a repeated\n"
                                "random block the model can learn", F_TOKENS},
@@ -69,6 +76,9 @@ typedef struct gpt_flag_state {
     gpt_options_t *opt;
     int layers, channels, heads;  /* 0: not given */
     int vocab_given, tokens_given, every_given, sample_every_given, val_given, keep_given;
+    int optimizer_on;             /* -1: not given; 0 gpu; 1 cpu */
+    const char *cpu_layers;       /* --cpu-layers as given; NULL: not given */
+    const char *recompute;        /* --recompute as given; NULL: not given */
 } gpt_flag_state_t;
 
 static double parse_double(const char *flag, const char *text, double lo, double hi) {
@@ -117,11 +127,20 @@ static void gpt_flag(int key, const char *arg, void *user) {
         break;
     case F_BATCH: opt->batch = (int)cli_parse_int("--batch", arg, 1, 1 << 16); break;
     case F_SEQ: opt->seq = (int)cli_parse_int("--seq", arg, 1, 1 << 20); break;
-    case F_RECOMPUTE: opt->recompute = parse_choice("--recompute", arg, "none", "all"); break;
+    case F_RECOMPUTE:
+        if (arg[0] == '\0')
+            cli_usage_error("--recompute '': expected none, all, a number of blocks or auto");
+        st->recompute = arg;
+        break;
+    case F_CPU_LAYERS:
+        if (arg[0] == '\0')
+            cli_usage_error("--cpu-layers '': expected a number of layers or auto");
+        st->cpu_layers = arg;
+        break;
     case F_LR: opt->lr = parse_double("--lr", arg, 1e-12, 10.0); break;
     case F_WARMUP: opt->warmup = (int)cli_parse_int("--warmup", arg, 0, 10000000); break;
     case F_OPTIMIZER_ON:
-        opt->optimizer_cpu = parse_choice("--optimizer-on", arg, "gpu", "cpu");
+        st->optimizer_on = parse_choice("--optimizer-on", arg, "gpu", "cpu");
         break;
     case F_TOKENS:
         opt->source = parse_choice("--tokens", arg, "random", "cycle") ? GPT_SRC_CYCLE
@@ -161,6 +180,52 @@ static void gpt_flag(int key, const char *arg, void *user) {
     case F_DUMP_WEIGHTS: opt->dump_weights = cli_parse_path("--dump-weights", arg); break;
     case F_DUMP_GRADS: opt->dump_grads = cli_parse_path("--dump-grads", arg); break;
     }
+}
+
+/* A count in [0, max] or auto (GPT_AUTO); usage error naming the flag otherwise. */
+static int parse_count_or_auto(const char *flag, const char *text, int max, const char *what) {
+    if (strcmp(text, "auto") == 0)
+        return GPT_AUTO;
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || end == text || *end != '\0' || text[0] == '+' || text[0] == ' ')
+        cli_usage_error("%s '%s': expected %s or auto", flag, text, what);
+    if (v < 0 || v > max)
+        cli_usage_error("%s '%s': expected %s in 0..%d or auto", flag, text, what, max);
+    return (int)v;
+}
+
+/* Where AdamW runs and which blocks recompute, once the shape is known:
+ * --optimizer-on gpu|cpu is --cpu-layers 0|L+2, an explicit K that contradicts it is
+ * a usage error naming both. */
+static void placement_check(gpt_options_t *opt, const gpt_flag_state_t *st) {
+    int nl = opt->layers + 2;
+    if (st->recompute == NULL || strcmp(st->recompute, "auto") == 0)
+        opt->recompute = GPT_AUTO;
+    else if (strcmp(st->recompute, "none") == 0)
+        opt->recompute = 0;
+    else if (strcmp(st->recompute, "all") == 0)
+        opt->recompute = opt->layers;
+    else
+        opt->recompute = parse_count_or_auto("--recompute", st->recompute, opt->layers,
+                                             "none, all, a number of blocks");
+    int k = st->cpu_layers ? parse_count_or_auto("--cpu-layers", st->cpu_layers, nl,
+                                                 "a number of layers (embedding, blocks, head)")
+                           : GPT_AUTO;
+    if (st->optimizer_on == 0 && k != GPT_AUTO && k != 0)
+        cli_usage_error("--cpu-layers %d with --optimizer-on gpu: gpu runs every layer's AdamW "
+                        "on the GPU (--cpu-layers 0); drop one of the two", k);
+    if (st->optimizer_on == 1 && k != GPT_AUTO && k != nl)
+        cli_usage_error("--cpu-layers %d with --optimizer-on cpu: cpu runs every layer's AdamW "
+                        "on the CPU (--cpu-layers %d); drop one of the two", k, nl);
+    if (st->optimizer_on == 0 && st->cpu_layers && k == GPT_AUTO)
+        cli_usage_error("--cpu-layers auto with --optimizer-on gpu: gpu fixes --cpu-layers 0; "
+                        "drop one of the two");
+    if (st->optimizer_on == 1 && st->cpu_layers && k == GPT_AUTO)
+        cli_usage_error("--cpu-layers auto with --optimizer-on cpu: cpu fixes --cpu-layers %d; "
+                        "drop one of the two", nl);
+    opt->cpu_layers = st->optimizer_on == 0 ? 0 : st->optimizer_on == 1 ? nl : k;
 }
 
 /* The rules that combine flags: data sources, validation, checkpoints, sampling. */
@@ -212,7 +277,7 @@ void gpt_options_parse(int argc, char **argv, gpt_options_t *opt) {
         .depth = 12, .vocab = 50257, .batch = 8, .seq = 1024, .lr = 3e-4,
         .lr_final_frac = 0.1, .grad_clip = 1.0, .val_batches = 8, .keep = 3,
     };
-    gpt_flag_state_t st = {.opt = opt};
+    gpt_flag_state_t st = {.opt = opt, .optimizer_on = -1};
     cli_spec_t spec = {
         .summary = "Train a GPT-2 model on uvmrt, on llm.c token shards, a text file or\n"
                    "synthetic tokens, with parameters, optimizer state and activations that\n"
@@ -254,6 +319,7 @@ void gpt_options_parse(int argc, char **argv, gpt_options_t *opt) {
         cli_usage_error("--batch %d x --seq %d: expected at most 16777216 tokens per step",
                         opt->batch, opt->seq);
     options_check(opt, &st);
+    placement_check(opt, &st);
     opt->padded_vocab = (opt->vocab + 127) / 128 * 128;
     opt->max_seq = opt->seq > 1024 ? opt->seq : 1024;
 }

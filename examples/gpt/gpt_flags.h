@@ -13,6 +13,7 @@
 #include "../common/cli.h"
 
 #define GPT_PROG "uvmrt-gpt"
+#define GPT_AUTO (-1) /* --cpu-layers auto, --recompute auto */
 
 /* Where the tokens come from. */
 typedef enum {
@@ -33,8 +34,13 @@ typedef struct gpt_options {
     int warmup;                 /* linear warmup steps */
     double lr_final_frac;       /* cosine decays to lr * this at the last step */
     double grad_clip;           /* global gradient-norm clipping threshold */
-    int optimizer_cpu;          /* 1: AdamW of every layer on the CPU */
-    int recompute;              /* 1: keep only each block's output; recompute in backward */
+    /* where AdamW runs: the top cpu_layers of the L + 2 layers (embedding, blocks, head;
+     * "top" = last in forward order) on the CPU thread, the others on the GPU;
+     * GPT_AUTO: uvmrt chooses (uvmrt_choose(3)) */
+    int cpu_layers;
+    /* the first `recompute` blocks keep only their output and recompute their forward in
+     * their backward (sharing one activation set); GPT_AUTO: uvmrt chooses */
+    int recompute;
     const char *dump_weights, *dump_grads, *init_weights;
     /* data */
     gpt_source_t source;

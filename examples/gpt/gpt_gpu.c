@@ -23,6 +23,7 @@ static const size_t CUBLAS_WORKSPACE_BYTES = 32u << 20;
 
 struct gpt_gpu {
     cudaStream_t stream;
+    cudaStream_t cpu_stream; /* nothing runs on it: it names the CPU optimizer's calls */
     cublasHandle_t cublas;
     void *workspace;
 };
@@ -63,6 +64,8 @@ gpt_gpu_t *gpt_gpu_open(char *err, size_t errlen) {
     }
     if ((why = cuda_text(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking),
                          "cudaStreamCreateWithFlags")) ||
+        (why = cuda_text(cudaStreamCreateWithFlags(&g->cpu_stream, cudaStreamNonBlocking),
+                         "cudaStreamCreateWithFlags")) ||
         (why = cublas_text(cublasCreate(&g->cublas), "cublasCreate")) ||
         (why = cublas_text(cublasSetStream(g->cublas, g->stream), "cublasSetStream")) ||
         (why = cuda_text(cudaMalloc(&g->workspace, CUBLAS_WORKSPACE_BYTES), "cudaMalloc")) ||
@@ -84,10 +87,13 @@ void gpt_gpu_close(gpt_gpu_t *g) {
         cudaFree(g->workspace);
     if (g->stream)
         cudaStreamDestroy(g->stream);
+    if (g->cpu_stream)
+        cudaStreamDestroy(g->cpu_stream);
     free(g);
 }
 
 uvmrt_stream_t gpt_gpu_stream(const gpt_gpu_t *g) { return (uvmrt_stream_t)g->stream; }
+uvmrt_stream_t gpt_gpu_cpu_stream(const gpt_gpu_t *g) { return (uvmrt_stream_t)g->cpu_stream; }
 
 uint64_t gpt_gpu_device_bytes(const gpt_gpu_t *g) {
     (void)g;
@@ -165,6 +171,7 @@ gpt_gpu_t *gpt_gpu_open(char *err, size_t errlen) {
 }
 void gpt_gpu_close(gpt_gpu_t *g) { (void)g; }
 uvmrt_stream_t gpt_gpu_stream(const gpt_gpu_t *g) { (void)g; return NULL; }
+uvmrt_stream_t gpt_gpu_cpu_stream(const gpt_gpu_t *g) { (void)g; return NULL; }
 uint64_t gpt_gpu_device_bytes(const gpt_gpu_t *g) { (void)g; return 0; }
 const char *gpt_gpu_error_text(int err) { (void)err; return NO_GPU; }
 const char *gpt_gpu_mem_info(uint64_t *f, uint64_t *t, int *d) {

@@ -25,6 +25,9 @@ int gpt_gpu_built(void);
 gpt_gpu_t *gpt_gpu_open(char *err, size_t errlen);
 void gpt_gpu_close(gpt_gpu_t *g);
 uvmrt_stream_t gpt_gpu_stream(const gpt_gpu_t *g);
+/* A second stream on which nothing is launched: the CPU optimizer's layer calls name
+ * it, so uvmrt times them beside the GPU's stream (their events complete at once). */
+uvmrt_stream_t gpt_gpu_cpu_stream(const gpt_gpu_t *g);
 /* Bytes cudaMalloc'd beside uvmrt's tensors (the cuBLAS workspace). */
 uint64_t gpt_gpu_device_bytes(const gpt_gpu_t *g);
 /* Free and total device memory and the device ordinal. */
