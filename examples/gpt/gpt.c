@@ -706,6 +706,9 @@ static void layer_open(gpt_run_t *run, int layer, uvmrt_phase_t phase, const use
         .layer = layer, .phase = phase, .stream = run->stream, .uses = uses->u,
         .n_uses = uses->n, .no_default_uses = 1, .flops = flops,
     };
+    /* a CPU layer's forward waits for the CPU's update of it (cpu_wait) */
+    if (phase == UVMRT_PHASE_FORWARD && on_cpu(run, layer))
+        call.after = run->cpu_stream;
     /* sim: a call without matmuls is timed by its bytes at HBM speed */
     if (run->backend == UVMRT_BACKEND_SIM && flops == 0 && run->profile &&
         run->profile->hbm_bps > 0)
@@ -1064,7 +1067,8 @@ static void optimizer(gpt_run_t *run, int l, const mlp_adamw_coef_t *cd,
 static void cpu_optimizer_declare(gpt_run_t *run, int l) {
     uvmrt_layer_call_t call = {
         .layer = l, .phase = UVMRT_PHASE_OPTIMIZER, .stream = run->cpu_stream,
-        .no_default_uses = 1, .host_bytes = (uint64_t)run->lp[l].n * 28,
+        .no_default_uses = 1, .host_bytes = cli_adamw_host_bytes(run->profile, run->lp[l].n),
+        .after = run->stream, /* the thread starts once the backward is done */
     };
     uvmrt_status_t st = uvmrt_layer_begin(run->ctx, &call);
     if (st != UVMRT_OK && (run->fail_st = st) != UVMRT_OK)
