@@ -472,6 +472,12 @@ static void run_reconfigure(gpt_run_t *run, int k, int n) {
         int was = on_cpu(run, l), now = l >= run->nl - k;
         if (was != now)
             placement_set(run, l, now ? UVMRT_PLACE_HOST : UVMRT_PLACE_AUTO);
+        /* back on the GPU: its wh was last made in a forward from an older w */
+        if (was && !now && run->compute) {
+            const layer_params_t *p = &run->lp[l];
+            kcheck(run, gpt_f32_to_bf16_launch(b16(p->wh), f32(p->w), p->n, run->stream), "weights to bf16", l);
+            gcheck(run, gpt_gpu_sync(run->gpu), l);
+        }
     }
     int old_n = run->recompute;
     for (int l = 1; l <= run->L; l++) {
@@ -769,14 +775,31 @@ static double head_flops(const gpt_run_t *run) {
  * tokens again), which makes its first call, and a training step's first call
  * after it, differ from the other's record: uvmrt then runs the step like demand
  * and records it again. */
+/* A layer's bf16 weights in its forward: a CPU layer's are made there from the fp32
+ * master weights its AdamW wrote in host memory (read once over the link), so the CPU
+ * thread never writes wh: it would fault pages the GPU holds back to the host and the
+ * GPU would then fault them in again. */
+static void uses_weights(const gpt_run_t *run, use_list_t *u, int l) {
+    if (on_cpu(run, l))
+        use_add(u, run->lp[l].w, R | S);
+    use_add(u, run->lp[l].wh, on_cpu(run, l) ? W : R);
+}
+
+static void weights_ready(gpt_run_t *run, int l) {
+    const layer_params_t *p = &run->lp[l];
+    if (run->compute && on_cpu(run, l))
+        kcheck(run, gpt_f32_to_bf16_launch(b16(p->wh), f32(p->w), p->n, run->stream), "weights to bf16", l);
+}
+
 static void embed_forward(gpt_run_t *run, int side) {
     const layer_params_t *p = &run->lp[0];
     use_list_t u = {.n = 0};
-    use_add(&u, p->wh, R);
+    uses_weights(run, &u, 0);
     use_add(&u, run->tokens, side ? W | S : W);
     use_add(&u, run->out[0], W | S);
     cpu_wait(run, 0);
     layer_open(run, 0, UVMRT_PHASE_FORWARD, &u, 0, (uint64_t)run->N * run->C * 8);
+    weights_ready(run, 0);
     if (run->compute) {
         gcheck(run, gpt_gpu_copy(run->gpu, ptr(run->tokens), run->tok_host,
                                  (5 * (size_t)run->N + 1) * sizeof(int)), 0);
@@ -859,12 +882,13 @@ static void block_forward_math(gpt_run_t *run, int l, int with_out) {
 
 static void block_forward(gpt_run_t *run, int l) {
     use_list_t u = {.n = 0};
-    use_add(&u, run->lp[l].wh, R);
+    uses_weights(run, &u, l);
     use_add(&u, run->out[l - 1], R);
     uses_block_acts(&u, &run->acts[l - 1], W);
     use_add(&u, run->out[l], W);
     cpu_wait(run, l);
     layer_open(run, l, UVMRT_PHASE_FORWARD, &u, block_forward_flops(run), 0);
+    weights_ready(run, l);
     if (run->compute)
         block_forward_math(run, l, 1);
     layer_close(run, l, UVMRT_PHASE_FORWARD);
@@ -942,7 +966,7 @@ static void head_forward(gpt_run_t *run, double *loss_dst) {
     int hl = run->nl - 1;
     const layer_params_t *p = &run->lp[hl], *pe = &run->lp[0];
     use_list_t u = {.n = 0};
-    use_add(&u, p->wh, R);
+    uses_weights(run, &u, hl);
     use_add(&u, pe->wh, R);
     use_add(&u, run->out[hl - 1], R);
     use_add(&u, run->lnf, W);
@@ -954,6 +978,7 @@ static void head_forward(gpt_run_t *run, double *loss_dst) {
     use_add(&u, pe->g, W); /* dwte, written here first */
     cpu_wait(run, hl);
     layer_open(run, hl, UVMRT_PHASE_FORWARD, &u, head_flops(run), 0);
+    weights_ready(run, hl);
     if (run->compute) {
         int N = run->N, C = run->C, Vp = run->Vp;
         uvmrt_stream_t s = run->stream;
@@ -1084,7 +1109,7 @@ static void head_sample(gpt_run_t *run, int row) {
     int hl = run->nl - 1;
     const layer_params_t *p = &run->lp[hl], *pe = &run->lp[0];
     use_list_t u = {.n = 0};
-    use_add(&u, p->wh, R);
+    uses_weights(run, &u, hl);
     use_add(&u, pe->wh, R);
     use_add(&u, run->out[hl - 1], R);
     use_add(&u, run->lnf, W);
@@ -1092,6 +1117,7 @@ static void head_sample(gpt_run_t *run, int row) {
     use_add(&u, run->logits, W);
     cpu_wait(run, hl);
     layer_open(run, hl, UVMRT_PHASE_FORWARD, &u, 2.0 * run->C * (double)run->Vp, 0);
+    weights_ready(run, hl);
     if (run->compute) {
         int N = run->N, C = run->C;
         const uint16_t *wh = b16(p->wh), *wte = b16(pe->wh);
@@ -1449,6 +1475,8 @@ static void ckpt_resume(gpt_run_t *run) {
 
 /* sim: the CPU optimizer's calls get a timeline of their own (any distinct handle) */
 static const char SIM_CPU_STREAM = 0;
+/* the GPU's stream on sim: a name of its own (uvmrt_layer_call_t.after: NULL is none) */
+static const char SIM_GPU_STREAM = 0;
 
 /* {0, nl/8, 2 nl/8, ..., nl}, rounded, distinct; returns the count (<= 9). */
 static size_t cpu_candidates(int nl, int *v) {
@@ -1513,6 +1541,7 @@ static uvmrt_status_t rehearse(uvmrt_context_t *model, const int *values, int st
                      .backend = uvmrt_context_backend(model),
                      .policy = uvmrt_context_policy(model), .profile = uvmrt_context_profile(model),
                      .cpu_stream = (uvmrt_stream_t)&SIM_CPU_STREAM, .cpu_last = -1,
+                     .stream = (uvmrt_stream_t)&SIM_GPU_STREAM,
                      .knob_cpu = -1, .knob_rec = -1, .fail_st = UVMRT_OK};
     shape_init(r);
     knob_values(real, values, &r->cpu_layers, &r->recompute);
@@ -2069,7 +2098,8 @@ int main(int argc, char **argv) {
     cli_note_env_overrides();
 
     gpt_run_t run = {.opt = &opt, .cpu_last = -1, .knob_cpu = -1, .knob_rec = -1,
-                     .cpu_stream = (uvmrt_stream_t)&SIM_CPU_STREAM};
+                     .cpu_stream = (uvmrt_stream_t)&SIM_CPU_STREAM,
+                     .stream = (uvmrt_stream_t)&SIM_GPU_STREAM};
     shape_init(&run);
     size_t S = (size_t)opt.c.steps;
     run.losses_out = calloc(S, sizeof *run.losses_out);

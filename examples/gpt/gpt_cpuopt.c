@@ -68,10 +68,11 @@ static void *cpuopt_main(void *arg) {
         double t0 = cli_now_s();
         for (int i = 0; i < c->nlayers; i++) {
             const gpt_cpuopt_layer_t *l = &c->layers[i];
-            mlp_adamw_cpu(c->isa, l->w, l->m, l->v, l->g, l->wh, MLP_BF16, l->n_decay, &cd);
+            /* w only: the layer's forward makes wh from it on the GPU (gpt.c, weights_ready) */
+            mlp_adamw_cpu(c->isa, l->w, l->m, l->v, l->g, NULL, MLP_BF16, l->n_decay, &cd);
             if (l->n > l->n_decay)
                 mlp_adamw_cpu(c->isa, l->w + l->n_decay, l->m + l->n_decay, l->v + l->n_decay,
-                              l->g + l->n_decay, l->wh + l->n_decay, MLP_BF16,
+                              l->g + l->n_decay, NULL, MLP_BF16,
                               l->n - l->n_decay, &cn);
             pthread_mutex_lock(&c->mu);
             c->done[l->layer] = s;

@@ -70,6 +70,9 @@ static const char *placement_name(const mlp_run_t *run) {
 /* A sim stream handle for the CPU optimizer's calls (never dereferenced): the same
  * in the rehearsals and a real sim run, so both run the same schedule. */
 static char sim_cpu_timeline;
+/* the GPU's stream on sim: a name of its own, so that a call can be ordered after it
+ * (uvmrt_layer_call_t.after: NULL means none) */
+static char sim_gpu_timeline;
 
 static uint64_t footprint(uint64_t bytes) {
     uint64_t blk = 2ull << 20;
@@ -261,6 +264,9 @@ static void cpu_layers_apply(mlp_run_t *run, int K, int s) {
         (void)blocks_place(run, L - K, L - old, UVMRT_PLACE_HOST); /* fails the run */
     else
         (void)blocks_place(run, L - old, L - K, UVMRT_PLACE_AUTO);
+    /* blocks back on the GPU: their Wh was last made by a forward from an older W */
+    for (int i = L - old; run->gpu && i < L - K; i++)
+        mlp_gpu_half_from_master(run, i);
     run->cpu_layers = K;
     run->cpu_since_step = s;
 }
@@ -321,7 +327,13 @@ static uvmrt_status_t forward(mlp_run_t *run, int i, int step) {
     int last = i == net->L - 1;
     uvmrt_tensor_t *z = mlp_block_z(run, i);
     use_list_t u = {.n = 0};
-    use_add(&u, b->Wh, R);                     /* GEMM input */
+    /* A CPU block's Wh is made here from its W (host memory, read once over the
+     * link): the CPU thread writes only W, so Wh is never written by the CPU while
+     * it is on the GPU (CPU faults) nor faulted back in by the GEMM. */
+    int cpu_block = i >= net->L - run->cpu_layers;
+    if (cpu_block)
+        use_add(&u, b->W, R | S);
+    use_add(&u, b->Wh, cpu_block ? W : R);     /* GEMM input (a CPU block: made first) */
     use_add(&u, mlp_block_input(net, i), R);   /* GEMM input */
     use_add(&u, z, W | S);                     /* GEMM output, then read once by GELU */
     use_add(&u, b->A, W | S);                  /* GELU output (read once by the loss) */
@@ -463,6 +475,7 @@ static uvmrt_status_t mlp_rehearse(uvmrt_context_t *model, const int *values, in
         .opt = real->opt, .ctx = model, .backend = uvmrt_context_backend(model),
         .policy = uvmrt_context_policy(model), .profile = uvmrt_context_profile(model),
         .cpu_stream = (uvmrt_stream_t)(void *)&sim_cpu_timeline, .rehearsal = 1,
+        .stream = (uvmrt_stream_t)(void *)&sim_gpu_timeline,
         .cpu_layers = real->knob_cpu >= 0 ? values[real->knob_cpu] : real->cpu_layers,
         .recompute = real->knob_rc >= 0 ? values[real->knob_rc] : real->recompute,
     };
@@ -809,8 +822,10 @@ int main(int argc, char **argv) {
         uvmrt_context_print_config(run.ctx, stdout);
         fflush(stdout);
     }
-    if (run.backend == UVMRT_BACKEND_SIM)
+    if (run.backend == UVMRT_BACKEND_SIM) {
         run.cpu_stream = (uvmrt_stream_t)(void *)&sim_cpu_timeline;
+        run.stream = (uvmrt_stream_t)(void *)&sim_gpu_timeline;
+    }
     choose_auto(&run);
     header_print(&run);
 

@@ -92,7 +92,8 @@ static void *cpu_opt_main(void *arg) {
             if (!skip) {
                 double t0 = cli_now_s();
                 void **d = c->data[i];
-                mlp_adamw_cpu(c->isa, d[0], d[1], d[2], d[3], d[4], c->precision, c->hh, &coef);
+                /* W only: the block's forward makes Wh from it on the GPU (mlp_gpu_forward) */
+                mlp_adamw_cpu(c->isa, d[0], d[1], d[2], d[3], NULL, c->precision, c->hh, &coef);
                 c->busy_s += cli_now_s() - t0;
             }
             pthread_mutex_lock(&c->mu);

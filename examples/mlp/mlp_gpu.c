@@ -277,11 +277,22 @@ void mlp_gpu_forward_wait(mlp_run_t *run, int i, int s) {
 
 /* forward i: Z = in . Wh^T (GEMM), A = gelu(Z); the last block also takes the loss
  * against Y and writes dL/dA into dA[(L-1) & 1]. */
+void mlp_gpu_half_from_master(mlp_run_t *run, int i) {
+    const mlp_block_t *b = &run->net.blocks[i];
+    launch_check(run, mlp_to_half_launch(mlp_ptr(b->Wh), mlp_ptr(b->W), run->net.hh, run->opt->precision,
+                                         run->stream),
+                 "weights to half", i);
+    CUDA_CHECK(run, cudaStreamSynchronize((cudaStream_t)run->stream));
+}
+
 void mlp_gpu_forward(mlp_run_t *run, int i, int s) {
     mlp_net_t *net = &run->net;
     const mlp_block_t *b = &net->blocks[i];
     mlp_half_kind_t kind = run->opt->precision;
     uvmrt_tensor_t *z = mlp_block_z(run, i);
+    if (i >= net->L - run->cpu_layers) /* a CPU block: Wh from the W its AdamW wrote */
+        launch_check(run, mlp_to_half_launch(mlp_ptr(b->Wh), mlp_ptr(b->W), net->hh, kind, run->stream),
+                     "weights to half", i);
     gemm_forward(run, mlp_ptr(z), mlp_ptr(mlp_block_input(net, i)), mlp_ptr(b->Wh), net->N, net->H);
     launch_check(run, mlp_gelu_forward_launch(mlp_ptr(b->A), mlp_ptr(z), net->nh, kind, run->stream),
                  "gelu forward", i);

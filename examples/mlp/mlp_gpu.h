@@ -32,6 +32,8 @@ void mlp_gpu_forward_wait(mlp_run_t *run, int i, int s);
 /* The kernels of one layer call, enqueued on run->stream between uvmrt_layer_begin
  * and uvmrt_layer_end (forward also takes the loss at the last block; backward
  * hands block i to the CPU optimizer). */
+/* Wh = half(W) of block i now (outside a step; a block whose AdamW moves back to the GPU). */
+void mlp_gpu_half_from_master(mlp_run_t *run, int i);
 void mlp_gpu_forward(mlp_run_t *run, int i, int s);
 void mlp_gpu_backward(mlp_run_t *run, int i, int s);
 void mlp_gpu_optimizer(mlp_run_t *run, int i, int s);

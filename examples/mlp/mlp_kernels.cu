@@ -157,6 +157,15 @@ __global__ void nonfinite_kernel(const float4 *g, size_t n4, int *flag) {
         atomicOr(flag, 1);
 }
 
+/* out = half(in), rounded as adamw_kernel rounds its copy: the same bits */
+__global__ void to_half_kernel(uint2 *out, const float4 *in, size_t n4, mlp_half_kind_t kind) {
+    GRID_STRIDE(i, n4) {
+        float4 p = in[i];
+        out[i] = make_uint2((uint32_t)mlp_f32_to_half(p.x, kind) | ((uint32_t)mlp_f32_to_half(p.y, kind) << 16),
+                            (uint32_t)mlp_f32_to_half(p.z, kind) | ((uint32_t)mlp_f32_to_half(p.w, kind) << 16));
+    }
+}
+
 __global__ void copy_kernel(uint4 *dst, const uint4 *src, size_t n16) {
     GRID_STRIDE(i, n16) dst[i] = src[i];
 }
@@ -231,6 +240,15 @@ extern "C" int mlp_nonfinite_launch(const float *g, size_t n, int *flag, uvmrt_s
         return (int)cudaErrorInvalidValue;
     nonfinite_kernel<<<grid_for(n / 4), BLOCK, 0, (cudaStream_t)stream>>>((const float4 *)g,
                                                                            n / 4, flag);
+    return launched();
+}
+
+extern "C" int mlp_to_half_launch(uint16_t *out, const float *in, size_t n, mlp_half_kind_t kind,
+                                   uvmrt_stream_t stream) {
+    if (!out || !in || n % 4 || !aligned16(in) || ((uintptr_t)out & 7))
+        return (int)cudaErrorInvalidValue;
+    to_half_kernel<<<grid_for(n / 4), BLOCK, 0, (cudaStream_t)stream>>>((uint2 *)out, (const float4 *)in,
+                                                                         n / 4, kind);
     return launched();
 }
 

@@ -50,6 +50,9 @@ int mlp_adamw_launch(float *w, float *m, float *v, const float *g, uint16_t *hal
                      const int *skip, uvmrt_stream_t stream);
 /* *flag = 1 when any of g[0..n) is inf or NaN (never cleared here); n % 4 == 0. */
 int mlp_nonfinite_launch(const float *g, size_t n, int *flag, uvmrt_stream_t stream);
+/* out[0..n) = half(in[0..n)) as the GPU AdamW rounds its copy; n % 4 == 0. */
+int mlp_to_half_launch(uint16_t *out, const float *in, size_t n, mlp_half_kind_t kind,
+                       uvmrt_stream_t stream);
 /* dst[0..bytes) = src[0..bytes), bytes % 16 == 0: reads and writes each byte once. */
 int mlp_copy_launch(void *dst, const void *src, size_t bytes, uvmrt_stream_t stream);
 
