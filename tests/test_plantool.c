@@ -150,8 +150,8 @@ Test(plantool, prediction_equals_the_sim_runs_own_step_time)
                      (long long)json_integer_value(json_object_get(j, "predicted_step_ns")),
                      (unsigned long long)measured_on_sim);
         const char *bound = json_string_value(json_object_get(j, "bound"));
-        cr_assert(bound && (strcmp(bound, "compute") == 0 || strncmp(bound, "link_", 5) == 0 ||
-                            strcmp(bound, "host_memory") == 0));
+        cr_assert(bound && (strcmp(bound, "gpu_compute") == 0 || strncmp(bound, "link_", 5) == 0 ||
+                            strcmp(bound, "host_memory") == 0 || strcmp(bound, "cpu") == 0));
         json_t *layers = json_object_get(j, "layers");
         cr_assert_eq(json_array_size(layers), 6);
         cr_assert_not_null(json_string_value(json_object_get(json_array_get(layers, 0), "mechanisms")));
