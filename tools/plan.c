@@ -35,6 +35,7 @@ void record_free(record_t *r)
     free(r->tensors);
     free(r->calls);
     free(r->profile);
+    free(r->source);
     memset(r, 0, sizeof *r);
 }
 
@@ -75,6 +76,7 @@ static int record_load(const char *path, record_t *r)
     if (!json_is_array(layers) || !json_is_array(tensors) || !json_is_array(calls) || json_array_size(calls) == 0)
         BAD("layers, tensors and calls must be arrays, with at least one call");
     r->profile = strdup(profile);
+    r->source = strdup(path);
     r->budget = (uint64_t)(budget > 0 ? budget : 0);
     r->discard = discard;
     r->remote = remote;
@@ -309,8 +311,10 @@ static int predict(const record_t *r, const char *profile, uint64_t budget, pred
     p->status = st;
     p->fits = st == UVMRT_OK;
     if (st != UVMRT_OK && st != UVMRT_ERR_BUDGET) {
-        fprintf(stderr, "uvmrt-plan: the replay failed at budget %.1f MiB: %s: %s\n", budget / MIB,
-                uvmrt_status_str(st), last_error);
+        uint64_t total = 0;
+        for (size_t i = 0; i < r->n_tensors; i++) total += r->tensors[i].footprint;
+        fprintf(stderr, "uvmrt-plan: %s: the replay failed at budget %.1f MiB (%.1f GiB of tensors in all): %s: %s\n",
+                r->source ? r->source : "?", budget / MIB, total / (MIB * 1024), uvmrt_status_str(st), last_error);
         uvmrt_context_destroy(ctx);
         free(ts);
         free(uses);

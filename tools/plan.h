@@ -29,6 +29,7 @@ typedef struct rcall {
 } rcall_t;
 
 typedef struct record {
+    char *source; /* the file it came from, for messages */
     char *profile;
     uint64_t budget;
     int discard, remote;

@@ -374,11 +374,12 @@ int model_build(const model_t *m, uint64_t batch, int quiet, record_t *r)
     builder_t b = {m, batch, r, L * (5 + MAX_STATES) + 8, 3 * L, quiet, 0};
     ltensors_t *lt = calloc(L + 1, sizeof *lt);
     r->profile = strdup("");
+    r->source = strdup(m->path);
     r->discard = r->remote = 1;
     r->layers = calloc(L + 1, sizeof *r->layers);
     r->tensors = calloc(b.cap_tensors, sizeof *r->tensors);
     r->calls = calloc(b.cap_calls, sizeof *r->calls);
-    if (lt == NULL || r->profile == NULL || r->layers == NULL || r->tensors == NULL || r->calls == NULL) goto oom;
+    if (lt == NULL || r->profile == NULL || r->source == NULL || r->layers == NULL || r->tensors == NULL || r->calls == NULL) goto oom;
     double bs = (double)batch, max_out = 0, max_ws = 0, max_rc = 0;
     /* layers: names, then each layer's tensors (one arena per layer, as the trainers
      * allocate them: master, working copy, gradient, states, output, saved) */
