@@ -504,7 +504,7 @@ static double model_predicted_ms(const char *model, const char *budget)
  * uses and call timing: its prediction equals uvmrt-mlp's own sim step time, at several
  * budgets, with recompute, and with the top blocks' AdamW on the CPU (which uvmrt-mlp
  * declares as no call at all: optimizer_bytes_per_param 0). */
-Test(plantool, model_w1_predicts_the_mlp_runs, .timeout = 120)
+Test(plantool, model_w1_predicts_the_mlp_runs)
 {
     char res[300], rc_path[256], cpu_path[256];
     snprintf(res, sizeof res, "/tmp/uvmrt-plantool-w1-%d.json", (int)getpid());
@@ -552,7 +552,7 @@ Test(plantool, model_w1_predicts_the_mlp_runs, .timeout = 120)
  * MiB); with AdamW on the CPU those stay on the host and the last forward (Wh, A22, Z,
  * A, Y, dA: 6 x 128 MiB) is the largest. GPT-2 1.5B at batch 8 is bounded by the
  * embedding's optimizer; at batch 32 by a block's backward. */
-Test(plantool, model_fits_at_budgets_computed_by_hand, .timeout = 60)
+Test(plantool, model_fits_at_budgets_computed_by_hand)
 {
     const uint64_t w1_opt = 4 * 256 * MiB + 128 * MiB;
     uint64_t emb = 82124800, blk = 30740800;
@@ -596,7 +596,7 @@ Test(plantool, model_fits_at_budgets_computed_by_hand, .timeout = 60)
 /* A small model whose largest fitting batch is found by the search, checked against a
  * direct --budget and --fit run at every batch; the throughput rows equal the direct
  * predictions and best_batch is the best of them. */
-Test(plantool, batch_max_equals_a_direct_check_per_batch, .timeout = 120)
+Test(plantool, batch_max_equals_a_direct_check_per_batch)
 {
     char path[256], args[800];
     write_model(path, sizeof path,
@@ -664,7 +664,7 @@ Test(plantool, batch_max_equals_a_direct_check_per_batch, .timeout = 120)
 }
 
 /* The GPT file's batch finder: more budget fits at least as large a batch. */
-Test(plantool, batch_max_on_the_gpt_model, .timeout = 120)
+Test(plantool, batch_max_on_the_gpt_model)
 {
     json_int_t prev = 0;
     const char *budgets[] = {"2G", "4G"};
@@ -683,7 +683,7 @@ Test(plantool, batch_max_on_the_gpt_model, .timeout = 120)
 }
 
 /* --json has the documented fields, for --model as for --record; text labels numbers. */
-Test(plantool, model_json_and_text_fields, .timeout = 60)
+Test(plantool, model_json_and_text_fields)
 {
     char args[600];
     snprintf(args, sizeof args, "--model '%s' --profile h200 --budget 16G --json", GPT_MODEL);
@@ -809,7 +809,7 @@ Test(plantool, bad_model_files_name_the_key)
 
 /* Fuzz-robust: every prefix of a model file, and files with one byte changed, give
  * a prediction or a clean error (exit 0 or 1), never a crash. */
-Test(plantool, damaged_model_files_never_crash, .timeout = 120)
+Test(plantool, damaged_model_files_never_crash)
 {
     FILE *f = fopen(W1_MODEL, "r");
     cr_assert_not_null(f);
