@@ -36,9 +36,12 @@ enum { OPT_GPU, OPT_CPU, OPT_NONE };
 
 typedef struct mlayer {
     char *name;
-    int repeat, n_states, optimizer, recompute, streamed, bwd_given, ws_rw;
+    int repeat, n_states, optimizer, recompute, streamed, grad_streamed, bwd_given, ws_rw;
     double params, param_bytes, master_bytes, grad_bytes, state_bytes, opt_bytes;
     double act_ps, out_ps, ws_ps, flops_ps, bwd_flops_ps; /* per sample */
+    double fws_bytes;  /* forward_workspace_bytes: fixed */
+    char *tied;        /* tied_to: the entry whose weights this one's forward uses too */
+    size_t tied_li;    /* that entry's layer (after repeats) */
 } mlayer_t;
 
 struct model {
@@ -61,7 +64,10 @@ uint64_t plan_footprint(uint64_t size)
 void model_free(model_t *m)
 {
     if (m == NULL) return;
-    for (size_t i = 0; i < m->n_layers; i++) free(m->layers[i].name);
+    for (size_t i = 0; i < m->n_layers; i++) {
+        free(m->layers[i].name);
+        free(m->layers[i].tied);
+    }
     free(m->layers);
     free(m->name);
     free(m->path);
@@ -171,7 +177,8 @@ static const char *const layer_keys[] = {"name", "description", "repeat", "param
                                          "grad_bytes", "optimizer_state_bytes", "optimizer_states", "optimizer",
                                          "optimizer_bytes_per_param", "activation_bytes_per_sample",
                                          "output_bytes_per_sample", "workspace_bytes_per_sample", "workspace_readwrite", "flops_per_sample",
-                                         "backward_flops_per_sample", "recompute", "activations_streamed", NULL};
+                                         "backward_flops_per_sample", "recompute", "activations_streamed",
+                                         "gradients_streamed", "tied_to", "forward_workspace_bytes", NULL};
 
 static int layer_load(const char *path, const json_t *o, size_t i, mlayer_t *l)
 {
@@ -183,7 +190,7 @@ static int layer_load(const char *path, const json_t *o, size_t i, mlayer_t *l)
         fprintf(stderr, "uvmrt-plan: %s: layers[%zu] is %s: expected an object {\"name\": ..., ...}\n", path, i, vt);
         return -1;
     }
-    const char *name = NULL, *opt = "gpu", *desc = NULL;
+    const char *name = NULL, *opt = "gpu", *desc = NULL, *tied = NULL;
     if (str_key(path, where, o, "name", 1, 100, &name) != 0) return -1;
     snprintf(where, sizeof where, "layers[%zu] ('%s'): ", i, name);
     double rep, states;
@@ -202,7 +209,10 @@ static int layer_load(const char *path, const json_t *o, size_t i, mlayer_t *l)
         num_key(path, where, o, "flops_per_sample", 0, 0, 0, 1e18, 0, &l->flops_ps) ||
         bool_key(path, where, o, "recompute", 0, &l->recompute) ||
         bool_key(path, where, o, "workspace_readwrite", 0, &l->ws_rw) ||
-        bool_key(path, where, o, "activations_streamed", 1, &l->streamed))
+        bool_key(path, where, o, "activations_streamed", 1, &l->streamed) ||
+        bool_key(path, where, o, "gradients_streamed", 1, &l->grad_streamed) ||
+        num_key(path, where, o, "forward_workspace_bytes", 0, 0, 0, 1e15, 0, &l->fws_bytes) ||
+        str_key(path, where, o, "tied_to", 0, 100, &tied))
         return -1;
     l->repeat = (int)rep;
     l->n_states = (int)states;
@@ -228,7 +238,8 @@ static int layer_load(const char *path, const json_t *o, size_t i, mlayer_t *l)
     l->bwd_given = json_object_get(o, "backward_flops_per_sample") != NULL;
     if (num_key(path, where, o, "backward_flops_per_sample", 0, 0, 0, 1e18, 0, &l->bwd_flops_ps)) return -1;
     l->name = strdup(name);
-    return l->name == NULL ? -1 : 0;
+    l->tied = tied ? strdup(tied) : NULL;
+    return l->name == NULL || (tied && l->tied == NULL) ? -1 : 0;
 }
 
 model_t *model_load(const char *path)
@@ -275,6 +286,26 @@ model_t *model_load(const char *path)
                     path, i, m->layers[i].name, m->n_expanded, MAX_LAYERS);
             goto fail;
         }
+    }
+    /* tied_to names one earlier layer: an entry of that name, alone, with repeat 1 */
+    for (size_t i = 0, li = 0; i < m->n_layers; li += (size_t)m->layers[i].repeat, i++) {
+        mlayer_t *l = &m->layers[i];
+        if (l->tied == NULL) continue;
+        size_t found = 0, count = 0, at = 0;
+        for (size_t e = 0, le = 0; e < m->n_layers; le += (size_t)m->layers[e].repeat, e++)
+            if (strcmp(m->layers[e].name, l->tied) == 0) {
+                count += (size_t)m->layers[e].repeat;
+                if (e < i) found = 1, at = le;
+            }
+        if (!found || count != 1 || m->layers[i].repeat != 1) {
+            char where[160];
+            snprintf(where, sizeof where, "layers[%zu] ('%s'): ", i, l->name);
+            BADKEY(where, "tied_to", json_object_get(json_array_get(layers, i), "tied_to"),
+                   "the name of one earlier layer (an entry with repeat 1, the only one of that name), and "
+                   "repeat 1 here");
+            goto fail;
+        }
+        l->tied_li = at;
     }
     /* the model's input defaults to the width of the first layer's output (an MLP) */
     if (num_key(path, "", root, "input_bytes_per_sample", 0, m->layers[0].out_ps, 0, 1e13, 0, &in_ps)) goto fail;
@@ -335,6 +366,7 @@ static int tensor_add(builder_t *b, const char *lname, const char *what, const c
 
 typedef struct ltensors {
     const mlayer_t *ml;
+    int tie_target; /* a later layer's forward writes this layer's gradient first */
     int master, wh, grad, out, saved, states[MAX_STATES];
 } ltensors_t;
 
@@ -380,7 +412,7 @@ int model_build(const model_t *m, uint64_t batch, int quiet, record_t *r)
     r->tensors = calloc(b.cap_tensors, sizeof *r->tensors);
     r->calls = calloc(b.cap_calls, sizeof *r->calls);
     if (lt == NULL || r->profile == NULL || r->source == NULL || r->layers == NULL || r->tensors == NULL || r->calls == NULL) goto oom;
-    double bs = (double)batch, max_out = 0, max_ws = 0, max_rc = 0;
+    double bs = (double)batch, max_out = 0, max_ws = 0, max_rc = 0, max_fws = 0;
     /* layers: names, then each layer's tensors (one arena per layer, as the trainers
      * allocate them: master, working copy, gradient, states, output, saved) */
     for (size_t j = 0, li = 0; j < m->n_layers; j++) {
@@ -427,12 +459,13 @@ int model_build(const model_t *m, uint64_t batch, int quiet, record_t *r)
                                        ml->recompute ? 0 : bs, (int)li, UVMRT_ROLE_ACTIVATION, a)) < -1)
                 goto fail;
             if (ml->out_ps > max_out) max_out = ml->out_ps;
+            if (ml->fws_bytes > max_fws) max_fws = ml->fws_bytes;
             if (ml->ws_ps > max_ws) max_ws = ml->ws_ps;
             if (ml->recompute && ml->act_ps - ml->out_ps > max_rc) max_rc = ml->act_ps - ml->out_ps;
         }
     }
     /* shared tensors, one arena (uvmrt-mlp's X, Y, dA0, dA1, dZ, Zr) */
-    int sa = (int)L, x, y, dout[2], ws, rc;
+    int sa = (int)L, x, y, dout[2], ws, rc, fws;
     if ((x = tensor_add(&b, "model", "input", "input_bytes_per_sample", m->input_ps, bs, -1, UVMRT_ROLE_ACTIVATION,
                         sa)) < -1 ||
         (y = tensor_add(&b, "model", "target", "target_bytes_per_sample", m->target_ps, bs, -1, UVMRT_ROLE_ACTIVATION,
@@ -444,8 +477,12 @@ int model_build(const model_t *m, uint64_t batch, int quiet, record_t *r)
         (ws = tensor_add(&b, "model", "workspace", "workspace_bytes_per_sample", max_ws, bs, -1, UVMRT_ROLE_WORKSPACE,
                          sa)) < -1 ||
         (rc = tensor_add(&b, "model", "recompute", "activation_bytes_per_sample", max_rc, bs, -1,
-                         UVMRT_ROLE_WORKSPACE, sa)) < -1)
+                         UVMRT_ROLE_WORKSPACE, sa)) < -1 ||
+        (fws = tensor_add(&b, "model", "fwd_workspace", "forward_workspace_bytes", max_fws, 1, -1,
+                          UVMRT_ROLE_WORKSPACE, sa)) < -1)
         goto fail;
+    for (size_t li = 0; li < L; li++)
+        if (lt[li].ml->tied != NULL) lt[lt[li].ml->tied_li].tie_target = 1;
     /* the CPU's data lives on the host; the GPU writes the gradient there */
     for (size_t li = 0; li < L; li++) {
         if (lt[li].ml->optimizer != OPT_CPU) continue;
@@ -466,7 +503,12 @@ int model_build(const model_t *m, uint64_t batch, int quiet, record_t *r)
         use(c, t->out, W | as);
         if (li == L - 1) { /* the loss, and its gradient for the backward */
             use(c, y, R | S);
-            use(c, dout[li & 1], W | S);
+            use(c, dout[li & 1], W | (t->ml->grad_streamed ? S : 0));
+        }
+        if (t->ml->fws_bytes > 0) use(c, fws, RW);
+        if (t->ml->tied != NULL) { /* shared weights: read here, their gradient begun here */
+            use(c, lt[t->ml->tied_li].wh, R);
+            use(c, lt[t->ml->tied_li].grad, W);
         }
         c->flops = t->ml->flops_ps * bs;
     }
@@ -474,16 +516,16 @@ int model_build(const model_t *m, uint64_t batch, int quiet, record_t *r)
     for (size_t li = L; li-- > 0;) {
         const ltensors_t *t = &lt[li];
         const mlayer_t *ml = t->ml;
-        unsigned as = ml->streamed ? S : 0;
+        unsigned as = ml->streamed ? S : 0, gs = ml->grad_streamed ? S : 0;
         rcall_t *c = call_add(&b, (int)li, UVMRT_PHASE_BACKWARD, 0, 7);
         if (c == NULL) goto oom;
         use(c, t->wh, R);
         use(c, li == 0 ? x : lt[li - 1].out, R);
         use(c, ml->recompute ? (ml->act_ps > ml->out_ps ? rc : -1) : t->saved, ml->recompute ? W | as : R | as);
-        use(c, dout[li & 1], R | S);
+        use(c, dout[li & 1], R | gs);
         if (ml->ws_ps > 0) use(c, ws, ml->ws_rw ? RW : W);
-        use(c, t->grad, W | S);
-        if (li > 0) use(c, dout[(li - 1) & 1], W | S);
+        use(c, t->grad, t->tie_target ? RW : W | gs); /* a tied gradient adds to what is there */
+        if (li > 0) use(c, dout[(li - 1) & 1], W | gs);
         /* no gradient for the model's input: the first layer's backward does half */
         double bwd = ml->bwd_given ? ml->bwd_flops_ps : (li == 0 ? 1.0 : 2.0) * ml->flops_ps;
         c->flops = (bwd + (ml->recompute ? ml->flops_ps : 0)) * bs;
