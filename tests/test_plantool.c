@@ -460,16 +460,22 @@ static char *w1_variant(const char *from, const char *to)
     return out;
 }
 
-/* uvmrt-mlp's flags for "no recompute" and "recompute every block": the switch today,
- * none|all once the flag takes a value (uvmrt-mlp --help says which). */
-static const char *mlp_recompute_flag(int on)
+/* Whether uvmrt-mlp --help has text (the flags' forms changed with --cpu-layers auto). */
+static int mlp_help_has(const char *text)
 {
     char cmd[600], *out = NULL;
     snprintf(cmd, sizeof cmd, "'%s' --help 2>&1", UVMRT_MLP_PATH);
     cr_assert_eq(run_capture(cmd, &out), 0);
-    int takes_value = strstr(out, "--recompute none") != NULL || strstr(out, "none|all") != NULL;
+    int has = strstr(out, text) != NULL;
     free(out);
-    if (takes_value) return on ? "--recompute all" : "--recompute none";
+    return has;
+}
+
+/* uvmrt-mlp's flags for "no recompute" and "recompute every block": a switch before
+ * --recompute none|all|N|auto. */
+static const char *mlp_recompute_flag(int on)
+{
+    if (mlp_help_has("--recompute none")) return on ? "--recompute all" : "--recompute none";
     return on ? "--recompute" : "";
 }
 
@@ -502,8 +508,9 @@ static double model_predicted_ms(const char *model, const char *budget)
 
 /* The W1 model file is uvmrt-mlp's default shape, built with the trainer's tensors,
  * uses and call timing: its prediction equals uvmrt-mlp's own sim step time, at several
- * budgets, with recompute, and with the top blocks' AdamW on the CPU (which uvmrt-mlp
- * declares as no call at all: optimizer_bytes_per_param 0). */
+ * budgets, with recompute, and with the top blocks' AdamW on the CPU: a CPU call after
+ * each CPU block's backward, timed at the profile's AdamW rate, as uvmrt-mlp declares it
+ * from --cpu-layers K|auto on; before that it declared none (optimizer_bytes_per_param 0). */
 Test(plantool, model_w1_predicts_the_mlp_runs)
 {
     char res[300], rc_path[256], cpu_path[256];
@@ -518,9 +525,10 @@ Test(plantool, model_w1_predicts_the_mlp_runs)
     char *both = malloc(strlen(cpu_text) + 1024);
     snprintf(both, strlen(cpu_text) + 1024,
              "%.*s\n  },\n  {\"name\": \"block\", \"repeat\": 6, \"params\": 67108864, \"optimizer\": \"cpu\", "
-             "\"optimizer_bytes_per_param\": 0, \"activation_bytes_per_sample\": 32768, "
+             "%s\"activation_bytes_per_sample\": 32768, "
              "\"output_bytes_per_sample\": 16384, \"workspace_bytes_per_sample\": 16384, \"flops_per_sample\": 134217728}%s",
-             (int)(split - cpu_text), cpu_text, split + 4);
+             (int)(split - cpu_text), cpu_text,
+             mlp_help_has("--cpu-layers K|auto") ? "" : "\"optimizer_bytes_per_param\": 0, ", split + 4);
     write_model(cpu_path, sizeof cpu_path, both);
     char gpu_flags[200], rc_flags[200];
     snprintf(gpu_flags, sizeof gpu_flags, "--optimizer-on gpu %s", mlp_recompute_flag(0));

@@ -125,18 +125,20 @@ static int record_load(const char *path, record_t *r)
     r->n_calls = json_array_size(calls);
     r->calls = calloc(r->n_calls, sizeof *r->calls);
     for (size_t i = 0; i < r->n_calls; i++) {
-        json_int_t layer, stream = 0, dur, hb = 0;
+        json_int_t layer, stream = 0, dur, hb = 0, after = -1;
         const char *phase;
         json_t *uses;
-        if (json_unpack_ex(json_array_get(calls, i), &err, 0, "{s:I, s:s, s?I, s:I, s?I, s:o}", "layer", &layer,
-                           "phase", &phase, "stream", &stream, "duration_ns", &dur, "host_bytes", &hb, "uses",
-                           &uses) != 0)
+        if (json_unpack_ex(json_array_get(calls, i), &err, 0, "{s:I, s:s, s?I, s?I, s:I, s?I, s:o}", "layer", &layer,
+                           "phase", &phase, "stream", &stream, "after", &after, "duration_ns", &dur, "host_bytes", &hb,
+                           "uses", &uses) != 0)
             BAD("calls[%zu]: %s", i, err.text);
         rcall_t *c = &r->calls[i];
         c->phase = parse_enum(phase, UVMRT_PHASE_COUNT, phase_name);
         if (layer < 0 || layer >= (json_int_t)r->n_layers)
             BAD("calls[%zu]: layer %lld: expected a layer index below %zu", i, (long long)layer, r->n_layers);
         if (c->phase < 0) BAD("calls[%zu]: phase '%s': expected forward, backward or optimizer", i, phase);
+        if (after < -1 || after > 1000000) BAD("calls[%zu]: after %lld: expected -1 (none) or a stream index", i,
+                                               (long long)after);
         if (dur < 0 || hb < 0 || stream < 0 || stream > 1000000 || !json_is_array(uses))
             BAD("calls[%zu]: duration_ns %lld, host_bytes %lld, stream %lld: expected numbers >= 0 and an array of uses",
                 i, (long long)dur, (long long)hb, (long long)stream);
@@ -144,6 +146,7 @@ static int record_load(const char *path, record_t *r)
         c->stream = (int)stream;
         c->duration_ns = (uint64_t)dur;
         c->host_bytes = (uint64_t)hb;
+        c->after = (int)after;
         c->n_uses = json_array_size(uses);
         c->use_t = calloc(c->n_uses + 1, sizeof *c->use_t);
         c->use_a = calloc(c->n_uses + 1, sizeof *c->use_a);
@@ -186,8 +189,18 @@ typedef struct prediction {
 /* The floor's terms: the resources a step's time is bounded by (uvmrt-plan(1)). */
 static const char *const bound_names[N_BOUNDS] = {"gpu_compute", "link_h2d", "link_d2h", "host_memory", "cpu"};
 
+/* The call's CPU work on host memory: a model's CPU AdamW at the profile's AdamW rate
+ * (as uvmrt-mlp declares it), 30 bytes per parameter without one. */
+static uint64_t host_bytes_of(const rcall_t *c, const uvmrt_profile_t *pr)
+{
+    if (c->host_bytes > 0 || c->adamw_params == 0) return c->host_bytes;
+    if (pr->cpu_adamw_params_per_s > 0 && pr->host_mem_bps > 0)
+        return (uint64_t)((double)c->adamw_params * pr->host_mem_bps / pr->cpu_adamw_params_per_s);
+    return c->adamw_params * 30;
+}
+
 /* A call the CPU runs: declared work on host memory and no tensors (uvmrt.h). */
-static int cpu_call(const rcall_t *c) { return c->host_bytes > 0 && c->n_uses == 0; }
+static int cpu_call(const rcall_t *c) { return (c->host_bytes > 0 || c->adamw_params > 0) && c->n_uses == 0; }
 
 /* The modelled time of a call's own work, as the library and the sim compute it. */
 static double call_ns(const rcall_t *c, const uvmrt_profile_t *pr)
@@ -198,7 +211,8 @@ static double call_ns(const rcall_t *c, const uvmrt_profile_t *pr)
     return 0;
 }
 
-static uvmrt_stream_t stream_of(int k) { return k == 0 ? NULL : (uvmrt_stream_t)(uintptr_t)(0x1000u + (unsigned)k); }
+/* Stream k of the record as a sim handle: never NULL, so that "after stream 0" is one. */
+static uvmrt_stream_t stream_of(int k) { return (uvmrt_stream_t)(uintptr_t)(0x1000u + (unsigned)k); }
 
 /* The replay's own messages (a call over budget while --fit searches) are expected. */
 static char last_error[512]; /* the replay's latest error message, for when it fails for another reason */
@@ -253,7 +267,9 @@ static uvmrt_status_t replay_step(uvmrt_context_t *ctx, const record_t *r, uvmrt
          * the trainers time it on sim */
         if (c->duration_ns == 0 && c->flops == 0 && c->hbm_bytes > 0 && prof->hbm_bps > 0)
             call.sim_duration_ns = (uint64_t)((double)c->hbm_bytes / prof->hbm_bps * 1e9);
-        call.host_bytes = c->host_bytes;
+        call.host_bytes = host_bytes_of(c, prof);
+        /* with uvmrt_layer_call_t.after (19ebc47 on main): call.after = c->after >= 0 ?
+         * stream_of(c->after) : NULL, so that a CPU update follows its backward */
         st = uvmrt_layer_begin(ctx, &call);
         if (st == UVMRT_OK) st = uvmrt_layer_end(ctx);
     }
@@ -339,10 +355,11 @@ static int predict(const record_t *r, const char *profile, uint64_t budget, pred
         double cpu_ns = 0;
         for (size_t i = 0; i < r->n_calls; i++) {
             const rcall_t *c = &r->calls[i];
-            double ns = call_ns(c, pr), host_ns = pr->host_mem_bps > 0 ? (double)c->host_bytes / pr->host_mem_bps * 1e9 : 0;
+            uint64_t hb = host_bytes_of(c, pr);
+            double ns = call_ns(c, pr), host_ns = pr->host_mem_bps > 0 ? (double)hb / pr->host_mem_bps * 1e9 : 0;
             if (cpu_call(c)) cpu_ns += ns > host_ns ? ns : host_ns; /* the sim runs both at once */
             else p->compute_ns += (uint64_t)ns;
-            p->host_bytes += c->host_bytes;
+            p->host_bytes += hb;
         }
         double h2d = (double)p->prefetch_bytes / pr->prefetch_h2d_bps +
                      (pr->remote_read_bps > 0 ? (double)p->remote_read_bytes / pr->remote_read_bps : 0);

@@ -23,6 +23,12 @@ typedef struct rcall {
      * matmuls on sim) */
     uint64_t duration_ns, host_bytes, hbm_bytes;
     double flops;
+    /* a CPU optimizer call of a model: its parameters, when host_bytes is 0 and the
+     * profile's AdamW rate times it (host_bytes = params x host_mem_bps / AdamW rate) */
+    uint64_t adamw_params;
+    /* the stream index whose work so far this call follows, -1: none (a record's
+     * "after"; uvmrt_layer_call_t.after, which the library has from 19ebc47 on) */
+    int after;
     size_t n_uses;
     int *use_t; /* index into record_t.tensors */
     unsigned *use_a;

@@ -36,7 +36,7 @@ enum { OPT_GPU, OPT_CPU, OPT_NONE };
 
 typedef struct mlayer {
     char *name;
-    int repeat, n_states, optimizer, recompute, streamed, grad_streamed, bwd_given, ws_rw;
+    int repeat, n_states, optimizer, recompute, streamed, grad_streamed, bwd_given, ws_rw, opt_given;
     double params, param_bytes, master_bytes, grad_bytes, state_bytes, opt_bytes;
     double act_ps, out_ps, ws_ps, flops_ps, bwd_flops_ps; /* per sample */
     double fws_bytes;  /* forward_workspace_bytes: fixed */
@@ -235,6 +235,7 @@ static int layer_load(const char *path, const json_t *o, size_t i, mlayer_t *l)
     if (num_key(path, where, o, "optimizer_bytes_per_param", 0, def_opt, 0, 1024, 0, &l->opt_bytes) ||
         num_key(path, where, o, "output_bytes_per_sample", 0, l->act_ps, 1, l->act_ps, 0, &l->out_ps))
         return -1;
+    l->opt_given = json_object_get(o, "optimizer_bytes_per_param") != NULL;
     l->bwd_given = json_object_get(o, "backward_flops_per_sample") != NULL;
     if (num_key(path, where, o, "backward_flops_per_sample", 0, 0, 0, 1e18, 0, &l->bwd_flops_ps)) return -1;
     l->name = strdup(name);
@@ -387,6 +388,7 @@ static rcall_t *call_add(builder_t *b, int layer, int phase, int stream, size_t 
     c->layer = layer;
     c->phase = phase;
     c->stream = stream;
+    c->after = -1;
     r->n_calls++;
     return c;
 }
@@ -511,6 +513,7 @@ int model_build(const model_t *m, uint64_t batch, int quiet, record_t *r)
             use(c, lt[t->ml->tied_li].grad, W);
         }
         c->flops = t->ml->flops_ps * bs;
+        if (t->ml->optimizer == OPT_CPU) c->after = CPU_STREAM; /* after the CPU's update of it */
     }
     /* backward, in reverse; a CPU layer's update starts as soon as its gradient exists */
     for (size_t li = L; li-- > 0;) {
@@ -532,7 +535,9 @@ int model_build(const model_t *m, uint64_t batch, int quiet, record_t *r)
         if (ml->optimizer == OPT_CPU && ml->opt_bytes * ml->params > 0) {
             rcall_t *o = call_add(&b, (int)li, UVMRT_PHASE_OPTIMIZER, CPU_STREAM, 0);
             if (o == NULL) goto oom;
-            o->host_bytes = (uint64_t)ceil(ml->opt_bytes * ml->params);
+            if (ml->opt_given) o->host_bytes = (uint64_t)ceil(ml->opt_bytes * ml->params);
+            else o->adamw_params = (uint64_t)ml->params; /* at the profile's AdamW rate */
+            o->after = 0; /* the update starts once the backward wrote the gradient */
         }
     }
     /* the GPU's optimizer calls */
