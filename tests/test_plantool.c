@@ -3,10 +3,13 @@
  * a sim run's recorded step, re-played by the tool, predicts that run's own step
  * time (the sim is the model), --fit finds the smallest budget, a budget below the
  * largest working set names the layer, more budget never predicts slower, and bad
- * input is refused with the documented exit codes.
+ * input is refused with the documented exit codes. --model: the step a model file
+ * describes, checked against uvmrt-mlp on sim and against working sets computed by
+ * hand; --batch-max against a direct check of every batch; bad and damaged files.
  */
 #include <criterion/criterion.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,8 +153,8 @@ Test(plantool, prediction_equals_the_sim_runs_own_step_time)
                      (long long)json_integer_value(json_object_get(j, "predicted_step_ns")),
                      (unsigned long long)measured_on_sim);
         const char *bound = json_string_value(json_object_get(j, "bound"));
-        cr_assert(bound && (strcmp(bound, "compute") == 0 || strncmp(bound, "link_", 5) == 0 ||
-                            strcmp(bound, "host_memory") == 0));
+        cr_assert(bound && (strcmp(bound, "gpu_compute") == 0 || strncmp(bound, "link_", 5) == 0 ||
+                            strcmp(bound, "host_memory") == 0 || strcmp(bound, "cpu") == 0));
         json_t *layers = json_object_get(j, "layers");
         cr_assert_eq(json_array_size(layers), 6);
         cr_assert_not_null(json_string_value(json_object_get(json_array_get(layers, 0), "mechanisms")));
@@ -417,5 +420,465 @@ Test(plantool, mlp_record_predicts_the_mlp_runs)
         json_decref(j);
     }
     unlink(res);
+    remove_record(path);
+}
+
+/* ------------------------------------------------------------------ --model */
+#ifndef UVMRT_MODELS_DIR
+#error "UVMRT_MODELS_DIR must name tools/models"
+#endif
+#define W1_MODEL UVMRT_MODELS_DIR "/w1.json"
+#define GPT_MODEL UVMRT_MODELS_DIR "/gpt2-1.5b.json"
+
+static json_int_t jint(const json_t *o, const char *key) { return json_integer_value(json_object_get(o, key)); }
+
+/* path = a new file in a new folder, holding text; remove_record removes both. */
+static void write_model(char *path, size_t n, const char *text)
+{
+    char dir[] = "/tmp/uvmrt-plantool-model-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(path, n, "%s/model.json", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs(text, f);
+    cr_assert_eq(fclose(f), 0);
+}
+
+/* The W1 file with one change: "key": old replaced by "key": new (a model variant). */
+static char *w1_variant(const char *from, const char *to)
+{
+    FILE *f = fopen(W1_MODEL, "r");
+    cr_assert_not_null(f, "%s", W1_MODEL);
+    char buf[8192];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *at = strstr(buf, from);
+    cr_assert_not_null(at, "%s has no %s", W1_MODEL, from);
+    char *out = malloc(n + strlen(to) + 1);
+    cr_assert_not_null(out);
+    snprintf(out, n + strlen(to) + 1, "%.*s%s%s", (int)(at - buf), buf, to, at + strlen(from));
+    return out;
+}
+
+/* Whether uvmrt-mlp --help has text (the flags' forms changed with --cpu-layers auto). */
+static int mlp_help_has(const char *text)
+{
+    char cmd[600], *out = NULL;
+    snprintf(cmd, sizeof cmd, "'%s' --help 2>&1", UVMRT_MLP_PATH);
+    cr_assert_eq(run_capture(cmd, &out), 0);
+    int has = strstr(out, text) != NULL;
+    free(out);
+    return has;
+}
+
+/* uvmrt-mlp's flags for "no recompute" and "recompute every block": a switch before
+ * --recompute none|all|N|auto. */
+static const char *mlp_recompute_flag(int on)
+{
+    if (mlp_help_has("--recompute none")) return on ? "--recompute all" : "--recompute none";
+    return on ? "--recompute" : "";
+}
+
+/* uvmrt-mlp's own step 3 on sim (--result-json), in ns rounded as it writes ms. */
+static double mlp_sim_step_ms(const char *flags, const char *budget, const char *res)
+{
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd,
+             "env -i UVMRT_MONITOR=0 '%s' --backend sim --profile h200 --steps 4 %s --budget %s --result-json '%s' "
+             ">/dev/null 2>&1",
+             UVMRT_MLP_PATH, flags, budget, res);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    json_t *run = json_load_file(res, 0, NULL);
+    cr_assert_not_null(run, "%s", res);
+    double ms = json_real_value(json_array_get(json_object_get(run, "step_ms"), 2));
+    json_decref(run);
+    return ms;
+}
+
+static double model_predicted_ms(const char *model, const char *budget)
+{
+    char args[700];
+    snprintf(args, sizeof args, "--model '%s' --profile h200 --budget %s --json", model, budget);
+    json_t *j = run_json(args);
+    cr_assert(json_is_true(json_object_get(j, "fits")), "%s", json_dumps(j, 0));
+    double ms = (double)jint(j, "predicted_step_ns") / 1e6;
+    json_decref(j);
+    return ms;
+}
+
+/* The W1 model file is uvmrt-mlp's default shape, built with the trainer's tensors,
+ * uses and call timing: its prediction equals uvmrt-mlp's own sim step time, at several
+ * budgets, with recompute, and with the top blocks' AdamW on the CPU: a CPU call after
+ * each CPU block's backward, timed at the profile's AdamW rate, as uvmrt-mlp declares it
+ * from --cpu-layers K|auto on; before that it declared none (optimizer_bytes_per_param 0). */
+Test(plantool, model_w1_predicts_the_mlp_runs)
+{
+    char res[300], rc_path[256], cpu_path[256];
+    snprintf(res, sizeof res, "/tmp/uvmrt-plantool-w1-%d.json", (int)getpid());
+    char *rc_text = w1_variant("\"recompute\": false", "\"recompute\": true");
+    write_model(rc_path, sizeof rc_path, rc_text);
+    /* blocks 0..17 on the GPU, 18..23 on the CPU: one more layer entry of the same name */
+    char *cpu_text = w1_variant(
+        "\"repeat\": 24,", "\"repeat\": 18,");
+    char *split = strstr(cpu_text, "\n  }\n ]");
+    cr_assert_not_null(split);
+    char *both = malloc(strlen(cpu_text) + 1024);
+    snprintf(both, strlen(cpu_text) + 1024,
+             "%.*s\n  },\n  {\"name\": \"block\", \"repeat\": 6, \"params\": 67108864, \"optimizer\": \"cpu\", "
+             "%s\"activation_bytes_per_sample\": 32768, "
+             "\"output_bytes_per_sample\": 16384, \"workspace_bytes_per_sample\": 16384, \"flops_per_sample\": 134217728}%s",
+             (int)(split - cpu_text), cpu_text,
+             mlp_help_has("--cpu-layers K|auto") ? "" : "\"optimizer_bytes_per_param\": 0, ", split + 4);
+    write_model(cpu_path, sizeof cpu_path, both);
+    char gpu_flags[200], rc_flags[200];
+    snprintf(gpu_flags, sizeof gpu_flags, "--optimizer-on gpu %s", mlp_recompute_flag(0));
+    snprintf(rc_flags, sizeof rc_flags, "--optimizer-on gpu %s", mlp_recompute_flag(1));
+    char cpu_flags[200];
+    snprintf(cpu_flags, sizeof cpu_flags, "--optimizer-on cpu --cpu-layers 6 %s", mlp_recompute_flag(0));
+    struct {
+        const char *model, *flags, *budget;
+    } rows[] = {{W1_MODEL, gpu_flags, "8G"},   {W1_MODEL, gpu_flags, "16G"}, {W1_MODEL, gpu_flags, "40G"},
+                {rc_path, rc_flags, "8G"},     {cpu_path, cpu_flags, "8G"},  {cpu_path, cpu_flags, "12G"}};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        double ms = mlp_sim_step_ms(rows[i].flags, rows[i].budget, res);
+        double pred = model_predicted_ms(rows[i].model, rows[i].budget);
+        cr_assert(ms > 0 && fabs(pred - ms) < 1e-6, "%s at %s: predicted %.6f ms, uvmrt-mlp %s on sim took %.6f ms",
+                  rows[i].model, rows[i].budget, pred, rows[i].flags, ms);
+    }
+    /* and the variants are different steps: the check can fail */
+    cr_assert(fabs(model_predicted_ms(rc_path, "8G") - model_predicted_ms(W1_MODEL, "8G")) > 1.0);
+    free(rc_text);
+    free(cpu_text);
+    free(both);
+    unlink(res);
+    remove_record(rc_path);
+    remove_record(cpu_path);
+}
+
+/* The GPT-2 1.5B file describes uvmrt-gpt --depth 48 (its tied classifier, logits
+ * buffer, unstreamed gradients) closely but not exactly (the gradient-norm buffer, the
+ * tokens the head reads and the single gradient buffer it carries between blocks are
+ * left out): within 2% of uvmrt-gpt's own sim step, where streaming the gradients (the
+ * MLP's pattern) would predict 20% faster at 16 GiB. */
+Test(plantool, model_gpt_is_close_to_the_gpt_runs)
+{
+    char res[300], cmd[1200];
+    snprintf(res, sizeof res, "/tmp/uvmrt-plantool-gpt-%d.json", (int)getpid());
+    const char *budgets[] = {"8G", "16G", "40G"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(cmd, sizeof cmd,
+                 "env -i UVMRT_MONITOR=0 '%s' --backend sim --profile h200 --depth 48 --steps 4 --budget %s "
+                 "--result-json '%s' >/dev/null 2>&1",
+                 UVMRT_GPT_PATH, budgets[i], res);
+        cr_assert_eq(system(cmd), 0, "%s", cmd);
+        json_t *run = json_load_file(res, 0, NULL);
+        cr_assert_not_null(run, "%s", res);
+        double ms = json_real_value(json_array_get(json_object_get(run, "step_ms"), 2));
+        json_decref(run);
+        double pred = model_predicted_ms(GPT_MODEL, budgets[i]);
+        cr_assert(ms > 0 && fabs(pred - ms) <= 0.02 * ms, "%s: predicted %.3f ms, uvmrt-gpt on sim took %.3f ms",
+                  budgets[i], pred, ms);
+    }
+    unlink(res);
+}
+
+/* Fits exactly from the largest working set of one call, computed here from the files'
+ * numbers: W1's is a block's GPU optimizer (W, m, v, dW fp32 and Wh bf16: 4 x 256 + 128
+ * MiB); with AdamW on the CPU those stay on the host and the last forward (Wh, A22, Z,
+ * A, Y, dA: 6 x 128 MiB) is the largest. GPT-2 1.5B at batch 8 is bounded by the
+ * embedding's optimizer; at batch 32 by a block's backward. */
+Test(plantool, model_fits_at_budgets_computed_by_hand)
+{
+    const uint64_t w1_opt = 4 * 256 * MiB + 128 * MiB;
+    uint64_t emb = 82124800, blk = 30740800;
+    const uint64_t gpt8 = 4 * footprint_of(emb * 4) + footprint_of(emb * 2);
+    const uint64_t gpt32 = footprint_of(blk * 2) + 3 * footprint_of(6553600ull * 32) +
+                           footprint_of(52547584ull * 32) + footprint_of(36147200ull * 32) + footprint_of(blk * 4);
+    char cpu_path[256], args[800];
+    char *cpu_text = w1_variant("\"optimizer\": \"gpu\"", "\"optimizer\": \"cpu\"");
+    write_model(cpu_path, sizeof cpu_path, cpu_text);
+    struct {
+        const char *model, *batch, *phase;
+        uint64_t ws;
+    } rows[] = {{W1_MODEL, "", "optimizer", w1_opt},
+                {cpu_path, "", "forward", 6 * 128 * MiB},
+                {GPT_MODEL, "", "optimizer", gpt8},
+                {GPT_MODEL, "--batch 32", "backward", gpt32}};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        snprintf(args, sizeof args, "--model '%s' %s --fit --json", rows[i].model, rows[i].batch);
+        json_t *j = run_json(args);
+        cr_assert(json_is_true(json_object_get(j, "fits")));
+        cr_assert_eq(jint(j, "min_budget_bytes"), (json_int_t)rows[i].ws, "%s %s: min budget %lld, by hand %llu",
+                     rows[i].model, rows[i].batch, (long long)jint(j, "min_budget_bytes"),
+                     (unsigned long long)rows[i].ws);
+        json_t *lw = json_object_get(j, "largest_working_set");
+        cr_assert_eq(jint(lw, "bytes"), (json_int_t)rows[i].ws);
+        cr_assert_str_eq(json_string_value(json_object_get(lw, "phase")), rows[i].phase);
+        json_decref(j);
+        /* 2 MiB less does not fit, and says which call */
+        snprintf(args, sizeof args, "--model '%s' %s --budget %llu --json", rows[i].model, rows[i].batch,
+                 (unsigned long long)(rows[i].ws - 2 * MiB));
+        j = run_json(args);
+        cr_assert(json_is_false(json_object_get(j, "fits")), "%s", json_dumps(j, 0));
+        const char *why = json_string_value(json_object_get(j, "why"));
+        cr_assert(why && strstr(why, rows[i].phase), "%s", json_dumps(j, 0));
+        json_decref(j);
+    }
+    free(cpu_text);
+    remove_record(cpu_path);
+}
+
+/* A small model whose largest fitting batch is found by the search, checked against a
+ * direct --budget and --fit run at every batch; the throughput rows equal the direct
+ * predictions and best_batch is the best of them. */
+Test(plantool, batch_max_equals_a_direct_check_per_batch)
+{
+    char path[256], args[800];
+    write_model(path, sizeof path,
+                "{\"name\": \"small\", \"batch\": 4, \"target_bytes_per_sample\": 65536, \"layers\": ["
+                "{\"name\": \"l\", \"repeat\": 4, \"params\": 1048576, \"activation_bytes_per_sample\": 131072,"
+                " \"output_bytes_per_sample\": 65536, \"workspace_bytes_per_sample\": 65536,"
+                " \"flops_per_sample\": 2097152}]}");
+    const int N = 40;
+    const char *budget = "24M";
+    snprintf(args, sizeof args, "--model '%s' --budget %s --batch-max %d --json", path, budget, N);
+    json_t *bm = run_json(args);
+    cr_assert_str_eq(json_string_value(json_object_get(bm, "label")), "predicted");
+    json_int_t largest = jint(bm, "largest_fitting_batch"), best = jint(bm, "best_batch");
+    json_t *rows = json_object_get(bm, "batches");
+    json_int_t direct_largest = 0;
+    double best_sps = 0;
+    json_int_t direct_best = 0;
+    for (int b = 1; b <= N; b++) {
+        snprintf(args, sizeof args, "--model '%s' --budget %s --batch %d --json", path, budget, b);
+        json_t *j = run_json(args);
+        int fits = json_is_true(json_object_get(j, "fits"));
+        cr_assert_eq(jint(j, "batch"), b);
+        /* --fit agrees: the smallest budget that fits this batch is within the budget */
+        cr_assert_eq(fits, jint(j, "min_budget_bytes") <= (json_int_t)(24 * MiB), "batch %d: %s", b, json_dumps(j, 0));
+        if (fits) {
+            cr_assert_eq(direct_largest, b - 1, "fit is not monotone in the batch at %d", b);
+            direct_largest = b;
+            double sps = json_real_value(json_object_get(j, "predicted_samples_per_s"));
+            if (sps > best_sps) best_sps = sps, direct_best = b;
+            /* the finder's row for this batch is this prediction */
+            json_t *row = json_array_get(rows, (size_t)b - 1);
+            cr_assert_eq(jint(row, "batch"), b);
+            cr_assert(json_is_true(json_object_get(row, "fits")));
+            cr_assert_eq(jint(row, "predicted_step_ns"), jint(j, "predicted_step_ns"), "batch %d", b);
+            cr_assert_str_eq(json_string_value(json_object_get(row, "bound")),
+                             json_string_value(json_object_get(j, "bound")));
+        }
+        json_decref(j);
+    }
+    cr_assert(direct_largest > 1 && direct_largest < N, "pick a budget that cuts: largest %lld", (long long)direct_largest);
+    cr_assert_eq(largest, direct_largest, "--batch-max: %lld, direct: %lld", (long long)largest, (long long)direct_largest);
+    cr_assert_eq(best, direct_best);
+    /* the row after the last fitting batch says where it stops */
+    json_t *stop = json_array_get(rows, (size_t)largest);
+    cr_assert_eq(jint(stop, "batch"), largest + 1);
+    cr_assert(json_is_false(json_object_get(stop, "fits")) && json_is_null(json_object_get(stop, "predicted_step_ns")));
+    json_decref(bm);
+    /* text: a table, every number labelled */
+    char *out = NULL;
+    snprintf(args, sizeof args, "--model '%s' --budget %s --batch-max %d", path, budget, N);
+    cr_assert_eq(run_tool(args, &out), 0, "%s", out);
+    cr_assert_not_null(strstr(out, "predicted_ms/step"), "%s", out);
+    char want[64];
+    snprintf(want, sizeof want, "largest batch that fits (predicted): %lld", (long long)largest);
+    cr_assert_not_null(strstr(out, want), "%s", out);
+    free(out);
+    /* nothing fits: says what batch 1 needs */
+    snprintf(args, sizeof args, "--model '%s' --budget 1M --batch-max 8 --json", path);
+    json_t *none = run_json(args);
+    cr_assert_eq(jint(none, "largest_fitting_batch"), 0);
+    cr_assert_eq(jint(none, "best_batch"), 0);
+    cr_assert_gt(jint(none, "batch1_min_budget_bytes"), (json_int_t)MiB);
+    json_decref(none);
+    remove_record(path);
+}
+
+/* The GPT file's batch finder: more budget fits at least as large a batch. */
+Test(plantool, batch_max_on_the_gpt_model)
+{
+    json_int_t prev = 0;
+    const char *budgets[] = {"2G", "4G"};
+    for (int i = 0; i < 2; i++) {
+        char args[600];
+        snprintf(args, sizeof args, "--model '%s' --profile h200 --budget %s --batch-max 32 --json", GPT_MODEL,
+                 budgets[i]);
+        json_t *j = run_json(args);
+        json_int_t l = jint(j, "largest_fitting_batch"), best = jint(j, "best_batch");
+        cr_assert(l > prev && best >= 1 && best <= l, "%s: largest %lld best %lld", budgets[i], (long long)l,
+                  (long long)best);
+        cr_assert_str_eq(json_string_value(json_object_get(j, "model")), "gpt2-1.5b");
+        prev = l;
+        json_decref(j);
+    }
+}
+
+/* --json has the documented fields, for --model as for --record; text labels numbers. */
+Test(plantool, model_json_and_text_fields)
+{
+    char args[600];
+    snprintf(args, sizeof args, "--model '%s' --profile h200 --budget 16G --json", GPT_MODEL);
+    json_t *j = run_json(args);
+    cr_assert(json_is_true(json_object_get(j, "fits")));
+    cr_assert_gt(jint(j, "min_budget_bytes"), 0);
+    cr_assert_gt(jint(j, "predicted_step_ns"), 0);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "label")), "predicted");
+    const char *bound = json_string_value(json_object_get(j, "bound"));
+    const char *bounds[] = {"gpu_compute", "link_h2d", "link_d2h", "host_memory", "cpu"};
+    int known = 0;
+    json_t *floor = json_object_get(j, "floor_ns");
+    for (int k = 0; k < 5; k++) {
+        known |= bound && strcmp(bound, bounds[k]) == 0;
+        cr_assert(json_is_integer(json_object_get(floor, bounds[k])), "floor_ns.%s: %s", bounds[k], json_dumps(j, 0));
+    }
+    cr_assert(known, "bound %s", bound ? bound : "(none)");
+    json_t *layers = json_object_get(j, "layers");
+    cr_assert_eq(json_array_size(layers), 50); /* embed, block0..block47, head */
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(layers, 1), "name")), "block0");
+    cr_assert_str_eq(json_string_value(json_object_get(json_array_get(layers, 49), "name")), "head");
+    for (size_t l = 0; l < 50; l++)
+        cr_assert_not_null(json_string_value(json_object_get(json_array_get(layers, l), "mechanisms")));
+    cr_assert_str_eq(json_string_value(json_object_get(j, "model")), "gpt2-1.5b");
+    cr_assert_eq(jint(j, "batch"), 8);
+    cr_assert_gt(json_real_value(json_object_get(j, "predicted_samples_per_s")), 0);
+    json_decref(j);
+    /* not fitting: the same keys, null where there is no step */
+    snprintf(args, sizeof args, "--model '%s' --budget 1G --json", GPT_MODEL);
+    j = run_json(args);
+    cr_assert(json_is_false(json_object_get(j, "fits")));
+    cr_assert(json_is_null(json_object_get(j, "predicted_step_ns")) && json_is_null(json_object_get(j, "bound")));
+    cr_assert(json_is_array(json_object_get(j, "layers")) && jint(j, "min_budget_bytes") > (json_int_t)(1024 * MiB));
+    json_decref(j);
+    char *out = NULL;
+    snprintf(args, sizeof args, "--model '%s' --batch 4 --budget 16G", GPT_MODEL);
+    cr_assert_eq(run_tool(args, &out), 0, "%s", out);
+    cr_assert_not_null(strstr(out, "batch 4"), "%s", out);
+    for (char *line = strtok(out, "\n"); line != NULL; line = strtok(NULL, "\n"))
+        if (strstr(line, " ms") || strstr(line, "samples/s") || strstr(line, "MiB to the GPU") ||
+            strstr(line, "smallest budget"))
+            cr_assert_not_null(strstr(line, "predicted"), "unlabelled: %s", line);
+    free(out);
+}
+
+Test(plantool, bad_model_files_name_the_key)
+{
+    const struct {
+        const char *text, *says;
+    } bad[] = {
+        {"{\"name\": \"x\",, \"batch\": 1}", "line 1, column"},
+        {"[1, 2]", "expected a JSON object"},
+        {"{\"name\": \"x\", \"batch\": 1}", "'layers' is missing"},
+        {"{\"name\": \"x\", \"batch\": 1, \"layers\": []}", "'layers' is []"},
+        {"{\"name\": \"x\", \"batch\": 0, \"layers\": []}", "'batch' is 0: expected an integer from 1"},
+        {"{\"name\": \"x\", \"batch\": 2.5, \"layers\": []}", "'batch' is 2.5"},
+        {"{\"format\": \"other\", \"name\": \"x\", \"batch\": 1, \"layers\": [{}]}", "'format' is \"other\""},
+        {"{\"name\": \"x\", \"batch\": 1, \"layer\": []}", "unknown key 'layer'"},
+        {"{\"name\": \"x\", \"batch\": 1, \"layers\": [7]}", "layers[0] is 7: expected an object"},
+        {"{\"name\": \"x\", \"batch\": 1, \"layers\": [{\"params\": 1}]}", "layers[0]: key 'name' is missing"},
+        {"{\"name\": \"x\", \"batch\": 1, \"layers\": [{\"name\": \"l\", \"params\": \"lots\", "
+         "\"activation_bytes_per_sample\": 1}]}",
+         "layers[0] ('l'): 'params' is \"lots\": expected an integer"},
+        {"{\"name\": \"x\", \"batch\": 1, \"layers\": [{\"name\": \"l\", \"params\": 1, \"parms\": 1, "
+         "\"activation_bytes_per_sample\": 1}]}",
+         "unknown key 'parms'"},
+        {"{\"name\": \"x\", \"batch\": 1, \"layers\": [{\"name\": \"l\", \"params\": 1}]}",
+         "'activation_bytes_per_sample' is missing"},
+        {"{\"name\": \"x\", \"batch\": 1, \"layers\": [{\"name\": \"l\", \"params\": 1, \"optimizer\": \"tpu\", "
+         "\"activation_bytes_per_sample\": 1}]}",
+         "'optimizer' is \"tpu\": expected \"gpu\", \"cpu\" or \"none\""},
+        {"{\"name\": \"x\", \"batch\": 1, \"layers\": [{\"name\": \"l\", \"params\": 1, \"repeat\": 0, "
+         "\"activation_bytes_per_sample\": 1}]}",
+         "'repeat' is 0"},
+        {"{\"name\": \"x\", \"batch\": 1, \"layers\": [{\"name\": \"l\", \"params\": 1, \"recompute\": 1, "
+         "\"activation_bytes_per_sample\": 1}]}",
+         "'recompute' is 1: expected true or false"},
+        {"{\"name\": \"x\", \"batch\": 1, \"layers\": [{\"name\": \"l\", \"params\": 1, "
+         "\"activation_bytes_per_sample\": 8, \"output_bytes_per_sample\": 9}]}",
+         "'output_bytes_per_sample' is 9: expected a number from 1 to 8"},
+        {"{\"name\": \"x\", \"batch\": 1, \"layers\": [{\"name\": \"l\", \"params\": 1, \"flops_per_sample\": -1, "
+         "\"activation_bytes_per_sample\": 1}]}",
+         "'flops_per_sample' is -1"},
+        {"{\"name\": \"x\", \"batch\": 1, \"batch\": 2, \"layers\": []}", "duplicate"},
+        {"{\"name\": \"x\", \"batch\": 1, \"layers\": [{\"name\": \"l\", \"params\": 1, \"tied_to\": \"l\", "
+         "\"activation_bytes_per_sample\": 1}]}",
+         "'tied_to' is \"l\": expected the name of one earlier layer"},
+        {"{\"name\": \"x\", \"batch\": 1, \"layers\": [{\"name\": \"e\", \"repeat\": 2, \"params\": 1, "
+         "\"activation_bytes_per_sample\": 1}, {\"name\": \"h\", \"params\": 1, \"tied_to\": \"e\", "
+         "\"activation_bytes_per_sample\": 1}]}",
+         "layers[1] ('h'): 'tied_to' is \"e\""},
+        /* a tensor over the library's limit at this batch */
+        {"{\"name\": \"x\", \"batch\": 10000000, \"layers\": [{\"name\": \"l\", \"params\": 1, "
+         "\"activation_bytes_per_sample\": 1e12}]}",
+         "expected at most 2^50"},
+    };
+    char path[256], args[600], *out = NULL;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_model(path, sizeof path, bad[i].text);
+        snprintf(args, sizeof args, "--model '%s' --budget 8G", path);
+        cr_assert_eq(run_tool(args, &out), 1, "case %zu: %s", i, out);
+        cr_assert_not_null(strstr(out, bad[i].says), "case %zu: wanted '%s' in: %s", i, bad[i].says, out);
+        cr_assert_not_null(strstr(out, path), "case %zu: the file is not named: %s", i, out);
+        free(out);
+        remove_record(path);
+    }
+    cr_assert_eq(run_tool("--model /nonexistent/m.json --budget 8G", &out), 1, "%s", out);
+    cr_assert_not_null(strstr(out, "/nonexistent/m.json"), "%s", out);
+    free(out);
+    /* usage errors: exit 2, naming the flag */
+    const struct {
+        const char *args, *says;
+    } usage[] = {
+        {"--model m.json --record r.json --fit", "--record"},
+        {"--record r.json --batch 4 --fit", "--batch needs --model"},
+        {"--record r.json --batch-max 4 --budget 8G", "--batch-max needs --model"},
+        {"--model m.json --batch-max 4", "needs --budget"},
+        {"--model m.json --batch-max 4 --batch 2 --budget 8G", "excludes --batch"},
+        {"--model m.json --batch 0 --fit", "--batch '0'"},
+        {"--model m.json --batch-max 2000000 --budget 8G", "--batch-max '2000000'"},
+        {"--model m.json --batch 4x --fit", "--batch '4x'"},
+        {"--model m.json", "--model needs --budget"},
+    };
+    for (size_t i = 0; i < sizeof usage / sizeof usage[0]; i++) {
+        cr_assert_eq(run_tool(usage[i].args, &out), 2, "%s: %s", usage[i].args, out);
+        cr_assert_not_null(strstr(out, usage[i].says), "%s: %s", usage[i].args, out);
+        free(out);
+    }
+}
+
+/* Fuzz-robust: every prefix of a model file, and files with one byte changed, give
+ * a prediction or a clean error (exit 0 or 1), never a crash. */
+Test(plantool, damaged_model_files_never_crash)
+{
+    FILE *f = fopen(W1_MODEL, "r");
+    cr_assert_not_null(f);
+    char text[8192];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    char path[256], args[600], *out = NULL;
+    write_model(path, sizeof path, "");
+    static const char subst[] = {'0', '9', '-', '"', '}', ']', ',', 'e', ' ', 'x'};
+    for (size_t k = 0, cut = 0; cut < n; cut += n / 16 + 1, k++) {
+        for (int variant = 0; variant < 2; variant++) {
+            char buf[8192];
+            memcpy(buf, text, n + 1);
+            if (variant == 0) buf[cut] = '\0';
+            else buf[cut] = subst[k % sizeof subst];
+            FILE *g = fopen(path, "w");
+            cr_assert_not_null(g);
+            fputs(buf, g);
+            fclose(g);
+            snprintf(args, sizeof args, "--model '%s' --budget 2G --json", path);
+            int rc = run_tool(args, &out);
+            cr_assert(rc == 0 || rc == 1, "cut %zu variant %d: exit %d: %s", cut, variant, rc, out);
+            if (rc == 1) cr_assert_not_null(strstr(out, path), "%s", out);
+            free(out);
+        }
+    }
     remove_record(path);
 }

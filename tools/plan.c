@@ -15,6 +15,7 @@
 
 #include <jansson.h>
 
+#include "plan.h"
 #include "uvmrt.h"
 
 #define MIB (1024.0 * 1024.0)
@@ -22,31 +23,7 @@
 #define REPLAY_STEPS 3
 
 /* ------------------------------------------------------------------ the record */
-typedef struct rtensor {
-    char *name;
-    int layer, role, arena, host;
-    uint64_t size, footprint;
-} rtensor_t;
-
-typedef struct rcall {
-    int layer, phase, stream;
-    uint64_t duration_ns, host_bytes;
-    size_t n_uses;
-    int *use_t;       /* index into rec.tensors */
-    unsigned *use_a;
-} rcall_t;
-
-typedef struct record {
-    char *profile;
-    uint64_t budget;
-    int discard, remote;
-    size_t n_layers, n_tensors, n_calls;
-    char **layers;
-    rtensor_t *tensors;
-    rcall_t *calls;
-} record_t;
-
-static void record_free(record_t *r)
+void record_free(record_t *r)
 {
     for (size_t i = 0; i < r->n_layers; i++) free(r->layers[i]);
     for (size_t i = 0; i < r->n_tensors; i++) free(r->tensors[i].name);
@@ -58,6 +35,7 @@ static void record_free(record_t *r)
     free(r->tensors);
     free(r->calls);
     free(r->profile);
+    free(r->source);
     memset(r, 0, sizeof *r);
 }
 
@@ -98,6 +76,7 @@ static int record_load(const char *path, record_t *r)
     if (!json_is_array(layers) || !json_is_array(tensors) || !json_is_array(calls) || json_array_size(calls) == 0)
         BAD("layers, tensors and calls must be arrays, with at least one call");
     r->profile = strdup(profile);
+    r->source = strdup(path);
     r->budget = (uint64_t)(budget > 0 ? budget : 0);
     r->discard = discard;
     r->remote = remote;
@@ -146,18 +125,20 @@ static int record_load(const char *path, record_t *r)
     r->n_calls = json_array_size(calls);
     r->calls = calloc(r->n_calls, sizeof *r->calls);
     for (size_t i = 0; i < r->n_calls; i++) {
-        json_int_t layer, stream = 0, dur, hb = 0;
+        json_int_t layer, stream = 0, dur, hb = 0, after = -1;
         const char *phase;
         json_t *uses;
-        if (json_unpack_ex(json_array_get(calls, i), &err, 0, "{s:I, s:s, s?I, s:I, s?I, s:o}", "layer", &layer,
-                           "phase", &phase, "stream", &stream, "duration_ns", &dur, "host_bytes", &hb, "uses",
-                           &uses) != 0)
+        if (json_unpack_ex(json_array_get(calls, i), &err, 0, "{s:I, s:s, s?I, s?I, s:I, s?I, s:o}", "layer", &layer,
+                           "phase", &phase, "stream", &stream, "after", &after, "duration_ns", &dur, "host_bytes", &hb,
+                           "uses", &uses) != 0)
             BAD("calls[%zu]: %s", i, err.text);
         rcall_t *c = &r->calls[i];
         c->phase = parse_enum(phase, UVMRT_PHASE_COUNT, phase_name);
         if (layer < 0 || layer >= (json_int_t)r->n_layers)
             BAD("calls[%zu]: layer %lld: expected a layer index below %zu", i, (long long)layer, r->n_layers);
         if (c->phase < 0) BAD("calls[%zu]: phase '%s': expected forward, backward or optimizer", i, phase);
+        if (after < -1 || after > 1000000) BAD("calls[%zu]: after %lld: expected -1 (none) or a stream index", i,
+                                               (long long)after);
         if (dur < 0 || hb < 0 || stream < 0 || stream > 1000000 || !json_is_array(uses))
             BAD("calls[%zu]: duration_ns %lld, host_bytes %lld, stream %lld: expected numbers >= 0 and an array of uses",
                 i, (long long)dur, (long long)hb, (long long)stream);
@@ -165,6 +146,7 @@ static int record_load(const char *path, record_t *r)
         c->stream = (int)stream;
         c->duration_ns = (uint64_t)dur;
         c->host_bytes = (uint64_t)hb;
+        c->after = (int)after;
         c->n_uses = json_array_size(uses);
         c->use_t = calloc(c->n_uses + 1, sizeof *c->use_t);
         c->use_a = calloc(c->n_uses + 1, sizeof *c->use_a);
@@ -191,6 +173,7 @@ fail:
 }
 
 /* ------------------------------------------------------------------ the replay */
+enum { N_BOUNDS = 5 }; /* bound_names */
 typedef struct prediction {
     int fits;
     uvmrt_status_t status;
@@ -198,14 +181,38 @@ typedef struct prediction {
     uint64_t prefetch_bytes, evict_bytes, discard_bytes, remote_read_bytes, remote_write_bytes, host_bytes;
     uint64_t compute_ns;
     uint64_t device_bytes; /* the profile's device memory */
-    double floor_ns[4]; /* compute, link_h2d, link_d2h, host_memory */
+    double floor_ns[N_BOUNDS]; /* bound_names */
     int bound;
     unsigned *layer_mech; /* per layer, UVMRT_MECH_* */
 } prediction_t;
 
-static const char *const bound_names[4] = {"compute", "link_h2d", "link_d2h", "host_memory"};
+/* The floor's terms: the resources a step's time is bounded by (uvmrt-plan(1)). */
+static const char *const bound_names[N_BOUNDS] = {"gpu_compute", "link_h2d", "link_d2h", "host_memory", "cpu"};
 
-static uvmrt_stream_t stream_of(int k) { return k == 0 ? NULL : (uvmrt_stream_t)(uintptr_t)(0x1000u + (unsigned)k); }
+/* The call's CPU work on host memory: a model's CPU AdamW at the profile's AdamW rate
+ * (as uvmrt-mlp declares it), 30 bytes per parameter without one. */
+static uint64_t host_bytes_of(const rcall_t *c, const uvmrt_profile_t *pr)
+{
+    if (c->host_bytes > 0 || c->adamw_params == 0) return c->host_bytes;
+    if (pr->cpu_adamw_params_per_s > 0 && pr->host_mem_bps > 0)
+        return (uint64_t)((double)c->adamw_params * pr->host_mem_bps / pr->cpu_adamw_params_per_s);
+    return c->adamw_params * 30;
+}
+
+/* A call the CPU runs: declared work on host memory and no tensors (uvmrt.h). */
+static int cpu_call(const rcall_t *c) { return (c->host_bytes > 0 || c->adamw_params > 0) && c->n_uses == 0; }
+
+/* The modelled time of a call's own work, as the library and the sim compute it. */
+static double call_ns(const rcall_t *c, const uvmrt_profile_t *pr)
+{
+    if (c->duration_ns > 0) return (double)c->duration_ns;
+    if (c->flops > 0 && pr->flops > 0) return (double)(uint64_t)(c->flops / pr->flops * 1e9);
+    if (c->hbm_bytes > 0 && pr->hbm_bps > 0) return (double)(uint64_t)((double)c->hbm_bytes / pr->hbm_bps * 1e9);
+    return 0;
+}
+
+/* Stream k of the record as a sim handle: never NULL, so that "after stream 0" is one. */
+static uvmrt_stream_t stream_of(int k) { return (uvmrt_stream_t)(uintptr_t)(0x1000u + (unsigned)k); }
 
 /* The replay's own messages (a call over budget while --fit searches) are expected. */
 static char last_error[512]; /* the replay's latest error message, for when it fails for another reason */
@@ -244,6 +251,7 @@ static uvmrt_status_t alloc_all(uvmrt_context_t *ctx, const record_t *r, uvmrt_t
 
 static uvmrt_status_t replay_step(uvmrt_context_t *ctx, const record_t *r, uvmrt_tensor_t **ts, uvmrt_use_t *uses)
 {
+    const uvmrt_profile_t *prof = uvmrt_context_profile(ctx);
     uvmrt_status_t st = uvmrt_step_begin(ctx);
     for (size_t i = 0; i < r->n_calls && st == UVMRT_OK; i++) {
         const rcall_t *c = &r->calls[i];
@@ -254,7 +262,14 @@ static uvmrt_status_t replay_step(uvmrt_context_t *ctx, const record_t *r, uvmrt
         call.n_uses = c->n_uses;
         call.no_default_uses = 1;
         call.sim_duration_ns = c->duration_ns;
-        call.host_bytes = c->host_bytes;
+        call.flops = c->duration_ns > 0 ? 0 : c->flops;
+        /* a call without matmuls (an optimizer) is timed by its bytes at HBM speed, as
+         * the trainers time it on sim */
+        if (c->duration_ns == 0 && c->flops == 0 && c->hbm_bytes > 0 && prof->hbm_bps > 0)
+            call.sim_duration_ns = (uint64_t)((double)c->hbm_bytes / prof->hbm_bps * 1e9);
+        call.host_bytes = host_bytes_of(c, prof);
+        /* with uvmrt_layer_call_t.after (19ebc47 on main): call.after = c->after >= 0 ?
+         * stream_of(c->after) : NULL, so that a CPU update follows its backward */
         st = uvmrt_layer_begin(ctx, &call);
         if (st == UVMRT_OK) st = uvmrt_layer_end(ctx);
     }
@@ -312,8 +327,10 @@ static int predict(const record_t *r, const char *profile, uint64_t budget, pred
     p->status = st;
     p->fits = st == UVMRT_OK;
     if (st != UVMRT_OK && st != UVMRT_ERR_BUDGET) {
-        fprintf(stderr, "uvmrt-plan: the replay failed at budget %.1f MiB: %s: %s\n", budget / MIB,
-                uvmrt_status_str(st), last_error);
+        uint64_t total = 0;
+        for (size_t i = 0; i < r->n_tensors; i++) total += r->tensors[i].footprint;
+        fprintf(stderr, "uvmrt-plan: %s: the replay failed at budget %.1f MiB (%.1f GiB of tensors in all): %s: %s\n",
+                r->source ? r->source : "?", budget / MIB, total / (MIB * 1024), uvmrt_status_str(st), last_error);
         uvmrt_context_destroy(ctx);
         free(ts);
         free(uses);
@@ -335,9 +352,14 @@ static int predict(const record_t *r, const char *profile, uint64_t budget, pred
         } else p->fits = 0;
         const uvmrt_profile_t *pr = uvmrt_context_profile(ctx);
         p->device_bytes = pr->memory_bytes;
+        double cpu_ns = 0;
         for (size_t i = 0; i < r->n_calls; i++) {
-            p->compute_ns += r->calls[i].duration_ns;
-            p->host_bytes += r->calls[i].host_bytes;
+            const rcall_t *c = &r->calls[i];
+            uint64_t hb = host_bytes_of(c, pr);
+            double ns = call_ns(c, pr), host_ns = pr->host_mem_bps > 0 ? (double)hb / pr->host_mem_bps * 1e9 : 0;
+            if (cpu_call(c)) cpu_ns += ns > host_ns ? ns : host_ns; /* the sim runs both at once */
+            else p->compute_ns += (uint64_t)ns;
+            p->host_bytes += hb;
         }
         double h2d = (double)p->prefetch_bytes / pr->prefetch_h2d_bps +
                      (pr->remote_read_bps > 0 ? (double)p->remote_read_bytes / pr->remote_read_bps : 0);
@@ -348,7 +370,8 @@ static int predict(const record_t *r, const char *profile, uint64_t budget, pred
         p->floor_ns[1] = h2d * 1e9;
         p->floor_ns[2] = d2h * 1e9;
         p->floor_ns[3] = pr->host_mem_shared_bps > 0 ? ((double)p->host_bytes + link_bytes) / pr->host_mem_shared_bps * 1e9 : 0;
-        for (int b = 1; b < 4; b++)
+        p->floor_ns[4] = cpu_ns;
+        for (int b = 1; b < N_BOUNDS; b++)
             if (p->floor_ns[b] > p->floor_ns[p->bound]) p->bound = b;
         size_t n = 0;
         uvmrt_memory_summary(ctx, NULL, 0, &n);
@@ -407,14 +430,20 @@ static int fit_budget(const record_t *r, const char *profile, uint64_t *out)
 static json_t *prediction_json(const record_t *r, const prediction_t *p)
 {
     json_t *o = json_pack("{s:b, s:I}", "fits", p->fits, "budget_bytes", (json_int_t)p->budget);
-    if (!p->fits) return o;
+    if (!p->fits) { /* the keys are always there: no step, no bound, no plan */
+        json_object_set_new(o, "label", json_string("predicted"));
+        json_object_set_new(o, "predicted_step_ns", json_null());
+        json_object_set_new(o, "bound", json_null());
+        json_object_set_new(o, "layers", json_array());
+        return o;
+    }
     json_t *layers = json_array(), *floor = json_object();
     for (size_t l = 0; l < r->n_layers; l++) {
         char mech[128];
         uvmrt_mechanism_name(p->layer_mech[l], mech, sizeof mech);
         json_array_append_new(layers, json_pack("{s:s, s:s}", "name", r->layers[l], "mechanisms", mech));
     }
-    for (int b = 0; b < 4; b++) json_object_set_new(floor, bound_names[b], json_integer((json_int_t)p->floor_ns[b]));
+    for (int b = 0; b < N_BOUNDS; b++) json_object_set_new(floor, bound_names[b], json_integer((json_int_t)p->floor_ns[b]));
     json_t *more = json_pack("{s:s, s:I, s:s, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "label", "predicted", "predicted_step_ns",
                      (json_int_t)p->step_ns, "bound", bound_names[p->bound], "floor_ns", floor, "h2d_bytes",
                      (json_int_t)(p->prefetch_bytes + p->remote_read_bytes), "d2h_bytes",
@@ -429,12 +458,13 @@ static json_t *prediction_json(const record_t *r, const prediction_t *p)
 static void print_text(const record_t *r, const prediction_t *p, const char *profile, uint64_t min_budget)
 {
     printf("uvmrt-plan: predicted by the sim model (profile %s); nothing here is measured\n", profile);
-    printf("budget %.1f MiB: %s\n", p->budget / MIB, p->fits ? "fits" : "does not fit");
-    printf("smallest budget that fits: %.1f MiB\n", min_budget / MIB);
+    printf("budget %.1f MiB: %s (predicted)\n", p->budget / MIB, p->fits ? "fits" : "does not fit");
+    printf("predicted smallest budget that fits: %.1f MiB\n", min_budget / MIB);
     if (!p->fits) return;
     printf("predicted step time: %.3f ms, bound by %s\n", p->step_ns / 1e6, bound_names[p->bound]);
-    printf("predicted floor terms (ms): compute %.3f, link_h2d %.3f, link_d2h %.3f, host_memory %.3f\n",
-           p->floor_ns[0] / 1e6, p->floor_ns[1] / 1e6, p->floor_ns[2] / 1e6, p->floor_ns[3] / 1e6);
+    printf("predicted floor terms (ms):");
+    for (int b = 0; b < N_BOUNDS; b++) printf("%s %s %.3f", b ? "," : "", bound_names[b], p->floor_ns[b] / 1e6);
+    putchar('\n');
     printf("predicted bytes per step: %.1f MiB to the GPU, %.1f MiB back, %.1f MiB discarded\n",
            (p->prefetch_bytes + p->remote_read_bytes) / MIB, (p->evict_bytes + p->remote_write_bytes) / MIB,
            p->discard_bytes / MIB);
@@ -507,18 +537,205 @@ static int sweep(const record_t *r, const char *profile, uint64_t a, uint64_t b,
     return 0;
 }
 
+/* ------------------------------------------------------------------ one budget */
+/* Predicts r (read from src: a record or a model at batch) at budget, or at the
+ * smallest that fits (fit), and prints it. Returns the exit status. */
+static int report_one(const record_t *r, const char *src, const model_t *m, uint64_t batch, const char *profile,
+                      uint64_t budget, int fit, int json)
+{
+    uint64_t min_budget = 0;
+    int fr = fit_budget(r, profile, &min_budget);
+    if (fr < 0) return 1;
+    if (fr > 0) {
+        fprintf(stderr, "uvmrt-plan: %s: the replay does not fit even with every tensor resident\n", src);
+        return 1;
+    }
+    if (fit) budget = min_budget;
+    if (budget == 0) {
+        fprintf(stderr, "uvmrt-plan: %s has no budget_bytes: give --budget SIZE or --fit\n", src);
+        return 2;
+    }
+    prediction_t p;
+    if (predict(r, profile, budget, &p) != 0) return 1;
+    if (p.fits && p.device_bytes > 0 && budget > p.device_bytes)
+        fprintf(stderr, "uvmrt-plan: warning: budget %.1f MiB is more than the device memory of profile %s (%.1f MiB)\n",
+                budget / MIB, profile, p.device_bytes / MIB);
+    size_t wcall;
+    uint64_t ws = largest_working_set(r, &wcall);
+    const char *wlayer = r->layers[r->calls[wcall].layer];
+    const char *wphase = uvmrt_phase_name((uvmrt_phase_t)r->calls[wcall].phase);
+    double sps = p.fits && p.step_ns > 0 ? (double)batch * 1e9 / (double)p.step_ns : 0;
+    if (json) {
+        json_t *o = prediction_json(r, &p);
+        json_object_set_new(o, "min_budget_bytes", json_integer((json_int_t)min_budget));
+        json_object_set_new(o, "profile", json_string(profile));
+        if (m != NULL) {
+            json_object_set_new(o, "model", json_string(model_name(m)));
+            json_object_set_new(o, "batch", json_integer((json_int_t)batch));
+            json_object_set_new(o, "predicted_samples_per_s", p.fits ? json_real(sps) : json_null());
+        }
+        if (p.fits) json_object_set_new(o, "device_memory_bytes", json_integer((json_int_t)p.device_bytes));
+        json_object_set_new(o, "largest_working_set", json_pack("{s:I, s:s, s:s}", "bytes", (json_int_t)ws, "layer",
+                                                                 wlayer, "phase", wphase));
+        if (!p.fits) {
+            char why[512];
+            snprintf(why, sizeof why, "layer '%s' %s needs %.1f MiB resident at once; the smallest budget that fits is %.1f MiB",
+                     wlayer, wphase, ws / MIB, min_budget / MIB);
+            json_object_set_new(o, "why", json_string(why));
+        }
+        json_dumpf(o, stdout, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+        putchar('\n');
+        json_decref(o);
+    } else {
+        if (m != NULL) printf("model %s (%s), batch %llu\n", model_name(m), src, (unsigned long long)batch);
+        print_text(r, &p, profile, min_budget);
+        if (m != NULL && p.fits) printf("predicted throughput: %.2f samples/s\n", sps);
+        printf("largest working set: %.1f MiB, layer '%s' %s\n", ws / MIB, wlayer, wphase);
+        if (!p.fits)
+            printf("does not fit because layer '%s' %s needs %.1f MiB resident at once (budget %.1f MiB); "
+                   "the predicted smallest budget that fits is %.1f MiB\n",
+                   wlayer, wphase, ws / MIB, budget / MIB, min_budget / MIB);
+    }
+    free(p.layer_mech);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ batch finder */
+/* m at batch b and budget: *p (fits 0, nothing else, when b cannot fit: a call's
+ * working set over the budget, or a tensor over the library's limit, needs no replay). */
+static int predict_batch(const model_t *m, uint64_t b, const char *profile, uint64_t budget, prediction_t *p)
+{
+    record_t r;
+    int rc = model_build(m, b, 1, &r);
+    memset(p, 0, sizeof *p);
+    p->budget = budget;
+    if (rc == -2) return 0;
+    if (rc != 0) return -1;
+    size_t call;
+    rc = largest_working_set(&r, &call) > budget ? 0 : predict(&r, profile, budget, p);
+    record_free(&r);
+    return rc;
+}
+
+typedef struct batch_row {
+    uint64_t batch;
+    int fits, bound;
+    uint64_t step_ns;
+} batch_row_t;
+
+/* The batches whose throughput is predicted: every one up to 64, then powers of two
+ * and their midpoints, then the largest that fits; ascending. */
+static size_t batch_candidates(uint64_t largest, uint64_t *out, size_t cap)
+{
+    size_t n = 0;
+    for (uint64_t b = 1; b <= largest && b <= 64 && n < cap; b++) out[n++] = b;
+    for (uint64_t p = 64; p < largest && n + 2 < cap; p *= 2) {
+        if (p + p / 2 < largest) out[n++] = p + p / 2;
+        if (2 * p < largest) out[n++] = 2 * p;
+    }
+    if (largest > 64 && n < cap) out[n++] = largest;
+    return n;
+}
+
+/* --batch-max: the largest batch in 1..nmax that fits at budget (a binary search:
+ * a larger batch only adds bytes to every call's working set), and the batch with the
+ * best predicted samples per second among the candidates. */
+static int batch_finder(const model_t *m, const char *src, const char *profile, uint64_t budget, uint64_t nmax,
+                        int json)
+{
+    prediction_t p;
+    uint64_t lo = 0, hi = nmax + 1; /* lo fits (0: none known), hi does not */
+    if (predict_batch(m, nmax, profile, budget, &p) != 0) return 1;
+    free(p.layer_mech);
+    if (p.fits) lo = nmax;
+    else hi = nmax;
+    while (hi - lo > 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (predict_batch(m, mid, profile, budget, &p) != 0) return 1;
+        free(p.layer_mech);
+        if (p.fits) lo = mid;
+        else hi = mid;
+    }
+    uint64_t largest = lo, cand[200];
+    size_t nc = batch_candidates(largest, cand, sizeof cand / sizeof cand[0]);
+    batch_row_t rows[201];
+    size_t nr = 0, best = 0;
+    double best_sps = 0;
+    for (size_t i = 0; i < nc; i++) {
+        if (predict_batch(m, cand[i], profile, budget, &p) != 0) return 1;
+        free(p.layer_mech);
+        rows[nr] = (batch_row_t){cand[i], p.fits, p.bound, p.step_ns};
+        double sps = p.fits && p.step_ns > 0 ? (double)cand[i] * 1e9 / (double)p.step_ns : 0;
+        if (sps > best_sps) best_sps = sps, best = cand[i];
+        nr++;
+    }
+    if (largest < nmax) rows[nr++] = (batch_row_t){largest + 1, 0, 0, 0}; /* where it stops fitting */
+    uint64_t min1 = 0;
+    if (largest == 0) { /* what batch 1 would need */
+        record_t r;
+        if (model_build(m, 1, 0, &r) != 0) return 1;
+        int fr = fit_budget(&r, profile, &min1);
+        record_free(&r);
+        if (fr < 0) return 1;
+    }
+    if (json) {
+        json_t *arr = json_array();
+        for (size_t i = 0; i < nr; i++) {
+            const batch_row_t *b = &rows[i];
+            json_array_append_new(
+                arr, json_pack("{s:I, s:b, s:o, s:o, s:o}", "batch", (json_int_t)b->batch, "fits", b->fits,
+                               "predicted_step_ns", b->fits ? json_integer((json_int_t)b->step_ns) : json_null(),
+                               "predicted_samples_per_s",
+                               b->fits && b->step_ns ? json_real((double)b->batch * 1e9 / (double)b->step_ns) : json_null(),
+                               "bound", b->fits ? json_string(bound_names[b->bound]) : json_null()));
+        }
+        json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:o}", "label", "predicted", "model", model_name(m),
+                              "profile", profile, "budget_bytes", (json_int_t)budget, "batch_max", (json_int_t)nmax,
+                              "largest_fitting_batch", (json_int_t)largest, "best_batch", (json_int_t)best, "batches",
+                              arr);
+        if (largest == 0) json_object_set_new(o, "batch1_min_budget_bytes", json_integer((json_int_t)min1));
+        json_dumpf(o, stdout, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+        putchar('\n');
+        json_decref(o);
+        return 0;
+    }
+    printf("uvmrt-plan: model %s (%s) at budget %.1f MiB, batches 1 to %llu: predicted by the sim model (profile %s); "
+           "nothing here is measured\n",
+           model_name(m), src, budget / MIB, (unsigned long long)nmax, profile);
+    printf("%-10s %-6s %-18s %-22s %s\n", "batch", "fits", "predicted_ms/step", "predicted_samples/s", "bound");
+    for (size_t i = 0; i < nr; i++) {
+        const batch_row_t *b = &rows[i];
+        if (b->fits)
+            printf("%-10llu %-6s %-18.3f %-22.2f %s\n", (unsigned long long)b->batch, "yes", b->step_ns / 1e6,
+                   b->step_ns ? (double)b->batch * 1e9 / (double)b->step_ns : 0.0, bound_names[b->bound]);
+        else printf("%-10llu %-6s\n", (unsigned long long)b->batch, "no");
+    }
+    if (largest == 0)
+        printf("no batch fits (predicted): batch 1 needs a budget of %.1f MiB (predicted smallest)\n", min1 / MIB);
+    else
+        printf("largest batch that fits (predicted): %llu\nbest predicted throughput: batch %llu, %.2f samples/s\n",
+               (unsigned long long)largest, (unsigned long long)best, best_sps);
+    return 0;
+}
+
 /* ------------------------------------------------------------------ main */
 static void usage(FILE *f)
 {
-    fprintf(f, "Usage: uvmrt-plan --record FILE [--profile NAME|FILE] (--budget SIZE | --fit | --sweep A:B[:STEP])\n"
-               "                  [--json] [--plot FILE.png]\n"
-               "What if: re-plays a recorded step (written by a run with UVMRT_RECORD=FILE) on the sim\n"
-               "model with the planner the library uses, and predicts whether it fits, the step time,\n"
-               "what bounds it, the bytes each way and each layer's mechanisms. Every number is a\n"
-               "prediction, not a measurement.\n"
+    fprintf(f, "Usage: uvmrt-plan (--record FILE | --model FILE [--batch N]) [--profile NAME|FILE]\n"
+               "                  (--budget SIZE | --fit | --sweep A:B[:STEP]) [--json] [--plot FILE.png]\n"
+               "       uvmrt-plan --model FILE --budget SIZE --batch-max N [--profile NAME|FILE] [--json]\n"
+               "What if: re-plays a recorded step (written by a run with UVMRT_RECORD=FILE), or the\n"
+               "training step of a model description, on the sim model with the planner the library\n"
+               "uses, and predicts whether it fits, the step time, what bounds it, the bytes each way\n"
+               "and each layer's mechanisms. Every number is a prediction, not a measurement.\n"
                "\n"
                "  --record FILE       the recorded step (uvmrt-plan(1) documents the format)\n"
-               "  --profile NAME|FILE a built-in profile or a profile file (default: the record's)\n"
+               "  --model FILE        a model description (uvmrt-plan(1), MODEL FILES)\n"
+               "  --batch N           with --model: samples per step (default: the file's batch)\n"
+               "  --batch-max N       with --model and --budget: the largest batch in 1..N that fits\n"
+               "                      and the one with the best predicted samples/s\n"
+               "  --profile NAME|FILE a built-in profile or a profile file (default: the record's;\n"
+               "                      consumer-8g for a model)\n"
                "  --budget SIZE       device budget, e.g. 8G, 512M (default: the record's)\n"
                "  --fit               predict at the smallest budget that fits (2 MiB steps)\n"
                "  --sweep A:B[:STEP]  a table over budgets A to B (STEP default (B-A)/8)\n"
@@ -526,7 +743,7 @@ static void usage(FILE *f)
                "  --json              JSON output\n"
                "  -h, --help          this help\n"
                "  -V, --version       the version\n"
-               "Exit status: 0 done (fits or not), 1 a bad record or profile, 2 a usage error.\n");
+               "Exit status: 0 done (fits or not), 1 a bad record, model or profile, 2 a usage error.\n");
 }
 
 static int parse_size(const char *flag, const char *v, uint64_t *out)
@@ -538,22 +755,45 @@ static int parse_size(const char *flag, const char *v, uint64_t *out)
     return 0;
 }
 
+static int parse_count(const char *flag, const char *v, uint64_t max, uint64_t *out)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (v[0] < '0' || v[0] > '9' || *end != '\0' || errno != 0 || x < 1 || x > max) {
+        fprintf(stderr, "uvmrt-plan: %s '%s': expected a whole number from 1 to %llu\n", flag, v,
+                (unsigned long long)max);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    const char *record_path = NULL, *profile = NULL, *plot = NULL, *sweep_arg = NULL;
-    uint64_t budget = 0;
+    const char *record_path = NULL, *model_path = NULL, *profile = NULL, *plot = NULL, *sweep_arg = NULL;
+    uint64_t budget = 0, batch = 0, batch_max = 0;
     int fit = 0, json = 0, have_budget = 0;
     static const struct option longopts[] = {
-        {"record", required_argument, NULL, 'r'}, {"profile", required_argument, NULL, 'p'},
-        {"budget", required_argument, NULL, 'b'}, {"fit", no_argument, NULL, 'f'},
-        {"sweep", required_argument, NULL, 's'},  {"plot", required_argument, NULL, 'P'},
-        {"json", no_argument, NULL, 'j'},         {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},      {NULL, 0, NULL, 0}};
+        {"record", required_argument, NULL, 'r'},    {"model", required_argument, NULL, 'm'},
+        {"batch", required_argument, NULL, 'B'},     {"batch-max", required_argument, NULL, 'M'},
+        {"profile", required_argument, NULL, 'p'},   {"budget", required_argument, NULL, 'b'},
+        {"fit", no_argument, NULL, 'f'},             {"sweep", required_argument, NULL, 's'},
+        {"plot", required_argument, NULL, 'P'},      {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},            {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0}};
     opterr = 0;
     int ch;
     while ((ch = getopt_long(argc, argv, ":hV", longopts, NULL)) != -1) {
         switch (ch) {
         case 'r': record_path = optarg; break;
+        case 'm': model_path = optarg; break;
+        case 'B':
+            if (parse_count("--batch", optarg, 10000000, &batch) != 0) return 2;
+            break;
+        case 'M':
+            if (parse_count("--batch-max", optarg, 1000000, &batch_max) != 0) return 2;
+            break;
         case 'p': profile = optarg; break;
         case 'b':
             if (parse_size("--budget", optarg, &budget) != 0) return 2;
@@ -581,8 +821,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "uvmrt-plan: unexpected argument '%s' (see uvmrt-plan --help)\n", argv[optind]);
         return 2;
     }
-    if (record_path == NULL) {
-        fprintf(stderr, "uvmrt-plan: --record FILE is required (a run with UVMRT_RECORD=FILE writes one)\n");
+    if ((record_path == NULL) == (model_path == NULL)) {
+        fprintf(stderr, "uvmrt-plan: give one of --record FILE (a run with UVMRT_RECORD=FILE writes one) and "
+                        "--model FILE (a model description, uvmrt-plan(1))\n");
         return 2;
     }
     if (have_budget + fit + (sweep_arg != NULL) > 1) {
@@ -591,6 +832,20 @@ int main(int argc, char **argv)
     }
     if (plot != NULL && sweep_arg == NULL) {
         fprintf(stderr, "uvmrt-plan: --plot %s needs --sweep\n", plot);
+        return 2;
+    }
+    if ((batch || batch_max) && model_path == NULL) {
+        fprintf(stderr, "uvmrt-plan: %s needs --model FILE (a record's batch is fixed)\n",
+                batch ? "--batch" : "--batch-max");
+        return 2;
+    }
+    if (batch_max && (!have_budget || batch)) {
+        fprintf(stderr, "uvmrt-plan: --batch-max %llu needs --budget SIZE and excludes --batch, --fit and --sweep\n",
+                (unsigned long long)batch_max);
+        return 2;
+    }
+    if (model_path != NULL && !have_budget && !fit && sweep_arg == NULL) {
+        fprintf(stderr, "uvmrt-plan: --model needs --budget SIZE, --fit or --sweep A:B (a model has no budget)\n");
         return 2;
     }
     uint64_t sa = 0, sb = 0, sstep = 0;
@@ -618,69 +873,30 @@ int main(int argc, char **argv)
         }
     }
     record_t rec;
-    if (record_load(record_path, &rec) != 0) return 1;
-    if (profile == NULL) profile = rec.profile[0] ? rec.profile : "consumer-8g";
-    if (!have_budget) budget = rec.budget;
-    int rc = 0;
-    if (sweep_arg != NULL) {
-        rc = sweep(&rec, profile, sa, sb, sstep, json, plot);
-        record_free(&rec);
-        return rc;
-    }
-    uint64_t min_budget = 0;
-    int fr = fit_budget(&rec, profile, &min_budget);
-    if (fr < 0) {
-        record_free(&rec);
-        return 1;
-    }
-    if (fr > 0) {
-        fprintf(stderr, "uvmrt-plan: %s: the replay does not fit even with every tensor resident\n", record_path);
-        record_free(&rec);
-        return 1;
-    }
-    if (fit) budget = min_budget;
-    if (budget == 0) {
-        fprintf(stderr, "uvmrt-plan: %s has no budget_bytes: give --budget SIZE or --fit\n", record_path);
-        record_free(&rec);
-        return 2;
-    }
-    prediction_t p;
-    if (predict(&rec, profile, budget, &p) != 0) {
-        record_free(&rec);
-        return 1;
-    }
-    if (p.fits && p.device_bytes > 0 && budget > p.device_bytes)
-        fprintf(stderr, "uvmrt-plan: warning: budget %.1f MiB is more than the device memory of profile %s (%.1f MiB)\n",
-                budget / MIB, profile, p.device_bytes / MIB);
-    size_t wcall;
-    uint64_t ws = largest_working_set(&rec, &wcall);
-    const char *wlayer = rec.layers[rec.calls[wcall].layer];
-    const char *wphase = uvmrt_phase_name((uvmrt_phase_t)rec.calls[wcall].phase);
-    if (json) {
-        json_t *o = prediction_json(&rec, &p);
-        json_object_set_new(o, "min_budget_bytes", json_integer((json_int_t)min_budget));
-        json_object_set_new(o, "profile", json_string(profile));
-        if (p.fits) json_object_set_new(o, "device_memory_bytes", json_integer((json_int_t)p.device_bytes));
-        json_object_set_new(o, "largest_working_set", json_pack("{s:I, s:s, s:s}", "bytes", (json_int_t)ws, "layer",
-                                                                 wlayer, "phase", wphase));
-        if (!p.fits) {
-            char why[512];
-            snprintf(why, sizeof why, "layer '%s' %s needs %.1f MiB resident at once; the smallest budget that fits is %.1f MiB",
-                     wlayer, wphase, ws / MIB, min_budget / MIB);
-            json_object_set_new(o, "why", json_string(why));
+    model_t *model = NULL;
+    const char *src = record_path;
+    if (model_path != NULL) {
+        src = model_path;
+        if ((model = model_load(model_path)) == NULL) return 1;
+        if (profile == NULL) profile = "consumer-8g";
+        if (batch == 0) batch = model_batch(model);
+        if (batch_max) {
+            int rc = batch_finder(model, model_path, profile, budget, batch_max, json);
+            model_free(model);
+            return rc;
         }
-        json_dumpf(o, stdout, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
-        putchar('\n');
-        json_decref(o);
+        if (model_build(model, batch, 0, &rec) != 0) {
+            model_free(model);
+            return 1;
+        }
     } else {
-        print_text(&rec, &p, profile, min_budget);
-        printf("largest working set: %.1f MiB, layer '%s' %s\n", ws / MIB, wlayer, wphase);
-        if (!p.fits)
-            printf("does not fit because layer '%s' %s needs %.1f MiB resident at once (budget %.1f MiB); "
-                   "the smallest budget that fits is %.1f MiB\n",
-                   wlayer, wphase, ws / MIB, budget / MIB, min_budget / MIB);
+        if (record_load(record_path, &rec) != 0) return 1;
+        if (profile == NULL) profile = rec.profile[0] ? rec.profile : "consumer-8g";
+        if (!have_budget) budget = rec.budget;
     }
-    free(p.layer_mech);
+    int rc = sweep_arg != NULL ? sweep(&rec, profile, sa, sb, sstep, json, plot)
+                               : report_one(&rec, src, model, batch, profile, budget, fit, json);
     record_free(&rec);
+    model_free(model);
     return rc;
 }
