@@ -569,6 +569,7 @@ Test(plantool, model_gpt_is_close_to_the_gpt_runs)
     for (int i = 0; i < 3; i++) {
         snprintf(cmd, sizeof cmd,
                  "env -i UVMRT_MONITOR=0 '%s' --backend sim --profile h200 --depth 48 --steps 4 --budget %s "
+                 "--cpu-layers 0 --recompute none "
                  "--result-json '%s' >/dev/null 2>&1",
                  UVMRT_GPT_PATH, budgets[i], res);
         cr_assert_eq(system(cmd), 0, "%s", cmd);

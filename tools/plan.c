@@ -268,8 +268,7 @@ static uvmrt_status_t replay_step(uvmrt_context_t *ctx, const record_t *r, uvmrt
         if (c->duration_ns == 0 && c->flops == 0 && c->hbm_bytes > 0 && prof->hbm_bps > 0)
             call.sim_duration_ns = (uint64_t)((double)c->hbm_bytes / prof->hbm_bps * 1e9);
         call.host_bytes = host_bytes_of(c, prof);
-        /* with uvmrt_layer_call_t.after (19ebc47 on main): call.after = c->after >= 0 ?
-         * stream_of(c->after) : NULL, so that a CPU update follows its backward */
+        call.after = c->after >= 0 ? stream_of(c->after) : NULL; /* a CPU update follows its backward */
         st = uvmrt_layer_begin(ctx, &call);
         if (st == UVMRT_OK) st = uvmrt_layer_end(ctx);
     }

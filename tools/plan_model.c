@@ -497,9 +497,13 @@ int model_build(const model_t *m, uint64_t batch, int quiet, record_t *r)
     for (size_t li = 0; li < L; li++) {
         const ltensors_t *t = &lt[li];
         unsigned as = t->ml->streamed ? S : 0;
-        rcall_t *c = call_add(&b, (int)li, UVMRT_PHASE_FORWARD, 0, 6);
+        rcall_t *c = call_add(&b, (int)li, UVMRT_PHASE_FORWARD, 0, 7);
         if (c == NULL) goto oom;
-        use(c, t->wh, R);
+        /* a CPU layer's bf16 weights are made here from the master its AdamW wrote in
+         * host memory (read once over the link), as the trainers do */
+        int cpu_made = t->ml->optimizer == OPT_CPU && t->master >= 0;
+        if (cpu_made) use(c, t->master, R | S);
+        use(c, t->wh, cpu_made ? W : R);
         use(c, li == 0 ? x : lt[li - 1].out, R);
         use(c, t->ml->recompute ? (t->ml->act_ps > t->ml->out_ps ? rc : -1) : t->saved, W | as);
         use(c, t->out, W | as);
