@@ -60,6 +60,21 @@ def param_count(L, C, V, T):
     return V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C
 
 
+def cpu_params(r, L, C, V, T):
+    """Parameters whose AdamW runs on the CPU: the top cpu_layers of the L + 2 layers
+    (head first, then the top blocks, the embedding last)."""
+    k = r.get("cpu_layers")
+    if k is None:
+        return param_count(L, C, V, T) if r.get("optimizer_on") == "cpu" else 0
+    n = 0
+    if k >= 1:
+        n += 2 * C
+    n += min(max(k - 1, 0), L) * (12 * C * C + 13 * C)
+    if k >= L + 2:
+        n += V * C + T * C
+    return n
+
+
 def step_flops(L, C, V, B, T):
     return 6.0 * param_count(L, C, V, T) * B * T + 12.0 * L * C * T * B * T
 
@@ -69,6 +84,16 @@ def describe(rest, r):
         return "uvmrt-gpt, all resident (policy none)"
     if rest == "resident-recompute":
         return "uvmrt-gpt, all resident, --recompute all"
+    m = re.match(r"^prefetch-(\w+)-auto$", rest)
+    if m:
+        ch = ""
+        if r.get("cpu_layers") is not None:
+            ch = f" (chose {r.get('cpu_layers')} CPU layers, {r.get('recompute_blocks')} recomputing)"
+        return f"uvmrt-gpt prefetch, budget {m.group(1).upper()}, automatic choice{ch}"
+    m = re.match(r"^prefetch-(\w+)-k(\d+)-(\w+)$", rest)
+    if m:
+        return (f"uvmrt-gpt prefetch, budget {m.group(1).upper()}, top {m.group(2)} layers' AdamW "
+                f"on the CPU, recompute {m.group(3)}")
     m = re.match(r"^prefetch-(\w+)-(gpu|cpu)-(none|all)$", rest)
     if m:
         return (f"uvmrt-gpt prefetch, budget {m.group(1).upper()}, optimizer {m.group(2).upper()}"
@@ -151,6 +176,7 @@ def main(argv):
             lines.append(f"| {label} | {skipped[row]} |" + " |" * 9)
             continue
         kind, r = runs[row]
+        label = f"d{d}{'b' + m.group(2) if m.group(2) else ''} {describe(rest, r)}"
         if r.get("backend") == "sim":
             label += " (sim model, not a measurement)"
         L, C, V, B, T = shape_of(row, r)
@@ -167,7 +193,8 @@ def main(argv):
         floor_s = "-"
         ratio = None
         if kind == "gpt" and ms:
-            rec = "all" if (rest.endswith("-all") or rest == "resident-recompute") else "none"
+            rec = "all" if (rest.endswith("-all") or rest == "resident-recompute"
+                            or r.get("recompute") == "all") else "none"
             base = f"d{d}{'b' + m.group(2) if m.group(2) else ''}-" + (
                 "resident-recompute" if rec == "all" else "resident")
             cands = []
@@ -181,8 +208,7 @@ def main(argv):
                 hb = r.get("host_bytes_per_step")
                 if hb is None:
                     hb = (gin + gout) * 1e9
-                    if r.get("optimizer_on") == "cpu":
-                        hb += CPU_ADAMW_BYTES_PER_PARAM * param_count(L, C, V, T)
+                    hb += CPU_ADAMW_BYTES_PER_PARAM * cpu_params(r, L, C, V, T)
                 cands.append((hb / host_bps * 1e3, "host mem"))
             if cands:
                 fl, why = max(cands)

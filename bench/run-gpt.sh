@@ -8,6 +8,8 @@
 #   [BUILD=DIR] [PYTHON=python3] bench/run-gpt.sh [--smoke] [OUTDIR [ROW...]]
 #
 # OUTDIR defaults to ./out-gpt. ROWs (default: all of the list below, in its order):
+#   calibrate                  uvmrt-calibrate: this machine's profile (OUTDIR/profile.json),
+#                              the model every uvmrt row's automatic choice is made with
 #   link                       uvmrt-linkbench: pinned memcpy each way (the link's ceiling)
 #   hostbw                     host memory bandwidth: STREAM triad on all CPU threads
 #                              (bench/gpt_torch.py --mode hostbw)
@@ -17,6 +19,10 @@
 #                              recompute rows)
 #   dD-prefetch-SIZE-OPT-REC   prefetch, --budget SIZE (8g, 16g, 512m...), --optimizer-on
 #                              OPT (gpu|cpu), --recompute REC (none|all)
+#   dD-prefetch-SIZE-kK-REC    the top K layers' AdamW on the CPU (--cpu-layers K), the
+#                              rest on the GPU; REC none|all|N
+#   dD-prefetch-SIZE-auto      --cpu-layers auto --recompute auto: uvmrt chooses both
+#                              with the profile of the calibrate row
 #   dD-torch-resident          PyTorch (transformers GPT2LMHeadModel, SDPA, bf16 autocast,
 #                              fused AdamW), everything on the GPU
 #   dD-torch-checkpoint        the same with activation checkpointing
@@ -63,19 +69,19 @@ gpt=$build/examples/gpt/uvmrt-gpt
 
 if [ "$smoke" = 1 ]; then
     batch=2 seq=256 steps=4 torch_steps=4 torch_warmup=1 ds_steps=4 ds_warmup=1
-    default_rows=(link hostbw d12-resident d12-resident-recompute d12-prefetch-2g-gpu-none
+    default_rows=(calibrate link hostbw d12-resident d12-resident-recompute d12-prefetch-2g-gpu-none
                   d12-prefetch-2g-cpu-none d12-prefetch-1g-gpu-all d12-prefetch-1g-cpu-all
+                  d12-prefetch-1g-k7-all d12-prefetch-1g-auto
                   d12-torch-resident d12-torch-checkpoint d12-zero2 d12-zero3)
 else
     batch=8 seq=1024 steps=6 torch_steps=8 torch_warmup=2 ds_steps=6 ds_warmup=2
-    default_rows=(link hostbw
-                  d12-resident d12-prefetch-8g-gpu-none
+    default_rows=(calibrate link hostbw
+                  d12-resident d12-prefetch-8g-auto
                   d48-resident d48-resident-recompute
-                  d48-prefetch-16g-gpu-none d48-prefetch-16g-gpu-all
-                  d48-prefetch-16g-cpu-none d48-prefetch-16g-cpu-all
-                  d48-prefetch-8g-gpu-none d48-prefetch-8g-gpu-all
-                  d48-prefetch-8g-cpu-none d48-prefetch-8g-cpu-all
-                  d60b4-prefetch-12g-cpu-all
+                  d48-prefetch-16g-gpu-all d48-prefetch-16g-auto
+                  d48-prefetch-8g-gpu-all d48-prefetch-8g-cpu-all
+                  d48-prefetch-8g-k25-all d48-prefetch-8g-auto
+                  d60b4-prefetch-12g-auto
                   d12-torch-resident d12-torch-checkpoint
                   d48-torch-resident d48-torch-checkpoint
                   d48-zero2 d48-zero3)
@@ -87,19 +93,27 @@ fi
 parse_row() {
     local r=$1 d b rest
     case $r in
-    link | hostbw) echo "0 0 $r"; return ;;
+    calibrate | link | hostbw) echo "0 0 $r"; return ;;
     esac
     [[ $r =~ ^d(12|24|36|48|60)(b([0-9]+))?-(.*)$ ]] || return
     d=${BASH_REMATCH[1]}
     b=${BASH_REMATCH[3]:-$batch}
     rest=${BASH_REMATCH[4]}
     case $rest in
-    resident) echo "$d $b uvmrt none none gpu none" ;;
-    resident-recompute) echo "$d $b uvmrt none none gpu all" ;;
+    resident) echo "$d $b uvmrt none none 0 none" ;;
+    resident-recompute) echo "$d $b uvmrt none none 0 all" ;;
     torch-resident) echo "$d $b torch resident" ;;
     torch-checkpoint) echo "$d $b torch checkpoint" ;;
     zero2 | zero3) echo "$d $b ds $rest" ;;
     *)
+        if [[ $rest =~ ^prefetch-([0-9]+[kKmMgG]?)-auto$ ]]; then
+            echo "$d $b uvmrt prefetch ${BASH_REMATCH[1]} auto auto"
+            return
+        fi
+        if [[ $rest =~ ^prefetch-([0-9]+[kKmMgG]?)-k([0-9]+)-(none|all|[0-9]+)$ ]]; then
+            echo "$d $b uvmrt prefetch ${BASH_REMATCH[1]} ${BASH_REMATCH[2]} ${BASH_REMATCH[3]}"
+            return
+        fi
         [[ $rest =~ ^prefetch-([0-9]+[kKmMgG]?)-(gpu|cpu)-(none|all)$ ]] || return
         echo "$d $b uvmrt prefetch ${BASH_REMATCH[1]} ${BASH_REMATCH[2]} ${BASH_REMATCH[3]}"
         ;;
@@ -108,8 +122,9 @@ parse_row() {
 
 for row in "${rows[@]}"; do
     if [ -z "$(parse_row "$row")" ]; then
-        echo "run-gpt.sh: unknown row '$row': expected link, hostbw, dD-resident," \
-             "dD-resident-recompute, dD-prefetch-SIZE-gpu|cpu-none|all, dD-torch-resident," \
+        echo "run-gpt.sh: unknown row '$row': expected calibrate, link, hostbw, dD-resident," \
+             "dD-resident-recompute, dD-prefetch-SIZE-gpu|cpu-none|all, dD-prefetch-SIZE-kK-REC," \
+             "dD-prefetch-SIZE-auto, dD-torch-resident," \
              "dD-torch-checkpoint, dD-zero2 or dD-zero3 (D: 12 24 36 48 60; dDbN-: batch N)" >&2
         exit 2
     fi
@@ -180,7 +195,7 @@ fits() {
     return 0
 }
 
-uvmrt_row() { # ROW DEPTH BATCH POLICY BUDGET OPTIMIZER RECOMPUTE
+uvmrt_row() { # ROW DEPTH BATCH POLICY BUDGET OPTIMIZER(gpu|cpu|K|auto) RECOMPUTE
     local row=$1 depth=$2 b=$3 policy=$4 budget=$5 placement=$6 recompute=$7
     if [ ! -x "$gpt" ]; then
         echo "run-gpt.sh: $gpt not found: run from the build folder, or set BUILD" >&2
@@ -190,11 +205,15 @@ uvmrt_row() { # ROW DEPTH BATCH POLICY BUDGET OPTIMIZER RECOMPUTE
     fits "$row" uvmrt "$depth" "$b" "$recompute" || return
     local n=$steps
     [ "$depth" -ge 60 ] && n=4
+    local where=(--cpu-layers "$placement")
+    case $placement in gpu | cpu) where=(--optimizer-on "$placement") ;; esac
     local args=(--backend cuda --depth "$depth" --batch "$b" --seq "$seq" --steps "$n"
-                --policy "$policy" --optimizer-on "$placement" --recompute "$recompute" --quiet
+                --policy "$policy" "${where[@]}" --recompute "$recompute" --quiet
                 --result-json "$outdir/gpt.$row.json" --report "json:$outdir/gpt.$row.report.json"
                 --loss-log "$outdir/gpt.$row.losses")
     [ "$budget" != none ] && args+=(--budget "$budget")
+    # the calibrated profile: the model of the automatic choices (on cuda nothing else)
+    [ -s "$outdir/profile.json" ] && args+=(--profile "$outdir/profile.json")
     rm -f "$outdir/gpt.$row.json" # a failed row must not leave an old result behind
     echo "== $row: $gpt ${args[*]}"
     "$gpt" "${args[@]}" 2>&1 | tee "$outdir/gpt.$row.log"
@@ -219,6 +238,12 @@ torch_row() { # ROW DEPTH BATCH MODE STEPS WARMUP
 for row in "${rows[@]}"; do
     read -r depth b kind a1 a2 a3 a4 <<<"$(parse_row "$row")"
     case $kind in
+    calibrate)
+        cal=$build/tools/uvmrt-calibrate
+        echo "== calibrate: $cal -o $outdir/profile.json"
+        "$cal" -o "$outdir/profile.json" --name calibrated 2>&1 | tee "$outdir/calibrate.log" |
+            tail -12 || fail calibrate $? "$outdir/calibrate.log"
+        ;;
     link)
         if [ ! -x "$linkbench" ]; then
             echo "run-gpt.sh: $linkbench not found (built with CUDA only)" >&2
