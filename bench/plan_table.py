@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""plan_table.py -- the planner benchmark's tables (bench/run-plan.sh).
+
+Usage: python3 bench/plan_table.py OUTDIR
+
+Reads OUTDIR/mlp.ROW.json (uvmrt-mlp --result-json, measured on the GPU), sim.ROW.json
+(the same flags on the sim model with the calibrated profile: the a-priori prediction),
+replay.ROW.json (uvmrt-plan --record of the run's UVMRT_RECORD: the prediction from the
+GPU's measured call times), profile.json (uvmrt-calibrate) and link.json (linkbench),
+and prints, then writes to OUTDIR/table.md:
+  1. measured against predicted, per row, with the errors (predicted / measured - 1);
+  2. the automatic choice at the small budget against the best hand-set row;
+  3. the automatic choice's step time over the budgets;
+  4. the small-budget rows against their floor: the largest of the resident row's step,
+     GB in / pinned H2D, GB out / pinned D2H, the CPU's AdamW of its blocks at the
+     calibrated rate, and host-memory bytes (the CPU's AdamW, 28 per parameter, plus the
+     link's DMA, GB in + GB out) over the host's memory bandwidth with the link busy
+     (host_mem_shared_bps).
+Every predicted number is the model's, labelled so. Standard library only.
+"""
+
+import glob
+import json
+import os
+import sys
+
+ADAMW_BYTES = 28
+
+
+def load(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def err(p, m):
+    return f"{100.0 * (p / m - 1.0):+.1f}%" if p and m else "-"
+
+
+def main(argv):
+    if len(argv) != 2:
+        print(__doc__.split("\n\n")[1], file=sys.stderr)
+        return 2
+    out = argv[1]
+    prof = load(os.path.join(out, "profile.json")) or {}
+    prof = prof.get("profile", prof)
+    link = load(os.path.join(out, "link.json")) or {}
+    shape = load(os.path.join(out, "shape.json")) or {}
+    small = shape.get("small_budget", "8G")
+    rows = {}
+    for path in sorted(glob.glob(os.path.join(out, "mlp.*.json"))):
+        name = os.path.basename(path)[len("mlp."):-len(".json")]
+        r = load(path)
+        if r is None or r.get("ms_per_step_median") is None:
+            continue
+        sim = load(os.path.join(out, f"sim.{name}.json")) or {}
+        rep = load(os.path.join(out, f"replay.{name}.json")) or {}
+        rows[name] = (r, sim, rep)
+
+    def key(n):
+        if n == "resident":
+            return (0, 0, 0, "")
+        if n.endswith("-auto"):
+            return (2, int("".join(c for c in n.split("-")[0] if c.isdigit()) or 0), 0, n)
+        parts = n.split("-")
+        return (1, int(parts[1][1:]), 0 if parts[2] == "none" else 1, n)
+
+    L = [
+        "W1 (24 x Linear(8192, 8192) + GELU, 8192 rows, bf16), uvmrt-mlp; measured on the GPU, "
+        "predicted by uvmrt's model with the profile calibrated in the same run.",
+        "",
+        "| row | cpu_layers | recompute | measured ms/step | predicted a priori (sim) | error | "
+        "predicted from the run's record | error | GB in | GB out |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for n in sorted(rows, key=key):
+        r, sim, rep = rows[n]
+        m = r["ms_per_step_median"]
+        ps = sim.get("ms_per_step_median")
+        pr = rep.get("predicted_step_ns")
+        pr = pr / 1e6 if pr else None
+        L.append(f"| {n} | {r.get('cpu_layers')} | {r.get('recompute')} | {m:.1f} | "
+                 f"{'-' if ps is None else f'{ps:.1f}'} | {err(ps, m)} | "
+                 f"{'-' if pr is None else f'{pr:.1f}'} | {err(pr, m)} | "
+                 f"{r.get('gb_in_per_step', 0):.2f} | {r.get('gb_out_per_step', 0):.2f} |")
+
+    hand = {n: v for n, v in rows.items() if n.startswith(small + "-k")}
+    auto = rows.get(small + "-auto")
+    if hand and auto:
+        best = min(hand, key=lambda n: hand[n][0]["ms_per_step_median"])
+        bm = hand[best][0]["ms_per_step_median"]
+        a = auto[0]
+        am = a["ms_per_step_median"]
+        ch = a.get("choice") or {}
+        L += ["", f"| automatic choice at {small} | measured ms/step | best hand-set row | its ms/step | "
+              "auto / best | within 3% |", "|---|---:|---|---:|---:|---|",
+              f"| cpu_layers {a.get('cpu_layers')}, recompute {a.get('recompute')} "
+              f"(predicted {ch.get('first_predicted_ms', 0):.1f} ms; measured by the review "
+              f"{ch.get('measured_ms') or 0:.1f}; re-planned: {ch.get('replanned')}) | {am:.1f} | {best} | "
+              f"{bm:.1f} | {am / bm:.3f} | {'yes' if am <= 1.03 * bm else 'no'} |"]
+
+    autos = sorted((n for n in rows if n.endswith("-auto")), key=key)
+    if autos:
+        L += ["", "| budget | automatic choice | measured ms/step | predicted (choice) | "
+              "rise over the previous budget |", "|---|---|---:|---:|---:|"]
+        prev = None
+        for n in autos:
+            r = rows[n][0]
+            m = r["ms_per_step_median"]
+            rise = f"{100.0 * (m / prev - 1.0):+.1f}%" if prev else "-"
+            L.append(f"| {n.split('-')[0]} | cpu_layers {r.get('cpu_layers')}, recompute {r.get('recompute')} | "
+                     f"{m:.1f} | {r.get('predicted_step_ms') or 0:.1f} | {rise} |")
+            prev = m
+
+    res = rows.get("resident")
+    h2d, d2h = link.get("pinned_h2d_bps"), link.get("pinned_d2h_bps")
+    hm = prof.get("host_mem_shared_bps") or prof.get("host_mem_bps")
+    rate = prof.get("cpu_adamw_params_per_s")
+    if res and h2d and d2h:
+        L += ["", f"| row at {small} | measured ms | resident | link in | link out | CPU AdamW | "
+              "host memory | floor | x floor |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        per_block = 8192 * 8192
+        for n in sorted(hand, key=key) + ([small + "-auto"] if auto else []):
+            r = rows[n][0]
+            m = r["ms_per_step_median"]
+            gin, gout = r.get("gb_in_per_step", 0) * 1e9, r.get("gb_out_per_step", 0) * 1e9
+            cpu_p = (r.get("cpu_layers") or 0) * per_block
+            terms = {"resident": res[0]["ms_per_step_median"], "link in": gin / h2d * 1e3,
+                     "link out": gout / d2h * 1e3}
+            terms["CPU AdamW"] = cpu_p / rate * 1e3 if rate else 0.0
+            terms["host memory"] = (cpu_p * ADAMW_BYTES + gin + gout) / hm * 1e3 if hm else 0.0
+            fl = max(terms.values())
+            why = max(terms, key=terms.get)
+            L.append(f"| {n} | {m:.1f} | " + " | ".join(f"{terms[k]:.1f}" for k in
+                     ("resident", "link in", "link out", "CPU AdamW", "host memory")) +
+                     f" | {fl:.1f} ({why}) | {m / fl:.2f} |")
+        L += ["", f"Same run: pinned H2D {h2d / 1e9:.1f} GB/s, D2H {d2h / 1e9:.1f} GB/s; host memory "
+              f"{(hm or 0) / 1e9:.1f} GB/s with the link busy; CPU AdamW {(rate or 0) / 1e9:.2f} Gparam/s "
+              "alone (uvmrt-calibrate)."]
+    text = "\n".join(L) + "\n"
+    print(text, end="")
+    with open(os.path.join(out, "table.md"), "w", encoding="utf-8") as f:
+        f.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
