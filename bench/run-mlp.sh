@@ -91,7 +91,7 @@ mlp_row() { # ROW POLICY BUDGET OPTIMIZER STEPS [EXTRA ARGS...]
         exit 1
     fi
     local args=(--backend cuda "${shape[@]}" --steps "$n" --policy "$policy"
-                --optimizer-on "$placement" --quiet
+                --optimizer-on "$placement" --recompute none --quiet
                 --result-json "$outdir/mlp.$row.json" --report "json:$outdir/mlp.$row.report.json"
                 --loss-log "$outdir/mlp.$row.losses")
     [ "$budget" != none ] && args+=(--budget "$budget")

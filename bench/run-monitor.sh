@@ -31,7 +31,7 @@ mkdir -p "$outdir"
 for r in $(seq 1 "$repeats"); do
     for mon in 1 0; do
         base=$outdir/mon.$mon.$r
-        if ! UVMRT_MONITOR=$mon "$mlp" "${args[@]}" --policy prefetch --optimizer-on gpu -q \
+        if ! UVMRT_MONITOR=$mon "$mlp" "${args[@]}" --policy prefetch --optimizer-on gpu --recompute none -q \
             --result-json "$base.json" >"$base.log" 2>&1; then
             echo "run-monitor.sh: run $r with UVMRT_MONITOR=$mon failed: see $base.log" >&2
             exit 1

@@ -44,7 +44,7 @@ run_row() { # build label row round
         ;;
     mlp-8g)
         "$b/examples/mlp/uvmrt-mlp" --backend cuda --layers 24 --hidden 8192 --rows 8192 --steps 6 \
-            --policy prefetch --budget 8G --optimizer-on gpu --quiet --result-json "$base.json" \
+            --policy prefetch --budget 8G --optimizer-on gpu --recompute none --quiet --result-json "$base.json" \
             >"$base.log" 2>&1
         ;;
     esac
