@@ -1391,6 +1391,18 @@ static void ckpt_meta_make(const gpt_run_t *run, ckpt_meta_t *m, int steps_done)
 static void ckpt_save(gpt_run_t *run, int s) {
     char err[1024];
     cpu_drain(run);
+    /* a CPU layer's bf16 copy is made in its next forward (weights_ready): bring the
+     * saved one up to date, so that a run resumed with that layer on the GPU reads it */
+    for (int l = 0; run->compute && l < run->nl; l++) {
+        if (!on_cpu(run, l))
+            continue;
+        const layer_params_t *p = &run->lp[l];
+        const float *w = f32(p->w);
+        uint16_t *wh = b16(p->wh);
+#pragma omp parallel for schedule(static)
+        for (size_t k = 0; k < p->n; k++)
+            wh[k] = mlp_f32_to_bf16(w[k]);
+    }
     ckpt_bufs_t cb;
     ckpt_bufs_make(run, &cb);
     ckpt_meta_t meta;
