@@ -753,6 +753,9 @@ typedef struct uvmrt_choice {
     double first_predicted_step_ns; /* the prediction before a re-plan (= predicted_step_ns
                                        without one) */
     int replanned;                  /* 1: the review found an error over 10% and chose again */
+    /* the review after a re-plan: the re-planned values measured against the first ones */
+    double replanned_measured_step_ns; /* their median measured step time; 0 before */
+    int reverted;                   /* 1: they ran slower than the first, which are back */
 } uvmrt_choice_t;
 
 /* Chooses the knob values with the least predicted step time: rehearses every combination
@@ -772,9 +775,12 @@ uvmrt_status_t uvmrt_choose(uvmrt_context_t *ctx, const uvmrt_knob_t *knobs, siz
  * step time with the prediction. When they differ by more than 10% and the context has not
  * re-planned yet, rehearses again with each (layer, phase)'s GPU work scaled by what the last
  * step measured against what the model gave it, and chooses again (once per context).
- * *changed (may be NULL) is 1 when the knob values changed: the trainer applies them to its
- * next steps. out receives the choice with the measurement. UVMRT_ERR_INVALID without a
- * choice, inside a step or with fewer than 2 planned steps since the choice. */
+ * Called again after a re-plan whose values changed (at least 2 planned steps of them): when
+ * they measured slower than the first values did, the first values come back (reverted) --
+ * the model was wrong twice, the measurements decide. *changed (may be NULL) is 1 when the
+ * knob values changed: the trainer applies them to its next steps. out receives the choice
+ * with the measurements. UVMRT_ERR_INVALID without a choice, inside a step or with fewer
+ * than 2 planned steps since the choice (or the re-plan). */
 uvmrt_status_t uvmrt_choice_review(uvmrt_context_t *ctx, uvmrt_choice_t *out, int *changed);
 
 /* The last choice (after uvmrt_choose or a review); UVMRT_ERR_INVALID without one. */

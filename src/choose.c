@@ -299,6 +299,7 @@ uvmrt_status_t uvmrt_choose(uvmrt_context_t *ctx, const uvmrt_knob_t *knobs, siz
     c->cand_values = s.cand_values;
     c->cand_ns = s.cand_ns;
     c->n_planned = 0;
+    c->confirmed = 0;
     c->have = 1;
     result_of(&s, &c->choice);
     set_plan_budget(ctx, c->choice.fits ? s.plan_budget : 0);
@@ -367,8 +368,29 @@ uvmrt_status_t uvmrt_choice_review(uvmrt_context_t *ctx, uvmrt_choice_t *out, in
     size_t h = c->n_planned / 2;
     double measured = c->n_planned % 2 ? sorted[h] : 0.5 * (sorted[h - 1] + sorted[h]);
     uvmrt_choice_t r = c->choice;
-    r.measured_step_ns = measured;
     int differ = 0;
+    if (r.replanned && !c->confirmed) {
+        /* The re-planned values have run: the measurements decide between them and the
+         * first ones (a model wrong once may be wrong again). */
+        r.replanned_measured_step_ns = measured;
+        c->confirmed = 1;
+        if (measured > c->first_measured_ns) {
+            memcpy(r.values, c->first_values, sizeof r.values);
+            r.predicted_step_ns = r.first_predicted_step_ns;
+            r.plan_budget_bytes = c->first_plan_budget;
+            r.reverted = 1;
+            differ = 1;
+            set_plan_budget(ctx, c->first_plan_budget);
+            c->n_planned = 0;
+            LOG_INFO(&ctx->log, "uvmrt_choice_review: the re-planned values measured %.1f ms/step against %.1f for "
+                                "the first ones: back to the first", measured / 1e6, c->first_measured_ns / 1e6);
+        }
+        c->choice = r;
+        if (changed) *changed = differ;
+        *out = r;
+        return UVMRT_OK;
+    }
+    if (!r.replanned) r.measured_step_ns = measured;
     double err = r.predicted_step_ns > 0 ? measured / r.predicted_step_ns - 1.0 : 0.0;
     if (fabs(err) > REPLAN_ERROR && !r.replanned && r.fits) {
         double *scale = NULL;
@@ -388,6 +410,9 @@ uvmrt_status_t uvmrt_choice_review(uvmrt_context_t *ctx, uvmrt_choice_t *out, in
         uvmrt_choice_t n;
         result_of(&s, &n);
         for (size_t k = 0; k < c->n_knobs; k++) differ |= n.values[k] != r.values[k];
+        memcpy(c->first_values, r.values, sizeof c->first_values);
+        c->first_measured_ns = measured;
+        c->first_plan_budget = r.plan_budget_bytes;
         n.measured_step_ns = measured;
         n.first_predicted_step_ns = r.predicted_step_ns;
         n.replanned = 1;
@@ -405,6 +430,7 @@ uvmrt_status_t uvmrt_choice_review(uvmrt_context_t *ctx, uvmrt_choice_t *out, in
         r = n;
         set_plan_budget(ctx, r.plan_budget_bytes);
         c->n_planned = 0;
+        c->confirmed = !differ; /* the same values: nothing to compare later */
         c->choice = r;
         log_choice(ctx, c, "uvmrt_choice_review");
     } else {

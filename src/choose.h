@@ -29,6 +29,12 @@ typedef struct uvmrt_choice_state {
     uint64_t plan_budget;           /* 0: plan with the context's budget */
     double planned_ns[UVMRT_CHOICE_STEPS_KEPT]; /* planned steps since the choice (the first ones) */
     size_t n_planned;
+    /* a re-plan that changed the values: the first ones, their measurement and budget,
+     * until the review after it compares (confirmed) */
+    int first_values[UVMRT_KNOBS_MAX];
+    double first_measured_ns;
+    uint64_t first_plan_budget;
+    int confirmed;
     /* a model context only: each (layer, phase)'s duration factor from a review */
     double *scale;
     size_t n_scale;

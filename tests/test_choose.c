@@ -337,3 +337,77 @@ Test(choose, after_orders_calls_across_streams)
     cr_assert(ordered >= 10000000 + cpu_ns * 0.99, "ordered %llu, expected 10 ms + %.0f", (unsigned long long)ordered,
               cpu_ns);
 }
+
+/* A model wrong twice: the first choice runs slower than predicted (its backward),
+ * the review's re-plan picks the other value, which runs slower still (its forward):
+ * the second review measures both and brings the first back. */
+#define LIAR_F 4e12
+static uvmrt_status_t liar_steps(uvmrt_context_t *ctx, int v, int steps, double fwd_real, double bwd_real)
+{
+    uvmrt_status_t st = UVMRT_OK;
+    double pf = uvmrt_context_profile(ctx)->flops;
+    for (int s = 0; s < steps && st == UVMRT_OK; s++) {
+        st = uvmrt_step_begin(ctx);
+        for (int ph = 0; ph < 2 && st == UVMRT_OK; ph++) {
+            uvmrt_layer_call_t c;
+            uvmrt_layer_call_init(&c, 0, ph == 0 ? UVMRT_PHASE_FORWARD : UVMRT_PHASE_BACKWARD, NULL);
+            c.flops = ph == 0 ? 1e12 + (v == 0 ? 1.2 * LIAR_F : 0) : 1e12 + (v == 1 ? LIAR_F : 0);
+            double real = ph == 0 ? fwd_real : bwd_real;
+            if (real != 1.0) c.sim_duration_ns = (uint64_t)(c.flops / pf * 1e9 * real);
+            st = uvmrt_layer_begin(ctx, &c);
+            if (st == UVMRT_OK) st = uvmrt_layer_end(ctx);
+        }
+        if (st == UVMRT_OK) st = uvmrt_step_end(ctx);
+    }
+    return st;
+}
+
+static uvmrt_status_t liar_build(uvmrt_context_t *ctx)
+{
+    int l;
+    uvmrt_status_t st = uvmrt_layer_add(ctx, "L", &l);
+    uvmrt_tensor_desc_t d = {"w", 0, UVMRT_ROLE_WEIGHT, 64 * MIB};
+    uvmrt_tensor_t *t = NULL;
+    return st == UVMRT_OK ? uvmrt_tensor_alloc(ctx, &d, &t) : st;
+}
+
+static uvmrt_status_t liar_rehearse(uvmrt_context_t *model, const int *values, int steps, void *user)
+{
+    (void)user;
+    uvmrt_status_t st = liar_build(model);
+    return st == UVMRT_OK ? liar_steps(model, values[0], steps, 1.0, 1.0) : st;
+}
+
+Test(choose, review_after_a_replan_keeps_the_faster_measured)
+{
+    uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_PREFETCH, 2 * GIB, "h200");
+    static const int vals[] = {0, 1};
+    uvmrt_knob_t k = {"v", 2, vals};
+    uvmrt_choice_t c;
+    int changed = -1;
+    cr_assert_eq(uvmrt_choose(ctx, &k, 1, liar_rehearse, NULL, &c), UVMRT_OK, "%s", log_text());
+    cr_assert_eq(c.values[0], 1, "the model prefers v = 1");
+    cr_assert_eq(liar_build(ctx), UVMRT_OK);
+    cr_assert_eq(liar_steps(ctx, 1, 4, 1.0, 3.0), UVMRT_OK); /* its backward is 3x slower */
+    cr_assert_eq(uvmrt_choice_review(ctx, &c, &changed), UVMRT_OK, "%s", log_text());
+    cr_assert_eq(c.replanned, 1);
+    cr_assert_eq(changed, 1);
+    cr_assert_eq(c.values[0], 0, "with the backward measured, v = 0 predicts faster");
+    double first = c.measured_step_ns;
+    cr_assert_eq(uvmrt_choice_review(ctx, &c, &changed), UVMRT_ERR_INVALID, "no planned step of v = 0 yet");
+    cr_assert_eq(liar_steps(ctx, 0, 3, 5.0, 3.0), UVMRT_OK); /* ... and its forward 5x */
+    cr_assert_eq(uvmrt_choice_review(ctx, &c, &changed), UVMRT_OK, "%s", log_text());
+    cr_assert(c.replanned_measured_step_ns > first, "v = 0 measured %.0f, v = 1 %.0f", c.replanned_measured_step_ns,
+              first);
+    cr_assert_eq(c.reverted, 1);
+    cr_assert_eq(changed, 1);
+    cr_assert_eq(c.values[0], 1, "back to the first values");
+    cr_assert_eq(c.predicted_step_ns, c.first_predicted_step_ns);
+    /* once decided, later reviews only compare */
+    cr_assert_eq(liar_steps(ctx, 1, 3, 1.0, 3.0), UVMRT_OK);
+    uvmrt_choice_t again;
+    cr_assert_eq(uvmrt_choice_review(ctx, &again, &changed), UVMRT_OK);
+    cr_assert_eq(changed, 0);
+    cr_assert_eq(again.values[0], 1);
+    uvmrt_context_destroy(ctx);
+}

@@ -181,6 +181,7 @@ typedef struct gpt_run {
     int knob_cpu, knob_rec;   /* their index in choice.values; -1: explicit */
     uvmrt_choice_t choice;
     int reviewed;             /* 1: uvmrt_choice_review ran */
+    int review_again;         /* 1: it applied a re-plan: a second review measures it */
     int planned;              /* planned training steps since the choice */
     double cpu_busy_s;        /* AdamW seconds of CPU threads already stopped */
     uvmrt_status_t fail_st;   /* the uvmrt status a rehearsal failed with */
@@ -1646,14 +1647,16 @@ static void cpu_opt_close(gpt_run_t *run) {
  * step with at least 2), uvmrt compares measured with predicted and may choose again;
  * new values apply from the next step on. */
 static void choice_review(gpt_run_t *run, int s) {
-    if (!run->auto_knobs || run->reviewed)
+    if (!run->auto_knobs || (run->reviewed && !run->review_again))
         return;
     if (!run->recording[s])
         run->planned++;
     int last = s + 1 == run->stop;
     if (run->planned < 3 && !(last && run->planned >= 2))
         return;
+    int second = run->reviewed; /* the look at a re-plan's values */
     run->reviewed = 1;
+    run->review_again = 0;
     int changed = 0;
     uvmrt_status_t st = uvmrt_choice_review(run->ctx, &run->choice, &changed);
     if (st != UVMRT_OK) {
@@ -1662,6 +1665,19 @@ static void choice_review(gpt_run_t *run, int s) {
         return;
     }
     const uvmrt_choice_t *c = &run->choice;
+    int k, n;
+    if (second) {
+        printf("auto: the re-planned values measured %.1f ms/step, the first ones %.1f: %s\n",
+               c->replanned_measured_step_ns / 1e6, c->measured_step_ns / 1e6,
+               c->reverted ? (last ? "the first ones were faster (the run ends here)"
+                                   : "back to the first ones, from the next step on")
+                           : "kept");
+        fflush(stdout);
+        if (!changed || last)
+            return;
+        knob_values(run, c->values, &k, &n);
+        goto apply;
+    }
     double pred = c->first_predicted_step_ns, meas = c->measured_step_ns;
     printf("auto: predicted %.1f ms/step, measured %.1f ms/step (error %+.1f%%)\n", pred / 1e6,
            meas / 1e6, pred > 0 ? 100.0 * (meas - pred) / pred : 0.0);
@@ -1673,7 +1689,6 @@ static void choice_review(gpt_run_t *run, int s) {
                !changed ? "; the same values" : last ? "; the run ends here" : "");
     }
     fflush(stdout);
-    int k, n;
     knob_values(run, c->values, &k, &n);
     /* a test hook (tests/test_gpt_trainer.c, examples/gpt/gpu-check.sh): the review on
      * sim never re-plans (the prediction is the model), so apply these as if it had */
@@ -1690,6 +1705,9 @@ static void choice_review(gpt_run_t *run, int s) {
     }
     if (!changed || last)
         return;
+    run->review_again = !hook || !*hook; /* the measurements then decide between the two */
+    run->planned = 0;
+apply:
     if (n < run->recompute && run->backend == UVMRT_BACKEND_CUDA) {
         int keep = run->recompute;
         run->recompute = n;
@@ -2013,7 +2031,7 @@ static json_t *choice_json(const gpt_run_t *run) {
         json_object_set_new(values, "cpu_layers", json_integer(k));
     if (run->knob_rec >= 0)
         json_object_set_new(values, "recompute", json_integer(n));
-    return json_pack("{s:f, s:o, s:f, s:b, s:I, s:b, s:I, s:o}",
+    return json_pack("{s:f, s:o, s:f, s:b, s:I, s:b, s:I, s:o, s:o, s:b}",
                      "predicted_ms", c->predicted_step_ns / 1e6,
                      "measured_ms", run->reviewed ? json_real(c->measured_step_ns / 1e6)
                                                   : json_null(),
@@ -2021,7 +2039,11 @@ static json_t *choice_json(const gpt_run_t *run) {
                                                           : c->predicted_step_ns) / 1e6,
                      "replanned", c->replanned, "plan_budget_bytes",
                      (json_int_t)c->plan_budget_bytes, "fits", c->fits,
-                     "rehearsals", (json_int_t)c->rehearsals, "values", values);
+                     "rehearsals", (json_int_t)c->rehearsals, "values", values,
+                     "replanned_measured_ms", c->replanned_measured_step_ns > 0
+                                                  ? json_real(c->replanned_measured_step_ns / 1e6)
+                                                  : json_null(),
+                     "reverted", c->reverted);
 }
 
 /* --result-json: medians, totals, the per-step losses and times of this process's

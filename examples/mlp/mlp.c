@@ -569,6 +569,8 @@ static void choose_auto(mlp_run_t *run) {
  * last step of a shorter run with at least 2 planned steps. */
 static int review_due(const mlp_run_t *run, int s) {
     int S = run->opt->c.steps, at = S - 1 < 3 ? S - 1 : 3;
+    if (run->review_again_at > 0) /* a re-plan's values: 3 planned steps after the change */
+        return s == run->review_again_at;
     return run->have_choice && !run->reviewed && at >= 2 && s == at;
 }
 
@@ -595,11 +597,19 @@ static int test_replan(mlp_run_t *run, uvmrt_choice_t *c) {
 /* Compares the prediction with the measured steps; a re-plan's values apply from
  * step s + 1 on. */
 static void review(mlp_run_t *run, int s) {
-    int changed = 0;
+    int changed = 0, second = run->review_again_at > 0;
     run->reviewed = 1;
+    run->review_again_at = 0;
     UV_CHECK(run, uvmrt_choice_review(run->ctx, &run->choice, &changed));
-    changed |= test_replan(run, &run->choice);
     const uvmrt_choice_t *c = &run->choice;
+    if (second) { /* the measurements decide between the re-plan's values and the first */
+        printf("auto: the re-planned values measured %.1f ms/step, the first ones %.1f: %s\n",
+               c->replanned_measured_step_ns / 1e6, c->measured_step_ns / 1e6,
+               c->reverted ? "back to the first ones" : "kept");
+        goto apply;
+    }
+    int hooked = test_replan(run, &run->choice);
+    changed |= hooked;
     double err = c->measured_step_ns > 0
                      ? (c->first_predicted_step_ns - c->measured_step_ns) / c->measured_step_ns * 100
                      : 0.0;
@@ -613,8 +623,13 @@ static void review(mlp_run_t *run, int s) {
                        : ", unchanged");
     }
     printf("\n");
+    /* the step after the change records; 3 planned steps later the second review */
+    if (changed && !hooked && s + 4 < run->opt->c.steps)
+        run->review_again_at = s + 4;
+apply:
     if (!changed)
         return;
+    run->recording[s + 1] = 1; /* other calls: uvmrt records the next step again */
     if (run->knob_cpu >= 0 && c->values[run->knob_cpu] != run->cpu_layers)
         cpu_layers_apply(run, c->values[run->knob_cpu], s + 1);
     if (run->knob_rc >= 0 && c->values[run->knob_rc] != run->recompute)
@@ -665,15 +680,22 @@ typedef struct mlp_medians {
     double ms, in_gb, out_gb, faults;
 } mlp_medians_t;
 
-/* Medians over steps 2..S (step 1 records the schedule); step 1 when S == 1. */
+/* Medians over steps 2..S (step 1 records the schedule), leaving out the steps that
+ * recorded it again after a changed choice; step 1 when S == 1. */
 static mlp_medians_t run_medians(const mlp_run_t *run) {
     int nsteps = run->opt->c.steps, first = nsteps > 1 ? 1 : 0;
-    size_t n = (size_t)(nsteps - first);
-    double *v = malloc(n * sizeof *v);
+    size_t n = 0;
+    double *v = malloc((size_t)nsteps * sizeof *v);
+    uvmrt_step_stats_t *st = malloc((size_t)nsteps * sizeof *st);
     mlp_medians_t m = {0};
-    if (v == NULL)
+    if (v == NULL || st == NULL) {
+        free(v);
+        free(st);
         return m;
-    const uvmrt_step_stats_t *st = run->stats + first;
+    }
+    for (int s = first; s < nsteps; s++)
+        if (!run->recording[s] || s == 0)
+            st[n++] = run->stats[s];
 #define MLP_MEDIAN(field, expr)                                                                \
     do {                                                                                       \
         for (size_t k = 0; k < n; k++)                                                         \
@@ -686,6 +708,7 @@ static mlp_medians_t run_medians(const mlp_run_t *run) {
     MLP_MEDIAN(faults, (double)st[k].fault_count);
 #undef MLP_MEDIAN
     free(v);
+    free(st);
     return m;
 }
 
@@ -715,12 +738,16 @@ static void choice_json(const mlp_run_t *run, json_t *root) {
     json_object_set_new(root, "predicted_step_ms", json_real(c->predicted_step_ns / 1e6));
     json_object_set_new(
         root, "choice",
-        json_pack("{s:f, s:o, s:f, s:b, s:b, s:I, s:I, s:o, s:o}", "predicted_ms",
+        json_pack("{s:f, s:o, s:f, s:b, s:b, s:I, s:I, s:o, s:o, s:o, s:b}", "predicted_ms",
                   c->predicted_step_ns / 1e6, "measured_ms",
                   run->reviewed ? json_real(c->measured_step_ns / 1e6) : json_null(),
                   "first_predicted_ms", c->first_predicted_step_ns / 1e6, "replanned", c->replanned,
                   "fits", c->fits, "plan_budget_bytes", (json_int_t)c->plan_budget_bytes,
-                  "rehearsals", (json_int_t)c->rehearsals, "values", values, "candidates", cands));
+                  "rehearsals", (json_int_t)c->rehearsals, "values", values, "candidates", cands,
+                  "replanned_measured_ms",
+                  c->replanned_measured_step_ns > 0 ? json_real(c->replanned_measured_step_ns / 1e6)
+                                                    : json_null(),
+                  "reverted", c->reverted));
 }
 
 /* --result-json: the run's figures for bench/mlp_table.py. 0, or -1 (said why). */
@@ -800,7 +827,8 @@ int main(int argc, char **argv) {
     run.losses = calloc((size_t)S, sizeof *run.losses);
     run.skipped = calloc((size_t)S, sizeof *run.skipped);
     run.stats = calloc((size_t)S, sizeof *run.stats);
-    if (!run.losses || !run.skipped || !run.stats) {
+    run.recording = calloc((size_t)S + 1, 1);
+    if (!run.losses || !run.skipped || !run.stats || !run.recording) {
         fprintf(stderr, PROG ": out of host memory\n");
         return 1;
     }
@@ -852,10 +880,14 @@ int main(int argc, char **argv) {
     if (outputs_write(&run, &m, &sum) != 0)
         status = 1;
     double tflops = m.ms > 0 ? step_flops(&run) / (m.ms * 1e-3) / 1e12 : 0.0;
+    int rerecorded = 0;
+    for (int s = 1; s < S; s++)
+        rerecorded += run.recording[s];
     printf("summary: %.1f ms/step, %.1f TFLOP/s, in %.2f GB, out %.2f GB, faults %.0f per step "
-           "(medians of steps %d..%d); peak resident %.2f GiB + %.2f GiB device workspace; "
+           "(medians of steps %d..%d%s); peak resident %.2f GiB + %.2f GiB device workspace; "
            "budget %.2f GiB",
            m.ms, tflops, m.in_gb, m.out_gb, m.faults, S > 1 ? 2 : 1, S,
+           rerecorded ? ", steps recorded again left out" : "",
            (double)sum.peak_resident_bytes / GIB, (double)run.device_workspace_bytes / GIB,
            (double)sum.budget_bytes / GIB);
     if (run.gpu) {
@@ -880,5 +912,6 @@ int main(int argc, char **argv) {
     free(run.losses);
     free(run.skipped);
     free(run.stats);
+    free(run.recording);
     return status;
 }

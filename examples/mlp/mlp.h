@@ -117,6 +117,7 @@ typedef struct mlp_run {
     int knob_cpu, knob_rc;       /* the knobs' indices in the choice; -1: given */
     int have_choice;             /* 1: uvmrt_choose ran (choice below) */
     int reviewed;                /* 1: uvmrt_choice_review ran */
+    int review_again_at;         /* >0: the step whose end reviews a re-plan's values */
     uvmrt_choice_t choice;       /* the choice, and after the review its measurement */
     double loss_scale;           /* fp16: current scale; bf16: 1 */
     int good_steps;              /* fp16: steps since the scale last changed */
@@ -124,6 +125,7 @@ typedef struct mlp_run {
     double *losses;              /* (S,) */
     int *skipped;                /* (S,) 1: step skipped (fp16 inf/NaN) */
     uvmrt_step_stats_t *stats;   /* (S,) */
+    uint8_t *recording;          /* (S + 1,) 1: uvmrt recorded that step again (a changed choice) */
     uint64_t device_workspace_bytes; /* cudaMalloc'd beside uvmrt's tensors */
     mlp_isa_t isa;
 } mlp_run_t;
