@@ -178,9 +178,28 @@ static void allocate(run_t *r)
 
 static uvmrt_tensor_t *T(run_t *r, int kind, int layer) { return r->t[1 + 4 * layer + kind]; }
 
+static void layer_after(run_t *r, int i, uvmrt_phase_t ph, uvmrt_use_t *uses, size_t n, uvmrt_stream_t after)
+{
+    uvmrt_layer_call_t c = {.layer = r->layer[i], .phase = ph, .uses = uses, .n_uses = n, .sim_duration_ns = 100000,
+                            .after = after};
+    CALL(r, uvmrt_layer_begin(r->ctx, &c));
+    CALL(r, uvmrt_layer_end(r->ctx));
+}
+
 static void layer(run_t *r, int i, uvmrt_phase_t ph, uvmrt_use_t *uses, size_t n)
 {
-    uvmrt_layer_call_t c = {.layer = r->layer[i], .phase = ph, .uses = uses, .n_uses = n, .sim_duration_ns = 100000};
+    layer_after(r, i, ph, uses, n, NULL);
+}
+
+/* A CPU call (its own stream, host bytes, no uses) after the compute stream's work
+ * (uvmrt_layer_call_t.after: an event recorded there, waited for on its stream). */
+#define CPU_STREAM ((uvmrt_stream_t)(uintptr_t)0x20)
+static void cpu_layer(run_t *r, int i)
+{
+    uvmrt_layer_call_t c = {.layer = r->layer[i], .phase = UVMRT_PHASE_OPTIMIZER, .stream = CPU_STREAM,
+                            .no_default_uses = 1, .host_bytes = 1 << 20, .after = NULL};
+    /* the layers' calls run on the legacy stream (NULL): a real stream for after */
+    c.after = (uvmrt_stream_t)(uintptr_t)0x10;
     CALL(r, uvmrt_layer_begin(r->ctx, &c));
     CALL(r, uvmrt_layer_end(r->ctx));
 }
@@ -202,6 +221,7 @@ static void step(run_t *r, int skip)
         layer(r, i, UVMRT_PHASE_BACKWARD, u, 2);
     }
     for (int i = 0; i < L; i++) layer(r, i, UVMRT_PHASE_OPTIMIZER, NULL, 0);
+    if (r->sc->homing) cpu_layer(r, L - 1); /* the after path under every injection */
     CALL(r, uvmrt_step_end(r->ctx));
 }
 
