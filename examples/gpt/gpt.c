@@ -1646,6 +1646,44 @@ static void cpu_opt_close(gpt_run_t *run) {
 /* After training step s: once 3 planned steps ran since the choice (or at the last
  * step with at least 2), uvmrt compares measured with predicted and may choose again;
  * new values apply from the next step on. */
+/* Applies a changed choice from the next step on: cpu_layers k, recompute n. */
+static void choice_apply(gpt_run_t *run, int k, int n) {
+    if (n < run->recompute && run->backend == UVMRT_BACKEND_CUDA) {
+        int keep = run->recompute;
+        run->recompute = n;
+        uint64_t need = planned_managed_bytes(run) + (64ull << 20);
+        run->recompute = keep;
+        if (need > run->gpu_room) {
+            printf("auto: keeping recompute %d: recompute %d needs %.2f GiB of managed memory, "
+                   "more than the GPU has room for (%.2f GiB)\n", keep, n, (double)need / GIB,
+                   (double)run->gpu_room / GIB);
+            n = keep;
+        }
+    }
+    cpu_opt_close(run); /* the thread's layers change: its last update first */
+    run_reconfigure(run, k, n);
+    if (run->compute)
+        cpu_opt_open(run);
+    run->side_step = 1; /* other layer calls: the runtime records the next step again */
+}
+
+/* The second review, 3 planned steps after a re-plan was applied: the measurements
+ * decide between the re-planned values and the first ones. */
+static void choice_review_again(gpt_run_t *run, int changed, int last) {
+    const uvmrt_choice_t *c = &run->choice;
+    printf("auto: the re-planned values measured %.1f ms/step, the first ones %.1f: %s\n",
+           c->replanned_measured_step_ns / 1e6, c->measured_step_ns / 1e6,
+           c->reverted ? (last ? "the first ones were faster (the run ends here)"
+                               : "back to the first ones, from the next step on")
+                       : "kept");
+    fflush(stdout);
+    if (!changed || last)
+        return;
+    int k, n;
+    knob_values(run, c->values, &k, &n);
+    choice_apply(run, k, n);
+}
+
 static void choice_review(gpt_run_t *run, int s) {
     if (!run->auto_knobs || (run->reviewed && !run->review_again))
         return;
@@ -1664,20 +1702,11 @@ static void choice_review(gpt_run_t *run, int s) {
                         "choice\n", uvmrt_status_str(st), uvmrt_status_name(st));
         return;
     }
-    const uvmrt_choice_t *c = &run->choice;
-    int k, n;
     if (second) {
-        printf("auto: the re-planned values measured %.1f ms/step, the first ones %.1f: %s\n",
-               c->replanned_measured_step_ns / 1e6, c->measured_step_ns / 1e6,
-               c->reverted ? (last ? "the first ones were faster (the run ends here)"
-                                   : "back to the first ones, from the next step on")
-                           : "kept");
-        fflush(stdout);
-        if (!changed || last)
-            return;
-        knob_values(run, c->values, &k, &n);
-        goto apply;
+        choice_review_again(run, changed, last);
+        return;
     }
+    const uvmrt_choice_t *c = &run->choice;
     double pred = c->first_predicted_step_ns, meas = c->measured_step_ns;
     printf("auto: predicted %.1f ms/step, measured %.1f ms/step (error %+.1f%%)\n", pred / 1e6,
            meas / 1e6, pred > 0 ? 100.0 * (meas - pred) / pred : 0.0);
@@ -1689,12 +1718,14 @@ static void choice_review(gpt_run_t *run, int s) {
                !changed ? "; the same values" : last ? "; the run ends here" : "");
     }
     fflush(stdout);
+    int k, n;
     knob_values(run, c->values, &k, &n);
     /* a test hook (tests/test_gpt_trainer.c, examples/gpt/gpu-check.sh): the review on
      * sim never re-plans (the prediction is the model), so apply these as if it had */
     const char *hook = getenv("UVMRT_GPT_TEST_REPLAN");
+    int hooked = hook && *hook;
     char extra;
-    if (hook && *hook) {
+    if (hooked) {
         if (sscanf(hook, "%d,%d%c", &k, &n, &extra) != 2 || k < 0 || k > run->nl || n < 0 ||
             n > run->L)
             run_fail(run, "UVMRT_GPT_TEST_REPLAN '%s': expected K,N with K in 0..%d and N in "
@@ -1705,26 +1736,9 @@ static void choice_review(gpt_run_t *run, int s) {
     }
     if (!changed || last)
         return;
-    run->review_again = !hook || !*hook; /* the measurements then decide between the two */
+    run->review_again = !hooked; /* the measurements then decide between the two */
     run->planned = 0;
-apply:
-    if (n < run->recompute && run->backend == UVMRT_BACKEND_CUDA) {
-        int keep = run->recompute;
-        run->recompute = n;
-        uint64_t need = planned_managed_bytes(run) + (64ull << 20);
-        run->recompute = keep;
-        if (need > run->gpu_room) {
-            printf("auto: keeping recompute %d: recompute %d needs %.2f GiB of managed memory, "
-                   "more than the GPU has room for (%.2f GiB)\n", keep, n, (double)need / GIB,
-                   (double)run->gpu_room / GIB);
-            n = keep;
-        }
-    }
-    cpu_opt_close(run); /* the thread's layers change: its last update first */
-    run_reconfigure(run, k, n);
-    if (run->compute)
-        cpu_opt_open(run);
-    run->side_step = 1; /* other layer calls: the runtime records the next step again */
+    choice_apply(run, k, n);
 }
 
 /* ----------------------------------------------------------------------------

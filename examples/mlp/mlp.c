@@ -594,19 +594,32 @@ static int test_replan(mlp_run_t *run, uvmrt_choice_t *c) {
     return 1;
 }
 
+/* The choice's values from step s + 1 on (uvmrt records that step again). */
+static void choice_apply(mlp_run_t *run, int s) {
+    const uvmrt_choice_t *c = &run->choice;
+    run->recording[s + 1] = 1;
+    if (run->knob_cpu >= 0 && c->values[run->knob_cpu] != run->cpu_layers)
+        cpu_layers_apply(run, c->values[run->knob_cpu], s + 1);
+    if (run->knob_rc >= 0 && c->values[run->knob_rc] != run->recompute)
+        recompute_apply(run, c->values[run->knob_rc]);
+}
+
 /* Compares the prediction with the measured steps; a re-plan's values apply from
- * step s + 1 on. */
+ * step s + 1 on. Called again 3 planned steps after applying one, when the
+ * measurements decide between the re-plan's values and the first. */
 static void review(mlp_run_t *run, int s) {
     int changed = 0, second = run->review_again_at > 0;
     run->reviewed = 1;
     run->review_again_at = 0;
     UV_CHECK(run, uvmrt_choice_review(run->ctx, &run->choice, &changed));
     const uvmrt_choice_t *c = &run->choice;
-    if (second) { /* the measurements decide between the re-plan's values and the first */
+    if (second) {
         printf("auto: the re-planned values measured %.1f ms/step, the first ones %.1f: %s\n",
                c->replanned_measured_step_ns / 1e6, c->measured_step_ns / 1e6,
                c->reverted ? "back to the first ones" : "kept");
-        goto apply;
+        if (changed)
+            choice_apply(run, s);
+        return;
     }
     int hooked = test_replan(run, &run->choice);
     changed |= hooked;
@@ -623,17 +636,12 @@ static void review(mlp_run_t *run, int s) {
                        : ", unchanged");
     }
     printf("\n");
-    /* the step after the change records; 3 planned steps later the second review */
-    if (changed && !hooked && s + 4 < run->opt->c.steps)
-        run->review_again_at = s + 4;
-apply:
     if (!changed)
         return;
-    run->recording[s + 1] = 1; /* other calls: uvmrt records the next step again */
-    if (run->knob_cpu >= 0 && c->values[run->knob_cpu] != run->cpu_layers)
-        cpu_layers_apply(run, c->values[run->knob_cpu], s + 1);
-    if (run->knob_rc >= 0 && c->values[run->knob_rc] != run->recompute)
-        recompute_apply(run, c->values[run->knob_rc]);
+    /* the step after the change records; 3 planned steps later the second review */
+    if (!hooked && s + 4 < run->opt->c.steps)
+        run->review_again_at = s + 4;
+    choice_apply(run, s);
 }
 
 static void run_steps(mlp_run_t *run, FILE *loss_log) {
