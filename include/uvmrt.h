@@ -228,8 +228,8 @@ const uvmrt_profile_t *uvmrt_profile_find(const char *name);
  *                         at destroy; a context that cannot create it warns and runs
  *                         on unmonitored)                          (default 1)
  *   UVMRT_RECORD          none | FILE: the prefetch policy's recorded step written as JSON
- *                         whenever it is (re)recorded and again after each of the first
- *                         three planned steps (on cuda with their measured call times),
+ *                         whenever it is (re)recorded and, on cuda, again after each of
+ *                         the first three planned steps, with their measured call times,
  *                         for uvmrt-plan(1) (which documents the format); a failed write
  *                         only warns                               (default none)
  *

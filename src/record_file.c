@@ -27,18 +27,15 @@ static json_t *tensors_json(const uvmrt_context_t *ctx)
     return a;
 }
 
-/* Streams are numbered by first appearance (0 = the first one seen). */
-static int stream_index(const uvmrt_sequence_t *r, size_t i)
+/* Streams are numbered by first appearance (0 = the first one seen): the index of
+ * stream in seen[0..*n), added when new (add) or -1 when not there. */
+static int stream_number(uvmrt_stream_t *seen, size_t *n, uvmrt_stream_t stream, int add)
 {
-    int k = 0;
-    for (size_t j = 0; j < i; j++) {
-        int seen = 0;
-        for (size_t q = 0; q < j; q++) seen |= r->calls[q].stream == r->calls[j].stream;
-        if (seen) continue;
-        if (r->calls[j].stream == r->calls[i].stream) return k;
-        k++;
-    }
-    return k;
+    for (size_t k = 0; k < *n; k++)
+        if (seen[k] == stream) return (int)k;
+    if (!add) return -1;
+    seen[*n] = stream;
+    return (int)(*n)++;
 }
 
 static json_t *calls_json(uvmrt_context_t *ctx, const uvmrt_sequence_t *timed)
@@ -48,7 +45,10 @@ static json_t *calls_json(uvmrt_context_t *ctx, const uvmrt_sequence_t *timed)
      * measure it, in a planned step (timed): the recording step is demand-paged, so
      * its kernels' times are mostly their faults, which the plan removes. */
     int measure = ctx->cfg.backend != UVMRT_BACKEND_SIM && timed != NULL && timed->n_calls == r->n_calls;
-    json_t *a = json_array();
+    uvmrt_stream_t *seen = malloc((r->n_calls ? r->n_calls : 1) * sizeof *seen);
+    size_t n_seen = 0;
+    for (size_t i = 0; seen && i < r->n_calls; i++) (void)stream_number(seen, &n_seen, r->calls[i].stream, 1);
+    json_t *a = seen ? json_array() : NULL;
     for (size_t i = 0; a && i < r->n_calls; i++) {
         const uvmrt_call_t *c = &r->calls[i];
         uint64_t dur = c->sim_duration_ns;
@@ -62,17 +62,17 @@ static json_t *calls_json(uvmrt_context_t *ctx, const uvmrt_sequence_t *timed)
         for (size_t k = 0; uses && k < c->n_uses; k++)
             json_array_append_new(uses, json_pack("[i, i]", r->use_tensor[c->use_first + k],
                                                   (int)r->use_access[c->use_first + k]));
-        /* after: the stream index of the first call on that stream (-1: none) */
-        int after = -1;
-        for (size_t j = 0; c->after != NULL && after < 0 && j < r->n_calls; j++)
-            if (r->calls[j].stream == c->after) after = stream_index(r, j);
+        /* after: that stream's number (-1: none, or a stream no call of the step runs on) */
+        int after = c->after != NULL ? stream_number(seen, &n_seen, c->after, 0) : -1;
         json_array_append_new(a, json_pack("{s:i, s:s, s:i, s:i, s:I, s:s, s:I, s:I, s:o}", "layer", c->layer, "phase",
-                                           uvmrt_phase_name(c->phase), "stream", stream_index(r, i), "after", after,
+                                           uvmrt_phase_name(c->phase), "stream",
+                                           stream_number(seen, &n_seen, c->stream, 0), "after", after,
                                            "duration_ns",
                                            (json_int_t)dur, "duration_source", src, "modelled_ns",
                                            (json_int_t)c->sim_duration_ns, "host_bytes", (json_int_t)c->host_bytes,
                                            "uses", uses));
     }
+    free(seen);
     return a;
 }
 
