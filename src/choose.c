@@ -233,6 +233,8 @@ static void set_plan_budget(uvmrt_context_t *ctx, uint64_t b)
     }
 }
 
+static const char *knob_name(const uvmrt_knob_t *k) { return k->name ? k->name : "(unnamed)"; }
+
 uvmrt_status_t uvmrt_choose(uvmrt_context_t *ctx, const uvmrt_knob_t *knobs, size_t n_knobs,
                             uvmrt_rehearse_fn fn, void *user, uvmrt_choice_t *out)
 {
@@ -252,7 +254,7 @@ uvmrt_status_t uvmrt_choose(uvmrt_context_t *ctx, const uvmrt_knob_t *knobs, siz
     }
     size_t combos = 1;
     for (size_t k = 0; k < n_knobs; k++) {
-        const char *name = knobs[k].name ? knobs[k].name : "(unnamed)";
+        const char *name = knob_name(&knobs[k]);
         if (knobs[k].n_values == 0 || knobs[k].values == NULL) {
             LOG_ERROR(&ctx->log, "uvmrt_choose: knob %zu '%s' has no values: expected n_values >= 1 and values", k, name);
             return UVMRT_ERR_INVALID;
@@ -268,8 +270,7 @@ uvmrt_status_t uvmrt_choose(uvmrt_context_t *ctx, const uvmrt_knob_t *knobs, siz
     uvmrt_choice_state_t copy = {0};
     uvmrt_status_t st = UVMRT_OK;
     for (size_t k = 0; k < n_knobs && st == UVMRT_OK; k++) {
-        const char *name = knobs[k].name ? knobs[k].name : "knob";
-        copy.names[k] = strdup(name);
+        copy.names[k] = strdup(knob_name(&knobs[k]));
         copy.values[k] = malloc(knobs[k].n_values * sizeof(int));
         copy.n_values[k] = knobs[k].n_values;
         copy.n_knobs = k + 1;
