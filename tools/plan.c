@@ -15,6 +15,7 @@
 
 #include <jansson.h>
 
+#include "adamw_bytes.h"
 #include "plan.h"
 #include "uvmrt.h"
 
@@ -194,9 +195,7 @@ static const char *const bound_names[N_BOUNDS] = {"gpu_compute", "link_h2d", "li
 static uint64_t host_bytes_of(const rcall_t *c, const uvmrt_profile_t *pr)
 {
     if (c->host_bytes > 0 || c->adamw_params == 0) return c->host_bytes;
-    if (pr->cpu_adamw_params_per_s > 0 && pr->host_mem_bps > 0)
-        return (uint64_t)((double)c->adamw_params * pr->host_mem_bps / pr->cpu_adamw_params_per_s);
-    return c->adamw_params * 30;
+    return cli_adamw_host_bytes(pr, c->adamw_params); /* as the trainers declare it */
 }
 
 /* A call the CPU runs: declared work on host memory and no tensors (uvmrt.h). */

@@ -517,10 +517,3 @@ int cli_reports_write(const uvmrt_context_t *ctx, const cli_common_t *c)
     }
     return bad ? -1 : 0;
 }
-
-uint64_t cli_adamw_host_bytes(const uvmrt_profile_t *p, uint64_t params)
-{
-    if (p != NULL && p->cpu_adamw_params_per_s > 0 && p->host_mem_bps > 0)
-        return (uint64_t)((double)params * p->host_mem_bps / p->cpu_adamw_params_per_s);
-    return params * 30;
-}

@@ -37,12 +37,7 @@ void cli_note_env_overrides(void);
 /* Monotonic seconds. */
 double cli_now_s(void);
 
-/* The host-memory bytes to declare (uvmrt_layer_call_t.host_bytes) for a CPU AdamW of
- * params parameters, so that the model times it at the profile's measured AdamW rate
- * (cpu_adamw_params_per_s against host_mem_bps; uvmrt-profile(5)); without those
- * figures, the bytes it moves: 28 per parameter (fp32 weight, moments, gradient) and
- * 2 for the bf16 copy. */
-uint64_t cli_adamw_host_bytes(const uvmrt_profile_t *profile, uint64_t params);
+#include "adamw_bytes.h" /* cli_adamw_host_bytes: a CPU AdamW's declared host bytes */
 /* The median of v[0..n) (sorts v in place); 0 for n == 0. */
 double cli_median(double *v, size_t n);
 
