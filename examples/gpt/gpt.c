@@ -528,6 +528,29 @@ static int piece(const gpt_run_t *run, int t, int l, int *layer, size_t *off, si
 
 static int piece_repeats(const gpt_run_t *run, int t) { return t >= 2 && t < 14 ? run->L : 1; }
 
+/* Layer l's bf16 copy from its fp32 master weights, on the host. */
+static void wh_from_master_host(gpt_run_t *run, int l) {
+    const layer_params_t *p = &run->lp[l];
+    const float *w = f32(p->w);
+    uint16_t *wh = b16(p->wh);
+#pragma omp parallel for schedule(static)
+    for (size_t k = 0; k < p->n; k++)
+        wh[k] = mlp_f32_to_bf16(w[k]);
+}
+
+/* Every layer from its master weights as step 1 needs it: the bf16 copy made, the
+ * moments and gradients zero (wpe rows beyond T never get a gradient). */
+static void layers_start_from_weights(gpt_run_t *run) {
+    for (int l = 0; l < run->nl; l++) {
+        const layer_params_t *p = &run->lp[l];
+        float *m = f32(p->m), *v = f32(p->v), *g = f32(p->g);
+        wh_from_master_host(run, l);
+#pragma omp parallel for schedule(static)
+        for (size_t k = 0; k < p->n; k++)
+            m[k] = v[k] = g[k] = 0.0f;
+    }
+}
+
 static void weights_init(gpt_run_t *run) {
     uint64_t seed = run->opt->c.seed;
     float std_res = 0.02f / sqrtf(2.0f * (float)run->L);
@@ -549,16 +572,7 @@ static void weights_init(gpt_run_t *run) {
                        : is_bias || k >= real ? 0.0f
                                               : std * normal_at(seed, id, k);
         }
-    for (int l = 0; l < run->nl; l++) {
-        const layer_params_t *p = &run->lp[l];
-        float *w = f32(p->w), *m = f32(p->m), *v = f32(p->v), *g = f32(p->g);
-        uint16_t *wh = b16(p->wh);
-#pragma omp parallel for schedule(static)
-        for (size_t k = 0; k < p->n; k++) {
-            wh[k] = mlp_f32_to_bf16(w[k]);
-            m[k] = v[k] = g[k] = 0.0f; /* g: wpe rows beyond T never get a gradient */
-        }
-    }
+    layers_start_from_weights(run);
     if (!run->opt->c.quiet)
         printf("  initialised the weights on the host in %.1f s\n", cli_now_s() - t0);
 }
@@ -622,15 +636,7 @@ static void weights_load(gpt_run_t *run, const char *path) {
             }
         }
     fclose(f);
-    for (int l = 0; l < run->nl; l++) {
-        const layer_params_t *p = &run->lp[l];
-        float *w = f32(p->w), *m = f32(p->m), *v = f32(p->v), *g = f32(p->g);
-        uint16_t *wh = b16(p->wh);
-        for (size_t k = 0; k < p->n; k++) {
-            wh[k] = mlp_f32_to_bf16(w[k]);
-            m[k] = v[k] = g[k] = 0.0f;
-        }
-    }
+    layers_start_from_weights(run);
     if (!run->opt->c.quiet)
         printf("  loaded the weights from %s\n", path);
 }
@@ -1394,16 +1400,9 @@ static void ckpt_save(gpt_run_t *run, int s) {
     cpu_drain(run);
     /* a CPU layer's bf16 copy is made in its next forward (weights_ready): bring the
      * saved one up to date, so that a run resumed with that layer on the GPU reads it */
-    for (int l = 0; run->compute && l < run->nl; l++) {
-        if (!on_cpu(run, l))
-            continue;
-        const layer_params_t *p = &run->lp[l];
-        const float *w = f32(p->w);
-        uint16_t *wh = b16(p->wh);
-#pragma omp parallel for schedule(static)
-        for (size_t k = 0; k < p->n; k++)
-            wh[k] = mlp_f32_to_bf16(w[k]);
-    }
+    for (int l = 0; run->compute && l < run->nl; l++)
+        if (on_cpu(run, l))
+            wh_from_master_host(run, l);
     ckpt_bufs_t cb;
     ckpt_bufs_make(run, &cb);
     ckpt_meta_t meta;
