@@ -245,6 +245,30 @@ def main(argv):
                                                 f"{prof['host_mem_shared_bps'] / 1e9:.1f} GB/s (the floor's)",
             adamw_rate and f"CPU AdamW {adamw_rate / 1e9:.2f} Gparam/s alone (uvmrt-calibrate)") if x) + ".")
 
+    # Issue 9: uvmrt's predictions against the measured step, for the uvmrt rows with a
+    # budget: the runtime's own (the automatic choice's, after its review), and the
+    # re-play of the run's record (uvmrt-plan --record: the GPU's measured call times).
+    preds = []
+    for row in sorted(runs, key=order_key):
+        kind, r = runs[row]
+        if kind != "gpt" or r.get("backend") != "cuda" or r.get("policy") != "prefetch":
+            continue
+        meas = r.get("final_ms_per_step_median") or r.get("ms_per_step_median")
+        ch = r.get("choice") or {}
+        own = None
+        if ch:
+            own = ch.get("predicted_ms") if ch.get("replanned") and not ch.get("reverted") \
+                else ch.get("first_predicted_ms")
+        rep = load(os.path.join(out, f"replay.{row}.json")) or {}
+        rp = rep.get("predicted_step_ns")
+        rp = rp / 1e6 if rp else None
+        e = lambda p: f"{100.0 * (p / meas - 1.0):+.1f}%" if p and meas else "-"
+        preds.append(f"| {row} | {fmt(meas, '.1f')} | {fmt(own, '.1f')} | {e(own)} | "
+                     f"{fmt(rp, '.1f')} | {e(rp)} |")
+    if preds:
+        lines += ["", "| uvmrt row | measured ms/step (final values) | the runtime's prediction | error | "
+                  "predicted from the run's record | error |", "|---|---:|---:|---:|---:|---:|"] + preds
+
     checks = []
     res = summary.get("d48-resident")
     if res and res["tokens"]:

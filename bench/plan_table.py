@@ -8,7 +8,10 @@ Reads OUTDIR/mlp.ROW.json (uvmrt-mlp --result-json, measured on the GPU), sim.RO
 replay.ROW.json (uvmrt-plan --record of the run's UVMRT_RECORD: the prediction from the
 GPU's measured call times), profile.json (uvmrt-calibrate) and link.json (linkbench),
 and prints, then writes to OUTDIR/table.md:
-  1. measured against predicted, per row, with the errors (predicted / measured - 1);
+  1. measured against predicted, per row, with the errors (predicted / measured - 1):
+     a priori, from the run's record, and (automatic rows) the runtime's own prediction
+     for the values it ran last; "measured" is the median of the steps after the last
+     one that recorded (a changed choice records again);
   2. the automatic choice at the small budget against the best hand-set row;
   3. the automatic choice's step time over the budgets;
   4. the small-budget rows against their floor: the largest of the resident row's step,
@@ -33,6 +36,23 @@ def load(path):
             return json.load(f)
     except (OSError, ValueError):
         return None
+
+
+def measured(r):
+    """The final values' steady step: the median of the steps after the last one that
+    recorded (uvmrt-mlp's final_ms_per_step_median), else the run's median."""
+    return r.get("final_ms_per_step_median") or r["ms_per_step_median"]
+
+
+def runtime_prediction(r):
+    """What the runtime predicts for the values it ran last: the review's re-choice
+    (made with the measured work) when it changed them and kept them, else the first."""
+    ch = r.get("choice")
+    if not ch:
+        return None
+    if ch.get("replanned") and not ch.get("reverted"):
+        return ch.get("predicted_ms")
+    return ch.get("first_predicted_ms")
 
 
 def err(p, m):
@@ -72,33 +92,35 @@ def main(argv):
         "predicted by uvmrt's model with the profile calibrated in the same run.",
         "",
         "| row | cpu_layers | recompute | measured ms/step | predicted a priori (sim) | error | "
-        "predicted from the run's record | error | GB in | GB out |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "predicted from the run's record | error | the runtime's prediction | error | GB in | GB out |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    fmt = lambda v: "-" if v is None else f"{v:.1f}"
     for n in sorted(rows, key=key):
         r, sim, rep = rows[n]
-        m = r["ms_per_step_median"]
+        m = measured(r)
         ps = sim.get("ms_per_step_median")
         pr = rep.get("predicted_step_ns")
         pr = pr / 1e6 if pr else None
+        pt = runtime_prediction(r)
         L.append(f"| {n} | {r.get('cpu_layers')} | {r.get('recompute')} | {m:.1f} | "
-                 f"{'-' if ps is None else f'{ps:.1f}'} | {err(ps, m)} | "
-                 f"{'-' if pr is None else f'{pr:.1f}'} | {err(pr, m)} | "
+                 f"{fmt(ps)} | {err(ps, m)} | {fmt(pr)} | {err(pr, m)} | {fmt(pt)} | {err(pt, m)} | "
                  f"{r.get('gb_in_per_step', 0):.2f} | {r.get('gb_out_per_step', 0):.2f} |")
 
     hand = {n: v for n, v in rows.items() if n.startswith(small + "-k")}
     auto = rows.get(small + "-auto")
     if hand and auto:
-        best = min(hand, key=lambda n: hand[n][0]["ms_per_step_median"])
-        bm = hand[best][0]["ms_per_step_median"]
+        best = min(hand, key=lambda n: measured(hand[n][0]))
+        bm = measured(hand[best][0])
         a = auto[0]
-        am = a["ms_per_step_median"]
+        am = measured(a)
         ch = a.get("choice") or {}
         L += ["", f"| automatic choice at {small} | measured ms/step | best hand-set row | its ms/step | "
               "auto / best | within 3% |", "|---|---:|---|---:|---:|---|",
               f"| cpu_layers {a.get('cpu_layers')}, recompute {a.get('recompute')} "
               f"(predicted {ch.get('first_predicted_ms', 0):.1f} ms; measured by the review "
-              f"{ch.get('measured_ms') or 0:.1f}; re-planned: {ch.get('replanned')}) | {am:.1f} | {best} | "
+              f"{ch.get('measured_ms') or 0:.1f}; re-planned: {ch.get('replanned')}; "
+              f"reverted: {ch.get('reverted')}) | {am:.1f} | {best} | "
               f"{bm:.1f} | {am / bm:.3f} | {'yes' if am <= 1.03 * bm else 'no'} |"]
 
     autos = sorted((n for n in rows if n.endswith("-auto")), key=key)
@@ -108,10 +130,10 @@ def main(argv):
         prev = None
         for n in autos:
             r = rows[n][0]
-            m = r["ms_per_step_median"]
+            m = measured(r)
             rise = f"{100.0 * (m / prev - 1.0):+.1f}%" if prev else "-"
             L.append(f"| {n.split('-')[0]} | cpu_layers {r.get('cpu_layers')}, recompute {r.get('recompute')} | "
-                     f"{m:.1f} | {r.get('predicted_step_ms') or 0:.1f} | {rise} |")
+                     f"{m:.1f} | {fmt(runtime_prediction(r))} | {rise} |")
             prev = m
 
     res = rows.get("resident")
@@ -124,10 +146,10 @@ def main(argv):
         per_block = 8192 * 8192
         for n in sorted(hand, key=key) + ([small + "-auto"] if auto else []):
             r = rows[n][0]
-            m = r["ms_per_step_median"]
+            m = measured(r)
             gin, gout = r.get("gb_in_per_step", 0) * 1e9, r.get("gb_out_per_step", 0) * 1e9
             cpu_p = (r.get("cpu_layers") or 0) * per_block
-            terms = {"resident": res[0]["ms_per_step_median"], "link in": gin / h2d * 1e3,
+            terms = {"resident": measured(res[0]), "link in": gin / h2d * 1e3,
                      "link out": gout / d2h * 1e3}
             terms["CPU AdamW"] = cpu_p / rate * 1e3 if rate else 0.0
             terms["host memory"] = (cpu_p * ADAMW_BYTES + gin + gout) / hm * 1e3 if hm else 0.0

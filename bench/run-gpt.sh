@@ -48,7 +48,14 @@
 # DeepSpeed must import (see bench/README.md: sdist + wheels, PYTHONPATH); without it
 # the zero rows fail and the others still run. Per row it writes OUTDIR/gpt.ROW.json
 # (uvmrt-gpt --result-json), .report.json (uvmrt-report(5)), .losses (--loss-log), .log;
+# for uvmrt rows with a budget also OUTDIR/rec.ROW.json (UVMRT_RECORD: the planned steps'
+# measured call times) and replay.ROW.json (uvmrt-plan --record of it with the calibrated
+# profile: the model's prediction, which the table sets beside the measured step);
 # OUTDIR/torch.ROW.json and .log; OUTDIR/link.json, hostbw.json, shape.json, table.md.
+#
+# STEPS=N (default 6; 4 at depth 60) steps per uvmrt row; AUTO_STEPS=N (default 12) for
+# the automatic rows, room for the review, a re-plan, the second review and the final
+# values' own steps.
 
 set -uo pipefail
 
@@ -66,6 +73,7 @@ build=${BUILD:-.}
 python=${PYTHON:-python3}
 linkbench=$build/bench/uvmrt-linkbench
 gpt=$build/examples/gpt/uvmrt-gpt
+plan=$build/tools/uvmrt-plan
 
 if [ "$smoke" = 1 ]; then
     batch=2 seq=256 steps=4 torch_steps=4 torch_warmup=1 ds_steps=4 ds_warmup=1
@@ -74,7 +82,7 @@ if [ "$smoke" = 1 ]; then
                   d12-prefetch-1g-k7-all d12-prefetch-1g-auto
                   d12-torch-resident d12-torch-checkpoint d12-zero2 d12-zero3)
 else
-    batch=8 seq=1024 steps=6 torch_steps=8 torch_warmup=2 ds_steps=6 ds_warmup=2
+    batch=8 seq=1024 steps=${STEPS:-6} torch_steps=8 torch_warmup=2 ds_steps=6 ds_warmup=2
     default_rows=(calibrate link hostbw
                   d12-resident d12-prefetch-8g-auto
                   d48-resident d48-resident-recompute
@@ -205,6 +213,7 @@ uvmrt_row() { # ROW DEPTH BATCH POLICY BUDGET OPTIMIZER(gpu|cpu|K|auto) RECOMPUT
     fits "$row" uvmrt "$depth" "$b" "$recompute" || return
     local n=$steps
     [ "$depth" -ge 60 ] && n=4
+    [ "$placement" = auto ] && [ "$smoke" = 0 ] && n=${AUTO_STEPS:-12}
     local where=(--cpu-layers "$placement")
     case $placement in gpu | cpu) where=(--optimizer-on "$placement") ;; esac
     local args=(--backend cuda --depth "$depth" --batch "$b" --seq "$seq" --steps "$n"
@@ -216,9 +225,18 @@ uvmrt_row() { # ROW DEPTH BATCH POLICY BUDGET OPTIMIZER(gpu|cpu|K|auto) RECOMPUT
     [ -s "$outdir/profile.json" ] && args+=(--profile "$outdir/profile.json")
     rm -f "$outdir/gpt.$row.json" # a failed row must not leave an old result behind
     echo "== $row: $gpt ${args[*]}"
-    "$gpt" "${args[@]}" 2>&1 | tee "$outdir/gpt.$row.log"
+    rm -f "$outdir/rec.$row.json" "$outdir/replay.$row.json"
+    local rec=()
+    [ "$policy" = prefetch ] && rec=(env "UVMRT_RECORD=$outdir/rec.$row.json")
+    "${rec[@]}" "$gpt" "${args[@]}" 2>&1 | tee "$outdir/gpt.$row.log"
     local rc=${PIPESTATUS[0]}
     [ "$rc" -eq 0 ] || fail "$row" "$rc" "$outdir/gpt.$row.log"
+    # the model's prediction from the run's record (planned-step call times measured)
+    if [ "$rc" -eq 0 ] && [ "$budget" != none ] && [ -s "$outdir/rec.$row.json" ] && [ -x "$plan" ] &&
+        [ -s "$outdir/profile.json" ]; then
+        "$plan" --record "$outdir/rec.$row.json" --profile "$outdir/profile.json" --budget "$budget" --json \
+            >"$outdir/replay.$row.json" 2>"$outdir/replay.$row.log" || echo "run-gpt.sh: replay of $row failed" >&2
+    fi
 }
 
 torch_row() { # ROW DEPTH BATCH MODE STEPS WARMUP

@@ -17,7 +17,11 @@
 #      and host-memory bytes -- the CPU's AdamW and the link's DMA -- over host memory
 #      bandwidth, all measured in this run).
 #
-#   [BUILD=DIR] [KS="0 6 12"] [BUDGETS="8G 16G"] [STEPS=6] bench/run-plan.sh [--smoke] [OUTDIR]
+#   [BUILD=DIR] [KS="0 6 12"] [BUDGETS="8G 16G"] [STEPS=6] [AUTO_STEPS=12] bench/run-plan.sh [--smoke] [OUTDIR]
+#
+# The automatic rows run AUTO_STEPS steps: the review after 3 planned steps, a changed
+# choice's re-record and 3 planned steps, the second review, and steps left to measure
+# the final values by themselves (final_ms_per_step_median, what the table reports).
 #
 # For a check of the script without a GPU: RUN_BACKEND=sim PROFILE=FILE (no calibration,
 # no linkbench; every "measured" number is then the model's and the table says nothing).
@@ -48,6 +52,7 @@ fi
 KS=${KS:-$ks_default}
 BUDGETS=${BUDGETS:-$budgets_default}
 STEPS=${STEPS:-6}
+AUTO_STEPS=${AUTO_STEPS:-12}
 for p in "$mlp" "$plan" "$cal"; do
     [ -x "$p" ] || { echo "run-plan.sh: $p not found: run from the build folder, or set BUILD" >&2; exit 2; }
 done
@@ -76,7 +81,9 @@ fi
 row() {
     local name=$1 budget=$2
     shift 2
-    local args=("${shape[@]}" --steps "$STEPS" --profile "$out/profile.json" "$@")
+    local steps=$STEPS
+    case $name in *-auto) steps=$AUTO_STEPS ;; esac
+    local args=("${shape[@]}" --steps "$steps" --profile "$out/profile.json" "$@")
     local bargs=()
     if [ "$budget" = none ]; then bargs=(--policy none); else bargs=(--budget "$budget"); fi
     rm -f "$out/mlp.$name.json" "$out/rec.$name.json"

@@ -332,7 +332,7 @@ static uvmrt_status_t measured_scale(uvmrt_context_t *ctx, double **out, size_t 
         if (!c->timed || c->declared_ns == 0 || c->host_bytes > 0 || c->layer < 0) continue;
         size_t j = (size_t)c->layer * UVMRT_PHASE_COUNT + (size_t)c->phase;
         if (j >= n) continue;
-        meas[j] += (double)uvmrt__elapsed(ctx, ctx->ev.timing[c->ev_wait_end], ctx->ev.timing[c->ev_end]);
+        meas[j] += (double)uvmrt__call_work_ns(ctx, q, i, NULL); /* its link traffic is the model's */
         model[j] += (double)c->declared_ns;
     }
     for (size_t j = 0; j < n; j++) meas[j] = model[j] > 0 && meas[j] > 0 ? meas[j] / model[j] : 1.0;

@@ -131,6 +131,12 @@ uvmrt_status_t uvmrt__exec_release(uvmrt_context_t *ctx, uvmrt_tensor_t *t);
 void uvmrt__exec_fini(uvmrt_context_t *ctx);
 /* At destroy, after the report: frees the step's sequences, the record and the plan. */
 void uvmrt__sched_free(uvmrt_context_t *ctx);
+/* Timed call i of q (a step that ran on the backend): its own work in ns, what the
+ * timing events measured less the time of its traffic to and from host-homed
+ * tensors at the profile's remote rates (that traffic adds to a call's work, it
+ * does not hide under it: the model, sim.c, adds it back); *raw gets the
+ * measured time. Between steps, with the placements the step ran with. */
+uint64_t uvmrt__call_work_ns(uvmrt_context_t *ctx, const uvmrt_sequence_t *q, size_t i, uint64_t *raw);
 
 /* report.c */
 uvmrt_status_t uvmrt__report_at_destroy(const uvmrt_context_t *ctx);

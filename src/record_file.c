@@ -51,11 +51,10 @@ static json_t *calls_json(uvmrt_context_t *ctx, const uvmrt_sequence_t *timed)
     json_t *a = seen ? json_array() : NULL;
     for (size_t i = 0; a && i < r->n_calls; i++) {
         const uvmrt_call_t *c = &r->calls[i];
-        uint64_t dur = c->sim_duration_ns;
+        uint64_t dur = c->sim_duration_ns, raw = 0;
         const char *src = "modelled";
         if (measure && timed->calls[i].timed) {
-            const uvmrt_call_t *m = &timed->calls[i];
-            dur = uvmrt__elapsed(ctx, ctx->ev.timing[m->ev_wait_end], ctx->ev.timing[m->ev_end]);
+            dur = uvmrt__call_work_ns(ctx, timed, i, &raw);
             src = "measured";
         }
         json_t *uses = json_array();
@@ -64,13 +63,14 @@ static json_t *calls_json(uvmrt_context_t *ctx, const uvmrt_sequence_t *timed)
                                                   (int)r->use_access[c->use_first + k]));
         /* after: that stream's number (-1: none, or a stream no call of the step runs on) */
         int after = c->after != NULL ? stream_number(seen, &n_seen, c->after, 0) : -1;
-        json_array_append_new(a, json_pack("{s:i, s:s, s:i, s:i, s:I, s:s, s:I, s:I, s:o}", "layer", c->layer, "phase",
-                                           uvmrt_phase_name(c->phase), "stream",
-                                           stream_number(seen, &n_seen, c->stream, 0), "after", after,
-                                           "duration_ns",
-                                           (json_int_t)dur, "duration_source", src, "modelled_ns",
-                                           (json_int_t)c->sim_duration_ns, "host_bytes", (json_int_t)c->host_bytes,
-                                           "uses", uses));
+        json_t *o = json_pack("{s:i, s:s, s:i, s:i, s:I, s:s, s:I, s:I, s:o}", "layer", c->layer, "phase",
+                              uvmrt_phase_name(c->phase), "stream", stream_number(seen, &n_seen, c->stream, 0),
+                              "after", after, "duration_ns", (json_int_t)dur, "duration_source", src,
+                              "modelled_ns", (json_int_t)c->sim_duration_ns, "host_bytes",
+                              (json_int_t)c->host_bytes, "uses", uses);
+        /* measured: the events' time, of which duration_ns is the call's own work */
+        if (o != NULL && raw > 0) json_object_set_new(o, "measured_ns", json_integer((json_int_t)raw));
+        json_array_append_new(a, o);
     }
     free(seen);
     return a;

@@ -271,6 +271,24 @@ uvmrt_status_t uvmrt_step_end(uvmrt_context_t *ctx)
     return UVMRT_OK;
 }
 
+uint64_t uvmrt__call_work_ns(uvmrt_context_t *ctx, const uvmrt_sequence_t *q, size_t i, uint64_t *raw)
+{
+    const uvmrt_call_t *c = &q->calls[i];
+    uint64_t m = uvmrt__elapsed(ctx, ctx->ev.timing[c->ev_wait_end], ctx->ev.timing[c->ev_end]);
+    if (raw) *raw = m;
+    double rd = 0, wr = 0;
+    for (size_t k = 0; k < c->n_uses; k++) {
+        const uvmrt_tensor_t *t = ctx->tensors.by_id[q->use_tensor[c->use_first + k]];
+        unsigned acc = q->use_access[c->use_first + k];
+        if (!t->host_homed) continue;
+        if ((acc & UVMRT_USE_READ) && ctx->profile->remote_read_bps > 0) rd += (double)t->footprint / ctx->profile->remote_read_bps;
+        if ((acc & UVMRT_USE_WRITE) && ctx->profile->remote_write_bps > 0)
+            wr += (double)t->footprint / ctx->profile->remote_write_bps;
+    }
+    double link_ns = (rd > wr ? rd : wr) * 1e9;
+    return (double)m > link_ns ? m - (uint64_t)link_ns : 0;
+}
+
 /* Calls longer than this (about 31 years) are refused: the model's clocks are
  * uint64 nanoseconds and must not overflow. */
 #define UVMRT_MAX_CALL_NS 1e18

@@ -206,27 +206,42 @@ Test(sim_hostmem, random_mixes_never_beat_the_bandwidth_limits)
 }
 
 /* ------------------------------------------------------------------ through the public API */
-/* A step with a GPU call reading a host-placed tensor over the link and a CPU
- * call (host_bytes, its own stream): the CPU call's duration as the model says. */
-static uint64_t cpu_call_ns(int with_gpu_call, int gpu_first)
+/* A prefetch-policy context with an 8 GiB budget on the test profile (through a
+ * profile file, as a user would give it). */
+static uvmrt_context_t *ctx_on_test_profile(int shared)
 {
     char dir[] = "/tmp/uvmrt-sim-XXXXXX";
     cr_assert_not_null(mkdtemp(dir));
     char path[64];
     snprintf(path, sizeof path, "%s/hm.json", dir);
-    uvmrt_profile_t prof = test_profile(1);
+    uvmrt_profile_t prof = test_profile(shared);
     uvmrt_log_t log = {UVMRT_LOG_WARN, log_capture, NULL};
     cr_assert_eq(uvmrt__profile_file_save(&prof, NULL, path, &log), UVMRT_OK);
     uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_PREFETCH, 8 * GIB, path);
     unlink(path);
     rmdir(dir);
-    int gpu, cpu;
-    cr_assert_eq(uvmrt_layer_add(ctx, "gpu", &gpu), UVMRT_OK);
-    cr_assert_eq(uvmrt_layer_add(ctx, "cpu", &cpu), UVMRT_OK);
-    uvmrt_tensor_desc_t d = {"X", -1, UVMRT_ROLE_ACTIVATION, 4 * GIB};
+    return ctx;
+}
+
+/* A host-placed activation of `bytes` (read over the link by the GPU's calls). */
+static uvmrt_tensor_t *host_placed(uvmrt_context_t *ctx, uint64_t bytes)
+{
+    uvmrt_tensor_desc_t d = {"X", -1, UVMRT_ROLE_ACTIVATION, bytes};
     uvmrt_tensor_t *x;
     cr_assert_eq(uvmrt_tensor_alloc(ctx, &d, &x), UVMRT_OK);
     cr_assert_eq(uvmrt_tensor_set_placement(ctx, x, UVMRT_PLACE_HOST), UVMRT_OK);
+    return x;
+}
+
+/* A step with a GPU call reading a host-placed tensor over the link and a CPU
+ * call (host_bytes, its own stream): the CPU call's duration as the model says. */
+static uint64_t cpu_call_ns(int with_gpu_call, int gpu_first)
+{
+    uvmrt_context_t *ctx = ctx_on_test_profile(1);
+    int gpu, cpu;
+    cr_assert_eq(uvmrt_layer_add(ctx, "gpu", &gpu), UVMRT_OK);
+    cr_assert_eq(uvmrt_layer_add(ctx, "cpu", &cpu), UVMRT_OK);
+    uvmrt_tensor_t *x = host_placed(ctx, 4 * GIB);
     uvmrt_use_t use = {x, UVMRT_USE_READ | UVMRT_USE_STREAM};
     uvmrt_layer_call_t g = {.layer = gpu, .phase = UVMRT_PHASE_FORWARD, .stream = GPU_S, .uses = &use, .n_uses = 1,
                             .no_default_uses = 1};
@@ -288,5 +303,57 @@ Test(sim_hostmem, host_bytes_too_long_is_invalid)
     cr_assert_eq(uvmrt_layer_begin(ctx, &c), UVMRT_OK, "%s", log_text());
     cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK);
     cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK);
+    uvmrt_context_destroy(ctx);
+}
+
+/* A layer's remote traffic adds to its own work (the H200 measured a layer's
+ * conversion kernel over the link before its GEMM, and a GEMM's epilogue over the
+ * link after it, in series): reads and writes run at once, the work after them. */
+Test(sim_remote, a_calls_link_traffic_adds_to_its_work)
+{
+    model_t m;
+    model_open(&m, B, 0);
+    uint64_t t0 = uvmrt_backend_sim.now_ns(m.be);
+    uvmrt_range_t all = {m.buf, B}, half = {m.buf, B / 2};
+    const uint64_t work = 10000000; /* 10 ms */
+    uvmrt_touch_t w = {.remote_read = &all, .n_remote_read = 1, .duration_ns = work};
+    uvmrt_touch_result_t res;
+    cr_assert_eq(uvmrt_backend_sim.touch(m.be, GPU_S, &w, &res), UVMRT_OK);
+    double read_ns = (double)B / LINK * 1e9;
+    assert_ns_near(end_of(&m, GPU_S, t0), read_ns + (double)work);
+    /* reads of B and writes of B/2 at once: the longer of the two, then the work */
+    uvmrt_touch_t w2 = {.remote_read = &all, .n_remote_read = 1, .remote_write = &half, .n_remote_write = 1,
+                        .duration_ns = work};
+    cr_assert_eq(uvmrt_backend_sim.touch(m.be, GPU_S, &w2, &res), UVMRT_OK);
+    assert_ns_near(end_of(&m, GPU_S, t0), 2 * (read_ns + (double)work));
+    cr_assert_eq(res.fault_bytes, 0, "remote traffic is not faults");
+    model_close(&m);
+}
+
+/* What the review and UVMRT_RECORD take as a call's own work: its measured time less
+ * its traffic to host-homed tensors at the remote rates (the model adds that traffic
+ * back), so that a re-play does not count the link twice. */
+Test(sim_remote, a_calls_own_work_leaves_its_link_traffic_out)
+{
+    uvmrt_context_t *ctx = ctx_on_test_profile(0);
+    int l;
+    cr_assert_eq(uvmrt_layer_add(ctx, "gpu", &l), UVMRT_OK);
+    uvmrt_tensor_t *x = host_placed(ctx, 1 * GIB);
+    uvmrt_use_t use = {x, UVMRT_USE_READ | UVMRT_USE_STREAM};
+    const uint64_t work = 5000000; /* 5 ms */
+    uvmrt_layer_call_t g = {.layer = l, .phase = UVMRT_PHASE_FORWARD, .stream = GPU_S, .uses = &use, .n_uses = 1,
+                            .no_default_uses = 1, .sim_duration_ns = work};
+    for (int step = 0; step < 3; step++) { /* a recording step, then planned ones */
+        cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
+        cr_assert_eq(uvmrt_layer_begin(ctx, &g), UVMRT_OK, "%s", log_text());
+        cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK, "%s", log_text());
+        cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK);
+    }
+    cr_assert(x->host_homed, "the host-placed tensor is host-homed");
+    uint64_t raw = 0, own = uvmrt__call_work_ns(ctx, &ctx->sched.cur, 0, &raw);
+    double link_ns = (double)GIB / LINK * 1e9;
+    cr_assert(fabs((double)raw - (link_ns + (double)work)) <= 2, "measured %llu ns", (unsigned long long)raw);
+    cr_assert(fabs((double)own - (double)work) <= 2, "own work %llu ns, expected %llu", (unsigned long long)own,
+              (unsigned long long)work);
     uvmrt_context_destroy(ctx);
 }

@@ -498,6 +498,25 @@ int cli_json_write(const char *flag, const char *path, struct json_t *root)
     return rc;
 }
 
+void cli_json_final_steps(struct json_t *root, const unsigned char *recording, const uvmrt_step_stats_t *stats,
+                          int first, int stop)
+{
+    if (root == NULL) return;
+    json_t *recorded = json_array();
+    int last = first;
+    for (int s = first; s < stop; s++)
+        if (s == first || recording[s]) {
+            json_array_append_new(recorded, json_integer(s + 1));
+            last = s;
+        }
+    double *tail = malloc((size_t)(stop > first ? stop - first : 1) * sizeof *tail);
+    size_t n = 0;
+    for (int s = last + 1; tail && s < stop; s++) tail[n++] = (double)stats[s].step_ns / 1e6;
+    json_object_set_new(root, "recorded_steps", recorded);
+    json_object_set_new(root, "final_ms_per_step_median", n > 0 ? json_real(cli_median(tail, n)) : json_null());
+    free(tail);
+}
+
 int cli_reports_write(const uvmrt_context_t *ctx, const cli_common_t *c)
 {
     int bad = 0;

@@ -143,6 +143,12 @@ int cli_output_close(const char *flag, const char *path, FILE *f);
  * releases it; root NULL (jansson ran out of memory building it) is reported too. */
 struct json_t;
 int cli_json_write(const char *flag, const char *path, struct json_t *root);
+/* Sets on root, for steps [first, stop) of a run: "recorded_steps", the 1-based steps
+ * that recorded uvmrt's schedule (recording[s], and step first), and
+ * "final_ms_per_step_median", the median of the steps after the last of them (the
+ * final choice's own steady time; null when none ran). Nothing when root is NULL. */
+void cli_json_final_steps(struct json_t *root, const unsigned char *recording, const uvmrt_step_stats_t *stats,
+                          int first, int stop);
 /* The reports a run's shared flags asked for, after its steps: the per-layer text
  * table on stdout unless --quiet, --report FORMAT:PATH and --trace PATH. Each that
  * fails is reported and the others are still written. */

@@ -2115,6 +2115,7 @@ static int result_write(gpt_run_t *run, const char *path, const medians_t *m,
                             run->auto_knobs ? json_real(run->choice.predicted_step_ns / 1e6)
                                             : json_null());
     }
+    cli_json_final_steps(root, run->recording, run->stats, run->first, run->stop);
     return cli_json_write("--result-json", path, root);
 }
 

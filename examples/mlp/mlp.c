@@ -297,9 +297,9 @@ static uvmrt_status_t layer_open(mlp_run_t *run, int i, uvmrt_phase_t phase,
     /* a CPU block's forward waits for the CPU's update of it (mlp_gpu_forward_wait) */
     if (phase == UVMRT_PHASE_FORWARD && i >= run->net.L - run->cpu_layers)
         call.after = run->cpu_stream;
-    /* sim: a GEMM-free call (the optimizer) is timed by its bytes at HBM speed */
-    if (run->backend == UVMRT_BACKEND_SIM && flops == 0 && run->profile &&
-        run->profile->hbm_bps > 0)
+    /* a GEMM-free call (the optimizer) is modelled by its bytes at HBM speed (on sim
+     * and in uvmrt_choose's rehearsals; on cuda only declared, for the review) */
+    if (flops == 0 && run->profile && run->profile->hbm_bps > 0)
         call.sim_duration_ns = (uint64_t)((double)gpu_bytes / run->profile->hbm_bps * 1e9);
     uvmrt_status_t st = uvmrt_layer_begin(run->ctx, &call);
     if (st != UVMRT_OK && !run->rehearsal)
@@ -792,6 +792,7 @@ static int result_write(const mlp_run_t *run, const char *path, const mlp_median
         "losses", losses, "step_ms", step_ms);
     if (root && run->have_choice) /* every time in it but measured_ms is predicted */
         choice_json(run, root);
+    cli_json_final_steps(root, run->recording, run->stats, 0, S);
     return cli_json_write("--result-json", path, root);
 }
 

@@ -14,7 +14,8 @@
  *    unified-memory records are on, the driver's time to trace each fault group;
  *  - its reads and writes of host-homed ranges cross the link at the remote
  *    bandwidths, occupying that direction's engine, so they queue behind and
- *    delay migrations (and the layer ends when its link traffic has);
+ *    delay migrations; its own work comes after that traffic (measured: they
+ *    add, they do not overlap);
  *  - its CPU work (host_bytes) runs on its stream at the profile's host_mem_bps;
  *  - host memory is shared (when the profile has host_mem_bps and
  *    host_mem_shared_bps): CPU work and link transfers (migrations, remote
@@ -507,25 +508,30 @@ static uvmrt_status_t sim_touch(void *state, uvmrt_stream_t stream, const uvmrt_
                    t + ns_for((double)here, s->prof->fault_bps));
         }
     }
-    uint64_t end = t + ns_for((double)copied, s->prof->fault_bps) +
-                   ns_for((double)written, s->prof->evict_d2h_bps) + w->duration_ns;
-    /* the driver tracing those faults for the counters, when they are on */
-    if (s->um_on) end += res->fault_count * s->prof->fault_trace_ns;
-    /* Remote traffic shares the link with the copy engines, one direction each. */
+    /* Its reads and writes of host-homed ranges cross the link at the remote rates,
+     * each direction queued behind that direction's migrations, the two directions
+     * at once; the call's own work (and its demand faults) comes after them, not
+     * under them: measured on the H200, a layer's remote traffic adds to its
+     * compute (a conversion kernel before a GEMM, an epilogue after it). */
     uint64_t rd = 0, wr = 0;
     uvmrt_status_t st = remote_bytes(s, w->remote_read, w->n_remote_read, &rd);
     if (st == UVMRT_OK) st = remote_bytes(s, w->remote_write, w->n_remote_write, &wr);
     if (st != UVMRT_OK) return st;
+    uint64_t c0 = t;
     if (rd > 0) {
         uint64_t r0 = s->h2d_engine_t > t ? s->h2d_engine_t : t;
         s->h2d_engine_t = hm_run(s, r0, (double)rd, s->prof->remote_read_bps, 0);
-        if (s->h2d_engine_t > end) end = s->h2d_engine_t;
+        c0 = s->h2d_engine_t;
     }
     if (wr > 0) {
         uint64_t w0 = s->d2h_engine_t > t ? s->d2h_engine_t : t;
         s->d2h_engine_t = hm_run(s, w0, (double)wr, s->prof->remote_write_bps, 0);
-        if (s->d2h_engine_t > end) end = s->d2h_engine_t;
+        if (s->d2h_engine_t > c0) c0 = s->d2h_engine_t;
     }
+    uint64_t end = c0 + ns_for((double)copied, s->prof->fault_bps) + ns_for((double)written, s->prof->evict_d2h_bps) +
+                   w->duration_ns;
+    /* the driver tracing those faults for the counters, when they are on */
+    if (s->um_on) end += res->fault_count * s->prof->fault_trace_ns;
     /* CPU work beside the GPU's: host memory, shared with the link */
     if (w->host_bytes > 0 && s->prof->host_mem_bps > 0) {
         uint64_t cpu_end = hm_run(s, t, (double)w->host_bytes, s->prof->host_mem_bps, 1);
