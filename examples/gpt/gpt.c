@@ -722,9 +722,9 @@ static void layer_open(gpt_run_t *run, int layer, uvmrt_phase_t phase, const use
     /* a CPU layer's forward waits for the CPU's update of it (cpu_wait) */
     if (phase == UVMRT_PHASE_FORWARD && on_cpu(run, layer))
         call.after = run->cpu_stream;
-    /* sim: a call without matmuls is timed by its bytes at HBM speed */
-    if (run->backend == UVMRT_BACKEND_SIM && flops == 0 && run->profile &&
-        run->profile->hbm_bps > 0)
+    /* a call without matmuls is modelled by its bytes at HBM speed (on sim and in
+     * uvmrt_choose's rehearsals; on cuda only declared, for the review) */
+    if (flops == 0 && run->profile && run->profile->hbm_bps > 0)
         call.sim_duration_ns = (uint64_t)((double)bytes / run->profile->hbm_bps * 1e9) + 1;
     uvmrt_status_t st = uvmrt_layer_begin(run->ctx, &call);
     if (st != UVMRT_OK) {
