@@ -180,6 +180,11 @@ typedef struct uvmrt_profile {
     double host_mem_shared_bps;   /* host memory bytes/s in all (CPU plus link DMA) while both run */
     double cpu_adamw_params_per_s; /* fp32 AdamW on the CPU (28 bytes/param), link idle */
     double gpu_bf16_flops;        /* bf16 GEMM FLOP/s measured by uvmrt-calibrate (cuBLAS 8192^3) */
+    /* Host memory bytes/s the CPU's work reaches while the link copies one way at its
+     * full (pinned) rate, the other way idle, in host_mem_bps's units (0: not measured;
+     * then only host_mem_shared_bps limits the CPU beside the link). */
+    double host_mem_cpu_beside_h2d_bps;
+    double host_mem_cpu_beside_d2h_bps;
 } uvmrt_profile_t;
 
 /* The built-in profiles; *count receives their number. Never NULL. */

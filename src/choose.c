@@ -316,27 +316,32 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /* Each (layer, phase)'s measured GPU work in the last step over its modelled time:
- * calls with a modelled duration and no CPU work (a CPU call's stream times nothing). */
+ * calls with a modelled duration and no CPU work (a CPU call's stream times nothing);
+ * the work less its link traffic, which the model adds itself (uvmrt__step_work). */
 static uvmrt_status_t measured_scale(uvmrt_context_t *ctx, double **out, size_t *n_out)
 {
     size_t n = (size_t)ctx->tensors.n_layers * UVMRT_PHASE_COUNT;
+    const uvmrt_sequence_t *q = &ctx->sched.cur;
     double *meas = calloc(n ? n : 1, sizeof *meas), *model = calloc(n ? n : 1, sizeof *model);
-    if (meas == NULL || model == NULL) {
+    uint64_t *work = malloc(2 * (q->n_calls ? q->n_calls : 1) * sizeof *work);
+    uvmrt_status_t st = meas && model && work ? uvmrt__step_work(ctx, q, work, work + q->n_calls) : UVMRT_ERR_NOMEM;
+    if (st != UVMRT_OK) {
         free(meas);
         free(model);
-        return UVMRT_ERR_NOMEM;
+        free(work);
+        return st;
     }
-    const uvmrt_sequence_t *q = &ctx->sched.cur;
     for (size_t i = 0; i < q->n_calls; i++) {
         const uvmrt_call_t *c = &q->calls[i];
         if (!c->timed || c->declared_ns == 0 || c->host_bytes > 0 || c->layer < 0) continue;
         size_t j = (size_t)c->layer * UVMRT_PHASE_COUNT + (size_t)c->phase;
         if (j >= n) continue;
-        meas[j] += (double)uvmrt__call_work_ns(ctx, q, i, NULL); /* its link traffic is the model's */
+        meas[j] += (double)work[i];
         model[j] += (double)c->declared_ns;
     }
     for (size_t j = 0; j < n; j++) meas[j] = model[j] > 0 && meas[j] > 0 ? meas[j] / model[j] : 1.0;
     free(model);
+    free(work);
     *out = meas;
     *n_out = n;
     return UVMRT_OK;

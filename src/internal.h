@@ -131,12 +131,14 @@ uvmrt_status_t uvmrt__exec_release(uvmrt_context_t *ctx, uvmrt_tensor_t *t);
 void uvmrt__exec_fini(uvmrt_context_t *ctx);
 /* At destroy, after the report: frees the step's sequences, the record and the plan. */
 void uvmrt__sched_free(uvmrt_context_t *ctx);
-/* Timed call i of q (a step that ran on the backend): its own work in ns, what the
- * timing events measured less the time of its traffic to and from host-homed
- * tensors at the profile's remote rates (that traffic adds to a call's work, it
- * does not hide under it: the model, sim.c, adds it back); *raw gets the
- * measured time. Between steps, with the placements the step ran with. */
-uint64_t uvmrt__call_work_ns(uvmrt_context_t *ctx, const uvmrt_sequence_t *q, size_t i, uint64_t *raw);
+/* The timed calls of q (a step that ran on the backend; between steps, with the
+ * placements it ran with): raw[i], what the timing events measured (0: not timed),
+ * and work[i], the call's own work: a call with traffic to host-homed tensors less
+ * that traffic at the profile's remote rates (it adds to a call's work, it does not
+ * hide under it: the model, sim.c, adds it back), and no more than its declared work
+ * at the efficiency its phase's calls without such traffic measured (the traffic
+ * shared the link with the migrations). UVMRT_ERR_NOMEM. */
+uvmrt_status_t uvmrt__step_work(uvmrt_context_t *ctx, const uvmrt_sequence_t *q, uint64_t *work, uint64_t *raw);
 
 /* report.c */
 uvmrt_status_t uvmrt__report_at_destroy(const uvmrt_context_t *ctx);

@@ -53,6 +53,8 @@ static const pkey_t keys[] = {
     KEY(host_mem_shared_bps, K_RATE, 0),
     KEY(cpu_adamw_params_per_s, K_RATE, 0),
     KEY(gpu_bf16_flops, K_RATE, 0),
+    KEY(host_mem_cpu_beside_h2d_bps, K_RATE, 0),
+    KEY(host_mem_cpu_beside_d2h_bps, K_RATE, 0),
 };
 #undef KEY
 #define N_KEYS (sizeof keys / sizeof keys[0])

@@ -46,6 +46,12 @@ static json_t *calls_json(uvmrt_context_t *ctx, const uvmrt_sequence_t *timed)
      * its kernels' times are mostly their faults, which the plan removes. */
     int measure = ctx->cfg.backend != UVMRT_BACKEND_SIM && timed != NULL && timed->n_calls == r->n_calls;
     uvmrt_stream_t *seen = malloc((r->n_calls ? r->n_calls : 1) * sizeof *seen);
+    uint64_t *work = measure ? malloc(2 * (r->n_calls ? r->n_calls : 1) * sizeof *work) : NULL;
+    if (measure && (work == NULL || uvmrt__step_work(ctx, timed, work, work + r->n_calls) != UVMRT_OK)) {
+        free(work);
+        free(seen);
+        return NULL;
+    }
     size_t n_seen = 0;
     for (size_t i = 0; seen && i < r->n_calls; i++) (void)stream_number(seen, &n_seen, r->calls[i].stream, 1);
     json_t *a = seen ? json_array() : NULL;
@@ -54,7 +60,8 @@ static json_t *calls_json(uvmrt_context_t *ctx, const uvmrt_sequence_t *timed)
         uint64_t dur = c->sim_duration_ns, raw = 0;
         const char *src = "modelled";
         if (measure && timed->calls[i].timed) {
-            dur = uvmrt__call_work_ns(ctx, timed, i, &raw);
+            dur = work[i];
+            raw = work[r->n_calls + i];
             src = "measured";
         }
         json_t *uses = json_array();
@@ -72,6 +79,7 @@ static json_t *calls_json(uvmrt_context_t *ctx, const uvmrt_sequence_t *timed)
         if (o != NULL && raw > 0) json_object_set_new(o, "measured_ns", json_integer((json_int_t)raw));
         json_array_append_new(a, o);
     }
+    free(work);
     free(seen);
     return a;
 }

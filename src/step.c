@@ -271,22 +271,55 @@ uvmrt_status_t uvmrt_step_end(uvmrt_context_t *ctx)
     return UVMRT_OK;
 }
 
-uint64_t uvmrt__call_work_ns(uvmrt_context_t *ctx, const uvmrt_sequence_t *q, size_t i, uint64_t *raw)
+/* A timed call's time over the link for its host-homed tensors at the profile's
+ * remote rates, the two directions at once. */
+static double remote_ns_of(const uvmrt_context_t *ctx, const uvmrt_sequence_t *q, const uvmrt_call_t *c)
 {
-    const uvmrt_call_t *c = &q->calls[i];
-    uint64_t m = uvmrt__elapsed(ctx, ctx->ev.timing[c->ev_wait_end], ctx->ev.timing[c->ev_end]);
-    if (raw) *raw = m;
     double rd = 0, wr = 0;
     for (size_t k = 0; k < c->n_uses; k++) {
         const uvmrt_tensor_t *t = ctx->tensors.by_id[q->use_tensor[c->use_first + k]];
         unsigned acc = q->use_access[c->use_first + k];
         if (!t->host_homed) continue;
-        if ((acc & UVMRT_USE_READ) && ctx->profile->remote_read_bps > 0) rd += (double)t->footprint / ctx->profile->remote_read_bps;
+        if ((acc & UVMRT_USE_READ) && ctx->profile->remote_read_bps > 0)
+            rd += (double)t->footprint / ctx->profile->remote_read_bps;
         if ((acc & UVMRT_USE_WRITE) && ctx->profile->remote_write_bps > 0)
             wr += (double)t->footprint / ctx->profile->remote_write_bps;
     }
-    double link_ns = (rd > wr ? rd : wr) * 1e9;
-    return (double)m > link_ns ? m - (uint64_t)link_ns : 0;
+    return (rd > wr ? rd : wr) * 1e9;
+}
+
+uvmrt_status_t uvmrt__step_work(uvmrt_context_t *ctx, const uvmrt_sequence_t *q, uint64_t *work, uint64_t *raw)
+{
+    double *link = malloc((q->n_calls ? q->n_calls : 1) * sizeof *link);
+    if (link == NULL) return UVMRT_ERR_NOMEM;
+    /* per phase: measured over declared for the calls without link traffic */
+    double meas[UVMRT_PHASE_COUNT] = {0}, decl[UVMRT_PHASE_COUNT] = {0};
+    for (size_t i = 0; i < q->n_calls; i++) {
+        const uvmrt_call_t *c = &q->calls[i];
+        raw[i] = c->timed ? uvmrt__elapsed(ctx, ctx->ev.timing[c->ev_wait_end], ctx->ev.timing[c->ev_end]) : 0;
+        link[i] = c->timed ? remote_ns_of(ctx, q, c) : 0;
+        if (c->timed && link[i] == 0 && c->host_bytes == 0 && c->declared_ns > 0) {
+            meas[c->phase] += (double)raw[i];
+            decl[c->phase] += (double)c->declared_ns;
+        }
+    }
+    for (size_t i = 0; i < q->n_calls; i++) {
+        const uvmrt_call_t *c = &q->calls[i];
+        double w = (double)raw[i];
+        if (link[i] > 0) {
+            /* Its traffic shared the link with the step's migrations, so its measured
+             * time holds more than the traffic at the remote rates: no more than the
+             * phase's clean calls' efficiency says its declared work takes. */
+            w = w > link[i] ? w - link[i] : 0;
+            if (decl[c->phase] > 0 && c->declared_ns > 0) {
+                double clean = (double)c->declared_ns * meas[c->phase] / decl[c->phase];
+                if (clean < w) w = clean;
+            }
+        }
+        work[i] = (uint64_t)w;
+    }
+    free(link);
+    return UVMRT_OK;
 }
 
 /* Calls longer than this (about 31 years) are refused: the model's clocks are

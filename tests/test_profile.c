@@ -63,11 +63,13 @@ static void assert_profiles_equal(const uvmrt_profile_t *a, const uvmrt_profile_
     const double da[] = {a->prefetch_h2d_bps, a->evict_d2h_bps, a->pinned_h2d_bps, a->pinned_d2h_bps,
                          a->fault_bps, a->remote_read_bps, a->remote_write_bps, a->flops, a->hbm_bps,
                          a->pinned_bidir_bps, a->host_mem_bps, a->host_mem_shared_bps,
-                         a->cpu_adamw_params_per_s, a->gpu_bf16_flops};
+                         a->cpu_adamw_params_per_s, a->gpu_bf16_flops, a->host_mem_cpu_beside_h2d_bps,
+                         a->host_mem_cpu_beside_d2h_bps};
     const double db[] = {b->prefetch_h2d_bps, b->evict_d2h_bps, b->pinned_h2d_bps, b->pinned_d2h_bps,
                          b->fault_bps, b->remote_read_bps, b->remote_write_bps, b->flops, b->hbm_bps,
                          b->pinned_bidir_bps, b->host_mem_bps, b->host_mem_shared_bps,
-                         b->cpu_adamw_params_per_s, b->gpu_bf16_flops};
+                         b->cpu_adamw_params_per_s, b->gpu_bf16_flops, b->host_mem_cpu_beside_h2d_bps,
+                         b->host_mem_cpu_beside_d2h_bps};
     for (size_t i = 0; i < sizeof da / sizeof da[0]; i++)
         cr_assert_eq(da[i], db[i], "rate %zu: %.17g != %.17g", i, da[i], db[i]); /* exact */
 }
@@ -139,6 +141,8 @@ Test(profile, calibrated_file_round_trips_with_its_metadata)
     p.description = "measured by uvmrt-calibrate";
     p.pinned_h2d_bps = 55512345678.901234; /* not a round number: all 17 digits matter */
     p.host_mem_shared_bps = 1.0 / 3.0 * 4.2e11;
+    p.host_mem_cpu_beside_h2d_bps = 6.1e10 / 7.0; /* the optional per-direction CPU figures */
+    p.host_mem_cpu_beside_d2h_bps = 5.3e10;
     uvmrt_profile_meta_t m = {"2026-12-01T09:30:00Z", "NVIDIA H200", 13000, 13000, "uvmrt-calibrate 0.1.0",
                               "{\"pinned_h2d\": {\"bytes\": 1073741824, \"ns\": [19342000, 19350000]}}"};
     const char *path = tmp_path("cal.json");

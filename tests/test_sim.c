@@ -120,6 +120,22 @@ Test(sim_hostmem, alone_each_takes_its_own_bandwidth)
     model_close(&m);
 }
 
+/* With the profile's CPU-beside-one-direction figure, a direction in use lowers the
+ * CPU's ceiling in proportion even below the shared total: 60 - (60 - 30) x 40/50. */
+Test(sim_hostmem, cpu_work_beside_one_direction_takes_the_measured_share)
+{
+    model_t m;
+    model_open(&m, B, 1);
+    m.prof.host_mem_cpu_beside_h2d_bps = 30e9; /* the model reads the profile it was given */
+    uint64_t t0 = uvmrt_backend_sim.now_ns(m.be);
+    prefetch_all(&m); /* 40 GB/s to the GPU for 107 ms, booked first */
+    cpu_work(&m, H);
+    double ceiling = CPU - (CPU - 30e9) * (LINK / m.prof.pinned_h2d_bps);
+    cr_assert_lt(ceiling, SHARED - LINK, "below what the shared total alone leaves");
+    assert_ns_near(end_of(&m, CPU_S, t0), (double)H / ceiling * 1e9);
+    model_close(&m);
+}
+
 Test(sim_hostmem, transfer_beside_cpu_work_takes_the_predicted_longer)
 {
     model_t m;
@@ -340,9 +356,9 @@ Test(sim_remote, a_calls_own_work_leaves_its_link_traffic_out)
     cr_assert_eq(uvmrt_layer_add(ctx, "gpu", &l), UVMRT_OK);
     uvmrt_tensor_t *x = host_placed(ctx, 1 * GIB);
     uvmrt_use_t use = {x, UVMRT_USE_READ | UVMRT_USE_STREAM};
-    const uint64_t work = 5000000; /* 5 ms */
+    const uint64_t own_ns = 5000000; /* 5 ms */
     uvmrt_layer_call_t g = {.layer = l, .phase = UVMRT_PHASE_FORWARD, .stream = GPU_S, .uses = &use, .n_uses = 1,
-                            .no_default_uses = 1, .sim_duration_ns = work};
+                            .no_default_uses = 1, .sim_duration_ns = own_ns};
     for (int step = 0; step < 3; step++) { /* a recording step, then planned ones */
         cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
         cr_assert_eq(uvmrt_layer_begin(ctx, &g), UVMRT_OK, "%s", log_text());
@@ -350,10 +366,12 @@ Test(sim_remote, a_calls_own_work_leaves_its_link_traffic_out)
         cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK);
     }
     cr_assert(x->host_homed, "the host-placed tensor is host-homed");
-    uint64_t raw = 0, own = uvmrt__call_work_ns(ctx, &ctx->sched.cur, 0, &raw);
+    uint64_t work[2] = {0, 0};
+    cr_assert_eq(uvmrt__step_work(ctx, &ctx->sched.cur, work, work + 1), UVMRT_OK);
+    uint64_t own = work[0], raw = work[1];
     double link_ns = (double)GIB / LINK * 1e9;
-    cr_assert(fabs((double)raw - (link_ns + (double)work)) <= 2, "measured %llu ns", (unsigned long long)raw);
-    cr_assert(fabs((double)own - (double)work) <= 2, "own work %llu ns, expected %llu", (unsigned long long)own,
-              (unsigned long long)work);
+    cr_assert(fabs((double)raw - (link_ns + (double)own_ns)) <= 2, "measured %llu ns", (unsigned long long)raw);
+    cr_assert(fabs((double)own - (double)own_ns) <= 2, "own work %llu ns, expected %llu", (unsigned long long)own,
+              (unsigned long long)own_ns);
     uvmrt_context_destroy(ctx);
 }

@@ -535,10 +535,13 @@ typedef struct shared_rates {
     int passes;
 } shared_rates_t;
 
-/* CPU passes while pinned copies run both ways, on two streams, for about
- * overlap_s: the CPU's rate over its passes and each direction's rate. The
- * passes run until both directions are done, so the link never runs alone. */
-static shared_rates_t contended(calib_t *c, const link_bufs_t *b, const link_rates_t *solo,
+enum { DIR_H2D = 1, DIR_D2H = 2, DIR_BOTH = 3 };
+
+/* CPU passes while pinned copies run in the directions dirs (both: on two streams)
+ * for about overlap_s: the CPU's rate over its passes and each direction's rate (0
+ * for a direction not run). The passes run until the copies are done, so the link
+ * never runs alone. */
+static shared_rates_t contended(calib_t *c, const link_bufs_t *b, const link_rates_t *solo, int dirs,
                                 void (*pass)(void *), void *arg, double units_per_pass) {
     size_t n = c->link_bytes;
     int rounds = (int)ceil(c->overlap_s * solo->h2d / (double)n);
@@ -547,8 +550,10 @@ static shared_rates_t contended(calib_t *c, const link_bufs_t *b, const link_rat
     CUDA_CHECK(cudaEventRecord(c->t.start, c->t.s1));
     CUDA_CHECK(cudaStreamWaitEvent(c->t.s2, c->t.start, 0));
     for (int i = 0; i < rounds; i++) {
-        CUDA_CHECK(cudaMemcpyAsync(b->d1, b->h1, n, cudaMemcpyHostToDevice, c->t.s1));
-        CUDA_CHECK(cudaMemcpyAsync(b->h2, b->d2, n, cudaMemcpyDeviceToHost, c->t.s2));
+        if (dirs & DIR_H2D)
+            CUDA_CHECK(cudaMemcpyAsync(b->d1, b->h1, n, cudaMemcpyHostToDevice, c->t.s1));
+        if (dirs & DIR_D2H)
+            CUDA_CHECK(cudaMemcpyAsync(b->h2, b->d2, n, cudaMemcpyDeviceToHost, c->t.s2));
     }
     CUDA_CHECK(cudaEventRecord(c->h2d_stop, c->t.s1));
     CUDA_CHECK(cudaEventRecord(c->d2h_stop, c->t.s2));
@@ -563,8 +568,8 @@ static shared_rates_t contended(calib_t *c, const link_bufs_t *b, const link_rat
     CUDA_CHECK(cudaEventElapsedTime(&h2d_ms, c->t.start, c->h2d_stop));
     CUDA_CHECK(cudaEventElapsedTime(&d2h_ms, c->t.start, c->d2h_stop));
     r.cpu_units_per_s = r.passes * units_per_pass / (t1 - t0);
-    r.h2d = (double)rounds * (double)n / (h2d_ms * 1e-3);
-    r.d2h = (double)rounds * (double)n / (d2h_ms * 1e-3);
+    r.h2d = dirs & DIR_H2D ? (double)rounds * (double)n / (h2d_ms * 1e-3) : 0;
+    r.d2h = dirs & DIR_D2H ? (double)rounds * (double)n / (d2h_ms * 1e-3) : 0;
     if (r.passes < 3)
         fprintf(stderr, PROG ": warning: only %d CPU passes overlapped the copies; the contended "
                         "rates are rough\n", r.passes);
@@ -585,6 +590,7 @@ static void note_shared(calib_t *c, const char *key, const shared_rates_t *s, co
 typedef struct host_rates {
     double triad, triad_shared_total, adamw, adamw_shared_total;
     shared_rates_t triad_beside, adamw_beside; /* the CPU's and each link direction's rates */
+    shared_rates_t adamw_beside_h2d, adamw_beside_d2h; /* beside one direction alone */
 } host_rates_t;
 
 static host_rates_t measure_host(calib_t *c, const link_bufs_t *b, const link_rates_t *solo) {
@@ -605,7 +611,7 @@ static host_rates_t measure_host(calib_t *c, const link_bufs_t *b, const link_ra
     r.triad = record(c, "host_triad", triad_bytes, "bytes", ns, c->reps);
     if (t.a[t.n / 2] != 7.0)
         die("triad: wrong result (%s): the measurement is not valid", "a != b + 3c");
-    shared_rates_t s = contended(c, b, solo, triad_pass, &t, triad_bytes);
+    shared_rates_t s = contended(c, b, solo, DIR_BOTH, triad_pass, &t, triad_bytes);
     note_shared(c, "host_triad_beside_link", &s, "bps");
     r.triad_shared_total = s.cpu_units_per_s + s.h2d + s.d2h;
     r.triad_beside = s;
@@ -627,16 +633,36 @@ static host_rates_t measure_host(calib_t *c, const link_bufs_t *b, const link_ra
     r.adamw = record(c, "cpu_adamw", (double)a.n, "params", ns, c->reps);
     if (!(a.w[0] < 0.5f) || !isfinite(a.w[a.n - 1]))
         die("AdamW: the weights did not move (%s): the measurement is not valid", "w >= 0.5");
-    s = contended(c, b, solo, adamw_pass, &a, (double)a.n);
+    s = contended(c, b, solo, DIR_BOTH, adamw_pass, &a, (double)a.n);
     note_shared(c, "cpu_adamw_beside_link", &s, "params_per_s");
     r.adamw_shared_total = s.cpu_units_per_s * ADAMW_BYTES_PER_PARAM + s.h2d + s.d2h;
     r.adamw_beside = s;
+    /* each direction alone: the CPU loses host memory to either one (the model takes
+     * each in proportion to its use of the link) */
+    r.adamw_beside_h2d = contended(c, b, solo, DIR_H2D, adamw_pass, &a, (double)a.n);
+    note_shared(c, "cpu_adamw_beside_h2d", &r.adamw_beside_h2d, "params_per_s");
+    r.adamw_beside_d2h = contended(c, b, solo, DIR_D2H, adamw_pass, &a, (double)a.n);
+    note_shared(c, "cpu_adamw_beside_d2h", &r.adamw_beside_d2h, "params_per_s");
     json_object_set_new(c->raw, "isa", json_string(mlp_isa_name(a.isa)));
     free(a.g);
     free(a.v);
     free(a.m);
     free(a.w);
     return r;
+}
+
+/* The profile's host_mem_cpu_beside_*_bps: the CPU's AdamW rate beside one link
+ * direction as host-memory bytes/s in host_mem_bps's units, extrapolated linearly
+ * (the model's own rule) to the direction at its full rate when it ran at less. */
+static double beside_bps(double host_bps, double adamw_alone, double adamw_beside, double dir_bps,
+                         double dir_full) {
+    if (!(adamw_alone > 0) || !(host_bps > 0) || !(dir_bps > 0) || !(dir_full > 0))
+        return 0;
+    double loss = (adamw_alone - adamw_beside) / adamw_alone * host_bps; /* host bytes/s the CPU lost */
+    if (loss < 0)
+        loss = 0;
+    double at_full = host_bps - loss * (dir_full / dir_bps > 1 ? dir_full / dir_bps : 1);
+    return at_full > 0.05 * host_bps ? at_full : 0.05 * host_bps;
 }
 
 /* ----------------------------------------------------------------------------
@@ -837,6 +863,13 @@ int main(int argc, char **argv) {
         .host_mem_shared_bps = host.triad_shared_total,
         .cpu_adamw_params_per_s = host.adamw,
         .gpu_bf16_flops = gemm,
+        /* the CPU's AdamW beside one direction, in host_mem_bps's units (a CPU AdamW is
+         * declared as params x host_mem_bps / cpu_adamw_params_per_s host bytes), scaled
+         * to that direction's full pinned rate when the copies ran slower beside it */
+        .host_mem_cpu_beside_h2d_bps = beside_bps(host.triad, host.adamw, host.adamw_beside_h2d.cpu_units_per_s,
+                                                  host.adamw_beside_h2d.h2d, link.h2d),
+        .host_mem_cpu_beside_d2h_bps = beside_bps(host.triad, host.adamw, host.adamw_beside_d2h.cpu_units_per_s,
+                                                  host.adamw_beside_d2h.d2h, link.d2h),
     };
     json_object_set_new(c.raw, "not_measured", json_string("fault_group_bytes and fault_trace_ns need CUPTI: "
                                                            "taken from the built-in h200 profile"));
@@ -871,6 +904,9 @@ int main(int argc, char **argv) {
     printf("  CPU AdamW             %7.2f Gparam/s alone\n", host.adamw / 1e9);
     printf("    beside the link     %7.2f Gparam/s, link %.1f host->device + %.1f device->host\n",
            host.adamw_beside.cpu_units_per_s / 1e9, host.adamw_beside.h2d / GB, host.adamw_beside.d2h / GB);
+    printf("    beside one way      %7.2f Gparam/s beside %.1f host->device, %.2f beside %.1f device->host\n",
+           host.adamw_beside_h2d.cpu_units_per_s / 1e9, host.adamw_beside_h2d.h2d / GB,
+           host.adamw_beside_d2h.cpu_units_per_s / 1e9, host.adamw_beside_d2h.d2h / GB);
     printf("  GPU                   %7.1f TFLOP/s bf16 GEMM, %7.0f GB/s HBM read\n", gemm / 1e12, ker.hbm / GB);
     printf("profile '%s' written to %s; use it with UVMRT_PROFILE=%s%s\n", p.name, c.opt.output,
            strchr(c.opt.output, '/') ? "" : "./", c.opt.output);

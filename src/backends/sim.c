@@ -21,8 +21,11 @@
  *    host_mem_shared_bps): CPU work and link transfers (migrations, remote
  *    traffic) book their rates over model time, and work enqueued later takes
  *    what the booked work leaves, so that CPU plus link never exceed
- *    host_mem_shared_bps and the CPU never host_mem_bps. The two link directions
- *    alone are not limited by host memory (the profile measured them together).
+ *    host_mem_shared_bps and the CPU never host_mem_bps; with the profile's
+ *    figures for the CPU beside each link direction alone, each direction also
+ *    takes from the CPU's ceiling in proportion to its use of the link. The two
+ *    link directions alone are not limited by host memory (the profile measured
+ *    them together).
  * Pages that hold no data move for free: nothing needs copying.
  */
 #include <math.h>
@@ -80,7 +83,7 @@ typedef struct sim {
     uvmrt_um_record_t *um;
     size_t n_um, cap_um;
     int hm_on;                    /* host memory is modelled as shared (the profile has its figures) */
-    hm_list_t hm_cpu, hm_link;    /* bookings of CPU work and of link transfers */
+    hm_list_t hm_cpu, hm_h2d, hm_d2h; /* bookings of CPU work and of each link direction's transfers */
     int hm_lost;                  /* a booking could not be kept (no memory): warned once */
 } sim_t;
 
@@ -122,7 +125,8 @@ static void sim_close(void *state)
     free(s->allocs);
     free(s->um);
     free(s->hm_cpu.seg);
-    free(s->hm_link.seg);
+    free(s->hm_h2d.seg);
+    free(s->hm_d2h.seg);
     free(s);
 }
 
@@ -333,28 +337,49 @@ static int hm_overlaps(const hm_list_t *l, double t0, double t1)
     return 0;
 }
 
-/* Work of `bytes` host-memory bytes from t at up to bps: CPU work (cpu = 1) or a
- * link transfer. Returns when it ends and books its rates. Alone (or with host
- * memory not modelled) it takes bytes / bps exactly as before; beside booked work
- * it takes what host memory they leave. */
-static uint64_t hm_run(sim_t *s, uint64_t t, double bytes, double bps, int cpu)
+enum { HM_CPU, HM_H2D, HM_D2H };
+
+/* The most host-memory bytes/s CPU work gets beside link traffic of u_h2d and u_d2h:
+ * where the profile measured the CPU beside each direction alone at that direction's
+ * full rate, what each direction takes from it in proportion to its use of the link
+ * (the CPU's work and the DMA meet in the memory controllers even when their total
+ * is below host_mem_shared_bps); else host_mem_bps. */
+static double cpu_ceiling(const sim_t *s, double u_h2d, double u_d2h)
+{
+    const uvmrt_profile_t *p = s->prof;
+    double c = p->host_mem_bps;
+    if (p->host_mem_cpu_beside_h2d_bps > 0 && p->pinned_h2d_bps > 0)
+        c -= fmax(0.0, p->host_mem_bps - p->host_mem_cpu_beside_h2d_bps) * fmin(1.0, u_h2d / p->pinned_h2d_bps);
+    if (p->host_mem_cpu_beside_d2h_bps > 0 && p->pinned_d2h_bps > 0)
+        c -= fmax(0.0, p->host_mem_bps - p->host_mem_cpu_beside_d2h_bps) * fmin(1.0, u_d2h / p->pinned_d2h_bps);
+    return c;
+}
+
+/* Work of `bytes` host-memory bytes from t at up to bps: CPU work (HM_CPU) or a link
+ * transfer in one direction. Returns when it ends and books its rates. Alone (or
+ * with host memory not modelled) it takes bytes / bps exactly as before; beside
+ * booked work it takes what host memory they leave. */
+static uint64_t hm_run(sim_t *s, uint64_t t, double bytes, double bps, int kind)
 {
     uint64_t alone = t + ns_for(bytes, bps);
     if (!s->hm_on || bytes <= 0 || bps <= 0) return alone;
-    hm_list_t *own = cpu ? &s->hm_cpu : &s->hm_link;
-    int contended = cpu ? hm_overlaps(&s->hm_cpu, (double)t, (double)alone) ||
-                              hm_overlaps(&s->hm_link, (double)t, (double)alone)
-                        : hm_overlaps(&s->hm_cpu, (double)t, (double)alone);
+    int cpu = kind == HM_CPU;
+    hm_list_t *own = cpu ? &s->hm_cpu : kind == HM_H2D ? &s->hm_h2d : &s->hm_d2h;
+    double t0 = (double)t, t1 = (double)alone;
+    int contended = cpu ? hm_overlaps(&s->hm_cpu, t0, t1) || hm_overlaps(&s->hm_h2d, t0, t1) ||
+                              hm_overlaps(&s->hm_d2h, t0, t1)
+                        : hm_overlaps(&s->hm_cpu, t0, t1);
     if (!contended) {
-        hm_book(s, own, (double)t, (double)alone, bps);
+        hm_book(s, own, t0, t1, bps);
         return alone;
     }
-    const double shared = s->prof->host_mem_shared_bps, cpu_max = s->prof->host_mem_bps;
-    double cur = (double)t, left = bytes;
+    const double shared = s->prof->host_mem_shared_bps;
+    double cur = t0, left = bytes;
     for (;;) {
         double next = INFINITY;
-        double u_cpu = hm_usage(&s->hm_cpu, cur, &next), u_link = hm_usage(&s->hm_link, cur, &next);
-        double r = cpu ? fmin(bps, fmin(cpu_max - u_cpu, shared - u_cpu - u_link))
+        double u_cpu = hm_usage(&s->hm_cpu, cur, &next), u_h2d = hm_usage(&s->hm_h2d, cur, &next),
+               u_d2h = hm_usage(&s->hm_d2h, cur, &next), u_link = u_h2d + u_d2h;
+        double r = cpu ? fmin(bps, fmin(cpu_ceiling(s, u_h2d, u_d2h) - u_cpu, shared - u_cpu - u_link))
                        : (u_cpu > 0 ? fmin(bps, shared - u_cpu - u_link) : bps);
         if (r > 0) {
             double end = cur + left / r * 1e9;
@@ -396,7 +421,8 @@ static uvmrt_status_t sim_move(void *state, const uvmrt_range_t *ranges, size_t 
                 s->device_bytes -= PAGE;
             }
         }
-        uint64_t t1 = hm_run(s, t + s->prof->prefetch_call_ns, (double)copied, bps, 0);
+        uint64_t t1 = hm_run(s, t + s->prof->prefetch_call_ns, (double)copied, bps,
+                             to == UVMRT_LOC_DEVICE ? HM_H2D : HM_D2H);
         um_add(s, to == UVMRT_LOC_DEVICE ? UVMRT_UM_HTOD : UVMRT_UM_DTOH, UVMRT_UM_CAUSE_USER, ranges[i].ptr,
                copied, t, t1);
         t = t1;
@@ -520,12 +546,12 @@ static uvmrt_status_t sim_touch(void *state, uvmrt_stream_t stream, const uvmrt_
     uint64_t c0 = t;
     if (rd > 0) {
         uint64_t r0 = s->h2d_engine_t > t ? s->h2d_engine_t : t;
-        s->h2d_engine_t = hm_run(s, r0, (double)rd, s->prof->remote_read_bps, 0);
+        s->h2d_engine_t = hm_run(s, r0, (double)rd, s->prof->remote_read_bps, HM_H2D);
         c0 = s->h2d_engine_t;
     }
     if (wr > 0) {
         uint64_t w0 = s->d2h_engine_t > t ? s->d2h_engine_t : t;
-        s->d2h_engine_t = hm_run(s, w0, (double)wr, s->prof->remote_write_bps, 0);
+        s->d2h_engine_t = hm_run(s, w0, (double)wr, s->prof->remote_write_bps, HM_D2H);
         if (s->d2h_engine_t > c0) c0 = s->d2h_engine_t;
     }
     uint64_t end = c0 + ns_for((double)copied, s->prof->fault_bps) + ns_for((double)written, s->prof->evict_d2h_bps) +
@@ -534,7 +560,7 @@ static uvmrt_status_t sim_touch(void *state, uvmrt_stream_t stream, const uvmrt_
     if (s->um_on) end += res->fault_count * s->prof->fault_trace_ns;
     /* CPU work beside the GPU's: host memory, shared with the link */
     if (w->host_bytes > 0 && s->prof->host_mem_bps > 0) {
-        uint64_t cpu_end = hm_run(s, t, (double)w->host_bytes, s->prof->host_mem_bps, 1);
+        uint64_t cpu_end = hm_run(s, t, (double)w->host_bytes, s->prof->host_mem_bps, HM_CPU);
         if (cpu_end > end) end = cpu_end;
     }
     l->t = end;
