@@ -10,7 +10,10 @@
  * binary runs on any x86-64; other machines get the scalar path.
  *
  * Work is split into fixed chunks over an OpenMP team: each element is computed
- * once by one thread, so the thread count never changes the result.
+ * once by one thread, so the thread count never changes the result. The chunks
+ * are handed out as threads free up (dynamic): in a trainer the team shares the
+ * cores with the thread that launches the GPU's work, and a static split waits
+ * for whichever thread that slowed.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -186,7 +189,7 @@ mlp_isa_t mlp_isa_best(void) {
 void mlp_adamw_cpu(mlp_isa_t isa, float *w, float *m, float *v, const float *g, uint16_t *half,
                    mlp_half_kind_t kind, size_t n, const mlp_adamw_coef_t *coef) {
     long chunks = (long)((n + CHUNK - 1) / CHUNK);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic)
     for (long k = 0; k < chunks; k++) {
         size_t lo = (size_t)k * CHUNK, len = n - lo < CHUNK ? n - lo : CHUNK;
         uint16_t *h = half ? half + lo : NULL;
