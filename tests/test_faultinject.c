@@ -57,6 +57,9 @@ typedef struct run {
     int seen;          /* the injected failure reached the caller or was counted */
     int failures;      /* public calls that failed */
     char report_path[64];
+    int rehearsal;     /* on uvmrt_choose's model: calls only record their status in st */
+    uint64_t call_ns;  /* each GPU call's sim duration (0: 100 us) */
+    uvmrt_status_t st;
 } run_t;
 
 /* What a caller can see of a context, for "a failed call changes nothing". */
@@ -112,6 +115,10 @@ static void check_invariants(run_t *r, const char *where)
  * have changed nothing, and the same call must then succeed. */
 #define CALL(r, expr)                                                                               \
     do {                                                                                            \
+        if ((r)->rehearsal) { /* a model's "does not fit" is an answer, not a failure */           \
+            if ((r)->st == UVMRT_OK) (r)->st = (expr);                                              \
+            break;                                                                                  \
+        }                                                                                           \
         snap_t b_, a_;                                                                              \
         snap_take((r), &b_);                                                                        \
         int fired_ = fi.fired;                                                                      \
@@ -180,8 +187,8 @@ static uvmrt_tensor_t *T(run_t *r, int kind, int layer) { return r->t[1 + 4 * la
 
 static void layer_after(run_t *r, int i, uvmrt_phase_t ph, uvmrt_use_t *uses, size_t n, uvmrt_stream_t after)
 {
-    uvmrt_layer_call_t c = {.layer = r->layer[i], .phase = ph, .uses = uses, .n_uses = n, .sim_duration_ns = 100000,
-                            .after = after};
+    uvmrt_layer_call_t c = {.layer = r->layer[i], .phase = ph, .uses = uses, .n_uses = n,
+                            .sim_duration_ns = r->call_ns ? r->call_ns : 100000, .after = after};
     CALL(r, uvmrt_layer_begin(r->ctx, &c));
     CALL(r, uvmrt_layer_end(r->ctx));
 }
@@ -225,6 +232,42 @@ static void step(run_t *r, int skip)
     CALL(r, uvmrt_step_end(r->ctx));
 }
 
+/* uvmrt_choose's rehearsal: the scenario's own layers, tensors and steps on the
+ * model (a plain sim context: nothing is injected there). The knob changes nothing:
+ * the choice and its review run their paths, which is what the sweep is after. */
+static uvmrt_status_t rehearse(uvmrt_context_t *model, const int *values, int steps, void *user)
+{
+    (void)values;
+    run_t m;
+    memset(&m, 0, sizeof m);
+    m.sc = ((const run_t *)user)->sc;
+    m.ctx = model;
+    m.rehearsal = 1;
+    m.call_ns = 25000; /* a model 40x too fast: the review measures the error and chooses again */
+    allocate(&m);
+    for (int s = 0; s < steps && m.st == UVMRT_OK; s++) step(&m, -1);
+    return m.st;
+}
+
+/* The choice before the first step and its review after the planned ones (the
+ * prefetch scenario, whose calls take 1 ms): the model's calls are 40x shorter, so
+ * the review chooses again with each call's measured work (the last step's timing
+ * events). */
+static void choose(run_t *r)
+{
+    static const int both[2] = {0, 1};
+    const uvmrt_knob_t knob = {"unused", 2, both};
+    uvmrt_choice_t c;
+    CALL(r, uvmrt_choose(r->ctx, &knob, 1, rehearse, r, &c));
+}
+
+static void review(run_t *r)
+{
+    uvmrt_choice_t c;
+    int changed = 0;
+    CALL(r, uvmrt_choice_review(r->ctx, &c, &changed));
+}
+
 static void check_stats(run_t *r)
 {
     uvmrt_summary_t sum;
@@ -256,10 +299,15 @@ static int run_once(const scen_t *sc, int op, uint64_t k)
     log_reset();
     create(&r);
     allocate(&r);
+    if (sc->homing) {
+        r.call_ns = 1000000;
+        choose(&r);
+    }
     for (int s = 0; s < sc->steps; s++) {
         if (sc->homing && s == 2) CALL(&r, uvmrt_tensor_set_placement(r.ctx, T(&r, 2, L - 1), UVMRT_PLACE_HOST));
         if (sc->homing && s == 4) CALL(&r, uvmrt_tensor_set_placement(r.ctx, T(&r, 2, L - 1), UVMRT_PLACE_AUTO));
         step(&r, sc->policy == UVMRT_POLICY_PREFETCH && s == 3 ? 1 : -1);
+        if (sc->homing && s == 2) review(&r); /* after steps 2 and 3, the planned ones */
     }
     CALL(&r, uvmrt_tensor_free(r.ctx, r.t[r.n_t - 2])); /* ws1: resident, its arena stays */
     r.t[r.n_t - 2] = NULL;
