@@ -80,8 +80,8 @@ def main(argv):
         rows[name] = (r, sim, rep)
 
     def key(n):
-        if n == "resident":
-            return (0, 0, 0, "")
+        if n.startswith("resident"):
+            return (0, 0, 0, n)
         if n.endswith("-auto"):
             return (2, int("".join(c for c in n.split("-")[0] if c.isdigit()) or 0), 0, n)
         parts = n.split("-")

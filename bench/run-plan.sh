@@ -6,7 +6,9 @@
 #   2. the hand-set combinations at 8 GiB: --cpu-layers K for K in KS (default 0 3 6 ...
 #      24, steps of L/8) and --recompute none and all;
 #   3. the automatic choice (--cpu-layers auto --recompute auto with the profile) at the
-#      budgets in BUDGETS (default 8G 12G 16G 24G), and everything resident;
+#      budgets in BUDGETS (default 8G 12G 16G 24G), and everything resident: with no
+#      policy (resident) and planned under a budget that holds it all (resident-planned,
+#      which has a record to predict it from);
 #   4. for each measured row, the model's predictions, made here on the CPU with the
 #      same profile: a priori (the same flags on --backend sim: declared flops at the
 #      profile's GEMM rate), and from the run's own record (uvmrt-plan --record of
@@ -44,10 +46,10 @@ cal=$build/tools/uvmrt-calibrate
 here=$(cd "$(dirname "$0")" && pwd)
 if [ "$smoke" = 1 ]; then
     shape=(--layers 4 --hidden 2048 --rows 2048)
-    L=4 ks_default="0 2 4" budgets_default="256M 384M" small=256M
+    L=4 ks_default="0 2 4" budgets_default="256M 384M" small=256M resident_budget=1G
 else
     shape=(--layers 24 --hidden 8192 --rows 8192)
-    L=24 ks_default="0 3 6 9 12 15 18 21 24" budgets_default="8G 12G 16G 24G" small=8G
+    L=24 ks_default="0 3 6 9 12 15 18 21 24" budgets_default="8G 12G 16G 24G" small=8G resident_budget=40G
 fi
 KS=${KS:-$ks_default}
 BUDGETS=${BUDGETS:-$budgets_default}
@@ -89,7 +91,7 @@ row() {
     rm -f "$out/mlp.$name.json" "$out/rec.$name.json"
     echo "== $name: uvmrt-mlp ${bargs[*]} $*"
     UVMRT_RECORD=$out/rec.$name.json "$mlp" --backend "$backend" "${args[@]}" "${bargs[@]}" -q \
-        --result-json "$out/mlp.$name.json" >"$out/mlp.$name.log" 2>&1 ||
+        --result-json "$out/mlp.$name.json" --report "json:$out/report.$name.json" >"$out/mlp.$name.log" 2>&1 ||
         { echo "run-plan.sh: $name failed: see $out/mlp.$name.log" >&2; status=1; return; }
     grep -E '^auto|^summary' "$out/mlp.$name.log" | cut -c1-200
     # a priori: the same flags on the model (sim, the calibrated profile)
@@ -103,6 +105,9 @@ row() {
 }
 
 row resident none --cpu-layers 0 --recompute none
+# the same, planned: a budget that holds every tensor (the plan keeps them all
+# resident), so that the run has a record to predict it from
+row resident-planned "$resident_budget" --cpu-layers 0 --recompute none
 for k in $KS; do
     for r in none all; do
         row "$small-k$k-$r" "$small" --cpu-layers "$k" --recompute "$r"
