@@ -1,7 +1,8 @@
 /*
- * report.c -- the text table, JSON, CSV and trace reports (formats documented in
+ * report.c -- the text table, JSON and CSV reports (formats documented in
  * doc/uvmrt-report.5), their columns generated from UVMRT_COUNTERS, written to a
- * stream. report_file.c decides how they reach a path.
+ * stream with the trace (report_trace.c). report_file.c decides how they reach a
+ * path.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -14,8 +15,8 @@
 #include "faults.h"
 #include "internal.h"
 #include "memsum.h"
-#include "monitor.h"
 #include "report.h"
+#include "report_json.h"
 #include "steady.h"
 
 #define MIB (1024.0 * 1024.0)
@@ -49,10 +50,7 @@ static uint64_t counter_of(const uvmrt_layer_stats_t *s, const counter_col_t *c)
     return v;
 }
 
-/* The stats of step number `step` (absolute, from 0) while the history keeps them,
- * else NULL. Rows and spans carry absolute step numbers; this is the one place that
- * maps them to the kept steps (a bounded history adds its offset here). */
-static const uvmrt_step_stats_t *kept_step(const uvmrt_context_t *ctx, uint64_t step)
+const uvmrt_step_stats_t *uvmrt__report_kept_step(const uvmrt_context_t *ctx, uint64_t step)
 {
     const uvmrt_history_t *h = &ctx->hist;
     return step >= h->steps_before && step < uvmrt__steps_done(ctx) ? &h->steps[step - h->steps_before] : NULL;
@@ -327,42 +325,7 @@ static uvmrt_status_t write_text(const uvmrt_context_t *ctx, FILE *f)
 }
 
 /* ------------------------------------------------------------------ json */
-/* jansson answers NULL or -1 when it cannot allocate (or is handed a NULL); a report
- * with a key silently missing must not pass as written, so every call goes through
- * these, which remember the first failure. The *_new calls take the value even when
- * they fail (jansson frees it), so nothing leaks either way. */
-typedef struct jb {
-    int failed;
-} jb_t;
-
-static json_t *jb_obj(jb_t *b)
-{
-    json_t *o = json_object();
-    if (o == NULL) b->failed = 1;
-    return o;
-}
-
-static json_t *jb_arr(jb_t *b)
-{
-    json_t *a = json_array();
-    if (a == NULL) b->failed = 1;
-    return a;
-}
-
-static void jb_set(jb_t *b, json_t *o, const char *key, json_t *v)
-{
-    if (json_object_set_new(o, key, v) != 0) b->failed = 1;
-}
-
-static void jb_append(jb_t *b, json_t *a, json_t *v)
-{
-    if (json_array_append_new(a, v) != 0) b->failed = 1;
-}
-
-static json_t *json_u64(uint64_t v) { return json_integer((json_int_t)v); }
-
-/* A JSON string of s made valid UTF-8 (utf8_clean); NULL (and b->failed) on no memory. */
-static json_t *jb_str(jb_t *b, const char *s)
+json_t *uvmrt__jb_str(jb_t *b, const char *s)
 {
     char *clean = utf8_clean(s);
     json_t *v = clean ? json_string(clean) : NULL;
@@ -499,106 +462,10 @@ static uvmrt_status_t write_csv(const uvmrt_context_t *ctx, FILE *f)
         fprintf(f, ",%s", uvmrt_phase_name(r->phase));
         for (size_t c = 0; c < N_COUNTERS; c++)
             if (counter_cols[c].csv) fprintf(f, ",%llu", (unsigned long long)counter_of(&r->s, &counter_cols[c]));
-        const uvmrt_step_stats_t *st = kept_step(ctx, r->step);
+        const uvmrt_step_stats_t *st = uvmrt__report_kept_step(ctx, r->step);
         fprintf(f, ",%llu,%d\n", (unsigned long long)(st ? st->step_ns : 0), st ? st->fault_sampled : 0);
     }
     return UVMRT_OK;
-}
-
-/* ------------------------------------------------------------------ trace */
-/* Trace-event JSON: pid 1; tid 1 compute, 2 prefetch (h2d copy stream), 3 evict
- * (d2h copy stream); times in microseconds since the context was created. */
-static json_t *trace_event(jb_t *b, const char *name, const char *ph, int tid, double ts_us)
-{
-    json_t *e = jb_obj(b);
-    jb_set(b, e, "name", jb_str(b, name));
-    jb_set(b, e, "ph", jb_str(b, ph));
-    jb_set(b, e, "pid", json_integer(1));
-    jb_set(b, e, "tid", json_integer(tid));
-    jb_set(b, e, "ts", json_real(ts_us));
-    return e;
-}
-
-static json_t *thread_name(jb_t *b, int tid, const char *name)
-{
-    json_t *e = trace_event(b, "thread_name", "M", tid, 0);
-    json_t *a = jb_obj(b);
-    jb_set(b, a, "name", jb_str(b, name));
-    jb_set(b, e, "args", a);
-    return e;
-}
-
-/* The "gpu faults" counter event: the fault groups of the call starting at ts. */
-static json_t *fault_counter(jb_t *b, double ts_us, uint64_t groups)
-{
-    json_t *c = trace_event(b, "gpu faults", "C", 1, ts_us);
-    json_t *ca = jb_obj(b);
-    jb_set(b, ca, "fault groups", json_u64(groups));
-    jb_set(b, c, "args", ca);
-    return c;
-}
-
-static void trace_timeline(jb_t *b, const uvmrt_context_t *ctx, json_t *ev);
-
-static json_t *build_trace(const uvmrt_context_t *ctx)
-{
-    jb_t jb = {0}, *b = &jb;
-    json_t *root = jb_obj(b), *ev = jb_arr(b);
-    jb_append(b, ev, thread_name(b, 1, "compute (layer calls)"));
-    jb_append(b, ev, thread_name(b, 2, "copy: prefetch to GPU"));
-    jb_append(b, ev, thread_name(b, 3, "copy: evict to host"));
-    for (size_t i = 0; i < ctx->hist.n_spans && !b->failed; i++) {
-        const uvmrt_span_t *sp = &ctx->hist.spans[i];
-        const char *layer = ctx->tensors.layers[sp->layer].name, *phase = uvmrt_phase_name(sp->phase);
-        size_t n = strlen(layer) + strlen(phase) + 2;
-        char *name = malloc(n); /* whole: a cut could split a character */
-        if (name == NULL) {
-            b->failed = 1;
-            break;
-        }
-        snprintf(name, n, "%s %s", layer, phase);
-        json_t *e = trace_event(b, name, "X", 1, sp->start_ns / 1e3);
-        free(name);
-        jb_set(b, e, "dur", json_real((sp->end_ns - sp->start_ns) / 1e3));
-        json_t *a = jb_obj(b);
-        jb_set(b, a, "step", json_u64(sp->step + 1)); /* steps from 1 */
-        jb_set(b, a, "wait_us", json_real((sp->wait_end_ns - sp->start_ns) / 1e3));
-        const uvmrt_step_stats_t *st = kept_step(ctx, sp->step);
-        jb_set(b, a, "fault_sampled", json_boolean(st != NULL && st->fault_sampled));
-        jb_set(b, a, "gpu_faults", json_u64(sp->gpu_faults));
-        jb_set(b, a, "fault_htod_bytes", json_u64(sp->fault_htod_bytes));
-        jb_set(b, e, "args", a);
-        jb_append(b, ev, e);
-        /* fault bursts: a counter, up at the call's start, back to 0 at its end */
-        if (sp->gpu_faults > 0 || (i > 0 && ctx->hist.spans[i - 1].gpu_faults > 0))
-            jb_append(b, ev, fault_counter(b, sp->start_ns / 1e3, sp->gpu_faults));
-    }
-    if (ctx->hist.n_spans > 0 && ctx->hist.spans[ctx->hist.n_spans - 1].gpu_faults > 0)
-        jb_append(b, ev, fault_counter(b, ctx->hist.spans[ctx->hist.n_spans - 1].end_ns / 1e3, 0));
-    for (size_t i = 0; i < ctx->hist.n_copies && !b->failed; i++) {
-        const uvmrt_copy_span_t *cp = &ctx->hist.copies[i];
-        json_t *e = trace_event(b, cp->d2h ? "evict" : "prefetch", "X", cp->d2h ? 3 : 2, cp->start_ns / 1e3);
-        jb_set(b, e, "dur", json_real((cp->end_ns - cp->start_ns) / 1e3));
-        json_t *a = jb_obj(b);
-        jb_set(b, a, "step", json_u64(cp->step + 1));
-        jb_set(b, a, "bytes", json_u64(cp->bytes));
-        jb_set(b, e, "args", a);
-        jb_append(b, ev, e);
-    }
-    trace_timeline(b, ctx, ev); /* step markers, waits, resident bytes (below) */
-    jb_set(b, root, "traceEvents", ev);
-    jb_set(b, root, "displayTimeUnit", jb_str(b, "ms"));
-    json_t *meta = jb_obj(b);
-    jb_set(b, meta, "uvmrt_version", jb_str(b, uvmrt_version_string()));
-    jb_set(b, meta, "policy", jb_str(b, uvmrt_policy_name(ctx->cfg.policy)));
-    jb_set(b, meta, "backend", jb_str(b, ctx->be.ops->name));
-    jb_set(b, meta, "fault_stats_source", jb_str(b, uvmrt__faults_source(ctx)));
-    jb_set(b, root, "otherData", meta);
-    if (b->failed) {
-        json_decref(root);
-        return NULL;
-    }
-    return root;
 }
 
 /* ------------------------------------------------------------------ to a stream */
@@ -614,7 +481,7 @@ uvmrt_status_t uvmrt__report_to_stream(const uvmrt_context_t *ctx, FILE *f, int 
 {
     uvmrt_status_t st = UVMRT_OK;
     if (fmt == UVMRT__FMT_JSON || fmt == UVMRT__FMT_TRACE) {
-        json_t *root = fmt == UVMRT__FMT_JSON ? build_json(ctx) : build_trace(ctx);
+        json_t *root = fmt == UVMRT__FMT_JSON ? build_json(ctx) : uvmrt__report_trace(ctx);
         if (root == NULL) st = UVMRT_ERR_NOMEM;
         else if (json_dumpf(root, f, fmt == UVMRT__FMT_JSON ? JSON_INDENT(1) | JSON_PRESERVE_ORDER
                                                             : JSON_COMPACT | JSON_PRESERVE_ORDER) != 0)
@@ -689,43 +556,4 @@ static json_t *json_recording_step(jb_t *b, const uvmrt_context_t *ctx)
     }
     jb_set(b, o, "layers", layers);
     return o;
-}
-
-/* ------------------------------------------------------------------ trace: a clearer timeline */
-/* Added to the trace's events: the process's name; an instant marker at the
- * start of each step ("step N", from 1, across every track); each layer call's
- * wait for its prefetches as a slice of its own ("wait for prefetches", B/E
- * nested at the start of the call's slice on tid 1); and a "resident bytes"
- * counter sampled when each call opened (uvmrt's accounting). */
-static void trace_timeline(jb_t *b, const uvmrt_context_t *ctx, json_t *ev)
-{
-    char pname[160];
-    snprintf(pname, sizeof pname, "uvmrt: %s (policy %s, backend %s)", uvmrt__program_name(),
-             uvmrt_policy_name(ctx->cfg.policy), ctx->be.ops->name);
-    json_t *pn = trace_event(b, "process_name", "M", 1, 0), *pa = jb_obj(b);
-    jb_set(b, pa, "name", jb_str(b, pname));
-    jb_set(b, pn, "args", pa);
-    jb_append(b, ev, pn);
-    uint64_t marked = UINT64_MAX;
-    for (size_t i = 0; i < ctx->hist.n_spans && !b->failed; i++) {
-        const uvmrt_span_t *sp = &ctx->hist.spans[i];
-        if (sp->step != marked) { /* spans are kept in step order */
-            char name[48];
-            snprintf(name, sizeof name, "step %llu", (unsigned long long)sp->step + 1);
-            json_t *m = trace_event(b, name, "i", 1, sp->start_ns / 1e3), *ma = jb_obj(b);
-            jb_set(b, m, "s", jb_str(b, "g"));
-            jb_set(b, ma, "step", json_integer((json_int_t)sp->step + 1));
-            jb_set(b, m, "args", ma);
-            jb_append(b, ev, m);
-            marked = sp->step;
-        }
-        if (sp->wait_end_ns > sp->start_ns) {
-            jb_append(b, ev, trace_event(b, "wait for prefetches", "B", 1, sp->start_ns / 1e3));
-            jb_append(b, ev, trace_event(b, "wait for prefetches", "E", 1, sp->wait_end_ns / 1e3));
-        }
-        json_t *c = trace_event(b, "resident bytes", "C", 1, sp->start_ns / 1e3), *ca = jb_obj(b);
-        jb_set(b, ca, "bytes", json_integer((json_int_t)sp->resident_bytes));
-        jb_set(b, c, "args", ca);
-        jb_append(b, ev, c);
-    }
 }
