@@ -14,6 +14,8 @@ and prints, then writes to OUTDIR/table.md:
      one that recorded (a changed choice records again);
   2. the automatic choice at the small budget against the best hand-set row;
   3. the automatic choice's step time over the budgets;
+  3b. with REPEATS, every run of the automatic choice and of the best hand-set row at
+     the small budget, and their medians' ratio;
   4. the small-budget rows against their floor: the largest of the resident row's step,
      GB in / pinned H2D, GB out / pinned D2H, the CPU's AdamW of its blocks at the
      calibrated rate, and host-memory bytes (the CPU's AdamW, 28 per parameter, plus the
@@ -25,9 +27,12 @@ Every predicted number is the model's, labelled so. Standard library only.
 import glob
 import json
 import os
+import re
+import statistics
 import sys
 
 ADAMW_BYTES = 28
+REPEAT_RE = re.compile(r"-r[0-9]+$")  # a repeated run of a row (REPEATS)
 
 
 def load(path):
@@ -59,7 +64,26 @@ def err(p, m):
     return f"{100.0 * (p / m - 1.0):+.1f}%" if p and m else "-"
 
 
+def best_hand(out, small):
+    """The fastest hand-set row at the small budget (SMALL-kK-REC), or None."""
+    best, bm = None, None
+    for path in sorted(glob.glob(os.path.join(out, f"mlp.{small}-k*.json"))):
+        name = os.path.basename(path)[len("mlp."):-len(".json")]
+        r = load(path)
+        if REPEAT_RE.search(name) or r is None or r.get("ms_per_step_median") is None:
+            continue
+        if bm is None or measured(r) < bm:
+            best, bm = name, measured(r)
+    return best
+
+
 def main(argv):
+    if len(argv) == 3 and argv[1] == "--best-hand":
+        shape = load(os.path.join(argv[2], "shape.json")) or {}
+        b = best_hand(argv[2], shape.get("small_budget", "8G"))
+        if b:
+            print(b)
+        return 0 if b else 1
     if len(argv) != 2:
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2
@@ -69,11 +93,14 @@ def main(argv):
     link = load(os.path.join(out, "link.json")) or {}
     shape = load(os.path.join(out, "shape.json")) or {}
     small = shape.get("small_budget", "8G")
-    rows = {}
+    rows, repeats = {}, {}
     for path in sorted(glob.glob(os.path.join(out, "mlp.*.json"))):
         name = os.path.basename(path)[len("mlp."):-len(".json")]
         r = load(path)
         if r is None or r.get("ms_per_step_median") is None:
+            continue
+        if REPEAT_RE.search(name):
+            repeats.setdefault(REPEAT_RE.sub("", name), []).append(measured(r))
             continue
         sim = load(os.path.join(out, f"sim.{name}.json")) or {}
         rep = load(os.path.join(out, f"replay.{name}.json")) or {}
@@ -122,6 +149,17 @@ def main(argv):
               f"{ch.get('measured_ms') or 0:.1f}; re-planned: {ch.get('replanned')}; "
               f"reverted: {ch.get('reverted')}) | {am:.1f} | {best} | "
               f"{bm:.1f} | {am / bm:.3f} | {'yes' if am <= 1.03 * bm else 'no'} |"]
+
+    # the repeats: every run of the automatic choice and of the best hand-set row
+    if hand and auto and (small + "-auto") in repeats and best in repeats:
+        runs_a = [measured(auto[0])] + repeats[small + "-auto"]
+        runs_b = [measured(hand[best][0])] + repeats[best]
+        ma, mb = statistics.median(runs_a), statistics.median(runs_b)
+        L += ["", f"| repeated in turns at {small} | runs (ms/step) | median |", "|---|---|---:|",
+              f"| automatic choice | {', '.join(f'{v:.1f}' for v in runs_a)} | {ma:.1f} |",
+              f"| {best} | {', '.join(f'{v:.1f}' for v in runs_b)} | {mb:.1f} |",
+              "", f"Medians of the runs: automatic / best hand-set = {ma / mb:.3f} "
+              f"({'within' if ma <= 1.03 * mb else 'not within'} 3%)."]
 
     autos = sorted((n for n in rows if n.endswith("-auto")), key=key)
     if autos:
