@@ -26,10 +26,11 @@ and the ratios the project targets:
 GB = 1e9 bytes, GiB = 2^30 bytes. Standard library only.
 """
 
-import json
 import os
 import statistics
 import sys
+
+from tablelib import load, write_table
 
 POLICIES = ("none", "demand", "prefetch")
 # rows: (report file stem, label); the last is prefetch with host homing off
@@ -46,18 +47,6 @@ TARGET_LINK_FRACTION = 0.85
 
 # ---------------------------------------------------------------------------
 # reading
-
-
-def load_json(path):
-    """The parsed file, or None (with a note on stderr) when it is missing or bad."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except FileNotFoundError:
-        print(f"core_table.py: {path}: not found, left out", file=sys.stderr)
-    except (OSError, ValueError) as e:
-        print(f"core_table.py: {path}: cannot read: {e}", file=sys.stderr)
-    return None
 
 
 def report_steps(report):
@@ -246,7 +235,7 @@ def main(argv):
     outdir = argv[1]
     rows = {}
     for stem, _ in RUNS:
-        report = load_json(os.path.join(outdir, f"core.{stem}.json"))
+        report = load(os.path.join(outdir, f"core.{stem}.json"), note_missing=True)
         if report is not None:
             row = policy_row(report)
             if row["policy"] not in ("?", stem.split("-")[0]):
@@ -259,15 +248,10 @@ def main(argv):
     if not rows:
         print(f"core_table.py: no core.<policy>.json in {outdir}", file=sys.stderr)
         return 1
-    link = load_json(os.path.join(outdir, "link.json"))
+    link = load(os.path.join(outdir, "link.json"), note_missing=True)
 
     table = build_table(rows, link)
-    sys.stdout.write(table)
-    path = os.path.join(outdir, "table.md")
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(table)
-    os.replace(tmp, path)
+    write_table(outdir, table)
     return 0
 
 

@@ -33,10 +33,11 @@ GiB = 2^30 bytes. Standard library only.
 """
 
 import glob
-import json
 import os
 import re
 import sys
+
+from tablelib import load, write_table
 
 DEPTHS = {12: 768, 24: 1024, 36: 1280, 48: 1600, 60: 1920}
 GIB = float(1 << 30)
@@ -45,17 +46,6 @@ TARGET_RESIDENT_TOKENS = 33000
 TARGET_SMALL_TOKENS = 14500
 TARGET_FLOOR_RATIO = 1.3
 ROW_RE = re.compile(r"^d(\d+)(?:b(\d+))?-(.*)$")
-
-
-def load(path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as e:
-        print(f"gpt_table.py: {path}: cannot read: {e}", file=sys.stderr)
-        return None
 
 
 def param_count(L, C, V, T):
@@ -305,10 +295,7 @@ def main(argv):
     if checks:
         lines += ["", "| target (issue 11) | measured | |", "|---|---:|---|"]
         lines += [f"| {w} | {v} | {'met' if ok else 'missed'} |" for w, v, ok in checks]
-    text = "\n".join(lines) + "\n"
-    print(text, end="")
-    with open(os.path.join(out, "table.md"), "w", encoding="utf-8") as f:
-        f.write(text)
+    write_table(out, "\n".join(lines) + "\n")
     return 0
 
 

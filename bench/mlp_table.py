@@ -22,9 +22,10 @@ host-homed tensors; GB out = written back + written over the link. PyTorch rows
 have no traffic counters (-). GB = 1e9 bytes, GiB = 2^30 bytes. Standard library only.
 """
 
-import json
 import os
 import sys
+
+from tablelib import load, write_table
 
 ROWS = (
     ("mlp", "resident", "uvmrt, no budget (policy none, all resident)"),
@@ -42,17 +43,6 @@ TARGET_RESIDENT_VS_TORCH = 1.10
 TARGET_SMALL_MS = 350.0
 TARGET_VS_TORCH_OFFLOAD = 10.0
 TARGET_VS_DEMAND = 5.0
-
-
-def load(path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as e:
-        print(f"mlp_table.py: {path}: cannot read: {e}", file=sys.stderr)
-        return None
 
 
 def budget_label(res):
@@ -136,10 +126,7 @@ def main(argv):
                  "bytes (uvmrt's accounting) + the trainer's own device buffers; PyTorch = "
                  "torch.cuda.max_memory_allocated(). GB in = prefetched + read over the link; "
                  "GB out = written back + written over the link.")
-    text = "\n".join(lines) + "\n"
-    print(text, end="")
-    with open(os.path.join(out, "table.md"), "w", encoding="utf-8") as f:
-        f.write(text)
+    write_table(out, "\n".join(lines) + "\n")
     return 0
 
 

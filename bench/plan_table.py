@@ -25,22 +25,15 @@ Every predicted number is the model's, labelled so. Standard library only.
 """
 
 import glob
-import json
 import os
 import re
 import statistics
 import sys
 
+from tablelib import load, write_table
+
 ADAMW_BYTES = 28
 REPEAT_RE = re.compile(r"-r[0-9]+$")  # a repeated run of a row (REPEATS)
-
-
-def load(path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
 
 
 def measured(r):
@@ -199,10 +192,7 @@ def main(argv):
         L += ["", f"Same run: pinned H2D {h2d / 1e9:.1f} GB/s, D2H {d2h / 1e9:.1f} GB/s; host memory "
               f"{(hm or 0) / 1e9:.1f} GB/s with the link busy; CPU AdamW {(rate or 0) / 1e9:.2f} Gparam/s "
               "alone (uvmrt-calibrate)."]
-    text = "\n".join(L) + "\n"
-    print(text, end="")
-    with open(os.path.join(out, "table.md"), "w", encoding="utf-8") as f:
-        f.write(text)
+    write_table(out, "\n".join(L) + "\n")
     return 0
 
 
