@@ -352,6 +352,29 @@ uvmrt_status_t uvmrt_tensor_set_placement(uvmrt_context_t *ctx, uvmrt_tensor_t *
                                           uvmrt_placement_t placement);
 uvmrt_placement_t uvmrt_tensor_placement(const uvmrt_tensor_t *tensor);
 
+/* Declares that the trainer can recompute the tensor (an activation its forward writes
+ * and its backward reads) instead of keeping it, at `flops` of GPU work (for an
+ * activation: its producer's forward again); 0 withdraws the declaration. Then
+ * uvmrt_choose(3) also chooses which of the declared tensors recompute, by rehearsing
+ * them in the order of the device memory each frees per flop of recompute (the most
+ * first; ties: the earliest layer first, whose activations wait longest for their
+ * backward, then allocation order), and uvmrt_tensor_recomputes() answers for each.
+ * The trainer carries a recompute out in the backward call that needs the contents,
+ * adding `flops` to that call's: either into the tensor itself, declaring that use
+ * WRITE without READ (the contents are then dead from the forward on, so the plan
+ * drops it instead of writing it back), or into a workspace the recomputing tensors
+ * share, leaving the tensor unused (it then holds no device memory; keep it
+ * allocated, so that the order stays the same). Not allowed inside a step. UVMRT_ERR_INVALID for flops negative or not
+ * finite, UVMRT_ERR_NOT_FOUND for a tensor that is not a live one of ctx. */
+uvmrt_status_t uvmrt_tensor_set_recompute(uvmrt_context_t *ctx, uvmrt_tensor_t *tensor, double flops);
+/* The flops declared by uvmrt_tensor_set_recompute (0: not recomputable). */
+double uvmrt_tensor_recompute_flops(const uvmrt_tensor_t *tensor);
+/* 1 when the last choice (uvmrt_choose, or a review's) has the trainer recompute this
+ * tensor; 0 for a tensor not declared recomputable, without a choice, or when the
+ * choice keeps it. The same answer for every call until the next choice, as long as
+ * the declared tensors stay the same. */
+int uvmrt_tensor_recomputes(const uvmrt_context_t *ctx, const uvmrt_tensor_t *tensor);
+
 /* ------------------------------------------------------------------ steps and layer calls */
 /* How a layer call uses a tensor. READ: reads the previous contents.
  * WRITE without READ: overwrites every byte before reading any, so the previous
@@ -662,6 +685,8 @@ const char *uvmrt_where_name(uvmrt_where_t where);
 #define UVMRT_MECH_DISCARD 0x20u
 #define UVMRT_MECH_HOST_HOMED 0x40u
 #define UVMRT_MECH_UNUSED 0x80u
+/*   RECOMPUTE   the choice has the trainer recompute it (uvmrt_tensor_recomputes) */
+#define UVMRT_MECH_RECOMPUTE 0x100u
 /* Writes the names of the set bits joined by '+' ("prefetch+discard"; "none" for
  * 0) into buf (len bytes, NUL-terminated, cut if too small); returns the length
  * of the whole text (like snprintf). buf may be NULL when len is 0. */
@@ -719,8 +744,8 @@ uvmrt_status_t uvmrt_context_set_total_steps(uvmrt_context_t *ctx, uint64_t step
 
 /* ------------------------------------------------------------------ choices (uvmrt_choose(3)) */
 /* Options of the trainer's own that the runtime chooses from its model of the machine
- * (e.g. on which side each block's optimizer runs, which blocks recompute their
- * activations). A knob is one option and the values it may take, e.g. the number of
+ * (e.g. on which side each block's optimizer runs; which tensors recompute is the
+ * runtime's own choice, see uvmrt_tensor_set_recompute). A knob is one option and the values it may take, e.g. the number of
  * top blocks whose AdamW runs on the CPU: {"cpu_layers", 5, (const int[]){0, 6, 12, 18, 24}}. */
 #define UVMRT_KNOBS_MAX 8
 #define UVMRT_CHOICES_MAX 4096 /* combinations of knob values rehearsed at most */
@@ -761,17 +786,23 @@ typedef struct uvmrt_choice {
     /* the review after a re-plan: the re-planned values measured against the first ones */
     double replanned_measured_step_ns; /* their median measured step time; 0 before */
     int reverted;                   /* 1: they ran slower than the first, which are back */
+    /* the tensors the trainer declared recomputable (uvmrt_tensor_set_recompute) */
+    int recomputable_tensors;       /* declared in the rehearsal */
+    int recompute_tensors;          /* how many of them recompute (the first in their order) */
 } uvmrt_choice_t;
 
 /* Chooses the knob values with the least predicted step time: rehearses every combination
  * (at most UVMRT_CHOICES_MAX; each is one call of rehearse on a fresh model) at the
- * context's budget, then the best one at smaller budgets (7/8, 6/8, 5/8, 4/8 of it) and
+ * context's budget (when the rehearsal declares recomputable tensors, uvmrt_tensor_set_recompute,
+ * each combination also with 0, 1/8, 2/8, ..., all of them recomputing, in their order:
+ * the first rehearsal counts them), then the best one at smaller budgets (7/8, 6/8, 5/8, 4/8 of it) and
  * keeps the fastest; the context then plans with out->plan_budget_bytes. On the cuda
  * backend the model is the context's profile (UVMRT_PROFILE: a file from
  * uvmrt-calibrate(1) describes the machine; a built-in name is an estimate). Outside a
  * step, before or after the trainer's tensors exist. UVMRT_ERR_INVALID for bad
- * arguments (NULL ctx, rehearse or out, n_knobs 0 or over UVMRT_KNOBS_MAX, a knob without
- * values, too many combinations); a failed rehearsal's status otherwise. On failure the
+ * arguments (NULL ctx, rehearse or out, knobs NULL with n_knobs > 0, n_knobs over
+ * UVMRT_KNOBS_MAX, a knob without values, too many combinations; n_knobs 0 chooses only
+ * the recomputing tensors and the plan budget); a failed rehearsal's status otherwise. On failure the
  * context is as before. uvmrt_choice_get reads the last choice later. */
 uvmrt_status_t uvmrt_choose(uvmrt_context_t *ctx, const uvmrt_knob_t *knobs, size_t n_knobs,
                             uvmrt_rehearse_fn rehearse, void *user, uvmrt_choice_t *out);
@@ -797,6 +828,9 @@ uvmrt_status_t uvmrt_choice_get(const uvmrt_context_t *ctx, uvmrt_choice_t *out)
 size_t uvmrt_choice_count(const uvmrt_context_t *ctx);
 uvmrt_status_t uvmrt_choice_candidate(const uvmrt_context_t *ctx, size_t i, int *values,
                                       double *predicted_step_ns);
+/* How many recomputable tensors recompute in candidate i (0 when the rehearsal declared
+ * none); -1 when i is out of range. */
+int uvmrt_choice_candidate_recompute(const uvmrt_context_t *ctx, size_t i);
 
 #ifdef __cplusplus
 }

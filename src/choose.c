@@ -3,8 +3,10 @@
  * trainer's knob values on a sim model of the machine (the context's profile and
  * budget: the same cost model the sim backend and uvmrt-plan use) and keeps the one
  * with the least predicted step time; then the best one at smaller budgets, so that
- * a larger budget never predicts slower than a smaller one it covers. After planned
- * steps, uvmrt_choice_review compares the measurement with the prediction and, once,
+ * a larger budget never predicts slower than a smaller one it covers. When the
+ * rehearsal declares recomputable tensors, how many of them recompute is one more
+ * knob, the runtime's own (the first rehearsal counts them). After planned steps,
+ * uvmrt_choice_review compares the measurement with the prediction and, once,
  * chooses again with each (layer, phase)'s work scaled by what the GPU measured.
  */
 #include <math.h>
@@ -19,13 +21,17 @@
 #define REHEARSAL_STEPS 4
 #define GRAIN (2ull << 20) /* ladder budgets: whole 2 MiB blocks */
 #define REPLAN_ERROR 0.10
+#define RC_LEVELS 8 /* recompute 0, 1/8, ..., 8/8 of the recomputable tensors */
 
-/* The knobs being searched, the model's duration scale, and the results. */
+/* The knobs being searched (the trainer's n_user, then the recompute count when
+ * n_knobs > n_user), the model's duration scale, and the results. */
 typedef struct search {
-    size_t n_knobs;
-    char *const *names;
-    int *const *values;
-    const size_t *n_values;
+    size_t n_knobs, n_user;
+    char **names;
+    int **values;
+    size_t *n_values;
+    int probe;           /* count the recomputable tensors first, then add their knob */
+    int n_recomputable;  /* as the last rehearsal declared them */
     uvmrt_rehearse_fn fn;
     void *user;
     const double *scale;
@@ -62,13 +68,14 @@ void uvmrt__choice_step_done(uvmrt_context_t *ctx, int planned, uint64_t step_ns
 
 static void knobs_free(uvmrt_choice_state_t *c)
 {
-    for (size_t k = 0; k < c->n_knobs; k++) {
+    for (size_t k = 0; k < UVMRT_KNOBS_MAX + 1; k++) {
         free(c->names[k]);
         free(c->values[k]);
         c->names[k] = NULL;
         c->values[k] = NULL;
     }
     c->n_knobs = 0;
+    c->has_rc = 0;
 }
 
 void uvmrt__choice_free(uvmrt_context_t *ctx)
@@ -124,7 +131,9 @@ static uvmrt_status_t rehearse(uvmrt_context_t *ctx, search_t *s, const int *val
         model->choice.n_scale = s->n_scale;
     }
     s->rehearsals++;
+    model->choice.choice.recompute_tensors = s->n_knobs > s->n_user ? values[s->n_user] : 0;
     st = s->fn(model, values, REHEARSAL_STEPS, s->user);
+    s->n_recomputable = uvmrt__recomputable_count(model);
     if (st == UVMRT_ERR_BUDGET) {
         st = UVMRT_OK; /* a layer's working set is over this budget: does not fit */
     } else if (st == UVMRT_OK) {
@@ -155,26 +164,68 @@ static void search_free(search_t *s)
     s->cand_ns = NULL;
 }
 
+static size_t combinations(const search_t *s)
+{
+    size_t n = 1;
+    for (size_t k = 0; k < s->n_knobs; k++) n *= s->n_values[k];
+    return n;
+}
+
+/* The recompute knob after the trainer's: 0, n/8, 2n/8, ..., n of the n recomputable
+ * tensors (distinct counts; fewer when the combinations would pass UVMRT_CHOICES_MAX). */
+static uvmrt_status_t add_recompute_knob(search_t *s)
+{
+    size_t user = combinations(s), levels = RC_LEVELS;
+    while (levels > 1 && user * (levels + 1) > UVMRT_CHOICES_MAX) levels /= 2;
+    int *v = malloc((levels + 1) * sizeof *v);
+    char *name = strdup("recompute");
+    if (v == NULL || name == NULL) {
+        free(v);
+        free(name);
+        return UVMRT_ERR_NOMEM;
+    }
+    size_t n = 0;
+    for (size_t j = 0; j <= levels; j++) {
+        int c = (int)(((long long)j * s->n_recomputable + (long long)levels / 2) / (long long)levels);
+        if (n == 0 || v[n - 1] != c) v[n++] = c;
+    }
+    s->names[s->n_user] = name;
+    s->values[s->n_user] = v;
+    s->n_values[s->n_user] = n;
+    s->n_knobs = s->n_user + 1;
+    return UVMRT_OK;
+}
+
 /* Every combination at the context's budget, then the best one down the ladder. */
 static uvmrt_status_t search_run(uvmrt_context_t *ctx, search_t *s)
 {
-    s->n_cand = 1;
-    for (size_t k = 0; k < s->n_knobs; k++) s->n_cand *= s->n_values[k];
-    s->cand_values = malloc(s->n_cand * s->n_knobs * sizeof *s->cand_values);
+    s->best_ns = 0;
+    s->plan_budget = ctx->budget;
+    s->rehearsals = 0;
+    uvmrt_status_t st = UVMRT_OK;
+    double first_ns = 0; /* combination 0 (nothing recomputing), when the probe ran it */
+    int probed = 0;
+    if (s->probe && s->n_knobs == s->n_user) {
+        int v[UVMRT_KNOBS_MAX + 1] = {0};
+        combination(s, 0, v);
+        st = rehearse(ctx, s, v, ctx->budget, &first_ns);
+        if (st != UVMRT_OK) return st;
+        probed = 1;
+        if (s->n_recomputable > 0 && (st = add_recompute_knob(s)) != UVMRT_OK) return st;
+    }
+    s->n_cand = combinations(s);
+    s->cand_values = malloc(s->n_cand * (s->n_knobs ? s->n_knobs : 1) * sizeof *s->cand_values);
     s->cand_ns = calloc(s->n_cand, sizeof *s->cand_ns);
     if (s->cand_values == NULL || s->cand_ns == NULL) {
         search_free(s);
         return UVMRT_ERR_NOMEM;
     }
     s->best = s->n_cand;
-    s->best_ns = 0;
-    s->plan_budget = ctx->budget;
-    s->rehearsals = 0;
-    uvmrt_status_t st = UVMRT_OK;
     for (size_t i = 0; i < s->n_cand && st == UVMRT_OK; i++) {
         int *v = &s->cand_values[i * s->n_knobs];
         combination(s, i, v);
-        st = rehearse(ctx, s, v, ctx->budget, &s->cand_ns[i]);
+        if (i == 0 && probed) s->cand_ns[0] = first_ns;
+        else st = rehearse(ctx, s, v, ctx->budget, &s->cand_ns[i]);
         if (st == UVMRT_OK && s->cand_ns[i] > 0 && (s->best == s->n_cand || s->cand_ns[i] < s->best_ns)) {
             s->best = i;
             s->best_ns = s->cand_ns[i];
@@ -200,7 +251,9 @@ static void result_of(const search_t *s, uvmrt_choice_t *c)
 {
     memset(c, 0, sizeof *c);
     size_t i = s->best < s->n_cand ? s->best : 0;
-    for (size_t k = 0; k < s->n_knobs; k++) c->values[k] = s->cand_values[i * s->n_knobs + k];
+    for (size_t k = 0; k < s->n_user; k++) c->values[k] = s->cand_values[i * s->n_knobs + k];
+    c->recompute_tensors = s->n_knobs > s->n_user ? s->cand_values[i * s->n_knobs + s->n_user] : 0;
+    c->recomputable_tensors = s->n_recomputable;
     c->fits = s->best < s->n_cand;
     c->predicted_step_ns = c->fits ? s->best_ns : 0;
     c->first_predicted_step_ns = c->predicted_step_ns;
@@ -212,8 +265,12 @@ static void log_choice(uvmrt_context_t *ctx, const uvmrt_choice_state_t *c, cons
 {
     char buf[512];
     size_t n = 0;
+    buf[0] = '\0';
     for (size_t k = 0; k < c->n_knobs && n < sizeof buf; k++)
         n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s %d", k ? ", " : "", c->names[k], c->choice.values[k]);
+    if (c->has_rc && n < sizeof buf)
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%srecompute %d of %d tensors", n ? ", " : "",
+                              c->choice.recompute_tensors, c->choice.recomputable_tensors);
     if (c->choice.fits)
         LOG_INFO(&ctx->log, "%s: %s: predicted %.1f ms/step at a %.2f GiB plan budget (%zu rehearsals)", what, buf,
                  c->choice.predicted_step_ns / 1e6, (double)c->choice.plan_budget_bytes / (1u << 30),
@@ -239,13 +296,13 @@ uvmrt_status_t uvmrt_choose(uvmrt_context_t *ctx, const uvmrt_knob_t *knobs, siz
                             uvmrt_rehearse_fn fn, void *user, uvmrt_choice_t *out)
 {
     if (ctx == NULL) return UVMRT_ERR_INVALID;
-    if (fn == NULL || out == NULL || knobs == NULL) {
+    if (fn == NULL || out == NULL || (knobs == NULL && n_knobs > 0)) {
         LOG_ERROR(&ctx->log, "uvmrt_choose: %s is NULL: expected %s", fn == NULL ? "rehearse" : out == NULL ? "out" : "knobs",
                   fn == NULL ? "the trainer's rehearsal function" : out == NULL ? "a uvmrt_choice_t to fill" : "an array of knobs");
         return UVMRT_ERR_INVALID;
     }
-    if (n_knobs == 0 || n_knobs > UVMRT_KNOBS_MAX) {
-        LOG_ERROR(&ctx->log, "uvmrt_choose: n_knobs %zu: expected 1 to %d", n_knobs, UVMRT_KNOBS_MAX);
+    if (n_knobs > UVMRT_KNOBS_MAX) {
+        LOG_ERROR(&ctx->log, "uvmrt_choose: n_knobs %zu: expected 0 to %d", n_knobs, UVMRT_KNOBS_MAX);
         return UVMRT_ERR_INVALID;
     }
     if (uvmrt__in_step(ctx)) {
@@ -277,10 +334,11 @@ uvmrt_status_t uvmrt_choose(uvmrt_context_t *ctx, const uvmrt_knob_t *knobs, siz
         if (copy.names[k] == NULL || copy.values[k] == NULL) st = UVMRT_ERR_NOMEM;
         else memcpy(copy.values[k], knobs[k].values, knobs[k].n_values * sizeof(int));
     }
-    search_t s = {.n_knobs = n_knobs, .names = copy.names, .values = copy.values, .n_values = copy.n_values, .fn = fn, .user = user};
+    search_t s = {.n_knobs = n_knobs, .n_user = n_knobs, .names = copy.names, .values = copy.values,
+                  .n_values = copy.n_values, .probe = 1, .fn = fn, .user = user};
     if (st == UVMRT_OK) st = search_run(ctx, &s);
     if (st != UVMRT_OK) {
-        knobs_free(&copy);
+        knobs_free(&copy); /* with the recompute knob the probe may have added */
         return st;
     }
     /* Commit. */
@@ -288,12 +346,13 @@ uvmrt_status_t uvmrt_choose(uvmrt_context_t *ctx, const uvmrt_knob_t *knobs, siz
     knobs_free(c);
     free(c->cand_values);
     free(c->cand_ns);
-    for (size_t k = 0; k < n_knobs; k++) {
+    for (size_t k = 0; k < s.n_knobs; k++) {
         c->names[k] = copy.names[k];
         c->values[k] = copy.values[k];
         c->n_values[k] = copy.n_values[k];
     }
     c->n_knobs = n_knobs;
+    c->has_rc = s.n_knobs > n_knobs;
     c->fn = fn;
     c->user = user;
     c->n_cand = s.n_cand;
@@ -382,6 +441,7 @@ uvmrt_status_t uvmrt_choice_review(uvmrt_context_t *ctx, uvmrt_choice_t *out, in
         c->confirmed = 1;
         if (measured > c->first_measured_ns) {
             memcpy(r.values, c->first_values, sizeof r.values);
+            r.recompute_tensors = c->first_recompute;
             r.predicted_step_ns = r.first_predicted_step_ns;
             r.plan_budget_bytes = c->first_plan_budget;
             r.reverted = 1;
@@ -402,8 +462,9 @@ uvmrt_status_t uvmrt_choice_review(uvmrt_context_t *ctx, uvmrt_choice_t *out, in
         double *scale = NULL;
         size_t n_scale = 0;
         uvmrt_status_t st = measured_scale(ctx, &scale, &n_scale);
-        search_t s = {.n_knobs = c->n_knobs, .names = c->names, .values = c->values, .n_values = c->n_values,
-                      .fn = c->fn, .user = c->user, .scale = scale, .n_scale = n_scale};
+        search_t s = {.n_knobs = c->n_knobs + (size_t)c->has_rc, .n_user = c->n_knobs, .names = c->names,
+                      .values = c->values, .n_values = c->n_values, .fn = c->fn, .user = c->user,
+                      .scale = scale, .n_scale = n_scale};
         if (st == UVMRT_OK) st = search_run(ctx, &s);
         free(scale);
         if (st != UVMRT_OK) {
@@ -416,7 +477,9 @@ uvmrt_status_t uvmrt_choice_review(uvmrt_context_t *ctx, uvmrt_choice_t *out, in
         uvmrt_choice_t n;
         result_of(&s, &n);
         for (size_t k = 0; k < c->n_knobs; k++) differ |= n.values[k] != r.values[k];
+        differ |= n.recompute_tensors != r.recompute_tensors;
         memcpy(c->first_values, r.values, sizeof c->first_values);
+        c->first_recompute = r.recompute_tensors;
         c->first_measured_ns = measured;
         c->first_plan_budget = r.plan_budget_bytes;
         n.measured_step_ns = measured;
@@ -425,6 +488,7 @@ uvmrt_status_t uvmrt_choice_review(uvmrt_context_t *ctx, uvmrt_choice_t *out, in
         n.rehearsals += r.rehearsals;
         if (!n.fits) { /* the measured work cannot make the budget smaller: keep the values */
             memcpy(n.values, r.values, sizeof n.values);
+            n.recompute_tensors = r.recompute_tensors;
             n.plan_budget_bytes = r.plan_budget_bytes;
             differ = 0;
         }
@@ -460,7 +524,21 @@ uvmrt_status_t uvmrt_choice_candidate(const uvmrt_context_t *ctx, size_t i, int 
 {
     if (ctx == NULL || !ctx->choice.have || i >= ctx->choice.n_cand) return UVMRT_ERR_INVALID;
     const uvmrt_choice_state_t *c = &ctx->choice;
-    if (values) memcpy(values, &c->cand_values[i * c->n_knobs], c->n_knobs * sizeof *values);
+    if (values) memcpy(values, &c->cand_values[i * (c->n_knobs + (size_t)c->has_rc)], c->n_knobs * sizeof *values);
     if (predicted_step_ns) *predicted_step_ns = c->cand_ns[i];
     return UVMRT_OK;
+}
+
+int uvmrt_choice_candidate_recompute(const uvmrt_context_t *ctx, size_t i)
+{
+    if (ctx == NULL || !ctx->choice.have || i >= ctx->choice.n_cand) return -1;
+    const uvmrt_choice_state_t *c = &ctx->choice;
+    return c->has_rc ? c->cand_values[i * (c->n_knobs + 1) + c->n_knobs] : 0;
+}
+
+int uvmrt_tensor_recomputes(const uvmrt_context_t *ctx, const uvmrt_tensor_t *t)
+{
+    if (ctx == NULL || uvmrt__tensor_checked(ctx, t) == NULL) return 0;
+    int n = ctx->choice.choice.recompute_tensors, rank = n > 0 ? uvmrt__recompute_rank(ctx, t) : -1;
+    return rank >= 0 && rank < n;
 }

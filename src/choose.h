@@ -14,17 +14,21 @@
 
 #define UVMRT_CHOICE_STEPS_KEPT 64
 
+/* The trainer's knobs, then (has_rc) the runtime's own: how many of the recomputable
+ * tensors recompute. choice.recompute_tensors is what uvmrt_tensor_recomputes reads
+ * (in a model context: the rehearsal's value). */
 typedef struct uvmrt_choice_state {
     int have;                       /* a choice was made */
-    size_t n_knobs;
-    char *names[UVMRT_KNOBS_MAX];
-    int *values[UVMRT_KNOBS_MAX];
-    size_t n_values[UVMRT_KNOBS_MAX];
+    size_t n_knobs;                 /* the trainer's */
+    int has_rc;                     /* knob n_knobs is the recompute count */
+    char *names[UVMRT_KNOBS_MAX + 1];
+    int *values[UVMRT_KNOBS_MAX + 1];
+    size_t n_values[UVMRT_KNOBS_MAX + 1];
     uvmrt_rehearse_fn fn;
     void *user;
     uvmrt_choice_t choice;
     size_t n_cand;                  /* candidates at the context's budget */
-    int *cand_values;               /* n_cand x n_knobs */
+    int *cand_values;               /* n_cand x (n_knobs + has_rc) */
     double *cand_ns;                /* 0: did not fit */
     uint64_t plan_budget;           /* 0: plan with the context's budget */
     double planned_ns[UVMRT_CHOICE_STEPS_KEPT]; /* planned steps since the choice (the first ones) */
@@ -32,6 +36,7 @@ typedef struct uvmrt_choice_state {
     /* a re-plan that changed the values: the first ones, their measurement and budget,
      * until the review after it compares (confirmed) */
     int first_values[UVMRT_KNOBS_MAX];
+    int first_recompute;
     double first_measured_ns;
     uint64_t first_plan_budget;
     int confirmed;

@@ -28,7 +28,7 @@ const char *uvmrt_where_name(uvmrt_where_t where)
 }
 
 static const char *const mech_names[] = {"managed", "demand", "resident", "prefetch",
-                                         "write-back", "discard", "host-homed", "unused"};
+                                         "write-back", "discard", "host-homed", "unused", "recompute"};
 
 size_t uvmrt_mechanism_name(unsigned mech, char *buf, size_t len)
 {
@@ -92,10 +92,11 @@ void uvmrt__mechanisms(const uvmrt_context_t *ctx, uint16_t *bits)
         else if (ctx->cfg.policy == UVMRT_POLICY_NONE) b = UVMRT_MECH_MANAGED;
         else if (t->host_homed) b = UVMRT_MECH_HOST_HOMED;
         else if (!planned) b = UVMRT_MECH_DEMAND;
-        else if (b & (UVMRT_MECH_PREFETCH | UVMRT_MECH_WRITEBACK | UVMRT_MECH_DISCARD)) b &= 0xffu;
+        else if (b & (UVMRT_MECH_PREFETCH | UVMRT_MECH_WRITEBACK | UVMRT_MECH_DISCARD)) b &= ~UVMRT__MECH_USED;
         else if (id < ctx->sched.plan.n_tensors && ctx->sched.plan.start_resident[id]) b = UVMRT_MECH_RESIDENT;
         else if (b & UVMRT__MECH_USED) b = UVMRT_MECH_DEMAND; /* the plan never brings it: the late path does */
         else b = UVMRT_MECH_UNUSED;
+        if (b != 0 && uvmrt_tensor_recomputes(ctx, t)) b |= UVMRT_MECH_RECOMPUTE;
         bits[id] = (uint16_t)b;
     }
 }

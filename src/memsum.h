@@ -7,7 +7,7 @@
 
 #include "internal.h"
 
-#define UVMRT__MECH_USED 0x100u /* scratch bit: the recorded step uses the tensor */
+#define UVMRT__MECH_USED 0x8000u /* scratch bit: the recorded step uses the tensor */
 
 /* bits[id] = UVMRT_MECH_* of tensor id, for id in [0, ctx->n_tensors) (freed
  * tensors: 0). bits has room for n_tensors entries. O(tensors + plan actions +

@@ -8,6 +8,7 @@
  * alignment) is what residency accounting counts.
  */
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -316,6 +317,63 @@ uvmrt_placement_t uvmrt_tensor_placement(const uvmrt_tensor_t *t)
 int uvmrt_tensor_is_host_homed(const uvmrt_tensor_t *t)
 {
     return t && t->magic == UVMRT_TENSOR_MAGIC && t->host_homed;
+}
+
+/* ------------------------------------------------------------------ recompute */
+uvmrt_status_t uvmrt_tensor_set_recompute(uvmrt_context_t *ctx, uvmrt_tensor_t *tensor, double flops)
+{
+    if (ctx == NULL) return UVMRT_ERR_INVALID;
+    uvmrt_tensor_t *t = uvmrt__tensor_checked(ctx, tensor);
+    if (t == NULL) {
+        LOG_ERROR(&ctx->log, "uvmrt_tensor_set_recompute(%p): not a live tensor of this context", (void *)tensor);
+        return UVMRT_ERR_NOT_FOUND;
+    }
+    if (!(flops >= 0) || isinf(flops)) {
+        LOG_ERROR(&ctx->log, "uvmrt_tensor_set_recompute('%s'): flops %g: expected a finite number >= 0 (0: not "
+                             "recomputable)", t->name, flops);
+        return UVMRT_ERR_INVALID;
+    }
+    if (uvmrt__in_step(ctx)) {
+        LOG_ERROR(&ctx->log, "uvmrt_tensor_set_recompute('%s') inside a step: declare it between steps", t->name);
+        return UVMRT_ERR_STATE;
+    }
+    t->recompute_flops = flops;
+    return UVMRT_OK;
+}
+
+double uvmrt_tensor_recompute_flops(const uvmrt_tensor_t *t)
+{
+    return t && t->magic == UVMRT_TENSOR_MAGIC ? t->recompute_flops : 0.0;
+}
+
+/* a before b in the recompute order */
+static int recompute_before(const uvmrt_tensor_t *a, const uvmrt_tensor_t *b)
+{
+    double ra = (double)a->footprint / a->recompute_flops, rb = (double)b->footprint / b->recompute_flops;
+    if (ra != rb) return ra > rb;
+    unsigned la = (unsigned)a->layer, lb = (unsigned)b->layer; /* -1: last */
+    if (la != lb) return la < lb;
+    return a->id < b->id;
+}
+
+static int recomputable(const uvmrt_tensor_t *t) { return t->magic == UVMRT_TENSOR_MAGIC && t->recompute_flops > 0; }
+
+int uvmrt__recomputable_count(const uvmrt_context_t *ctx)
+{
+    int n = 0;
+    for (int id = 0; id < ctx->tensors.n; id++) n += recomputable(ctx->tensors.by_id[id]);
+    return n;
+}
+
+int uvmrt__recompute_rank(const uvmrt_context_t *ctx, const uvmrt_tensor_t *t)
+{
+    if (!recomputable(t)) return -1;
+    int rank = 0;
+    for (int id = 0; id < ctx->tensors.n; id++) {
+        const uvmrt_tensor_t *o = ctx->tensors.by_id[id];
+        rank += o != t && recomputable(o) && recompute_before(o, t);
+    }
+    return rank;
 }
 
 /* ------------------------------------------------------------------ layers */

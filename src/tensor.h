@@ -44,6 +44,7 @@ struct uvmrt_tensor {
     int host_homed;           /* kept in host memory, used over the link */
     int placed_host;          /* uvmrt_tensor_set_placement(HOST): homed whatever the plan */
     int advised_remote;       /* advise_remote was applied to its range */
+    double recompute_flops;   /* > 0: the trainer can recompute it (uvmrt_tensor_set_recompute) */
     uvmrt_evref_t ready;      /* the prefetch that made it resident */
     uvmrt_evref_t leaving;    /* the eviction that made it non-resident */
     uvmrt_evref_t last_use;   /* end of the last layer call that used it */
@@ -72,5 +73,10 @@ void uvmrt__tensors_release_all(uvmrt_context_t *ctx);
 /* Frees the layers' names and owned lists (at destroy, after the tensors). */
 void uvmrt__layers_free(uvmrt_context_t *ctx);
 void uvmrt__describe_ptr(const uvmrt_context_t *ctx, const void *ptr, char *buf, size_t len);
+/* The live tensors declared recomputable, and t's place among them in the recompute
+ * order (0 first; -1 when t is not declared): device memory freed per flop, the most
+ * first, then the earliest layer (layer -1 last), then allocation order. */
+int uvmrt__recomputable_count(const uvmrt_context_t *ctx);
+int uvmrt__recompute_rank(const uvmrt_context_t *ctx, const uvmrt_tensor_t *t);
 
 #endif

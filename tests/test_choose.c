@@ -190,8 +190,10 @@ Test(choose, bad_arguments_and_failures_change_nothing)
     cr_assert_eq(uvmrt_choose(ctx, &k, 1, NULL, &t, &c), UVMRT_ERR_INVALID);
     cr_assert(log_contains("rehearse is NULL"));
     cr_assert_eq(uvmrt_choose(ctx, &k, 1, toy_rehearse, &t, NULL), UVMRT_ERR_INVALID);
-    cr_assert_eq(uvmrt_choose(ctx, &k, 0, toy_rehearse, &t, &c), UVMRT_ERR_INVALID);
-    cr_assert(log_contains("n_knobs 0"));
+    cr_assert_eq(uvmrt_choose(ctx, NULL, 1, toy_rehearse, &t, &c), UVMRT_ERR_INVALID);
+    cr_assert(log_contains("knobs is NULL"));
+    cr_assert_eq(uvmrt_choose(ctx, &k, UVMRT_KNOBS_MAX + 1, toy_rehearse, &t, &c), UVMRT_ERR_INVALID);
+    cr_assert(log_contains("n_knobs 9: expected 0 to 8"));
     cr_assert_eq(uvmrt_choose(ctx, &empty, 1, toy_rehearse, &t, &c), UVMRT_ERR_INVALID);
     cr_assert(log_contains("'empty' has no values"));
     int many[100];

@@ -181,6 +181,9 @@ static void allocate(run_t *r)
     uvmrt_tensor_desc_t ws[2] = {{"ws1", r->layer[0], UVMRT_ROLE_WORKSPACE, 256 * KIB},
                                  {"ws2", r->layer[0], UVMRT_ROLE_WORKSPACE, 256 * KIB}};
     CALL(r, uvmrt_tensors_alloc(r->ctx, 2, ws, &r->t[n]));
+    /* the choice's scenario: the activations are recomputable, so uvmrt_choose adds
+     * its recompute count and the backward follows what it chose */
+    for (int i = 0; r->sc->homing && i < L; i++) CALL(r, uvmrt_tensor_set_recompute(r->ctx, r->t[1 + 4 * i + 1], 1e9));
 }
 
 static uvmrt_tensor_t *T(run_t *r, int kind, int layer) { return r->t[1 + 4 * layer + kind]; }
@@ -224,7 +227,8 @@ static void step(run_t *r, int skip)
         layer(r, i, UVMRT_PHASE_FORWARD, u, 2);
     }
     for (int i = L - 1; i >= 0; i--) {
-        uvmrt_use_t u[2] = {{T(r, 2, i + 1 < L ? i + 1 : i), UVMRT_USE_READ}, {T(r, 1, i), UVMRT_USE_READ | stream}};
+        unsigned act = uvmrt_tensor_recomputes(r->ctx, T(r, 1, i)) ? UVMRT_USE_WRITE : UVMRT_USE_READ | stream;
+        uvmrt_use_t u[2] = {{T(r, 2, i + 1 < L ? i + 1 : i), UVMRT_USE_READ}, {T(r, 1, i), act}};
         layer(r, i, UVMRT_PHASE_BACKWARD, u, 2);
     }
     for (int i = 0; i < L; i++) layer(r, i, UVMRT_PHASE_OPTIMIZER, NULL, 0);

@@ -24,15 +24,19 @@
  * the next forward prefetches; forward i of the next step waits (on the host) for
  * that update.
  *
- * --cpu-layers K|auto, --recompute none|all|N|auto (both auto by default): before
- * the tensors exist, uvmrt_choose rehearses the run's schedule on a model of the
- * machine (the same layer calls with no arithmetic, on a sim context) for each
- * combination and picks the one with the least predicted step time; after 3
- * planned steps uvmrt_choice_review compares the prediction with the measured
- * step, and when it re-plans, the new values apply from the next step on (the CPU
- * optimizer's blocks and placements, the saved activations freed or allocated).
- * A recomputing block runs the same GEMM on the same inputs in backward as in its
- * forward, so the losses do not depend on --recompute.
+ * --cpu-layers K|auto, --recompute none|all|N|auto (both auto by default): each
+ * block's pre-activation Z is declared recomputable (uvmrt_tensor_set_recompute, at
+ * its GEMM's flops); before the tensors exist, uvmrt_choose rehearses the run's
+ * schedule on a model of the machine (the same layer calls with no arithmetic, on a
+ * sim context) for each K and each number of recomputing Z, and picks the least
+ * predicted step time; each block then asks uvmrt_tensor_recomputes for its Z. A
+ * recomputing block leaves its Z unused (it holds no device memory) and computes its
+ * pre-activation into Zr, one workspace that all of them share, in its forward and
+ * again in its backward: the same GEMM on the same inputs, so the losses do not
+ * depend on --recompute. After 3 planned steps uvmrt_choice_review compares the
+ * prediction with the measured step, and when it re-plans, the new values apply
+ * from the next step on (the CPU optimizer's blocks and placements; the blocks that
+ * recompute).
  *
  * This file is the model and the training loop; the flags are in mlp_flags.c and
  * the GPU's work (cuBLAS, kernels, initialisation) behind mlp_gpu.h, so nothing
@@ -79,12 +83,15 @@ static uint64_t footprint(uint64_t bytes) {
     return bytes >= (1ull << 20) ? (bytes + blk - 1) / blk * blk : bytes;
 }
 
-uint64_t mlp_planned_managed_bytes(const mlp_options_t *opt, int recompute) {
+/* Zr exists when a block may recompute: --recompute auto (a review may change the
+ * count) or N > 0. */
+static int has_zr(const mlp_options_t *opt) { return opt->recompute == MLP_AUTO || opt->recompute > 0; }
+
+uint64_t mlp_planned_managed_bytes(const mlp_options_t *opt) {
     uint64_t hh = (uint64_t)opt->hidden * (uint64_t)opt->hidden;
     uint64_t nh = (uint64_t)opt->rows * (uint64_t)opt->hidden;
-    uint64_t block = 4 * footprint(4 * hh) + footprint(2 * hh) + footprint(2 * nh); /* + A */
-    uint64_t L = (uint64_t)opt->layers, N = (uint64_t)recompute;
-    return L * block + (L - N) * footprint(2 * nh) + (N > 0 ? 6 : 5) * footprint(2 * nh);
+    uint64_t block = 4 * footprint(4 * hh) + footprint(2 * hh) + 2 * footprint(2 * nh); /* + Z, A */
+    return (uint64_t)opt->layers * block + (has_zr(opt) ? 6 : 5) * footprint(2 * nh);
 }
 
 /* ----------------------------------------------------------------------------
@@ -191,15 +198,16 @@ static uvmrt_status_t net_alloc(mlp_run_t *run) {
             {names[T_A], i, UVMRT_ROLE_ACTIVATION, a16},
             {names[T_Z], i, UVMRT_ROLE_ACTIVATION, a16},
         };
-        int rc = mlp_block_recomputes(run, i);
-        size_t n = rc ? T_PER_BLOCK - 1 : T_PER_BLOCK; /* Z last: dropped */
         uvmrt_tensor_t *t[T_PER_BLOCK] = {0};
-        SCHED_CHECK(run, uvmrt_tensors_alloc(run->ctx, n, d, t));
+        SCHED_CHECK(run, uvmrt_tensors_alloc(run->ctx, T_PER_BLOCK, d, t));
         mlp_block_t *b = &net->blocks[i];
         *b = (mlp_block_t){.W = t[0], .Wh = t[1], .dW = t[2], .m = t[3], .v = t[4], .A = t[5],
-                           .Z = rc ? NULL : t[6]};
-        for (size_t k = 0; k < n; k++)
+                           .Z = t[6]};
+        for (size_t k = 0; k < T_PER_BLOCK; k++)
             net->managed_bytes += footprint(d[k].size_bytes);
+        /* recomputing Z is its forward GEMM again: the runtime chooses which */
+        if (run->rc_auto)
+            SCHED_CHECK(run, uvmrt_tensor_set_recompute(run->ctx, b->Z, 2.0 * net->N * (double)net->hh));
     }
     uvmrt_tensor_desc_t s[6] = {
         {"X", -1, UVMRT_ROLE_ACTIVATION, a16},
@@ -209,11 +217,11 @@ static uvmrt_status_t net_alloc(mlp_run_t *run) {
         {"dZ", -1, UVMRT_ROLE_WORKSPACE, a16},
         {"Zr", -1, UVMRT_ROLE_WORKSPACE, a16},
     };
-    size_t n = run->recompute > 0 ? 6 : 5;
+    size_t n = has_zr(opt) ? 6 : 5;
     uvmrt_tensor_t *t[6] = {0};
     SCHED_CHECK(run, uvmrt_tensors_alloc(run->ctx, n, s, t));
     net->X = t[0], net->Y = t[1], net->dA[0] = t[2], net->dA[1] = t[3], net->dZ = t[4];
-    net->Zr = run->recompute > 0 ? t[5] : NULL;
+    net->Zr = t[5];
     for (size_t k = 0; k < n; k++)
         net->managed_bytes += footprint(s[k].size_bytes);
     /* the CPU's data lives on the host; the GPU writes dW there */
@@ -223,34 +231,12 @@ static uvmrt_status_t net_alloc(mlp_run_t *run) {
 /* ----------------------------------------------------------------------------
  * a re-plan, applied between steps s-1 and s (the real run only) */
 
-/* Blocks 0..N-1 recompute from step s on: the blocks that start recomputing free their
- * Z, those that stop get one (its own arena); Zr exists while any block recomputes. */
-static void recompute_apply(mlp_run_t *run, int N) {
-    mlp_net_t *net = &run->net;
-    size_t a16 = net->nh * 2;
-    int old = run->recompute;
-    for (int i = old; i < N; i++) { /* start recomputing */
-        UV_CHECK(run, uvmrt_tensor_free(run->ctx, net->blocks[i].Z));
-        net->blocks[i].Z = NULL;
-        net->managed_bytes -= footprint(a16);
-    }
-    for (int i = N; i < old; i++) { /* stop recomputing */
-        char name[32];
-        snprintf(name, sizeof name, "Z%d", i);
-        uvmrt_tensor_desc_t d = {name, i, UVMRT_ROLE_ACTIVATION, a16};
-        UV_CHECK(run, uvmrt_tensor_alloc(run->ctx, &d, &net->blocks[i].Z));
-        net->managed_bytes += footprint(a16);
-    }
-    if (N > 0 && net->Zr == NULL) {
-        uvmrt_tensor_desc_t d = {"Zr", -1, UVMRT_ROLE_WORKSPACE, a16};
-        UV_CHECK(run, uvmrt_tensor_alloc(run->ctx, &d, &net->Zr));
-        net->managed_bytes += footprint(a16);
-    } else if (N == 0 && net->Zr != NULL) {
-        UV_CHECK(run, uvmrt_tensor_free(run->ctx, net->Zr));
-        net->Zr = NULL;
-        net->managed_bytes -= footprint(a16);
-    }
-    run->recompute = N;
+/* How many blocks recompute now (with --recompute auto: the runtime's answers). */
+static int recompute_count(const mlp_run_t *run) {
+    int n = 0;
+    for (int i = 0; i < run->net.L; i++)
+        n += mlp_block_recomputes(run, i);
+    return n;
 }
 
 /* The top K blocks' AdamW runs on the CPU from step s on: first the CPU's updates of
@@ -417,7 +403,7 @@ static uvmrt_status_t optimizer_cpu(mlp_run_t *run, int i) {
 static double step_flops(const mlp_run_t *run) {
     const mlp_options_t *opt = run->opt;
     double nhh = (double)opt->rows * (double)opt->hidden * (double)opt->hidden;
-    return (6.0 * (double)opt->layers + 2.0 * (double)run->recompute) * nhh;
+    return (6.0 * (double)opt->layers + 2.0 * (double)recompute_count(run)) * nhh;
 }
 
 /* One training step's layer calls (with the GPU's work when run->gpu): forwards,
@@ -477,7 +463,7 @@ static uvmrt_status_t mlp_rehearse(uvmrt_context_t *model, const int *values, in
         .cpu_stream = (uvmrt_stream_t)(void *)&sim_cpu_timeline, .rehearsal = 1,
         .stream = (uvmrt_stream_t)(void *)&sim_gpu_timeline,
         .cpu_layers = real->knob_cpu >= 0 ? values[real->knob_cpu] : real->cpu_layers,
-        .recompute = real->knob_rc >= 0 ? values[real->knob_rc] : real->recompute,
+        .recompute = real->recompute, .rc_auto = real->rc_auto, /* auto: the model answers */
     };
     uvmrt_status_t st = net_alloc(&r);
     for (int s = 0; s < steps && st == UVMRT_OK; s++)
@@ -486,14 +472,15 @@ static uvmrt_status_t mlp_rehearse(uvmrt_context_t *model, const int *values, in
     return st;
 }
 
-/* The knobs' values in "cpu_layers 12, recompute 0" form (the chosen ones only). */
-static void knob_text(char *buf, size_t cap, const mlp_run_t *run, const int *values) {
+/* The chosen values in "cpu_layers 12, recompute 0" form (the auto ones only; rc:
+ * the number of recomputing blocks). */
+static void knob_text(char *buf, size_t cap, const mlp_run_t *run, const int *values, int rc) {
     int n = 0;
     buf[0] = '\0';
     if (run->knob_cpu >= 0)
         n = snprintf(buf, cap, "cpu_layers %d", values[run->knob_cpu]);
-    if (run->knob_rc >= 0 && n >= 0 && (size_t)n < cap)
-        snprintf(buf + n, cap - (size_t)n, "%srecompute %d", n ? ", " : "", values[run->knob_rc]);
+    if (run->rc_auto && n >= 0 && (size_t)n < cap)
+        snprintf(buf + n, cap - (size_t)n, "%srecompute %d", n ? ", " : "", rc);
 }
 
 static int add_distinct(int *v, int n, int x) {
@@ -509,38 +496,31 @@ static int add_distinct(int *v, int n, int x) {
 static void choose_auto(mlp_run_t *run) {
     const mlp_options_t *opt = run->opt;
     int L = opt->layers;
-    int cpu_v[9], rc_v[3], n_cpu = 0, n_rc = 0;
+    int cpu_v[9], n_cpu = 0;
     for (int k = 0; k <= 8; k++) /* 0, L/8, 2L/8, ..., L */
         n_cpu = add_distinct(cpu_v, n_cpu, k * L / 8);
-    rc_v[n_rc++] = 0;
-    n_rc = add_distinct(rc_v, n_rc, L / 2);
-    n_rc = add_distinct(rc_v, n_rc, L);
-    uvmrt_knob_t knobs[2];
+    uvmrt_knob_t knobs[1];
     size_t n = 0;
-    run->knob_cpu = run->knob_rc = -1;
+    run->knob_cpu = -1;
     if (opt->cpu_layers == MLP_AUTO) {
         run->knob_cpu = (int)n;
         knobs[n++] = (uvmrt_knob_t){"cpu_layers", (size_t)n_cpu, cpu_v};
     }
-    if (opt->recompute == MLP_AUTO) {
-        run->knob_rc = (int)n;
-        knobs[n++] = (uvmrt_knob_t){"recompute", (size_t)n_rc, rc_v};
-    }
-    if (n == 0)
+    if (n == 0 && !run->rc_auto)
         return;
+    /* with --recompute auto the rehearsal declares each Z recomputable, and the
+     * runtime rehearses each number of them recomputing: 0, L/8, ..., L */
     uvmrt_status_t st = uvmrt_choose(run->ctx, knobs, n, mlp_rehearse, run, &run->choice);
     if (st != UVMRT_OK)
         run_fail(run, "uvmrt_choose (%s%s%s) failed: %s (%s); give the values instead",
-                 run->knob_cpu >= 0 ? "--cpu-layers auto" : "", n == 2 ? ", " : "",
-                 run->knob_rc >= 0 ? "--recompute auto" : "", uvmrt_status_str(st),
+                 run->knob_cpu >= 0 ? "--cpu-layers auto" : "", n && run->rc_auto ? ", " : "",
+                 run->rc_auto ? "--recompute auto" : "", uvmrt_status_str(st),
                  uvmrt_status_name(st));
     run->have_choice = 1;
     if (run->knob_cpu >= 0)
         run->cpu_layers = run->choice.values[run->knob_cpu];
-    if (run->knob_rc >= 0)
-        run->recompute = run->choice.values[run->knob_rc];
     char vals[96];
-    knob_text(vals, sizeof vals, run, run->choice.values);
+    knob_text(vals, sizeof vals, run, run->choice.values, run->choice.recompute_tensors);
     if (run->choice.fits)
         printf("auto: %s (predicted %.1f ms/step at a %.2f GiB plan budget; %zu rehearsals)\n",
                vals, run->choice.predicted_step_ns / 1e6,
@@ -555,7 +535,7 @@ static void choose_auto(mlp_run_t *run) {
             double ns = 0;
             if (uvmrt_choice_candidate(run->ctx, k, v, &ns) != UVMRT_OK)
                 continue;
-            knob_text(vals, sizeof vals, run, v);
+            knob_text(vals, sizeof vals, run, v, uvmrt_choice_candidate_recompute(run->ctx, k));
             if (ns > 0)
                 printf("  candidate %s: predicted %.1f ms/step\n", vals, ns / 1e6);
             else
@@ -575,8 +555,9 @@ static int review_due(const mlp_run_t *run, int s) {
 }
 
 /* MLP_TEST_REPLAN=K,N (tests only; the sim never re-plans): the review acts as if it
- * had re-planned to cpu_layers K and recompute N (for the auto knobs), so that the
- * applying of new values between steps is tested. 1 when it applies. */
+ * had re-planned to cpu_layers K and recompute N (for the auto flags; N: blocks
+ * 0..N-1, as if given, since the runtime's answers follow its own choice), so that
+ * the applying of new values between steps is tested. 1 when it applies. */
 static int test_replan(mlp_run_t *run, uvmrt_choice_t *c) {
     const char *e = getenv("MLP_TEST_REPLAN");
     int k = -1, n = -1;
@@ -587,8 +568,11 @@ static int test_replan(mlp_run_t *run, uvmrt_choice_t *c) {
                  run->net.L);
     if (run->knob_cpu >= 0)
         c->values[run->knob_cpu] = k;
-    if (run->knob_rc >= 0)
-        c->values[run->knob_rc] = n;
+    if (run->rc_auto) {
+        c->recompute_tensors = n;
+        run->rc_auto = 0; /* blocks 0..N-1 from now on */
+        run->recompute = n;
+    }
     c->replanned = 1;
     printf("auto: MLP_TEST_REPLAN: as if re-planned\n");
     return 1;
@@ -600,8 +584,7 @@ static void choice_apply(mlp_run_t *run, int s) {
     run->recording[s + 1] = 1;
     if (run->knob_cpu >= 0 && c->values[run->knob_cpu] != run->cpu_layers)
         cpu_layers_apply(run, c->values[run->knob_cpu], s + 1);
-    if (run->knob_rc >= 0 && c->values[run->knob_rc] != run->recompute)
-        recompute_apply(run, c->values[run->knob_rc]);
+    run->recompute = recompute_count(run); /* the runtime's new answers, if auto */
 }
 
 /* Compares the prediction with the measured steps; a re-plan's values apply from
@@ -630,7 +613,7 @@ static void review(mlp_run_t *run, int s) {
            c->first_predicted_step_ns / 1e6, c->measured_step_ns / 1e6, err);
     if (c->replanned) {
         char vals[96];
-        knob_text(vals, sizeof vals, run, c->values);
+        knob_text(vals, sizeof vals, run, c->values, c->recompute_tensors);
         printf("; re-planned: %s (predicted %.1f ms/step)%s", vals, c->predicted_step_ns / 1e6,
                changed ? (s + 1 < run->opt->c.steps ? ", from the next step on" : ", no step left")
                        : ", unchanged");
@@ -727,8 +710,8 @@ static void choice_json(const mlp_run_t *run, json_t *root) {
     json_t *values = json_object(), *cands = json_array();
     if (run->knob_cpu >= 0)
         json_object_set_new(values, "cpu_layers", json_integer(c->values[run->knob_cpu]));
-    if (run->knob_rc >= 0)
-        json_object_set_new(values, "recompute", json_integer(c->values[run->knob_rc]));
+    if (run->opt->recompute == MLP_AUTO)
+        json_object_set_new(values, "recompute", json_integer(c->recompute_tensors));
     size_t nc = uvmrt_choice_count(run->ctx);
     for (size_t k = 0; k < nc; k++) {
         int v[UVMRT_KNOBS_MAX] = {0};
@@ -738,8 +721,8 @@ static void choice_json(const mlp_run_t *run, json_t *root) {
         json_t *o = json_object();
         if (run->knob_cpu >= 0)
             json_object_set_new(o, "cpu_layers", json_integer(v[run->knob_cpu]));
-        if (run->knob_rc >= 0)
-            json_object_set_new(o, "recompute", json_integer(v[run->knob_rc]));
+        if (run->opt->recompute == MLP_AUTO)
+            json_object_set_new(o, "recompute", json_integer(uvmrt_choice_candidate_recompute(run->ctx, k)));
         json_object_set_new(o, "predicted_ms", ns > 0 ? json_real(ns / 1e6) : json_null());
         json_array_append_new(cands, o);
     }
@@ -821,7 +804,7 @@ static void header_print(const mlp_run_t *run) {
            opt->precision == MLP_BF16 ? "bf16" : "fp16", placement_name(run), run->cpu_layers,
            opt->layers, opt->cpu_layers == MLP_AUTO ? "auto" : "given", run->recompute,
            opt->layers, opt->recompute == MLP_AUTO ? "auto" : "given", opt->c.steps, opt->lr,
-           opt->c.seed, (double)mlp_planned_managed_bytes(opt, run->recompute) / GIB);
+           opt->c.seed, (double)mlp_planned_managed_bytes(opt) / GIB);
     fflush(stdout);
 }
 
@@ -845,7 +828,8 @@ int main(int argc, char **argv) {
 
     run.cpu_layers = opt.cpu_layers == MLP_AUTO ? 0 : opt.cpu_layers;
     run.recompute = opt.recompute == MLP_AUTO ? 0 : opt.recompute;
-    run.knob_cpu = run.knob_rc = -1;
+    run.rc_auto = opt.recompute == MLP_AUTO;
+    run.knob_cpu = -1;
 
     run.ctx = context_open(&opt);
     run.backend = uvmrt_context_backend(run.ctx);
@@ -864,6 +848,8 @@ int main(int argc, char **argv) {
         run.stream = (uvmrt_stream_t)(void *)&sim_gpu_timeline;
     }
     choose_auto(&run);
+    if (run.rc_auto) /* the first ones in the runtime's order: blocks 0..N-1 (equal Z's) */
+        run.recompute = run.choice.recompute_tensors;
     header_print(&run);
 
     if (run.backend == UVMRT_BACKEND_CUDA)
@@ -872,6 +858,7 @@ int main(int argc, char **argv) {
         printf("sim backend: the schedule only, no arithmetic (no losses); times and traffic "
                "are the model's\n");
     net_alloc(&run);
+    run.recompute = recompute_count(&run); /* the runtime's answers, block by block */
     if (run.gpu)
         mlp_gpu_init(&run);
 

@@ -38,7 +38,8 @@ typedef struct mlp_options {
     int cpu_layers;                  /* K given: blocks L-K..L-1 update on the CPU;
                                         MLP_AUTO: uvmrt_choose picks it (the default) */
     int recompute;                   /* N given: blocks 0..N-1 recompute their pre-activation
-                                        in backward; MLP_AUTO: chosen (the default) */
+                                        in backward; MLP_AUTO: the runtime chooses which (the
+                                        default: uvmrt_tensor_set_recompute) */
 } mlp_options_t;
 
 #define MLP_AUTO (-1)
@@ -57,8 +58,8 @@ typedef struct mlp_block {
     uvmrt_tensor_t *dW; /* (H, H) fp32 gradient                        gradient */
     uvmrt_tensor_t *m;  /* (H, H) fp32 AdamW first moment              optimizer state */
     uvmrt_tensor_t *v;  /* (H, H) fp32 AdamW second moment             optimizer state */
-    uvmrt_tensor_t *Z;  /* (N, H) half pre-activation, saved (NULL when block i recomputes:
-                           it then uses the shared Zr) */
+    uvmrt_tensor_t *Z;  /* (N, H) half pre-activation, saved (unused when block i
+                           recomputes: it then uses the shared Zr) */
     uvmrt_tensor_t *A;  /* (N, H) half output gelu(Z): the next block's input   activation */
 } mlp_block_t;
 
@@ -72,7 +73,7 @@ typedef struct mlp_net {
                                dA[i & 1] holds dL/dA_i */
     uvmrt_tensor_t *dZ;     /* (N, H) half gradient w.r.t. Z_i, GEMM input */
     uvmrt_tensor_t *Zr;     /* (N, H) half pre-activation of the recomputing blocks, one
-                               workspace for all of them (NULL when none recomputes) */
+                               workspace for all of them (NULL when none may recompute) */
     uint64_t managed_bytes; /* sum of the tensors' footprints (2 MiB blocks) */
 } mlp_net_t;
 
@@ -85,9 +86,9 @@ static inline uvmrt_tensor_t *mlp_block_input(const mlp_net_t *net, int i) {
     return i == 0 ? net->X : net->blocks[i - 1].A;
 }
 
-/* Bytes of uvmrt tensors the trainer allocates for opt's shape when the first
- * `recompute` blocks recompute (before allocating them). */
-uint64_t mlp_planned_managed_bytes(const mlp_options_t *opt, int recompute);
+/* Bytes of uvmrt tensors the trainer allocates for opt's shape (before allocating
+ * them): every block's Z, and Zr when a block may recompute. */
+uint64_t mlp_planned_managed_bytes(const mlp_options_t *opt);
 
 /* ----------------------------------------------------------------------------
  * a run */
@@ -110,11 +111,13 @@ typedef struct mlp_run {
     /* the knob values in use (from the flags, or chosen; a review may change them
      * between steps) */
     int cpu_layers;              /* K: blocks L-K..L-1 update on the CPU */
-    int recompute;               /* N: blocks 0..N-1 recompute */
+    int recompute;               /* how many blocks recompute (given: blocks 0..N-1) */
+    int rc_auto;                 /* 1: the runtime chooses which Z recompute (each Z declared
+                                    recomputable; mlp_block_recomputes asks it) */
     int cpu_since_step;          /* the step the current K took effect (its forwards need
                                     not wait for the CPU: applying K waited) */
     /* --cpu-layers auto / --recompute auto */
-    int knob_cpu, knob_rc;       /* the knobs' indices in the choice; -1: given */
+    int knob_cpu;                /* the cpu_layers knob's index in the choice; -1: given */
     int have_choice;             /* 1: uvmrt_choose ran (choice below) */
     int reviewed;                /* 1: uvmrt_choice_review ran */
     int review_again_at;         /* >0: the step whose end reviews a re-plan's values */
@@ -135,12 +138,13 @@ static inline int mlp_block_on_cpu(const mlp_run_t *run, int i) {
     return i >= run->net.L - run->cpu_layers;
 }
 
-/* Block i keeps no pre-activation: it recomputes it in backward (into Zr). */
+/* Block i keeps no pre-activation: it recomputes it in backward, into Zr (the
+ * runtime's choice for its Z with --recompute auto, else blocks 0..N-1). */
 static inline int mlp_block_recomputes(const mlp_run_t *run, int i) {
-    return i < run->recompute;
+    return run->rc_auto ? uvmrt_tensor_recomputes(run->ctx, run->net.blocks[i].Z) : i < run->recompute;
 }
 
-/* The tensor holding block i's pre-activation Z. */
+/* The tensor holding block i's pre-activation: Z_i, or Zr when it recomputes. */
 static inline uvmrt_tensor_t *mlp_block_z(const mlp_run_t *run, int i) {
     return mlp_block_recomputes(run, i) ? run->net.Zr : run->net.blocks[i].Z;
 }

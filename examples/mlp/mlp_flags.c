@@ -26,8 +26,9 @@ static const cli_flag_t MLP_FLAGS[] = {
                              "least predicted step time (uvmrt_choose)", F_CPU_LAYERS},
     {"recompute", "none|all|N|auto", "blocks 0..N-1 keep only their input and recompute their\n"
                                      "pre-activation in backward (none = 0, all = L); auto (the\n"
-                                     "default): the N in {0, L/2, L} with the least predicted\n"
-                                     "step time; the losses are the same for every N", F_RECOMPUTE},
+                                     "default): the runtime chooses which, from 0, L/8, ..., L\n"
+                                     "of them, by predicted step time; the losses are the same\n"
+                                     "for every N", F_RECOMPUTE},
 };
 
 /* What the flags said, before the rules that combine them. */

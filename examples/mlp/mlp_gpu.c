@@ -63,9 +63,7 @@ mlp_gpu_t *mlp_gpu_open(mlp_run_t *run) {
     uint64_t hh = (uint64_t)opt->hidden * (uint64_t)opt->hidden;
     /* device buffers: cuBLAS workspace, loss partials, and (during init) the teacher */
     run->device_workspace_bytes = CUBLAS_WORKSPACE_BYTES + MLP_MSE_BLOCKS * sizeof(double);
-    /* --recompute auto: a review may keep more activations than the first choice */
-    int rc_least = opt->recompute == MLP_AUTO ? 0 : run->recompute;
-    uint64_t tensors = mlp_planned_managed_bytes(opt, rc_least);
+    uint64_t tensors = mlp_planned_managed_bytes(opt);
     uint64_t need = tensors + run->device_workspace_bytes + 2 * hh + 4 * nh;
     size_t free_b = 0, total_b = 0;
     int dev = -1;
