@@ -20,9 +20,12 @@
  * --optimizer-on cpu: master weights, moments and gradients live in host memory
  * (uvmrt_tensor_set_placement); the GPU writes dW_i straight into host memory;
  * a CPU thread (mlp_cpu_opt.c) runs AdamW for layer i as soon as backward i has
- * finished, and writes the new working copy Wh_i into its managed memory, which
- * the next forward prefetches; forward i of the next step waits (on the host) for
- * that update.
+ * finished. The GPU then makes the new working copy Wh_i from W_i (reading it over
+ * the link) on a stream of its own that waits, on the GPU, for the CPU's flag of
+ * block i ("staged", when the driver has stream memory operations): those copies
+ * run while the CPU updates the next blocks, and the first CPU block's next forward
+ * waits for them all. Without stream memory operations the copy is part of forward
+ * i, which waits on the host for the CPU's update.
  *
  * --cpu-layers K|auto, --recompute none|all|N|auto (both auto by default): each
  * block's pre-activation Z is declared recomputable (uvmrt_tensor_set_recompute, at
@@ -77,6 +80,8 @@ static char sim_cpu_timeline;
 /* the GPU's stream on sim: a name of its own, so that a call can be ordered after it
  * (uvmrt_layer_call_t.after: NULL means none) */
 static char sim_gpu_timeline;
+/* the staged copies' stream on sim */
+static char sim_half_timeline;
 
 static uint64_t footprint(uint64_t bytes) {
     uint64_t blk = 2ull << 20;
@@ -280,9 +285,10 @@ static uvmrt_status_t layer_open(mlp_run_t *run, int i, uvmrt_phase_t phase,
         .layer = i, .phase = phase, .stream = run->stream, .uses = uses->u,
         .n_uses = uses->n, .no_default_uses = 1, .flops = flops,
     };
-    /* a CPU block's forward waits for the CPU's update of it (mlp_gpu_forward_wait) */
+    /* a CPU block's forward waits for the CPU's update of it: on the host
+     * (mlp_gpu_forward_wait) or, staged, the first one for every staged copy */
     if (phase == UVMRT_PHASE_FORWARD && i >= run->net.L - run->cpu_layers)
-        call.after = run->cpu_stream;
+        call.after = !run->staged ? run->cpu_stream : i == run->net.L - run->cpu_layers ? run->half_stream : NULL;
     /* a GEMM-free call (the optimizer) is modelled by its bytes at HBM speed (on sim
      * and in uvmrt_choose's rehearsals; on cuda only declared, for the review) */
     if (flops == 0 && run->profile && run->profile->hbm_bps > 0)
@@ -313,10 +319,11 @@ static uvmrt_status_t forward(mlp_run_t *run, int i, int step) {
     int last = i == net->L - 1;
     uvmrt_tensor_t *z = mlp_block_z(run, i);
     use_list_t u = {.n = 0};
-    /* A CPU block's Wh is made here from its W (host memory, read once over the
-     * link): the CPU thread writes only W, so Wh is never written by the CPU while
-     * it is on the GPU (CPU faults) nor faulted back in by the GEMM. */
-    int cpu_block = i >= net->L - run->cpu_layers;
+    /* Not staged, a CPU block's Wh is made here from its W (host memory, read once
+     * over the link): the CPU thread writes only W, so Wh is never written by the CPU
+     * while it is on the GPU (CPU faults) nor faulted back in by the GEMM. Staged, it
+     * was made after the CPU's update (stage_half). */
+    int cpu_block = i >= net->L - run->cpu_layers && !run->staged;
     if (cpu_block)
         use_add(&u, b->W, R | S);
     use_add(&u, b->Wh, cpu_block ? W : R);     /* GEMM input (a CPU block: made first) */
@@ -327,7 +334,7 @@ static uvmrt_status_t forward(mlp_run_t *run, int i, int step) {
         use_add(&u, net->Y, R | S);
         use_add(&u, net->dA[i & 1], W | S);
     }
-    if (run->gpu)
+    if (run->gpu && !run->staged)
         mlp_gpu_forward_wait(run, i, step); /* the CPU's update of block i, last step */
     TRY(layer_open(run, i, UVMRT_PHASE_FORWARD, &u, 2.0 * net->N * (double)net->hh, 0));
     if (run->gpu)
@@ -396,6 +403,32 @@ static uvmrt_status_t optimizer_cpu(mlp_run_t *run, int i) {
     return layer_close(run, i, UVMRT_PHASE_OPTIMIZER);
 }
 
+/* staged, after block i's CPU update of step s: Wh = half(W) on the GPU, on a stream
+ * of its own that waits (on the GPU) for the CPU thread's flag of block i; W read
+ * once over the link, Wh written once. On sim and in the rehearsals the call follows
+ * the CPU stream's calls so far (block i's update and those before it). */
+static uvmrt_status_t stage_half(mlp_run_t *run, int i, int s) {
+    mlp_net_t *net = &run->net;
+    const mlp_block_t *b = &net->blocks[i];
+    uvmrt_use_t u[2] = {{b->W, R | S}, {b->Wh, W | S}};
+    uvmrt_layer_call_t call = {
+        .layer = i, .phase = UVMRT_PHASE_OPTIMIZER, .stream = run->half_stream, .uses = u,
+        .n_uses = 2, .no_default_uses = 1, .after = run->cpu_stream,
+    };
+    if (run->profile && run->profile->hbm_bps > 0) /* the GPU side: 2 bytes written per weight */
+        call.sim_duration_ns = (uint64_t)((double)net->hh * 2 / run->profile->hbm_bps * 1e9);
+    if (run->gpu)
+        mlp_gpu_stage_wait(run, i, s); /* before the call's own events: its wait is not its work */
+    uvmrt_status_t st = uvmrt_layer_begin(run->ctx, &call);
+    if (st != UVMRT_OK && !run->rehearsal)
+        run_fail(run, "uvmrt_layer_begin(block%d, the half copy of the CPU's update) failed: %s (%s)", i,
+                 uvmrt_status_str(st), uvmrt_status_name(st));
+    TRY(st);
+    if (run->gpu)
+        mlp_gpu_stage_half(run, i);
+    return layer_close(run, i, UVMRT_PHASE_OPTIMIZER);
+}
+
 /* ----------------------------------------------------------------------------
  * the step loop */
 
@@ -420,6 +453,8 @@ static uvmrt_status_t train_step(mlp_run_t *run, int s) {
         TRY(backward(run, i, s));
         if (mlp_block_on_cpu(run, i))
             TRY(optimizer_cpu(run, i));
+        if (mlp_block_on_cpu(run, i) && run->staged)
+            TRY(stage_half(run, i, s));
     }
     for (int i = 0; i < L; i++)
         if (!mlp_block_on_cpu(run, i))
@@ -462,6 +497,7 @@ static uvmrt_status_t mlp_rehearse(uvmrt_context_t *model, const int *values, in
         .policy = uvmrt_context_policy(model), .profile = uvmrt_context_profile(model),
         .cpu_stream = (uvmrt_stream_t)(void *)&sim_cpu_timeline, .rehearsal = 1,
         .stream = (uvmrt_stream_t)(void *)&sim_gpu_timeline,
+        .half_stream = (uvmrt_stream_t)(void *)&sim_half_timeline, .staged = real->staged,
         .cpu_layers = real->knob_cpu >= 0 ? values[real->knob_cpu] : real->cpu_layers,
         .recompute = real->recompute, .rc_auto = real->rc_auto, /* auto: the model answers */
     };
@@ -846,7 +882,11 @@ int main(int argc, char **argv) {
     if (run.backend == UVMRT_BACKEND_SIM) {
         run.cpu_stream = (uvmrt_stream_t)(void *)&sim_cpu_timeline;
         run.stream = (uvmrt_stream_t)(void *)&sim_gpu_timeline;
+        run.half_stream = (uvmrt_stream_t)(void *)&sim_half_timeline;
+        run.staged = 1;
     }
+    if (run.backend == UVMRT_BACKEND_CUDA)
+        run.staged = mlp_gpu_can_stage(); /* the rehearsals model the same path */
     choose_auto(&run);
     if (run.rc_auto) /* the first ones in the runtime's order: blocks 0..N-1 (equal Z's) */
         run.recompute = run.choice.recompute_tensors;

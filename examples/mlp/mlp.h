@@ -104,6 +104,10 @@ typedef struct mlp_run {
     mlp_net_t net;
     mlp_gpu_t *gpu;              /* NULL: no arithmetic (sim backend) */
     uvmrt_stream_t stream;       /* the compute stream (NULL on sim) */
+    uvmrt_stream_t half_stream;  /* staged: the GPU's copies of the CPU's new weights to
+                                    half, each after its block's CPU update (mlp.c) */
+    int staged;                  /* 1: those copies run as soon as the CPU's update is done
+                                    (a GPU-side wait); 0: in the block's next forward */
     uvmrt_stream_t cpu_stream;   /* the CPU optimizer's layer calls (their host_bytes): a
                                     stream of their own, beside the GPU's */
     int rehearsal;               /* 1: a rehearsal on uvmrt_choose's model (no GPU, quiet;

@@ -28,6 +28,8 @@ struct mlp_cpu_opt {
     cudaEvent_t *ev;       /* (L,) recorded after backward i */
     void *(*data)[5];      /* (L, 5) W, m, v, dW, Wh of each block */
     volatile int *found_inf; /* (steps,) mapped host memory: inf/NaN gradients in step s */
+    unsigned *stage_flag;  /* (L,) mapped host memory or NULL: s + 1 once block i's update of
+                              step s is done (the GPU's staged half copy waits for it) */
     int device;            /* the context's GPU: made current on the thread */
     int numa_node;
     int quit;              /* 1: stop; 2: the thread failed */
@@ -58,6 +60,13 @@ static int wait_step(mlp_cpu_opt_t *c, int s, int *K) {
     *K = c->K[s];
     pthread_mutex_unlock(&c->mu);
     return !quit;
+}
+
+/* Lets every staged copy's wait pass (the thread stops or failed): the GPU must not
+ * wait for updates that will never come. */
+static void release_flags(mlp_cpu_opt_t *c) {
+    for (int i = 0; c->stage_flag != NULL && i < c->L; i++)
+        __atomic_store_n(&c->stage_flag[i], 1u << 30, __ATOMIC_RELEASE);
 }
 
 static void *cpu_opt_main(void *arg) {
@@ -96,6 +105,10 @@ static void *cpu_opt_main(void *arg) {
                 mlp_adamw_cpu(c->isa, d[0], d[1], d[2], d[3], NULL, c->precision, c->hh, &coef);
                 c->busy_s += cli_now_s() - t0;
             }
+            if (c->stage_flag != NULL) { /* every store of the update first (streaming ones too) */
+                __atomic_thread_fence(__ATOMIC_SEQ_CST);
+                __atomic_store_n(&c->stage_flag[i], (unsigned)s + 1, __ATOMIC_RELEASE);
+            }
             pthread_mutex_lock(&c->mu);
             c->done[i] = s;
             pthread_cond_broadcast(&c->cv);
@@ -108,6 +121,7 @@ static void *cpu_opt_main(void *arg) {
 fail:
     fprintf(stderr, PROG ": cpu optimizer: a CUDA call failed: %s\n",
             cudaGetErrorString(cudaGetLastError()));
+    release_flags(c);
     pthread_mutex_lock(&c->mu);
     c->quit = 2;
     pthread_cond_broadcast(&c->cv);
@@ -115,13 +129,13 @@ fail:
     return NULL;
 }
 
-mlp_cpu_opt_t *mlp_cpu_opt_start(mlp_run_t *run, volatile int *found_inf) {
+mlp_cpu_opt_t *mlp_cpu_opt_start(mlp_run_t *run, volatile int *found_inf, unsigned *stage_flag) {
     const mlp_options_t *opt = run->opt;
     int L = run->net.L, S = opt->c.steps;
     mlp_cpu_opt_t *c = calloc(1, sizeof *c);
     if (c == NULL)
         run_fail(run, "out of host memory for the CPU optimizer");
-    *c = (mlp_cpu_opt_t){.L = L, .steps = S, .k_set = -1, .found_inf = found_inf,
+    *c = (mlp_cpu_opt_t){.L = L, .steps = S, .k_set = -1, .found_inf = found_inf, .stage_flag = stage_flag,
                          .numa_node = -1, .isa = run->isa, .precision = opt->precision,
                          .lr = opt->lr, .hh = run->net.hh, .quiet = opt->c.quiet};
     c->recorded = malloc((size_t)L * sizeof(int));
@@ -211,6 +225,7 @@ void mlp_cpu_opt_stop(mlp_cpu_opt_t *c) {
         pthread_cond_broadcast(&c->cv);
         pthread_mutex_unlock(&c->mu);
         pthread_join(c->thread, NULL);
+        release_flags(c);
         pthread_mutex_destroy(&c->mu);
         pthread_cond_destroy(&c->cv);
     }

@@ -18,8 +18,11 @@
 typedef struct mlp_cpu_opt mlp_cpu_opt_t;
 
 /* Starts the thread for run (its net allocated and initialised); found_inf: (S,)
- * mapped host flags of the fp16 inf check. Fails the run on error. */
-mlp_cpu_opt_t *mlp_cpu_opt_start(mlp_run_t *run, volatile int *found_inf);
+ * mapped host flags of the fp16 inf check; stage_flag: (L,) mapped host memory the
+ * thread sets to s + 1 once block i's update of step s is done (NULL: none; when the
+ * thread stops or fails it sets every flag past any step, so no GPU wait hangs).
+ * Fails the run on error. */
+mlp_cpu_opt_t *mlp_cpu_opt_start(mlp_run_t *run, volatile int *found_inf, unsigned *stage_flag);
 /* Before step s: the loss scale the step's gradients carry, and K: the step updates
  * blocks L-K..L-1 here (K may change between steps, 0 included; the caller has
  * waited for the previous step's updates of the blocks that leave). */

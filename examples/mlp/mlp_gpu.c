@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include <cublas_v2.h>
+#include <cuda.h> /* the type of cuStreamWaitValue32 only: it is reached through the runtime */
 #include <cuda_runtime_api.h>
 
 #include "mlp_cpu_opt.h"
@@ -38,7 +39,41 @@ struct mlp_gpu {
     double *loss_host;           /* (S,) mapped host memory, written by the GPU */
     int *found_inf;              /* (S,) mapped host memory */
     mlp_cpu_opt_t *cpu;          /* NULL: every block's AdamW runs on the GPU */
+    /* staged half copies (run->staged) */
+    cudaStream_t half_stream;
+    unsigned *stage_flag;        /* (L,) mapped host memory: the CPU thread writes s + 1 once
+                                    block i's update of step s is done */
+    CUdeviceptr stage_flag_dev;
 };
+
+typedef CUresult (*wait_value32_fn)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+
+/* cuStreamWaitValue32 from the driver, through the runtime (no link to libcuda). */
+static wait_value32_fn stage_wait_fn(void) {
+    static int looked;
+    static wait_value32_fn fn;
+    if (!looked) {
+        looked = 1;
+#if CUDART_VERSION >= 12050
+        void *p = NULL;
+        enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+        if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &p, 12000, cudaEnableDefault, &q) ==
+                cudaSuccess &&
+            q == cudaDriverEntryPointSuccess)
+            fn = (wait_value32_fn)p;
+        else
+            (void)cudaGetLastError();
+#endif
+    }
+    return fn;
+}
+
+int mlp_gpu_can_stage(void) {
+    const char *e = getenv("UVMRT_MLP_STAGE");
+    if (e != NULL && strcmp(e, "0") == 0)
+        return 0;
+    return stage_wait_fn() != NULL;
+}
 
 #define CUBLAS_CHECK(run, expr)                                                                \
     do {                                                                                       \
@@ -88,6 +123,16 @@ mlp_gpu_t *mlp_gpu_open(mlp_run_t *run) {
     run->stream = (uvmrt_stream_t)g->stream;
     CUDA_CHECK(run, cudaStreamCreateWithFlags(&g->cpu_stream, cudaStreamNonBlocking));
     run->cpu_stream = (uvmrt_stream_t)g->cpu_stream;
+    if (run->staged) {
+        size_t L = (size_t)opt->layers;
+        CUDA_CHECK(run, cudaStreamCreateWithFlags(&g->half_stream, cudaStreamNonBlocking));
+        run->half_stream = (uvmrt_stream_t)g->half_stream;
+        CUDA_CHECK(run, cudaHostAlloc((void **)&g->stage_flag, L * sizeof(unsigned), cudaHostAllocMapped));
+        memset(g->stage_flag, 0, L * sizeof(unsigned));
+        void *dev = NULL;
+        CUDA_CHECK(run, cudaHostGetDevicePointer(&dev, g->stage_flag, 0));
+        g->stage_flag_dev = (CUdeviceptr)(uintptr_t)dev;
+    }
     CUBLAS_CHECK(run, cublasCreate(&g->cublas));
     CUBLAS_CHECK(run, cublasSetStream(g->cublas, g->stream));
     CUDA_CHECK(run, cudaMalloc(&g->cublas_ws, CUBLAS_WORKSPACE_BYTES));
@@ -125,10 +170,15 @@ void mlp_gpu_close(mlp_run_t *run) {
         cudaStreamDestroy(g->stream);
     if (g->cpu_stream)
         cudaStreamDestroy(g->cpu_stream);
+    if (g->half_stream)
+        cudaStreamDestroy(g->half_stream);
+    if (g->stage_flag)
+        cudaFreeHost(g->stage_flag);
     free(g);
     run->gpu = NULL;
     run->stream = NULL;
     run->cpu_stream = NULL;
+    run->half_stream = NULL;
 }
 
 /* ----------------------------------------------------------------------------
@@ -257,7 +307,7 @@ void mlp_gpu_init(mlp_run_t *run) {
     teacher_targets(run);
     /* --cpu-layers auto: a review may move blocks to the CPU later */
     if (run->cpu_layers > 0 || run->opt->cpu_layers == MLP_AUTO)
-        run->gpu->cpu = mlp_cpu_opt_start(run, run->gpu->found_inf);
+        run->gpu->cpu = mlp_cpu_opt_start(run, run->gpu->found_inf, run->gpu->stage_flag);
 }
 
 /* ----------------------------------------------------------------------------
@@ -275,6 +325,22 @@ void mlp_gpu_forward_wait(mlp_run_t *run, int i, int s) {
 
 /* forward i: Z = in . Wh^T (GEMM), A = gelu(Z); the last block also takes the loss
  * against Y and writes dL/dA into dA[(L-1) & 1]. */
+void mlp_gpu_stage_wait(mlp_run_t *run, int i, int s) {
+    mlp_gpu_t *g = run->gpu;
+    CUresult r = stage_wait_fn()((CUstream)g->half_stream, g->stage_flag_dev + (CUdeviceptr)i * sizeof(unsigned),
+                                 (cuuint32_t)(s + 1), CU_STREAM_WAIT_VALUE_GEQ);
+    if (r != CUDA_SUCCESS)
+        run_fail(run, "block %d: cuStreamWaitValue32 (the GPU's wait for the CPU's update) failed: CUresult "
+                      "%d; UVMRT_MLP_STAGE=0 makes the half copies in the forward instead", i, (int)r);
+}
+
+void mlp_gpu_stage_half(mlp_run_t *run, int i) {
+    const mlp_block_t *b = &run->net.blocks[i];
+    launch_check(run, mlp_to_half_launch(mlp_ptr(b->Wh), mlp_ptr(b->W), run->net.hh, run->opt->precision,
+                                         run->gpu->half_stream),
+                 "staged weights to half", i);
+}
+
 void mlp_gpu_half_from_master(mlp_run_t *run, int i) {
     const mlp_block_t *b = &run->net.blocks[i];
     launch_check(run, mlp_to_half_launch(mlp_ptr(b->Wh), mlp_ptr(b->W), run->net.hh, run->opt->precision,
@@ -288,7 +354,7 @@ void mlp_gpu_forward(mlp_run_t *run, int i, int s) {
     const mlp_block_t *b = &net->blocks[i];
     mlp_half_kind_t kind = run->opt->precision;
     uvmrt_tensor_t *z = mlp_block_z(run, i);
-    if (i >= net->L - run->cpu_layers) /* a CPU block: Wh from the W its AdamW wrote */
+    if (i >= net->L - run->cpu_layers && !run->staged) /* a CPU block: Wh from the W its AdamW wrote */
         launch_check(run, mlp_to_half_launch(mlp_ptr(b->Wh), mlp_ptr(b->W), net->hh, kind, run->stream),
                      "weights to half", i);
     gemm_forward(run, mlp_ptr(z), mlp_ptr(mlp_block_input(net, i)), mlp_ptr(b->Wh), net->N, net->H);
@@ -359,6 +425,8 @@ void mlp_gpu_cpu_wait(mlp_run_t *run, int s) {
     if (run->gpu->cpu && s >= 0)
         for (int i = run->net.L - run->cpu_layers; i < run->net.L; i++)
             mlp_cpu_opt_wait_done(run, run->gpu->cpu, i, s);
+    if (run->gpu->half_stream) /* and the half copies of those updates */
+        CUDA_CHECK(run, cudaStreamSynchronize(run->gpu->half_stream));
 }
 
 void mlp_gpu_finish(mlp_run_t *run) {

@@ -29,6 +29,15 @@ void mlp_gpu_step_begin(mlp_run_t *run, int s);
 /* Before forward i of step s is opened: waits for the CPU's update of block i from
  * step s-1 (nothing for a block updated on the GPU). */
 void mlp_gpu_forward_wait(mlp_run_t *run, int i, int s);
+/* Whether this GPU and driver can run the staged half copies (stream memory
+ * operations: a stream waits on the GPU for the CPU thread's flag); 0 also when
+ * UVMRT_MLP_STAGE=0 asks for the copy in the forward instead. */
+int mlp_gpu_can_stage(void);
+/* Staged, before the half copy of block i's update of step s is opened: the copy's
+ * stream waits (on the GPU) until the CPU thread has finished that update. */
+void mlp_gpu_stage_wait(mlp_run_t *run, int i, int s);
+/* Wh = half(W) of block i on the copy's stream (inside its layer call). */
+void mlp_gpu_stage_half(mlp_run_t *run, int i);
 /* The kernels of one layer call, enqueued on run->stream between uvmrt_layer_begin
  * and uvmrt_layer_end (forward also takes the loss at the last block; backward
  * hands block i to the CPU optimizer). */

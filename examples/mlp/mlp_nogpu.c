@@ -17,6 +17,9 @@ void mlp_gpu_init(mlp_run_t *run) { (void)run; }
 void mlp_gpu_step_begin(mlp_run_t *run, int s) { (void)run, (void)s; }
 void mlp_gpu_forward_wait(mlp_run_t *run, int i, int s) { (void)run, (void)i, (void)s; }
 void mlp_gpu_half_from_master(mlp_run_t *run, int i) { (void)run, (void)i; }
+int mlp_gpu_can_stage(void) { return 0; }
+void mlp_gpu_stage_wait(mlp_run_t *run, int i, int s) { (void)run, (void)i, (void)s; }
+void mlp_gpu_stage_half(mlp_run_t *run, int i) { (void)run, (void)i; }
 void mlp_gpu_forward(mlp_run_t *run, int i, int s) { (void)run, (void)i, (void)s; }
 void mlp_gpu_backward(mlp_run_t *run, int i, int s) { (void)run, (void)i, (void)s; }
 void mlp_gpu_optimizer(mlp_run_t *run, int i, int s) { (void)run, (void)i, (void)s; }
