@@ -31,6 +31,7 @@
 #define MAX_BATCH 10000000  /* samples per step */
 #define MAX_TENSOR (1ull << 50) /* the library's largest tensor (src/tensor.c) */
 #define CPU_STREAM 1        /* the CPU optimizer's calls: a timeline of their own */
+#define HALF_STREAM 2       /* staged_half_copy: the GPU's copies of the CPU's updates */
 
 enum { OPT_GPU, OPT_CPU, OPT_NONE };
 
@@ -48,6 +49,7 @@ struct model {
     char *path, *name;
     uint64_t batch;
     double input_ps, target_ps;
+    int staged; /* staged_half_copy */
     size_t n_layers, n_expanded;
     mlayer_t *layers;
 };
@@ -172,7 +174,7 @@ static int known_keys(const char *path, const char *where, const json_t *obj, co
 
 /* ------------------------------------------------------------------ reading */
 static const char *const model_keys[] = {"format", "name", "description", "batch", "input_bytes_per_sample",
-                                         "target_bytes_per_sample", "layers", NULL};
+                                         "target_bytes_per_sample", "staged_half_copy", "layers", NULL};
 static const char *const layer_keys[] = {"name", "description", "repeat", "params", "param_bytes", "master_bytes",
                                          "grad_bytes", "optimizer_state_bytes", "optimizer_states", "optimizer",
                                          "optimizer_bytes_per_param", "activation_bytes_per_sample",
@@ -255,6 +257,7 @@ model_t *model_load(const char *path)
     }
     const char *fmt = "uvmrt-model", *name = NULL, *desc = NULL;
     double batch, in_ps, tgt_ps;
+    int staged = 0;
     json_t *layers = json_object_get(root, "layers");
     if (!json_is_object(root)) {
         fprintf(stderr, "uvmrt-plan: %s: not a model description: expected a JSON object (uvmrt-plan(1), MODEL "
@@ -264,7 +267,8 @@ model_t *model_load(const char *path)
     if (known_keys(path, "", root, model_keys) || str_key(path, "", root, "format", 0, 100, &fmt) ||
         str_key(path, "", root, "name", 1, 100, &name) || str_key(path, "", root, "description", 0, 2000, &desc) ||
         num_key(path, "", root, "batch", 1, 0, 1, MAX_BATCH, 1, &batch) ||
-        num_key(path, "", root, "target_bytes_per_sample", 0, 0, 0, 1e13, 0, &tgt_ps))
+        num_key(path, "", root, "target_bytes_per_sample", 0, 0, 0, 1e13, 0, &tgt_ps) ||
+        bool_key(path, "", root, "staged_half_copy", 0, &staged))
         goto fail;
     if (strcmp(fmt, "uvmrt-model") != 0) {
         BADKEY("", "format", json_object_get(root, "format"), "\"uvmrt-model\"");
@@ -313,6 +317,7 @@ model_t *model_load(const char *path)
     m->batch = (uint64_t)batch;
     m->input_ps = in_ps;
     m->target_ps = tgt_ps;
+    m->staged = staged;
     m->name = strdup(name);
     m->path = strdup(path);
     if (m->name == NULL || m->path == NULL) goto oom;
@@ -405,7 +410,7 @@ int model_build(const model_t *m, uint64_t batch, int quiet, record_t *r)
     const unsigned R = UVMRT_USE_READ, W = UVMRT_USE_WRITE, RW = UVMRT_USE_READWRITE, S = UVMRT_USE_STREAM;
     memset(r, 0, sizeof *r);
     size_t L = m->n_expanded;
-    builder_t b = {m, batch, r, L * (5 + MAX_STATES) + 8, 3 * L, quiet, 0};
+    builder_t b = {m, batch, r, L * (5 + MAX_STATES) + 8, 4 * L, quiet, 0};
     ltensors_t *lt = calloc(L + 1, sizeof *lt);
     r->profile = strdup("");
     r->source = strdup(m->path);
@@ -493,15 +498,19 @@ int model_build(const model_t *m, uint64_t batch, int quiet, record_t *r)
         for (int k = 0; k < 2 + MAX_STATES; k++)
             if (host[k] >= 0) r->tensors[host[k]].host = 1;
     }
-    /* forward */
+    /* forward; staged, the first CPU layer with a master waits for every staged copy */
+    size_t first_staged = L;
+    for (size_t li = 0; m->staged && li < L && first_staged == L; li++)
+        if (lt[li].ml->optimizer == OPT_CPU && lt[li].master >= 0) first_staged = li;
     for (size_t li = 0; li < L; li++) {
         const ltensors_t *t = &lt[li];
         unsigned as = t->ml->streamed ? S : 0;
         rcall_t *c = call_add(&b, (int)li, UVMRT_PHASE_FORWARD, 0, 7);
         if (c == NULL) goto oom;
         /* a CPU layer's bf16 weights are made here from the master its AdamW wrote in
-         * host memory (read once over the link), as the trainers do */
-        int cpu_made = t->ml->optimizer == OPT_CPU && t->master >= 0;
+         * host memory (read once over the link), as the trainers do; staged, after the
+         * update on a stream of their own (uvmrt-mlp) */
+        int cpu_made = t->ml->optimizer == OPT_CPU && t->master >= 0 && !m->staged;
         if (cpu_made) use(c, t->master, R | S);
         use(c, t->wh, cpu_made ? W : R);
         use(c, li == 0 ? x : lt[li - 1].out, R);
@@ -517,7 +526,8 @@ int model_build(const model_t *m, uint64_t batch, int quiet, record_t *r)
             use(c, lt[t->ml->tied_li].grad, W);
         }
         c->flops = t->ml->flops_ps * bs;
-        if (t->ml->optimizer == OPT_CPU) c->after = CPU_STREAM; /* after the CPU's update of it */
+        if (t->ml->optimizer == OPT_CPU && !m->staged) c->after = CPU_STREAM; /* after the CPU's update of it */
+        if (li == first_staged) c->after = HALF_STREAM;
     }
     /* backward, in reverse; a CPU layer's update starts as soon as its gradient exists */
     for (size_t li = L; li-- > 0;) {
@@ -542,6 +552,14 @@ int model_build(const model_t *m, uint64_t batch, int quiet, record_t *r)
             if (ml->opt_given) o->host_bytes = (uint64_t)ceil(ml->opt_bytes * ml->params);
             else o->adamw_params = (uint64_t)ml->params; /* at the profile's AdamW rate */
             o->after = 0; /* the update starts once the backward wrote the gradient */
+        }
+        if (ml->optimizer == OPT_CPU && m->staged && t->master >= 0) { /* the working copy, once updated */
+            rcall_t *h = call_add(&b, (int)li, UVMRT_PHASE_OPTIMIZER, HALF_STREAM, 2);
+            if (h == NULL) goto oom;
+            use(h, t->master, R | S);
+            use(h, t->wh, W | S);
+            h->hbm_bytes = (uint64_t)ceil(ml->param_bytes * ml->params);
+            h->after = CPU_STREAM;
         }
     }
     /* the GPU's optimizer calls */

@@ -69,7 +69,7 @@ static wait_value32_fn stage_wait_fn(void) {
 }
 
 int mlp_gpu_can_stage(void) {
-    const char *e = getenv("UVMRT_MLP_STAGE");
+    const char *e = getenv("MLP_STAGE");
     if (e != NULL && strcmp(e, "0") == 0)
         return 0;
     return stage_wait_fn() != NULL;
@@ -331,7 +331,7 @@ void mlp_gpu_stage_wait(mlp_run_t *run, int i, int s) {
                                  (cuuint32_t)(s + 1), CU_STREAM_WAIT_VALUE_GEQ);
     if (r != CUDA_SUCCESS)
         run_fail(run, "block %d: cuStreamWaitValue32 (the GPU's wait for the CPU's update) failed: CUresult "
-                      "%d; UVMRT_MLP_STAGE=0 makes the half copies in the forward instead", i, (int)r);
+                      "%d; MLP_STAGE=0 makes the half copies in the forward instead", i, (int)r);
 }
 
 void mlp_gpu_stage_half(mlp_run_t *run, int i) {

@@ -31,7 +31,7 @@ void mlp_gpu_step_begin(mlp_run_t *run, int s);
 void mlp_gpu_forward_wait(mlp_run_t *run, int i, int s);
 /* Whether this GPU and driver can run the staged half copies (stream memory
  * operations: a stream waits on the GPU for the CPU thread's flag); 0 also when
- * UVMRT_MLP_STAGE=0 asks for the copy in the forward instead. */
+ * MLP_STAGE=0 asks for the copy in the forward instead. */
 int mlp_gpu_can_stage(void);
 /* Staged, before the half copy of block i's update of step s is opened: the copy's
  * stream waits (on the GPU) until the CPU thread has finished that update. */
