@@ -334,11 +334,23 @@ void mlp_gpu_stage_wait(mlp_run_t *run, int i, int s) {
                       "%d; MLP_STAGE=0 makes the half copies in the forward instead", i, (int)r);
 }
 
+/* The staged copy's blocks: 64 x 256 threads keep ~256 KiB of reads in flight, enough
+ * for the link, and leave the other SMs to the backward's GEMMs beside it
+ * (MLP_STAGE_BLOCKS=N for comparisons; 0: as many as the other kernels). */
+static unsigned stage_blocks(void) {
+    const char *e = getenv("MLP_STAGE_BLOCKS");
+    long v = e && *e ? strtol(e, NULL, 10) : 64;
+    return v > 0 && v <= (1 << 20) ? (unsigned)v : 0;
+}
+
 void mlp_gpu_stage_half(mlp_run_t *run, int i) {
     const mlp_block_t *b = &run->net.blocks[i];
-    launch_check(run, mlp_to_half_launch(mlp_ptr(b->Wh), mlp_ptr(b->W), run->net.hh, run->opt->precision,
-                                         run->gpu->half_stream),
-                 "staged weights to half", i);
+    unsigned blocks = stage_blocks();
+    int err = blocks ? mlp_to_half_narrow_launch(mlp_ptr(b->Wh), mlp_ptr(b->W), run->net.hh, run->opt->precision,
+                                                 blocks, run->gpu->half_stream)
+                     : mlp_to_half_launch(mlp_ptr(b->Wh), mlp_ptr(b->W), run->net.hh, run->opt->precision,
+                                          run->gpu->half_stream);
+    launch_check(run, err, "staged weights to half", i);
 }
 
 void mlp_gpu_half_from_master(mlp_run_t *run, int i) {

@@ -252,6 +252,19 @@ extern "C" int mlp_to_half_launch(uint16_t *out, const float *in, size_t n, mlp_
     return launched();
 }
 
+/* The same conversion on at most max_blocks blocks: a copy that reads host memory
+ * over the link needs few SMs to keep the link busy, and beside the GEMMs of another
+ * stream it should take as few of theirs as it can. */
+extern "C" int mlp_to_half_narrow_launch(uint16_t *out, const float *in, size_t n, mlp_half_kind_t kind,
+                                          unsigned max_blocks, uvmrt_stream_t stream) {
+    if (!out || !in || n % 4 || !aligned16(in) || ((uintptr_t)out & 7) || max_blocks == 0)
+        return (int)cudaErrorInvalidValue;
+    unsigned grid = grid_for(n / 4);
+    to_half_kernel<<<grid < max_blocks ? grid : max_blocks, BLOCK, 0, (cudaStream_t)stream>>>(
+        (uint2 *)out, (const float4 *)in, n / 4, kind);
+    return launched();
+}
+
 extern "C" int mlp_copy_launch(void *dst, const void *src, size_t bytes, uvmrt_stream_t stream) {
     if (!dst || !src || bytes % 16 || !aligned16(dst) || !aligned16(src))
         return (int)cudaErrorInvalidValue;

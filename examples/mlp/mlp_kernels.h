@@ -53,6 +53,10 @@ int mlp_nonfinite_launch(const float *g, size_t n, int *flag, uvmrt_stream_t str
 /* out[0..n) = half(in[0..n)) as the GPU AdamW rounds its copy; n % 4 == 0. */
 int mlp_to_half_launch(uint16_t *out, const float *in, size_t n, mlp_half_kind_t kind,
                        uvmrt_stream_t stream);
+/* The same on at most max_blocks blocks of 256 threads (the staged copies: they read
+ * over the link beside another stream's GEMMs and should take few SMs). */
+int mlp_to_half_narrow_launch(uint16_t *out, const float *in, size_t n, mlp_half_kind_t kind,
+                              unsigned max_blocks, uvmrt_stream_t stream);
 /* dst[0..bytes) = src[0..bytes), bytes % 16 == 0: reads and writes each byte once. */
 int mlp_copy_launch(void *dst, const void *src, size_t bytes, uvmrt_stream_t stream);
 
