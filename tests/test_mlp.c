@@ -603,6 +603,72 @@ Test(mlp_sim, replan_applies_fewer_cpu_blocks_and_more_recompute) {
     replan_applies("1,3", 1, 3);
 }
 
+/* Staged half copies (the default on sim, and on a GPU whose driver has stream memory
+ * operations), in the recorded schedule: each CPU block's update is followed by a call
+ * of its optimizer phase on a stream of its own, ordered after the CPU's stream, that
+ * reads W and writes Wh; no forward reads W, and only the first CPU block's forward
+ * waits, for that stream. */
+Test(mlp_sim, staged_half_copies_follow_each_cpu_update) {
+    char rec[256], cmd[1024];
+    snprintf(rec, sizeof rec, "/tmp/uvmrt-test-mlp-%d-staged.rec.json", (int)getpid());
+    env_clear_uvmrt();
+    snprintf(cmd, sizeof cmd,
+             "UVMRT_RECORD=%s '%s' --backend sim --profile h200 --quiet --layers 4 --hidden 1024 "
+             "--rows 1024 --steps 3 --budget 1G --cpu-layers 2 --recompute none >/dev/null 2>&1",
+             rec, mlp_path());
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    json_error_t err;
+    json_t *r = json_load_file(rec, 0, &err);
+    cr_assert_not_null(r, "%s: %s", rec, err.text);
+    json_t *tensors = json_object_get(r, "tensors"), *calls = json_object_get(r, "calls");
+    int w_id[4], wh_id[4];
+    for (int i = 0; i < 4; i++) {
+        char w[8], wh[8];
+        snprintf(w, sizeof w, "W%d", i);
+        snprintf(wh, sizeof wh, "Wh%d", i);
+        w_id[i] = wh_id[i] = -1;
+        size_t k;
+        json_t *t;
+        json_array_foreach(tensors, k, t) {
+            const char *n = json_string_value(json_object_get(t, "name"));
+            if (strcmp(n, w) == 0) w_id[i] = (int)jint(t, "id");
+            if (strcmp(n, wh) == 0) wh_id[i] = (int)jint(t, "id");
+        }
+    }
+    int copies = 0, cpu_calls = 0, prev_cpu = -1;
+    size_t k;
+    json_t *c;
+    json_array_foreach(calls, k, c) {
+        int layer = (int)jint(c, "layer"), stream = (int)jint(c, "stream"), after = (int)jint(c, "after");
+        const char *phase = json_string_value(json_object_get(c, "phase"));
+        json_t *uses = json_object_get(c, "uses");
+        if (strcmp(phase, "forward") == 0) {
+            for (size_t u = 0; u < json_array_size(uses); u++)
+                cr_expect_neq(json_integer_value(json_array_get(json_array_get(uses, u), 0)), w_id[layer],
+                              "forward %d reads W", layer);
+            if (layer == 2)
+                cr_expect(after >= 0 && after != 0, "the first CPU block's forward waits for a stream: after %d", after);
+            else
+                cr_expect_eq(after, -1, "forward %d waits for stream %d", layer, after);
+        }
+        if (strcmp(phase, "optimizer") == 0 && json_integer_value(json_object_get(c, "host_bytes")) > 0) {
+            cpu_calls++;
+            prev_cpu = stream;
+        } else if (strcmp(phase, "optimizer") == 0 && layer >= 2) {
+            copies++;
+            cr_expect(prev_cpu >= 0 && after == prev_cpu, "block %d's copy is not after the CPU's stream", layer);
+            cr_expect(stream != 0 && stream != prev_cpu, "block %d's copy on stream %d", layer, stream);
+            cr_expect_eq(json_array_size(uses), 2);
+            cr_expect_eq(json_integer_value(json_array_get(json_array_get(uses, 0), 0)), w_id[layer]);
+            cr_expect_eq(json_integer_value(json_array_get(json_array_get(uses, 1), 0)), wh_id[layer]);
+        }
+    }
+    cr_expect_eq(cpu_calls, 2);
+    cr_expect_eq(copies, 2, "one copy per CPU block");
+    json_decref(r);
+    unlink(rec);
+}
+
 Test(mlp_sim, bad_values_exit_2_naming_the_flag) {
     static const char *const bad[][2] = {
         {"--layers 0", "--layers '0'"},       {"--hidden 12", "--hidden '12'"},
