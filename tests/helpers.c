@@ -498,3 +498,11 @@ int run_capture(const char *cmd, char **out)
     *out = b;
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
+
+double steady_step_ns(const uvmrt_context_t *ctx)
+{
+    uvmrt_step_stats_t a, b;
+    cr_assert_eq(uvmrt_step_stats_get(ctx, 2, &a), UVMRT_OK, "no step 3");
+    cr_assert_eq(uvmrt_step_stats_get(ctx, 3, &b), UVMRT_OK, "no step 4");
+    return 0.5 * ((double)a.step_ns + (double)b.step_ns);
+}

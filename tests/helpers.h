@@ -58,6 +58,10 @@ uint64_t sim_device_bytes(uvmrt_context_t *ctx);
  * >= 1 MiB rounds up to 2 MiB, smaller sizes round up to 64 KiB. */
 uint64_t footprint_of(uint64_t size);
 
+/* The mean step time of steps 3 and 4 (0-based 2 and 3) of a context that ran at least
+ * 4 steps: what uvmrt_choose(3) predicts a rehearsal by. Fails the test otherwise. */
+double steady_step_ns(const uvmrt_context_t *ctx);
+
 /* ------------------------------------------------------------------ synthetic network */
 typedef struct net_spec {
     int layers;

@@ -106,13 +106,7 @@ static double direct_ns(int keep, uint64_t budget)
     toy_net_t n;
     uvmrt_status_t st = toy_build(ctx, keep, &n);
     if (st == UVMRT_OK) st = toy_steps(ctx, &n, keep, 4, 1.0);
-    double ns = 0;
-    if (st == UVMRT_OK) {
-        uvmrt_step_stats_t a, b;
-        cr_assert_eq(uvmrt_step_stats_get(ctx, 2, &a), UVMRT_OK);
-        cr_assert_eq(uvmrt_step_stats_get(ctx, 3, &b), UVMRT_OK);
-        ns = 0.5 * ((double)a.step_ns + (double)b.step_ns);
-    }
+    double ns = st == UVMRT_OK ? steady_step_ns(ctx) : 0;
     uvmrt_context_destroy(ctx);
     return ns;
 }
