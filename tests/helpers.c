@@ -506,3 +506,15 @@ double steady_step_ns(const uvmrt_context_t *ctx)
     cr_assert_eq(uvmrt_step_stats_get(ctx, 3, &b), UVMRT_OK, "no step 4");
     return 0.5 * ((double)a.step_ns + (double)b.step_ns);
 }
+
+uvmrt_status_t layers_add(uvmrt_context_t *ctx, int n)
+{
+    uvmrt_status_t st = UVMRT_OK;
+    for (int l = 0; l < n && st == UVMRT_OK; l++) {
+        char name[16];
+        int id;
+        snprintf(name, sizeof name, "L%d", l);
+        st = uvmrt_layer_add(ctx, name, &id);
+    }
+    return st;
+}

@@ -58,6 +58,9 @@ uint64_t sim_device_bytes(uvmrt_context_t *ctx);
  * >= 1 MiB rounds up to 2 MiB, smaller sizes round up to 64 KiB. */
 uint64_t footprint_of(uint64_t size);
 
+/* Adds layers "L0" .. "L<n-1>" (ids 0..n-1 on a fresh context); the first failure's status. */
+uvmrt_status_t layers_add(uvmrt_context_t *ctx, int n);
+
 /* The mean step time of steps 3 and 4 (0-based 2 and 3) of a context that ran at least
  * 4 steps: what uvmrt_choose(3) predicts a rehearsal by. Fails the test otherwise. */
 double steady_step_ns(const uvmrt_context_t *ctx);

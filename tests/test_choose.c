@@ -29,13 +29,7 @@ typedef struct toy_net {
 
 static uvmrt_status_t toy_build(uvmrt_context_t *ctx, int keep, toy_net_t *n)
 {
-    uvmrt_status_t st = UVMRT_OK;
-    for (int l = 0; l < NL && st == UVMRT_OK; l++) {
-        char name[16];
-        int id;
-        snprintf(name, sizeof name, "L%d", l);
-        st = uvmrt_layer_add(ctx, name, &id);
-    }
+    uvmrt_status_t st = layers_add(ctx, NL);
     for (int l = 0; l < NL && st == UVMRT_OK; l++) {
         uvmrt_tensor_desc_t d[3] = {{"w", l, UVMRT_ROLE_WEIGHT, WEIGHT},
                                     {"g", l, UVMRT_ROLE_GRADIENT, WEIGHT},

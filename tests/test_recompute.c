@@ -25,13 +25,7 @@ typedef struct toy_net {
  * backward reads, declared recomputable at the forward's flops. */
 static uvmrt_status_t toy_build(uvmrt_context_t *ctx, toy_net_t *n)
 {
-    uvmrt_status_t st = UVMRT_OK;
-    for (int l = 0; l < NL && st == UVMRT_OK; l++) {
-        char name[16];
-        int id;
-        snprintf(name, sizeof name, "L%d", l);
-        st = uvmrt_layer_add(ctx, name, &id);
-    }
+    uvmrt_status_t st = layers_add(ctx, NL);
     for (int l = 0; l < NL && st == UVMRT_OK; l++) {
         uvmrt_tensor_desc_t d[2] = {{"w", l, UVMRT_ROLE_WEIGHT, WEIGHT}, {"a", l, UVMRT_ROLE_ACTIVATION, ACT}};
         uvmrt_tensor_t *t[2] = {0};
