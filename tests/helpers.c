@@ -499,7 +499,7 @@ int run_capture(const char *cmd, char **out)
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-double steady_step_ns(const uvmrt_context_t *ctx)
+double rehearsed_step_ns(const uvmrt_context_t *ctx)
 {
     uvmrt_step_stats_t a, b;
     cr_assert_eq(uvmrt_step_stats_get(ctx, 2, &a), UVMRT_OK, "no step 3");

@@ -63,7 +63,7 @@ uvmrt_status_t layers_add(uvmrt_context_t *ctx, int n);
 
 /* The mean step time of steps 3 and 4 (0-based 2 and 3) of a context that ran at least
  * 4 steps: what uvmrt_choose(3) predicts a rehearsal by. Fails the test otherwise. */
-double steady_step_ns(const uvmrt_context_t *ctx);
+double rehearsed_step_ns(const uvmrt_context_t *ctx);
 
 /* ------------------------------------------------------------------ synthetic network */
 typedef struct net_spec {

@@ -100,7 +100,7 @@ static double direct_ns(int keep, uint64_t budget)
     toy_net_t n;
     uvmrt_status_t st = toy_build(ctx, keep, &n);
     if (st == UVMRT_OK) st = toy_steps(ctx, &n, keep, 4, 1.0);
-    double ns = st == UVMRT_OK ? steady_step_ns(ctx) : 0;
+    double ns = st == UVMRT_OK ? rehearsed_step_ns(ctx) : 0;
     uvmrt_context_destroy(ctx);
     return ns;
 }

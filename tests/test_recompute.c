@@ -84,7 +84,7 @@ static double direct_ns(int k, uint64_t budget)
     for (int l = 0; l < NL; l++) given[l] = l < k;
     uvmrt_status_t st = toy_build(ctx, &n);
     if (st == UVMRT_OK) st = toy_steps(ctx, &n, given, 4);
-    double ns = st == UVMRT_OK ? steady_step_ns(ctx) : 0;
+    double ns = st == UVMRT_OK ? rehearsed_step_ns(ctx) : 0;
     uvmrt_context_destroy(ctx);
     return ns;
 }
