@@ -34,6 +34,7 @@
 #include <cuda_runtime_api.h>
 
 #include "linkmeasure.h" /* tools/: the measurements uvmrt-calibrate makes too */
+#include "tool_args.h"
 #include "uvmrt.h"       /* version macros only: this tool does not link libuvmrt */
 
 #define PROG "uvmrt-linkbench"
@@ -118,16 +119,6 @@ static int size_parse(const char *text, uint64_t *out) {
     return 0;
 }
 
-static int int_parse(const char *text, long lo, long hi, int *out) {
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (errno || end == text || *end != '\0' || v < lo || v > hi)
-        return -1;
-    *out = (int)v;
-    return 0;
-}
-
 static void options_parse(int argc, char **argv, bench_options_t *opt) {
     enum { O_SIZE = 256, O_REPS, O_DEVICE, O_JSON };
     static const struct option longopts[] = {
@@ -150,11 +141,11 @@ static void options_parse(int argc, char **argv, bench_options_t *opt) {
                 usage_error("--size", optarg, "a multiple of 2 MiB such as 1G or 512M");
             break;
         case O_REPS:
-            if (int_parse(optarg, 1, 1000, &opt->reps))
+            if (tool_int_parse(optarg, 1, 1000, &opt->reps))
                 usage_error("--reps", optarg, "an integer from 1 to 1000");
             break;
         case O_DEVICE:
-            if (int_parse(optarg, 0, 1023, &opt->device))
+            if (tool_int_parse(optarg, 0, 1023, &opt->device))
                 usage_error("--device", optarg, "a device ordinal from 0");
             break;
         case O_JSON:

@@ -42,6 +42,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tool_args.h"
 #include "uvmrt.h"
 
 #define PROG "uvmrt-calibrate"
@@ -89,16 +90,6 @@ static void usage_error(const char *flag, const char *text, const char *expected
     exit(2);
 }
 
-static int int_parse(const char *text, long lo, long hi, int *out) {
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (errno || end == text || *end != '\0' || v < lo || v > hi)
-        return -1;
-    *out = (int)v;
-    return 0;
-}
-
 static void options_parse(int argc, char **argv, calib_options_t *opt) {
     enum { O_NAME = 256, O_QUICK, O_REPS, O_DEVICE };
     static const struct option longopts[] = {
@@ -127,11 +118,11 @@ static void options_parse(int argc, char **argv, calib_options_t *opt) {
             break;
         case O_QUICK: opt->quick = 1; break;
         case O_REPS:
-            if (int_parse(optarg, 1, 100, &opt->reps))
+            if (tool_int_parse(optarg, 1, 100, &opt->reps))
                 usage_error("--reps", optarg, "an integer from 1 to 100");
             break;
         case O_DEVICE:
-            if (int_parse(optarg, 0, 1023, &opt->device))
+            if (tool_int_parse(optarg, 0, 1023, &opt->device))
                 usage_error("--device", optarg, "a device ordinal from 0 to 1023");
             break;
         case 'h': usage(stdout); exit(0);

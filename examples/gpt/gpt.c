@@ -40,6 +40,10 @@
  *
  * Without a GPU it runs the same schedule on uvmrt's sim backend (no arithmetic,
  * durations from the declared FLOPs) and says so.
+ *
+ * This file is the model's tensors and layer calls, the training loop and main; the
+ * automatic choice is in gpt_auto.c, a run's checkpoints in gpt_ckpt.c, the medians
+ * and the result JSON in gpt_results.c, and what they share in gpt.h.
  */
 #define _GNU_SOURCE
 
@@ -74,127 +78,19 @@
 #include "gpt_tokens.h"
 #include "../mlp/mlp_math.h"
 
-#define PROG GPT_PROG
 
-static const double GIB = 1024.0 * 1024.0 * 1024.0;
-static const double GB = 1e9;
 static const char *FALLBACK_PROFILE = "h200";
-/* kept free on the GPU beyond our allocations: real oversubscription can hang it */
-static const uint64_t GPU_SAFETY_BYTES = 4ull << 30;
 static const int DUMP_MAGIC = 20241201;
 static const double ADAM_B1 = 0.9, ADAM_B2 = 0.95, ADAM_EPS = 1e-8, ADAM_WD = 0.1;
 static const int CHUNK_ROWS = 2048; /* classifier rows per chunk */
 
-/* ----------------------------------------------------------------------------
- * parameters: one fp32 array per layer; a block's tensors in this order */
-
-enum { P_QKVW, P_ATTPROJW, P_FCW, P_FCPROJW, /* 2-D: weight decay */
-       P_LN1W, P_LN1B, P_QKVB, P_ATTPROJB, P_LN2W, P_LN2B, P_FCB, P_FCPROJB, P_BLOCK };
-
-typedef struct layer_params {
-    uvmrt_tensor_t *w;  /* (n,) fp32 master weights            weight */
-    uvmrt_tensor_t *wh; /* (n,) bf16 working copy              weight */
-    uvmrt_tensor_t *g;  /* (n,) fp32 gradient                  gradient */
-    uvmrt_tensor_t *m;  /* (n,) fp32 AdamW first moment        optimizer state */
-    uvmrt_tensor_t *v;  /* (n,) fp32 AdamW second moment       optimizer state */
-    size_t n, n_decay;  /* elements; [0, n_decay) are 2-D weights */
-} layer_params_t;
-
-/* A block's saved activations (the recomputing blocks share one set). */
-typedef struct block_acts {
-    uvmrt_tensor_t *ln1;    /* (N,C) bf16 */
-    uvmrt_tensor_t *ln1_ms; /* (2,N) fp32 mean, rstd */
-    uvmrt_tensor_t *qkv;    /* (N,3C) bf16 */
-    uvmrt_tensor_t *atty;   /* (N,C) bf16 attention output */
-    uvmrt_tensor_t *lse;    /* (B,NH,T) fp32 */
-    uvmrt_tensor_t *res2;   /* (N,C) fp32 residual after attention */
-    uvmrt_tensor_t *ln2;    /* (N,C) bf16 */
-    uvmrt_tensor_t *ln2_ms; /* (2,N) fp32 */
-    uvmrt_tensor_t *fch;    /* (N,4C) bf16 pre-GELU */
-    uvmrt_tensor_t *fchg;   /* (N,4C) bf16 post-GELU */
-} block_acts_t;
-#define ACTS_COUNT 10
-
-typedef struct gpt_run {
-    const gpt_options_t *opt;
-    jmp_buf *rehearsal;       /* a rehearsal (compute-less run on uvmrt's model): run_fail
-                                 jumps here instead of exiting */
-    uvmrt_context_t *ctx;
-    uvmrt_backend_kind_t backend;
-    uvmrt_policy_t policy;
-    const uvmrt_profile_t *profile;
-    int compute;              /* 1: the GPU does the arithmetic */
-    gpt_gpu_t *gpu;
-    uvmrt_stream_t stream;
-    uvmrt_stream_t cpu_stream; /* names the CPU optimizer's layer calls (nothing runs on it) */
-    int cpu_layers;           /* K: the top K layers' AdamW on the CPU */
-    int recompute;            /* N: blocks 1..N recompute in their backward */
-    int L, C, NH, V, Vp, maxT, B, T, N, nl; /* nl = L + 2 layers */
-    size_t boff[P_BLOCK], bsize[P_BLOCK];   /* a block's tensors in its array */
-    layer_params_t *lp;       /* (nl) */
-    uvmrt_tensor_t **out;     /* (nl - 1) fp32 (N,C): embedding output, block outputs */
-    block_acts_t *acts;       /* (L) */
-    uvmrt_tensor_t *tokens;   /* embed: int inp (N), tgt (N), rows (N), start (N+1), tok (N) */
-    uvmrt_tensor_t *lnf, *lnf_ms, *losses; /* head: (N,C) bf16, (2,N), (N) fp32 */
-    /* workspace shared by all layers */
-    uvmrt_tensor_t *dres;     /* (N,C) fp32 gradient of the residual stream */
-    uvmrt_tensor_t *dbf;      /* (N,C) bf16 copy of dres (a matmul input) */
-    uvmrt_tensor_t *d4;       /* (N,4C) bf16 dfch */
-    uvmrt_tensor_t *dln;      /* (N,C) bf16 gradient of a LayerNorm output / datty */
-    uvmrt_tensor_t *dqkv;     /* (N,3C) bf16 */
-    uvmrt_tensor_t *delta;    /* (B,NH,T) fp32 attention backward scratch */
-    uvmrt_tensor_t *colsum;   /* 2 * colsum scratch of 4C columns */
-    uvmrt_tensor_t *logits;   /* (CHUNK_ROWS, Vp) bf16 */
-    uvmrt_tensor_t *gnorm;    /* (nl, GPT_SUMSQ_BLOCKS) double partials, then float clip */
-    block_acts_t shared_acts; /* the recomputing blocks' (recompute > 0) */
-    int chunk;                /* classifier rows per chunk */
-    uint64_t managed_bytes;
-    uint64_t device_bytes;
-    uint64_t gpu_room;        /* cuda: managed bytes the GPU can take (free less the safety) */
-    int *tok_host;            /* pinned (5N+1) */
-    int nbuckets;
-    double *loss_host;        /* mapped (steps + validation batches + 1) */
-    uint16_t *logits_host;    /* pinned (Vp) bf16: the sampled row's logits (--sample) */
-    float *clip_host;         /* mapped {norm, clip} */
-    gpt_cpuopt_t *cpu;
-    mlp_isa_t isa;
-    double *losses_out;       /* (steps) */
-    float *norms;             /* (steps) */
-    uvmrt_step_stats_t *stats; /* (steps) training steps only */
-    unsigned char *recording; /* (steps) 1: the step recorded uvmrt's schedule */
-    long adam_t;              /* AdamW updates done (its bias correction's t) */
-    int first, stop;          /* training steps [first, stop) run in this process */
-    int cpu_last;             /* last step (local count) given to the CPU optimizer; -1 */
-    uint64_t uv_steps;        /* uvmrt steps so far: training, validation, sampling */
-    int side_step;            /* 1: a validation or sampling step ran since the last training step */
-    gpt_data_t *train, *val;  /* --data / --text; NULL: synthetic tokens */
-    int val_n;                /* batches per validation pass */
-    int n_val;                /* validation passes done */
-    int *val_step;            /* (passes) the training step each followed */
-    double *val_loss;         /* (passes) mean loss; 0 on sim */
-    uint64_t rng;             /* the sampler's state (splitmix64), saved in checkpoints */
-    int *prompt;              /* sampling prompt tokens */
-    int prompt_len;
-    char ckpt_last[4096];     /* the last checkpoint written or loaded */
-    /* auto */
-    int auto_knobs;           /* knobs chosen by uvmrt (0: none) */
-    int knob_cpu, knob_rec;   /* their index in choice.values; -1: explicit */
-    uvmrt_choice_t choice;
-    int reviewed;             /* 1: uvmrt_choice_review ran */
-    int review_again;         /* 1: it applied a re-plan: a second review measures it */
-    int planned;              /* planned training steps since the choice */
-    double cpu_busy_s;        /* AdamW seconds of CPU threads already stopped */
-    uvmrt_status_t fail_st;   /* the uvmrt status a rehearsal failed with */
-} gpt_run_t;
+/* gpt.h comes after the constants: the struct sizes its arrays by none of them */
+#include "gpt.h"
 
 static void run_close(gpt_run_t *run);
 static void run_close_cb(void *run) { run_close(run); }
 
-/* A failure: the message and exit 1, or, in a rehearsal, the message and a jump
- * back to rehearse(), which frees what it made and fails the choice. */
-static void run_fail(gpt_run_t *run, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3), noreturn));
-static void run_fail(gpt_run_t *run, const char *fmt, ...) {
+void gpt_run_fail(gpt_run_t *run, const char *fmt, ...) {
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
@@ -210,49 +106,13 @@ static void run_fail(gpt_run_t *run, const char *fmt, ...) {
     cli_fail(run_close_cb, run, "%s", msg);
 }
 
-/* cli.h's check, keeping the status for a rehearsal's return. */
-#undef UV_CHECK
-#define UV_CHECK(run, expr)                                                                    \
-    do {                                                                                       \
-        uvmrt_status_t st_ = (expr);                                                           \
-        if (st_ != UVMRT_OK) {                                                                 \
-            (run)->fail_st = st_;                                                              \
-            run_fail((run), "%s failed: %s (%s)", #expr, uvmrt_status_str(st_),                \
-                     uvmrt_status_name(st_));                                                  \
-        }                                                                                      \
-    } while (0)
-
-/* Layer l's AdamW runs on the CPU: the top cpu_layers of the nl layers. */
-static int on_cpu(const gpt_run_t *run, int l) { return l >= run->nl - run->cpu_layers; }
-
-/* Block layer l (1..L) recomputes its activations in its backward. */
-static int recomputes(const gpt_run_t *run, int l) { return l - 1 < run->recompute; }
-
-static inline void *ptr(uvmrt_tensor_t *t) { return t ? uvmrt_tensor_ptr(t) : NULL; }
-static inline float *f32(uvmrt_tensor_t *t) { return (float *)ptr(t); }
-static inline uint16_t *b16(uvmrt_tensor_t *t) { return (uint16_t *)ptr(t); }
-
-static void kcheck(gpt_run_t *run, int err, const char *what, int layer) {
-    if (err != 0)
-        run_fail(run, "%s kernel of layer %d: launch failed: %s", what, layer,
-                 gpt_gpu_error_text(err));
-}
-
-static void gcheck(gpt_run_t *run, const char *why, int layer) {
-    if (why != NULL)
-        run_fail(run, "layer %d: %s", layer, why);
-}
-
-static uint64_t footprint(uint64_t bytes) {
-    uint64_t blk = 2ull << 20;
-    return bytes >= (1ull << 20) ? (bytes + blk - 1) / blk * blk : bytes;
-}
+const char gpt_sim_cpu_stream = 0, gpt_sim_gpu_stream = 0;
 
 /* ----------------------------------------------------------------------------
  * shapes and allocation: descriptors first (planned bytes), then one
  * uvmrt_tensors_alloc per layer and one for the shared workspace */
 
-static void shape_init(gpt_run_t *run) {
+void gpt_shape_init(gpt_run_t *run) {
     const gpt_options_t *o = run->opt;
     run->L = o->layers, run->C = o->channels, run->NH = o->heads, run->V = o->vocab;
     run->Vp = o->padded_vocab, run->maxT = o->max_seq, run->B = o->batch, run->T = o->seq;
@@ -358,7 +218,7 @@ static void workspace_descs(const gpt_run_t *run, desc_set_t *s) {
         block_acts_descs(run, s, -1, 0);
 }
 
-static uint64_t planned_managed_bytes(const gpt_run_t *run) {
+uint64_t gpt_planned_managed_bytes(const gpt_run_t *run) {
     desc_set_t s;
     uint64_t total = 0;
     for (int l = 0; l < run->nl; l++) {
@@ -378,7 +238,7 @@ static void acts_from(block_acts_t *a, uvmrt_tensor_t **t) {
     *a = (block_acts_t){t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9]};
 }
 
-static void net_alloc(gpt_run_t *run) {
+void gpt_net_alloc(gpt_run_t *run) {
     static const char *const fixed[] = {"embed", "head"};
     for (int l = 0; l < run->nl; l++) {
         char name[32];
@@ -389,13 +249,13 @@ static void net_alloc(gpt_run_t *run) {
             snprintf(name, sizeof name, "block%d", l - 1);
         UV_CHECK(run, uvmrt_layer_add(run->ctx, name, &id));
         if (id != l)
-            run_fail(run, "uvmrt_layer_add(%s) numbered it %d, expected %d", name, id, l);
+            gpt_run_fail(run, "uvmrt_layer_add(%s) numbered it %d, expected %d", name, id, l);
     }
     run->lp = calloc((size_t)run->nl, sizeof *run->lp);
     run->out = calloc((size_t)run->nl, sizeof *run->out);
     run->acts = calloc((size_t)run->L + 1, sizeof *run->acts);
     if (!run->lp || !run->out || !run->acts)
-        run_fail(run, "out of host memory");
+        gpt_run_fail(run, "out of host memory");
     desc_set_t s;
     uvmrt_tensor_t *t[MAX_DESCS];
     for (int l = 0; l < run->nl; l++) {
@@ -468,7 +328,7 @@ static void acts_alloc(gpt_run_t *run, int l, block_acts_t *a) {
 
 /* From the next step on: the top k layers' AdamW on the CPU, blocks 1..n recompute.
  * The runtime sees other layer calls and records the step again. */
-static void run_reconfigure(gpt_run_t *run, int k, int n) {
+void gpt_run_reconfigure(gpt_run_t *run, int k, int n) {
     for (int l = 0; l < run->nl; l++) {
         int was = on_cpu(run, l), now = l >= run->nl - k;
         if (was != now)
@@ -529,7 +389,7 @@ static int piece(const gpt_run_t *run, int t, int l, int *layer, size_t *off, si
 static int piece_repeats(const gpt_run_t *run, int t) { return t >= 2 && t < 14 ? run->L : 1; }
 
 /* Layer l's bf16 copy from its fp32 master weights, on the host. */
-static void wh_from_master_host(gpt_run_t *run, int l) {
+void gpt_wh_from_master_host(gpt_run_t *run, int l) {
     const layer_params_t *p = &run->lp[l];
     const float *w = f32(p->w);
     uint16_t *wh = b16(p->wh);
@@ -544,7 +404,7 @@ static void layers_start_from_weights(gpt_run_t *run) {
     for (int l = 0; l < run->nl; l++) {
         const layer_params_t *p = &run->lp[l];
         float *m = f32(p->m), *v = f32(p->v), *g = f32(p->g);
-        wh_from_master_host(run, l);
+        gpt_wh_from_master_host(run, l);
 #pragma omp parallel for schedule(static)
         for (size_t k = 0; k < p->n; k++)
             m[k] = v[k] = g[k] = 0.0f;
@@ -588,7 +448,7 @@ static void header_make(const gpt_run_t *run, int32_t h[256]) {
 static void weights_dump(gpt_run_t *run, const char *path, int which) {
     FILE *f = fopen(path, "wb");
     if (f == NULL)
-        run_fail(run, "cannot write %s: %s", path, strerror(errno));
+        gpt_run_fail(run, "cannot write %s: %s", path, strerror(errno));
     int32_t h[256];
     header_make(run, h);
     int ok = fwrite(h, sizeof h, 1, f) == 1;
@@ -601,7 +461,7 @@ static void weights_dump(gpt_run_t *run, const char *path, int which) {
             ok = fwrite(src, sizeof(float), count, f) == count;
         }
     if (fclose(f) != 0 || !ok)
-        run_fail(run, "writing %s failed: %s", path, strerror(errno));
+        gpt_run_fail(run, "writing %s failed: %s", path, strerror(errno));
     if (!run->opt->c.quiet)
         printf("  wrote %s to %s\n", which ? "step 1's gradients" : "the weights", path);
 }
@@ -609,18 +469,18 @@ static void weights_dump(gpt_run_t *run, const char *path, int which) {
 static void weights_load(gpt_run_t *run, const char *path) {
     FILE *f = fopen(path, "rb");
     if (f == NULL)
-        run_fail(run, "cannot read --init-weights %s: %s", path, strerror(errno));
+        gpt_run_fail(run, "cannot read --init-weights %s: %s", path, strerror(errno));
     int32_t h[256], want[256];
     header_make(run, want);
     if (fread(h, sizeof h, 1, f) != 1) {
         fclose(f);
-        run_fail(run, "--init-weights %s: shorter than its 1024-byte header", path);
+        gpt_run_fail(run, "--init-weights %s: shorter than its 1024-byte header", path);
     }
     static const char *const field[8] = {"magic", "version", "maxT", "V", "L", "C", "NH", "Vp"};
     for (int k = 0; k < 8; k++)
         if (h[k] != want[k]) {
             fclose(f);
-            run_fail(run, "--init-weights %s: header %s is %d, expected %d (this model: "
+            gpt_run_fail(run, "--init-weights %s: header %s is %d, expected %d (this model: "
                           "--seq/maxT %d, vocab %d, %d layers, %d channels, %d heads)",
                      path, field[k], h[k], want[k], run->maxT, run->V, run->L, run->C, run->NH);
         }
@@ -631,7 +491,7 @@ static void weights_load(gpt_run_t *run, const char *path) {
             piece(run, t, l, &layer, &off, &count);
             if (fread(f32(run->lp[layer].w) + off, sizeof(float), count, f) != count) {
                 fclose(f);
-                run_fail(run, "--init-weights %s: truncated in tensor %s (block %d)", path,
+                gpt_run_fail(run, "--init-weights %s: truncated in tensor %s (block %d)", path,
                          gpt_param_names[t], l);
             }
         }
@@ -652,7 +512,7 @@ static void tokens_index(gpt_run_t *run) {
     int *tok = start + N + 1;
     int *count = calloc((size_t)V + 1, sizeof *count);
     if (count == NULL)
-        run_fail(run, "out of host memory");
+        gpt_run_fail(run, "out of host memory");
     for (int i = 0; i < N; i++)
         count[inp[i] + 1]++;
     for (int v = 0; v < V; v++)
@@ -678,7 +538,7 @@ static void tokens_prepare(gpt_run_t *run, int step) {
     char err[512];
     if (run->train) {
         if (gpt_data_next(run->train, (int32_t *)inp, (int32_t *)tgt, err, sizeof err) != 0)
-            run_fail(run, "training data, step %d: %s", step + 1, err);
+            gpt_run_fail(run, "training data, step %d: %s", step + 1, err);
     } else if (run->opt->source == GPT_SRC_CYCLE) {
         gpt_tokens_cycle(inp, tgt, run->B, run->T, V, run->opt->c.seed, step);
     } else {
@@ -729,7 +589,7 @@ static void layer_open(gpt_run_t *run, int layer, uvmrt_phase_t phase, const use
     uvmrt_status_t st = uvmrt_layer_begin(run->ctx, &call);
     if (st != UVMRT_OK) {
         run->fail_st = st;
-        run_fail(run, "uvmrt_layer_begin(layer %d, %s) failed: %s (%s)", layer,
+        gpt_run_fail(run, "uvmrt_layer_begin(layer %d, %s) failed: %s (%s)", layer,
                  uvmrt_phase_name(phase), uvmrt_status_str(st), uvmrt_status_name(st));
     }
 }
@@ -737,7 +597,7 @@ static void layer_open(gpt_run_t *run, int layer, uvmrt_phase_t phase, const use
 static void layer_close(gpt_run_t *run, int layer, uvmrt_phase_t phase) {
     uvmrt_status_t st = uvmrt_layer_end(run->ctx);
     if (st != UVMRT_OK && (run->fail_st = st) != UVMRT_OK)
-        run_fail(run, "uvmrt_layer_end(layer %d, %s) failed: %s (%s)", layer,
+        gpt_run_fail(run, "uvmrt_layer_end(layer %d, %s) failed: %s (%s)", layer,
                  uvmrt_phase_name(phase), uvmrt_status_str(st), uvmrt_status_name(st));
 }
 
@@ -745,11 +605,11 @@ static void layer_close(gpt_run_t *run, int layer, uvmrt_phase_t phase) {
  * the thread (its steps are counted from 0 in each process: cpu_last) */
 static void cpu_wait(gpt_run_t *run, int layer) {
     if (run->cpu && run->cpu_last >= 0 && gpt_cpuopt_wait(run->cpu, layer, run->cpu_last) != 0)
-        run_fail(run, "the CPU optimizer thread failed");
+        gpt_run_fail(run, "the CPU optimizer thread failed");
 }
 
 /* Every layer's update done (before the host reads the weights). */
-static void cpu_drain(gpt_run_t *run) {
+void gpt_cpu_drain(gpt_run_t *run) {
     for (int l = 0; run->cpu && l < run->nl; l++)
         cpu_wait(run, l);
 }
@@ -1042,7 +902,7 @@ static void head_backward(gpt_run_t *run) {
 /* ----------------------------------------------------------------------------
  * the optimizer */
 
-static double lr_at(const gpt_options_t *o, int step) {
+double gpt_lr_at(const gpt_options_t *o, int step) {
     if (step < o->warmup)
         return o->lr * (step + 1) / o->warmup;
     int span = o->c.steps - o->warmup;
@@ -1104,7 +964,7 @@ static void cpu_optimizer_declare(gpt_run_t *run, int l) {
     };
     uvmrt_status_t st = uvmrt_layer_begin(run->ctx, &call);
     if (st != UVMRT_OK && (run->fail_st = st) != UVMRT_OK)
-        run_fail(run, "uvmrt_layer_begin(layer %d, optimizer on the CPU) failed: %s (%s)", l,
+        gpt_run_fail(run, "uvmrt_layer_begin(layer %d, optimizer on the CPU) failed: %s (%s)", l,
                  uvmrt_status_str(st), uvmrt_status_name(st));
     layer_close(run, l, UVMRT_PHASE_OPTIMIZER);
 }
@@ -1148,7 +1008,7 @@ static void head_sample(gpt_run_t *run, int row) {
  * and records again, and the next training step records the training sequence
  * again (both marked as recording steps, left out of the medians). */
 
-static double step_flops(const gpt_run_t *run) { /* forward + backward, no recompute */
+double gpt_step_flops(const gpt_run_t *run) { /* forward + backward, no recompute */
     return 3.0 * (run->L * block_forward_flops(run)) + head_flops(run);
 }
 
@@ -1168,7 +1028,7 @@ static void forward(gpt_run_t *run, double *loss_dst, int side) {
 
 /* A training step's layer calls (and, with compute, its work): forward, backward,
  * AdamW; the batch is in place. A rehearsal runs these on uvmrt's model. */
-static void step_calls(gpt_run_t *run, int s, double lr) {
+void gpt_step_calls(gpt_run_t *run, int s, double lr) {
     const gpt_options_t *opt = run->opt;
     uv_step_begin(run);
     forward(run, run->loss_host ? &run->loss_host[s] : NULL, 0);
@@ -1199,7 +1059,7 @@ static void step_calls(gpt_run_t *run, int s, double lr) {
 /* One training step: batch, then its calls. */
 static void train_step(gpt_run_t *run, int s, double lr) {
     tokens_prepare(run, s);
-    step_calls(run, s, lr);
+    gpt_step_calls(run, s, lr);
 }
 
 /* The validation loss after training step s: val_n batches from the start of the
@@ -1208,13 +1068,13 @@ static void train_step(gpt_run_t *run, int s, double lr) {
 static void validate(gpt_run_t *run, int s) {
     char err[512];
     if (gpt_data_rewind(run->val, err, sizeof err) != 0)
-        run_fail(run, "validation data: %s", err);
+        gpt_run_fail(run, "validation data: %s", err);
     double sum = 0.0;
     double t0 = cli_now_s();
     for (int k = 0; k < run->val_n; k++) {
         int *inp = run->tok_host, *tgt = inp + run->N;
         if (gpt_data_next(run->val, (int32_t *)inp, (int32_t *)tgt, err, sizeof err) != 0)
-            run_fail(run, "validation data, batch %d: %s", k + 1, err);
+            gpt_run_fail(run, "validation data, batch %d: %s", k + 1, err);
         tokens_index(run);
         double *dst = run->loss_host ? &run->loss_host[run->opt->c.steps + k] : NULL;
         uv_step_begin(run);
@@ -1253,7 +1113,7 @@ static int sample_pick(gpt_run_t *run, const uint16_t *logits) {
     float *val = malloc((size_t)k * sizeof *val);
     double *p = malloc((size_t)k * sizeof *p);
     if (!top || !val || !p)
-        run_fail(run, "out of host memory");
+        gpt_run_fail(run, "out of host memory");
     int n = 0;
     for (int v = 0; v < V; v++) {
         float x = mlp_bf16_to_f32(logits[v]);
@@ -1308,7 +1168,7 @@ static void sample_run(gpt_run_t *run, int s) {
     int n = opt->sample, len = run->prompt_len, T = run->T;
     int *seq = malloc((size_t)(len + n) * sizeof *seq);
     if (seq == NULL)
-        run_fail(run, "out of host memory");
+        gpt_run_fail(run, "out of host memory");
     memcpy(seq, run->prompt, (size_t)len * sizeof *seq);
     double t0 = cli_now_s();
     for (int i = 0; i < n; i++, len++) {
@@ -1332,412 +1192,6 @@ static void sample_run(gpt_run_t *run, int s) {
     sample_print(run, seq, len, run->prompt_len);
     fflush(stdout);
     free(seq);
-}
-
-/* ----------------------------------------------------------------------------
- * checkpoints: w, wh, m, v of every layer, and the metadata below */
-
-#define CKPT_META_MAGIC 0x67707431u /* "gpt1" */
-
-typedef struct ckpt_meta {
-    uint32_t magic, size;           /* CKPT_META_MAGIC, sizeof(ckpt_meta_t) */
-    int32_t L, C, NH, V, Vp, maxT;  /* the model: must match */
-    int32_t B, T, source;           /* the batches: must match for the data position */
-    int32_t steps, warmup;          /* the LR schedule the run was saved under */
-    int32_t reserved;               /* 0: no padding before lr (the file's bytes are all set) */
-    double lr;
-    uint64_t seed;
-    uint64_t step;                  /* training steps done */
-    int64_t adam_t;                 /* AdamW updates done */
-    uint64_t rng;                   /* the sampler's state */
-    gpt_data_pos_t data;            /* the training data's next batch */
-} ckpt_meta_t;
-
-typedef struct ckpt_bufs {
-    gpt_ckpt_buffer_t *b;
-    char (*names)[24];
-    int n;
-} ckpt_bufs_t;
-
-static void ckpt_bufs_make(gpt_run_t *run, ckpt_bufs_t *cb) {
-    cb->n = 4 * run->nl;
-    cb->b = calloc((size_t)cb->n, sizeof *cb->b);
-    cb->names = calloc((size_t)cb->n, sizeof *cb->names);
-    if (!cb->b || !cb->names)
-        run_fail(run, "out of host memory");
-    static const char *const kind[4] = {"w", "wh", "m", "v"};
-    for (int l = 0; l < run->nl; l++) {
-        const layer_params_t *p = &run->lp[l];
-        uvmrt_tensor_t *t[4] = {p->w, p->wh, p->m, p->v};
-        uint64_t bytes[4] = {p->n * 4, p->n * 2, p->n * 4, p->n * 4};
-        for (int k = 0; k < 4; k++) {
-            int i = 4 * l + k;
-            snprintf(cb->names[i], sizeof cb->names[i], "%s_%d", kind[k], l);
-            cb->b[i] = (gpt_ckpt_buffer_t){cb->names[i], ptr(t[k]), bytes[k]};
-        }
-    }
-}
-
-static void ckpt_bufs_free(ckpt_bufs_t *cb) {
-    free(cb->b);
-    free(cb->names);
-}
-
-static void ckpt_meta_make(const gpt_run_t *run, ckpt_meta_t *m, int steps_done) {
-    const gpt_options_t *o = run->opt;
-    memset(m, 0, sizeof *m);
-    *m = (ckpt_meta_t){CKPT_META_MAGIC, sizeof *m, run->L, run->C, run->NH, run->V, run->Vp,
-                       run->maxT, run->B, run->T, (int32_t)o->source, o->c.steps, o->warmup,
-                       0, o->lr, o->c.seed, (uint64_t)steps_done, run->adam_t, run->rng, {0}};
-    if (run->train)
-        gpt_data_tell(run->train, &m->data);
-}
-
-/* After training step s (0-based): the GPU is idle (step_end waited for it); the
- * CPU optimizer is waited for, then the host reads the managed memory. */
-static void ckpt_save(gpt_run_t *run, int s) {
-    char err[1024];
-    cpu_drain(run);
-    /* a CPU layer's bf16 copy is made in its next forward (weights_ready): bring the
-     * saved one up to date, so that a run resumed with that layer on the GPU reads it */
-    for (int l = 0; run->compute && l < run->nl; l++)
-        if (on_cpu(run, l))
-            wh_from_master_host(run, l);
-    ckpt_bufs_t cb;
-    ckpt_bufs_make(run, &cb);
-    ckpt_meta_t meta;
-    ckpt_meta_make(run, &meta, s + 1);
-    gpt_ckpt_save_options_t so = {.keep = run->opt->keep};
-    double t0 = cli_now_s();
-    uint64_t bytes = 0;
-    for (int i = 0; i < cb.n; i++)
-        bytes += cb.b[i].bytes;
-    int rc = gpt_ckpt_save(run->opt->ckpt_dir, (uint64_t)(s + 1), cb.b, cb.n, &meta, sizeof meta,
-                           &so, err, sizeof err);
-    ckpt_bufs_free(&cb);
-    if (rc != 0)
-        run_fail(run, "--checkpoint: saving step %d: %s", s + 1, err);
-    gpt_ckpt_path(run->ckpt_last, sizeof run->ckpt_last, run->opt->ckpt_dir, (uint64_t)(s + 1));
-    printf("checkpoint step %d: %s (%.2f GiB, %.1f s)\n", s + 1, run->ckpt_last,
-           (double)bytes / GIB, cli_now_s() - t0);
-    fflush(stdout);
-}
-
-#define META_CHECK(field, what)                                                                \
-    do {                                                                                       \
-        if (m.field != want.field)                                                             \
-            run_fail(run, "--resume: %s was saved with %s %lld, this run has %lld: start a "    \
-                          "new --checkpoint DIR or use the flags it was saved with",           \
-                     run->ckpt_last, what, (long long)m.field, (long long)want.field);         \
-    } while (0)
-
-/* --resume: the newest valid checkpoint in DIR, or none (then from step 1). */
-static void ckpt_resume(gpt_run_t *run) {
-    const gpt_options_t *o = run->opt;
-    char err[1024];
-    ckpt_bufs_t cb;
-    ckpt_bufs_make(run, &cb);
-    ckpt_meta_t m, want;
-    uint64_t mb = 0, step = 0;
-    int rc = gpt_ckpt_resume(o->ckpt_dir, cb.b, cb.n, &m, sizeof m, &mb, &step, run->ckpt_last,
-                             sizeof run->ckpt_last, err, sizeof err);
-    ckpt_bufs_free(&cb);
-    if (rc < 0)
-        run_fail(run, "--resume: %s", err);
-    if (rc == 1) {
-        run->ckpt_last[0] = '\0';
-        printf("resume: no checkpoint in %s: starting at step 1\n", o->ckpt_dir);
-        return;
-    }
-    ckpt_meta_make(run, &want, 0);
-    if (mb != sizeof m || m.magic != CKPT_META_MAGIC || m.size != sizeof m)
-        run_fail(run, "--resume: %s: its metadata (%llu bytes) is not uvmrt-gpt's of this "
-                      "version (%zu bytes)", run->ckpt_last, (unsigned long long)mb, sizeof m);
-    META_CHECK(L, "--layers");
-    META_CHECK(C, "--channels");
-    META_CHECK(NH, "--heads");
-    META_CHECK(V, "--vocab");
-    META_CHECK(maxT, "max(1024, --seq)");
-    META_CHECK(B, "--batch");
-    META_CHECK(T, "--seq");
-    META_CHECK(source, "token source (0 random, 1 cycle, 2 --data, 3 --text)");
-    if (m.step != step)
-        run_fail(run, "--resume: %s: its metadata says step %llu, its header %llu",
-                 run->ckpt_last, (unsigned long long)m.step, (unsigned long long)step);
-    if (m.steps != want.steps || m.warmup != want.warmup || m.lr != want.lr || m.seed != want.seed)
-        fprintf(stderr, PROG ": note: %s was saved by a run with --steps %d --warmup %d --lr %g "
-                        "--seed %llu; continuing with this run's (the losses will not match an "
-                        "uninterrupted run)\n",
-                run->ckpt_last, m.steps, m.warmup, m.lr, (unsigned long long)m.seed);
-    if (run->train && gpt_data_seek(run->train, &m.data, err, sizeof err) != 0)
-        run_fail(run, "--resume: %s: the training data position: %s", run->ckpt_last, err);
-    if (step > (uint64_t)o->c.steps)
-        run_fail(run, "--resume: %s is at step %llu, past --steps %d", run->ckpt_last,
-                 (unsigned long long)step, o->c.steps);
-    run->first = (int)step;
-    run->adam_t = (long)m.adam_t;
-    run->rng = m.rng;
-    printf("resume: %s: step %llu done, continuing at step %llu of %d\n", run->ckpt_last,
-           (unsigned long long)step, (unsigned long long)step + 1, o->c.steps);
-}
-
-/* ----------------------------------------------------------------------------
- * auto: uvmrt chooses --cpu-layers and --recompute by rehearsing the step on its
- * model of the machine (uvmrt_choose(3)), and reviews the choice after 3 planned steps */
-
-/* sim: the CPU optimizer's calls get a timeline of their own (any distinct handle) */
-static const char SIM_CPU_STREAM = 0;
-/* the GPU's stream on sim: a name of its own (uvmrt_layer_call_t.after: NULL is none) */
-static const char SIM_GPU_STREAM = 0;
-
-/* {0, nl/8, 2 nl/8, ..., nl}, rounded, distinct; returns the count (<= 9). */
-static size_t cpu_candidates(int nl, int *v) {
-    size_t n = 0;
-    for (int k = 0; k <= 8; k++) {
-        int x = (k * nl + 4) / 8;
-        if (n == 0 || v[n - 1] != x)
-            v[n++] = x;
-    }
-    return n;
-}
-
-/* {0, L/2, L}, distinct. */
-static size_t recompute_candidates(int L, int *v) {
-    int c[3] = {0, L / 2, L};
-    size_t n = 0;
-    for (int k = 0; k < 3; k++)
-        if (n == 0 || v[n - 1] != c[k])
-            v[n++] = c[k];
-    return n;
-}
-
-/* The recompute candidates; on cuda only those whose tensors fit the GPU's free memory
- * (real oversubscription can hang it: run_open_gpu refuses them), at least L. */
-static size_t recompute_room(gpt_run_t *run, int *v) {
-    size_t n = recompute_candidates(run->L, v);
-    uint64_t free_b = 0, total_b = 0;
-    int dev = -1;
-    if (run->backend != UVMRT_BACKEND_CUDA || gpt_gpu_mem_info(&free_b, &total_b, &dev) != NULL)
-        return n;
-    uint64_t room = free_b > GPU_SAFETY_BYTES ? free_b - GPU_SAFETY_BYTES : 0;
-    int keep = run->recompute;
-    size_t m = 0;
-    for (size_t i = 0; i < n; i++) {
-        run->recompute = v[i];
-        if (planned_managed_bytes(run) + (64ull << 20) <= room || i + 1 == n)
-            v[m++] = v[i];
-        else if (!run->opt->c.quiet)
-            printf("  auto: recompute %d left out: its tensors would not fit GPU %d's free "
-                   "memory\n", v[i], dev);
-    }
-    run->recompute = keep;
-    return m;
-}
-
-/* The knob values of one candidate, or the explicit flags' for a knob not chosen. */
-static void knob_values(const gpt_run_t *run, const int *values, int *k, int *n) {
-    *k = run->knob_cpu >= 0 ? values[run->knob_cpu] : run->opt->cpu_layers;
-    *n = run->knob_rec >= 0 ? values[run->knob_rec] : run->opt->recompute;
-}
-
-/* uvmrt_rehearse_fn: the trainer's steps with these values on `model`, compute off: a
- * second run struct (no GPU, no CPU thread, no data, no host memory behind the tensors)
- * declaring the same layers, tensors and calls as the real run; freed before return. */
-static uvmrt_status_t rehearse(uvmrt_context_t *model, const int *values, int steps, void *user) {
-    const gpt_run_t *real = user;
-    jmp_buf jb;
-    gpt_run_t *r = calloc(1, sizeof *r);
-    if (r == NULL)
-        return UVMRT_ERR_NOMEM;
-    *r = (gpt_run_t){.opt = real->opt, .rehearsal = &jb, .ctx = model,
-                     .backend = uvmrt_context_backend(model),
-                     .policy = uvmrt_context_policy(model), .profile = uvmrt_context_profile(model),
-                     .cpu_stream = (uvmrt_stream_t)&SIM_CPU_STREAM, .cpu_last = -1,
-                     .stream = (uvmrt_stream_t)&SIM_GPU_STREAM,
-                     .knob_cpu = -1, .knob_rec = -1, .fail_st = UVMRT_OK};
-    shape_init(r);
-    knob_values(real, values, &r->cpu_layers, &r->recompute);
-    uvmrt_status_t st = UVMRT_OK;
-    if (setjmp(jb) == 0) {
-        net_alloc(r);
-        for (int s = 0; s < steps; s++)
-            step_calls(r, s, lr_at(real->opt, s));
-    } else {
-        st = r->fail_st != UVMRT_OK ? r->fail_st : UVMRT_ERR_INVALID;
-    }
-    free(r->lp);
-    free(r->out);
-    free(r->acts);
-    free(r);
-    return st;
-}
-
-static void choice_values_print(const gpt_run_t *run, const int *values) {
-    int k, n;
-    knob_values(run, values, &k, &n);
-    if (run->knob_cpu >= 0)
-        printf("cpu_layers %d%s", k, run->knob_rec >= 0 ? ", " : "");
-    if (run->knob_rec >= 0)
-        printf("recompute %d", n);
-}
-
-/* Before the tensors: the values of the knobs given as auto (the explicit ones as
- * given); prints the one line that says what was chosen. */
-static void choose_auto(gpt_run_t *run) {
-    const gpt_options_t *o = run->opt;
-    uvmrt_knob_t knobs[2];
-    int cv[9], rv[3];
-    size_t n = 0;
-    run->knob_cpu = run->knob_rec = -1;
-    run->cpu_layers = o->cpu_layers == GPT_AUTO ? 0 : o->cpu_layers;
-    run->recompute = o->recompute == GPT_AUTO ? 0 : o->recompute;
-    if (o->cpu_layers == GPT_AUTO) {
-        run->knob_cpu = (int)n;
-        knobs[n++] = (uvmrt_knob_t){"cpu_layers", cpu_candidates(run->nl, cv), cv};
-    }
-    if (o->recompute == GPT_AUTO) {
-        run->knob_rec = (int)n;
-        knobs[n++] = (uvmrt_knob_t){"recompute", recompute_room(run, rv), rv};
-    }
-    if (n == 0)
-        return;
-    uvmrt_status_t st = uvmrt_choose(run->ctx, knobs, n, rehearse, run, &run->choice);
-    if (st != UVMRT_OK)
-        run_fail(run, "uvmrt_choose (%s auto) failed: %s (%s); give explicit values",
-                 n == 2 ? "--cpu-layers and --recompute" : run->knob_cpu >= 0 ? "--cpu-layers"
-                                                                            : "--recompute",
-                 uvmrt_status_str(st), uvmrt_status_name(st));
-    run->auto_knobs = (int)n;
-    knob_values(run, run->choice.values, &run->cpu_layers, &run->recompute);
-    if (!o->c.quiet) {
-        size_t nc = uvmrt_choice_count(run->ctx);
-        for (size_t i = 0; i < nc; i++) {
-            int vals[UVMRT_KNOBS_MAX];
-            double ns = 0;
-            if (uvmrt_choice_candidate(run->ctx, i, vals, &ns) != UVMRT_OK)
-                continue;
-            printf("  auto candidate ");
-            choice_values_print(run, vals);
-            if (ns > 0)
-                printf(": predicted %.1f ms/step\n", ns / 1e6);
-            else
-                printf(": does not fit the budget (predicted)\n");
-        }
-    }
-    printf("auto: ");
-    choice_values_print(run, run->choice.values);
-    printf(" (predicted %.1f ms/step at a plan budget of %.2f GiB; %zu rehearsals)%s\n",
-           run->choice.predicted_step_ns / 1e6, (double)run->choice.plan_budget_bytes / GIB,
-           run->choice.rehearsals,
-           run->choice.fits ? "" : "; no candidate fits the budget in the model's prediction");
-    fflush(stdout);
-}
-
-static void cpu_opt_open(gpt_run_t *run);
-
-static void cpu_opt_close(gpt_run_t *run) {
-    cpu_drain(run);
-    run->cpu_busy_s += gpt_cpuopt_busy_s(run->cpu);
-    gpt_cpuopt_stop(run->cpu);
-    run->cpu = NULL;
-}
-
-/* After training step s: once 3 planned steps ran since the choice (or at the last
- * step with at least 2), uvmrt compares measured with predicted and may choose again;
- * new values apply from the next step on. */
-/* Applies a changed choice from the next step on: cpu_layers k, recompute n. */
-static void choice_apply(gpt_run_t *run, int k, int n) {
-    if (n < run->recompute && run->backend == UVMRT_BACKEND_CUDA) {
-        int keep = run->recompute;
-        run->recompute = n;
-        uint64_t need = planned_managed_bytes(run) + (64ull << 20);
-        run->recompute = keep;
-        if (need > run->gpu_room) {
-            printf("auto: keeping recompute %d: recompute %d needs %.2f GiB of managed memory, "
-                   "more than the GPU has room for (%.2f GiB)\n", keep, n, (double)need / GIB,
-                   (double)run->gpu_room / GIB);
-            n = keep;
-        }
-    }
-    cpu_opt_close(run); /* the thread's layers change: its last update first */
-    run_reconfigure(run, k, n);
-    if (run->compute)
-        cpu_opt_open(run);
-    run->side_step = 1; /* other layer calls: the runtime records the next step again */
-}
-
-/* The second review, 3 planned steps after a re-plan was applied: the measurements
- * decide between the re-planned values and the first ones. */
-static void choice_review_again(gpt_run_t *run, int changed, int last) {
-    const uvmrt_choice_t *c = &run->choice;
-    printf("auto: the re-planned values measured %.1f ms/step, the first ones %.1f: %s\n",
-           c->replanned_measured_step_ns / 1e6, c->measured_step_ns / 1e6,
-           c->reverted ? (last ? "the first ones were faster (the run ends here)"
-                               : "back to the first ones, from the next step on")
-                       : "kept");
-    fflush(stdout);
-    if (!changed || last)
-        return;
-    int k, n;
-    knob_values(run, c->values, &k, &n);
-    choice_apply(run, k, n);
-}
-
-static void choice_review(gpt_run_t *run, int s) {
-    if (!run->auto_knobs || (run->reviewed && !run->review_again))
-        return;
-    if (!run->recording[s])
-        run->planned++;
-    int last = s + 1 == run->stop;
-    if (run->planned < 3 && !(last && run->planned >= 2))
-        return;
-    int second = run->reviewed; /* the look at a re-plan's values */
-    run->reviewed = 1;
-    run->review_again = 0;
-    int changed = 0;
-    uvmrt_status_t st = uvmrt_choice_review(run->ctx, &run->choice, &changed);
-    if (st != UVMRT_OK) {
-        fprintf(stderr, PROG ": note: uvmrt_choice_review failed: %s (%s); keeping the "
-                        "choice\n", uvmrt_status_str(st), uvmrt_status_name(st));
-        return;
-    }
-    if (second) {
-        choice_review_again(run, changed, last);
-        return;
-    }
-    const uvmrt_choice_t *c = &run->choice;
-    double pred = c->first_predicted_step_ns, meas = c->measured_step_ns;
-    printf("auto: predicted %.1f ms/step, measured %.1f ms/step (error %+.1f%%)\n", pred / 1e6,
-           meas / 1e6, pred > 0 ? 100.0 * (meas - pred) / pred : 0.0);
-    if (c->replanned) {
-        printf("auto: re-planned: ");
-        choice_values_print(run, c->values);
-        printf(" (predicted %.1f ms/step at a plan budget of %.2f GiB)%s\n",
-               c->predicted_step_ns / 1e6, (double)c->plan_budget_bytes / GIB,
-               !changed ? "; the same values" : last ? "; the run ends here" : "");
-    }
-    fflush(stdout);
-    int k, n;
-    knob_values(run, c->values, &k, &n);
-    /* a test hook (tests/test_gpt_trainer.c, examples/gpt/gpu-check.sh): the review on
-     * sim never re-plans (the prediction is the model), so apply these as if it had */
-    const char *hook = getenv("UVMRT_GPT_TEST_REPLAN");
-    int hooked = hook && *hook;
-    char extra;
-    if (hooked) {
-        if (sscanf(hook, "%d,%d%c", &k, &n, &extra) != 2 || k < 0 || k > run->nl || n < 0 ||
-            n > run->L)
-            run_fail(run, "UVMRT_GPT_TEST_REPLAN '%s': expected K,N with K in 0..%d and N in "
-                          "0..%d", hook, run->nl, run->L);
-        printf("auto: UVMRT_GPT_TEST_REPLAN (a test hook): applying cpu_layers %d, recompute "
-               "%d\n", k, n);
-        changed = 1;
-    }
-    if (!changed || last)
-        return;
-    run->review_again = !hooked; /* the measurements then decide between the two */
-    run->planned = 0;
-    choice_apply(run, k, n);
 }
 
 /* ----------------------------------------------------------------------------
@@ -1765,13 +1219,13 @@ static void stop_signals_install(void) {
 
 static void run_steps(gpt_run_t *run, FILE *loss_log) {
     const gpt_options_t *opt = run->opt;
-    double flops = step_flops(run), peak = run->profile ? run->profile->flops : 0.0;
+    double flops = gpt_step_flops(run), peak = run->profile ? run->profile->flops : 0.0;
     if (!(peak > 0))
         peak = 790e12;
     double t_start = cli_now_s();
     int saved = -1;
     for (int s = run->first; s < run->stop; s++) {
-        double lr = lr_at(opt, s);
+        double lr = gpt_lr_at(opt, s);
         run->recording[s] = s == run->first || run->side_step;
         run->side_step = 0;
         train_step(run, s, lr);
@@ -1800,7 +1254,7 @@ static void run_steps(gpt_run_t *run, FILE *loss_log) {
         fflush(stdout);
         if (loss_log)
             fprintf(loss_log, "%d %a\n", s + 1, run->compute ? run->losses_out[s] : 0.0);
-        choice_review(run, s);
+        gpt_choice_review(run, s);
 
         int last = s + 1 == run->stop;
         if (run->val && ((opt->val_every && (s + 1) % opt->val_every == 0) || last))
@@ -1809,19 +1263,19 @@ static void run_steps(gpt_run_t *run, FILE *loss_log) {
             sample_run(run, s);
         if (opt->ckpt_dir && ((opt->ckpt_every && (s + 1) % opt->ckpt_every == 0) || last) &&
             saved != s) {
-            ckpt_save(run, s);
+            gpt_run_ckpt_save(run, s);
             saved = s;
         }
         if (stop_signal) { /* a preempted job: what is done is saved, --resume goes on */
             if (saved != s)
-                ckpt_save(run, s);
+                gpt_run_ckpt_save(run, s);
             printf("stopped by signal %d after step %d of %d: --resume continues from %s\n",
                    (int)stop_signal, s + 1, opt->c.steps, run->ckpt_last);
             run->stop = s + 1;
             break;
         }
     }
-    cpu_drain(run); /* the last step's updates */
+    gpt_cpu_drain(run); /* the last step's updates */
 }
 
 /* ----------------------------------------------------------------------------
@@ -1849,18 +1303,18 @@ static void data_open(gpt_run_t *run) {
                                  text ? GPT_DATA_TRAIN : GPT_DATA_ALL, run->B, run->T,
                                  o->c.seed, 1, run->V};
         if (gpt_data_open(&run->train, &cfg, err, sizeof err) != 0)
-            run_fail(run, "training data: %s", err);
+            gpt_run_fail(run, "training data: %s", err);
         if (text || o->val_pattern) {
             cfg.pattern = text ? NULL : o->val_pattern;
             cfg.split = text ? GPT_DATA_VAL : GPT_DATA_ALL;
             cfg.shuffle = 0;
             glob_t g; /* data.h names the pattern's flag --data: say --val here */
             if (!text && glob(o->val_pattern, 0, NULL, &g) != 0)
-                run_fail(run, "validation data: --val %s: no file matches", o->val_pattern);
+                gpt_run_fail(run, "validation data: --val %s: no file matches", o->val_pattern);
             if (!text)
                 globfree(&g);
             if (gpt_data_open(&run->val, &cfg, err, sizeof err) != 0)
-                run_fail(run, "validation data (%s): %s",
+                gpt_run_fail(run, "validation data (%s): %s",
                          text ? "--text, the last 10%" : "--val", err);
             uint64_t nb = gpt_data_batches_per_epoch(run->val);
             run->val_n = (uint64_t)o->val_batches < nb ? o->val_batches : (int)nb;
@@ -1885,7 +1339,7 @@ static void data_open(gpt_run_t *run) {
     run->prompt = calloc((size_t)want + (size_t)run->N, sizeof *run->prompt);
     int *inp = calloc(2 * (size_t)run->N, sizeof *inp);
     if (!run->prompt || !inp)
-        run_fail(run, "out of host memory");
+        gpt_run_fail(run, "out of host memory");
     if (o->prompt) {
         for (int i = 0; i < want; i++)
             run->prompt[i] = (unsigned char)o->prompt[i];
@@ -1897,7 +1351,7 @@ static void data_open(gpt_run_t *run) {
             if (gpt_data_rewind(d, err, sizeof err) != 0 ||
                 gpt_data_next(d, (int32_t *)inp, (int32_t *)inp + run->N, err, sizeof err) != 0 ||
                 gpt_data_seek(d, &pos, err, sizeof err) != 0)
-                run_fail(run, "the sampling prompt: %s", err);
+                gpt_run_fail(run, "the sampling prompt: %s", err);
         } else if (o->source == GPT_SRC_CYCLE) {
             gpt_tokens_cycle(inp, inp + run->N, run->B, run->T, run->V, o->c.seed, 0);
         } else {
@@ -1914,23 +1368,23 @@ static void run_open_gpu(gpt_run_t *run) {
     uint64_t free_b = 0, total_b = 0;
     int dev = -1;
     gcheck(run, gpt_gpu_mem_info(&free_b, &total_b, &dev), -1);
-    uint64_t need = planned_managed_bytes(run) + (64ull << 20);
+    uint64_t need = gpt_planned_managed_bytes(run) + (64ull << 20);
     uint64_t room = free_b > GPU_SAFETY_BYTES ? free_b - GPU_SAFETY_BYTES : 0;
     run->gpu_room = room;
     if (need > room)
-        run_fail(run, "refusing to allocate %.2f GiB on GPU %d: it has %.2f GiB free and %.0f GiB "
+        gpt_run_fail(run, "refusing to allocate %.2f GiB on GPU %d: it has %.2f GiB free and %.0f GiB "
                       "must stay free; use a smaller --depth, --batch or --seq, or --recompute "
                       "all; --budget emulates a smaller GPU",
                  (double)need / GIB, dev, (double)free_b / GIB, (double)GPU_SAFETY_BYTES / GIB);
     if (run->C != run->NH * GPT_HEAD_SIZE)
-        run_fail(run, "the GPU kernels take head size %d: --channels %d / --heads %d is %d",
+        gpt_run_fail(run, "the GPU kernels take head size %d: --channels %d / --heads %d is %d",
                  GPT_HEAD_SIZE, run->C, run->NH, run->C / run->NH);
     if (!run->opt->c.quiet)
         printf("  GPU %d: %.2f GiB free of %.2f GiB; tensors %.2f GiB\n", dev,
                (double)free_b / GIB, (double)total_b / GIB, (double)need / GIB);
     run->gpu = gpt_gpu_open(err, sizeof err);
     if (run->gpu == NULL)
-        run_fail(run, "GPU setup: %s", err);
+        gpt_run_fail(run, "GPU setup: %s", err);
     run->stream = gpt_gpu_stream(run->gpu);
     run->cpu_stream = gpt_gpu_cpu_stream(run->gpu);
     run->device_bytes = gpt_gpu_device_bytes(run->gpu);
@@ -1943,17 +1397,17 @@ static void run_open_gpu(gpt_run_t *run) {
         run->logits_host = gpt_gpu_host_alloc((size_t)run->Vp * sizeof(uint16_t));
     if (!run->tok_host || !run->loss_host || !run->clip_host ||
         (run->opt->sample && !run->logits_host))
-        run_fail(run, "cannot allocate pinned host memory");
+        gpt_run_fail(run, "cannot allocate pinned host memory");
 }
 
 /* The CPU optimizer thread for the top cpu_layers layers (none when 0). */
-static void cpu_opt_open(gpt_run_t *run) {
+void gpt_cpu_opt_open(gpt_run_t *run) {
     char err[256];
     if (run->cpu_layers == 0)
         return;
     gpt_cpuopt_layer_t *ls = calloc((size_t)run->nl, sizeof *ls);
     if (ls == NULL)
-        run_fail(run, "out of host memory");
+        gpt_run_fail(run, "out of host memory");
     int n = 0;
     for (int l = run->nl - run->cpu_layers; l < run->nl; l++) {
         const layer_params_t *p = &run->lp[l];
@@ -1964,7 +1418,7 @@ static void cpu_opt_open(gpt_run_t *run) {
     run->cpu_last = -1; /* a new thread counts its steps from 0 */
     free(ls);
     if (run->cpu == NULL)
-        run_fail(run, "CPU optimizer: %s", err);
+        gpt_run_fail(run, "CPU optimizer: %s", err);
     if (!run->opt->c.quiet)
         printf("  cpu optimizer: AdamW of %d of %d layers, path %s\n", n, run->nl,
                mlp_isa_name(run->isa));
@@ -1997,148 +1451,6 @@ static void run_close(gpt_run_t *run) {
     run->lp = NULL, run->out = NULL, run->acts = NULL, run->prompt = NULL;
 }
 
-typedef struct medians {
-    double ms, in_gb, out_gb, faults;
-    int n;        /* steps they are medians of: the run's, less the recording ones */
-} medians_t;
-
-static medians_t run_medians(const gpt_run_t *run) {
-    medians_t m = {0};
-    size_t n = 0;
-    double *v = malloc((size_t)(run->stop - run->first) * 4 * sizeof *v + sizeof *v);
-    if (v == NULL)
-        return m;
-    double *ms = v, *in = ms + (run->stop - run->first), *out = in + (run->stop - run->first);
-    double *faults = out + (run->stop - run->first);
-    for (int pass = 0; pass < 2 && n == 0; pass++) /* only recording steps: use them */
-        for (int s = run->first; s < run->stop; s++) {
-            if (pass == 0 && run->recording[s])
-                continue;
-            const uvmrt_step_stats_t *st = &run->stats[s];
-            ms[n] = (double)st->step_ns / 1e6;
-            in[n] = (double)(st->prefetch_bytes + st->remote_read_bytes) / GB;
-            out[n] = (double)(st->evict_bytes + st->remote_write_bytes) / GB;
-            faults[n] = (double)st->fault_count;
-            n++;
-        }
-    m.ms = cli_median(ms, n), m.in_gb = cli_median(in, n), m.out_gb = cli_median(out, n);
-    m.faults = cli_median(faults, n), m.n = (int)n;
-    free(v);
-    return m;
-}
-
-static const char *source_name(gpt_source_t s) {
-    static const char *const names[] = {"random", "cycle", "data", "text"};
-    return names[s];
-}
-
-/* "choice": what auto chose and what the review found (null without auto). */
-static json_t *choice_json(const gpt_run_t *run) {
-    if (!run->auto_knobs)
-        return json_null();
-    const uvmrt_choice_t *c = &run->choice;
-    int k, n;
-    knob_values(run, c->values, &k, &n);
-    json_t *values = json_object();
-    if (run->knob_cpu >= 0)
-        json_object_set_new(values, "cpu_layers", json_integer(k));
-    if (run->knob_rec >= 0)
-        json_object_set_new(values, "recompute", json_integer(n));
-    return json_pack("{s:f, s:o, s:f, s:b, s:I, s:b, s:I, s:o, s:o, s:b}",
-                     "predicted_ms", c->predicted_step_ns / 1e6,
-                     "measured_ms", run->reviewed ? json_real(c->measured_step_ns / 1e6)
-                                                  : json_null(),
-                     "first_predicted_ms", (run->reviewed ? c->first_predicted_step_ns
-                                                          : c->predicted_step_ns) / 1e6,
-                     "replanned", c->replanned, "plan_budget_bytes",
-                     (json_int_t)c->plan_budget_bytes, "fits", c->fits,
-                     "rehearsals", (json_int_t)c->rehearsals, "values", values,
-                     "replanned_measured_ms", c->replanned_measured_step_ns > 0
-                                                  ? json_real(c->replanned_measured_step_ns / 1e6)
-                                                  : json_null(),
-                     "reverted", c->reverted);
-}
-
-/* --result-json: medians, totals, the per-step losses and times of this process's
- * steps, validation losses, the data position and the checkpoint. 0, or -1. */
-static int result_write(gpt_run_t *run, const char *path, const medians_t *m,
-                        const uvmrt_summary_t *sum) {
-    const gpt_options_t *o = run->opt;
-    double tflops = m->ms > 0 ? step_flops(run) / (m->ms * 1e-3) / 1e12 : 0.0;
-    uint64_t late = 0;
-    json_t *losses = json_array(), *step_ms = json_array(), *val = json_array();
-    for (int s = run->first; s < run->stop; s++) {
-        if (!run->recording[s])
-            late += run->stats[s].fault_count;
-        json_array_append_new(losses, json_real(run->compute ? run->losses_out[s] : 0.0));
-        json_array_append_new(step_ms, json_real((double)run->stats[s].step_ns / 1e6));
-    }
-    for (int k = 0; k < run->n_val; k++)
-        json_array_append_new(val, json_pack("{s:i, s:o}", "step", run->val_step[k], "loss",
-                                             run->compute ? json_real(run->val_loss[k])
-                                                          : json_null()));
-    json_t *data = json_pack("{s:s}", "source", source_name(o->source));
-    if (run->train && data) {
-        gpt_data_pos_t pos;
-        gpt_data_tell(run->train, &pos);
-        json_object_set_new(data, "epoch", json_integer((json_int_t)pos.epoch));
-        json_object_set_new(data, "shard", json_integer((json_int_t)pos.shard));
-        json_object_set_new(data, "offset", json_integer((json_int_t)pos.offset));
-    }
-    json_t *root = json_pack(
-        "{s:s, s:s, s:s, s:s, s:I, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:s, s:b,"
-        " s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:s?}",
-        "program", PROG, "version", uvmrt_version_string(),
-        "backend", uvmrt_backend_name(run->backend), "policy", uvmrt_policy_name(run->policy),
-        "budget_bytes", (json_int_t)sum->budget_bytes,
-        "layers", run->L, "channels", run->C, "heads", run->NH, "vocab", run->V,
-        "batch", run->B, "seq", run->T, "steps", o->c.steps,
-        "first_step", run->first + 1, "last_step", run->stop,
-        "optimizer_on", run->cpu_layers == 0 ? "gpu" : run->cpu_layers == run->nl ? "cpu"
-                                                                                 : "mixed",
-        "recompute", run->recompute == 0 ? "none" : run->recompute == run->L ? "all" : "partial",
-        "arithmetic", run->compute,
-        "ms_per_step_median", m->ms, "tokens_per_s", m->ms > 0 ? run->N / (m->ms * 1e-3) : 0.0,
-        "tflops", tflops, "gb_in_per_step", m->in_gb, "gb_out_per_step", m->out_gb,
-        "faults_per_step", m->faults,
-        "managed_bytes", (json_int_t)run->managed_bytes,
-        "peak_resident_bytes", (json_int_t)sum->peak_resident_bytes,
-        "device_workspace_bytes", (json_int_t)run->device_bytes,
-        "faults_after_step1", (json_int_t)late,
-        "losses", losses, "step_ms", step_ms, "val", val, "data", data,
-        "checkpoint", run->ckpt_last[0] ? run->ckpt_last : NULL);
-    if (root) {
-        json_object_set_new(root, "cpu_layers", json_integer(run->cpu_layers));
-        json_object_set_new(root, "recompute_blocks", json_integer(run->recompute));
-        json_object_set_new(root, "choice", choice_json(run));
-        json_object_set_new(root, "predicted_step_ms",
-                            run->auto_knobs ? json_real(run->choice.predicted_step_ns / 1e6)
-                                            : json_null());
-    }
-    cli_json_final_steps(root, run->recording, run->stats, run->first, run->stop);
-    return cli_json_write("--result-json", path, root);
-}
-
-/* The outputs the flags asked for, after the steps: each that fails is reported
- * and the others are still written. 0, or -1 when any failed. */
-static int outputs_write(gpt_run_t *run, const medians_t *m, const uvmrt_summary_t *sum) {
-    const cli_common_t *c = &run->opt->c;
-    int bad = cli_reports_write(run->ctx, c) != 0;
-    if (c->result_json)
-        bad |= result_write(run, c->result_json, m, sum);
-    return bad ? -1 : 0;
-}
-
-/* The per-step arrays main allocates. */
-static void steps_free(gpt_run_t *run) {
-    free(run->losses_out);
-    free(run->norms);
-    free(run->stats);
-    free(run->recording);
-    free(run->val_step);
-    free(run->val_loss);
-}
-
 int main(int argc, char **argv) {
     cli_program = PROG;
     gpt_options_t opt;
@@ -2146,9 +1458,9 @@ int main(int argc, char **argv) {
     cli_note_env_overrides();
 
     gpt_run_t run = {.opt = &opt, .cpu_last = -1, .knob_cpu = -1, .knob_rec = -1,
-                     .cpu_stream = (uvmrt_stream_t)&SIM_CPU_STREAM,
-                     .stream = (uvmrt_stream_t)&SIM_GPU_STREAM};
-    shape_init(&run);
+                     .cpu_stream = (uvmrt_stream_t)&gpt_sim_cpu_stream,
+                     .stream = (uvmrt_stream_t)&gpt_sim_gpu_stream};
+    gpt_shape_init(&run);
     size_t S = (size_t)opt.c.steps;
     run.losses_out = calloc(S, sizeof *run.losses_out);
     run.norms = calloc(S, sizeof *run.norms);
@@ -2159,7 +1471,7 @@ int main(int argc, char **argv) {
     if (!run.losses_out || !run.norms || !run.stats || !run.recording || !run.val_step ||
         !run.val_loss) {
         fprintf(stderr, PROG ": out of host memory\n");
-        steps_free(&run);
+        gpt_steps_free(&run);
         return 1;
     }
     run.isa = mlp_isa_best();
@@ -2176,26 +1488,26 @@ int main(int argc, char **argv) {
            "parameters; batch %d x %d tokens; AdamW on the CPU: top %s of %d layers; "
            "recompute: %s of %d blocks; %d steps, lr %g, seed %" PRIu64 "; tokens: %s\n",
            run.L, run.C, run.NH, run.V, run.Vp, params / 1e6, run.B, run.T, cpu_text, run.nl,
-           rec_text, run.L, opt.c.steps, opt.lr, opt.c.seed, source_name(opt.source));
+           rec_text, run.L, opt.c.steps, opt.lr, opt.c.seed, gpt_source_name(opt.source));
 
     data_open(&run); /* before the context: a bad file costs no GPU setup */
     run.ctx = context_open(&opt);
     run.backend = uvmrt_context_backend(run.ctx);
     run.policy = uvmrt_context_policy(run.ctx);
     run.profile = uvmrt_context_profile(run.ctx);
-    choose_auto(&run); /* before the tensors: they depend on the values */
+    gpt_choose_auto(&run); /* before the tensors: they depend on the values */
     printf("policy %s on %s%s%s, budget %.2f GiB, tensors %.2f GiB\n",
            uvmrt_policy_name(run.policy), uvmrt_backend_name(run.backend),
            run.backend == UVMRT_BACKEND_SIM ? ", profile " : "",
            run.backend == UVMRT_BACKEND_SIM && run.profile ? run.profile->name : "",
-           (double)uvmrt_context_budget(run.ctx) / GIB, (double)planned_managed_bytes(&run) / GIB);
+           (double)uvmrt_context_budget(run.ctx) / GIB, (double)gpt_planned_managed_bytes(&run) / GIB);
     if (!opt.c.quiet) {
         uvmrt_context_print_config(run.ctx, stdout);
         fflush(stdout);
     }
     if (run.backend == UVMRT_BACKEND_CUDA) {
         if (!gpt_gpu_built())
-            run_fail(&run, "UVMRT_BACKEND selected the cuda backend, but " PROG
+            gpt_run_fail(&run, "UVMRT_BACKEND selected the cuda backend, but " PROG
                            " was built without CUDA and cuBLAS");
         run_open_gpu(&run);
         run.compute = 1;
@@ -2208,9 +1520,9 @@ int main(int argc, char **argv) {
         /* the batches are still read (bad data fails the same way) */
         run.tok_host = calloc(5 * (size_t)run.N + 1, sizeof *run.tok_host);
         if (run.tok_host == NULL)
-            run_fail(&run, "out of host memory");
+            gpt_run_fail(&run, "out of host memory");
     }
-    net_alloc(&run);
+    gpt_net_alloc(&run);
     if (run.compute) {
         if (opt.init_weights)
             weights_load(&run, opt.init_weights);
@@ -2220,20 +1532,20 @@ int main(int argc, char **argv) {
             weights_dump(&run, opt.dump_weights, 0);
     }
     if (opt.resume)
-        ckpt_resume(&run); /* after the initialisation, which it overwrites */
+        gpt_run_ckpt_resume(&run); /* after the initialisation, which it overwrites */
     if (run.compute)
-        cpu_opt_open(&run);
+        gpt_cpu_opt_open(&run);
     if (run.first >= run.stop) {
         printf("nothing to train: the checkpoint is at step %d and the run ends at step %d\n",
                run.first, run.stop);
         run_close(&run);
-        steps_free(&run);
+        gpt_steps_free(&run);
         return 0;
     }
 
     FILE *loss_log = NULL;
     if (opt.c.loss_log && (loss_log = cli_output_open("--loss-log", opt.c.loss_log)) == NULL)
-        run_fail(&run, "no step was run: --loss-log must be writable");
+        gpt_run_fail(&run, "no step was run: --loss-log must be writable");
     if (opt.ckpt_dir)
         stop_signals_install();
     run_steps(&run, loss_log);
@@ -2243,10 +1555,10 @@ int main(int argc, char **argv) {
 
     uvmrt_summary_t sum;
     UV_CHECK(&run, uvmrt_summary_get(run.ctx, &sum));
-    medians_t m = run_medians(&run);
-    if (outputs_write(&run, &m, &sum) != 0)
+    medians_t m = gpt_run_medians(&run);
+    if (gpt_outputs_write(&run, &m, &sum) != 0)
         status = 1;
-    double tflops = m.ms > 0 ? step_flops(&run) / (m.ms * 1e-3) / 1e12 : 0.0;
+    double tflops = m.ms > 0 ? gpt_step_flops(&run) / (m.ms * 1e-3) / 1e12 : 0.0;
     printf("summary: %.1f ms/step, %.0f tokens/s, %.1f TFLOP/s, in %.2f GB, out %.2f GB, faults "
            "%.0f per step (medians of %d steps of %d..%d, recording steps left out); peak "
            "resident %.2f GiB + %.2f GiB device workspace; budget %.2f GiB",
@@ -2272,6 +1584,6 @@ int main(int argc, char **argv) {
                 break;
             }
     run_close(&run);
-    steps_free(&run);
+    gpt_steps_free(&run);
     return status;
 }

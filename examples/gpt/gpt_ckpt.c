@@ -1,0 +1,166 @@
+/*
+ * gpt_ckpt.c -- uvmrt-gpt's checkpoints (see gpt.h): a run's w, wh, m, v of every
+ * layer and its metadata, written with checkpoint.c's format and read back for --resume.
+ */
+#define _GNU_SOURCE
+
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint.h"
+#include "gpt.h"
+
+/* ----------------------------------------------------------------------------
+ * checkpoints: w, wh, m, v of every layer, and the metadata below */
+
+#define CKPT_META_MAGIC 0x67707431u /* "gpt1" */
+
+typedef struct ckpt_meta {
+    uint32_t magic, size;           /* CKPT_META_MAGIC, sizeof(ckpt_meta_t) */
+    int32_t L, C, NH, V, Vp, maxT;  /* the model: must match */
+    int32_t B, T, source;           /* the batches: must match for the data position */
+    int32_t steps, warmup;          /* the LR schedule the run was saved under */
+    int32_t reserved;               /* 0: no padding before lr (the file's bytes are all set) */
+    double lr;
+    uint64_t seed;
+    uint64_t step;                  /* training steps done */
+    int64_t adam_t;                 /* AdamW updates done */
+    uint64_t rng;                   /* the sampler's state */
+    gpt_data_pos_t data;            /* the training data's next batch */
+} ckpt_meta_t;
+
+typedef struct ckpt_bufs {
+    gpt_ckpt_buffer_t *b;
+    char (*names)[24];
+    int n;
+} ckpt_bufs_t;
+
+static void ckpt_bufs_make(gpt_run_t *run, ckpt_bufs_t *cb) {
+    cb->n = 4 * run->nl;
+    cb->b = calloc((size_t)cb->n, sizeof *cb->b);
+    cb->names = calloc((size_t)cb->n, sizeof *cb->names);
+    if (!cb->b || !cb->names)
+        gpt_run_fail(run, "out of host memory");
+    static const char *const kind[4] = {"w", "wh", "m", "v"};
+    for (int l = 0; l < run->nl; l++) {
+        const layer_params_t *p = &run->lp[l];
+        uvmrt_tensor_t *t[4] = {p->w, p->wh, p->m, p->v};
+        uint64_t bytes[4] = {p->n * 4, p->n * 2, p->n * 4, p->n * 4};
+        for (int k = 0; k < 4; k++) {
+            int i = 4 * l + k;
+            snprintf(cb->names[i], sizeof cb->names[i], "%s_%d", kind[k], l);
+            cb->b[i] = (gpt_ckpt_buffer_t){cb->names[i], ptr(t[k]), bytes[k]};
+        }
+    }
+}
+
+static void ckpt_bufs_free(ckpt_bufs_t *cb) {
+    free(cb->b);
+    free(cb->names);
+}
+
+static void ckpt_meta_make(const gpt_run_t *run, ckpt_meta_t *m, int steps_done) {
+    const gpt_options_t *o = run->opt;
+    memset(m, 0, sizeof *m);
+    *m = (ckpt_meta_t){CKPT_META_MAGIC, sizeof *m, run->L, run->C, run->NH, run->V, run->Vp,
+                       run->maxT, run->B, run->T, (int32_t)o->source, o->c.steps, o->warmup,
+                       0, o->lr, o->c.seed, (uint64_t)steps_done, run->adam_t, run->rng, {0}};
+    if (run->train)
+        gpt_data_tell(run->train, &m->data);
+}
+
+/* After training step s (0-based): the GPU is idle (step_end waited for it); the
+ * CPU optimizer is waited for, then the host reads the managed memory. */
+void gpt_run_ckpt_save(gpt_run_t *run, int s) {
+    char err[1024];
+    gpt_cpu_drain(run);
+    /* a CPU layer's bf16 copy is made in its next forward (weights_ready): bring the
+     * saved one up to date, so that a run resumed with that layer on the GPU reads it */
+    for (int l = 0; run->compute && l < run->nl; l++)
+        if (on_cpu(run, l))
+            gpt_wh_from_master_host(run, l);
+    ckpt_bufs_t cb;
+    ckpt_bufs_make(run, &cb);
+    ckpt_meta_t meta;
+    ckpt_meta_make(run, &meta, s + 1);
+    gpt_ckpt_save_options_t so = {.keep = run->opt->keep};
+    double t0 = cli_now_s();
+    uint64_t bytes = 0;
+    for (int i = 0; i < cb.n; i++)
+        bytes += cb.b[i].bytes;
+    int rc = gpt_ckpt_save(run->opt->ckpt_dir, (uint64_t)(s + 1), cb.b, cb.n, &meta, sizeof meta,
+                           &so, err, sizeof err);
+    ckpt_bufs_free(&cb);
+    if (rc != 0)
+        gpt_run_fail(run, "--checkpoint: saving step %d: %s", s + 1, err);
+    gpt_ckpt_path(run->ckpt_last, sizeof run->ckpt_last, run->opt->ckpt_dir, (uint64_t)(s + 1));
+    printf("checkpoint step %d: %s (%.2f GiB, %.1f s)\n", s + 1, run->ckpt_last,
+           (double)bytes / GIB, cli_now_s() - t0);
+    fflush(stdout);
+}
+
+#define META_CHECK(field, what)                                                                \
+    do {                                                                                       \
+        if (m.field != want.field)                                                             \
+            gpt_run_fail(run, "--resume: %s was saved with %s %lld, this run has %lld: start a "    \
+                          "new --checkpoint DIR or use the flags it was saved with",           \
+                     run->ckpt_last, what, (long long)m.field, (long long)want.field);         \
+    } while (0)
+
+/* --resume: the newest valid checkpoint in DIR, or none (then from step 1). */
+void gpt_run_ckpt_resume(gpt_run_t *run) {
+    const gpt_options_t *o = run->opt;
+    char err[1024];
+    ckpt_bufs_t cb;
+    ckpt_bufs_make(run, &cb);
+    ckpt_meta_t m, want;
+    uint64_t mb = 0, step = 0;
+    int rc = gpt_ckpt_resume(o->ckpt_dir, cb.b, cb.n, &m, sizeof m, &mb, &step, run->ckpt_last,
+                             sizeof run->ckpt_last, err, sizeof err);
+    ckpt_bufs_free(&cb);
+    if (rc < 0)
+        gpt_run_fail(run, "--resume: %s", err);
+    if (rc == 1) {
+        run->ckpt_last[0] = '\0';
+        printf("resume: no checkpoint in %s: starting at step 1\n", o->ckpt_dir);
+        return;
+    }
+    ckpt_meta_make(run, &want, 0);
+    if (mb != sizeof m || m.magic != CKPT_META_MAGIC || m.size != sizeof m)
+        gpt_run_fail(run, "--resume: %s: its metadata (%llu bytes) is not uvmrt-gpt's of this "
+                      "version (%zu bytes)", run->ckpt_last, (unsigned long long)mb, sizeof m);
+    META_CHECK(L, "--layers");
+    META_CHECK(C, "--channels");
+    META_CHECK(NH, "--heads");
+    META_CHECK(V, "--vocab");
+    META_CHECK(maxT, "max(1024, --seq)");
+    META_CHECK(B, "--batch");
+    META_CHECK(T, "--seq");
+    META_CHECK(source, "token source (0 random, 1 cycle, 2 --data, 3 --text)");
+    if (m.step != step)
+        gpt_run_fail(run, "--resume: %s: its metadata says step %llu, its header %llu",
+                 run->ckpt_last, (unsigned long long)m.step, (unsigned long long)step);
+    if (m.steps != want.steps || m.warmup != want.warmup || m.lr != want.lr || m.seed != want.seed)
+        fprintf(stderr, PROG ": note: %s was saved by a run with --steps %d --warmup %d --lr %g "
+                        "--seed %llu; continuing with this run's (the losses will not match an "
+                        "uninterrupted run)\n",
+                run->ckpt_last, m.steps, m.warmup, m.lr, (unsigned long long)m.seed);
+    if (run->train && gpt_data_seek(run->train, &m.data, err, sizeof err) != 0)
+        gpt_run_fail(run, "--resume: %s: the training data position: %s", run->ckpt_last, err);
+    if (step > (uint64_t)o->c.steps)
+        gpt_run_fail(run, "--resume: %s is at step %llu, past --steps %d", run->ckpt_last,
+                 (unsigned long long)step, o->c.steps);
+    run->first = (int)step;
+    run->adam_t = (long)m.adam_t;
+    run->rng = m.rng;
+    printf("resume: %s: step %llu done, continuing at step %llu of %d\n", run->ckpt_last,
+           (unsigned long long)step, (unsigned long long)step + 1, o->c.steps);
+}
+
