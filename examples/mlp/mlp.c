@@ -278,6 +278,23 @@ static void use_add(use_list_t *l, uvmrt_tensor_t *t, unsigned access) {
         l->u[l->n++] = (uvmrt_use_t){t, access};
 }
 
+/* uvmrt_layer_begin(call): on the real run a failure fails the run, naming the
+ * block and what the call is; in a rehearsal the status goes back to uvmrt_choose. */
+static uvmrt_status_t call_begin(mlp_run_t *run, const uvmrt_layer_call_t *call, const char *what) {
+    uvmrt_status_t st = uvmrt_layer_begin(run->ctx, call);
+    if (st != UVMRT_OK && !run->rehearsal)
+        run_fail(run, "uvmrt_layer_begin(block%d, %s) failed: %s (%s)", call->layer, what,
+                 uvmrt_status_str(st), uvmrt_status_name(st));
+    return st;
+}
+
+/* The model's time for a GEMM-free call on the GPU: its bytes at HBM speed (on sim
+ * and in uvmrt_choose's rehearsals; on cuda only declared, for the review); 0 when
+ * the profile has no HBM figure. */
+static uint64_t hbm_ns(const mlp_run_t *run, double bytes) {
+    return run->profile && run->profile->hbm_bps > 0 ? (uint64_t)(bytes / run->profile->hbm_bps * 1e9) : 0;
+}
+
 /* Opens a call on the GPU's stream; gpu_bytes times a GEMM-free call on sim. */
 static uvmrt_status_t layer_open(mlp_run_t *run, int i, uvmrt_phase_t phase,
                                  const use_list_t *uses, double flops, uint64_t gpu_bytes) {
@@ -289,15 +306,9 @@ static uvmrt_status_t layer_open(mlp_run_t *run, int i, uvmrt_phase_t phase,
      * (mlp_gpu_forward_wait) or, staged, the first one for every staged copy */
     if (phase == UVMRT_PHASE_FORWARD && i >= run->net.L - run->cpu_layers)
         call.after = !run->staged ? run->cpu_stream : i == run->net.L - run->cpu_layers ? run->half_stream : NULL;
-    /* a GEMM-free call (the optimizer) is modelled by its bytes at HBM speed (on sim
-     * and in uvmrt_choose's rehearsals; on cuda only declared, for the review) */
-    if (flops == 0 && run->profile && run->profile->hbm_bps > 0)
-        call.sim_duration_ns = (uint64_t)((double)gpu_bytes / run->profile->hbm_bps * 1e9);
-    uvmrt_status_t st = uvmrt_layer_begin(run->ctx, &call);
-    if (st != UVMRT_OK && !run->rehearsal)
-        run_fail(run, "uvmrt_layer_begin(block%d, %s) failed: %s (%s)", i,
-                 uvmrt_phase_name(phase), uvmrt_status_str(st), uvmrt_status_name(st));
-    return st;
+    if (flops == 0) /* a GEMM-free call (the optimizer) */
+        call.sim_duration_ns = hbm_ns(run, (double)gpu_bytes);
+    return call_begin(run, &call, uvmrt_phase_name(phase));
 }
 
 static uvmrt_status_t layer_close(mlp_run_t *run, int i, uvmrt_phase_t phase) {
@@ -395,11 +406,7 @@ static uvmrt_status_t optimizer_cpu(mlp_run_t *run, int i) {
         .no_default_uses = 1, .host_bytes = cli_adamw_host_bytes(run->profile, (uint64_t)run->net.hh),
         .after = run->stream, /* the thread starts once backward i is done */
     };
-    uvmrt_status_t st = uvmrt_layer_begin(run->ctx, &call);
-    if (st != UVMRT_OK && !run->rehearsal)
-        run_fail(run, "uvmrt_layer_begin(block%d, optimizer on the CPU) failed: %s (%s)", i,
-                 uvmrt_status_str(st), uvmrt_status_name(st));
-    TRY(st);
+    TRY(call_begin(run, &call, "optimizer on the CPU"));
     return layer_close(run, i, UVMRT_PHASE_OPTIMIZER);
 }
 
@@ -414,16 +421,11 @@ static uvmrt_status_t stage_half(mlp_run_t *run, int i, int s) {
     uvmrt_layer_call_t call = {
         .layer = i, .phase = UVMRT_PHASE_OPTIMIZER, .stream = run->half_stream, .uses = u,
         .n_uses = 2, .no_default_uses = 1, .after = run->cpu_stream,
+        .sim_duration_ns = hbm_ns(run, (double)net->hh * 2), /* the GPU side: 2 bytes written per weight */
     };
-    if (run->profile && run->profile->hbm_bps > 0) /* the GPU side: 2 bytes written per weight */
-        call.sim_duration_ns = (uint64_t)((double)net->hh * 2 / run->profile->hbm_bps * 1e9);
     if (run->gpu)
         mlp_gpu_stage_wait(run, i, s); /* before the call's own events: its wait is not its work */
-    uvmrt_status_t st = uvmrt_layer_begin(run->ctx, &call);
-    if (st != UVMRT_OK && !run->rehearsal)
-        run_fail(run, "uvmrt_layer_begin(block%d, the half copy of the CPU's update) failed: %s (%s)", i,
-                 uvmrt_status_str(st), uvmrt_status_name(st));
-    TRY(st);
+    TRY(call_begin(run, &call, "the half copy of the CPU's update"));
     if (run->gpu)
         mlp_gpu_stage_half(run, i);
     return layer_close(run, i, UVMRT_PHASE_OPTIMIZER);

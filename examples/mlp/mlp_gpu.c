@@ -44,6 +44,7 @@ struct mlp_gpu {
     unsigned *stage_flag;        /* (L,) mapped host memory: the CPU thread writes s + 1 once
                                     block i's update of step s is done */
     CUdeviceptr stage_flag_dev;
+    unsigned stage_blocks;       /* the copy's grid at most (0: the kernels' full grid) */
 };
 
 typedef CUresult (*wait_value32_fn)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
@@ -66,6 +67,15 @@ static wait_value32_fn stage_wait_fn(void) {
 #endif
     }
     return fn;
+}
+
+/* The staged copy's blocks: 64 x 256 threads keep ~256 KiB of reads in flight, enough
+ * for the link, and leave the other SMs to the backward's GEMMs beside it
+ * (MLP_STAGE_BLOCKS=N for comparisons; 0: as many as the other kernels). */
+static unsigned stage_blocks_of_env(void) {
+    const char *e = getenv("MLP_STAGE_BLOCKS");
+    long v = e && *e ? strtol(e, NULL, 10) : 64;
+    return v > 0 && v <= (1 << 20) ? (unsigned)v : 0;
 }
 
 int mlp_gpu_can_stage(void) {
@@ -132,6 +142,7 @@ mlp_gpu_t *mlp_gpu_open(mlp_run_t *run) {
         void *dev = NULL;
         CUDA_CHECK(run, cudaHostGetDevicePointer(&dev, g->stage_flag, 0));
         g->stage_flag_dev = (CUdeviceptr)(uintptr_t)dev;
+        g->stage_blocks = stage_blocks_of_env();
     }
     CUBLAS_CHECK(run, cublasCreate(&g->cublas));
     CUBLAS_CHECK(run, cublasSetStream(g->cublas, g->stream));
@@ -334,18 +345,9 @@ void mlp_gpu_stage_wait(mlp_run_t *run, int i, int s) {
                       "%d; MLP_STAGE=0 makes the half copies in the forward instead", i, (int)r);
 }
 
-/* The staged copy's blocks: 64 x 256 threads keep ~256 KiB of reads in flight, enough
- * for the link, and leave the other SMs to the backward's GEMMs beside it
- * (MLP_STAGE_BLOCKS=N for comparisons; 0: as many as the other kernels). */
-static unsigned stage_blocks(void) {
-    const char *e = getenv("MLP_STAGE_BLOCKS");
-    long v = e && *e ? strtol(e, NULL, 10) : 64;
-    return v > 0 && v <= (1 << 20) ? (unsigned)v : 0;
-}
-
 void mlp_gpu_stage_half(mlp_run_t *run, int i) {
     const mlp_block_t *b = &run->net.blocks[i];
-    unsigned blocks = stage_blocks();
+    unsigned blocks = run->gpu->stage_blocks;
     int err = blocks ? mlp_to_half_narrow_launch(mlp_ptr(b->Wh), mlp_ptr(b->W), run->net.hh, run->opt->precision,
                                                  blocks, run->gpu->half_stream)
                      : mlp_to_half_launch(mlp_ptr(b->Wh), mlp_ptr(b->W), run->net.hh, run->opt->precision,
