@@ -807,8 +807,9 @@ typedef struct uvmrt_choice {
 uvmrt_status_t uvmrt_choose(uvmrt_context_t *ctx, const uvmrt_knob_t *knobs, size_t n_knobs,
                             uvmrt_rehearse_fn rehearse, void *user, uvmrt_choice_t *out);
 
-/* After some planned steps (at least 2 since the choice): compares their median measured
- * step time with the prediction. When they differ by more than 10% and the context has not
+/* After some planned steps (at least 2 since the choice): compares the median measured
+ * step time of those after the first (which starts from where the steps before it left
+ * the tensors) with the prediction. When they differ by more than 10% and the context has not
  * re-planned yet, rehearses again with each (layer, phase)'s GPU work scaled by what the last
  * step measured against what the model gave it, and chooses again (once per context).
  * Called again after a re-plan whose values changed (at least 2 planned steps of them): when

@@ -427,11 +427,15 @@ uvmrt_status_t uvmrt_choice_review(uvmrt_context_t *ctx, uvmrt_choice_t *out, in
                   c->n_planned);
         return UVMRT_ERR_INVALID;
     }
+    /* The first planned step since the choice starts from where the steps before it
+     * left the tensors (a recording step, or other values): the steps after it are the
+     * plan's own. */
+    size_t n_kept = c->n_planned - 1;
     double sorted[UVMRT_CHOICE_STEPS_KEPT];
-    memcpy(sorted, c->planned_ns, c->n_planned * sizeof *sorted);
-    qsort(sorted, c->n_planned, sizeof *sorted, cmp_double);
-    size_t h = c->n_planned / 2;
-    double measured = c->n_planned % 2 ? sorted[h] : 0.5 * (sorted[h - 1] + sorted[h]);
+    memcpy(sorted, c->planned_ns + 1, n_kept * sizeof *sorted);
+    qsort(sorted, n_kept, sizeof *sorted, cmp_double);
+    size_t h = n_kept / 2;
+    double measured = n_kept % 2 ? sorted[h] : 0.5 * (sorted[h - 1] + sorted[h]);
     uvmrt_choice_t r = c->choice;
     int differ = 0;
     if (r.replanned && !c->confirmed) {

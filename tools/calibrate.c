@@ -19,7 +19,10 @@
  *      contention);
  *   6. the CPU's fp32 AdamW (uvmrt-mlp's mlp_adamw_cpu, 28 bytes/param), alone and
  *      while the link runs both ways;
- *   7. bf16 GEMM through cuBLAS, 8192^3, random data, checked against the CPU.
+ *   7. bf16 GEMM through cuBLAS, 8192^3, random data, checked against the CPU: one
+ *      at a time on a cold GPU (raw only), then, after two seconds of back-to-back
+ *      GEMMs, the three kinds of a linear layer's training step, sustained (the
+ *      profile's rate: what a step's GEMMs get once the clock has settled).
  *
  * Safety (the GPU may be shared): every CUDA call is checked; every device
  * allocation, managed ones included, is checked first against free memory minus
@@ -666,39 +669,103 @@ static float bf16_to_f32(uint16_t h) {
     return f;
 }
 
+/* The three GEMMs of a training step's linear layer, as uvmrt-mlp runs them
+ * (row-major tensors as cuBLAS's column-major transposes): the forward (T, N), the
+ * input gradient (N, N) and the weight gradient (N, T) into fp32. */
+typedef struct gemm_bufs {
+    cublasHandle_t h;
+    cudaStream_t s;
+    int n;
+    uint16_t *A, *B, *C; /* (n, n) bf16 each */
+    float *C32;          /* (n, n) fp32: the weight gradient's output */
+} gemm_bufs_t;
+
+enum { GEMM_FORWARD, GEMM_INPUT_GRAD, GEMM_WEIGHT_GRAD, GEMM_KINDS };
+
+static void gemm_run(const gemm_bufs_t *g, int kind) {
+    const float alpha = 1.0f, beta = 0.0f;
+    int n = g->n;
+    if (kind == GEMM_WEIGHT_GRAD) {
+        CUBLAS_CHECK(cublasGemmEx(g->h, CUBLAS_OP_N, CUBLAS_OP_T, n, n, n, &alpha, g->A, CUDA_R_16BF, n, g->B,
+                                  CUDA_R_16BF, n, &beta, g->C32, CUDA_R_32F, n, CUBLAS_COMPUTE_32F,
+                                  CUBLAS_GEMM_DEFAULT));
+        return;
+    }
+    cublasOperation_t ta = kind == GEMM_FORWARD ? CUBLAS_OP_T : CUBLAS_OP_N;
+    CUBLAS_CHECK(cublasGemmEx(g->h, ta, CUBLAS_OP_N, n, n, n, &alpha, g->A, CUDA_R_16BF, n, g->B, CUDA_R_16BF, n,
+                              &beta, g->C, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+/* The ns of `rounds` back-to-back rounds of the kinds in [k0, k1), on the GPU's clock. */
+static double gemm_batch_ns(calib_t *c, const gemm_bufs_t *g, int k0, int k1, int rounds) {
+    CUDA_CHECK(cudaEventRecord(c->t.start, g->s));
+    for (int r = 0; r < rounds; r++)
+        for (int k = k0; k < k1; k++)
+            gemm_run(g, k);
+    CUDA_CHECK(cudaEventRecord(c->t.stop, g->s));
+    double x;
+    CUDA_CHECK(lm_elapsed_ns(&c->t, &x));
+    return x;
+}
+
+/* The GEMM rate a training step sees. Measured on the H200: a few GEMMs on a cold
+ * GPU run at ~790 TFLOP/s, but after a second of back-to-back GEMMs (as in a
+ * step's compute) the clock settles lower, and W1's resident step ran its GEMMs at
+ * ~700. So the GPU first runs the mix for a while (the heat), then each sample is a
+ * batch of rounds of the three kinds, as long as a few layers of a step. The cold
+ * rate and each kind's sustained rate go to the raw object only. */
 static double measure_gemm(calib_t *c) {
-    progress(c, "bf16 GEMM through cuBLAS, 8192 x 8192 x 8192, random data");
+    progress(c, "bf16 GEMM through cuBLAS, 8192 x 8192 x 8192, random data: the three kinds of a training "
+                "step, sustained");
     const int N = GEMM_N;
     size_t elems = (size_t)N * N, bytes = elems * sizeof(uint16_t);
-    device_room(c, 3 * bytes + (256u << 20), "the GEMM (three 8192^2 bf16 matrices and cuBLAS's workspace)");
-    uint16_t *A = NULL, *B = NULL, *C = NULL; /* (N, N) column-major each */
-    CUDA_CHECK(cudaMalloc((void **)&A, bytes));
-    CUDA_CHECK(cudaMalloc((void **)&B, bytes));
-    CUDA_CHECK(cudaMalloc((void **)&C, bytes));
-    CUDA_CHECK(calib_fill_bf16(A, elems, 1u, c->sms, c->t.s1));
-    CUDA_CHECK(calib_fill_bf16(B, elems, 2u, c->sms, c->t.s1));
-    cublasHandle_t h;
-    CUBLAS_CHECK(cublasCreate(&h));
-    CUBLAS_CHECK(cublasSetStream(h, c->t.s1));
-    const float alpha = 1.0f, beta = 0.0f;
+    device_room(c, 5 * bytes + (256u << 20),
+                "the GEMM (three 8192^2 bf16 matrices, one fp32 matrix and cuBLAS's workspace)");
+    gemm_bufs_t g = {.s = c->t.s1, .n = N};
+    CUDA_CHECK(cudaMalloc((void **)&g.A, bytes));
+    CUDA_CHECK(cudaMalloc((void **)&g.B, bytes));
+    CUDA_CHECK(cudaMalloc((void **)&g.C, bytes));
+    CUDA_CHECK(cudaMalloc((void **)&g.C32, 2 * bytes));
+    CUDA_CHECK(calib_fill_bf16(g.A, elems, 1u, c->sms, g.s));
+    CUDA_CHECK(calib_fill_bf16(g.B, elems, 2u, c->sms, g.s));
+    CUBLAS_CHECK(cublasCreate(&g.h));
+    CUBLAS_CHECK(cublasSetStream(g.h, g.s));
+    double flop = 2.0 * N * (double)N * N;
     int reps = c->opt.quick ? 5 : 20;
     double ns[100];
-    for (int rep = -3; rep < reps; rep++) { /* 3 warm-ups: cuBLAS picks its kernel */
-        CUDA_CHECK(cudaEventRecord(c->t.start, c->t.s1));
-        CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, N, N, N, &alpha, A, CUDA_R_16BF, N, B,
-                                  CUDA_R_16BF, N, &beta, C, CUDA_R_16BF, N, CUBLAS_COMPUTE_32F,
-                                  CUBLAS_GEMM_DEFAULT));
-        CUDA_CHECK(cudaEventRecord(c->t.stop, c->t.s1));
-        double x;
-        CUDA_CHECK(lm_elapsed_ns(&c->t, &x));
+    /* cold: one at a time after cuBLAS has picked its kernel (3 warm-ups) */
+    for (int rep = -3; rep < reps; rep++) {
+        double x = gemm_batch_ns(c, &g, GEMM_INPUT_GRAD, GEMM_INPUT_GRAD + 1, 1);
         if (rep >= 0)
             ns[rep] = x;
     }
-    /* self-check: C[0,0] = row 0 of A . column 0 of B, on the CPU in double */
+    double cold = record(c, "gemm_bf16_cold", flop, "flop", ns, reps);
+    /* the heat: the mix, back to back, for a while (each round takes ~5 ms) */
+    double heat_s = c->opt.quick ? 0.3 : 2.0, done_ns = 0;
+    while (done_ns < heat_s * 1e9)
+        done_ns += gemm_batch_ns(c, &g, 0, GEMM_KINDS, 20);
+    raw_note(c, "gemm_heat_s", done_ns / 1e9);
+    /* sustained, each kind alone, then the mix the profile takes */
+    static const char *const kind_key[GEMM_KINDS] = {"gemm_bf16_forward", "gemm_bf16_input_grad",
+                                                     "gemm_bf16_weight_grad"};
+    const int rounds = 8;
+    for (int k = 0; k < GEMM_KINDS; k++) {
+        for (int rep = 0; rep < reps; rep++)
+            ns[rep] = gemm_batch_ns(c, &g, k, k + 1, 3 * rounds);
+        record(c, kind_key[k], 3.0 * rounds * flop, "flop", ns, reps);
+    }
+    for (int rep = 0; rep < reps; rep++)
+        ns[rep] = gemm_batch_ns(c, &g, 0, GEMM_KINDS, rounds);
+    double flops = record(c, "gemm_bf16", (double)GEMM_KINDS * rounds * flop, "flop", ns, reps);
+    raw_note(c, "gemm_sustained_over_cold", cold > 0 ? flops / cold : 0);
+    /* self-check of the last input-gradient product: C[0,0] = row 0 of A . column 0
+     * of B (column-major), on the CPU in double */
+    gemm_run(&g, GEMM_INPUT_GRAD);
+    CUDA_CHECK(cudaStreamSynchronize(g.s));
     uint16_t *row = host_alloc((size_t)N * sizeof *row, "the GEMM check"), *col = host_alloc((size_t)N * sizeof *col, "the GEMM check"), c00;
-    CUDA_CHECK(cudaMemcpy2D(row, sizeof *row, A, (size_t)N * sizeof *A, sizeof *A, (size_t)N, cudaMemcpyDeviceToHost));
-    CUDA_CHECK(cudaMemcpy(col, B, (size_t)N * sizeof *col, cudaMemcpyDeviceToHost));
-    CUDA_CHECK(cudaMemcpy(&c00, C, sizeof c00, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy2D(row, sizeof *row, g.A, (size_t)N * sizeof *g.A, sizeof *g.A, (size_t)N, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(col, g.B, (size_t)N * sizeof *col, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(&c00, g.C, sizeof c00, cudaMemcpyDeviceToHost));
     double ref = 0, mag = 0;
     for (int k = 0; k < N; k++) {
         double p = (double)bf16_to_f32(row[k]) * (double)bf16_to_f32(col[k]);
@@ -713,11 +780,11 @@ static double measure_gemm(calib_t *c) {
     }
     free(col);
     free(row);
-    double flops = record(c, "gemm_bf16", 2.0 * N * (double)N * N, "flop", ns, reps);
-    CUBLAS_CHECK(cublasDestroy(h));
-    CUDA_CHECK(cudaFree(C));
-    CUDA_CHECK(cudaFree(B));
-    CUDA_CHECK(cudaFree(A));
+    CUBLAS_CHECK(cublasDestroy(g.h));
+    CUDA_CHECK(cudaFree(g.C32));
+    CUDA_CHECK(cudaFree(g.C));
+    CUDA_CHECK(cudaFree(g.B));
+    CUDA_CHECK(cudaFree(g.A));
     return flops;
 }
 

@@ -813,6 +813,15 @@ static int result_write(const mlp_run_t *run, const char *path, const mlp_median
         "losses", losses, "step_ms", step_ms);
     if (root && run->have_choice) /* every time in it but measured_ms is predicted */
         choice_json(run, root);
+    double adamw_ms, wait_ms;
+    if (root && mlp_gpu_cpu_times(run, 0, &adamw_ms, &wait_ms)) { /* the CPU optimizer's own times */
+        json_t *a = json_array(), *w = json_array();
+        for (int s = 0; s < S && mlp_gpu_cpu_times(run, s, &adamw_ms, &wait_ms); s++) {
+            json_array_append_new(a, json_real(adamw_ms));
+            json_array_append_new(w, json_real(wait_ms));
+        }
+        json_object_set_new(root, "cpu_optimizer", json_pack("{s:o, s:o}", "adamw_ms", a, "wait_ms", w));
+    }
     cli_json_final_steps(root, run->recording, run->stats, 0, S);
     return cli_json_write("--result-json", path, root);
 }

@@ -34,6 +34,8 @@ struct mlp_cpu_opt {
     int numa_node;
     int quit;              /* 1: stop; 2: the thread failed */
     double busy_s;         /* time spent in AdamW */
+    double *adamw_s;       /* (steps,) step s's time in AdamW */
+    double *wait_s;        /* (steps,) step s's time waiting for its backward's events */
     /* copied from the run: the thread reads nothing else of it */
     mlp_isa_t isa;
     mlp_half_kind_t precision;
@@ -94,16 +96,20 @@ static void *cpu_opt_main(void *arg) {
         pthread_mutex_unlock(&c->mu);
         mlp_adamw_coef_t coef = mlp_adamw_coef_make(c->lr, MLP_ADAMW_WD, t + 1, scale);
         for (int i = c->L - 1; i >= c->L - K; i--) {
+            double w0 = cli_now_s();
             if (!wait_recorded(c, i, s))
                 return NULL;
             if (cudaEventSynchronize(c->ev[i]) != cudaSuccess)
                 goto fail;
+            double t0 = cli_now_s();
+            c->wait_s[s] += t0 - w0;
             if (!skip) {
-                double t0 = cli_now_s();
                 void **d = c->data[i];
                 /* W only: the block's forward makes Wh from it on the GPU (mlp_gpu_forward) */
                 mlp_adamw_cpu(c->isa, d[0], d[1], d[2], d[3], NULL, c->precision, c->hh, &coef);
-                c->busy_s += cli_now_s() - t0;
+                double t1 = cli_now_s();
+                c->busy_s += t1 - t0;
+                c->adamw_s[s] += t1 - t0;
             }
             if (c->stage_flag != NULL) { /* every store of the update first (streaming ones too) */
                 __atomic_thread_fence(__ATOMIC_SEQ_CST);
@@ -142,10 +148,12 @@ mlp_cpu_opt_t *mlp_cpu_opt_start(mlp_run_t *run, volatile int *found_inf, unsign
     c->done = malloc((size_t)L * sizeof(int));
     c->scale = calloc((size_t)S, sizeof(float));
     c->K = calloc((size_t)S, sizeof(int));
+    c->adamw_s = calloc((size_t)S, sizeof(double));
+    c->wait_s = calloc((size_t)S, sizeof(double));
     c->ev = calloc((size_t)L, sizeof(cudaEvent_t));
     c->data = calloc((size_t)L, sizeof *c->data);
     /* failures below stop c through the run's cleanup: hand it over first */
-    if (!c->recorded || !c->done || !c->scale || !c->K || !c->ev || !c->data) {
+    if (!c->recorded || !c->done || !c->scale || !c->K || !c->adamw_s || !c->wait_s || !c->ev || !c->data) {
         mlp_cpu_opt_stop(c);
         run_fail(run, "out of host memory for the CPU optimizer");
     }
@@ -215,6 +223,11 @@ double mlp_cpu_opt_busy_s(const mlp_cpu_opt_t *c) {
     return c->busy_s;
 }
 
+void mlp_cpu_opt_step_times(const mlp_cpu_opt_t *c, int s, double *adamw_s, double *wait_s) {
+    *adamw_s = c->adamw_s[s];
+    *wait_s = c->wait_s[s];
+}
+
 void mlp_cpu_opt_stop(mlp_cpu_opt_t *c) {
     if (c == NULL)
         return;
@@ -237,6 +250,8 @@ void mlp_cpu_opt_stop(mlp_cpu_opt_t *c) {
     free(c->done);
     free(c->scale);
     free(c->K);
+    free(c->adamw_s);
+    free(c->wait_s);
     free(c->ev);
     free(c->data);
     free(c);

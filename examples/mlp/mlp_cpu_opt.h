@@ -35,6 +35,9 @@ void mlp_cpu_opt_recorded(mlp_run_t *run, mlp_cpu_opt_t *c, int i, int s, uvmrt_
 void mlp_cpu_opt_wait_done(mlp_run_t *run, mlp_cpu_opt_t *c, int i, int s);
 /* Seconds spent in AdamW so far (after mlp_cpu_opt_wait_done of the last step). */
 double mlp_cpu_opt_busy_s(const mlp_cpu_opt_t *c);
+/* Step s's seconds in AdamW and waiting for its backward's events (after
+ * mlp_cpu_opt_wait_done of that step's last block). */
+void mlp_cpu_opt_step_times(const mlp_cpu_opt_t *c, int s, double *adamw_s, double *wait_s);
 /* Stops and joins the thread and frees it. NULL: no-op. */
 void mlp_cpu_opt_stop(mlp_cpu_opt_t *c);
 

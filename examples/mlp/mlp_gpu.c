@@ -447,6 +447,15 @@ void mlp_gpu_finish(mlp_run_t *run) {
     mlp_gpu_cpu_wait(run, run->opt->c.steps - 1); /* the last step's updates */
 }
 
+int mlp_gpu_cpu_times(const mlp_run_t *run, int s, double *adamw_ms, double *wait_ms) {
+    if (run->gpu == NULL || run->gpu->cpu == NULL)
+        return 0;
+    mlp_cpu_opt_step_times(run->gpu->cpu, s, adamw_ms, wait_ms);
+    *adamw_ms *= 1e3;
+    *wait_ms *= 1e3;
+    return 1;
+}
+
 void mlp_gpu_summary(const mlp_run_t *run, FILE *out) {
     if (run->gpu->cpu && mlp_cpu_opt_busy_s(run->gpu->cpu) > 0) /* auto may have chosen K 0 */
         fprintf(out, "cpu optimizer: %.1f ms of AdamW per step (path %s)\n",

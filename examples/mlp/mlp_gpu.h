@@ -55,6 +55,9 @@ int mlp_gpu_found_inf(const mlp_run_t *run, int s);
 void mlp_gpu_cpu_wait(mlp_run_t *run, int s);
 /* After the last step: waits for the CPU optimizer's last updates. */
 void mlp_gpu_finish(mlp_run_t *run);
+/* Step s's CPU optimizer times (after mlp_gpu_finish): ms in AdamW and ms waiting
+ * for the backward. 0 when no CPU optimizer ran, 1 otherwise. */
+int mlp_gpu_cpu_times(const mlp_run_t *run, int s, double *adamw_ms, double *wait_ms);
 /* One line about the CPU optimizer (time per step, path), when it ran. */
 void mlp_gpu_summary(const mlp_run_t *run, FILE *out);
 /* Stops the CPU optimizer, destroys run->ctx (it may still refer to the stream, and

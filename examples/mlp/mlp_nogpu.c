@@ -27,6 +27,10 @@ double mlp_gpu_step_loss(const mlp_run_t *run, int s) { (void)run, (void)s; retu
 int mlp_gpu_found_inf(const mlp_run_t *run, int s) { (void)run, (void)s; return 0; }
 void mlp_gpu_cpu_wait(mlp_run_t *run, int s) { (void)run, (void)s; }
 void mlp_gpu_finish(mlp_run_t *run) { (void)run; }
+int mlp_gpu_cpu_times(const mlp_run_t *run, int s, double *adamw_ms, double *wait_ms) {
+    (void)run, (void)s, (void)adamw_ms, (void)wait_ms;
+    return 0;
+}
 void mlp_gpu_summary(const mlp_run_t *run, FILE *out) { (void)run, (void)out; }
 
 void mlp_gpu_close(mlp_run_t *run) { (void)run; }
