@@ -298,6 +298,16 @@ const uvmrt_profile_t *uvmrt_context_profile(const uvmrt_context_t *ctx);
 uvmrt_status_t uvmrt_layer_add(uvmrt_context_t *ctx, const char *name, int *out_layer);
 /* Number of declared layers. */
 int uvmrt_layer_count(const uvmrt_context_t *ctx);
+/* The trainer's own measurement of the CPU work (uvmrt_layer_call_t.host_bytes) of
+ * layer's phase in a recent step: ns the CPU took for it, as it ran beside the GPU and
+ * the link (the runtime cannot time a CPU thread it does not drive). The context keeps
+ * the latest per (layer, phase): the recorded step (UVMRT_RECORD) carries it as the
+ * call's host_ns, and a review's re-plan (uvmrt_choice_review) times that work by it,
+ * and the CPU work of layers without a measurement by the measured calls' median
+ * slowdown over the model's time alone. Any time, from the thread that drives the
+ * context. UVMRT_ERR_INVALID for a layer not declared, a bad phase, or ns 0 or over
+ * 1e18; the context is then as before. */
+uvmrt_status_t uvmrt_host_work_measured(uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, uint64_t ns);
 
 /* ------------------------------------------------------------------ tensors */
 typedef struct uvmrt_tensor_desc {
@@ -427,6 +437,12 @@ typedef struct uvmrt_layer_call {
      * after the CPU's update of its weights (after = the CPU call's stream). On cuda it
      * is a real event wait; the trainer still synchronises its own CPU thread. */
     uvmrt_stream_t after;
+    /* The CPU work's measured time (host_bytes > 0), e.g. from a record: sim: when > 0,
+     * the work takes exactly host_ns (it was measured beside the GPU and the link, so
+     * no contention is added) and books host_bytes / host_ns of host memory, which link
+     * transfers beside it share; cuda: ignored (uvmrt_host_work_measured tells the
+     * runtime what the real CPU took). UVMRT_ERR_INVALID over 1e18 ns. */
+    uint64_t host_ns;
 } uvmrt_layer_call_t;
 
 /* Fills *call for one layer call: layer, phase and stream as given, every other

@@ -49,6 +49,7 @@ typedef struct uvmrt_touch {
     size_t n_remote_write;
     uint64_t duration_ns;
     uint64_t host_bytes; /* CPU work on host memory, beside the GPU's (sim: shares host memory with the link) */
+    uint64_t host_ns;    /* > 0: that work's measured time (sim: taken as is, booking host_bytes / host_ns) */
 } uvmrt_touch_t;
 
 /* What the GPU did while running one layer's work (sim only: the model's view). */

@@ -36,6 +36,8 @@ typedef struct search {
     void *user;
     const double *scale;
     size_t n_scale;
+    const uint64_t *host_ns; /* n_scale entries, or NULL */
+    double host_slowdown;
     /* results */
     size_t n_cand;
     int *cand_values; /* n_cand x n_knobs */
@@ -58,6 +60,19 @@ uint64_t uvmrt__choice_scaled(const uvmrt_context_t *ctx, int layer, uvmrt_phase
     if (ctx->choice.scale == NULL || layer < 0 || i >= ctx->choice.n_scale) return ns;
     double v = (double)ns * ctx->choice.scale[i];
     return v < 1e18 ? (uint64_t)v : (uint64_t)1e18;
+}
+
+uint64_t uvmrt__choice_host_ns(const uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, uint64_t host_bytes)
+{
+    const uvmrt_choice_state_t *c = &ctx->choice;
+    size_t i = (size_t)layer * UVMRT_PHASE_COUNT + (size_t)phase;
+    if (host_bytes == 0 || layer < 0) return 0;
+    if (c->host_ns != NULL && i < c->n_scale && c->host_ns[i] > 0) return c->host_ns[i];
+    if (c->host_slowdown > 0 && ctx->profile->host_mem_bps > 0) {
+        double v = (double)host_bytes / ctx->profile->host_mem_bps * 1e9 * c->host_slowdown;
+        return v < 1e18 ? (uint64_t)v : (uint64_t)1e18;
+    }
+    return 0;
 }
 
 void uvmrt__choice_step_done(uvmrt_context_t *ctx, int planned, uint64_t step_ns)
@@ -85,6 +100,7 @@ void uvmrt__choice_free(uvmrt_context_t *ctx)
     free(c->cand_values);
     free(c->cand_ns);
     free(c->scale);
+    free(c->host_ns);
     memset(c, 0, sizeof *c);
 }
 
@@ -130,6 +146,15 @@ static uvmrt_status_t rehearse(uvmrt_context_t *ctx, search_t *s, const int *val
         memcpy(model->choice.scale, s->scale, s->n_scale * sizeof *s->scale);
         model->choice.n_scale = s->n_scale;
     }
+    if (s->host_ns != NULL) {
+        model->choice.host_ns = malloc(s->n_scale * sizeof *s->host_ns);
+        if (model->choice.host_ns == NULL) {
+            uvmrt_context_destroy(model);
+            return UVMRT_ERR_NOMEM;
+        }
+        memcpy(model->choice.host_ns, s->host_ns, s->n_scale * sizeof *s->host_ns);
+    }
+    model->choice.host_slowdown = s->host_slowdown;
     s->rehearsals++;
     model->choice.choice.recompute_tensors = s->n_knobs > s->n_user ? values[s->n_user] : 0;
     st = s->fn(model, values, REHEARSAL_STEPS, s->user);
@@ -406,6 +431,45 @@ static uvmrt_status_t measured_scale(uvmrt_context_t *ctx, double **out, size_t 
     return UVMRT_OK;
 }
 
+/* The CPU work the trainer measured (uvmrt_host_work_measured), per (layer, phase):
+ * *out (n entries, 0: none) or NULL when there is none, and *slowdown, the median over
+ * the last step's measured CPU calls of measured / the model's time alone (0: none). */
+static uvmrt_status_t measured_host(uvmrt_context_t *ctx, size_t n, uint64_t **out, double *slowdown)
+{
+    const uvmrt_sequence_t *q = &ctx->sched.cur;
+    *out = NULL;
+    *slowdown = 0;
+    size_t have = 0;
+    for (int l = 0; l < ctx->tensors.n_layers; l++)
+        for (int p = 0; p < UVMRT_PHASE_COUNT; p++) have += ctx->tensors.layers[l].host_measured_ns[p] > 0;
+    if (have == 0) return UVMRT_OK;
+    uint64_t *h = calloc(n ? n : 1, sizeof *h);
+    double *ratio = malloc((q->n_calls ? q->n_calls : 1) * sizeof *ratio);
+    if (h == NULL || ratio == NULL) {
+        free(h);
+        free(ratio);
+        return UVMRT_ERR_NOMEM;
+    }
+    for (int l = 0; l < ctx->tensors.n_layers; l++)
+        for (int p = 0; p < UVMRT_PHASE_COUNT; p++)
+            if ((size_t)l * UVMRT_PHASE_COUNT + (size_t)p < n)
+                h[(size_t)l * UVMRT_PHASE_COUNT + (size_t)p] = ctx->tensors.layers[l].host_measured_ns[p];
+    size_t n_ratio = 0;
+    for (size_t i = 0; i < q->n_calls && ctx->profile->host_mem_bps > 0; i++) {
+        const uvmrt_call_t *c = &q->calls[i];
+        if (c->host_bytes == 0 || c->layer < 0 || c->layer >= ctx->tensors.n_layers) continue;
+        uint64_t m = ctx->tensors.layers[c->layer].host_measured_ns[c->phase];
+        if (m > 0) ratio[n_ratio++] = (double)m / ((double)c->host_bytes / ctx->profile->host_mem_bps * 1e9);
+    }
+    if (n_ratio > 0) {
+        qsort(ratio, n_ratio, sizeof *ratio, cmp_double);
+        *slowdown = n_ratio % 2 ? ratio[n_ratio / 2] : 0.5 * (ratio[n_ratio / 2 - 1] + ratio[n_ratio / 2]);
+    }
+    free(ratio);
+    *out = h;
+    return UVMRT_OK;
+}
+
 uvmrt_status_t uvmrt_choice_review(uvmrt_context_t *ctx, uvmrt_choice_t *out, int *changed)
 {
     if (ctx == NULL) return UVMRT_ERR_INVALID;
@@ -463,14 +527,17 @@ uvmrt_status_t uvmrt_choice_review(uvmrt_context_t *ctx, uvmrt_choice_t *out, in
     if (!r.replanned) r.measured_step_ns = measured;
     double err = r.predicted_step_ns > 0 ? measured / r.predicted_step_ns - 1.0 : 0.0;
     if (fabs(err) > REPLAN_ERROR && !r.replanned && r.fits) {
-        double *scale = NULL;
+        double *scale = NULL, slowdown = 0;
+        uint64_t *host = NULL;
         size_t n_scale = 0;
         uvmrt_status_t st = measured_scale(ctx, &scale, &n_scale);
+        if (st == UVMRT_OK) st = measured_host(ctx, n_scale, &host, &slowdown);
         search_t s = {.n_knobs = c->n_knobs + (size_t)c->has_rc, .n_user = c->n_knobs, .names = c->names,
                       .values = c->values, .n_values = c->n_values, .fn = c->fn, .user = c->user,
-                      .scale = scale, .n_scale = n_scale};
+                      .scale = scale, .n_scale = n_scale, .host_ns = host, .host_slowdown = slowdown};
         if (st == UVMRT_OK) st = search_run(ctx, &s);
         free(scale);
+        free(host);
         if (st != UVMRT_OK) {
             LOG_ERROR(&ctx->log, "uvmrt_choice_review: choosing again failed (%s): the choice is as before",
                       uvmrt_status_str(st));

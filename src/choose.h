@@ -40,15 +40,22 @@ typedef struct uvmrt_choice_state {
     double first_measured_ns;
     uint64_t first_plan_budget;
     int confirmed;
-    /* a model context only: each (layer, phase)'s duration factor from a review */
+    /* a model context only: each (layer, phase)'s duration factor from a review, and
+     * its CPU work's measured ns (0: none; host_slowdown > 0 times the others') */
     double *scale;
     size_t n_scale;
+    uint64_t *host_ns;
+    double host_slowdown;
 } uvmrt_choice_state_t;
 
 /* The budget the policy plans with: the choice's, or the context's. */
 uint64_t uvmrt__plan_budget(const uvmrt_context_t *ctx);
 /* A modelled duration as the model context scales it (1.0 outside a review's model). */
 uint64_t uvmrt__choice_scaled(const uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, uint64_t ns);
+/* The time a model context gives a call's CPU work: its layer's measurement from a
+ * review, or the model's time alone times the measured calls' median slowdown; 0
+ * (the model's own, with contention) otherwise. */
+uint64_t uvmrt__choice_host_ns(const uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, uint64_t host_bytes);
 /* step.c, at a step's commit: planned = the step followed a plan (not a recording step). */
 void uvmrt__choice_step_done(uvmrt_context_t *ctx, int planned, uint64_t step_ns);
 void uvmrt__choice_free(uvmrt_context_t *ctx);

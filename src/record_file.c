@@ -77,6 +77,11 @@ static json_t *calls_json(uvmrt_context_t *ctx, const uvmrt_sequence_t *timed)
                               (json_int_t)c->host_bytes, "uses", uses);
         /* measured: the events' time, of which duration_ns is the call's own work */
         if (o != NULL && raw > 0) json_object_set_new(o, "measured_ns", json_integer((json_int_t)raw));
+        /* its CPU work as the trainer measured it (uvmrt_host_work_measured) */
+        uint64_t host_ns = c->layer >= 0 && c->layer < ctx->tensors.n_layers && c->host_bytes > 0
+                               ? ctx->tensors.layers[c->layer].host_measured_ns[c->phase]
+                               : 0;
+        if (o != NULL && host_ns > 0) json_object_set_new(o, "host_ns", json_integer((json_int_t)host_ns));
         json_array_append_new(a, o);
     }
     free(work);

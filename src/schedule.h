@@ -31,6 +31,7 @@ typedef struct uvmrt_call {
     uint64_t resident_bytes;         /* uvmrt's resident bytes once the call was open (trace counter) */
     uint64_t declared_ns;            /* the declared work at the profile's rate (choose.c's review) */
     uvmrt_stream_t after;            /* uvmrt_layer_call_t.after (NULL: none) */
+    uint64_t host_ns;                /* its CPU work's time when given or measured (0: the model's) */
 } uvmrt_call_t;
 
 /* The calls of one step; uses are flattened (tensor id, access). */

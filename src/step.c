@@ -326,9 +326,10 @@ uvmrt_status_t uvmrt__step_work(uvmrt_context_t *ctx, const uvmrt_sequence_t *q,
  * uint64 nanoseconds and must not overflow. */
 #define UVMRT_MAX_CALL_NS 1e18
 
-/* The call's modelled duration, or an error naming the bad value. */
+/* The call's modelled duration and its CPU work's time (0: the model's), or an error
+ * naming the bad value. */
 static uvmrt_status_t call_duration(uvmrt_context_t *ctx, const uvmrt_layer_call_t *call, uint64_t *out,
-                                    uint64_t *declared)
+                                    uint64_t *declared, uint64_t *host_ns)
 {
     const char *name = ctx->tensors.layers[call->layer].name, *ph = uvmrt_phase_name(call->phase);
     if ((double)call->sim_duration_ns > UVMRT_MAX_CALL_NS) {
@@ -359,6 +360,14 @@ static uvmrt_status_t call_duration(uvmrt_context_t *ctx, const uvmrt_layer_call
                   name, ph, (unsigned long long)call->host_bytes, ctx->profile->host_mem_bps);
         return UVMRT_ERR_INVALID;
     }
+    if ((double)call->host_ns > UVMRT_MAX_CALL_NS) {
+        LOG_ERROR(&ctx->log, "uvmrt_layer_begin: layer '%s' %s: host_ns %llu: expected at most 1e18 ns", name, ph,
+                  (unsigned long long)call->host_ns);
+        return UVMRT_ERR_INVALID;
+    }
+    /* the CPU work's time: the trainer's, else a review's measurement (choose.c), else
+     * the model's (0) */
+    *host_ns = call->host_ns > 0 ? call->host_ns : uvmrt__choice_host_ns(ctx, call->layer, call->phase, call->host_bytes);
     /* the work as declared, for uvmrt_choice_review: flops at the profile's rate when
      * given (an explicit sim duration then plays the GPU's real time) */
     *declared = call->flops > 0 && ctx->profile->flops > 0 ? (uint64_t)(call->flops / ctx->profile->flops * 1e9) : dur;
@@ -399,8 +408,8 @@ uvmrt_status_t uvmrt_layer_begin(uvmrt_context_t *ctx, const uvmrt_layer_call_t 
         LOG_ERROR(&ctx->log, "uvmrt_layer_begin: n_uses = %zu but uses is NULL", call->n_uses);
         return UVMRT_ERR_INVALID;
     }
-    uint64_t dur = 0, declared = 0;
-    uvmrt_status_t st = call_duration(ctx, call, &dur, &declared);
+    uint64_t dur = 0, declared = 0, host_ns = 0;
+    uvmrt_status_t st = call_duration(ctx, call, &dur, &declared, &host_ns);
     if (st != UVMRT_OK) return st;
     uvmrt_sequence_t *s = &ctx->sched.cur;
     if (uvmrt__grow((void **)&s->calls, &s->cap_calls, s->n_calls + 1, sizeof *s->calls)) {
@@ -425,7 +434,8 @@ uvmrt_status_t uvmrt_layer_begin(uvmrt_context_t *ctx, const uvmrt_layer_call_t 
     size_t i = s->n_calls; /* staged: counted in n_calls only once open */
     uvmrt_call_t *c = &s->calls[i];
     *c = (uvmrt_call_t){call->layer, call->phase, call->stream, first, s->n_uses - first, dur,
-                        (int)(3 * i), (int)(3 * i + 1), (int)(3 * i + 2), 0, 0, {0, 0}, call->host_bytes, 0, declared, call->after};
+                        (int)(3 * i), (int)(3 * i + 1), (int)(3 * i + 2), 0, 0, {0, 0}, call->host_bytes, 0, declared, call->after,
+                        host_ns};
     int deviated = ctx->sched.deviated;
     if (ctx->cfg.policy == UVMRT_POLICY_PREFETCH && ctx->sched.have_record && !deviated &&
         !uvmrt__call_matches_record(ctx, i))
@@ -494,7 +504,7 @@ static uvmrt_status_t touch_call(uvmrt_context_t *ctx, uvmrt_call_t *c)
     }
     if (st == UVMRT_OK) {
         uvmrt_touch_t work = {r_loc, uvmrt__merge_ranges(loc, n_loc, r_loc), r_rd, uvmrt__merge_ranges(rd, n_rd, r_rd),
-                              r_wr, uvmrt__merge_ranges(wr, n_wr, r_wr), c->sim_duration_ns, c->host_bytes};
+                              r_wr, uvmrt__merge_ranges(wr, n_wr, r_wr), c->sim_duration_ns, c->host_bytes, c->host_ns};
         st = uvmrt__be_touch(ctx, c->stream, &work, &c->touch_res);
         if (st == UVMRT_OK) c->touched = 1;
     }

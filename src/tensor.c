@@ -403,6 +403,28 @@ uvmrt_status_t uvmrt_layer_add(uvmrt_context_t *ctx, const char *name, int *out_
 
 int uvmrt_layer_count(const uvmrt_context_t *ctx) { return ctx ? ctx->tensors.n_layers : 0; }
 
+uvmrt_status_t uvmrt_host_work_measured(uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, uint64_t ns)
+{
+    if (ctx == NULL) return UVMRT_ERR_INVALID;
+    if (layer < 0 || layer >= ctx->tensors.n_layers) {
+        LOG_ERROR(&ctx->log, "uvmrt_host_work_measured: layer %d: expected a declared layer, 0 to %d", layer,
+                  ctx->tensors.n_layers - 1);
+        return UVMRT_ERR_INVALID;
+    }
+    if ((int)phase < 0 || phase >= UVMRT_PHASE_COUNT) {
+        LOG_ERROR(&ctx->log, "uvmrt_host_work_measured: layer '%s': phase %d: expected forward, backward or optimizer",
+                  ctx->tensors.layers[layer].name, (int)phase);
+        return UVMRT_ERR_INVALID;
+    }
+    if (ns == 0 || (double)ns > 1e18) {
+        LOG_ERROR(&ctx->log, "uvmrt_host_work_measured: layer '%s' %s: ns %llu: expected 1 to 1e18",
+                  ctx->tensors.layers[layer].name, uvmrt_phase_name(phase), (unsigned long long)ns);
+        return UVMRT_ERR_INVALID;
+    }
+    ctx->tensors.layers[layer].host_measured_ns[phase] = ns;
+    return UVMRT_OK;
+}
+
 void uvmrt__layers_free(uvmrt_context_t *ctx)
 {
     uvmrt_tensor_table_t *tt = &ctx->tensors;

@@ -55,6 +55,9 @@ typedef struct uvmrt_layer {
     uvmrt_layer_stats_t stats[UVMRT_PHASE_COUNT]; /* totals; changed by stats.c only */
     int *owned;          /* tensor ids owned by this layer (default uses) */
     int n_owned, cap_owned;
+    /* the trainer's latest measurement of each phase's CPU work (uvmrt_host_work_measured;
+     * 0: none): the record and a review's re-plan take it over the model's time */
+    uint64_t host_measured_ns[UVMRT_PHASE_COUNT];
 } uvmrt_layer_t;
 
 /* Every tensor, arena and layer of a context. */

@@ -362,6 +362,63 @@ Test(plantool, a_rerecorded_step_rewrites_the_file)
     remove_record(path);
 }
 
+/* The CPU work the trainer measured (uvmrt_host_work_measured) is in the record as
+ * the call's host_ns, and the re-play times that work by it. */
+Test(plantool, measured_cpu_work_is_recorded_and_replayed)
+{
+    char path[256];
+    tmpfile_path(path, sizeof path);
+    env_clear_uvmrt();
+    setenv("UVMRT_RECORD", path, 1);
+    setenv("UVMRT_MONITOR", "0", 1);
+    uvmrt_params_t p;
+    sim_params(&p, UVMRT_POLICY_PREFETCH, 64 * MiB, "h200");
+    p.ignore_env = 0;
+    uvmrt_context_t *ctx = NULL;
+    cr_assert_eq(uvmrt_context_create(&p, &ctx), UVMRT_OK, "%s", log_text());
+    int l;
+    cr_assert_eq(uvmrt_layer_add(ctx, "L", &l), UVMRT_OK);
+    uvmrt_tensor_desc_t d = {"w", l, UVMRT_ROLE_WEIGHT, 2 * MiB};
+    uvmrt_tensor_t *w;
+    cr_assert_eq(uvmrt_tensor_alloc(ctx, &d, &w), UVMRT_OK);
+    cr_assert_eq(uvmrt_host_work_measured(ctx, l, UVMRT_PHASE_OPTIMIZER, 77000000), UVMRT_OK);
+    uvmrt_stream_t gpu = (uvmrt_stream_t)0x10, cpu = (uvmrt_stream_t)0x20;
+    for (int s = 0; s < 2; s++) {
+        cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
+        uvmrt_layer_call_t c;
+        uvmrt_layer_call_init(&c, l, UVMRT_PHASE_BACKWARD, gpu);
+        c.sim_duration_ns = 1000000;
+        cr_assert_eq(uvmrt_layer_begin(ctx, &c), UVMRT_OK);
+        cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK);
+        uvmrt_layer_call_init(&c, l, UVMRT_PHASE_OPTIMIZER, cpu);
+        c.no_default_uses = 1;
+        c.host_bytes = 100000000; /* the model's time alone: ~1 ms */
+        c.after = gpu;
+        cr_assert_eq(uvmrt_layer_begin(ctx, &c), UVMRT_OK);
+        cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK);
+        cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK);
+    }
+    uvmrt_context_destroy(ctx);
+    unsetenv("UVMRT_RECORD");
+    json_t *r = json_load_file(path, 0, NULL);
+    cr_assert_not_null(r);
+    json_t *calls = json_object_get(r, "calls");
+    cr_assert_eq(json_array_size(calls), 2);
+    cr_assert_null(json_object_get(json_array_get(calls, 0), "host_ns")); /* no CPU work */
+    cr_assert_eq(json_integer_value(json_object_get(json_array_get(calls, 1), "host_ns")), 77000000);
+    json_decref(r);
+    char args[512];
+    snprintf(args, sizeof args, "--record '%s' --profile h200 --json", path);
+    json_t *j = run_json(args);
+    json_int_t step = json_integer_value(json_object_get(j, "predicted_step_ns"));
+    cr_assert(step >= 78000000 && step < 79000000, "predicted %lld: the 1 ms backward, then the measured 77 ms",
+              (long long)step);
+    double cpu_floor = json_number_value(json_object_get(json_object_get(j, "floor_ns"), "cpu"));
+    cr_assert(cpu_floor > 76.9e6 && cpu_floor < 77.1e6, "cpu floor %.0f", cpu_floor);
+    json_decref(j);
+    remove_record(path);
+}
+
 /* --plot needs --sweep; without gnuplot on PATH it warns and the table still comes. */
 Test(plantool, plot_without_gnuplot_warns)
 {

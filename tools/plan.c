@@ -126,12 +126,12 @@ static int record_load(const char *path, record_t *r)
     r->n_calls = json_array_size(calls);
     r->calls = calloc(r->n_calls, sizeof *r->calls);
     for (size_t i = 0; i < r->n_calls; i++) {
-        json_int_t layer, stream = 0, dur, hb = 0, after = -1;
+        json_int_t layer, stream = 0, dur, hb = 0, after = -1, host_ns = 0;
         const char *phase;
         json_t *uses;
-        if (json_unpack_ex(json_array_get(calls, i), &err, 0, "{s:I, s:s, s?I, s?I, s:I, s?I, s:o}", "layer", &layer,
-                           "phase", &phase, "stream", &stream, "after", &after, "duration_ns", &dur, "host_bytes", &hb,
-                           "uses", &uses) != 0)
+        if (json_unpack_ex(json_array_get(calls, i), &err, 0, "{s:I, s:s, s?I, s?I, s:I, s?I, s?I, s:o}", "layer",
+                           &layer, "phase", &phase, "stream", &stream, "after", &after, "duration_ns", &dur,
+                           "host_bytes", &hb, "host_ns", &host_ns, "uses", &uses) != 0)
             BAD("calls[%zu]: %s", i, err.text);
         rcall_t *c = &r->calls[i];
         c->phase = parse_enum(phase, UVMRT_PHASE_COUNT, phase_name);
@@ -140,6 +140,8 @@ static int record_load(const char *path, record_t *r)
         if (c->phase < 0) BAD("calls[%zu]: phase '%s': expected forward, backward or optimizer", i, phase);
         if (after < -1 || after > 1000000) BAD("calls[%zu]: after %lld: expected -1 (none) or a stream index", i,
                                                (long long)after);
+        if (host_ns < 0 || (double)host_ns > 1e18)
+            BAD("calls[%zu]: host_ns %lld: expected 0 to 1e18 ns", i, (long long)host_ns);
         if (dur < 0 || hb < 0 || stream < 0 || stream > 1000000 || !json_is_array(uses))
             BAD("calls[%zu]: duration_ns %lld, host_bytes %lld, stream %lld: expected numbers >= 0 and an array of uses",
                 i, (long long)dur, (long long)hb, (long long)stream);
@@ -147,6 +149,7 @@ static int record_load(const char *path, record_t *r)
         c->stream = (int)stream;
         c->duration_ns = (uint64_t)dur;
         c->host_bytes = (uint64_t)hb;
+        c->host_ns = (uint64_t)host_ns;
         c->after = (int)after;
         c->n_uses = json_array_size(uses);
         c->use_t = calloc(c->n_uses + 1, sizeof *c->use_t);
@@ -267,6 +270,7 @@ static uvmrt_status_t replay_step(uvmrt_context_t *ctx, const record_t *r, uvmrt
         if (c->duration_ns == 0 && c->flops == 0 && c->hbm_bytes > 0 && prof->hbm_bps > 0)
             call.sim_duration_ns = (uint64_t)((double)c->hbm_bytes / prof->hbm_bps * 1e9);
         call.host_bytes = host_bytes_of(c, prof);
+        call.host_ns = call.host_bytes > 0 ? c->host_ns : 0; /* measured by the trainer */
         call.after = c->after >= 0 ? stream_of(c->after) : NULL; /* a CPU update follows its backward */
         st = uvmrt_layer_begin(ctx, &call);
         if (st == UVMRT_OK) st = uvmrt_layer_end(ctx);
@@ -355,6 +359,7 @@ static int predict(const record_t *r, const char *profile, uint64_t budget, pred
             const rcall_t *c = &r->calls[i];
             uint64_t hb = host_bytes_of(c, pr);
             double ns = call_ns(c, pr), host_ns = pr->host_mem_bps > 0 ? (double)hb / pr->host_mem_bps * 1e9 : 0;
+            if (hb > 0 && c->host_ns > 0) host_ns = (double)c->host_ns; /* the trainer's measurement */
             if (cpu_call(c)) cpu_ns += ns > host_ns ? ns : host_ns; /* the sim runs both at once */
             else p->compute_ns += (uint64_t)ns;
             p->host_bytes += hb;

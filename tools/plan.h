@@ -26,6 +26,8 @@ typedef struct rcall {
     /* a CPU optimizer call of a model: its parameters, when host_bytes is 0 and the
      * profile's AdamW rate times it (host_bytes = params x host_mem_bps / AdamW rate) */
     uint64_t adamw_params;
+    /* a record's host_ns: the CPU work as the trainer measured it (0: the model's) */
+    uint64_t host_ns;
     /* the stream index whose work so far this call follows, -1: none (a record's
      * "after"; uvmrt_layer_call_t.after, which the library has from 19ebc47 on) */
     int after;

@@ -665,6 +665,16 @@ static void review(mlp_run_t *run, int s) {
     choice_apply(run, s);
 }
 
+/* After step s: the CPU optimizer's AdamW time of each block in step s - 1 (done by
+ * now: step s's forwards waited for those updates) goes to the runtime, which times
+ * that work by it in the record and in a review's re-plan. */
+static void host_work_report(mlp_run_t *run, int s) {
+    uint64_t ns;
+    for (int i = 0; s >= 1 && i < run->net.L; i++)
+        if (mlp_gpu_cpu_block_ns(run, s - 1, i, &ns))
+            UV_CHECK(run, uvmrt_host_work_measured(run->ctx, i, UVMRT_PHASE_OPTIMIZER, ns)); /* layer i: block i */
+}
+
 static void run_steps(mlp_run_t *run, FILE *loss_log) {
     const mlp_options_t *opt = run->opt;
     int S = opt->c.steps;
@@ -695,6 +705,7 @@ static void run_steps(mlp_run_t *run, FILE *loss_log) {
         if (loss_log)
             fprintf(loss_log, "%d %a %a%s\n", s + 1, run->losses[s], scale_used,
                     run->skipped[s] ? " skipped" : "");
+        host_work_report(run, s);
         if (review_due(run, s))
             review(run, s);
     }

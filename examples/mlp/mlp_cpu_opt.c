@@ -14,6 +14,8 @@
 
 #include "mlp_cpu_opt.h"
 
+#define RING 4
+
 struct mlp_cpu_opt {
     pthread_t thread;
     pthread_mutex_t mu;
@@ -36,6 +38,10 @@ struct mlp_cpu_opt {
     double busy_s;         /* time spent in AdamW */
     double *adamw_s;       /* (steps,) step s's time in AdamW */
     double *wait_s;        /* (steps,) step s's time waiting for its backward's events */
+    /* (RING, L): block i's AdamW seconds in step s at [s % RING][i], and that s (-1:
+     * none), so the main thread reads a finished step while the thread runs the next */
+    double *block_s;
+    int *block_step;
     /* copied from the run: the thread reads nothing else of it */
     mlp_isa_t isa;
     mlp_half_kind_t precision;
@@ -117,6 +123,8 @@ static void *cpu_opt_main(void *arg) {
             }
             pthread_mutex_lock(&c->mu);
             c->done[i] = s;
+            c->block_s[(s % RING) * c->L + i] = skip ? 0.0 : cli_now_s() - t0;
+            c->block_step[(s % RING) * c->L + i] = s;
             pthread_cond_broadcast(&c->cv);
             pthread_mutex_unlock(&c->mu);
         }
@@ -150,10 +158,13 @@ mlp_cpu_opt_t *mlp_cpu_opt_start(mlp_run_t *run, volatile int *found_inf, unsign
     c->K = calloc((size_t)S, sizeof(int));
     c->adamw_s = calloc((size_t)S, sizeof(double));
     c->wait_s = calloc((size_t)S, sizeof(double));
+    c->block_s = calloc((size_t)RING * L, sizeof(double));
+    c->block_step = malloc((size_t)RING * L * sizeof(int));
     c->ev = calloc((size_t)L, sizeof(cudaEvent_t));
     c->data = calloc((size_t)L, sizeof *c->data);
     /* failures below stop c through the run's cleanup: hand it over first */
-    if (!c->recorded || !c->done || !c->scale || !c->K || !c->adamw_s || !c->wait_s || !c->ev || !c->data) {
+    if (!c->recorded || !c->done || !c->scale || !c->K || !c->adamw_s || !c->wait_s || !c->block_s ||
+        !c->block_step || !c->ev || !c->data) {
         mlp_cpu_opt_stop(c);
         run_fail(run, "out of host memory for the CPU optimizer");
     }
@@ -163,6 +174,8 @@ mlp_cpu_opt_t *mlp_cpu_opt_start(mlp_run_t *run, volatile int *found_inf, unsign
         memcpy(c->data[i], d, sizeof d);
         c->recorded[i] = c->done[i] = -1;
     }
+    for (int k = 0; k < RING * L; k++)
+        c->block_step[k] = -1;
     cudaError_t e = cudaSuccess;
     for (int i = 0; i < L && e == cudaSuccess; i++)
         e = cudaEventCreateWithFlags(&c->ev[i], cudaEventDisableTiming | cudaEventBlockingSync);
@@ -223,6 +236,15 @@ double mlp_cpu_opt_busy_s(const mlp_cpu_opt_t *c) {
     return c->busy_s;
 }
 
+int mlp_cpu_opt_block_time(mlp_cpu_opt_t *c, int s, int i, double *sec) {
+    pthread_mutex_lock(&c->mu);
+    int k = (s % RING) * c->L + i;
+    int ok = s >= 0 && c->block_step[k] == s && c->done[i] >= s && c->block_s[k] > 0;
+    *sec = ok ? c->block_s[k] : 0.0;
+    pthread_mutex_unlock(&c->mu);
+    return ok;
+}
+
 void mlp_cpu_opt_step_times(const mlp_cpu_opt_t *c, int s, double *adamw_s, double *wait_s) {
     *adamw_s = c->adamw_s[s];
     *wait_s = c->wait_s[s];
@@ -252,6 +274,8 @@ void mlp_cpu_opt_stop(mlp_cpu_opt_t *c) {
     free(c->K);
     free(c->adamw_s);
     free(c->wait_s);
+    free(c->block_s);
+    free(c->block_step);
     free(c->ev);
     free(c->data);
     free(c);

@@ -35,6 +35,10 @@ void mlp_cpu_opt_recorded(mlp_run_t *run, mlp_cpu_opt_t *c, int i, int s, uvmrt_
 void mlp_cpu_opt_wait_done(mlp_run_t *run, mlp_cpu_opt_t *c, int i, int s);
 /* Seconds spent in AdamW so far (after mlp_cpu_opt_wait_done of the last step). */
 double mlp_cpu_opt_busy_s(const mlp_cpu_opt_t *c);
+/* Block i's seconds of AdamW in step s (the update, not the waits): 1 when that
+ * update has finished and ran (not skipped) and is one of the last 4 steps' (*sec
+ * set), else 0 (*sec 0). */
+int mlp_cpu_opt_block_time(mlp_cpu_opt_t *c, int s, int i, double *sec);
 /* Step s's seconds in AdamW and waiting for its backward's events (after
  * mlp_cpu_opt_wait_done of that step's last block). */
 void mlp_cpu_opt_step_times(const mlp_cpu_opt_t *c, int s, double *adamw_s, double *wait_s);

@@ -456,6 +456,15 @@ int mlp_gpu_cpu_times(const mlp_run_t *run, int s, double *adamw_ms, double *wai
     return 1;
 }
 
+int mlp_gpu_cpu_block_ns(const mlp_run_t *run, int s, int i, uint64_t *ns) {
+    double sec = 0;
+    *ns = 0;
+    if (run->gpu == NULL || run->gpu->cpu == NULL || !mlp_cpu_opt_block_time(run->gpu->cpu, s, i, &sec))
+        return 0;
+    *ns = (uint64_t)(sec * 1e9) + 1;
+    return 1;
+}
+
 void mlp_gpu_summary(const mlp_run_t *run, FILE *out) {
     if (run->gpu->cpu && mlp_cpu_opt_busy_s(run->gpu->cpu) > 0) /* auto may have chosen K 0 */
         fprintf(out, "cpu optimizer: %.1f ms of AdamW per step (path %s)\n",

@@ -58,6 +58,9 @@ void mlp_gpu_finish(mlp_run_t *run);
 /* Step s's CPU optimizer times (after mlp_gpu_finish): ms in AdamW and ms waiting
  * for the backward. 0 when no CPU optimizer ran, 1 otherwise. */
 int mlp_gpu_cpu_times(const mlp_run_t *run, int s, double *adamw_ms, double *wait_ms);
+/* Block i's AdamW time in step s on the CPU optimizer, in ns: 1 when it is known
+ * (that update finished and ran), 0 otherwise. */
+int mlp_gpu_cpu_block_ns(const mlp_run_t *run, int s, int i, uint64_t *ns);
 /* One line about the CPU optimizer (time per step, path), when it ran. */
 void mlp_gpu_summary(const mlp_run_t *run, FILE *out);
 /* Stops the CPU optimizer, destroys run->ctx (it may still refer to the stream, and

@@ -31,6 +31,11 @@ int mlp_gpu_cpu_times(const mlp_run_t *run, int s, double *adamw_ms, double *wai
     (void)run, (void)s, (void)adamw_ms, (void)wait_ms;
     return 0;
 }
+int mlp_gpu_cpu_block_ns(const mlp_run_t *run, int s, int i, uint64_t *ns) {
+    (void)run, (void)s, (void)i;
+    *ns = 0;
+    return 0;
+}
 void mlp_gpu_summary(const mlp_run_t *run, FILE *out) { (void)run, (void)out; }
 
 void mlp_gpu_close(mlp_run_t *run) { (void)run; }

@@ -16,7 +16,8 @@
  *    bandwidths, occupying that direction's engine, so they queue behind and
  *    delay migrations; its own work comes after that traffic (measured: they
  *    add, they do not overlap);
- *  - its CPU work (host_bytes) runs on its stream at the profile's host_mem_bps;
+ *  - its CPU work (host_bytes) runs on its stream at the profile's host_mem_bps, or
+ *    for exactly its measured time when the call gives one (host_ns);
  *  - host memory is shared (when the profile has host_mem_bps and
  *    host_mem_shared_bps): CPU work and link transfers (migrations, remote
  *    traffic) book their rates over model time, and work enqueued later takes
@@ -558,8 +559,12 @@ static uvmrt_status_t sim_touch(void *state, uvmrt_stream_t stream, const uvmrt_
                    w->duration_ns;
     /* the driver tracing those faults for the counters, when they are on */
     if (s->um_on) end += res->fault_count * s->prof->fault_trace_ns;
-    /* CPU work beside the GPU's: host memory, shared with the link */
-    if (w->host_bytes > 0 && s->prof->host_mem_bps > 0) {
+    /* CPU work beside the GPU's: host memory, shared with the link; a measured time is
+     * taken as is (it ran beside the link), and booked so that the link shares with it */
+    if (w->host_bytes > 0 && w->host_ns > 0) {
+        if (s->hm_on) hm_book(s, &s->hm_cpu, (double)t, (double)(t + w->host_ns), (double)w->host_bytes / (double)w->host_ns * 1e9);
+        if (t + w->host_ns > end) end = t + w->host_ns;
+    } else if (w->host_bytes > 0 && s->prof->host_mem_bps > 0) {
         uint64_t cpu_end = hm_run(s, t, (double)w->host_bytes, s->prof->host_mem_bps, HM_CPU);
         if (cpu_end > end) end = cpu_end;
     }

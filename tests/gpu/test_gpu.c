@@ -567,6 +567,46 @@ Test(gpu, mlp_losses_bitwise_resident_vs_budget_mixed_optimizer, .timeout = 600)
     mlp_losses_independent_of_placement_in_memory("--cpu-layers 2", "mixed optimizer");
 }
 
+/* The CPU optimizer's own times: per step in the result JSON, and per block in the
+ * recorded step (host_ns, from uvmrt_host_work_measured), so that the re-play and a
+ * review time that CPU work as it ran. */
+Test(gpu, mlp_cpu_times_reach_the_result_and_the_record, .timeout = 600)
+{
+    skip_without_gpu();
+    char prog[4096], res[256], rec[256], cmd[8192];
+    const char *mlp = mlp_program(prog, sizeof prog);
+    snprintf(res, sizeof res, "/tmp/uvmrt-gpu-mlp-%d-cpu.json", (int)getpid());
+    snprintf(rec, sizeof rec, "/tmp/uvmrt-gpu-mlp-%d-cpu.rec.json", (int)getpid());
+    env_clear_uvmrt();
+    snprintf(cmd, sizeof cmd, "UVMRT_RECORD=%s '%s' --backend cuda --quiet --layers 4 --hidden 1024 --rows 1024 "
+             "--steps 5 --policy prefetch --budget 24M --cpu-layers 2 --result-json %s 2>&1", rec, mlp, res);
+    strbuf_t out = {0};
+    int status = run_command(cmd, &out);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: status %#x:\n%s", cmd, status, out.s ? out.s : "");
+    json_t *r = json_load_file(res, 0, NULL);
+    cr_assert_not_null(r, "%s: no result JSON:\n%s", res, out.s ? out.s : "");
+    json_t *adamw = json_object_get(json_object_get(r, "cpu_optimizer"), "adamw_ms");
+    cr_assert_eq(json_array_size(adamw), 5, "cpu_optimizer.adamw_ms: %s", json_dumps(r, 0));
+    for (size_t s = 0; s < 5; s++) cr_expect(json_number_value(json_array_get(adamw, s)) > 0, "step %zu", s + 1);
+    json_decref(r);
+    json_t *q = json_load_file(rec, 0, NULL);
+    cr_assert_not_null(q, "%s: no record", rec);
+    json_t *calls = json_object_get(q, "calls");
+    int cpu_calls = 0, timed = 0;
+    for (size_t i = 0; i < json_array_size(calls); i++) {
+        json_t *c = json_array_get(calls, i);
+        if (json_integer_value(json_object_get(c, "host_bytes")) == 0) continue;
+        cpu_calls++;
+        timed += json_integer_value(json_object_get(c, "host_ns")) > 0;
+    }
+    cr_expect_eq(cpu_calls, 2);
+    cr_expect_eq(timed, 2, "the record's CPU calls carry the measured host_ns");
+    json_decref(q);
+    unlink(res);
+    unlink(rec);
+    free(out.s);
+}
+
 /* A deep net's loss is far below 1 (the signal shrinks through the GELU blocks):
  * the step lines and the summary must still show it, with significant digits,
  * where "%.6f" printed "loss 0.000000 -> 0.000000". Also: a --trace is written. */
