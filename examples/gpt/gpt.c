@@ -1014,6 +1014,21 @@ double gpt_step_flops(const gpt_run_t *run) { /* forward + backward, no recomput
 
 static void uv_step_begin(gpt_run_t *run) { UV_CHECK(run, uvmrt_step_begin(run->ctx)); }
 
+/* After a step: each CPU layer's AdamW time of the thread's previous step (done: this
+ * step's forwards waited for it) goes to the runtime, which times that work by it in
+ * the record and in a review's re-plan. */
+static void host_work_report(gpt_run_t *run) {
+    double sec;
+    for (int l = 0; run->cpu && l < run->nl; l++)
+        if (gpt_cpuopt_layer_time(run->cpu, l, run->cpu_last - 1, &sec)) {
+            uvmrt_status_t st = uvmrt_host_work_measured(run->ctx, l, UVMRT_PHASE_OPTIMIZER,
+                                                         (uint64_t)(sec * 1e9) + 1);
+            if (st != UVMRT_OK && (run->fail_st = st) != UVMRT_OK)
+                gpt_run_fail(run, "uvmrt_host_work_measured(layer %d) failed: %s (%s)", l,
+                             uvmrt_status_str(st), uvmrt_status_name(st));
+        }
+}
+
 static void uv_step_end(gpt_run_t *run) {
     UV_CHECK(run, uvmrt_step_end(run->ctx));
     run->uv_steps++;
@@ -1054,6 +1069,7 @@ void gpt_step_calls(gpt_run_t *run, int s, double lr) {
             optimizer(run, l, &cd, &cn);
     uv_step_end(run);
     run->adam_t++;
+    host_work_report(run);
 }
 
 /* One training step: batch, then its calls. */

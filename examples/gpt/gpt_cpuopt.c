@@ -47,7 +47,13 @@ struct gpt_cpuopt {
     mlp_isa_t isa;
     const volatile float *clip_host;
     double busy_s;
+    /* (RING, nl): layer i's AdamW seconds in step s at [s % RING][i], and that s (-1:
+     * none), so the main thread reads a finished step while the thread runs the next */
+    double *layer_s;
+    int *layer_step;
 };
+
+#define RING 4
 
 static void *cpuopt_main(void *arg) {
     gpt_cpuopt_t *c = arg;
@@ -68,6 +74,7 @@ static void *cpuopt_main(void *arg) {
         double t0 = cli_now_s();
         for (int i = 0; i < c->nlayers; i++) {
             const gpt_cpuopt_layer_t *l = &c->layers[i];
+            double tl = cli_now_s();
             /* w only: the layer's forward makes wh from it on the GPU (gpt.c, weights_ready) */
             mlp_adamw_cpu(c->isa, l->w, l->m, l->v, l->g, NULL, MLP_BF16, l->n_decay, &cd);
             if (l->n > l->n_decay)
@@ -76,6 +83,8 @@ static void *cpuopt_main(void *arg) {
                               l->n - l->n_decay, &cn);
             pthread_mutex_lock(&c->mu);
             c->done[l->layer] = s;
+            c->layer_s[(s % RING) * c->nl + l->layer] = cli_now_s() - tl;
+            c->layer_step[(s % RING) * c->nl + l->layer] = s;
             pthread_cond_broadcast(&c->cv);
             pthread_mutex_unlock(&c->mu);
         }
@@ -100,7 +109,9 @@ gpt_cpuopt_t *gpt_cpuopt_start(int nl, int nlayers, const gpt_cpuopt_layer_t *la
         }
     gpt_cpuopt_t *c = calloc(1, sizeof *c);
     if (c == NULL || (c->layers = malloc((size_t)nlayers * sizeof *layers)) == NULL ||
-        (c->done = malloc((size_t)nl * sizeof(int))) == NULL) {
+        (c->done = malloc((size_t)nl * sizeof(int))) == NULL ||
+        (c->layer_s = calloc((size_t)RING * nl, sizeof(double))) == NULL ||
+        (c->layer_step = malloc((size_t)RING * nl * sizeof(int))) == NULL) {
         snprintf(err, errlen, "out of host memory");
         gpt_cpuopt_stop(c);
         return NULL;
@@ -110,6 +121,8 @@ gpt_cpuopt_t *gpt_cpuopt_start(int nl, int nlayers, const gpt_cpuopt_layer_t *la
         c->done[i] = INT_MAX; /* the GPU's: never waited for */
     for (int i = 0; i < nlayers; i++)
         c->done[layers[i].layer] = -1;
+    for (int i = 0; i < RING * nl; i++)
+        c->layer_step[i] = -1;
     c->nlayers = nlayers;
     c->nl = nl;
     c->submitted = -1;
@@ -166,6 +179,19 @@ int gpt_cpuopt_wait(gpt_cpuopt_t *c, int layer, int step) {
 
 double gpt_cpuopt_busy_s(const gpt_cpuopt_t *c) { return c ? c->busy_s : 0.0; }
 
+int gpt_cpuopt_layer_time(gpt_cpuopt_t *c, int layer, int step, double *sec) {
+    *sec = 0.0;
+    if (c == NULL || layer < 0 || layer >= c->nl || step < 0)
+        return 0;
+    pthread_mutex_lock(&c->mu);
+    int k = (step % RING) * c->nl + layer;
+    int ok = c->layer_step[k] == step && c->done[layer] >= step && c->layer_s[k] > 0;
+    if (ok)
+        *sec = c->layer_s[k];
+    pthread_mutex_unlock(&c->mu);
+    return ok;
+}
+
 void gpt_cpuopt_stop(gpt_cpuopt_t *c) {
     if (c == NULL)
         return;
@@ -182,6 +208,8 @@ void gpt_cpuopt_stop(gpt_cpuopt_t *c) {
         cudaEventDestroy(c->ev);
     free(c->layers);
     free(c->done);
+    free(c->layer_s);
+    free(c->layer_step);
     free(c);
 }
 
@@ -205,5 +233,10 @@ int gpt_cpuopt_wait(gpt_cpuopt_t *c, int layer, int step) {
     return -1;
 }
 double gpt_cpuopt_busy_s(const gpt_cpuopt_t *c) { (void)c; return 0.0; }
+int gpt_cpuopt_layer_time(gpt_cpuopt_t *c, int layer, int step, double *sec) {
+    (void)c, (void)layer, (void)step;
+    *sec = 0.0;
+    return 0;
+}
 void gpt_cpuopt_stop(gpt_cpuopt_t *c) { (void)c; }
 #endif

@@ -37,6 +37,8 @@ const char *gpt_cpuopt_submit(gpt_cpuopt_t *c, gpt_gpu_t *g, int step,
 /* Waits until layer i's update of step s is done (at once for a layer the thread does
  * not update); -1 when the thread failed. */
 int gpt_cpuopt_wait(gpt_cpuopt_t *c, int layer, int step);
+/* Layer i's AdamW seconds in step s (one of the last 4, done): 1 and *sec, else 0. */
+int gpt_cpuopt_layer_time(gpt_cpuopt_t *c, int layer, int step, double *sec);
 /* Seconds the thread spent in AdamW. */
 double gpt_cpuopt_busy_s(const gpt_cpuopt_t *c);
 void gpt_cpuopt_stop(gpt_cpuopt_t *c);
