@@ -801,7 +801,8 @@ typedef struct uvmrt_choice {
     int replanned;                  /* 1: the review found an error over 10% and chose again */
     /* the review after a re-plan: the re-planned values measured against the first ones */
     double replanned_measured_step_ns; /* their median measured step time; 0 before */
-    int reverted;                   /* 1: they ran slower than the first, which are back */
+    int reverted;                   /* 1: they ran slower than the first, which are back
+                                       (predicted_step_ns: the re-plan's prediction of them) */
     /* the tensors the trainer declared recomputable (uvmrt_tensor_set_recompute) */
     int recomputable_tensors;       /* declared in the rehearsal */
     int recompute_tensors;          /* how many of them recompute (the first in their order) */

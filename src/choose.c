@@ -510,7 +510,16 @@ uvmrt_status_t uvmrt_choice_review(uvmrt_context_t *ctx, uvmrt_choice_t *out, in
         if (measured > c->first_measured_ns) {
             memcpy(r.values, c->first_values, sizeof r.values);
             r.recompute_tensors = c->first_recompute;
+            /* the re-plan's prediction of the first values (its model has the measured
+             * work), else the first prediction */
             r.predicted_step_ns = r.first_predicted_step_ns;
+            size_t nk = c->n_knobs + (size_t)c->has_rc;
+            for (size_t i = 0; i < c->n_cand && c->cand_values != NULL; i++) {
+                const int *v = c->cand_values + i * nk;
+                int same = !c->has_rc || v[c->n_knobs] == c->first_recompute;
+                for (size_t k = 0; k < c->n_knobs; k++) same &= v[k] == c->first_values[k];
+                if (same && c->cand_ns[i] > 0) r.predicted_step_ns = c->cand_ns[i];
+            }
             r.plan_budget_bytes = c->first_plan_budget;
             r.reverted = 1;
             differ = 1;

@@ -303,18 +303,19 @@ uvmrt_status_t uvmrt__step_work(uvmrt_context_t *ctx, const uvmrt_sequence_t *q,
             decl[c->phase] += (double)c->declared_ns;
         }
     }
+    double meas_all = 0, decl_all = 0; /* every phase's clean calls */
+    for (int p = 0; p < UVMRT_PHASE_COUNT; p++) meas_all += meas[p], decl_all += decl[p];
     for (size_t i = 0; i < q->n_calls; i++) {
         const uvmrt_call_t *c = &q->calls[i];
         double w = (double)raw[i];
         if (link[i] > 0) {
-            /* Its traffic shared the link with the step's migrations, so its measured
-             * time holds more than the traffic at the remote rates: no more than the
-             * phase's clean calls' efficiency says its declared work takes. */
+            /* Its traffic shared the link with the step's other transfers, so its
+             * measured time holds more than the traffic at the remote rates: no more
+             * than the clean calls' efficiency (its phase's, else the step's) says its
+             * declared work takes. The model adds the traffic and its queueing back. */
             w = w > link[i] ? w - link[i] : 0;
-            if (decl[c->phase] > 0 && c->declared_ns > 0) {
-                double clean = (double)c->declared_ns * meas[c->phase] / decl[c->phase];
-                if (clean < w) w = clean;
-            }
+            double eff = decl[c->phase] > 0 ? meas[c->phase] / decl[c->phase] : decl_all > 0 ? meas_all / decl_all : 0;
+            if (eff > 0 && c->declared_ns > 0 && (double)c->declared_ns * eff < w) w = (double)c->declared_ns * eff;
         }
         work[i] = (uint64_t)w;
     }

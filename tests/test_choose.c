@@ -392,7 +392,20 @@ Test(choose, review_after_a_replan_keeps_the_faster_measured)
     cr_assert_eq(c.reverted, 1);
     cr_assert_eq(changed, 1);
     cr_assert_eq(c.values[0], 1, "back to the first values");
-    cr_assert_eq(c.predicted_step_ns, c.first_predicted_step_ns);
+    /* their prediction is the re-plan's (with the backward measured 3x), which the
+     * measurement of them agrees with, not the first model's */
+    double replan_v1 = 0;
+    for (size_t i = 0; i < uvmrt_choice_count(ctx); i++) {
+        int v;
+        double ns;
+        cr_assert_eq(uvmrt_choice_candidate(ctx, i, &v, &ns), UVMRT_OK);
+        if (v == 1) replan_v1 = ns;
+    }
+    cr_assert_gt(replan_v1, 0);
+    cr_assert_eq(c.predicted_step_ns, replan_v1);
+    cr_assert_gt(c.predicted_step_ns, 1.2 * c.first_predicted_step_ns);
+    double err = c.predicted_step_ns / first - 1.0;
+    cr_assert(err < 0.1 && err > -0.1, "v = 1 predicted %.0f after the revert, measured %.0f", c.predicted_step_ns, first);
     /* once decided, later reviews only compare */
     cr_assert_eq(liar_steps(ctx, 1, 3, 1.0, 3.0), UVMRT_OK);
     uvmrt_choice_t again;

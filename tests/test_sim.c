@@ -375,3 +375,38 @@ Test(sim_remote, a_calls_own_work_leaves_its_link_traffic_out)
               (unsigned long long)own_ns);
     uvmrt_context_destroy(ctx);
 }
+
+/* A call with link traffic in a phase whose calls all have some (e.g. a copy over
+ * the link) measured more than its traffic at the remote rates: what is left over is
+ * the link shared with other work, not the call's own, so its work is capped at its
+ * declared work times the efficiency the step's clean calls measured (here 1: on sim
+ * a call's work is its declared flops), not taken as measured less the traffic. */
+Test(sim_remote, a_link_bound_calls_leftover_is_capped_by_the_steps_efficiency)
+{
+    uvmrt_context_t *ctx = ctx_on_test_profile(0);
+    int l;
+    cr_assert_eq(uvmrt_layer_add(ctx, "L", &l), UVMRT_OK);
+    uvmrt_tensor_t *x = host_placed(ctx, 1 * GIB);
+    uvmrt_use_t use = {x, UVMRT_USE_READ | UVMRT_USE_STREAM};
+    const double flops = 1e11; /* 1 ms at the test profile's 1e14 FLOP/s */
+    uvmrt_layer_call_t clean = {.layer = l, .phase = UVMRT_PHASE_FORWARD, .stream = GPU_S, .flops = flops};
+    /* declared 1 ms, but it runs 6 ms beyond its traffic (as if it waited for the link) */
+    uvmrt_layer_call_t copy = {.layer = l, .phase = UVMRT_PHASE_OPTIMIZER, .stream = GPU_S, .uses = &use,
+                               .n_uses = 1, .no_default_uses = 1, .flops = flops, .sim_duration_ns = 6000000};
+    for (int step = 0; step < 3; step++) {
+        cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
+        cr_assert_eq(uvmrt_layer_begin(ctx, &clean), UVMRT_OK, "%s", log_text());
+        cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK);
+        cr_assert_eq(uvmrt_layer_begin(ctx, &copy), UVMRT_OK, "%s", log_text());
+        cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK);
+        cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK);
+    }
+    uint64_t work[4] = {0};
+    cr_assert_eq(uvmrt__step_work(ctx, &ctx->sched.cur, work, work + 2), UVMRT_OK);
+    double link_ns = (double)GIB / LINK * 1e9;
+    cr_assert(fabs((double)work[3] - (link_ns + 6e6)) <= 2, "measured %llu ns", (unsigned long long)work[3]);
+    cr_assert(fabs((double)work[0] - 1e6) <= 2, "the clean call's work %llu ns", (unsigned long long)work[0]);
+    cr_assert(fabs((double)work[1] - 1e6) <= 2, "the copy's work %llu ns: expected its declared 1 ms, not 6",
+              (unsigned long long)work[1]);
+    uvmrt_context_destroy(ctx);
+}
