@@ -638,7 +638,7 @@ static void review(mlp_run_t *run, int s) {
         printf("auto: the re-planned values measured %.1f ms/step, the first ones %.1f: %s\n",
                c->replanned_measured_step_ns / 1e6, c->measured_step_ns / 1e6,
                c->reverted ? "back to the first ones" : "kept");
-        if (changed)
+        if (changed && s + 1 < run->opt->c.steps)
             choice_apply(run, s);
         return;
     }
@@ -658,6 +658,8 @@ static void review(mlp_run_t *run, int s) {
     }
     printf("\n");
     if (!changed)
+        return;
+    if (s + 1 >= run->opt->c.steps) /* no step left to run them: the values that ran stay */
         return;
     /* the step after the change records; 3 planned steps later the second review */
     if (!hooked && s + 4 < run->opt->c.steps)

@@ -224,6 +224,13 @@ void mlp_cpu_opt_recorded(mlp_run_t *run, mlp_cpu_opt_t *c, int i, int s, uvmrt_
 
 void mlp_cpu_opt_wait_done(mlp_run_t *run, mlp_cpu_opt_t *c, int i, int s) {
     pthread_mutex_lock(&c->mu);
+    /* a block step s does not update here (not in its top K, or a step not given to
+     * the thread): nothing to wait for, or the wait would never end */
+    int K = s >= 0 && s <= c->k_set ? c->K[s] : 0;
+    if (i < c->L - K) {
+        pthread_mutex_unlock(&c->mu);
+        return;
+    }
     while (c->done[i] < s && !c->quit)
         pthread_cond_wait(&c->cv, &c->mu);
     int quit = c->quit;

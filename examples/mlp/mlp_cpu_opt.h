@@ -31,7 +31,7 @@ void mlp_cpu_opt_step(mlp_cpu_opt_t *c, int s, double scale, int K);
  * the thread. */
 void mlp_cpu_opt_recorded(mlp_run_t *run, mlp_cpu_opt_t *c, int i, int s, uvmrt_stream_t stream);
 /* Waits until the update of block i for step s has finished (fails the run when
- * the thread failed). */
+ * the thread failed); returns at once when step s does not update block i here. */
 void mlp_cpu_opt_wait_done(mlp_run_t *run, mlp_cpu_opt_t *c, int i, int s);
 /* Seconds spent in AdamW so far (after mlp_cpu_opt_wait_done of the last step). */
 double mlp_cpu_opt_busy_s(const mlp_cpu_opt_t *c);
