@@ -125,6 +125,14 @@ static void model_log_fn(uvmrt_log_level_t level, const char *message, void *use
     if (level == UVMRT_LOG_ERROR) snprintf(m->last, sizeof m->last, "%s", message);
 }
 
+/* A malloc'd copy of bytes at p (bytes > 0), or NULL when out of memory. */
+static void *dup_of(const void *p, size_t bytes)
+{
+    void *q = malloc(bytes ? bytes : 1);
+    if (q != NULL) memcpy(q, p, bytes);
+    return q;
+}
+
 /* One rehearsal at budget: *ns the predicted step time, 0 when it does not fit. */
 static uvmrt_status_t rehearse(uvmrt_context_t *ctx, search_t *s, const int *values, uint64_t budget, double *ns)
 {
@@ -137,23 +145,13 @@ static uvmrt_status_t rehearse(uvmrt_context_t *ctx, search_t *s, const int *val
                   ctx->cfg.profile, uvmrt_status_str(st), mlog.last[0] ? ": " : "", mlog.last);
         return st;
     }
-    if (s->scale != NULL) {
-        model->choice.scale = malloc(s->n_scale * sizeof *s->scale);
-        if (model->choice.scale == NULL) {
-            uvmrt_context_destroy(model);
-            return UVMRT_ERR_NOMEM;
-        }
-        memcpy(model->choice.scale, s->scale, s->n_scale * sizeof *s->scale);
-        model->choice.n_scale = s->n_scale;
+    /* a review's measurements, the model's own copies */
+    if ((s->scale != NULL && (model->choice.scale = dup_of(s->scale, s->n_scale * sizeof *s->scale)) == NULL) ||
+        (s->host_ns != NULL && (model->choice.host_ns = dup_of(s->host_ns, s->n_scale * sizeof *s->host_ns)) == NULL)) {
+        uvmrt_context_destroy(model);
+        return UVMRT_ERR_NOMEM;
     }
-    if (s->host_ns != NULL) {
-        model->choice.host_ns = malloc(s->n_scale * sizeof *s->host_ns);
-        if (model->choice.host_ns == NULL) {
-            uvmrt_context_destroy(model);
-            return UVMRT_ERR_NOMEM;
-        }
-        memcpy(model->choice.host_ns, s->host_ns, s->n_scale * sizeof *s->host_ns);
-    }
+    model->choice.n_scale = s->scale != NULL || s->host_ns != NULL ? s->n_scale : 0;
     model->choice.host_slowdown = s->host_slowdown;
     s->rehearsals++;
     model->choice.choice.recompute_tensors = s->n_knobs > s->n_user ? values[s->n_user] : 0;

@@ -507,6 +507,18 @@ double rehearsed_step_ns(const uvmrt_context_t *ctx)
     return 0.5 * ((double)a.step_ns + (double)b.step_ns);
 }
 
+double candidate_ns(const uvmrt_context_t *ctx, int v)
+{
+    double found = 0;
+    for (size_t i = 0; i < uvmrt_choice_count(ctx); i++) {
+        int value;
+        double ns;
+        cr_assert_eq(uvmrt_choice_candidate(ctx, i, &value, &ns), UVMRT_OK);
+        if (value == v) found = ns;
+    }
+    return found;
+}
+
 uvmrt_status_t layers_add(uvmrt_context_t *ctx, int n)
 {
     uvmrt_status_t st = UVMRT_OK;

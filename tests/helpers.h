@@ -58,6 +58,10 @@ uint64_t sim_device_bytes(uvmrt_context_t *ctx);
  * >= 1 MiB rounds up to 2 MiB, smaller sizes round up to 64 KiB. */
 uint64_t footprint_of(uint64_t size);
 
+/* The last choice's predicted ns for the candidate whose one knob has value v (0: it
+ * did not fit, or no such candidate). For contexts whose choice has one knob. */
+double candidate_ns(const uvmrt_context_t *ctx, int v);
+
 /* Adds layers "L0" .. "L<n-1>" (ids 0..n-1 on a fresh context); the first failure's status. */
 uvmrt_status_t layers_add(uvmrt_context_t *ctx, int n);
 

@@ -266,13 +266,7 @@ Test(choose, review_replans_once_with_the_measured_work)
     cr_assert(c.measured_step_ns > 1.1 * first);
     /* the new prediction of the values that ran models the measured work: within 10% */
     int keep = c.values[0];
-    double again = 0;
-    for (size_t i = 0; i < uvmrt_choice_count(ctx); i++) {
-        int v;
-        double ns;
-        cr_assert_eq(uvmrt_choice_candidate(ctx, i, &v, &ns), UVMRT_OK);
-        if (v == first_keep) again = ns;
-    }
+    double again = candidate_ns(ctx, first_keep);
     double err = c.measured_step_ns / again - 1.0;
     cr_assert(err < 0.10 && err > -0.10, "keep %d: measured %.0f, predicted again %.0f (now keep %d)", first_keep,
               c.measured_step_ns, again, keep);
@@ -394,13 +388,7 @@ Test(choose, review_after_a_replan_keeps_the_faster_measured)
     cr_assert_eq(c.values[0], 1, "back to the first values");
     /* their prediction is the re-plan's (with the backward measured 3x), which the
      * measurement of them agrees with, not the first model's */
-    double replan_v1 = 0;
-    for (size_t i = 0; i < uvmrt_choice_count(ctx); i++) {
-        int v;
-        double ns;
-        cr_assert_eq(uvmrt_choice_candidate(ctx, i, &v, &ns), UVMRT_OK);
-        if (v == 1) replan_v1 = ns;
-    }
+    double replan_v1 = candidate_ns(ctx, 1);
     cr_assert_gt(replan_v1, 0);
     cr_assert_eq(c.predicted_step_ns, replan_v1);
     cr_assert_gt(c.predicted_step_ns, 1.2 * c.first_predicted_step_ns);

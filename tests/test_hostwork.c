@@ -94,13 +94,13 @@ Test(hostwork, bad_measurements_are_refused_naming_the_value)
 
 /* A trainer with one knob: where the optimizer runs (0: the GPU, 20 ms per layer;
  * 1: the CPU, beside the GPU's next backward). real_host_ns > 0: the real run's CPU
- * takes that long per layer (declared as host_ns on sim, as a real CPU would) and the
- * trainer reports it after each step. */
+ * takes that long per layer (declared as host_ns on sim, as a real CPU would), and
+ * with report the trainer tells the runtime after each step. */
 typedef struct placement {
     uint64_t real_host_ns;
 } placement_t;
 
-static uvmrt_status_t placement_steps(uvmrt_context_t *ctx, int on_cpu, int steps, uint64_t real_host_ns)
+static uvmrt_status_t placement_steps(uvmrt_context_t *ctx, int on_cpu, int steps, uint64_t real_host_ns, int report)
 {
     uvmrt_status_t st = UVMRT_OK;
     for (int s = 0; s < steps && st == UVMRT_OK; s++) {
@@ -111,7 +111,7 @@ static uvmrt_status_t placement_steps(uvmrt_context_t *ctx, int on_cpu, int step
             if (st == UVMRT_OK) st = call(ctx, l, UVMRT_PHASE_OPTIMIZER, 20 * MS, on_cpu, real_host_ns);
         }
         if (st == UVMRT_OK) st = uvmrt_step_end(ctx);
-        for (int l = 0; l < NL && st == UVMRT_OK && on_cpu && real_host_ns > 0; l++)
+        for (int l = 0; l < NL && st == UVMRT_OK && on_cpu && real_host_ns > 0 && report; l++)
             st = uvmrt_host_work_measured(ctx, l, UVMRT_PHASE_OPTIMIZER, real_host_ns);
     }
     return st;
@@ -121,7 +121,7 @@ static uvmrt_status_t placement_rehearse(uvmrt_context_t *model, const int *valu
 {
     (void)user;
     uvmrt_status_t st = layers_add(model, NL);
-    return st == UVMRT_OK ? placement_steps(model, values[0], steps, 0) : st;
+    return st == UVMRT_OK ? placement_steps(model, values[0], steps, 0, 0) : st;
 }
 
 Test(hostwork, review_replans_with_the_measured_cpu_time)
@@ -134,7 +134,7 @@ Test(hostwork, review_replans_with_the_measured_cpu_time)
     cr_assert_eq(c.values[0], 1, "the model's CPU (~12 ms per layer beside the GPU) beats 20 ms on the GPU");
     cr_assert_eq(layers_add(ctx, NL), UVMRT_OK);
     /* the real CPU takes 60 ms per layer: the step is its chain of four */
-    cr_assert_eq(placement_steps(ctx, 1, 4, 60 * MS), UVMRT_OK, "%s", log_text());
+    cr_assert_eq(placement_steps(ctx, 1, 4, 60 * MS, 1), UVMRT_OK, "%s", log_text());
     int changed = -1;
     cr_assert_eq(uvmrt_choice_review(ctx, &c, &changed), UVMRT_OK, "%s", log_text());
     cr_assert_eq(c.replanned, 1);
@@ -143,13 +143,7 @@ Test(hostwork, review_replans_with_the_measured_cpu_time)
     cr_assert_eq(changed, 1);
     cr_assert_eq(c.values[0], 0, "with the CPU measured at 60 ms per layer the GPU's 20 ms wins");
     /* the re-plan's prediction of the values that ran is the measured step */
-    double again = 0;
-    for (size_t i = 0; i < uvmrt_choice_count(ctx); i++) {
-        int v;
-        double ns;
-        cr_assert_eq(uvmrt_choice_candidate(ctx, i, &v, &ns), UVMRT_OK);
-        if (v == 1) again = ns;
-    }
+    double again = candidate_ns(ctx, 1);
     double err = again / c.measured_step_ns - 1.0;
     cr_assert(err < 0.02 && err > -0.02, "CPU placement: predicted again %.0f, measured %.0f", again,
               c.measured_step_ns);
@@ -167,17 +161,7 @@ Test(hostwork, review_without_measurements_keeps_the_models_cpu)
     /* the same slow CPU, but the trainer reports nothing: the review sees the step
      * slower than predicted, yet its re-plan has only the GPU's measurements, which
      * match the model, so the choice stays */
-    uvmrt_status_t st = UVMRT_OK;
-    for (int s = 0; s < 4 && st == UVMRT_OK; s++) {
-        st = uvmrt_step_begin(ctx);
-        for (int l = 0; l < NL && st == UVMRT_OK; l++) st = call(ctx, l, UVMRT_PHASE_FORWARD, 2 * MS, 0, 0);
-        for (int l = NL - 1; l >= 0 && st == UVMRT_OK; l--) {
-            st = call(ctx, l, UVMRT_PHASE_BACKWARD, 4 * MS, 0, 0);
-            if (st == UVMRT_OK) st = call(ctx, l, UVMRT_PHASE_OPTIMIZER, 0, 1, 60 * MS);
-        }
-        if (st == UVMRT_OK) st = uvmrt_step_end(ctx);
-    }
-    cr_assert_eq(st, UVMRT_OK, "%s", log_text());
+    cr_assert_eq(placement_steps(ctx, 1, 4, 60 * MS, 0), UVMRT_OK, "%s", log_text());
     int changed = -1;
     cr_assert_eq(uvmrt_choice_review(ctx, &c, &changed), UVMRT_OK, "%s", log_text());
     cr_assert_eq(c.replanned, 1);

@@ -73,6 +73,21 @@ static uint64_t recorded_run_on(const char *path, uint64_t budget, const char *p
 }
 static uint64_t recorded_run(const char *path, uint64_t budget) { return recorded_run_on(path, budget, NULL); }
 
+/* A sim context (prefetch, budget, profile; NULL: the default) that writes its
+ * recorded step to path (UVMRT_RECORD), with the monitor off. */
+static uvmrt_context_t *recording_ctx(const char *path, uint64_t budget, const char *profile)
+{
+    env_clear_uvmrt();
+    setenv("UVMRT_RECORD", path, 1);
+    setenv("UVMRT_MONITOR", "0", 1);
+    uvmrt_params_t p;
+    sim_params(&p, UVMRT_POLICY_PREFETCH, budget, profile);
+    p.ignore_env = 0;
+    uvmrt_context_t *ctx = NULL;
+    cr_assert_eq(uvmrt_context_create(&p, &ctx), UVMRT_OK, "%s", log_text());
+    return ctx;
+}
+
 /* Removes the record and its folder (tmpfile_path). */
 static void remove_record(const char *path)
 {
@@ -320,14 +335,7 @@ Test(plantool, bad_input_and_usage)
 /* A record that cannot be written is a warning; the step still succeeds. */
 Test(plantool, unwritable_record_only_warns)
 {
-    env_clear_uvmrt();
-    setenv("UVMRT_RECORD", "/nonexistent-dir/rec.json", 1);
-    setenv("UVMRT_MONITOR", "0", 1);
-    uvmrt_params_t p;
-    sim_params(&p, UVMRT_POLICY_PREFETCH, 16 * MiB, NULL);
-    p.ignore_env = 0;
-    uvmrt_context_t *ctx = NULL;
-    cr_assert_eq(uvmrt_context_create(&p, &ctx), UVMRT_OK, "%s", log_text());
+    uvmrt_context_t *ctx = recording_ctx("/nonexistent-dir/rec.json", 16 * MiB, NULL);
     net_spec_t spec = net_spec_default();
     net_t *net = net_create(ctx, &spec);
     run_steps(net, 2, NULL, NULL); /* fails the test if a call fails */
@@ -340,14 +348,7 @@ Test(plantool, a_rerecorded_step_rewrites_the_file)
 {
     char path[256];
     tmpfile_path(path, sizeof path);
-    env_clear_uvmrt();
-    setenv("UVMRT_RECORD", path, 1);
-    setenv("UVMRT_MONITOR", "0", 1);
-    uvmrt_params_t p;
-    sim_params(&p, UVMRT_POLICY_PREFETCH, 16 * MiB, NULL);
-    p.ignore_env = 0;
-    uvmrt_context_t *ctx = NULL;
-    cr_assert_eq(uvmrt_context_create(&p, &ctx), UVMRT_OK, "%s", log_text());
+    uvmrt_context_t *ctx = recording_ctx(path, 16 * MiB, NULL);
     net_spec_t spec = net_spec_default();
     net_t *net = net_create(ctx, &spec);
     run_steps(net, 2, NULL, NULL);
@@ -368,14 +369,7 @@ Test(plantool, measured_cpu_work_is_recorded_and_replayed)
 {
     char path[256];
     tmpfile_path(path, sizeof path);
-    env_clear_uvmrt();
-    setenv("UVMRT_RECORD", path, 1);
-    setenv("UVMRT_MONITOR", "0", 1);
-    uvmrt_params_t p;
-    sim_params(&p, UVMRT_POLICY_PREFETCH, 64 * MiB, "h200");
-    p.ignore_env = 0;
-    uvmrt_context_t *ctx = NULL;
-    cr_assert_eq(uvmrt_context_create(&p, &ctx), UVMRT_OK, "%s", log_text());
+    uvmrt_context_t *ctx = recording_ctx(path, 64 * MiB, "h200");
     int l;
     cr_assert_eq(uvmrt_layer_add(ctx, "L", &l), UVMRT_OK);
     uvmrt_tensor_desc_t d = {"w", l, UVMRT_ROLE_WEIGHT, 2 * MiB};

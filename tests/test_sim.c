@@ -346,6 +346,19 @@ Test(sim_remote, a_calls_link_traffic_adds_to_its_work)
     model_close(&m);
 }
 
+/* A recording step, then two planned ones, each of the n calls in order. */
+static void three_steps(uvmrt_context_t *ctx, const uvmrt_layer_call_t *calls, int n)
+{
+    for (int step = 0; step < 3; step++) {
+        cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
+        for (int i = 0; i < n; i++) {
+            cr_assert_eq(uvmrt_layer_begin(ctx, &calls[i]), UVMRT_OK, "%s", log_text());
+            cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK, "%s", log_text());
+        }
+        cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK);
+    }
+}
+
 /* What the review and UVMRT_RECORD take as a call's own work: its measured time less
  * its traffic to host-homed tensors at the remote rates (the model adds that traffic
  * back), so that a re-play does not count the link twice. */
@@ -359,12 +372,7 @@ Test(sim_remote, a_calls_own_work_leaves_its_link_traffic_out)
     const uint64_t own_ns = 5000000; /* 5 ms */
     uvmrt_layer_call_t g = {.layer = l, .phase = UVMRT_PHASE_FORWARD, .stream = GPU_S, .uses = &use, .n_uses = 1,
                             .no_default_uses = 1, .sim_duration_ns = own_ns};
-    for (int step = 0; step < 3; step++) { /* a recording step, then planned ones */
-        cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
-        cr_assert_eq(uvmrt_layer_begin(ctx, &g), UVMRT_OK, "%s", log_text());
-        cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK, "%s", log_text());
-        cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK);
-    }
+    three_steps(ctx, &g, 1);
     cr_assert(x->host_homed, "the host-placed tensor is host-homed");
     uint64_t work[2] = {0, 0};
     cr_assert_eq(uvmrt__step_work(ctx, &ctx->sched.cur, work, work + 1), UVMRT_OK);
@@ -393,14 +401,8 @@ Test(sim_remote, a_link_bound_calls_leftover_is_capped_by_the_steps_efficiency)
     /* declared 1 ms, but it runs 6 ms beyond its traffic (as if it waited for the link) */
     uvmrt_layer_call_t copy = {.layer = l, .phase = UVMRT_PHASE_OPTIMIZER, .stream = GPU_S, .uses = &use,
                                .n_uses = 1, .no_default_uses = 1, .flops = flops, .sim_duration_ns = 6000000};
-    for (int step = 0; step < 3; step++) {
-        cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
-        cr_assert_eq(uvmrt_layer_begin(ctx, &clean), UVMRT_OK, "%s", log_text());
-        cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK);
-        cr_assert_eq(uvmrt_layer_begin(ctx, &copy), UVMRT_OK, "%s", log_text());
-        cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK);
-        cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK);
-    }
+    uvmrt_layer_call_t calls[2] = {clean, copy};
+    three_steps(ctx, calls, 2);
     uint64_t work[4] = {0};
     cr_assert_eq(uvmrt__step_work(ctx, &ctx->sched.cur, work, work + 2), UVMRT_OK);
     double link_ns = (double)GIB / LINK * 1e9;
