@@ -412,3 +412,22 @@ Test(sim_remote, a_link_bound_calls_leftover_is_capped_by_the_steps_efficiency)
               (unsigned long long)work[1]);
     uvmrt_context_destroy(ctx);
 }
+
+/* With the profile's CPU-beside-a-direction figure, CPU work enqueued before a
+ * transfer gives way to it down to that ceiling (60 - (60 - 30) x 40/50 = 36 GB/s),
+ * whichever came first: the transfer keeps its full rate and the CPU work ends as if
+ * it had run at its ceiling under the transfer throughout. */
+Test(sim_hostmem, cpu_work_gives_way_to_a_later_transfer_down_to_its_ceiling)
+{
+    model_t m;
+    model_open(&m, B, 1);
+    m.prof.host_mem_cpu_beside_h2d_bps = 30e9;
+    uint64_t t0 = uvmrt_backend_sim.now_ns(m.be);
+    cpu_work(&m, H);  /* booked first: 50 ms alone */
+    prefetch_all(&m); /* 107 ms at 40 GB/s, all of it beside the CPU work */
+    double ceiling = CPU - (CPU - 30e9) * (LINK / m.prof.pinned_h2d_bps);
+    assert_ns_near(end_of(&m, H2D, t0), (double)B / LINK * 1e9);
+    double cpu_end = end_of(&m, CPU_S, t0), want = (double)H / ceiling * 1e9;
+    cr_assert(fabs(cpu_end - want) < 1e5, "CPU work ends at %.0f ns, predicted %.0f", cpu_end, want);
+    model_close(&m);
+}

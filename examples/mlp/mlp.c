@@ -907,7 +907,8 @@ int main(int argc, char **argv) {
         run.cpu_stream = (uvmrt_stream_t)(void *)&sim_cpu_timeline;
         run.stream = (uvmrt_stream_t)(void *)&sim_gpu_timeline;
         run.half_stream = (uvmrt_stream_t)(void *)&sim_half_timeline;
-        run.staged = 1;
+        const char *stage = getenv("MLP_STAGE"); /* the model of either path, as on cuda */
+        run.staged = stage == NULL || strcmp(stage, "0") != 0;
     }
     if (run.backend == UVMRT_BACKEND_CUDA)
         run.staged = mlp_gpu_can_stage(); /* the rehearsals model the same path */

@@ -24,7 +24,9 @@
  *    what the booked work leaves, so that CPU plus link never exceed
  *    host_mem_shared_bps and the CPU never host_mem_bps; with the profile's
  *    figures for the CPU beside each link direction alone, each direction also
- *    takes from the CPU's ceiling in proportion to its use of the link. The two
+ *    takes from the CPU's ceiling in proportion to its use of the link, whichever
+ *    was enqueued first: CPU work booked before a transfer gives way down to that
+ *    ceiling and does the rest after (its stream's clock moves on). The two
  *    link directions alone are not limited by host memory (the profile measured
  *    them together).
  * Pages that hold no data move for free: nothing needs copying.
@@ -58,9 +60,12 @@ struct uvmrt_event_st {
     int timing;
 };
 
-/* A booking of host memory: [t0, t1) in model ns at bps bytes/s. */
+/* A booking of host memory: [t0, t1) in model ns at bps bytes/s; CPU work the model
+ * times itself names its stream's timeline (owner), so that link traffic booked later
+ * can slow it (a measured time, and link transfers, have none). */
 typedef struct hm_seg {
     double t0, t1, bps;
+    sim_timeline_t *owner;
 } hm_seg_t;
 
 typedef struct hm_list {
@@ -296,7 +301,7 @@ static void hm_prune(sim_t *s, hm_list_t *l)
     l->n = k;
 }
 
-static void hm_book(sim_t *s, hm_list_t *l, double t0, double t1, double bps)
+static void hm_book(sim_t *s, hm_list_t *l, double t0, double t1, double bps, sim_timeline_t *owner)
 {
     if (t1 <= t0 || bps <= 0) return;
     if (l->n == l->cap) hm_prune(s, l);
@@ -312,7 +317,7 @@ static void hm_book(sim_t *s, hm_list_t *l, double t0, double t1, double bps)
         l->seg = g;
         l->cap = cap;
     }
-    l->seg[l->n++] = (hm_seg_t){t0, t1, bps};
+    l->seg[l->n++] = (hm_seg_t){t0, t1, bps, owner};
 }
 
 /* Bytes/s booked at time t, and the next time after t at which that changes. */
@@ -360,7 +365,44 @@ static double cpu_ceiling(const sim_t *s, double u_h2d, double u_d2h)
  * transfer in one direction. Returns when it ends and books its rates. Alone (or
  * with host memory not modelled) it takes bytes / bps exactly as before; beside
  * booked work it takes what host memory they leave. */
-static uint64_t hm_run(sim_t *s, uint64_t t, double bytes, double bps, int kind)
+/* CPU bytes/s booked at t by work the model may slow (an owner), the rest in *fixed. */
+static double hm_cpu_yielding(const hm_list_t *l, double t, double *fixed)
+{
+    double y = 0;
+    *fixed = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        const hm_seg_t *g = &l->seg[i];
+        if (g->t0 <= t && t < g->t1) {
+            if (g->owner != NULL) y += g->bps;
+            else *fixed += g->bps;
+        }
+    }
+    return y;
+}
+
+/* Link traffic booked over CPU work booked before it, in [t0, t1): the CPU's share of
+ * host memory there falls by the factor f (its ceiling beside that traffic), each of
+ * its bookings is split around [t0, t1), and what it could not do there it does after
+ * its own work, which moves its timeline on (the CPU gives way: measured on the H200,
+ * the link beside AdamW kept most of its rate and the CPU lost up to a third). */
+static void hm_cpu_yield(sim_t *s, double t0, double t1, double f)
+{
+    size_t n = s->hm_cpu.n;
+    for (size_t i = 0; i < n; i++) {
+        hm_seg_t g = s->hm_cpu.seg[i];
+        if (g.owner == NULL || !(g.t0 <= t0 && t0 < g.t1)) continue;
+        double end = t1 < g.t1 ? t1 : g.t1;
+        double lost = g.bps * (1 - f) * (end - t0) * 1e-9; /* bytes */
+        s->hm_cpu.seg[i].t1 = t0;
+        hm_book(s, &s->hm_cpu, t0, end, g.bps * f, g.owner);
+        if (end < g.t1) hm_book(s, &s->hm_cpu, end, g.t1, g.bps, g.owner);
+        double more = lost / s->prof->host_mem_bps * 1e9, from = (double)g.owner->t > g.t1 ? (double)g.owner->t : g.t1;
+        hm_book(s, &s->hm_cpu, from, from + more, s->prof->host_mem_bps, g.owner);
+        g.owner->t = (uint64_t)ceil(from + more);
+    }
+}
+
+static uint64_t hm_run(sim_t *s, uint64_t t, double bytes, double bps, int kind, sim_timeline_t *owner)
 {
     uint64_t alone = t + ns_for(bytes, bps);
     if (!s->hm_on || bytes <= 0 || bps <= 0) return alone;
@@ -371,7 +413,7 @@ static uint64_t hm_run(sim_t *s, uint64_t t, double bytes, double bps, int kind)
                               hm_overlaps(&s->hm_d2h, t0, t1)
                         : hm_overlaps(&s->hm_cpu, t0, t1);
     if (!contended) {
-        hm_book(s, own, t0, t1, bps);
+        hm_book(s, own, t0, t1, bps, owner);
         return alone;
     }
     const double shared = s->prof->host_mem_shared_bps;
@@ -380,15 +422,36 @@ static uint64_t hm_run(sim_t *s, uint64_t t, double bytes, double bps, int kind)
         double next = INFINITY;
         double u_cpu = hm_usage(&s->hm_cpu, cur, &next), u_h2d = hm_usage(&s->hm_h2d, cur, &next),
                u_d2h = hm_usage(&s->hm_d2h, cur, &next), u_link = u_h2d + u_d2h;
-        double r = cpu ? fmin(bps, fmin(cpu_ceiling(s, u_h2d, u_d2h) - u_cpu, shared - u_cpu - u_link))
-                       : (u_cpu > 0 ? fmin(bps, shared - u_cpu - u_link) : bps);
+        double r, f = 1;
+        if (cpu) {
+            r = fmin(bps, fmin(cpu_ceiling(s, u_h2d, u_d2h) - u_cpu, shared - u_cpu - u_link));
+        } else if (u_cpu > 0) {
+            /* the CPU work the model times gives way down to its ceiling beside this
+             * transfer too; the link takes what host memory that leaves */
+            double fixed, y = hm_cpu_yielding(&s->hm_cpu, cur, &fixed);
+            double at_full = fmin(bps, shared - u_link - fixed);
+            double cy = y;
+            if (y > 0) {
+                double ceil_cpu = cpu_ceiling(s, u_h2d + (kind == HM_H2D ? at_full : 0),
+                                              u_d2h + (kind == HM_D2H ? at_full : 0)) - fixed;
+                cy = fmax(0.0, fmin(y, ceil_cpu));
+                f = cy / y;
+            }
+            r = fmin(bps, shared - u_link - fixed - cy);
+        } else {
+            r = bps;
+        }
         if (r > 0) {
             double end = cur + left / r * 1e9;
+            /* the CPU's part it gives way with goes after its work, where this transfer's
+             * later pieces may slow it again (so a CPU call under a long transfer ends
+             * as if it had run at its ceiling throughout) */
+            if (f < 1) hm_cpu_yield(s, cur, end <= next ? end : next, f);
             if (end <= next) {
-                hm_book(s, own, cur, end, r);
+                hm_book(s, own, cur, end, r, owner);
                 return (uint64_t)ceil(end);
             }
-            hm_book(s, own, cur, next, r);
+            hm_book(s, own, cur, next, r, owner);
             left -= r * (next - cur) * 1e-9;
         }
         cur = next; /* r == 0 only while something booked runs: next is finite */
@@ -423,7 +486,7 @@ static uvmrt_status_t sim_move(void *state, const uvmrt_range_t *ranges, size_t 
             }
         }
         uint64_t t1 = hm_run(s, t + s->prof->prefetch_call_ns, (double)copied, bps,
-                             to == UVMRT_LOC_DEVICE ? HM_H2D : HM_D2H);
+                             to == UVMRT_LOC_DEVICE ? HM_H2D : HM_D2H, NULL);
         um_add(s, to == UVMRT_LOC_DEVICE ? UVMRT_UM_HTOD : UVMRT_UM_DTOH, UVMRT_UM_CAUSE_USER, ranges[i].ptr,
                copied, t, t1);
         t = t1;
@@ -547,12 +610,12 @@ static uvmrt_status_t sim_touch(void *state, uvmrt_stream_t stream, const uvmrt_
     uint64_t c0 = t;
     if (rd > 0) {
         uint64_t r0 = s->h2d_engine_t > t ? s->h2d_engine_t : t;
-        s->h2d_engine_t = hm_run(s, r0, (double)rd, s->prof->remote_read_bps, HM_H2D);
+        s->h2d_engine_t = hm_run(s, r0, (double)rd, s->prof->remote_read_bps, HM_H2D, NULL);
         c0 = s->h2d_engine_t;
     }
     if (wr > 0) {
         uint64_t w0 = s->d2h_engine_t > t ? s->d2h_engine_t : t;
-        s->d2h_engine_t = hm_run(s, w0, (double)wr, s->prof->remote_write_bps, HM_D2H);
+        s->d2h_engine_t = hm_run(s, w0, (double)wr, s->prof->remote_write_bps, HM_D2H, NULL);
         if (s->d2h_engine_t > c0) c0 = s->d2h_engine_t;
     }
     uint64_t end = c0 + ns_for((double)copied, s->prof->fault_bps) + ns_for((double)written, s->prof->evict_d2h_bps) +
@@ -562,10 +625,12 @@ static uvmrt_status_t sim_touch(void *state, uvmrt_stream_t stream, const uvmrt_
     /* CPU work beside the GPU's: host memory, shared with the link; a measured time is
      * taken as is (it ran beside the link), and booked so that the link shares with it */
     if (w->host_bytes > 0 && w->host_ns > 0) {
-        if (s->hm_on) hm_book(s, &s->hm_cpu, (double)t, (double)(t + w->host_ns), (double)w->host_bytes / (double)w->host_ns * 1e9);
+        if (s->hm_on)
+            hm_book(s, &s->hm_cpu, (double)t, (double)(t + w->host_ns), (double)w->host_bytes / (double)w->host_ns * 1e9,
+                    NULL);
         if (t + w->host_ns > end) end = t + w->host_ns;
     } else if (w->host_bytes > 0 && s->prof->host_mem_bps > 0) {
-        uint64_t cpu_end = hm_run(s, t, (double)w->host_bytes, s->prof->host_mem_bps, HM_CPU);
+        uint64_t cpu_end = hm_run(s, t, (double)w->host_bytes, s->prof->host_mem_bps, HM_CPU, l);
         if (cpu_end > end) end = cpu_end;
     }
     l->t = end;
