@@ -361,10 +361,6 @@ static double cpu_ceiling(const sim_t *s, double u_h2d, double u_d2h)
     return c;
 }
 
-/* Work of `bytes` host-memory bytes from t at up to bps: CPU work (HM_CPU) or a link
- * transfer in one direction. Returns when it ends and books its rates. Alone (or
- * with host memory not modelled) it takes bytes / bps exactly as before; beside
- * booked work it takes what host memory they leave. */
 /* CPU bytes/s booked at t by work the model may slow (an owner), the rest in *fixed. */
 static double hm_cpu_yielding(const hm_list_t *l, double t, double *fixed)
 {
@@ -384,24 +380,50 @@ static double hm_cpu_yielding(const hm_list_t *l, double t, double *fixed)
  * host memory there falls by the factor f (its ceiling beside that traffic), each of
  * its bookings is split around [t0, t1), and what it could not do there it does after
  * its own work, which moves its timeline on (the CPU gives way: measured on the H200,
- * the link beside AdamW kept most of its rate and the CPU lost up to a third). */
+ * the link beside AdamW kept most of its rate and the CPU lost up to a third). The
+ * bookings are all cut first and booked again after, because booking may prune the
+ * list. */
 static void hm_cpu_yield(sim_t *s, double t0, double t1, double f)
 {
-    size_t n = s->hm_cpu.n;
-    for (size_t i = 0; i < n; i++) {
-        hm_seg_t g = s->hm_cpu.seg[i];
-        if (g.owner == NULL || !(g.t0 <= t0 && t0 < g.t1)) continue;
-        double end = t1 < g.t1 ? t1 : g.t1;
-        double lost = g.bps * (1 - f) * (end - t0) * 1e-9; /* bytes */
-        s->hm_cpu.seg[i].t1 = t0;
-        hm_book(s, &s->hm_cpu, t0, end, g.bps * f, g.owner);
-        if (end < g.t1) hm_book(s, &s->hm_cpu, end, g.t1, g.bps, g.owner);
-        double more = lost / s->prof->host_mem_bps * 1e9, from = (double)g.owner->t > g.t1 ? (double)g.owner->t : g.t1;
-        hm_book(s, &s->hm_cpu, from, from + more, s->prof->host_mem_bps, g.owner);
-        g.owner->t = (uint64_t)ceil(from + more);
+    size_t n_hit = 0;
+    for (size_t i = 0; i < s->hm_cpu.n; i++) {
+        const hm_seg_t *g = &s->hm_cpu.seg[i];
+        n_hit += g->owner != NULL && g->t0 <= t0 && t0 < g->t1;
     }
+    if (n_hit == 0) return;
+    hm_seg_t *hit = malloc(n_hit * sizeof *hit);
+    if (hit == NULL) { /* the model goes on without this slowdown, and says so once */
+        if (!s->hm_lost) LOG_WARN(s->log, "sim: out of memory for the host-memory model: some overlapping "
+                                          "transfers and CPU work are modelled without contention");
+        s->hm_lost = 1;
+        return;
+    }
+    n_hit = 0;
+    for (size_t i = 0; i < s->hm_cpu.n; i++) {
+        hm_seg_t *g = &s->hm_cpu.seg[i];
+        if (g->owner == NULL || !(g->t0 <= t0 && t0 < g->t1)) continue;
+        hit[n_hit++] = *g;
+        g->t1 = t0; /* what it did before t0 */
+    }
+    for (size_t k = 0; k < n_hit; k++) {
+        const hm_seg_t *g = &hit[k];
+        double end = t1 < g->t1 ? t1 : g->t1;
+        double lost = g->bps * (1 - f) * (end - t0) * 1e-9; /* bytes */
+        hm_book(s, &s->hm_cpu, t0, end, g->bps * f, g->owner);
+        if (end < g->t1) hm_book(s, &s->hm_cpu, end, g->t1, g->bps, g->owner);
+        double more = lost / s->prof->host_mem_bps * 1e9;
+        double from = (double)g->owner->t > g->t1 ? (double)g->owner->t : g->t1;
+        hm_book(s, &s->hm_cpu, from, from + more, s->prof->host_mem_bps, g->owner);
+        g->owner->t = (uint64_t)ceil(from + more);
+    }
+    free(hit);
 }
 
+/* Work of `bytes` host-memory bytes from t at up to bps: CPU work (HM_CPU, of owner's
+ * stream) or a link transfer in one direction (owner NULL). Returns when it ends and
+ * books its rates. Alone (or with host memory not modelled) it takes bytes / bps
+ * exactly as before; beside booked work it takes what host memory they leave, and CPU
+ * work booked before a transfer gives way to it (hm_cpu_yield). */
 static uint64_t hm_run(sim_t *s, uint64_t t, double bytes, double bps, int kind, sim_timeline_t *owner)
 {
     uint64_t alone = t + ns_for(bytes, bps);
