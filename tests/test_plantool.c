@@ -934,3 +934,21 @@ Test(plantool, damaged_model_files_never_crash)
     }
     remove_record(path);
 }
+
+#ifndef UVMRT_TEST_DATA_DIR
+#error "UVMRT_TEST_DATA_DIR must name tests/data"
+#endif
+
+/* A real record (uvmrt-gpt d48 at 16 GiB on the H200, 19 CPU layers, their CPU calls
+ * without a measurement) with that run's calibrated profile: the model cuts the CPU's
+ * bookings under every later transfer, and once cut bookings were cut again their
+ * number multiplied: this re-play, --fit's search included, ran for minutes. */
+Test(plantool, a_gpt_record_with_cpu_layers_replays_quickly, .timeout = 30)
+{
+    json_t *j = run_json("--record '" UVMRT_TEST_DATA_DIR "/gpt-d48-16g.rec.json' --profile '" UVMRT_TEST_DATA_DIR
+                         "/h200-calibrated.profile.json' --budget 16G --json");
+    cr_assert(json_is_true(json_object_get(j, "fits")));
+    double ms = (double)json_integer_value(json_object_get(j, "predicted_step_ns")) / 1e6;
+    cr_assert(ms > 300 && ms < 800, "predicted %.1f ms (the run measured 565)", ms);
+    json_decref(j);
+}

@@ -379,7 +379,7 @@ static double hm_cpu_yielding(const hm_list_t *l, double t, double *fixed)
 /* Link traffic booked over CPU work booked before it, in [t0, t1): the CPU's share of
  * host memory there falls by the factor f (its ceiling beside that traffic), each of
  * its bookings is split around [t0, t1), and what it could not do there it does after
- * its own work, which moves its timeline on (the CPU gives way: measured on the H200,
+ * its own work at the rate it kept, which moves its timeline on (the CPU gives way: measured on the H200,
  * the link beside AdamW kept most of its rate and the CPU lost up to a third). The
  * bookings are all cut first and booked again after, because booking may prune the
  * list. */
@@ -411,9 +411,11 @@ static void hm_cpu_yield(sim_t *s, double t0, double t1, double f)
         double lost = g->bps * (1 - f) * (end - t0) * 1e-9; /* bytes */
         hm_book(s, &s->hm_cpu, t0, end, g->bps * f, g->owner);
         if (end < g->t1) hm_book(s, &s->hm_cpu, end, g->t1, g->bps, g->owner);
-        double more = lost / s->prof->host_mem_bps * 1e9;
+        /* the rest at the rate it kept beside the transfer, booked as fixed (later
+         * transfers do not cut it again: that would multiply the bookings) */
+        double rate = f > 0 ? g->bps * f : g->bps, more = lost / rate * 1e9;
         double from = (double)g->owner->t > g->t1 ? (double)g->owner->t : g->t1;
-        hm_book(s, &s->hm_cpu, from, from + more, s->prof->host_mem_bps, g->owner);
+        hm_book(s, &s->hm_cpu, from, from + more, rate, NULL);
         g->owner->t = (uint64_t)ceil(from + more);
     }
     free(hit);
@@ -465,9 +467,9 @@ static uint64_t hm_run(sim_t *s, uint64_t t, double bytes, double bps, int kind,
         }
         if (r > 0) {
             double end = cur + left / r * 1e9;
-            /* the CPU's part it gives way with goes after its work, where this transfer's
-             * later pieces may slow it again (so a CPU call under a long transfer ends
-             * as if it had run at its ceiling throughout) */
+            /* the CPU's part it gives way with goes after its work, at the rate it kept
+             * (so a CPU call under a long transfer ends as if it had run at its ceiling
+             * throughout) */
             if (f < 1) hm_cpu_yield(s, cur, end <= next ? end : next, f);
             if (end <= next) {
                 hm_book(s, own, cur, end, r, owner);
