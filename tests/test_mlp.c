@@ -623,7 +623,7 @@ Test(mlp_sim, staged_half_copies_follow_each_cpu_update) {
     json_t *tensors = json_object_get(r, "tensors"), *calls = json_object_get(r, "calls");
     int w_id[4], wh_id[4];
     for (int i = 0; i < 4; i++) {
-        char w[8], wh[8];
+        char w[16], wh[16];
         snprintf(w, sizeof w, "W%d", i);
         snprintf(wh, sizeof wh, "Wh%d", i);
         w_id[i] = wh_id[i] = -1;
