@@ -397,6 +397,13 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The median of v[0..n), n > 0 (v is sorted in place). */
+static double median_of(double *v, size_t n)
+{
+    qsort(v, n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 /* Each (layer, phase)'s measured GPU work in the last step over its modelled time:
  * calls with a modelled duration and no CPU work (a CPU call's stream times nothing);
  * the work less its link traffic, which the model adds itself (uvmrt__step_work). */
@@ -437,10 +444,6 @@ static uvmrt_status_t measured_host(uvmrt_context_t *ctx, size_t n, uint64_t **o
     const uvmrt_sequence_t *q = &ctx->sched.cur;
     *out = NULL;
     *slowdown = 0;
-    size_t have = 0;
-    for (int l = 0; l < ctx->tensors.n_layers; l++)
-        for (int p = 0; p < UVMRT_PHASE_COUNT; p++) have += ctx->tensors.layers[l].host_measured_ns[p] > 0;
-    if (have == 0) return UVMRT_OK;
     uint64_t *h = calloc(n ? n : 1, sizeof *h);
     double *ratio = malloc((q->n_calls ? q->n_calls : 1) * sizeof *ratio);
     if (h == NULL || ratio == NULL) {
@@ -448,10 +451,15 @@ static uvmrt_status_t measured_host(uvmrt_context_t *ctx, size_t n, uint64_t **o
         free(ratio);
         return UVMRT_ERR_NOMEM;
     }
+    size_t have = 0;
     for (int l = 0; l < ctx->tensors.n_layers; l++)
-        for (int p = 0; p < UVMRT_PHASE_COUNT; p++)
-            if ((size_t)l * UVMRT_PHASE_COUNT + (size_t)p < n)
-                h[(size_t)l * UVMRT_PHASE_COUNT + (size_t)p] = ctx->tensors.layers[l].host_measured_ns[p];
+        for (int p = 0; p < UVMRT_PHASE_COUNT && (size_t)l * UVMRT_PHASE_COUNT + (size_t)p < n; p++)
+            have += (h[(size_t)l * UVMRT_PHASE_COUNT + (size_t)p] = ctx->tensors.layers[l].host_measured_ns[p]) > 0;
+    if (have == 0) {
+        free(h);
+        free(ratio);
+        return UVMRT_OK;
+    }
     size_t n_ratio = 0;
     for (size_t i = 0; i < q->n_calls && ctx->profile->host_mem_bps > 0; i++) {
         const uvmrt_call_t *c = &q->calls[i];
@@ -459,10 +467,7 @@ static uvmrt_status_t measured_host(uvmrt_context_t *ctx, size_t n, uint64_t **o
         uint64_t m = ctx->tensors.layers[c->layer].host_measured_ns[c->phase];
         if (m > 0) ratio[n_ratio++] = (double)m / ((double)c->host_bytes / ctx->profile->host_mem_bps * 1e9);
     }
-    if (n_ratio > 0) {
-        qsort(ratio, n_ratio, sizeof *ratio, cmp_double);
-        *slowdown = n_ratio % 2 ? ratio[n_ratio / 2] : 0.5 * (ratio[n_ratio / 2 - 1] + ratio[n_ratio / 2]);
-    }
+    if (n_ratio > 0) *slowdown = median_of(ratio, n_ratio);
     free(ratio);
     *out = h;
     return UVMRT_OK;
@@ -495,9 +500,7 @@ uvmrt_status_t uvmrt_choice_review(uvmrt_context_t *ctx, uvmrt_choice_t *out, in
     size_t n_kept = c->n_planned - 1;
     double sorted[UVMRT_CHOICE_STEPS_KEPT];
     memcpy(sorted, c->planned_ns + 1, n_kept * sizeof *sorted);
-    qsort(sorted, n_kept, sizeof *sorted, cmp_double);
-    size_t h = n_kept / 2;
-    double measured = n_kept % 2 ? sorted[h] : 0.5 * (sorted[h - 1] + sorted[h]);
+    double measured = median_of(sorted, n_kept);
     uvmrt_choice_t r = c->choice;
     int differ = 0;
     if (r.replanned && !c->confirmed) {

@@ -361,17 +361,13 @@ static double cpu_ceiling(const sim_t *s, double u_h2d, double u_d2h)
     return c;
 }
 
-/* CPU bytes/s booked at t by work the model may slow (an owner), the rest in *fixed. */
-static double hm_cpu_yielding(const hm_list_t *l, double t, double *fixed)
+/* CPU bytes/s booked at t by work the model may slow (an owner). */
+static double hm_cpu_yielding(const hm_list_t *l, double t)
 {
     double y = 0;
-    *fixed = 0;
     for (size_t i = 0; i < l->n; i++) {
         const hm_seg_t *g = &l->seg[i];
-        if (g->t0 <= t && t < g->t1) {
-            if (g->owner != NULL) y += g->bps;
-            else *fixed += g->bps;
-        }
+        if (g->owner != NULL && g->t0 <= t && t < g->t1) y += g->bps;
     }
     return y;
 }
@@ -452,7 +448,7 @@ static uint64_t hm_run(sim_t *s, uint64_t t, double bytes, double bps, int kind,
         } else if (u_cpu > 0) {
             /* the CPU work the model times gives way down to its ceiling beside this
              * transfer too; the link takes what host memory that leaves */
-            double fixed, y = hm_cpu_yielding(&s->hm_cpu, cur, &fixed);
+            double y = hm_cpu_yielding(&s->hm_cpu, cur), fixed = u_cpu - y;
             double at_full = fmin(bps, shared - u_link - fixed);
             double cy = y;
             if (y > 0) {
