@@ -35,7 +35,6 @@ struct mlp_cpu_opt {
     int device;            /* the context's GPU: made current on the thread */
     int numa_node;
     int quit;              /* 1: stop; 2: the thread failed */
-    double busy_s;         /* time spent in AdamW */
     double *adamw_s;       /* (steps,) step s's time in AdamW */
     double *wait_s;        /* (steps,) step s's time waiting for its backward's events */
     /* (RING, L): block i's AdamW seconds in step s at [s % RING][i], and that s (-1:
@@ -107,15 +106,14 @@ static void *cpu_opt_main(void *arg) {
                 return NULL;
             if (cudaEventSynchronize(c->ev[i]) != cudaSuccess)
                 goto fail;
-            double t0 = cli_now_s();
+            double t0 = cli_now_s(), busy = 0.0;
             c->wait_s[s] += t0 - w0;
             if (!skip) {
                 void **d = c->data[i];
                 /* W only: the block's forward makes Wh from it on the GPU (mlp_gpu_forward) */
                 mlp_adamw_cpu(c->isa, d[0], d[1], d[2], d[3], NULL, c->precision, c->hh, &coef);
-                double t1 = cli_now_s();
-                c->busy_s += t1 - t0;
-                c->adamw_s[s] += t1 - t0;
+                busy = cli_now_s() - t0;
+                c->adamw_s[s] += busy;
             }
             if (c->stage_flag != NULL) { /* every store of the update first (streaming ones too) */
                 __atomic_thread_fence(__ATOMIC_SEQ_CST);
@@ -123,7 +121,7 @@ static void *cpu_opt_main(void *arg) {
             }
             pthread_mutex_lock(&c->mu);
             c->done[i] = s;
-            c->block_s[(s % RING) * c->L + i] = skip ? 0.0 : cli_now_s() - t0;
+            c->block_s[(s % RING) * c->L + i] = busy;
             c->block_step[(s % RING) * c->L + i] = s;
             pthread_cond_broadcast(&c->cv);
             pthread_mutex_unlock(&c->mu);
@@ -240,7 +238,10 @@ void mlp_cpu_opt_wait_done(mlp_run_t *run, mlp_cpu_opt_t *c, int i, int s) {
 }
 
 double mlp_cpu_opt_busy_s(const mlp_cpu_opt_t *c) {
-    return c->busy_s;
+    double sum = 0.0;
+    for (int s = 0; s < c->steps; s++)
+        sum += c->adamw_s[s];
+    return sum;
 }
 
 int mlp_cpu_opt_block_time(mlp_cpu_opt_t *c, int s, int i, double *sec) {
