@@ -124,15 +124,22 @@ static uvmrt_status_t placement_rehearse(uvmrt_context_t *model, const int *valu
     return st == UVMRT_OK ? placement_steps(model, values[0], steps, 0, 0) : st;
 }
 
-Test(hostwork, review_replans_with_the_measured_cpu_time)
+/* A context that chose where the optimizer runs, its layers declared for the real run. */
+static uvmrt_context_t *placement_chosen(uvmrt_choice_t *c)
 {
     static const int where[] = {0, 1};
     uvmrt_knob_t k = {"optimizer_on_cpu", 2, where};
     uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_PREFETCH, 2 * GIB, "h200");
-    uvmrt_choice_t c;
-    cr_assert_eq(uvmrt_choose(ctx, &k, 1, placement_rehearse, NULL, &c), UVMRT_OK, "%s", log_text());
-    cr_assert_eq(c.values[0], 1, "the model's CPU (~12 ms per layer beside the GPU) beats 20 ms on the GPU");
+    cr_assert_eq(uvmrt_choose(ctx, &k, 1, placement_rehearse, NULL, c), UVMRT_OK, "%s", log_text());
+    cr_assert_eq(c->values[0], 1, "the model's CPU (~12 ms per layer beside the GPU) beats 20 ms on the GPU");
     cr_assert_eq(layers_add(ctx, NL), UVMRT_OK);
+    return ctx;
+}
+
+Test(hostwork, review_replans_with_the_measured_cpu_time)
+{
+    uvmrt_choice_t c;
+    uvmrt_context_t *ctx = placement_chosen(&c);
     /* the real CPU takes 60 ms per layer: the step is its chain of four */
     cr_assert_eq(placement_steps(ctx, 1, 4, 60 * MS, 1), UVMRT_OK, "%s", log_text());
     int changed = -1;
@@ -152,12 +159,8 @@ Test(hostwork, review_replans_with_the_measured_cpu_time)
 
 Test(hostwork, review_without_measurements_keeps_the_models_cpu)
 {
-    static const int where[] = {0, 1};
-    uvmrt_knob_t k = {"optimizer_on_cpu", 2, where};
-    uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_PREFETCH, 2 * GIB, "h200");
     uvmrt_choice_t c;
-    cr_assert_eq(uvmrt_choose(ctx, &k, 1, placement_rehearse, NULL, &c), UVMRT_OK, "%s", log_text());
-    cr_assert_eq(layers_add(ctx, NL), UVMRT_OK);
+    uvmrt_context_t *ctx = placement_chosen(&c);
     /* the same slow CPU, but the trainer reports nothing: the review sees the step
      * slower than predicted, yet its re-plan has only the GPU's measurements, which
      * match the model, so the choice stays */
