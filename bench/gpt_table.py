@@ -246,9 +246,8 @@ def main(argv):
         meas = r.get("final_ms_per_step_median") or r.get("ms_per_step_median")
         ch = r.get("choice") or {}
         own = None
-        if ch:
-            own = ch.get("predicted_ms") if ch.get("replanned") and not ch.get("reverted") \
-                else ch.get("first_predicted_ms")
+        if ch:  # the prediction for the values it ran last (after a re-plan: with the measured work)
+            own = ch.get("predicted_ms")
         rep = load(os.path.join(out, f"replay.{row}.json")) or {}
         rp = rep.get("predicted_step_ns")
         rp = rp / 1e6 if rp else None

@@ -43,14 +43,12 @@ def measured(r):
 
 
 def runtime_prediction(r):
-    """What the runtime predicts for the values it ran last: the review's re-choice
-    (made with the measured work) when it changed them and kept them, else the first."""
+    """What the runtime predicts for the values it ran last (predicted_ms): after a
+    re-plan, made with the measured work, also when it went back to the first values."""
     ch = r.get("choice")
     if not ch:
         return None
-    if ch.get("replanned") and not ch.get("reverted"):
-        return ch.get("predicted_ms")
-    return ch.get("first_predicted_ms")
+    return ch.get("predicted_ms")
 
 
 def err(p, m):

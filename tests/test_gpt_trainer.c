@@ -582,6 +582,67 @@ Test(gpt_trainer, cpu_layers_are_declared_and_host_placed) {
     scratch_done();
 }
 
+/* The access a recorded call declares for the tensor named name (-1: not used). */
+static int recorded_access(json_t *rec, int layer, const char *phase, const char *name) {
+    json_t *tensors = json_object_get(rec, "tensors"), *calls = json_object_get(rec, "calls");
+    long long id = -1;
+    for (size_t i = 0; i < json_array_size(tensors); i++) {
+        json_t *t = json_array_get(tensors, i);
+        if (strcmp(json_string_value(json_object_get(t, "name")), name) == 0)
+            id = jint(t, "id");
+    }
+    cr_assert(id >= 0, "the record has no tensor %s", name);
+    for (size_t i = 0; i < json_array_size(calls); i++) {
+        json_t *c = json_array_get(calls, i);
+        if (jint(c, "layer") != layer || strcmp(jstr(c, "phase"), phase) != 0)
+            continue;
+        json_t *uses = json_object_get(c, "uses");
+        for (size_t k = 0; k < json_array_size(uses); k++) {
+            json_t *u = json_array_get(uses, k);
+            if (json_integer_value(json_array_get(u, 0)) == id)
+                return (int)json_integer_value(json_array_get(u, 1));
+        }
+        return -1;
+    }
+    cr_assert_fail("the record has no %s call of layer %d", phase, layer);
+    return -1;
+}
+
+/* A CPU block's backward makes its gradient in the GPU's gdev and streams it to its
+ * host-homed g once (written, never read: the matmuls do not write it over the link
+ * and the grad norm does not read it back); a GPU block's writes its g in place. */
+Test(gpt_trainer, a_cpu_block_streams_its_gradient_to_the_host_once) {
+    scratch();
+    char rec[512], cmd[2048];
+    snprintf(rec, sizeof rec, "%s/rec.json", dir);
+    snprintf(cmd, sizeof cmd, "timeout 300 '%s' " SPLIT " --steps 3 --cpu-layers 3 --recompute 0 2>&1",
+             gpt_path());
+    env_clear_uvmrt();
+    setenv("UVMRT_RECORD", rec, 1);
+    char *text = NULL;
+    int st = run_capture(cmd, &text);
+    unsetenv("UVMRT_RECORD");
+    cr_assert_eq(st, 0, "exited %d:\n%s", st, text);
+    free(text);
+    json_t *r = json_file(rec);
+    /* layers: embed, block0..block3, head; the CPU's: block2, block3, head */
+    for (int l = 3; l <= 4; l++) {
+        char g[16];
+        snprintf(g, sizeof g, "g_%d", l);
+        cr_expect_eq(recorded_access(r, l, "backward", "gdev"), (int)UVMRT_USE_WRITE, "layer %d", l);
+        cr_expect_eq(recorded_access(r, l, "backward", g), (int)(UVMRT_USE_WRITE | UVMRT_USE_STREAM),
+                     "CPU layer %d's backward: %s", l, g);
+    }
+    for (int l = 1; l <= 2; l++) {
+        char g[16];
+        snprintf(g, sizeof g, "g_%d", l);
+        cr_expect_eq(recorded_access(r, l, "backward", "gdev"), -1, "GPU layer %d uses gdev", l);
+        cr_expect_eq(recorded_access(r, l, "backward", g), (int)UVMRT_USE_WRITE, "GPU layer %d", l);
+    }
+    json_decref(r);
+    scratch_done();
+}
+
 /* ----------------------------------------------------------------------------
  * auto: uvmrt chooses --cpu-layers and --recompute (uvmrt_choose(3)) */
 

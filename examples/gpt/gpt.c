@@ -199,6 +199,11 @@ static void layer_descs(const gpt_run_t *run, int layer, desc_set_t *s) {
     }
 }
 
+/* A CPU block's backward makes its gradient in gdev (block_backward). Every run with
+ * blocks has it, so that where AdamW runs changes no allocation (a GPU-only run never
+ * touches it: it takes no device memory). */
+static int has_gdev(const gpt_run_t *run) { return run->L > 0; }
+
 static void workspace_descs(const gpt_run_t *run, desc_set_t *s) {
     size_t N = (size_t)run->N, NC = N * (size_t)run->C;
     size_t bnt = (size_t)run->B * run->NH * run->T;
@@ -214,6 +219,10 @@ static void workspace_descs(const gpt_run_t *run, desc_set_t *s) {
     desc_add(s, -1, UVMRT_ROLE_WORKSPACE, (size_t)run->chunk * run->Vp * 2, "logits");
     desc_add(s, -1, UVMRT_ROLE_WORKSPACE, (size_t)run->nl * GPT_SUMSQ_BLOCKS * 8 + 16,
              "gnorm");
+    if (has_gdev(run)) {
+        size_t nd;
+        desc_add(s, -1, UVMRT_ROLE_WORKSPACE, layer_nparams(run, 1, &nd) * 4, "gdev");
+    }
     if (run->recompute > 0)
         block_acts_descs(run, s, -1, 0);
 }
@@ -285,8 +294,11 @@ void gpt_net_alloc(gpt_run_t *run) {
         run->managed_bytes += footprint(s.d[k].size_bytes);
     run->dres = t[0], run->dbf = t[1], run->d4 = t[2], run->dln = t[3], run->dqkv = t[4];
     run->delta = t[5], run->colsum = t[6], run->logits = t[7], run->gnorm = t[8];
+    size_t next = 9;
+    if (has_gdev(run))
+        run->gdev = t[next++];
     if (run->recompute > 0) {
-        acts_from(&run->shared_acts, t + 9);
+        acts_from(&run->shared_acts, t + next);
         for (int l = 1; l <= run->recompute; l++)
             run->acts[l - 1] = run->shared_acts;
     }
@@ -773,7 +785,13 @@ static void block_backward(gpt_run_t *run, int l) {
                             run->colsum};
     for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++)
         use_add(&u, ws[k], RW);
-    use_add(&u, p->g, W);
+    /* A CPU block's g lives in host memory. Its matmuls would write it over the link
+     * from their epilogues (slowly) and the grad norm would read it back: the block
+     * makes its gradient in gdev on the GPU and streams it to g once, at the end. */
+    int to_host = on_cpu(run, l) && run->gdev != NULL;
+    if (to_host)
+        use_add(&u, run->gdev, W);
+    use_add(&u, p->g, to_host ? W | S : W);
     use_add(&u, run->gnorm, RW);
     double flops = 2.0 * block_forward_flops(run) + (recompute ? block_forward_flops(run) : 0.0);
     layer_open(run, l, UVMRT_PHASE_BACKWARD, &u, flops, 0);
@@ -781,7 +799,7 @@ static void block_backward(gpt_run_t *run, int l) {
         int N = run->N, C = run->C;
         uvmrt_stream_t s = run->stream;
         const uint16_t *wh = b16(p->wh);
-        float *g = f32(p->g), *dres = f32(run->dres), *cs = f32(run->colsum);
+        float *g = f32(to_host ? run->gdev : p->g), *dres = f32(run->dres), *cs = f32(run->colsum);
         uint16_t *dbf = b16(run->dbf), *d4 = b16(run->d4), *dln = b16(run->dln);
         uint16_t *dqkv = b16(run->dqkv);
         const size_t *o = run->boff;
@@ -820,6 +838,8 @@ static void block_backward(gpt_run_t *run, int l) {
         kcheck(run, gpt_sumsq_launch(g, p->n, (double *)ptr(run->gnorm) +
                                                   (size_t)l * GPT_SUMSQ_BLOCKS, s),
                "grad norm", l);
+        if (to_host)
+            kcheck(run, gpt_copy_f32_launch(f32(p->g), g, p->n, s), "gradient to the host", l);
     }
     layer_close(run, l, UVMRT_PHASE_BACKWARD);
 }

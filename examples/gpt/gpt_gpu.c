@@ -244,6 +244,9 @@ int gpt_gelu_backward_launch(uint16_t *a, const uint16_t *b, size_t c, uvmrt_str
 int gpt_f32_to_bf16_launch(uint16_t *a, const float *b, size_t c, uvmrt_stream_t s) {
     (void)a, (void)b, (void)c, (void)s; NOGPU_FAIL;
 }
+int gpt_copy_f32_launch(float *a, const float *b, size_t c, uvmrt_stream_t s) {
+    (void)a, (void)b, (void)c, (void)s; NOGPU_FAIL;
+}
 int gpt_bias_grad_launch(float *a, float *b, const uint16_t *c, int d, int e, uvmrt_stream_t s) {
     (void)a, (void)b, (void)c, (void)d, (void)e, (void)s; NOGPU_FAIL;
 }

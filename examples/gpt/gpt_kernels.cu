@@ -338,6 +338,11 @@ __global__ void f32_to_bf16_kernel(uint16_t *out, const float4 *in, size_t n4) {
     }
 }
 
+__global__ void copy_f32_kernel(float4 *out, const float4 *in, size_t n4) {
+    GRID_STRIDE(i, n4)
+        out[i] = in[i];
+}
+
 extern "C" int gpt_bias_broadcast_launch(uint16_t *out, const uint16_t *bias, int N, int OC,
                                          uvmrt_stream_t stream) {
     bias_broadcast_kernel<<<grid_for((size_t)N * OC), BLOCK, 0, (cudaStream_t)stream>>>(out, bias,
@@ -378,6 +383,16 @@ extern "C" int gpt_f32_to_bf16_launch(uint16_t *out, const float *in, size_t n,
     f32_to_bf16_kernel<<<grid_for(n / 4), BLOCK, 0, (cudaStream_t)stream>>>(out,
                                                                            (const float4 *)in,
                                                                            n / 4);
+    return last_error();
+}
+
+extern "C" int gpt_copy_f32_launch(float *out, const float *in, size_t n,
+                                   uvmrt_stream_t stream) {
+    if (n % 4 || ((size_t)in | (size_t)out) & 15)
+        return (int)cudaErrorInvalidValue;
+    copy_f32_kernel<<<grid_for(n / 4), BLOCK, 0, (cudaStream_t)stream>>>((float4 *)out,
+                                                                        (const float4 *)in,
+                                                                        n / 4);
     return last_error();
 }
 

@@ -69,6 +69,9 @@ int gpt_gelu_forward_launch(uint16_t *out, const uint16_t *inp, size_t n, uvmrt_
 int gpt_gelu_backward_launch(uint16_t *d, const uint16_t *inp, size_t n, uvmrt_stream_t stream);
 /* out (n,) bf16 = in (n,) fp32 rounded to nearest even, n % 4 == 0 */
 int gpt_f32_to_bf16_launch(uint16_t *out, const float *in, size_t n, uvmrt_stream_t stream);
+/* out (n,) fp32 = in, n % 4 == 0, both 16-byte aligned: one streaming pass (out may be
+ * host memory the GPU writes over the link) */
+int gpt_copy_f32_launch(float *out, const float *in, size_t n, uvmrt_stream_t stream);
 /* dbias (OC,) fp32 = column sums of dout (N,OC), bf16 or fp32 (overwritten);
  * scratch: gpt_colsum_scratch_floats(N, OC) floats */
 int gpt_bias_grad_launch(float *dbias, float *scratch, const uint16_t *dout, int N, int OC,
