@@ -796,8 +796,8 @@ typedef struct uvmrt_choice {
     /* uvmrt_choice_review */
     double measured_step_ns;        /* median measured step time of the planned steps since
                                        the choice; 0 before a review */
-    double first_predicted_step_ns; /* the prediction before a re-plan (= predicted_step_ns
-                                       without one) */
+    double first_predicted_step_ns; /* the first prediction (declared work); after a review
+                                       predicted_step_ns is made with the measured work */
     int replanned;                  /* 1: the review found an error over 10% and chose again */
     /* the review after a re-plan: the re-planned values measured against the first ones */
     double replanned_measured_step_ns; /* their median measured step time; 0 before */
@@ -828,7 +828,9 @@ uvmrt_status_t uvmrt_choose(uvmrt_context_t *ctx, const uvmrt_knob_t *knobs, siz
  * step time of those after the first (which starts from where the steps before it left
  * the tensors) with the prediction. When they differ by more than 10% and the context has not
  * re-planned yet, rehearses again with each (layer, phase)'s GPU work scaled by what the last
- * step measured against what the model gave it, and chooses again (once per context).
+ * step measured against what the model gave it, and chooses again (once per context);
+ * within 10% (and over 1%), the values stay and are rehearsed once more with the measured
+ * work, which gives predicted_step_ns (first_predicted_step_ns keeps the first prediction).
  * Called again after a re-plan whose values changed (at least 2 planned steps of them): when
  * they measured slower than the first values did, the first values come back (reverted) --
  * the model was wrong twice, the measurements decide. *changed (may be NULL) is 1 when the

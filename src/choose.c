@@ -21,6 +21,7 @@
 #define REHEARSAL_STEPS 4
 #define GRAIN (2ull << 20) /* ladder budgets: whole 2 MiB blocks */
 #define REPLAN_ERROR 0.10
+#define AGREE_ERROR 0.01 /* a review within this keeps the prediction as it is */
 #define RC_LEVELS 8 /* recompute 0, 1/8, ..., 8/8 of the recomputable tensors */
 
 /* The knobs being searched (the trainer's n_user, then the recompute count when
@@ -473,6 +474,30 @@ static uvmrt_status_t measured_host(uvmrt_context_t *ctx, size_t n, uint64_t **o
     return UVMRT_OK;
 }
 
+/* The choice r's values rehearsed once more, at its plan budget, with the last step's
+ * measured GPU and CPU work: *ns (0 when they do not fit). Changes nothing else. */
+static uvmrt_status_t predict_measured(uvmrt_context_t *ctx, const uvmrt_choice_t *r, double *ns)
+{
+    uvmrt_choice_state_t *c = &ctx->choice;
+    double *scale = NULL, slowdown = 0;
+    uint64_t *host = NULL;
+    size_t n_scale = 0;
+    *ns = 0;
+    uvmrt_status_t st = measured_scale(ctx, &scale, &n_scale);
+    if (st == UVMRT_OK) st = measured_host(ctx, n_scale, &host, &slowdown);
+    search_t s = {.n_knobs = c->n_knobs + (size_t)c->has_rc, .n_user = c->n_knobs, .names = c->names,
+                  .values = c->values, .n_values = c->n_values, .fn = c->fn, .user = c->user,
+                  .scale = scale, .n_scale = n_scale, .host_ns = host, .host_slowdown = slowdown};
+    int v[UVMRT_KNOBS_MAX + 1] = {0};
+    memcpy(v, r->values, c->n_knobs * sizeof *v);
+    if (c->has_rc) v[c->n_knobs] = r->recompute_tensors;
+    uint64_t budget = r->plan_budget_bytes > 0 && r->plan_budget_bytes < ctx->budget ? r->plan_budget_bytes : ctx->budget;
+    if (st == UVMRT_OK) st = rehearse(ctx, &s, v, budget, ns);
+    free(scale);
+    free(host);
+    return st;
+}
+
 uvmrt_status_t uvmrt_choice_review(uvmrt_context_t *ctx, uvmrt_choice_t *out, int *changed)
 {
     if (ctx == NULL) return UVMRT_ERR_INVALID;
@@ -584,6 +609,25 @@ uvmrt_status_t uvmrt_choice_review(uvmrt_context_t *ctx, uvmrt_choice_t *out, in
         c->confirmed = !differ; /* the same values: nothing to compare later */
         c->choice = r;
         log_choice(ctx, c, "uvmrt_choice_review");
+    } else if (!r.replanned && r.fits && fabs(err) > AGREE_ERROR) {
+        /* Within 10%: the values stay, and their prediction for the steps to come is
+         * made again with the measured work (the first one stays in
+         * first_predicted_step_ns). Within 1% it stands (on sim it is exact). */
+        double ns = 0;
+        uvmrt_status_t st = predict_measured(ctx, &r, &ns);
+        if (st != UVMRT_OK) {
+            LOG_ERROR(&ctx->log, "uvmrt_choice_review: predicting again with the measured work failed (%s): the "
+                                 "choice is as before", uvmrt_status_str(st));
+            return st;
+        }
+        if (ns > 0) {
+            LOG_INFO(&ctx->log, "uvmrt_choice_review: measured %.1f ms/step against %.1f predicted (%+.0f%%): the "
+                                "values stay; predicted with the measured work: %.1f", measured / 1e6,
+                     r.predicted_step_ns / 1e6, 100 * err, ns / 1e6);
+            r.predicted_step_ns = ns;
+        }
+        r.rehearsals++;
+        c->choice = r;
     } else {
         c->choice = r;
     }

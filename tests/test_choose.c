@@ -6,6 +6,7 @@
  * changes nothing, and the review re-plans (once) only when the measurement is off.
  */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <string.h>
 
 #include "helpers.h"
@@ -243,6 +244,39 @@ Test(choose, review_on_sim_agrees_and_does_not_replan)
     cr_assert_eq(c.replanned, 0);
     double err = c.measured_step_ns / c.predicted_step_ns - 1.0;
     cr_assert(err < 0.01 && err > -0.01, "measured %.0f predicted %.0f", c.measured_step_ns, c.predicted_step_ns);
+    uvmrt_context_destroy(ctx);
+}
+
+/* Measured within 10% of the prediction: the values stay, and the choice's prediction
+ * is made again with the measured work (the first stays in first_predicted_step_ns). */
+Test(choose, review_within_ten_percent_predicts_again_with_the_measured_work)
+{
+    uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_PREFETCH, 3 * GIB, "h200");
+    toy_t t = {1.0, 0, 0};
+    uvmrt_knob_t k = {"keep", 4, keep_values};
+    uvmrt_choice_t c;
+    cr_assert_eq(uvmrt_choose(ctx, &k, 1, toy_rehearse, &t, &c), UVMRT_OK);
+    double first = c.predicted_step_ns;
+    size_t rehearsals = c.rehearsals;
+    int keep = c.values[0];
+    toy_net_t n;
+    cr_assert_eq(toy_build(ctx, keep, &n), UVMRT_OK);
+    /* the GPU is 6% slower than the profile says */
+    run_real(ctx, &n, keep, 4, 1.06);
+    int changed = -1;
+    cr_assert_eq(uvmrt_choice_review(ctx, &c, &changed), UVMRT_OK, "%s", log_text());
+    cr_assert_eq(changed, 0);
+    cr_assert_eq(c.replanned, 0);
+    cr_assert_eq(c.values[0], keep);
+    cr_assert_eq(c.first_predicted_step_ns, first);
+    cr_assert_eq(c.rehearsals, rehearsals + 1);
+    double err_first = c.measured_step_ns / first - 1.0, err = c.measured_step_ns / c.predicted_step_ns - 1.0;
+    cr_assert(err_first > 0.02 && err_first < 0.10, "measured %.0f, first predicted %.0f", c.measured_step_ns, first);
+    cr_assert(fabs(err) < 0.01, "measured %.0f, predicted again %.0f (first %.0f)", c.measured_step_ns,
+              c.predicted_step_ns, first);
+    uvmrt_choice_t got;
+    cr_assert_eq(uvmrt_choice_get(ctx, &got), UVMRT_OK);
+    cr_assert_eq(got.predicted_step_ns, c.predicted_step_ns);
     uvmrt_context_destroy(ctx);
 }
 

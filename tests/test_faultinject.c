@@ -38,12 +38,17 @@ typedef struct scen {
     uvmrt_policy_t policy;
     int steps;
     int homing;     /* activations streamed (plan may host-home them) and a placement */
+    /* the choice's model: its calls' duration (0: 25 us, 40x too fast, so the review
+     * chooses again; 1 ms: the run's own, so it keeps the values and predicts them
+     * again with the measured work) */
+    uint64_t model_call_ns;
 } scen_t;
 
 static const scen_t scenarios[] = {
-    {UVMRT_POLICY_NONE, 2, 0},
-    {UVMRT_POLICY_DEMAND, 3, 0},
-    {UVMRT_POLICY_PREFETCH, 5, 1},
+    {UVMRT_POLICY_NONE, 2, 0, 0},
+    {UVMRT_POLICY_DEMAND, 3, 0, 0},
+    {UVMRT_POLICY_PREFETCH, 5, 1, 0},
+    {UVMRT_POLICY_PREFETCH, 5, 1, 1000000},
 };
 
 /* ------------------------------------------------------------------ one run */
@@ -60,6 +65,7 @@ typedef struct run {
     int rehearsal;     /* on uvmrt_choose's model: calls only record their status in st */
     uint64_t call_ns;  /* each GPU call's sim duration (0: 100 us) */
     uvmrt_status_t st;
+    uvmrt_choice_t reviewed; /* what the review answered */
 } run_t;
 
 /* What a caller can see of a context, for "a failed call changes nothing". */
@@ -69,6 +75,8 @@ typedef struct snap {
     uint64_t steps_done, step_index, allocated;
     int n_tensors, n_layers;
     int live[4 * L + 3], placed[4 * L + 3];
+    uvmrt_choice_t choice; /* the choice as uvmrt_choice_get answers it (zero: none) */
+    size_t n_planned;
 } snap_t;
 
 static void snap_take(const run_t *r, snap_t *s)
@@ -86,6 +94,8 @@ static void snap_take(const run_t *r, snap_t *s)
     s->allocated = c->tensors.allocated_bytes;
     s->n_tensors = c->tensors.n;
     s->n_layers = c->tensors.n_layers;
+    (void)uvmrt_choice_get(c, &s->choice);
+    s->n_planned = c->choice.n_planned;
     for (int i = 0; i < r->n_t; i++) {
         s->live[i] = r->t[i] != NULL && uvmrt_tensor_ptr(r->t[i]) != NULL;
         s->placed[i] = r->t[i] != NULL && uvmrt_tensor_placement(r->t[i]) == UVMRT_PLACE_HOST;
@@ -247,7 +257,7 @@ static uvmrt_status_t rehearse(uvmrt_context_t *model, const int *values, int st
     m.sc = ((const run_t *)user)->sc;
     m.ctx = model;
     m.rehearsal = 1;
-    m.call_ns = 25000; /* a model 40x too fast: the review measures the error and chooses again */
+    m.call_ns = m.sc->model_call_ns ? m.sc->model_call_ns : 25000;
     allocate(&m);
     for (int s = 0; s < steps && m.st == UVMRT_OK; s++) step(&m, -1);
     return m.st;
@@ -270,6 +280,7 @@ static void review(run_t *r)
     uvmrt_choice_t c;
     int changed = 0;
     CALL(r, uvmrt_choice_review(r->ctx, &c, &changed));
+    r->reviewed = c;
 }
 
 static void check_stats(run_t *r)
@@ -317,6 +328,13 @@ static int run_once(const scen_t *sc, int op, uint64_t k)
             CALL(&r, uvmrt_host_work_measured(r.ctx, r.layer[L - 1], UVMRT_PHASE_OPTIMIZER, 3000000));
             review(&r);
         }
+    }
+    if (sc->homing && op < 0) { /* the review took the path the scenario is for (an injected
+                                 * failure may cost a timing, and so the measurement) */
+        cr_assert_eq(r.reviewed.replanned, sc->model_call_ns == 0, "replanned %d", r.reviewed.replanned);
+        if (sc->model_call_ns)
+            cr_assert(r.reviewed.predicted_step_ns != r.reviewed.first_predicted_step_ns,
+                      "the review kept the values but did not predict them again with the measured work");
     }
     CALL(&r, uvmrt_tensor_free(r.ctx, r.t[r.n_t - 2])); /* ws1: resident, its arena stays */
     r.t[r.n_t - 2] = NULL;

@@ -240,6 +240,9 @@ void gpt_choice_review(gpt_run_t *run, int s) {
     double pred = c->first_predicted_step_ns, meas = c->measured_step_ns;
     printf("auto: predicted %.1f ms/step, measured %.1f ms/step (error %+.1f%%)\n", pred / 1e6,
            meas / 1e6, pred > 0 ? 100.0 * (meas - pred) / pred : 0.0);
+    if (!c->replanned && c->predicted_step_ns != pred)
+        printf("auto: the values stay; predicted with the measured work: %.1f ms/step\n",
+               c->predicted_step_ns / 1e6);
     if (c->replanned) {
         printf("auto: re-planned: ");
         choice_values_print(run, c->values);

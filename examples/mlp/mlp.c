@@ -649,6 +649,9 @@ static void review(mlp_run_t *run, int s) {
                      : 0.0;
     printf("auto: predicted %.1f ms/step, measured %.1f ms/step (error %+.1f%%)",
            c->first_predicted_step_ns / 1e6, c->measured_step_ns / 1e6, err);
+    if (!c->replanned && c->predicted_step_ns != c->first_predicted_step_ns)
+        printf("; the values stay, predicted with the measured work: %.1f ms/step",
+               c->predicted_step_ns / 1e6);
     if (c->replanned) {
         char vals[96];
         knob_text(vals, sizeof vals, run, c->values, c->recompute_tensors);
