@@ -346,6 +346,44 @@ Test(sim_remote, a_calls_link_traffic_adds_to_its_work)
     model_close(&m);
 }
 
+/* An eviction runs at what the host's page population allows, below the link's rate:
+ * a call's remote writes do not queue behind it but share the link with it, at the
+ * pinned rate less the eviction's while it runs, at their own rate after. */
+Test(sim_remote, remote_writes_share_the_link_with_an_eviction)
+{
+    model_t m;
+    model_open(&m, B, 0);
+    m.prof.evict_d2h_bps = 20e9; /* the link beside it: 50 - 20 = 30 GB/s */
+    prefetch_all(&m);
+    cr_assert_eq(uvmrt_backend_sim.stream_sync(m.be, H2D), UVMRT_OK);
+    void *dst = NULL;
+    const size_t D = 6 * GIB;
+    cr_assert_eq(uvmrt_backend_sim.alloc(m.be, D, &dst), UVMRT_OK);
+    const uvmrt_stream_t D2H = (uvmrt_stream_t)0x4000;
+    uint64_t t0 = uvmrt_backend_sim.now_ns(m.be);
+    uvmrt_range_t ev = {m.buf, B};
+    cr_assert_eq(uvmrt_backend_sim.move(m.be, &ev, 1, UVMRT_LOC_HOST, D2H), UVMRT_OK);
+    double evict_ns = (double)m.prof.prefetch_call_ns + (double)B / 20e9 * 1e9;
+    assert_ns_near(end_of(&m, D2H, t0), evict_ns);
+    /* 1.5 GiB: all of it beside the eviction */
+    const double W1 = 1.5 * GIB, W2 = 4.5 * GIB;
+    uvmrt_range_t w1 = {dst, (size_t)W1};
+    uvmrt_touch_t a = {.remote_write = &w1, .n_remote_write = 1};
+    uvmrt_touch_result_t res;
+    double g0 = (double)(uvmrt_backend_sim.now_ns(m.be) - t0); /* the call starts after the host's calls */
+    cr_assert_eq(uvmrt_backend_sim.touch(m.be, GPU_S, &a, &res), UVMRT_OK);
+    double t1 = g0 + W1 / 30e9 * 1e9;
+    assert_ns_near(end_of(&m, GPU_S, t0), t1);
+    /* 4.5 GiB more: beside the eviction until it ends, then at remote_write_bps */
+    uvmrt_range_t w2 = {(char *)dst + (size_t)W1, (size_t)W2};
+    uvmrt_touch_t b = {.remote_write = &w2, .n_remote_write = 1};
+    cr_assert_eq(uvmrt_backend_sim.touch(m.be, GPU_S, &b, &res), UVMRT_OK);
+    double beside = 30e9 * (evict_ns - t1) * 1e-9;
+    assert_ns_near(end_of(&m, GPU_S, t0), evict_ns + (W2 - beside) / LINK * 1e9);
+    uvmrt_backend_sim.free(m.be, dst, D);
+    model_close(&m);
+}
+
 /* A recording step, then two planned ones, each of the n calls in order. */
 static void three_steps(uvmrt_context_t *ctx, const uvmrt_layer_call_t *calls, int n)
 {

@@ -80,7 +80,8 @@ typedef struct sim {
     size_t n_allocs, cap_allocs;
     uint64_t device_bytes;
     uint64_t host_t;
-    uint64_t h2d_engine_t, d2h_engine_t;
+    uint64_t h2d_engine_t, d2h_engine_t; /* each direction's migrations (and reads: h2d) */
+    uint64_t store_t;                     /* the GPU's remote writes (d2h) */
     sim_timeline_t lines[MAX_STREAMS];
     int n_lines;
     int n_created_streams;
@@ -619,8 +620,8 @@ static uvmrt_status_t sim_touch(void *state, uvmrt_stream_t stream, const uvmrt_
         }
     }
     /* Its reads and writes of host-homed ranges cross the link at the remote rates,
-     * each direction queued behind that direction's migrations, the two directions
-     * at once; the call's own work (and its demand faults) comes after them, not
+     * the two directions at once (reads queued behind the prefetches, writes beside
+     * the evictions, below); the call's own work (and its demand faults) comes after them, not
      * under them: measured on the H200, a layer's remote traffic adds to its
      * compute (a conversion kernel before a GEMM, an epilogue after it). */
     uint64_t rd = 0, wr = 0;
@@ -634,9 +635,19 @@ static uvmrt_status_t sim_touch(void *state, uvmrt_stream_t stream, const uvmrt_
         c0 = s->h2d_engine_t;
     }
     if (wr > 0) {
-        uint64_t w0 = s->d2h_engine_t > t ? s->d2h_engine_t : t;
-        s->d2h_engine_t = hm_run(s, w0, (double)wr, s->prof->remote_write_bps, HM_D2H, NULL);
-        if (s->d2h_engine_t > c0) c0 = s->d2h_engine_t;
+        /* An eviction runs at what the host's page population allows (a fifth of the
+         * link on the H200): the GPU's stores share the link with it instead of
+         * waiting behind it, at what the link has left while it runs. */
+        uint64_t w0 = s->store_t > t ? s->store_t : t;
+        double full = s->prof->remote_write_bps, left = (double)wr;
+        if (s->d2h_engine_t > w0 && s->prof->pinned_d2h_bps > 0) {
+            double beside = fmin(full, fmax(s->prof->pinned_d2h_bps - s->prof->evict_d2h_bps, 0.25 * full));
+            double fits = beside * (double)(s->d2h_engine_t - w0) * 1e-9, part = fmin(left, fits);
+            w0 = hm_run(s, w0, part, beside, HM_D2H, NULL);
+            left -= part;
+        }
+        s->store_t = left > 0 ? hm_run(s, w0, left, full, HM_D2H, NULL) : w0;
+        if (s->store_t > c0) c0 = s->store_t;
     }
     uint64_t end = c0 + ns_for((double)copied, s->prof->fault_bps) + ns_for((double)written, s->prof->evict_d2h_bps) +
                    w->duration_ns;
