@@ -435,7 +435,11 @@ typedef struct uvmrt_layer_call {
      * uvmrt_choose's rehearsals) orders the call after that work, e.g. a CPU call after
      * the GPU backward that wrote its gradient (after = the compute stream), or a forward
      * after the CPU's update of its weights (after = the CPU call's stream). On cuda it
-     * is a real event wait; the trainer still synchronises its own CPU thread. */
+     * is a real event wait; the trainer still synchronises its own CPU thread. When this
+     * call's layer has CPU work (host_bytes) on that stream, it follows the latest of
+     * that instead (its own update, not the CPU's later layers'); and CPU work on a
+     * stream that calls follow does not hold uvmrt_step_end: it goes on into the next
+     * step, where those calls wait for it. */
     uvmrt_stream_t after;
     /* The CPU work's measured time (host_bytes > 0), e.g. from a record: sim: when > 0,
      * the work takes exactly host_ns (it was measured beside the GPU and the link, so

@@ -178,6 +178,14 @@ uvmrt_status_t uvmrt_step_begin(uvmrt_context_t *ctx)
     return UVMRT_OK;
 }
 
+/* 1 when a call of the step is ordered after stream (uvmrt_layer_call_t.after). */
+static int awaited(const uvmrt_context_t *ctx, uvmrt_stream_t stream)
+{
+    for (size_t i = 0; i < ctx->sched.cur.n_calls; i++)
+        if (ctx->sched.cur.calls[i].after == stream) return 1;
+    return 0;
+}
+
 /* The distinct streams of the step's calls, by open addressing over call
  * indices (slot = index + 1, 0 = empty): linear in the calls. */
 static uvmrt_status_t sync_compute_streams(uvmrt_context_t *ctx)
@@ -193,6 +201,10 @@ static uvmrt_status_t sync_compute_streams(uvmrt_context_t *ctx)
     memset(ctx->sched.sync_slots, 0, cap * sizeof *ctx->sched.sync_slots);
     uvmrt_status_t st = UVMRT_OK;
     for (size_t i = 0; i < n && st == UVMRT_OK; i++) {
+        /* CPU work (host_bytes) on a stream that calls wait for (after) goes on into
+         * the next step, as a trainer's CPU thread does: the step ends when the GPU's
+         * work is done, and the calls that need the CPU's results wait for them */
+        if (ctx->sched.cur.calls[i].host_bytes > 0 && awaited(ctx, ctx->sched.cur.calls[i].stream)) continue;
         uvmrt_stream_t s = ctx->sched.cur.calls[i].stream;
         size_t h = (size_t)(((uintptr_t)s >> 4) * 0x9e3779b97f4a7c15ull) & (cap - 1);
         while (ctx->sched.sync_slots[h] != 0 && ctx->sched.cur.calls[ctx->sched.sync_slots[h] - 1].stream != s)
@@ -450,10 +462,13 @@ uvmrt_status_t uvmrt_layer_begin(uvmrt_context_t *ctx, const uvmrt_layer_call_t 
         }
         if (missing) st = uvmrt__late_path(ctx, c, (int)i);
     }
-    /* The work the trainer orders this call after (call->after). */
+    /* The work the trainer orders this call after (call->after): everything enqueued
+     * there so far, or, when the layer's latest CPU work ran there, that work (a
+     * layer's forward waits for its own update, not for the CPU's later layers). */
     if (st == UVMRT_OK && call->after != NULL && call->after != call->stream) {
-        uvmrt_evref_t r = 0;
-        st = uvmrt__ring_record(ctx, call->after, &r);
+        const uvmrt_layer_t *lay = &ctx->tensors.layers[call->layer];
+        uvmrt_evref_t r = lay->host_done_stream == call->after ? lay->host_done : 0;
+        if (r == 0) st = uvmrt__ring_record(ctx, call->after, &r);
         if (st == UVMRT_OK) st = uvmrt__ring_wait(ctx, c->stream, r);
     }
     /* Wait only for the prefetches of this layer's own tensors (for host-homed
@@ -556,6 +571,7 @@ uvmrt_status_t uvmrt_layer_end(uvmrt_context_t *ctx)
         uvmrt__stat_add(ctx, c->layer, c->phase, STAT_FAULT_BYTES, c->touch_res.fault_bytes);
     }
     uvmrt__stat_add(ctx, c->layer, c->phase, -1, 0); /* counts the call */
+    if (c->host_bytes > 0) uvmrt__layer_host_done(ctx, c->layer, done, c->stream);
     ctx->sched.open_call = -1;
     return UVMRT_OK;
 }

@@ -23,6 +23,13 @@
 static size_t align_of(size_t size) { return size >= (1u << 20) ? UVMRT_BLOCK : UVMRT_SMALL_ALIGN; }
 static size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
+void uvmrt__layer_host_done(uvmrt_context_t *ctx, int layer, uvmrt_evref_t done, uvmrt_stream_t stream)
+{
+    if (layer < 0 || layer >= ctx->tensors.n_layers) return;
+    ctx->tensors.layers[layer].host_done = done;
+    ctx->tensors.layers[layer].host_done_stream = stream;
+}
+
 uvmrt_tensor_t *uvmrt__tensor_checked(const uvmrt_context_t *ctx, const uvmrt_tensor_t *t)
 {
     if (ctx == NULL || t == NULL || t->ctx != ctx || t->id < 0 || t->id >= ctx->tensors.n ||

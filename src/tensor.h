@@ -58,6 +58,10 @@ typedef struct uvmrt_layer {
     /* the trainer's latest measurement of each phase's CPU work (uvmrt_host_work_measured;
      * 0: none): the record and a review's re-plan take it over the model's time */
     uint64_t host_measured_ns[UVMRT_PHASE_COUNT];
+    /* the end of its latest CPU call (host_bytes > 0) and that call's stream: a later
+     * call of the layer ordered after that stream waits for its own CPU work there */
+    uvmrt_evref_t host_done;
+    uvmrt_stream_t host_done_stream;
 } uvmrt_layer_t;
 
 /* Every tensor, arena and layer of a context. */
@@ -72,6 +76,8 @@ typedef struct uvmrt_tensor_table {
 } uvmrt_tensor_table_t;
 
 uvmrt_tensor_t *uvmrt__tensor_checked(const uvmrt_context_t *ctx, const uvmrt_tensor_t *t);
+/* Layer's CPU call on stream ended at ring event done (see uvmrt_layer_t.host_done). */
+void uvmrt__layer_host_done(uvmrt_context_t *ctx, int layer, uvmrt_evref_t done, uvmrt_stream_t stream);
 void uvmrt__tensors_release_all(uvmrt_context_t *ctx);
 /* Frees the layers' names and owned lists (at destroy, after the tensors). */
 void uvmrt__layers_free(uvmrt_context_t *ctx);

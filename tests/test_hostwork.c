@@ -172,3 +172,39 @@ Test(hostwork, review_without_measurements_keeps_the_models_cpu)
     cr_assert_eq(c.values[0], 1);
     uvmrt_context_destroy(ctx);
 }
+
+/* A trainer's CPU thread updates layer by layer while the GPU goes on: a forward
+ * ordered after the CPU stream waits for its own layer's update (the layer's latest CPU
+ * call there), not for the CPU's later layers, and CPU work that later calls wait for
+ * does not hold the step's end. Two layers, 1 ms per GPU call, 10 ms per CPU update:
+ * step 1 ends with the GPU (4 ms); in step 2 layer 0's forward waits for its update
+ * (10 ms after step 1's GPU work), layer 1's for its own (10 ms more), then the
+ * backward: 23 ms. Waiting for all the CPU's work would make it 24 ms. */
+Test(hostwork, a_forward_waits_for_its_own_layers_cpu_update_only)
+{
+    uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_PREFETCH, 2 * GIB, "h200");
+    cr_assert_eq(layers_add(ctx, 2), UVMRT_OK);
+    for (int step = 0; step < 2; step++) {
+        cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
+        for (int l = 0; l < 2; l++) {
+            uvmrt_layer_call_t c;
+            uvmrt_layer_call_init(&c, l, UVMRT_PHASE_FORWARD, GPU);
+            c.sim_duration_ns = 1 * MS;
+            c.after = CPU;
+            cr_assert_eq(uvmrt_layer_begin(ctx, &c), UVMRT_OK, "%s", log_text());
+            cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK);
+        }
+        for (int l = 1; l >= 0; l--) cr_assert_eq(call(ctx, l, UVMRT_PHASE_BACKWARD, 1 * MS, 0, 0), UVMRT_OK);
+        for (int l = 0; l < 2; l++)
+            cr_assert_eq(call(ctx, l, UVMRT_PHASE_OPTIMIZER, 0, 1, 10 * MS), UVMRT_OK, "%s", log_text());
+        cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK);
+    }
+    uvmrt_step_stats_t s1, s2;
+    cr_assert_eq(uvmrt_step_stats_get(ctx, 0, &s1), UVMRT_OK);
+    cr_assert_eq(uvmrt_step_stats_get(ctx, 1, &s2), UVMRT_OK);
+    cr_expect(s1.step_ns > 4 * MS - MS / 10 && s1.step_ns < 4 * MS + MS / 10, "step 1: %llu ns, expected 4 ms",
+              (unsigned long long)s1.step_ns);
+    cr_expect(s2.step_ns > 23 * MS - MS / 10 && s2.step_ns < 23 * MS + MS / 10, "step 2: %llu ns, expected 23 ms",
+              (unsigned long long)s2.step_ns);
+    uvmrt_context_destroy(ctx);
+}
