@@ -474,27 +474,44 @@ static uvmrt_status_t measured_host(uvmrt_context_t *ctx, size_t n, uint64_t **o
     return UVMRT_OK;
 }
 
-/* The choice r's values rehearsed once more, at its plan budget, with the last step's
- * measured GPU and CPU work: *ns (0 when they do not fit). Changes nothing else. */
-static uvmrt_status_t predict_measured(uvmrt_context_t *ctx, const uvmrt_choice_t *r, double *ns)
+/* A search over the choice's knobs with the last step's measured GPU and CPU work
+ * (measured_scale, measured_host); measured_search_free releases what it holds. */
+static uvmrt_status_t measured_search(uvmrt_context_t *ctx, search_t *s)
 {
     uvmrt_choice_state_t *c = &ctx->choice;
     double *scale = NULL, slowdown = 0;
     uint64_t *host = NULL;
     size_t n_scale = 0;
-    *ns = 0;
     uvmrt_status_t st = measured_scale(ctx, &scale, &n_scale);
     if (st == UVMRT_OK) st = measured_host(ctx, n_scale, &host, &slowdown);
-    search_t s = {.n_knobs = c->n_knobs + (size_t)c->has_rc, .n_user = c->n_knobs, .names = c->names,
-                  .values = c->values, .n_values = c->n_values, .fn = c->fn, .user = c->user,
-                  .scale = scale, .n_scale = n_scale, .host_ns = host, .host_slowdown = slowdown};
+    *s = (search_t){.n_knobs = c->n_knobs + (size_t)c->has_rc, .n_user = c->n_knobs, .names = c->names,
+                    .values = c->values, .n_values = c->n_values, .fn = c->fn, .user = c->user,
+                    .scale = scale, .n_scale = n_scale, .host_ns = host, .host_slowdown = slowdown};
+    return st;
+}
+
+static void measured_search_free(search_t *s)
+{
+    free((void *)s->scale);
+    free((void *)s->host_ns);
+    s->scale = NULL;
+    s->host_ns = NULL;
+}
+
+/* The choice r's values rehearsed once more, at its plan budget, with the last step's
+ * measured GPU and CPU work: *ns (0 when they do not fit). Changes nothing else. */
+static uvmrt_status_t predict_measured(uvmrt_context_t *ctx, const uvmrt_choice_t *r, double *ns)
+{
+    const uvmrt_choice_state_t *c = &ctx->choice;
+    search_t s;
+    *ns = 0;
+    uvmrt_status_t st = measured_search(ctx, &s);
     int v[UVMRT_KNOBS_MAX + 1] = {0};
     memcpy(v, r->values, c->n_knobs * sizeof *v);
     if (c->has_rc) v[c->n_knobs] = r->recompute_tensors;
     uint64_t budget = r->plan_budget_bytes > 0 && r->plan_budget_bytes < ctx->budget ? r->plan_budget_bytes : ctx->budget;
     if (st == UVMRT_OK) st = rehearse(ctx, &s, v, budget, ns);
-    free(scale);
-    free(host);
+    measured_search_free(&s);
     return st;
 }
 
@@ -562,17 +579,10 @@ uvmrt_status_t uvmrt_choice_review(uvmrt_context_t *ctx, uvmrt_choice_t *out, in
     if (!r.replanned) r.measured_step_ns = measured;
     double err = r.predicted_step_ns > 0 ? measured / r.predicted_step_ns - 1.0 : 0.0;
     if (fabs(err) > REPLAN_ERROR && !r.replanned && r.fits) {
-        double *scale = NULL, slowdown = 0;
-        uint64_t *host = NULL;
-        size_t n_scale = 0;
-        uvmrt_status_t st = measured_scale(ctx, &scale, &n_scale);
-        if (st == UVMRT_OK) st = measured_host(ctx, n_scale, &host, &slowdown);
-        search_t s = {.n_knobs = c->n_knobs + (size_t)c->has_rc, .n_user = c->n_knobs, .names = c->names,
-                      .values = c->values, .n_values = c->n_values, .fn = c->fn, .user = c->user,
-                      .scale = scale, .n_scale = n_scale, .host_ns = host, .host_slowdown = slowdown};
+        search_t s;
+        uvmrt_status_t st = measured_search(ctx, &s);
         if (st == UVMRT_OK) st = search_run(ctx, &s);
-        free(scale);
-        free(host);
+        measured_search_free(&s);
         if (st != UVMRT_OK) {
             LOG_ERROR(&ctx->log, "uvmrt_choice_review: choosing again failed (%s): the choice is as before",
                       uvmrt_status_str(st));

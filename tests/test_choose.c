@@ -247,20 +247,28 @@ Test(choose, review_on_sim_agrees_and_does_not_replan)
     uvmrt_context_destroy(ctx);
 }
 
+/* The toy's choice at 3 GiB on the h200 profile and its net built with the chosen
+ * values (the rehearsal's toy is static: the review rehearses with it later). */
+static uvmrt_context_t *toy_chosen(uvmrt_choice_t *c, toy_net_t *n)
+{
+    static toy_t t = {1.0, 0, 0};
+    static const uvmrt_knob_t k = {"keep", 4, keep_values};
+    uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_PREFETCH, 3 * GIB, "h200");
+    cr_assert_eq(uvmrt_choose(ctx, &k, 1, toy_rehearse, &t, c), UVMRT_OK);
+    cr_assert_eq(toy_build(ctx, c->values[0], n), UVMRT_OK);
+    return ctx;
+}
+
 /* Measured within 10% of the prediction: the values stay, and the choice's prediction
  * is made again with the measured work (the first stays in first_predicted_step_ns). */
 Test(choose, review_within_ten_percent_predicts_again_with_the_measured_work)
 {
-    uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_PREFETCH, 3 * GIB, "h200");
-    toy_t t = {1.0, 0, 0};
-    uvmrt_knob_t k = {"keep", 4, keep_values};
     uvmrt_choice_t c;
-    cr_assert_eq(uvmrt_choose(ctx, &k, 1, toy_rehearse, &t, &c), UVMRT_OK);
+    toy_net_t n;
+    uvmrt_context_t *ctx = toy_chosen(&c, &n);
     double first = c.predicted_step_ns;
     size_t rehearsals = c.rehearsals;
     int keep = c.values[0];
-    toy_net_t n;
-    cr_assert_eq(toy_build(ctx, keep, &n), UVMRT_OK);
     /* the GPU is 6% slower than the profile says */
     run_real(ctx, &n, keep, 4, 1.06);
     int changed = -1;
@@ -282,15 +290,11 @@ Test(choose, review_within_ten_percent_predicts_again_with_the_measured_work)
 
 Test(choose, review_replans_once_with_the_measured_work)
 {
-    uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_PREFETCH, 3 * GIB, "h200");
-    toy_t t = {1.0, 0, 0};
-    uvmrt_knob_t k = {"keep", 4, keep_values};
     uvmrt_choice_t c;
-    cr_assert_eq(uvmrt_choose(ctx, &k, 1, toy_rehearse, &t, &c), UVMRT_OK);
+    toy_net_t n;
+    uvmrt_context_t *ctx = toy_chosen(&c, &n);
     double first = c.predicted_step_ns;
     int first_keep = c.values[0];
-    toy_net_t n;
-    cr_assert_eq(toy_build(ctx, c.values[0], &n), UVMRT_OK);
     /* the GPU is 3x slower than the profile says: every call's work takes 3x its flops */
     run_real(ctx, &n, c.values[0], 4, 3.0);
     int changed = -1;
