@@ -3,7 +3,8 @@
 # backend with --smoke shapes and a profile written here: every row runs (the hand-set
 # sweep, resident and resident-planned, the automatic choice at each budget, the
 # repeats), the tables name them, and on sim every prediction equals the step it
-# predicts (the model is the measurement: +0.0%).
+# predicts (the model is the measurement: +0.0%); bench/replay-plan.sh of the same
+# files makes the same predictions again.
 #
 # Run by `make check` in the build directory. Skips (77) without python3 or without
 # the programs the script needs (uvmrt-calibrate is built only with CUDA).
@@ -47,4 +48,19 @@ if [ -n "$bad" ]; then
     fail=1
 fi
 [ "$fail" = 0 ] || { cat "$t"; exit 1; }
-echo "PASS: run-plan.sh --smoke on sim: $(grep -c '^| ' "$t") table rows, predictions equal the steps"
+# bench/replay-plan.sh: the same predictions made again from the run's files
+if ! BUILD=. bash "$top_srcdir/bench/replay-plan.sh" "$out" "$tmp/again" >"$tmp/again.md" 2>"$tmp/again.log"; then
+    cat "$tmp/again.log"
+    echo "FAIL: bench/replay-plan.sh"
+    exit 1
+fi
+n=$(grep -c '^| \(resident\|256M\|384M\)' "$tmp/again.md")
+bad=$(awk -F'|' '/^\| (resident|256M|384M)/ { for (i = 5; i <= 7; i += 2) if ($i !~ /^ *(-|\+0\.0%|-0\.0%) *$/) print $2 ":" $i }' \
+    "$tmp/again.md")
+if [ -n "$bad" ] || [ "$n" -lt 6 ] || grep -q '^| 256M-auto | [0-9.]* | - ' "$tmp/again.md"; then
+    echo "FAIL: bench/replay-plan.sh's predictions differ from the sim's own steps ($n rows):"
+    echo "$bad"
+    cat "$tmp/again.md" "$tmp/again.log"
+    exit 1
+fi
+echo "PASS: run-plan.sh --smoke on sim: $(grep -c '^| ' "$t") table rows, predictions equal the steps; replay-plan.sh: $n rows, the same"
