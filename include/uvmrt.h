@@ -837,7 +837,8 @@ uvmrt_status_t uvmrt_choose(uvmrt_context_t *ctx, const uvmrt_knob_t *knobs, siz
  * work, which gives predicted_step_ns (first_predicted_step_ns keeps the first prediction).
  * Called again after a re-plan whose values changed (at least 2 planned steps of them): when
  * they measured slower than the first values did, the first values come back (reverted) --
- * the model was wrong twice, the measurements decide. *changed (may be NULL) is 1 when the
+ * the model was wrong twice, the measurements decide; kept, they are predicted again with
+ * their own measured work when it differs by over 1%. *changed (may be NULL) is 1 when the
  * knob values changed: the trainer applies them to its next steps. out receives the choice
  * with the measurements. UVMRT_ERR_INVALID without a choice, inside a step or with fewer
  * than 2 planned steps since the choice (or the re-plan). */

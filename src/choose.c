@@ -547,10 +547,25 @@ uvmrt_status_t uvmrt_choice_review(uvmrt_context_t *ctx, uvmrt_choice_t *out, in
     int differ = 0;
     if (r.replanned && !c->confirmed) {
         /* The re-planned values have run: the measurements decide between them and the
-         * first ones (a model wrong once may be wrong again). */
+         * first ones (a model wrong once may be wrong again). Kept, and more than 1%
+         * from their prediction (made with the first values' measured work), they are
+         * predicted again with their own. */
+        int revert = measured > c->first_measured_ns;
+        double kept_err = r.predicted_step_ns > 0 ? measured / r.predicted_step_ns - 1.0 : 0.0;
+        if (!revert && r.fits && fabs(kept_err) > AGREE_ERROR) {
+            double ns = 0;
+            uvmrt_status_t st = predict_measured(ctx, &r, &ns);
+            if (st != UVMRT_OK) {
+                LOG_ERROR(&ctx->log, "uvmrt_choice_review: predicting the re-planned values again failed (%s): the "
+                                     "choice is as before", uvmrt_status_str(st));
+                return st;
+            }
+            if (ns > 0) r.predicted_step_ns = ns;
+            r.rehearsals++;
+        }
         r.replanned_measured_step_ns = measured;
         c->confirmed = 1;
-        if (measured > c->first_measured_ns) {
+        if (revert) {
             memcpy(r.values, c->first_values, sizeof r.values);
             r.recompute_tensors = c->first_recompute;
             /* the re-plan's prediction of the first values (its model has the measured

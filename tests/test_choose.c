@@ -440,3 +440,32 @@ Test(choose, review_after_a_replan_keeps_the_faster_measured)
     cr_assert_eq(again.values[0], 1);
     uvmrt_context_destroy(ctx);
 }
+
+/* The re-planned values measured faster than the first ones: kept, and predicted again
+ * with their own measured work (their first prediction came from the first values'). */
+Test(choose, review_predicts_kept_replanned_values_with_their_own_measured_work)
+{
+    uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_PREFETCH, 2 * GIB, "h200");
+    static const int vals[] = {0, 1};
+    uvmrt_knob_t k = {"v", 2, vals};
+    uvmrt_choice_t c;
+    int changed = -1;
+    cr_assert_eq(uvmrt_choose(ctx, &k, 1, liar_rehearse, NULL, &c), UVMRT_OK, "%s", log_text());
+    cr_assert_eq(liar_build(ctx), UVMRT_OK);
+    cr_assert_eq(liar_steps(ctx, 1, 4, 1.0, 3.0), UVMRT_OK); /* v = 1's backward is 3x slower */
+    cr_assert_eq(uvmrt_choice_review(ctx, &c, &changed), UVMRT_OK, "%s", log_text());
+    cr_assert_eq(c.values[0], 0);
+    double replanned = c.predicted_step_ns;
+    size_t rehearsals = c.rehearsals;
+    /* v = 0 runs its forward 15% slower than the re-plan thought: still faster than v = 1 */
+    cr_assert_eq(liar_steps(ctx, 0, 3, 1.15, 3.0), UVMRT_OK);
+    cr_assert_eq(uvmrt_choice_review(ctx, &c, &changed), UVMRT_OK, "%s", log_text());
+    cr_assert_eq(c.reverted, 0);
+    cr_assert_eq(changed, 0);
+    cr_assert_eq(c.values[0], 0);
+    cr_assert_eq(c.rehearsals, rehearsals + 1);
+    double before = c.replanned_measured_step_ns / replanned - 1.0, after = c.replanned_measured_step_ns / c.predicted_step_ns - 1.0;
+    cr_assert(before > 0.03, "measured %.0f, the re-plan predicted %.0f", c.replanned_measured_step_ns, replanned);
+    cr_assert(fabs(after) < 0.01, "measured %.0f, predicted again %.0f", c.replanned_measured_step_ns, c.predicted_step_ns);
+    uvmrt_context_destroy(ctx);
+}
