@@ -200,11 +200,20 @@ static uvmrt_status_t sync_compute_streams(uvmrt_context_t *ctx)
     }
     memset(ctx->sched.sync_slots, 0, cap * sizeof *ctx->sched.sync_slots);
     uvmrt_status_t st = UVMRT_OK;
+    uvmrt_stream_t cpu_s = NULL; /* the last CPU call's stream and whether it is awaited: */
+    int cpu_seen = 0, cpu_awaited = 0; /* one scan per CPU stream, not per CPU call */
     for (size_t i = 0; i < n && st == UVMRT_OK; i++) {
         /* CPU work (host_bytes) on a stream that calls wait for (after) goes on into
          * the next step, as a trainer's CPU thread does: the step ends when the GPU's
          * work is done, and the calls that need the CPU's results wait for them */
-        if (ctx->sched.cur.calls[i].host_bytes > 0 && awaited(ctx, ctx->sched.cur.calls[i].stream)) continue;
+        if (ctx->sched.cur.calls[i].host_bytes > 0) {
+            if (!cpu_seen || ctx->sched.cur.calls[i].stream != cpu_s) {
+                cpu_seen = 1;
+                cpu_s = ctx->sched.cur.calls[i].stream;
+                cpu_awaited = awaited(ctx, cpu_s);
+            }
+            if (cpu_awaited) continue;
+        }
         uvmrt_stream_t s = ctx->sched.cur.calls[i].stream;
         size_t h = (size_t)(((uintptr_t)s >> 4) * 0x9e3779b97f4a7c15ull) & (cap - 1);
         while (ctx->sched.sync_slots[h] != 0 && ctx->sched.cur.calls[ctx->sched.sync_slots[h] - 1].stream != s)

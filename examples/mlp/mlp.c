@@ -413,7 +413,7 @@ static uvmrt_status_t optimizer_cpu(mlp_run_t *run, int i) {
 /* staged, after block i's CPU update of step s: Wh = half(W) on the GPU, on a stream
  * of its own that waits (on the GPU) for the CPU thread's flag of block i; W read
  * once over the link, Wh written once. On sim and in the rehearsals the call follows
- * the CPU stream's calls so far (block i's update and those before it). */
+ * block i's update on the CPU stream (its layer's CPU work there: uvmrt_layer_call_t.after). */
 static uvmrt_status_t stage_half(mlp_run_t *run, int i, int s) {
     mlp_net_t *net = &run->net;
     const mlp_block_t *b = &net->blocks[i];
