@@ -952,3 +952,55 @@ Test(plantool, a_gpt_record_with_cpu_layers_replays_quickly, .timeout = 30)
     cr_assert(ms > 300 && ms < 800, "predicted %.1f ms (the run measured 565)", ms);
     json_decref(j);
 }
+
+/* --trace FILE: the re-play's model timeline as trace-event JSON, of the prediction
+ * reported (not of the search for the smallest budget): the record's layers' calls in
+ * each of its steps, the last step's calls ending at the predicted step time. An
+ * unwritable path and --trace with --fit are refused before anything runs. */
+Test(plantool, trace_is_the_predicted_steps_timeline)
+{
+    char rec[256], trace[300];
+    tmpfile_path(rec, sizeof rec);
+    recorded_run(rec, 16 * MiB);
+    snprintf(trace, sizeof trace, "%s.trace.json", rec);
+    char args[1024];
+    snprintf(args, sizeof args, "--record '%s' --budget 16M --json --trace '%s'", rec, trace);
+    json_t *p = run_json(args);
+    double predicted_us = (double)json_integer_value(json_object_get(p, "predicted_step_ns")) / 1e3;
+    json_error_t err;
+    json_t *t = json_load_file(trace, 0, &err);
+    cr_assert_not_null(t, "%s: %s", trace, err.text);
+    json_t *ev = json_object_get(t, "traceEvents");
+    double first = -1, last = 0;
+    json_int_t max_step = 0;
+    size_t calls = 0;
+    for (size_t i = 0; i < json_array_size(ev); i++) {
+        json_t *e = json_array_get(ev, i);
+        const char *ph = json_string_value(json_object_get(e, "ph")), *name = json_string_value(json_object_get(e, "name"));
+        json_int_t step = json_integer_value(json_object_get(json_object_get(e, "args"), "step"));
+        if (ph == NULL || strcmp(ph, "X") != 0 || name == NULL || strstr(name, "forward") == NULL) continue;
+        if (step > max_step) max_step = step, first = -1, last = 0, calls = 0;
+        if (step != max_step) continue;
+        double ts = json_number_value(json_object_get(e, "ts")), dur = json_number_value(json_object_get(e, "dur"));
+        if (first < 0 || ts < first) first = ts;
+        if (ts + dur > last) last = ts + dur;
+        calls++;
+    }
+    cr_assert_eq(max_step, 3, "the trace's last step is %lld, expected the re-play's 3", (long long)max_step);
+    cr_assert_gt(calls, 0, "no forward call in the last step");
+    cr_assert(last - first > 0 && last - first <= predicted_us * 1.001, "the last step's forwards span %.0f us, "
+              "the predicted step is %.0f us", last - first, predicted_us);
+    json_decref(t);
+    json_decref(p);
+    char *out = NULL;
+    snprintf(args, sizeof args, "--record '%s' --fit --trace '%s'", rec, trace);
+    cr_assert_eq(run_tool(args, &out), 2);
+    cr_assert(strstr(out, "--trace") && strstr(out, "--fit"), "%s", out);
+    free(out);
+    snprintf(args, sizeof args, "--record '%s' --trace /nonexistent-dir/t.json", rec);
+    cr_assert_eq(run_tool(args, &out), 2);
+    cr_assert(strstr(out, "/nonexistent-dir/t.json") && strstr(out, "cannot write"), "%s", out);
+    free(out);
+    unlink(trace);
+    remove_record(rec);
+}

@@ -218,6 +218,8 @@ static uvmrt_stream_t stream_of(int k) { return (uvmrt_stream_t)(uintptr_t)(0x10
 
 /* The replay's own messages (a call over budget while --fit searches) are expected. */
 static char last_error[512]; /* the replay's latest error message, for when it fails for another reason */
+static const char *trace_path;  /* --trace: the replay's trace-event JSON (one prediction only) */
+static int trace_this;          /* 1 while the prediction that writes it runs */
 static void log_none(uvmrt_log_level_t l, const char *m, void *u)
 {
     (void)u;
@@ -296,6 +298,7 @@ static int predict(const record_t *r, const char *profile, uint64_t budget, pred
     prm.remote = r->remote;
     prm.log_level = UVMRT_LOG_ERROR;
     prm.log_fn = log_none;
+    prm.trace = trace_this ? trace_path : NULL; /* written when the context is destroyed */
     uvmrt_context_t *ctx = NULL;
     size_t max_uses = 1;
     for (size_t i = 0; i < r->n_calls; i++) max_uses = r->calls[i].n_uses > max_uses ? r->calls[i].n_uses : max_uses;
@@ -559,7 +562,10 @@ static int report_one(const record_t *r, const char *src, const model_t *m, uint
         return 2;
     }
     prediction_t p;
-    if (predict(r, profile, budget, &p) != 0) return 1;
+    trace_this = 1; /* the prediction reported, not the search for the smallest budget */
+    int pr = predict(r, profile, budget, &p);
+    trace_this = 0;
+    if (pr != 0) return 1;
     if (p.fits && p.device_bytes > 0 && budget > p.device_bytes)
         fprintf(stderr, "uvmrt-plan: warning: budget %.1f MiB is more than the device memory of profile %s (%.1f MiB)\n",
                 budget / MIB, profile, p.device_bytes / MIB);
@@ -725,7 +731,7 @@ static int batch_finder(const model_t *m, const char *src, const char *profile, 
 static void usage(FILE *f)
 {
     fprintf(f, "Usage: uvmrt-plan (--record FILE | --model FILE [--batch N]) [--profile NAME|FILE]\n"
-               "                  (--budget SIZE | --fit | --sweep A:B[:STEP]) [--json] [--plot FILE.png]\n"
+               "                  (--budget SIZE | --fit | --sweep A:B[:STEP]) [--json] [--plot FILE.png] [--trace FILE]\n"
                "       uvmrt-plan --model FILE --budget SIZE --batch-max N [--profile NAME|FILE] [--json]\n"
                "What if: re-plays a recorded step (written by a run with UVMRT_RECORD=FILE), or the\n"
                "training step of a model description, on the sim model with the planner the library\n"
@@ -743,10 +749,14 @@ static void usage(FILE *f)
                "  --fit               predict at the smallest budget that fits (2 MiB steps)\n"
                "  --sweep A:B[:STEP]  a table over budgets A to B (STEP default (B-A)/8)\n"
                "  --plot FILE.png     with --sweep: a chart, when gnuplot is on PATH\n"
+               "  --trace FILE        with --budget (or a record's own): the re-play's model timeline as\n"
+               "                      trace-event JSON (chrome://tracing, Perfetto): its %d steps, the\n"
+               "                      last the predicted one\n"
                "  --json              JSON output\n"
                "  -h, --help          this help\n"
                "  -V, --version       the version\n"
-               "Exit status: 0 done (fits or not), 1 a bad record, model or profile, 2 a usage error.\n");
+               "Exit status: 0 done (fits or not), 1 a bad record, model or profile, 2 a usage error.\n",
+            REPLAY_STEPS);
 }
 
 static int parse_size(const char *flag, const char *v, uint64_t *out)
@@ -783,6 +793,7 @@ int main(int argc, char **argv)
         {"profile", required_argument, NULL, 'p'},   {"budget", required_argument, NULL, 'b'},
         {"fit", no_argument, NULL, 'f'},             {"sweep", required_argument, NULL, 's'},
         {"plot", required_argument, NULL, 'P'},      {"json", no_argument, NULL, 'j'},
+        {"trace", required_argument, NULL, 't'},
         {"help", no_argument, NULL, 'h'},            {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0}};
     opterr = 0;
@@ -809,6 +820,13 @@ int main(int argc, char **argv)
         case 'f': fit = 1; break;
         case 's': sweep_arg = optarg; break;
         case 'P': plot = optarg; break;
+        case 't':
+            if (optarg[0] == '\0') {
+                fprintf(stderr, "uvmrt-plan: --trace '': expected a file path\n");
+                return 2;
+            }
+            trace_path = optarg;
+            break;
         case 'j': json = 1; break;
         case 'h': usage(stdout); return 0;
         case 'V': printf("uvmrt-plan (uvmrt) %s\n", uvmrt_version_string()); return 0;
@@ -832,6 +850,21 @@ int main(int argc, char **argv)
     if (have_budget + fit + (sweep_arg != NULL) > 1) {
         fprintf(stderr, "uvmrt-plan: --budget, --fit and --sweep exclude each other\n");
         return 2;
+    }
+    if (trace_path != NULL && (fit || sweep_arg != NULL || batch_max)) {
+        fprintf(stderr, "uvmrt-plan: --trace %s is for one prediction: it excludes --fit, --sweep and --batch-max\n",
+                trace_path);
+        return 2;
+    }
+    if (trace_path != NULL) { /* say now, not after the replay, that it cannot be written */
+        int existed = access(trace_path, F_OK) == 0;
+        FILE *f = fopen(trace_path, "a"); /* an existing file is replaced only by the trace */
+        if (f == NULL) {
+            fprintf(stderr, "uvmrt-plan: --trace %s: cannot write it: %s\n", trace_path, strerror(errno));
+            return 2;
+        }
+        fclose(f);
+        if (!existed) unlink(trace_path);
     }
     if (plot != NULL && sweep_arg == NULL) {
         fprintf(stderr, "uvmrt-plan: --plot %s needs --sweep\n", plot);
