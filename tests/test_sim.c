@@ -347,13 +347,13 @@ Test(sim_remote, a_calls_link_traffic_adds_to_its_work)
 }
 
 /* An eviction runs at what the host's page population allows, below the link's rate:
- * a call's remote writes do not queue behind it but share the link with it, at the
- * pinned rate less the eviction's while it runs, at their own rate after. */
+ * a call's remote writes do not queue behind it but share the link with it, at half
+ * the pinned rate while it runs, at their own rate after. */
 Test(sim_remote, remote_writes_share_the_link_with_an_eviction)
 {
     model_t m;
     model_open(&m, B, 0);
-    m.prof.evict_d2h_bps = 20e9; /* the link beside it: 50 - 20 = 30 GB/s */
+    m.prof.evict_d2h_bps = 20e9; /* the stores beside it: half of 50 GB/s */
     prefetch_all(&m);
     cr_assert_eq(uvmrt_backend_sim.stream_sync(m.be, H2D), UVMRT_OK);
     void *dst = NULL;
@@ -372,13 +372,13 @@ Test(sim_remote, remote_writes_share_the_link_with_an_eviction)
     uvmrt_touch_result_t res;
     double g0 = (double)(uvmrt_backend_sim.now_ns(m.be) - t0); /* the call starts after the host's calls */
     cr_assert_eq(uvmrt_backend_sim.touch(m.be, GPU_S, &a, &res), UVMRT_OK);
-    double t1 = g0 + W1 / 30e9 * 1e9;
+    double t1 = g0 + W1 / 25e9 * 1e9;
     assert_ns_near(end_of(&m, GPU_S, t0), t1);
     /* 4.5 GiB more: beside the eviction until it ends, then at remote_write_bps */
     uvmrt_range_t w2 = {(char *)dst + (size_t)W1, (size_t)W2};
     uvmrt_touch_t b = {.remote_write = &w2, .n_remote_write = 1};
     cr_assert_eq(uvmrt_backend_sim.touch(m.be, GPU_S, &b, &res), UVMRT_OK);
-    double beside = 30e9 * (evict_ns - t1) * 1e-9;
+    double beside = 25e9 * (evict_ns - t1) * 1e-9;
     assert_ns_near(end_of(&m, GPU_S, t0), evict_ns + (W2 - beside) / LINK * 1e9);
     uvmrt_backend_sim.free(m.be, dst, D);
     model_close(&m);

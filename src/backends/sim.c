@@ -636,12 +636,12 @@ static uvmrt_status_t sim_touch(void *state, uvmrt_stream_t stream, const uvmrt_
     }
     if (wr > 0) {
         /* An eviction runs at what the host's page population allows (a fifth of the
-         * link on the H200): the GPU's stores share the link with it instead of
-         * waiting behind it, at what the link has left while it runs. */
+         * link on the H200): the GPU's stores do not wait behind it but share the link
+         * with its DMA, half each, while it runs. */
         uint64_t w0 = s->store_t > t ? s->store_t : t;
         double full = s->prof->remote_write_bps, left = (double)wr;
         if (s->d2h_engine_t > w0 && s->prof->pinned_d2h_bps > 0) {
-            double beside = fmin(full, fmax(s->prof->pinned_d2h_bps - s->prof->evict_d2h_bps, 0.25 * full));
+            double beside = fmin(full, 0.5 * s->prof->pinned_d2h_bps);
             double fits = beside * (double)(s->d2h_engine_t - w0) * 1e-9, part = fmin(left, fits);
             w0 = hm_run(s, w0, part, beside, HM_D2H, NULL);
             left -= part;
