@@ -498,21 +498,29 @@ static void measured_search_free(search_t *s)
     s->host_ns = NULL;
 }
 
-/* The choice r's values rehearsed once more, at its plan budget, with the last step's
- * measured GPU and CPU work: *ns (0 when they do not fit). Changes nothing else. */
-static uvmrt_status_t predict_measured(uvmrt_context_t *ctx, const uvmrt_choice_t *r, double *ns)
+/* The choice r's values rehearsed once more, at the plan budget in use, with the last
+ * step's measured GPU and CPU work: r's prediction becomes that (unless they do not
+ * fit) and counts the rehearsal. On failure r is as before and the error logged (what:
+ * which values). */
+static uvmrt_status_t predict_measured(uvmrt_context_t *ctx, uvmrt_choice_t *r, const char *what)
 {
     const uvmrt_choice_state_t *c = &ctx->choice;
     search_t s;
-    *ns = 0;
+    double ns = 0;
     uvmrt_status_t st = measured_search(ctx, &s);
     int v[UVMRT_KNOBS_MAX + 1] = {0};
     memcpy(v, r->values, c->n_knobs * sizeof *v);
     if (c->has_rc) v[c->n_knobs] = r->recompute_tensors;
-    uint64_t budget = r->plan_budget_bytes > 0 && r->plan_budget_bytes < ctx->budget ? r->plan_budget_bytes : ctx->budget;
-    if (st == UVMRT_OK) st = rehearse(ctx, &s, v, budget, ns);
+    if (st == UVMRT_OK) st = rehearse(ctx, &s, v, uvmrt__plan_budget(ctx), &ns);
     measured_search_free(&s);
-    return st;
+    if (st != UVMRT_OK) {
+        LOG_ERROR(&ctx->log, "uvmrt_choice_review: predicting %s again with the measured work failed (%s): the "
+                             "choice is as before", what, uvmrt_status_str(st));
+        return st;
+    }
+    if (ns > 0) r->predicted_step_ns = ns;
+    r->rehearsals++;
+    return UVMRT_OK;
 }
 
 uvmrt_status_t uvmrt_choice_review(uvmrt_context_t *ctx, uvmrt_choice_t *out, int *changed)
@@ -552,17 +560,10 @@ uvmrt_status_t uvmrt_choice_review(uvmrt_context_t *ctx, uvmrt_choice_t *out, in
          * predicted again with their own. */
         int revert = measured > c->first_measured_ns;
         double kept_err = r.predicted_step_ns > 0 ? measured / r.predicted_step_ns - 1.0 : 0.0;
-        if (!revert && r.fits && fabs(kept_err) > AGREE_ERROR) {
-            double ns = 0;
-            uvmrt_status_t st = predict_measured(ctx, &r, &ns);
-            if (st != UVMRT_OK) {
-                LOG_ERROR(&ctx->log, "uvmrt_choice_review: predicting the re-planned values again failed (%s): the "
-                                     "choice is as before", uvmrt_status_str(st));
-                return st;
-            }
-            if (ns > 0) r.predicted_step_ns = ns;
-            r.rehearsals++;
-        }
+        uvmrt_status_t st;
+        if (!revert && r.fits && fabs(kept_err) > AGREE_ERROR &&
+            (st = predict_measured(ctx, &r, "the re-planned values")) != UVMRT_OK)
+            return st;
         r.replanned_measured_step_ns = measured;
         c->confirmed = 1;
         if (revert) {
@@ -638,20 +639,13 @@ uvmrt_status_t uvmrt_choice_review(uvmrt_context_t *ctx, uvmrt_choice_t *out, in
         /* Within 10%: the values stay, and their prediction for the steps to come is
          * made again with the measured work (the first one stays in
          * first_predicted_step_ns). Within 1% it stands (on sim it is exact). */
-        double ns = 0;
-        uvmrt_status_t st = predict_measured(ctx, &r, &ns);
-        if (st != UVMRT_OK) {
-            LOG_ERROR(&ctx->log, "uvmrt_choice_review: predicting again with the measured work failed (%s): the "
-                                 "choice is as before", uvmrt_status_str(st));
-            return st;
-        }
-        if (ns > 0) {
+        double before = r.predicted_step_ns;
+        uvmrt_status_t st = predict_measured(ctx, &r, "the values");
+        if (st != UVMRT_OK) return st;
+        if (r.predicted_step_ns != before)
             LOG_INFO(&ctx->log, "uvmrt_choice_review: measured %.1f ms/step against %.1f predicted (%+.0f%%): the "
-                                "values stay; predicted with the measured work: %.1f", measured / 1e6,
-                     r.predicted_step_ns / 1e6, 100 * err, ns / 1e6);
-            r.predicted_step_ns = ns;
-        }
-        r.rehearsals++;
+                                "values stay; predicted with the measured work: %.1f", measured / 1e6, before / 1e6,
+                     100 * err, r.predicted_step_ns / 1e6);
         c->choice = r;
     } else {
         c->choice = r;
