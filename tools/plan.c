@@ -218,8 +218,6 @@ static uvmrt_stream_t stream_of(int k) { return (uvmrt_stream_t)(uintptr_t)(0x10
 
 /* The replay's own messages (a call over budget while --fit searches) are expected. */
 static char last_error[512]; /* the replay's latest error message, for when it fails for another reason */
-static const char *trace_path;  /* --trace: the replay's trace-event JSON (one prediction only) */
-static int trace_this;          /* 1 while the prediction that writes it runs */
 static void log_none(uvmrt_log_level_t l, const char *m, void *u)
 {
     (void)u;
@@ -282,7 +280,7 @@ static uvmrt_status_t replay_step(uvmrt_context_t *ctx, const record_t *r, uvmrt
 }
 
 /* Re-plays the record at budget on a sim context with the profile; fills *p. */
-static int predict(const record_t *r, const char *profile, uint64_t budget, prediction_t *p)
+static int predict(const record_t *r, const char *profile, uint64_t budget, const char *trace, prediction_t *p)
 {
     memset(p, 0, sizeof *p);
     p->budget = budget;
@@ -298,7 +296,7 @@ static int predict(const record_t *r, const char *profile, uint64_t budget, pred
     prm.remote = r->remote;
     prm.log_level = UVMRT_LOG_ERROR;
     prm.log_fn = log_none;
-    prm.trace = trace_this ? trace_path : NULL; /* written when the context is destroyed */
+    prm.trace = trace; /* --trace (NULL: none), written when the context is destroyed */
     uvmrt_context_t *ctx = NULL;
     size_t max_uses = 1;
     for (size_t i = 0; i < r->n_calls; i++) max_uses = r->calls[i].n_uses > max_uses ? r->calls[i].n_uses : max_uses;
@@ -418,12 +416,12 @@ static int fit_budget(const record_t *r, const char *profile, uint64_t *out)
     for (size_t i = 0; i < r->n_tensors; i++) total += r->tensors[i].footprint;
     uint64_t lo = 0, hi = (total + GRAIN - 1) / GRAIN; /* in grains: lo fails (0 bytes), hi fits */
     prediction_t p;
-    if (predict(r, profile, hi * GRAIN, &p) != 0) return -1;
+    if (predict(r, profile, hi * GRAIN, NULL, &p) != 0) return -1;
     free(p.layer_mech);
     if (!p.fits) return 1;
     while (hi - lo > 1) {
         uint64_t mid = lo + (hi - lo) / 2;
-        if (predict(r, profile, mid * GRAIN, &p) != 0) return -1;
+        if (predict(r, profile, mid * GRAIN, NULL, &p) != 0) return -1;
         free(p.layer_mech);
         if (p.fits) hi = mid;
         else lo = mid;
@@ -498,7 +496,7 @@ static int sweep(const record_t *r, const char *profile, uint64_t a, uint64_t b,
                       "bound", "predicted_GB_in", "predicted_GB_out", profile);
     for (uint64_t budget = a; budget <= b; budget += step) {
         prediction_t p;
-        if (predict(r, profile, budget, &p) != 0) {
+        if (predict(r, profile, budget, NULL, &p) != 0) {
             json_decref(rows);
             if (dat) fclose(dat);
             if (plot != NULL) unlink(datpath);
@@ -547,7 +545,7 @@ static int sweep(const record_t *r, const char *profile, uint64_t a, uint64_t b,
 /* Predicts r (read from src: a record or a model at batch) at budget, or at the
  * smallest that fits (fit), and prints it. Returns the exit status. */
 static int report_one(const record_t *r, const char *src, const model_t *m, uint64_t batch, const char *profile,
-                      uint64_t budget, int fit, int json)
+                      uint64_t budget, int fit, int json, const char *trace)
 {
     uint64_t min_budget = 0;
     int fr = fit_budget(r, profile, &min_budget);
@@ -562,10 +560,7 @@ static int report_one(const record_t *r, const char *src, const model_t *m, uint
         return 2;
     }
     prediction_t p;
-    trace_this = 1; /* the prediction reported, not the search for the smallest budget */
-    int pr = predict(r, profile, budget, &p);
-    trace_this = 0;
-    if (pr != 0) return 1;
+    if (predict(r, profile, budget, trace, &p) != 0) return 1; /* the trace is of this one, not of --fit's search */
     if (p.fits && p.device_bytes > 0 && budget > p.device_bytes)
         fprintf(stderr, "uvmrt-plan: warning: budget %.1f MiB is more than the device memory of profile %s (%.1f MiB)\n",
                 budget / MIB, profile, p.device_bytes / MIB);
@@ -621,7 +616,7 @@ static int predict_batch(const model_t *m, uint64_t b, const char *profile, uint
     if (rc == -2) return 0;
     if (rc != 0) return -1;
     size_t call;
-    rc = largest_working_set(&r, &call) > budget ? 0 : predict(&r, profile, budget, p);
+    rc = largest_working_set(&r, &call) > budget ? 0 : predict(&r, profile, budget, NULL, p);
     record_free(&r);
     return rc;
 }
@@ -784,7 +779,8 @@ static int parse_count(const char *flag, const char *v, uint64_t max, uint64_t *
 
 int main(int argc, char **argv)
 {
-    const char *record_path = NULL, *model_path = NULL, *profile = NULL, *plot = NULL, *sweep_arg = NULL;
+    const char *record_path = NULL, *model_path = NULL, *profile = NULL, *plot = NULL, *sweep_arg = NULL,
+               *trace_path = NULL;
     uint64_t budget = 0, batch = 0, batch_max = 0;
     int fit = 0, json = 0, have_budget = 0;
     static const struct option longopts[] = {
@@ -931,7 +927,7 @@ int main(int argc, char **argv)
         if (!have_budget) budget = rec.budget;
     }
     int rc = sweep_arg != NULL ? sweep(&rec, profile, sa, sb, sstep, json, plot)
-                               : report_one(&rec, src, model, batch, profile, budget, fit, json);
+                               : report_one(&rec, src, model, batch, profile, budget, fit, json, trace_path);
     record_free(&rec);
     model_free(model);
     return rc;
