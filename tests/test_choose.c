@@ -400,21 +400,29 @@ static uvmrt_status_t liar_rehearse(uvmrt_context_t *model, const int *values, i
     return st == UVMRT_OK ? liar_steps(model, values[0], steps, 1.0, 1.0) : st;
 }
 
-Test(choose, review_after_a_replan_keeps_the_faster_measured)
+/* The liar's choice (v = 1, whose backward the model thinks cheap), 4 steps of it
+ * with the backward 3x slower, and the review that re-plans to v = 0. */
+static uvmrt_context_t *liar_replanned(uvmrt_choice_t *c, int *changed)
 {
-    uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_PREFETCH, 2 * GIB, "h200");
     static const int vals[] = {0, 1};
-    uvmrt_knob_t k = {"v", 2, vals};
-    uvmrt_choice_t c;
-    int changed = -1;
-    cr_assert_eq(uvmrt_choose(ctx, &k, 1, liar_rehearse, NULL, &c), UVMRT_OK, "%s", log_text());
-    cr_assert_eq(c.values[0], 1, "the model prefers v = 1");
+    static const uvmrt_knob_t k = {"v", 2, vals};
+    uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_PREFETCH, 2 * GIB, "h200");
+    cr_assert_eq(uvmrt_choose(ctx, &k, 1, liar_rehearse, NULL, c), UVMRT_OK, "%s", log_text());
+    cr_assert_eq(c->values[0], 1, "the model prefers v = 1");
     cr_assert_eq(liar_build(ctx), UVMRT_OK);
     cr_assert_eq(liar_steps(ctx, 1, 4, 1.0, 3.0), UVMRT_OK); /* its backward is 3x slower */
-    cr_assert_eq(uvmrt_choice_review(ctx, &c, &changed), UVMRT_OK, "%s", log_text());
-    cr_assert_eq(c.replanned, 1);
-    cr_assert_eq(changed, 1);
-    cr_assert_eq(c.values[0], 0, "with the backward measured, v = 0 predicts faster");
+    cr_assert_eq(uvmrt_choice_review(ctx, c, changed), UVMRT_OK, "%s", log_text());
+    cr_assert_eq(c->replanned, 1);
+    cr_assert_eq(*changed, 1);
+    cr_assert_eq(c->values[0], 0, "with the backward measured, v = 0 predicts faster");
+    return ctx;
+}
+
+Test(choose, review_after_a_replan_keeps_the_faster_measured)
+{
+    uvmrt_choice_t c;
+    int changed = -1;
+    uvmrt_context_t *ctx = liar_replanned(&c, &changed);
     double first = c.measured_step_ns;
     cr_assert_eq(uvmrt_choice_review(ctx, &c, &changed), UVMRT_ERR_INVALID, "no planned step of v = 0 yet");
     cr_assert_eq(liar_steps(ctx, 0, 3, 5.0, 3.0), UVMRT_OK); /* ... and its forward 5x */
@@ -445,16 +453,9 @@ Test(choose, review_after_a_replan_keeps_the_faster_measured)
  * with their own measured work (their first prediction came from the first values'). */
 Test(choose, review_predicts_kept_replanned_values_with_their_own_measured_work)
 {
-    uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_PREFETCH, 2 * GIB, "h200");
-    static const int vals[] = {0, 1};
-    uvmrt_knob_t k = {"v", 2, vals};
     uvmrt_choice_t c;
     int changed = -1;
-    cr_assert_eq(uvmrt_choose(ctx, &k, 1, liar_rehearse, NULL, &c), UVMRT_OK, "%s", log_text());
-    cr_assert_eq(liar_build(ctx), UVMRT_OK);
-    cr_assert_eq(liar_steps(ctx, 1, 4, 1.0, 3.0), UVMRT_OK); /* v = 1's backward is 3x slower */
-    cr_assert_eq(uvmrt_choice_review(ctx, &c, &changed), UVMRT_OK, "%s", log_text());
-    cr_assert_eq(c.values[0], 0);
+    uvmrt_context_t *ctx = liar_replanned(&c, &changed);
     double replanned = c.predicted_step_ns;
     size_t rehearsals = c.rehearsals;
     /* v = 0 runs its forward 15% slower than the re-plan thought: still faster than v = 1 */
