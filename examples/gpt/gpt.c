@@ -788,7 +788,7 @@ static void block_backward(gpt_run_t *run, int l) {
     /* A CPU block's g lives in host memory. Its matmuls would write it over the link
      * from their epilogues (slowly) and the grad norm would read it back: the block
      * makes its gradient in gdev on the GPU and streams it to g once, at the end. */
-    int to_host = on_cpu(run, l) && run->gdev != NULL;
+    int to_host = on_cpu(run, l); /* gdev exists: the run has blocks (has_gdev) */
     if (to_host)
         use_add(&u, run->gdev, W);
     use_add(&u, p->g, to_host ? W | S : W);

@@ -91,7 +91,7 @@ typedef struct gpt_run {
     uvmrt_tensor_t *logits;   /* (CHUNK_ROWS, Vp) bf16 */
     uvmrt_tensor_t *gnorm;    /* (nl, GPT_SUMSQ_BLOCKS) double partials, then float clip */
     uvmrt_tensor_t *gdev;     /* a block's fp32 gradient on the GPU, for a CPU block (NULL
-                               * when no block can be one): see block_backward */
+                               * without blocks): see block_backward */
     block_acts_t shared_acts; /* the recomputing blocks' (recompute > 0) */
     int chunk;                /* classifier rows per chunk */
     uint64_t managed_bytes;
