@@ -45,34 +45,6 @@ static json_t *run_json(const char *args)
     return j;
 }
 
-/* A sim run of the default net (6 steps) at budget, with UVMRT_RECORD=path;
- * returns the run's step-3 time (the replay's steady step, same position). */
-static uint64_t recorded_run_on(const char *path, uint64_t budget, const char *profile)
-{
-    env_clear_uvmrt();
-    setenv("UVMRT_RECORD", path, 1);
-    if (profile != NULL) setenv("UVMRT_PROFILE", profile, 1);
-    setenv("UVMRT_MONITOR", "0", 1);
-    uvmrt_params_t p;
-    sim_params(&p, UVMRT_POLICY_PREFETCH, budget, NULL);
-    p.ignore_env = 0;
-    uvmrt_context_t *ctx = NULL;
-    cr_assert_eq(uvmrt_context_create(&p, &ctx), UVMRT_OK, "%s", log_text());
-    net_spec_t spec = net_spec_default();
-    net_t *net = net_create(ctx, &spec);
-    run_steps(net, 6, NULL, NULL);
-    uvmrt_step_stats_t s2, s5;
-    cr_assert_eq(uvmrt_step_stats_get(ctx, 2, &s2), UVMRT_OK);
-    cr_assert_eq(uvmrt_step_stats_get(ctx, 5, &s5), UVMRT_OK);
-    cr_assert_eq(s2.step_ns, s5.step_ns, "the run is not steady by step 3: %llu vs %llu",
-                 (unsigned long long)s2.step_ns, (unsigned long long)s5.step_ns);
-    net_destroy(net);
-    unsetenv("UVMRT_RECORD");
-    unsetenv("UVMRT_PROFILE");
-    return s2.step_ns;
-}
-static uint64_t recorded_run(const char *path, uint64_t budget) { return recorded_run_on(path, budget, NULL); }
-
 /* A sim context (prefetch, budget, profile; NULL: the default) that writes its
  * recorded step to path (UVMRT_RECORD), with the monitor off. */
 static uvmrt_context_t *recording_ctx(const char *path, uint64_t budget, const char *profile)
@@ -87,6 +59,25 @@ static uvmrt_context_t *recording_ctx(const char *path, uint64_t budget, const c
     cr_assert_eq(uvmrt_context_create(&p, &ctx), UVMRT_OK, "%s", log_text());
     return ctx;
 }
+
+/* A sim run of the default net (6 steps) at budget, with UVMRT_RECORD=path;
+ * returns the run's step-3 time (the replay's steady step, same position). */
+static uint64_t recorded_run_on(const char *path, uint64_t budget, const char *profile)
+{
+    uvmrt_context_t *ctx = recording_ctx(path, budget, profile);
+    net_spec_t spec = net_spec_default();
+    net_t *net = net_create(ctx, &spec);
+    run_steps(net, 6, NULL, NULL);
+    uvmrt_step_stats_t s2, s5;
+    cr_assert_eq(uvmrt_step_stats_get(ctx, 2, &s2), UVMRT_OK);
+    cr_assert_eq(uvmrt_step_stats_get(ctx, 5, &s5), UVMRT_OK);
+    cr_assert_eq(s2.step_ns, s5.step_ns, "the run is not steady by step 3: %llu vs %llu",
+                 (unsigned long long)s2.step_ns, (unsigned long long)s5.step_ns);
+    net_destroy(net);
+    unsetenv("UVMRT_RECORD");
+    return s2.step_ns;
+}
+static uint64_t recorded_run(const char *path, uint64_t budget) { return recorded_run_on(path, budget, NULL); }
 
 /* Removes the record and its folder (tmpfile_path). */
 static void remove_record(const char *path)
