@@ -447,6 +447,13 @@ typedef struct uvmrt_layer_call {
      * transfers beside it share; cuda: ignored (uvmrt_host_work_measured tells the
      * runtime what the real CPU took). UVMRT_ERR_INVALID over 1e18 ns. */
     uint64_t host_ns;
+    /* Device-memory bytes the call's memory-bound kernels read plus write (layer norms,
+     * elementwise, reductions, copies; not the matmuls that flops counts). sim: the
+     * call's work is flops at the profile's FLOP/s plus hbm_bytes at its hbm_bps (the
+     * kernels of one stream run one after another), unless sim_duration_ns is given;
+     * cuda: declared only, as the work a review compares with the measured time.
+     * UVMRT_ERR_INVALID when flops and hbm_bytes together take over 1e18 ns. */
+    uint64_t hbm_bytes;
 } uvmrt_layer_call_t;
 
 /* Fills *call for one layer call: layer, phase and stream as given, every other
@@ -470,8 +477,8 @@ uvmrt_status_t uvmrt_step_end(uvmrt_context_t *ctx);
  * makes call->stream wait for them. Only inside a step, one layer open at a time.
  * UVMRT_ERR_BUDGET (naming the layer, its working set and the budget) when the
  * call's tensors cannot fit in the budget. UVMRT_ERR_INVALID for a NULL call,
- * flops that are negative, NaN or infinite, or a modelled duration (flops at the
- * profile's rate, or sim_duration_ns) over 1e18 ns. */
+ * flops that are negative, NaN or infinite, or a modelled duration (flops and
+ * hbm_bytes at the profile's rates, or sim_duration_ns) over 1e18 ns. */
 uvmrt_status_t uvmrt_layer_begin(uvmrt_context_t *ctx, const uvmrt_layer_call_t *call);
 /* Closes the open layer call: records its end on its stream, and issues the
  * prefetches (and the evictions that make room) planned for the layers ahead. */

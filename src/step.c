@@ -364,17 +364,20 @@ static uvmrt_status_t call_duration(uvmrt_context_t *ctx, const uvmrt_layer_call
                   ph, call->flops);
         return UVMRT_ERR_INVALID;
     }
-    uint64_t dur = call->sim_duration_ns;
-    if (dur == 0 && call->flops > 0 && ctx->profile->flops > 0) {
-        double ns = call->flops / ctx->profile->flops * 1e9;
-        if (!(ns <= UVMRT_MAX_CALL_NS)) {
-            LOG_ERROR(&ctx->log, "uvmrt_layer_begin: layer '%s' %s: flops %g take %g ns at the profile's %g FLOP/s: "
-                                 "expected at most 1e18 ns",
-                      name, ph, call->flops, ns, ctx->profile->flops);
-            return UVMRT_ERR_INVALID;
-        }
-        dur = (uint64_t)ns;
+    /* the declared work: the matmuls' flops at the profile's FLOP/s plus the memory-bound
+     * kernels' bytes at its HBM rate (kernels on one stream run one after another) */
+    double flops_ns = call->flops > 0 && ctx->profile->flops > 0 ? call->flops / ctx->profile->flops * 1e9 : 0.0;
+    double hbm_ns = call->hbm_bytes > 0 && ctx->profile->hbm_bps > 0
+                        ? (double)call->hbm_bytes / ctx->profile->hbm_bps * 1e9 : 0.0;
+    if (!(flops_ns + hbm_ns <= UVMRT_MAX_CALL_NS)) {
+        LOG_ERROR(&ctx->log, "uvmrt_layer_begin: layer '%s' %s: flops %g and hbm_bytes %llu take %g ns at the "
+                             "profile's %g FLOP/s and %g bytes/s: expected at most 1e18 ns",
+                  name, ph, call->flops, (unsigned long long)call->hbm_bytes, flops_ns + hbm_ns,
+                  ctx->profile->flops, ctx->profile->hbm_bps);
+        return UVMRT_ERR_INVALID;
     }
+    uint64_t work = (uint64_t)flops_ns + (uint64_t)hbm_ns;
+    uint64_t dur = call->sim_duration_ns > 0 ? call->sim_duration_ns : work;
     if (call->host_bytes > 0 && ctx->profile->host_mem_bps > 0 &&
         !((double)call->host_bytes / ctx->profile->host_mem_bps * 1e9 <= UVMRT_MAX_CALL_NS)) {
         LOG_ERROR(&ctx->log, "uvmrt_layer_begin: layer '%s' %s: host_bytes %llu take over 1e18 ns at the profile's "
@@ -390,9 +393,9 @@ static uvmrt_status_t call_duration(uvmrt_context_t *ctx, const uvmrt_layer_call
     /* the CPU work's time: the trainer's, else a review's measurement (choose.c), else
      * the model's (0) */
     *host_ns = call->host_ns > 0 ? call->host_ns : uvmrt__choice_host_ns(ctx, call->layer, call->phase, call->host_bytes);
-    /* the work as declared, for uvmrt_choice_review: flops at the profile's rate when
-     * given (an explicit sim duration then plays the GPU's real time) */
-    *declared = call->flops > 0 && ctx->profile->flops > 0 ? (uint64_t)(call->flops / ctx->profile->flops * 1e9) : dur;
+    /* the work as declared, for uvmrt_choice_review: flops and bytes at the profile's
+     * rates when given (an explicit sim duration then plays the GPU's real time) */
+    *declared = work > 0 ? work : dur;
     *out = uvmrt__choice_scaled(ctx, call->layer, call->phase, dur); /* a review's model: measured/modelled */
     return UVMRT_OK;
 }

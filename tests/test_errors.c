@@ -355,6 +355,17 @@ Test(errors, bad_flops_and_durations_rejected)
     cr_expect_eq(uvmrt_layer_begin(net->ctx, &c), UVMRT_ERR_INVALID);
     cr_expect(log_contains("sim_duration_ns"), "%s", log_text());
     c.sim_duration_ns = 0;
+    /* flops that take 0.99e18 ns are fine alone; with 1.8e19 bytes at the profile's
+     * HBM rate (under 300 GB/s here: over 1e16 ns) the call is over 1e18 ns */
+    const uvmrt_profile_t *pr = uvmrt_context_profile(net->ctx);
+    cr_assert(pr->hbm_bps > 0 && pr->hbm_bps < 1e12);
+    c.flops = 0.99e18 * pr->flops / 1e9;
+    c.hbm_bytes = UINT64_MAX;
+    log_reset();
+    cr_expect_eq(uvmrt_layer_begin(net->ctx, &c), UVMRT_ERR_INVALID);
+    cr_expect(log_contains("hbm_bytes"), "%s", log_text());
+    cr_expect_eq(net->ctx->sched.open_call, -1);
+    c.hbm_bytes = 1000000000ull;
     c.flops = 1e12; /* fine: a finite, representable duration */
     cr_expect_eq(uvmrt_layer_begin(net->ctx, &c), UVMRT_OK, "%s", log_text());
     cr_expect_eq(uvmrt_layer_end(net->ctx), UVMRT_OK);

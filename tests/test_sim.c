@@ -422,6 +422,35 @@ Test(sim_remote, a_calls_own_work_leaves_its_link_traffic_out)
     uvmrt_context_destroy(ctx);
 }
 
+/* A call's declared work is its matmuls' flops at the profile's FLOP/s plus its
+ * memory-bound kernels' bytes at its HBM rate, one after the other: that is the
+ * step's time on sim, and what a review takes as the call's declared work. */
+Test(sim_remote, a_calls_work_is_its_flops_plus_its_hbm_bytes)
+{
+    uvmrt_context_t *ctx = ctx_on_test_profile(0);
+    int l;
+    cr_assert_eq(uvmrt_layer_add(ctx, "L", &l), UVMRT_OK);
+    /* 1 ms at 1e14 FLOP/s, then 2 ms at 1e12 bytes/s */
+    uvmrt_layer_call_t c = {.layer = l, .phase = UVMRT_PHASE_FORWARD, .stream = GPU_S, .no_default_uses = 1,
+                            .flops = 1e11, .hbm_bytes = 2000000000ull};
+    three_steps(ctx, &c, 1);
+    uvmrt_step_stats_t st;
+    cr_assert_eq(uvmrt_step_stats_get(ctx, 2, &st), UVMRT_OK);
+    cr_assert(fabs((double)st.step_ns - 3e6) <= 2, "step %llu ns, expected 3 ms", (unsigned long long)st.step_ns);
+    cr_assert_eq(ctx->sched.cur.calls[0].declared_ns, 3000000, "declared %llu ns",
+                 (unsigned long long)ctx->sched.cur.calls[0].declared_ns);
+    /* bytes alone time a call without matmuls (an optimizer) */
+    c.flops = 0;
+    c.hbm_bytes = 5000000000ull;
+    cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
+    cr_assert_eq(uvmrt_layer_begin(ctx, &c), UVMRT_OK, "%s", log_text());
+    cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK);
+    cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK);
+    cr_assert_eq(uvmrt_step_stats_get(ctx, 3, &st), UVMRT_OK);
+    cr_assert(fabs((double)st.step_ns - 5e6) <= 2, "step %llu ns, expected 5 ms", (unsigned long long)st.step_ns);
+    uvmrt_context_destroy(ctx);
+}
+
 /* A call with link traffic in a phase whose calls all have some (e.g. a copy over
  * the link) measured more than its traffic at the remote rates: what is left over is
  * the link shared with other work, not the call's own, so its work is capped at its

@@ -208,9 +208,10 @@ static int cpu_call(const rcall_t *c) { return (c->host_bytes > 0 || c->adamw_pa
 static double call_ns(const rcall_t *c, const uvmrt_profile_t *pr)
 {
     if (c->duration_ns > 0) return (double)c->duration_ns;
-    if (c->flops > 0 && pr->flops > 0) return (double)(uint64_t)(c->flops / pr->flops * 1e9);
-    if (c->hbm_bytes > 0 && pr->hbm_bps > 0) return (double)(uint64_t)((double)c->hbm_bytes / pr->hbm_bps * 1e9);
-    return 0;
+    double ns = 0;
+    if (c->flops > 0 && pr->flops > 0) ns += (double)(uint64_t)(c->flops / pr->flops * 1e9);
+    if (c->hbm_bytes > 0 && pr->hbm_bps > 0) ns += (double)(uint64_t)((double)c->hbm_bytes / pr->hbm_bps * 1e9);
+    return ns;
 }
 
 /* Stream k of the record as a sim handle: never NULL, so that "after stream 0" is one. */
@@ -265,10 +266,7 @@ static uvmrt_status_t replay_step(uvmrt_context_t *ctx, const record_t *r, uvmrt
         call.no_default_uses = 1;
         call.sim_duration_ns = c->duration_ns;
         call.flops = c->duration_ns > 0 ? 0 : c->flops;
-        /* a call without matmuls (an optimizer) is timed by its bytes at HBM speed, as
-         * the trainers time it on sim */
-        if (c->duration_ns == 0 && c->flops == 0 && c->hbm_bytes > 0 && prof->hbm_bps > 0)
-            call.sim_duration_ns = (uint64_t)((double)c->hbm_bytes / prof->hbm_bps * 1e9);
+        call.hbm_bytes = c->duration_ns > 0 ? 0 : c->hbm_bytes; /* as the trainers declare it */
         call.host_bytes = host_bytes_of(c, prof);
         call.host_ns = call.host_bytes > 0 ? c->host_ns : 0; /* measured by the trainer */
         call.after = c->after >= 0 ? stream_of(c->after) : NULL; /* a CPU update follows its backward */

@@ -19,8 +19,7 @@ typedef struct rtensor {
 typedef struct rcall {
     int layer, phase, stream;
     /* the call's time: duration_ns when > 0 (a record's), else flops at the profile's
-     * FLOP/s, else hbm_bytes at its HBM rate (how the trainers time calls without
-     * matmuls on sim) */
+     * FLOP/s plus hbm_bytes at its HBM rate (uvmrt_layer_call_t's declared work) */
     uint64_t duration_ns, host_bytes, hbm_bytes;
     double flops;
     /* a CPU optimizer call of a model: its parameters, when host_bytes is 0 and the

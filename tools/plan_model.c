@@ -37,9 +37,11 @@ enum { OPT_GPU, OPT_CPU, OPT_NONE };
 
 typedef struct mlayer {
     char *name;
-    int repeat, n_states, optimizer, recompute, streamed, grad_streamed, bwd_given, ws_rw, opt_given;
+    int repeat, n_states, optimizer, recompute, streamed, grad_streamed, bwd_given, ws_rw, opt_given, bwd_hbm_given;
     double params, param_bytes, master_bytes, grad_bytes, state_bytes, opt_bytes;
     double act_ps, out_ps, ws_ps, flops_ps, bwd_flops_ps; /* per sample */
+    double hbm_ps, bwd_hbm_ps; /* memory-bound kernels' device-memory bytes per sample */
+    double bwd_hbm_pp;         /* and per parameter in the backward (e.g. a gradient norm) */
     double fws_bytes;  /* forward_workspace_bytes: fixed */
     char *tied;        /* tied_to: the entry whose weights this one's forward uses too */
     size_t tied_li;    /* that entry's layer (after repeats) */
@@ -179,7 +181,8 @@ static const char *const layer_keys[] = {"name", "description", "repeat", "param
                                          "grad_bytes", "optimizer_state_bytes", "optimizer_states", "optimizer",
                                          "optimizer_bytes_per_param", "activation_bytes_per_sample",
                                          "output_bytes_per_sample", "workspace_bytes_per_sample", "workspace_readwrite", "flops_per_sample",
-                                         "backward_flops_per_sample", "recompute", "activations_streamed",
+                                         "backward_flops_per_sample", "hbm_bytes_per_sample",
+                                         "backward_hbm_bytes_per_sample", "backward_hbm_bytes_per_param", "recompute", "activations_streamed",
                                          "gradients_streamed", "tied_to", "forward_workspace_bytes", NULL};
 
 static int layer_load(const char *path, const json_t *o, size_t i, mlayer_t *l)
@@ -209,6 +212,8 @@ static int layer_load(const char *path, const json_t *o, size_t i, mlayer_t *l)
         num_key(path, where, o, "activation_bytes_per_sample", 1, 0, 1, 1e13, 0, &l->act_ps) ||
         num_key(path, where, o, "workspace_bytes_per_sample", 0, 0, 0, 1e13, 0, &l->ws_ps) ||
         num_key(path, where, o, "flops_per_sample", 0, 0, 0, 1e18, 0, &l->flops_ps) ||
+        num_key(path, where, o, "hbm_bytes_per_sample", 0, 0, 0, 1e15, 0, &l->hbm_ps) ||
+        num_key(path, where, o, "backward_hbm_bytes_per_param", 0, 0, 0, 1024, 0, &l->bwd_hbm_pp) ||
         bool_key(path, where, o, "recompute", 0, &l->recompute) ||
         bool_key(path, where, o, "workspace_readwrite", 0, &l->ws_rw) ||
         bool_key(path, where, o, "activations_streamed", 1, &l->streamed) ||
@@ -239,7 +244,10 @@ static int layer_load(const char *path, const json_t *o, size_t i, mlayer_t *l)
         return -1;
     l->opt_given = json_object_get(o, "optimizer_bytes_per_param") != NULL;
     l->bwd_given = json_object_get(o, "backward_flops_per_sample") != NULL;
-    if (num_key(path, where, o, "backward_flops_per_sample", 0, 0, 0, 1e18, 0, &l->bwd_flops_ps)) return -1;
+    l->bwd_hbm_given = json_object_get(o, "backward_hbm_bytes_per_sample") != NULL;
+    if (num_key(path, where, o, "backward_flops_per_sample", 0, 0, 0, 1e18, 0, &l->bwd_flops_ps) ||
+        num_key(path, where, o, "backward_hbm_bytes_per_sample", 0, 0, 0, 1e15, 0, &l->bwd_hbm_ps))
+        return -1;
     l->name = strdup(name);
     l->tied = tied ? strdup(tied) : NULL;
     return l->name == NULL || (tied && l->tied == NULL) ? -1 : 0;
@@ -526,6 +534,7 @@ int model_build(const model_t *m, uint64_t batch, int quiet, record_t *r)
             use(c, lt[t->ml->tied_li].grad, W);
         }
         c->flops = t->ml->flops_ps * bs;
+        c->hbm_bytes = (uint64_t)ceil(t->ml->hbm_ps * bs);
         if (t->ml->optimizer == OPT_CPU && !m->staged) c->after = CPU_STREAM; /* after the CPU's update of it */
         if (li == first_staged) c->after = HALF_STREAM;
     }
@@ -546,6 +555,9 @@ int model_build(const model_t *m, uint64_t batch, int quiet, record_t *r)
         /* no gradient for the model's input: the first layer's backward does half */
         double bwd = ml->bwd_given ? ml->bwd_flops_ps : (li == 0 ? 1.0 : 2.0) * ml->flops_ps;
         c->flops = (bwd + (ml->recompute ? ml->flops_ps : 0)) * bs;
+        /* bytes default like flops: twice the forward's, once in the first layer */
+        double bwd_hbm = ml->bwd_hbm_given ? ml->bwd_hbm_ps : (li == 0 ? 1.0 : 2.0) * ml->hbm_ps;
+        c->hbm_bytes = (uint64_t)ceil((bwd_hbm + (ml->recompute ? ml->hbm_ps : 0)) * bs + ml->bwd_hbm_pp * ml->params);
         if (ml->optimizer == OPT_CPU && ml->opt_bytes * ml->params > 0) {
             rcall_t *o = call_add(&b, (int)li, UVMRT_PHASE_OPTIMIZER, CPU_STREAM, 0);
             if (o == NULL) goto oom;

@@ -288,13 +288,6 @@ static uvmrt_status_t call_begin(mlp_run_t *run, const uvmrt_layer_call_t *call,
     return st;
 }
 
-/* The model's time for a GEMM-free call on the GPU: its bytes at HBM speed (on sim
- * and in uvmrt_choose's rehearsals; on cuda only declared, for the review); 0 when
- * the profile has no HBM figure. */
-static uint64_t hbm_ns(const mlp_run_t *run, double bytes) {
-    return run->profile && run->profile->hbm_bps > 0 ? (uint64_t)(bytes / run->profile->hbm_bps * 1e9) : 0;
-}
-
 /* Opens a call on the GPU's stream; gpu_bytes times a GEMM-free call on sim. */
 static uvmrt_status_t layer_open(mlp_run_t *run, int i, uvmrt_phase_t phase,
                                  const use_list_t *uses, double flops, uint64_t gpu_bytes) {
@@ -306,8 +299,9 @@ static uvmrt_status_t layer_open(mlp_run_t *run, int i, uvmrt_phase_t phase,
      * (mlp_gpu_forward_wait) or, staged, the first one for every staged copy */
     if (phase == UVMRT_PHASE_FORWARD && i >= run->net.L - run->cpu_layers)
         call.after = !run->staged ? run->cpu_stream : i == run->net.L - run->cpu_layers ? run->half_stream : NULL;
-    if (flops == 0) /* a GEMM-free call (the optimizer) */
-        call.sim_duration_ns = hbm_ns(run, (double)gpu_bytes);
+    /* a GEMM-free call (the optimizer) is its bytes at HBM speed (on sim and in
+     * uvmrt_choose's rehearsals; on cuda only declared, for the review) */
+    call.hbm_bytes = gpu_bytes;
     return call_begin(run, &call, uvmrt_phase_name(phase));
 }
 
@@ -421,7 +415,7 @@ static uvmrt_status_t stage_half(mlp_run_t *run, int i, int s) {
     uvmrt_layer_call_t call = {
         .layer = i, .phase = UVMRT_PHASE_OPTIMIZER, .stream = run->half_stream, .uses = u,
         .n_uses = 2, .no_default_uses = 1, .after = run->cpu_stream,
-        .sim_duration_ns = hbm_ns(run, (double)net->hh * 2), /* the GPU side: 2 bytes written per weight */
+        .hbm_bytes = (uint64_t)net->hh * 2, /* the GPU side: 2 bytes written per weight */
     };
     if (run->gpu)
         mlp_gpu_stage_wait(run, i, s); /* before the call's own events: its wait is not its work */
