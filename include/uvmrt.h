@@ -201,11 +201,15 @@ const uvmrt_profile_t *uvmrt_profile_find(const char *name);
  *
  *   UVMRT_DEVICE          device ordinal                         (default 0)
  *   UVMRT_BACKEND         auto | cuda | sim                       (default auto)
- *   UVMRT_PROFILE         NAME | FILE: the sim backend's device profile, a built-in
- *                         name or a profile file (a value containing '/' or ending in
- *                         .json, uvmrt-profile(5), e.g. written by uvmrt-calibrate);
- *                         a file is also the cuda backend's reference profile
- *                                                                  (default consumer-8g)
+ *   UVMRT_PROFILE         auto | NAME | FILE: the device profile, a built-in name or a
+ *                         profile file (a value containing '/' or ending in .json,
+ *                         uvmrt-profile(5), e.g. written by uvmrt-calibrate): the sim
+ *                         backend's model, and on cuda the planner's model of the GPU
+ *                         (uvmrt_choose's rehearsals, records). auto: consumer-8g on
+ *                         sim; on cuda the GPU's own built-in profile (matched by
+ *                         name: h200, rtx4090, ...), else the consumer estimate of its
+ *                         memory size (h200 above 28 GiB), with a warning that says so
+ *                                                                  (default auto)
  *   UVMRT_POLICY          none | demand | prefetch                (default prefetch)
  *   UVMRT_BUDGET          SIZE | auto                             (default auto)
  *   UVMRT_BUDGET_RESERVE  SIZE kept free when the budget is auto  (default 512M)
@@ -285,9 +289,10 @@ void uvmrt_context_print_config(const uvmrt_context_t *ctx, FILE *out);
 uvmrt_policy_t uvmrt_context_policy(const uvmrt_context_t *ctx);
 uvmrt_backend_kind_t uvmrt_context_backend(const uvmrt_context_t *ctx);
 uint64_t uvmrt_context_budget(const uvmrt_context_t *ctx);
-/* The device profile in use: the sim profile, or for cuda the profile file UVMRT_PROFILE
- * names, else the measured H200 figures, only as reference (never NULL). A profile
- * file's copy belongs to the context: valid until uvmrt_context_destroy. */
+/* The device profile in use: the sim backend's model, or on cuda the planner's model of
+ * the GPU (the profile UVMRT_PROFILE names; auto: the GPU's built-in profile, by name,
+ * else the estimate nearest its memory size). Never NULL. A profile file's copy
+ * belongs to the context: valid until uvmrt_context_destroy. */
 const uvmrt_profile_t *uvmrt_context_profile(const uvmrt_context_t *ctx);
 
 /* ------------------------------------------------------------------ layers */

@@ -60,6 +60,29 @@ uvmrt_gpu_probe_t uvmrt__gpu_probe(int device, char *why, size_t n)
 #endif
 }
 
+int uvmrt__gpu_identity(int device, char *name, size_t n, uint64_t *memory_bytes, char *why, size_t why_n)
+{
+#ifndef UVMRT_HAVE_CUDA
+    (void)device;
+    (void)name;
+    (void)n;
+    (void)memory_bytes;
+    snprintf(why, why_n, "this build of uvmrt has no CUDA support");
+    return -1;
+#else
+    struct cudaDeviceProp prop;
+    cudaError_t err = cudaGetDeviceProperties(&prop, device);
+    if (err != cudaSuccess) {
+        snprintf(why, why_n, "cudaGetDeviceProperties(%d) gave %s (%s)", device, cudaGetErrorName(err),
+                 cudaGetErrorString(err));
+        return -1;
+    }
+    snprintf(name, n, "%s", prop.name);
+    *memory_bytes = (uint64_t)prop.totalGlobalMem;
+    return 0;
+#endif
+}
+
 uvmrt_status_t uvmrt__backend_select(uvmrt_config_t *cfg, const uvmrt_log_t *log,
                                      const uvmrt_backend_ops_t **ops)
 {

@@ -8,6 +8,7 @@
 #define UVMRT_BACKEND_SELECT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "backend.h"
 #include "log.h"
@@ -28,6 +29,10 @@ typedef enum uvmrt_gpu_probe {
  * beyond the device count counts as usable here: opening it then fails with
  * its own error (UVMRT_ERR_INVALID), not a silent fallback. */
 uvmrt_gpu_probe_t uvmrt__gpu_probe(int device, char *why, size_t n);
+
+/* The name (as cudaGetDeviceProperties gives it, n bytes) and memory of device
+ * `device`: 0, or -1 with why (why_n bytes) naming the failed call. */
+int uvmrt__gpu_identity(int device, char *name, size_t n, uint64_t *memory_bytes, char *why, size_t why_n);
 
 /* Resolves cfg->backend (AUTO -> CUDA or SIM, and then cfg->backend_auto = 1)
  * for device cfg->device and, when *ops is NULL, sets *ops to that backend's

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "profile_file.h"
 
 /* Step 1 records, step 2 is the first planned step (its start residency is the
  * recording step's leftovers), 3 and 4 are steady: the prediction is their mean. */
@@ -143,7 +144,8 @@ static uvmrt_status_t rehearse(uvmrt_context_t *ctx, search_t *s, const int *val
     uvmrt_status_t st = uvmrt__context_create_model(ctx, budget, model_log_fn, &mlog, &model);
     if (st != UVMRT_OK) {
         LOG_ERROR(&ctx->log, "uvmrt_choose: the model context (sim, profile %s) could not be made: %s%s%s",
-                  ctx->cfg.profile, uvmrt_status_str(st), mlog.last[0] ? ": " : "", mlog.last);
+                  uvmrt__profile_label(&ctx->cfg, ctx->profile), uvmrt_status_str(st), mlog.last[0] ? ": " : "",
+                  mlog.last);
         return st;
     }
     /* a review's measurements, the model's own copies */

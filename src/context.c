@@ -125,7 +125,7 @@ uvmrt_status_t uvmrt__context_create_model(const uvmrt_context_t *parent, uint64
     uvmrt_params_init(&p);
     p.ignore_env = 1;
     p.backend = UVMRT_BACKEND_SIM;
-    p.profile = parent->cfg.profile;
+    p.profile = uvmrt__profile_label(&parent->cfg, parent->profile); /* the model of the GPU the parent plans for */
     p.policy = parent->cfg.policy;
     p.budget_bytes = budget;
     p.discard_dead = parent->cfg.discard_dead;

@@ -12,6 +12,7 @@
 
 #include <jansson.h>
 
+#include "backend_select.h"
 #include "profile_file.h"
 
 /* ------------------------------------------------------------------ the keys */
@@ -382,6 +383,66 @@ uvmrt_status_t uvmrt__profile_resolve(const uvmrt_config_t *cfg, const uvmrt_log
         *use = *owned;
         return UVMRT_OK;
     }
-    *use = uvmrt_profile_find(cfg->backend == UVMRT_BACKEND_SIM ? cfg->profile : "h200");
-    return *use ? UVMRT_OK : UVMRT_ERR_CONFIG; /* settings.c accepts only known names */
+    if (strcmp(cfg->profile, "auto") != 0) {
+        *use = uvmrt_profile_find(cfg->profile);
+        return *use ? UVMRT_OK : UVMRT_ERR_CONFIG; /* settings.c accepts only known names */
+    }
+    if (cfg->backend != UVMRT_BACKEND_CUDA) {
+        *use = uvmrt_profile_find("consumer-8g");
+        return UVMRT_OK;
+    }
+    /* the GPU at hand: its own built-in profile, else the nearest estimate, said once */
+    char name[256], why[256];
+    uint64_t memory = 0;
+    int matched = 0;
+    if (uvmrt__gpu_identity(cfg->device, name, sizeof name, &memory, why, sizeof why) != 0) {
+        *use = uvmrt_profile_find("h200");
+        LOG_WARN(log, "UVMRT_PROFILE=auto: the GPU could not be identified (%s): the planner models it with "
+                      "the profile h200; run uvmrt-calibrate and set UVMRT_PROFILE=FILE for a model of this machine",
+                 why);
+        return UVMRT_OK;
+    }
+    *use = uvmrt__profile_for_device(name, memory, &matched);
+    if (matched)
+        LOG_INFO(log, "UVMRT_PROFILE=auto: device %d is '%s': the planner models it with the profile %s (%s)",
+                 cfg->device, name, (*use)->name, (*use)->description);
+    else
+        LOG_WARN(log, "UVMRT_PROFILE=auto: no built-in profile for device %d, '%s' (%.1f GiB): the planner models "
+                      "it with the profile %s (%s); run uvmrt-calibrate and set UVMRT_PROFILE=FILE for a model of "
+                      "this machine",
+                 cfg->device, name, (double)memory / (1024.0 * 1024.0 * 1024.0), (*use)->name, (*use)->description);
+    return UVMRT_OK;
+}
+
+/* Cards with a profile of their own: a part of the name cudaGetDeviceProperties gives,
+ * and the least memory of the variant the profile describes. */
+static const struct {
+    const char *name_part, *profile;
+    uint64_t min_memory;
+} device_profiles[] = {
+    {"NVIDIA H200", "h200", 0}, /* not GH200: its link to the CPU is another */
+    {"RTX 4060 Ti", "rtx4060ti-16g", 12ull << 30}, /* the 8 GB card is a consumer-8g */
+    {"RTX 4080", "rtx4080", 0},
+    {"RTX 4090", "rtx4090", 0},
+    {"RTX 3090", "rtx3090", 0},
+};
+
+const uvmrt_profile_t *uvmrt__profile_for_device(const char *device_name, uint64_t memory_bytes, int *matched)
+{
+    *matched = 0;
+    for (size_t i = 0; device_name && i < sizeof device_profiles / sizeof device_profiles[0]; i++)
+        if (strstr(device_name, device_profiles[i].name_part) != NULL && memory_bytes >= device_profiles[i].min_memory) {
+            *matched = 1;
+            return uvmrt_profile_find(device_profiles[i].profile);
+        }
+    /* cards report a little less than their nominal size: round to the nearest GiB */
+    uint64_t gib = (memory_bytes + (512ull << 20)) >> 30;
+    const char *by_size = gib > 28 ? "h200" : gib >= 24 ? "consumer-24g" : gib >= 16 ? "consumer-16g"
+                                              : gib >= 12 ? "consumer-12g" : "consumer-8g";
+    return uvmrt_profile_find(by_size);
+}
+
+const char *uvmrt__profile_label(const uvmrt_config_t *cfg, const uvmrt_profile_t *profile)
+{
+    return uvmrt__profile_is_path(cfg->profile) || profile == NULL ? cfg->profile : profile->name;
 }

@@ -31,10 +31,22 @@ uvmrt_status_t uvmrt__profile_file_load(const char *path, const uvmrt_log_t *log
 uvmrt_status_t uvmrt__profile_file_save(const uvmrt_profile_t *profile, const uvmrt_profile_meta_t *meta,
                                         const char *path, const uvmrt_log_t *log);
 
-/* The profile a context uses: the file or built-in profile cfg->profile names on
- * sim; on cuda the file when it names one (the planner's reference), else the
- * measured h200. *owned is what the context must free (NULL for a built-in). */
+/* The profile a context uses, on sim its model and on cuda the planner's model of
+ * the GPU: the file or built-in profile cfg->profile names; for "auto", consumer-8g
+ * on sim and on cuda the built-in profile of the device (uvmrt__profile_for_device,
+ * with a notice naming it when it is only the nearest estimate). *owned is what the
+ * context must free (NULL for a built-in). */
 uvmrt_status_t uvmrt__profile_resolve(const uvmrt_config_t *cfg, const uvmrt_log_t *log,
                                       const uvmrt_profile_t **use, uvmrt_profile_t **owned);
+
+/* The built-in profile for a GPU of this name (as cudaGetDeviceProperties gives it)
+ * and memory: the one made for that card when there is one (*matched = 1), else the
+ * consumer estimate of the nearest memory size at or below it (8, 12, 16, 24 GB), and
+ * above 28 GiB the measured h200 (*matched = 0). Never NULL. */
+const uvmrt_profile_t *uvmrt__profile_for_device(const char *device_name, uint64_t memory_bytes, int *matched);
+
+/* What a record or a message calls the context's profile: the file's path for a file,
+ * else the built-in profile's name (also when UVMRT_PROFILE is auto). */
+const char *uvmrt__profile_label(const uvmrt_config_t *cfg, const uvmrt_profile_t *profile);
 
 #endif

@@ -11,6 +11,7 @@
 #include <jansson.h>
 
 #include "internal.h"
+#include "profile_file.h"
 #include "record_file.h"
 
 static json_t *tensors_json(const uvmrt_context_t *ctx)
@@ -96,7 +97,7 @@ static json_t *record_json(uvmrt_context_t *ctx, const uvmrt_sequence_t *timed)
         json_array_append_new(layers, json_string(ctx->tensors.layers[l].name));
     return json_pack("{s:s, s:i, s:s, s:s, s:s, s:I, s:b, s:b, s:o, s:o, s:o}", "format", "uvmrt-record", "version", 1,
                      "uvmrt_version", uvmrt_version_string(), "backend", uvmrt_backend_name(ctx->cfg.backend),
-                     "profile", ctx->cfg.profile, /* name or file path: what uvmrt-plan --profile takes */ "budget_bytes",
+                     "profile", uvmrt__profile_label(&ctx->cfg, ctx->profile), /* name or file path: what uvmrt-plan --profile takes */ "budget_bytes",
                      (json_int_t)ctx->budget, "discard", ctx->cfg.discard_dead, "remote", ctx->cfg.remote, "layers",
                      layers, "tensors", tensors_json(ctx), "calls", calls_json(ctx, timed));
 }

@@ -41,7 +41,8 @@ static void format_backend(const uvmrt_config_t *c, char *b, size_t n)
 static uvmrt_status_t parse_profile(uvmrt_config_t *c, const char *t)
 {
     if (strlen(t) >= sizeof c->profile) return UVMRT_ERR_CONFIG;
-    if (!uvmrt__profile_is_path(t) && uvmrt_profile_find(t) == NULL) return UVMRT_ERR_CONFIG;
+    if (strcmp(t, "auto") != 0 && !uvmrt__profile_is_path(t) && uvmrt_profile_find(t) == NULL)
+        return UVMRT_ERR_CONFIG;
     snprintf(c->profile, sizeof c->profile, "%s", t);
     return UVMRT_OK;
 }
@@ -198,11 +199,12 @@ static const uvmrt_config_entry_t table[] = {
      parse_backend, format_backend},
     {"DEVICE", "0", "a device ordinal from 0 to 1023", "the CUDA device to use", parse_device,
      format_device},
-    {"PROFILE", "consumer-8g",
-     "a profile name (uvmrt-demo --profile list prints them) or a profile file (a path containing '/' or "
-     "ending in .json, uvmrt-profile(5))",
-     "the sim backend's device profile; a file is also the cuda backend's reference profile", parse_profile,
-     format_profile},
+    {"PROFILE", "auto",
+     "auto, a profile name (uvmrt-demo --profile list prints them) or a profile file (a path containing '/' "
+     "or ending in .json, uvmrt-profile(5))",
+     "the device profile: the sim backend's model, and on cuda the planner's model of the GPU; auto: "
+     "consumer-8g on sim, on cuda the built-in profile of the GPU found (by name, else by memory size)",
+     parse_profile, format_profile},
     {"POLICY", "prefetch", "none, demand or prefetch",
      "none: plain managed memory; demand: driver emulation; prefetch: the scheduler",
      parse_policy, format_policy},

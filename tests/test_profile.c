@@ -373,3 +373,83 @@ Test(profile, environment_names_a_file_and_a_bad_file_fails_create)
     cr_assert(log_contains("profile file"), "the expected text names files too: %s", log_text());
     env_clear_uvmrt();
 }
+
+/* ------------------------------------------------------------------ UVMRT_PROFILE=auto */
+/* On cuda, auto models the GPU found: its own built-in profile by name (not a GH200,
+ * whose link to the CPU is another; a 4060 Ti only in its 16 GB variant), else the
+ * consumer estimate of its memory size, and above 28 GiB the measured h200. */
+Test(profile, auto_picks_the_devices_own_profile_else_the_nearest_by_memory)
+{
+    static const struct {
+        const char *name;
+        double gib;
+        const char *want;
+        int matched;
+    } cases[] = {
+        {"NVIDIA H200", 140.4, "h200", 1},
+        {"NVIDIA H200 NVL", 140.4, "h200", 1},
+        {"NVIDIA GeForce RTX 4090", 23.6, "rtx4090", 1},
+        {"NVIDIA GeForce RTX 4080", 15.6, "rtx4080", 1},
+        {"NVIDIA GeForce RTX 3090", 23.7, "rtx3090", 1},
+        {"NVIDIA GeForce RTX 4060 Ti", 15.6, "rtx4060ti-16g", 1},
+        {"NVIDIA GeForce RTX 4060 Ti", 7.6, "consumer-8g", 0},
+        {"NVIDIA GH200 480GB", 94.5, "h200", 0},
+        {"NVIDIA GeForce RTX 3060", 11.8, "consumer-12g", 0},
+        {"NVIDIA RTX A4000", 15.7, "consumer-16g", 0},
+        {"NVIDIA GeForce RTX 3070", 7.8, "consumer-8g", 0},
+        {"NVIDIA GeForce GTX 1650", 3.8, "consumer-8g", 0},
+        {"NVIDIA RTX A5000", 23.6, "consumer-24g", 0},
+        {"NVIDIA A100-SXM4-80GB", 79.2, "h200", 0},
+        {NULL, 0, "consumer-8g", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int matched = -1;
+        const uvmrt_profile_t *p = uvmrt__profile_for_device(cases[i].name, (uint64_t)(cases[i].gib * GIB), &matched);
+        cr_assert_not_null(p);
+        cr_expect_str_eq(p->name, cases[i].want, "%s, %.1f GiB: %s", cases[i].name, cases[i].gib, p->name);
+        cr_expect_eq(matched, cases[i].matched, "%s, %.1f GiB", cases[i].name, cases[i].gib);
+    }
+}
+
+/* auto is the default, a value of its own, and on sim consumer-8g; what records and
+ * messages call the profile is the one in use (uvmrt-plan --profile takes it), a
+ * file's path for a file. */
+Test(profile, auto_is_the_default_and_records_name_the_profile_in_use)
+{
+    uvmrt_params_t p;
+    sim_params(&p, UVMRT_POLICY_PREFETCH, 0, NULL);
+    uvmrt_context_t *ctx = NULL;
+    cr_assert_eq(uvmrt_context_create(&p, &ctx), UVMRT_OK, "%s", log_text());
+    cr_assert_str_eq(ctx->cfg.profile, "auto");
+    cr_assert_str_eq(uvmrt_context_profile(ctx)->name, "consumer-8g");
+    cr_assert_str_eq(uvmrt__profile_label(&ctx->cfg, ctx->profile), "consumer-8g");
+    uvmrt_context_destroy(ctx);
+    sim_params(&p, UVMRT_POLICY_PREFETCH, 0, "auto");
+    cr_assert_eq(uvmrt_context_create(&p, &ctx), UVMRT_OK, "%s", log_text());
+    cr_assert_str_eq(uvmrt_context_profile(ctx)->name, "consumer-8g");
+    uvmrt_context_destroy(ctx);
+    tmp_dir();
+    const char *path = write_text("card.json", doc(""));
+    uvmrt_config_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    snprintf(cfg.profile, sizeof cfg.profile, "%s", path);
+    cr_assert_str_eq(uvmrt__profile_label(&cfg, uvmrt_profile_find("h200")), path);
+}
+
+/* uvmrt_choose's model contexts model the GPU the context plans for: its profile in
+ * use, not the setting's text (on cuda, auto is resolved from the device; here the
+ * parent's profile is set by hand to stand for that). */
+Test(profile, model_contexts_take_the_profile_in_use)
+{
+    uvmrt_params_t p;
+    sim_params(&p, UVMRT_POLICY_PREFETCH, 0, NULL);
+    uvmrt_context_t *ctx = NULL, *model = NULL;
+    cr_assert_eq(uvmrt_context_create(&p, &ctx), UVMRT_OK, "%s", log_text());
+    const uvmrt_profile_t *resolved = ctx->profile;
+    ctx->profile = uvmrt_profile_find("rtx4090"); /* as auto resolves it on an RTX 4090 */
+    cr_assert_eq(uvmrt__context_create_model(ctx, 4 * GIB, NULL, NULL, &model), UVMRT_OK, "%s", log_text());
+    cr_expect_str_eq(uvmrt_context_profile(model)->name, "rtx4090");
+    uvmrt_context_destroy(model);
+    ctx->profile = resolved;
+    uvmrt_context_destroy(ctx);
+}

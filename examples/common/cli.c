@@ -224,7 +224,8 @@ static const cli_common_flag_t CLI_COMMON[CLI_F_COUNT] = {
      "backend (default cuda; without a usable GPU: sim, unless\n--backend was given)"},
     {CLI_F_PROFILE, "profile", "NAME|FILE|list", 0,
      "device profile: the sim's model, and on cuda the model of the automatic choices\n"
-     "(a file from uvmrt-calibrate describes this machine); 'list' prints the built-in ones"},
+     "(default: the GPU's own built-in profile, else the nearest estimate; a file from\n"
+     "uvmrt-calibrate describes this machine); 'list' prints the built-in ones"},
     {CLI_F_POLICY, "policy", "none|demand|prefetch", 0, "uvmrt's policy (default prefetch)"},
     {CLI_F_BUDGET, "budget", "SIZE|auto", 0,
      "device bytes uvmrt may keep resident (default auto: free\ndevice memory less a reserve; "
@@ -331,7 +332,7 @@ static void common_flag(const cli_spec_t *spec, cli_common_t *c, unsigned bit, c
             if (uvmrt_profile_load(arg, &f) != UVMRT_OK)
                 cli_usage_error("--profile '%s': not a readable profile file (uvmrt-profile(5))", arg);
             uvmrt_profile_free(f);
-        } else if (uvmrt_profile_find(arg) == NULL) {
+        } else if (strcmp(arg, "auto") != 0 && uvmrt_profile_find(arg) == NULL) {
             char names[512] = "";
             size_t count = 0, used = 0;
             const uvmrt_profile_t *p = uvmrt_profiles(&count);
@@ -340,7 +341,7 @@ static void common_flag(const cli_spec_t *spec, cli_common_t *c, unsigned bit, c
                 if (k < 0) break;
                 used += (size_t)k;
             }
-            cli_usage_error("--profile '%s': expected one of %s (or list), or a profile file", arg, names);
+            cli_usage_error("--profile '%s': expected auto, one of %s (or list), or a profile file", arg, names);
         }
         c->profile = arg;
         break;
@@ -418,8 +419,6 @@ void cli_parse(int argc, char **argv, const cli_spec_t *spec, cli_common_t *comm
         profiles_list(stdout);
         exit(0);
     }
-    if (common->profile && common->backend_explicit && common->backend == UVMRT_BACKEND_CUDA)
-        fprintf(stderr, "%s: note: --profile applies to the sim backend only\n", cli_program);
 }
 
 void cli_params_apply(const cli_common_t *common, uvmrt_params_t *params)

@@ -295,7 +295,9 @@ static uint64_t default_budget(const demo_options_t *opt, uvmrt_backend_kind_t b
     uint64_t b = total_tensor_bytes(opt) / 3, ws = largest_working_set(opt);
     if (b < ws)
         b = ws;
-    const uvmrt_profile_t *p = uvmrt_profile_find(profile ? profile : FALLBACK_PROFILE);
+    /* auto is consumer-8g on sim (UVMRT_PROFILE) */
+    const uvmrt_profile_t *p =
+        uvmrt_profile_find(profile && strcmp(profile, "auto") != 0 ? profile : FALLBACK_PROFILE);
     if (backend == UVMRT_BACKEND_SIM && p != NULL && b > p->memory_bytes - (512ull << 20))
         b = p->memory_bytes - (512ull << 20);
     return b;

@@ -22,6 +22,8 @@
 #include <jansson.h>
 
 #include "../helpers.h"
+#include "backend_select.h"
+#include "profile_file.h"
 
 /* ------------------------------------------------------------------ contexts */
 static uvmrt_context_t *cuda_ctx_or_skip(uvmrt_policy_t policy, uint64_t budget)
@@ -634,5 +636,63 @@ Test(gpu, mlp_deep_net_loss_is_visible, .timeout = 600)
     cr_expect_not_null(t, "--trace %s: %s\n%s", trace, err.text, text);
     json_decref(t);
     unlink(trace);
+    sb_free(&out);
+}
+
+/* ------------------------------------------------------------------ the planner's model of this GPU */
+/* Without UVMRT_PROFILE (auto), a cuda context's profile is this GPU's built-in one
+ * (or the nearest estimate), the model uvmrt_choose rehearses on: not the sim's
+ * consumer-8g, which made an H200 put a resident GPT's optimizer on the CPU. */
+Test(gpu, profile_auto_models_the_device_found, .timeout = 120)
+{
+    uvmrt_context_t *ctx = cuda_ctx_or_skip(UVMRT_POLICY_PREFETCH, 64 * MIB);
+    char name[256], why[256];
+    uint64_t memory = 0;
+    int matched = 0;
+    cr_assert_eq(uvmrt__gpu_identity(0, name, sizeof name, &memory, why, sizeof why), 0, "%s", why);
+    const uvmrt_profile_t *want = uvmrt__profile_for_device(name, memory, &matched);
+    cr_expect_str_eq(uvmrt_context_profile(ctx)->name, want->name, "device '%s'", name);
+    if (strstr(name, "NVIDIA H200") != NULL) cr_expect_str_eq(uvmrt_context_profile(ctx)->name, "h200");
+    uvmrt_context_destroy(ctx);
+}
+
+/* uvmrt-gpt (UVMRT_GPT, else beside the demo), as mlp_program finds uvmrt-mlp. */
+static const char *gpt_program(char *buf, size_t cap)
+{
+    const char *gpt = getenv("UVMRT_GPT");
+    if (gpt && *gpt) return gpt;
+    const char *demo = getenv("UVMRT_DEMO");
+    if (demo == NULL || demo[0] == '\0') cr_skip_test("neither UVMRT_GPT nor UVMRT_DEMO is set");
+    const char *cut = strstr(demo, "demo/uvmrt-demo");
+    cr_assert_not_null(cut, "UVMRT_DEMO=%s: cannot find uvmrt-gpt beside it", demo);
+    snprintf(buf, cap, "%.*sgpt/uvmrt-gpt", (int)(cut - demo), demo);
+    return buf;
+}
+
+/* A GPT-2 350M (--depth 24: 13.4 GiB of tensors) with everything resident (policy
+ * none) on a GPU with room for it: the automatic choice keeps every AdamW on the GPU
+ * and recomputes nothing (rehearsed on the 8 GB consumer-8g model, it put 26 of the
+ * 26 layers' AdamW on the CPU). */
+Test(gpu, gpt_resident_auto_keeps_the_optimizer_on_a_roomy_gpu, .timeout = 600)
+{
+    uvmrt_context_t *ctx = cuda_ctx_or_skip(UVMRT_POLICY_PREFETCH, 0);
+    uint64_t room = uvmrt_context_budget(ctx); /* free memory less the reserve */
+    uvmrt_context_destroy(ctx);
+    if (room < 24ull * GIB) cr_skip_test("%.1f GiB free: the test needs 24", (double)room / GIB);
+    char prog[4096], res[256], cmd[8192];
+    const char *gpt = gpt_program(prog, sizeof prog);
+    snprintf(res, sizeof res, "/tmp/uvmrt-gpu-gpt-%d.json", (int)getpid());
+    env_clear_uvmrt();
+    snprintf(cmd, sizeof cmd, "'%s' --backend cuda --quiet --depth 24 --policy none --steps 2 --result-json %s 2>&1",
+             gpt, res);
+    strbuf_t out = {0};
+    int status = run_command(cmd, &out);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s: status %#x:\n%s", cmd, status, out.s ? out.s : "");
+    json_t *r = json_load_file(res, 0, NULL);
+    cr_assert_not_null(r, "%s: no result JSON:\n%s", res, out.s ? out.s : "");
+    cr_expect_eq(json_integer_value(json_object_get(r, "cpu_layers")), 0, "%s", out.s);
+    cr_expect_eq(json_integer_value(json_object_get(r, "recompute_blocks")), 0, "%s", out.s);
+    json_decref(r);
+    unlink(res);
     sb_free(&out);
 }
