@@ -82,7 +82,7 @@ Test(profile, h200_has_the_measured_host_memory_figures)
     cr_assert_eq(p->measured, 1);
     cr_assert_float_eq(p->host_mem_bps, 77e9, 1);       /* FACTS.md: triad, CPU alone */
     cr_assert_float_eq(p->host_mem_shared_bps, 140e9, 1); /* CPU and DMA together */
-    cr_assert_float_eq(p->cpu_adamw_params_per_s, 2.8e9, 1);
+    cr_assert_float_eq(p->cpu_adamw_params_per_s, 4.6e9, 1); /* uvmrt-calibrate, the trainers' loop */
     cr_assert_float_eq(p->pinned_bidir_bps, 101.7e9, 1);
     cr_assert_gt(p->gpu_bf16_flops, 0);
     /* together more than either alone, less than both solo rates added */
