@@ -445,17 +445,20 @@ int main(int argc, char *argv[])
  * budget, for each optimizer placement, the losses (printed with %a) are
  * bitwise identical. UVMRT_MLP names the program; without it, it is looked for
  * beside the demo (UVMRT_DEMO: .../examples/demo/uvmrt-demo). */
-static const char *mlp_program(char *buf, size_t cap)
+/* The program env names, else examples/<rel> beside the demo (UVMRT_DEMO). */
+static const char *example_program(const char *env, const char *rel, char *buf, size_t cap)
 {
-    const char *mlp = getenv("UVMRT_MLP");
-    if (mlp && *mlp) return mlp;
+    const char *prog = getenv(env);
+    if (prog && *prog) return prog;
     const char *demo = getenv("UVMRT_DEMO");
-    if (demo == NULL || demo[0] == '\0') cr_skip_test("neither UVMRT_MLP nor UVMRT_DEMO is set");
+    if (demo == NULL || demo[0] == '\0') cr_skip_test("neither %s nor UVMRT_DEMO is set", env);
     const char *cut = strstr(demo, "demo/uvmrt-demo");
-    cr_assert_not_null(cut, "UVMRT_DEMO=%s: cannot find uvmrt-mlp beside it", demo);
-    snprintf(buf, cap, "%.*smlp/uvmrt-mlp", (int)(cut - demo), demo);
+    cr_assert_not_null(cut, "UVMRT_DEMO=%s: cannot find %s beside it", demo, rel);
+    snprintf(buf, cap, "%.*s%s", (int)(cut - demo), demo, rel);
     return buf;
 }
+
+static const char *mlp_program(char *buf, size_t cap) { return example_program("UVMRT_MLP", "mlp/uvmrt-mlp", buf, cap); }
 
 /* Runs uvmrt-mlp; returns the loss log's text (caller frees). */
 static char *mlp_losses(const char *args, const char *tag)
@@ -656,18 +659,8 @@ Test(gpu, profile_auto_models_the_device_found, .timeout = 120)
     uvmrt_context_destroy(ctx);
 }
 
-/* uvmrt-gpt (UVMRT_GPT, else beside the demo), as mlp_program finds uvmrt-mlp. */
-static const char *gpt_program(char *buf, size_t cap)
-{
-    const char *gpt = getenv("UVMRT_GPT");
-    if (gpt && *gpt) return gpt;
-    const char *demo = getenv("UVMRT_DEMO");
-    if (demo == NULL || demo[0] == '\0') cr_skip_test("neither UVMRT_GPT nor UVMRT_DEMO is set");
-    const char *cut = strstr(demo, "demo/uvmrt-demo");
-    cr_assert_not_null(cut, "UVMRT_DEMO=%s: cannot find uvmrt-gpt beside it", demo);
-    snprintf(buf, cap, "%.*sgpt/uvmrt-gpt", (int)(cut - demo), demo);
-    return buf;
-}
+/* uvmrt-gpt: UVMRT_GPT, else beside the demo. */
+static const char *gpt_program(char *buf, size_t cap) { return example_program("UVMRT_GPT", "gpt/uvmrt-gpt", buf, cap); }
 
 /* A GPT-2 350M (--depth 24: 13.4 GiB of tensors) with everything resident (policy
  * none) on a GPU with room for it: the automatic choice keeps every AdamW on the GPU
