@@ -626,6 +626,31 @@ Test(plantool, model_gpt_is_close_to_the_gpt_runs)
     unlink(res);
 }
 
+/* A model file's memory-bound bytes add their time at the profile's HBM rate to the
+ * flops': with everything resident (40 GiB holds W1), X bytes per sample forward and by
+ * default twice that backward, once in the first layer (as for flops), add 24 + 23 x 2
+ * + 1 = 71 X bytes per sample; per parameter, a backward's 4 add 24 x 4 x params. */
+Test(plantool, model_hbm_bytes_add_their_time_at_the_hbm_rate)
+{
+    char path[256], path2[256];
+    double base = model_predicted_ms(W1_MODEL, "40G");
+    char *text = w1_variant("\"recompute\": false", "\"recompute\": false, \"hbm_bytes_per_sample\": 1000000");
+    write_model(path, sizeof path, text);
+    double with = model_predicted_ms(path, "40G");
+    double hbm = uvmrt_profile_find("h200")->hbm_bps, want = 71.0 * 1e6 * 8192 / hbm * 1e3;
+    cr_assert(fabs((with - base) - want) <= 0.001 * want + 0.01, "added %.3f ms, expected %.3f", with - base, want);
+    char *text2 = w1_variant("\"recompute\": false", "\"recompute\": false, \"backward_hbm_bytes_per_param\": 4");
+    write_model(path2, sizeof path2, text2);
+    double per_param = model_predicted_ms(path2, "40G");
+    want = 24.0 * 4 * 67108864 / hbm * 1e3;
+    cr_assert(fabs((per_param - base) - want) <= 0.001 * want + 0.01, "added %.3f ms, expected %.3f", per_param - base,
+              want);
+    remove_record(path);
+    remove_record(path2);
+    free(text);
+    free(text2);
+}
+
 /* Fits exactly from the largest working set of one call, computed here from the files'
  * numbers: W1's is a block's GPU optimizer (W, m, v, dW fp32 and Wh bf16: 4 x 256 + 128
  * MiB); with AdamW on the CPU those stay on the host and the last forward (Wh, A22, Z,
