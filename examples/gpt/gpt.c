@@ -591,12 +591,15 @@ static void layer_open(gpt_run_t *run, int layer, uvmrt_phase_t phase, const use
         .layer = layer, .phase = phase, .stream = run->stream, .uses = uses->u,
         .n_uses = uses->n, .no_default_uses = 1, .flops = flops,
     };
-    /* a CPU layer's forward waits for the CPU's update of it (cpu_wait) */
-    if (phase == UVMRT_PHASE_FORWARD && on_cpu(run, layer))
-        call.after = run->cpu_stream;
     /* the memory-bound kernels' bytes, at HBM speed after the matmuls' flops (on sim
      * and in uvmrt_choose's rehearsals; on cuda only declared, for the review) */
     call.hbm_bytes = bytes;
+    /* a CPU layer's forward waits for the CPU's update of it (cpu_wait) and writes its
+     * bf16 weights (weights_ready: 2 bytes per parameter) */
+    if (phase == UVMRT_PHASE_FORWARD && on_cpu(run, layer)) {
+        call.after = run->cpu_stream;
+        call.hbm_bytes += 2 * run->lp[layer].n;
+    }
     uvmrt_status_t st = uvmrt_layer_begin(run->ctx, &call);
     if (st != UVMRT_OK) {
         run->fail_st = st;
@@ -706,9 +709,8 @@ static void embed_forward(gpt_run_t *run, int side) {
     use_add(&u, run->tokens, side ? W | S : W);
     use_add(&u, run->out[0], W | S);
     cpu_wait(run, 0);
-    /* the encoder: wte and wpe rows in (bf16), fp32 out; a CPU layer's bf16 copy */
-    layer_open(run, 0, UVMRT_PHASE_FORWARD, &u, 0,
-               (uint64_t)run->N * run->C * 8 + (on_cpu(run, 0) ? 2 * p->n : 0));
+    /* the encoder: wte and wpe rows in (bf16), fp32 out */
+    layer_open(run, 0, UVMRT_PHASE_FORWARD, &u, 0, (uint64_t)run->N * run->C * 8);
     weights_ready(run, 0);
     if (run->compute) {
         gcheck(run, gpt_gpu_copy(run->gpu, ptr(run->tokens), run->tok_host,
@@ -799,7 +801,7 @@ static void block_forward(gpt_run_t *run, int l) {
     use_add(&u, run->out[l], W);
     cpu_wait(run, l);
     layer_open(run, l, UVMRT_PHASE_FORWARD, &u, block_work_flops(run, 0),
-               block_forward_bytes(run, 1) + (on_cpu(run, l) ? 2 * run->lp[l].n : 0));
+               block_forward_bytes(run, 1));
     weights_ready(run, l);
     if (run->compute)
         block_forward_math(run, l, 1);
@@ -899,8 +901,7 @@ static void head_forward(gpt_run_t *run, double *loss_dst) {
     cpu_wait(run, hl);
     /* lnf (14 N x C), then the cross-entropy reads and rewrites each chunk's bf16 logits */
     layer_open(run, hl, UVMRT_PHASE_FORWARD, &u, head_flops(run),
-               (uint64_t)run->N * run->C * 14 + (uint64_t)run->N * run->Vp * 4 +
-                   (on_cpu(run, hl) ? 2 * p->n : 0));
+               (uint64_t)run->N * run->C * 14 + (uint64_t)run->N * run->Vp * 4);
     weights_ready(run, hl);
     if (run->compute) {
         int N = run->N, C = run->C, Vp = run->Vp;
