@@ -59,6 +59,10 @@ extern "C" {
 const char *uvmrt_version_string(void);
 /* UVMRT_VERSION_NUMBER of the library actually linked. */
 int uvmrt_version_number(void);
+/* sizeof the public struct named ("uvmrt_layer_call_t", ...) in the library actually
+ * linked, or 0 for a name it does not know: a binding that mirrors the structs (the
+ * Python package) checks its copies against the library it loaded. */
+size_t uvmrt_abi_struct_size(const char *name);
 
 /* ------------------------------------------------------------------ status */
 /* One list yields the enum and the strings (uvmrt_status_str). */
@@ -772,6 +776,17 @@ uvmrt_status_t uvmrt_memory_peak_reset(uvmrt_context_t *ctx);
 /* Declares how many steps the program will run, so that uvmrt-top(1) can show an
  * ETA (0: unknown, the default). Any time; the last call counts. */
 uvmrt_status_t uvmrt_context_set_total_steps(uvmrt_context_t *ctx, uint64_t steps);
+
+/* ------------------------------------------------------------------ memory held outside uvmrt */
+/* Declares the device memory the program holds outside uvmrt (e.g. a framework's own
+ * allocator for activations: the PyTorch binding measures it in the recorded step), so
+ * that the plan keeps uvmrt's resident bytes at or below the budget (or the choice's plan
+ * budget) less these bytes. A changed value re-plans at the next step. Outside a step
+ * (UVMRT_ERR_STATE inside one); UVMRT_ERR_BUDGET, logged, when bytes is not below the
+ * budget. On failure nothing changes. 0 (the default) withdraws it. */
+uvmrt_status_t uvmrt_context_set_external_bytes(uvmrt_context_t *ctx, uint64_t bytes);
+/* The bytes declared by uvmrt_context_set_external_bytes (0: none). */
+uint64_t uvmrt_context_external_bytes(const uvmrt_context_t *ctx);
 
 
 /* ------------------------------------------------------------------ choices (uvmrt_choose(3)) */
