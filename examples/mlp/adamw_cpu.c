@@ -8,11 +8,13 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 
 #ifdef UVMRT_HAVE_NUMA
 #include <numa.h>
+#endif
+#ifdef _OPENMP
+#include <omp.h>
 #endif
 
 #include "uvmrt.h"
@@ -37,9 +39,11 @@ mlp_isa_t mlp_isa_best(void) {
 }
 
 int mlp_cpu_threads(void) {
-    const char *s = getenv("OMP_NUM_THREADS");
-    long n = s ? strtol(s, NULL, 10) : 0;
-    return n > 0 && n <= 1 << 16 ? (int)n : 0;
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 0;
+#endif
 }
 
 uvmrt_adamw_t mlp_adamw_hp(double lr, double wd, long t, double loss_scale) {

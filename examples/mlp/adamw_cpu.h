@@ -24,8 +24,8 @@ const char *mlp_isa_name(mlp_isa_t isa);
 /* The path uvmrt_adamw_cpu takes on this machine (uvmrt_adamw_isa()). */
 mlp_isa_t mlp_isa_best(void);
 
-/* The CPU AdamW's threads: OMP_NUM_THREADS when set to a positive number (its first
- * value), else 0 (uvmrt_adamw_cpu's default: the CPUs the calling thread may run on). */
+/* The CPU AdamW's threads: OpenMP's default team (OMP_NUM_THREADS, else the CPUs the
+ * program started with), the team the trainers have always used; 0 without OpenMP. */
 int mlp_cpu_threads(void);
 
 /* uvmrt_adamw_cpu's hyperparameters for uvmrt-mlp's AdamW: the coefficients are
