@@ -37,8 +37,10 @@ def test_the_model_trains_and_its_parameters_live_in_uvmrt_memory():
     # per-module attribution: each layer made one forward, backward and optimizer call a step
     summ = e.ctx.summary()
     for l in e.layers:
-        for phase in (L.PHASE_FORWARD, L.PHASE_BACKWARD, L.PHASE_OPTIMIZER):
+        phases = (L.PHASE_FORWARD, L.PHASE_BACKWARD) + ((L.PHASE_OPTIMIZER,) if l.owned else ())
+        for phase in phases:
             assert e.ctx.layer_stats(l.index, phase).calls == summ.steps, (l.name, phase)
+    assert e.ctx.layer_stats(e.layers[-1].index, L.PHASE_OPTIMIZER).calls == 0  # the tied head owns nothing
 
 
 def test_layers_are_the_blocks_and_the_modules_around_them():
@@ -85,9 +87,13 @@ def test_cpu_adamw_is_within_a_few_ulp_of_torch_adamw():
         assert torch.allclose(p1, p2, rtol=1e-4, atol=1e-5), n1
 
 
-def test_one_cpu_update_is_within_two_ulp_of_torch_adamw_foreach_false():
+def test_cpu_updates_are_within_the_stated_bound_of_torch_adamw_foreach_false():
+    """The stated bound (python/README.md): after 3 updates on the same gradients, every
+    element within 4 eps (|w| + lr) of torch.optim.AdamW(foreach=False) in fp32 (eps =
+    2^-23; measured 3.5), and almost all bitwise equal: torch takes m by a lerp and
+    divides by sqrt(1 - beta2^t) where uvmrt multiplies."""
     torch.manual_seed(3)
-    n = 10007
+    n = 100003
     w, g = torch.randn(n), torch.randn(n) * 1e-2
     lib = L.lib()
     hp = L.AdamW()
@@ -102,8 +108,10 @@ def test_one_cpu_update_is_within_two_ulp_of_torch_adamw_foreach_false():
                                    g.data_ptr(), n, None) == 0
         p.grad = g.clone()
         opt.step()
-    ulp = (ours_w.view(torch.int32) - p.detach().view(torch.int32)).abs().max().item()
-    assert ulp <= 2, f"{ulp} ulp"
+    d = (ours_w - p.detach()).abs()
+    eps = torch.finfo(torch.float32).eps
+    assert (d <= 4 * eps * (w.abs() + 1e-3)).all(), (d / (eps * (w.abs() + 1e-3))).max().item()
+    assert (d == 0).float().mean().item() > 0.95
 
 
 def test_state_dict_round_trip_continues_as_an_uninterrupted_run(tmp_path):
