@@ -10,7 +10,16 @@
  *    earlier checkpoint, is never loaded, and is cleaned up by the next save;
  *  - keep-K pruning;
  *  - names, sizes, buffer count and metadata size that differ from the file are
- *    refused by name on load and on resume (never skipped silently).
+ *    refused by name on load and on resume (never skipped silently);
+ *  - runs (issue 21): keep-K prunes only the run's own checkpoints, never another
+ *    run's nor a file whose header it cannot read; a save never replaces an entry the
+ *    run did not write unless told to;
+ *  - entries: ordered by the step in their header, not their name; a directory, a
+ *    FIFO (without blocking) and a symbolic link are named as such and skipped;
+ *    --resume that finds checkpoints but can use none (corrupt, truncated, a valid one
+ *    this process may not read) is an error, not a fresh start;
+ *  - the format: version-1 files (no run id) are still read; another version is
+ *    refused by number; an unusable directory is found before any save.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <fcntl.h>
