@@ -26,7 +26,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -493,6 +495,17 @@ Test(gpt_checkpoint, a_directory_or_fifo_is_named_and_never_blocks, .timeout = 3
     cr_expect_not_null(strstr(err, "a FIFO"), "%s", err);
     cr_assert_eq(gpt_ckpt_verify(link, NULL, err, sizeof err), -1);
     cr_expect_not_null(strstr(err, "symbolic link"), "%s", err);
+    /* a socket is not even opened */
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    cr_assert_lt(snprintf(sa.sun_path, sizeof sa.sun_path, "%s/ckpt-000000000096.bin", dir),
+                 (int)sizeof sa.sun_path);
+    int sfd = socket(AF_UNIX, SOCK_STREAM, 0);
+    cr_assert(sfd >= 0);
+    cr_assert_eq(bind(sfd, (struct sockaddr *)&sa, sizeof sa), 0);
+    cr_assert_eq(gpt_ckpt_verify(sa.sun_path, NULL, err, sizeof err), -1);
+    cr_expect_not_null(strstr(err, "a socket"), "%s", err);
+    close(sfd);
+    cr_assert_eq(unlink(sa.sun_path), 0);
     gpt_ckpt_entry_t *e;
     int n;
     cr_assert_eq(gpt_ckpt_scan(dir, &e, &n, err, sizeof err), 0, "%s", err);

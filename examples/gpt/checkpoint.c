@@ -171,21 +171,25 @@ static const char *kind_name(mode_t mode) {
                             : "not a regular file";
 }
 
-/* Opens a checkpoint for reading: without blocking (a FIFO with no writer), without
- * following a symbolic link, and only a regular file. Returns the descriptor, or -1
- * with a line in err naming the path and what the entry is or why it cannot be
- * opened. */
+static int not_a_file(const char *path, mode_t mode, char *err, size_t errlen) {
+    return fail(err, errlen, "checkpoint %s: %s, not a checkpoint file%s", path,
+                kind_name(mode), S_ISLNK(mode) ? " (links are not followed)" : "");
+}
+
+/* Opens a checkpoint for reading: only a regular file, never a device, a FIFO or a
+ * socket (not even opened: lstat first), not through a symbolic link, and without
+ * blocking should the entry have been swapped for a FIFO meanwhile (fstat checks
+ * what was opened). Returns the descriptor, or -1 with a line in err naming the path
+ * and what the entry is or why it cannot be opened. */
 static int open_checkpoint(const char *path, char *err, size_t errlen) {
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) {
-        int e = errno;
-        struct stat st;
-        if (e == ELOOP && lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
-            return fail(err, errlen, "checkpoint %s: a symbolic link, not a checkpoint file "
-                        "(links are not followed)", path);
-        return fail(err, errlen, "checkpoint %s: cannot open: %s", path, strerror(e));
-    }
     struct stat st;
+    if (lstat(path, &st) != 0)
+        return fail(err, errlen, "checkpoint %s: cannot stat: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return not_a_file(path, st.st_mode, err, errlen);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return fail(err, errlen, "checkpoint %s: cannot open: %s", path, strerror(errno));
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
@@ -193,8 +197,7 @@ static int open_checkpoint(const char *path, char *err, size_t errlen) {
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return fail(err, errlen, "checkpoint %s: %s, not a checkpoint file", path,
-                    kind_name(st.st_mode));
+        return not_a_file(path, st.st_mode, err, errlen);
     }
     /* reads of a regular file never block; clear the flag all the same */
     int fl = fcntl(fd, F_GETFL);
@@ -473,7 +476,6 @@ int gpt_ckpt_save(const char *dir, uint64_t step, const gpt_ckpt_buffer_t *bufs,
 
 /* ----------------------------------------------------------------------------
  * load */
-
 
 /* Reads and checks the header (version 1 or 2) and the file's size; fd is left at
  * the table. */
