@@ -58,8 +58,6 @@ static const char *gpt_path(void) {
 #define SMALL "--backend sim --layers 2 --channels 128 --heads 2 --batch 2 --seq 64 -q"
 
 static char out[1 << 17]; /* the last run's stdout and stderr */
-static int gpt_limit_s = 300;   /* gpt() kills the run after this */
-static const char *gpt_prefix = ""; /* before the program's path (setpriv ...) */
 static char dir[256];      /* this test's scratch directory */
 
 static void scratch(void) {
@@ -83,8 +81,7 @@ static int gpt(const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(args, sizeof args, fmt, ap);
     va_end(ap);
-    snprintf(cmd, sizeof cmd, "timeout %d %s'%s' %s 2>&1", gpt_limit_s, gpt_prefix, gpt_path(),
-             args);
+    snprintf(cmd, sizeof cmd, "timeout 300 '%s' %s 2>&1", gpt_path(), args);
     env_clear_uvmrt();
     char *text;
     int status = run_capture(cmd, &text);
@@ -498,6 +495,23 @@ Test(gpt_trainer, resume_skips_a_corrupt_newest_and_starts_fresh_without_one) {
 
 #define LONG_RUN SMALL " --vocab 512 --steps 40 --data '%s/train_*.bin'"
 
+/* gpt() killed after limit_s seconds, run through prefix ("setpriv ... ": as another
+ * user; "": none). */
+static int gpt_with(int limit_s, const char *prefix, const char *fmt, ...) {
+    char args[4096], cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "timeout %d %s'%s' %s 2>&1", limit_s, prefix, gpt_path(), args);
+    env_clear_uvmrt();
+    char *text;
+    int status = run_capture(cmd, &text);
+    snprintf(out, sizeof out, "%s", text);
+    free(text);
+    return status;
+}
+
 static uint64_t ckpt_step(const char *name) {
     char path[512], err[512];
     uint64_t step = 0;
@@ -602,13 +616,13 @@ Test(gpt_trainer, resume_of_an_unreadable_checkpoint_exits_1) {
     snprintf(cmd, sizeof cmd, "chmod 0 '%s/ck/ckpt-000000000002.bin' && chmod 777 '%s/ck'", dir,
              dir);
     cr_assert_eq(system(cmd), 0);
+    const char *prefix = "";
     if (geteuid() == 0) {
         if (system("setpriv --reuid=65534 --regid=65534 --clear-groups true 2>/dev/null") != 0)
             cr_skip_test("running as root without a working setpriv to drop to uid 65534");
-        gpt_prefix = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
+        prefix = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
     }
-    int st = gpt(CKPT_RUN " --resume --checkpoint %s/ck", dir, dir);
-    gpt_prefix = "";
+    int st = gpt_with(300, prefix, CKPT_RUN " --resume --checkpoint %s/ck", dir, dir);
     cr_expect_eq(st, 1, "exited %d:\n%s", st, out);
     cr_expect(strstr(out, "ckpt-000000000002.bin: cannot open: Permission denied") != NULL,
               "%s", out);
@@ -643,16 +657,14 @@ Test(gpt_trainer, resume_does_not_hang_on_a_fifo) {
     char fifo[512];
     snprintf(fifo, sizeof fifo, "%s/ck/ckpt-000000000099.bin", dir);
     cr_assert_eq(mkfifo(fifo, 0644), 0);
-    gpt_limit_s = 30;
-    int st = gpt(CKPT_RUN " --resume --checkpoint %s/ck --stop-at 3", dir, dir);
+    int st = gpt_with(30, "", CKPT_RUN " --resume --checkpoint %s/ck --stop-at 3", dir, dir);
     cr_expect_eq(st, 0, "exited %d (124: it hung):\n%s", st, out);
     cr_expect(strstr(out, "ckpt-000000000099.bin: a FIFO") != NULL, "%s", out);
     cr_expect(strstr(out, "continuing at step 3 of 6") != NULL, "%s", out);
     /* one named for a step this run would save: refused before step 1, not replaced */
     snprintf(fifo, sizeof fifo, "%s/ck/ckpt-000000000005.bin", dir);
     cr_assert_eq(mkfifo(fifo, 0644), 0);
-    st = gpt(CKPT_RUN " --resume --checkpoint %s/ck", dir, dir);
-    gpt_limit_s = 300;
+    st = gpt_with(30, "", CKPT_RUN " --resume --checkpoint %s/ck", dir, dir);
     cr_expect_eq(st, 1, "exited %d:\n%s", st, out);
     cr_expect(strstr(out, "ckpt-000000000005.bin: a FIFO") &&
                   strstr(out, "--overwrite-checkpoints"), "%s", out);
