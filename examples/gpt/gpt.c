@@ -1572,6 +1572,7 @@ int main(int argc, char **argv) {
            run.L, run.C, run.NH, run.V, run.Vp, params / 1e6, run.B, run.T, cpu_text, run.nl,
            rec_text, run.L, opt.c.steps, opt.lr, opt.c.seed, gpt_source_name(opt.source));
 
+    gpt_run_ckpt_start(&run); /* --checkpoint DIR usable, and this run's to write */
     data_open(&run); /* before the context: a bad file costs no GPU setup */
     run.ctx = context_open(&opt);
     run.backend = uvmrt_context_backend(run.ctx);
