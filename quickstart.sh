@@ -12,7 +12,7 @@
 set -euo pipefail
 
 DEPS=(autoconf automake libtool pkg-config make gcc g++
-      libcriterion-dev libjansson-dev libnuma-dev)
+      libcriterion-dev libjansson-dev libnuma-dev mandoc)
 
 usage() {
     sed -n '2,11s/^# \{0,1\}//p' "$0"
