@@ -1,7 +1,9 @@
 /*
- * test_scheduler.c -- the executor on the sim backend: the budget at every
- * layer boundary, residency when a layer starts, no faults in steady state,
- * deviations from the record, budget errors, and data surviving evictions.
+ * test_executor.c -- the executor (src/step.c, policy.c, migrate.c, history.c) on
+ * the sim backend under each policy: the budget at every layer boundary, residency
+ * when a layer starts, no faults in steady state, deviations from the record,
+ * budget errors, host homing, placement, data surviving evictions, and step_end's
+ * cost and history. (It was test_scheduler.c.)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,7 +45,7 @@ static net_t *setup(uvmrt_policy_t policy, double ws_mult, uint64_t bytes)
 }
 
 /* ------------------------------------------------------------------ prefetch */
-Test(scheduler, default_net_shape)
+Test(executor, default_net_shape)
 {
     net_t *net = setup(UVMRT_POLICY_PREFETCH, 0, 1 * GIB);
     cr_expect_eq(net_max_working_set(net), 8 * MIB);
@@ -55,7 +57,7 @@ Test(scheduler, default_net_shape)
 /* Budgets from 2x the largest working set to the total: the budget holds at
  * every layer boundary, every used tensor is resident at begin, and after the
  * recorded step there are no demand faults. */
-Test(scheduler, prefetch_budget_and_no_faults)
+Test(executor, prefetch_budget_and_no_faults)
 {
     net_t *probe = setup(UVMRT_POLICY_PREFETCH, 0, 1 * GIB);
     uint64_t ws = net_max_working_set(probe), total = net_total_footprint(probe);
@@ -90,7 +92,7 @@ Test(scheduler, prefetch_budget_and_no_faults)
 }
 
 /* With everything fitting, the steady state moves nothing at all. */
-Test(scheduler, prefetch_everything_fits_no_traffic)
+Test(executor, prefetch_everything_fits_no_traffic)
 {
     net_t *net = setup(UVMRT_POLICY_PREFETCH, 0, 1 * GIB);
     run_steps(net, 4, observe_invariants, NULL);
@@ -105,7 +107,7 @@ Test(scheduler, prefetch_everything_fits_no_traffic)
 
 /* At the tightest legal budget (one working set) the scheduler still keeps the
  * budget and every layer's tensors resident at its begin (late fetches). */
-Test(scheduler, prefetch_tight_budget_invariants)
+Test(executor, prefetch_tight_budget_invariants)
 {
     net_t *net = setup(UVMRT_POLICY_PREFETCH, 1.0, 0);
     invariant_count_t count = {0, 0};
@@ -116,7 +118,7 @@ Test(scheduler, prefetch_tight_budget_invariants)
 }
 
 /* ------------------------------------------------------------------ demand and none */
-Test(scheduler, demand_keeps_budget_and_faults)
+Test(executor, demand_keeps_budget_and_faults)
 {
     net_t *net = setup(UVMRT_POLICY_DEMAND, 3.0, 0);
     uint64_t budget = uvmrt_context_budget(net->ctx);
@@ -135,7 +137,7 @@ Test(scheduler, demand_keeps_budget_and_faults)
     net_destroy(net);
 }
 
-Test(scheduler, none_does_not_enforce_budget)
+Test(executor, none_does_not_enforce_budget)
 {
     net_t *net = setup(UVMRT_POLICY_NONE, 1.0, 0);
     uint64_t budget = uvmrt_context_budget(net->ctx);
@@ -148,7 +150,7 @@ Test(scheduler, none_does_not_enforce_budget)
 }
 
 /* Under none a layer larger than the budget is not an error. */
-Test(scheduler, none_accepts_layer_over_budget)
+Test(executor, none_accepts_layer_over_budget)
 {
     uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_NONE, 4 * MIB, NULL);
     int l;
@@ -175,7 +177,7 @@ static uint64_t steady_step_ns(uvmrt_policy_t policy, double ws_mult)
     return ns;
 }
 
-Test(scheduler, prefetch_faster_than_demand_on_sim)
+Test(executor, prefetch_faster_than_demand_on_sim)
 {
     for (double mult = 2.0; mult <= 4.0; mult += 1.0) {
         uint64_t pf = steady_step_ns(UVMRT_POLICY_PREFETCH, mult);
@@ -186,7 +188,7 @@ Test(scheduler, prefetch_faster_than_demand_on_sim)
 }
 
 /* ------------------------------------------------------------------ deviations */
-Test(scheduler, deviation_rerecords_then_no_faults)
+Test(executor, deviation_rerecords_then_no_faults)
 {
     net_t *net = setup(UVMRT_POLICY_PREFETCH, 2.0, 0);
     uvmrt_context_t *ctx = net->ctx;
@@ -212,7 +214,7 @@ Test(scheduler, deviation_rerecords_then_no_faults)
 
 /* A new step shape of the same length (optimizer in reverse order): it is
  * re-recorded, and from then on that shape runs without faults. */
-Test(scheduler, same_length_deviation_rerecords)
+Test(executor, same_length_deviation_rerecords)
 {
     net_t *net = setup(UVMRT_POLICY_PREFETCH, 2.0, 0);
     uvmrt_context_t *ctx = net->ctx;
@@ -225,7 +227,7 @@ Test(scheduler, same_length_deviation_rerecords)
 }
 
 /* A step cut short (a prefix of the record) also re-records. */
-Test(scheduler, short_step_then_full_steps)
+Test(executor, short_step_then_full_steps)
 {
     net_t *net = setup(UVMRT_POLICY_PREFETCH, 2.0, 0);
     uvmrt_context_t *ctx = net->ctx;
@@ -243,7 +245,7 @@ Test(scheduler, short_step_then_full_steps)
 }
 
 /* A step with an extra call at the end (longer than the record). */
-Test(scheduler, longer_step_then_full_steps)
+Test(executor, longer_step_then_full_steps)
 {
     net_t *net = setup(UVMRT_POLICY_PREFETCH, 2.0, 0);
     uvmrt_context_t *ctx = net->ctx;
@@ -262,7 +264,7 @@ Test(scheduler, longer_step_then_full_steps)
 }
 
 /* Tensors allocated and freed between steps: the scheduler adapts. */
-Test(scheduler, alloc_and_free_between_steps)
+Test(executor, alloc_and_free_between_steps)
 {
     net_t *net = setup(UVMRT_POLICY_PREFETCH, 2.0, 0);
     uvmrt_context_t *ctx = net->ctx;
@@ -294,7 +296,7 @@ static void accounting_observer(net_t *net, const net_event_t *ev, void *user)
                  (unsigned long long)s.resident_bytes);
 }
 
-Test(scheduler, accounting_matches_device)
+Test(executor, accounting_matches_device)
 {
     const uvmrt_policy_t pols[] = {UVMRT_POLICY_DEMAND, UVMRT_POLICY_PREFETCH};
     const double mults[] = {1.0, 2.0, 3.5};
@@ -309,7 +311,7 @@ Test(scheduler, accounting_matches_device)
 /* Freeing a resident tensor whose arena lives on (its layer's other tensors
  * remain) must give its device memory back: otherwise the device holds more
  * than uvmrt counts, and later steps exceed the budget on the device. */
-Test(scheduler, free_resident_tensor_releases_device_memory)
+Test(executor, free_resident_tensor_releases_device_memory)
 {
     net_t *net = setup(UVMRT_POLICY_PREFETCH, 2.0, 0);
     uvmrt_context_t *ctx = net->ctx;
@@ -336,7 +338,7 @@ Test(scheduler, free_resident_tensor_releases_device_memory)
 }
 
 /* ------------------------------------------------------------------ budget errors */
-Test(scheduler, layer_over_budget_error)
+Test(executor, layer_over_budget_error)
 {
     uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_PREFETCH, 16 * MIB, NULL);
     int small, big;
@@ -377,7 +379,7 @@ Test(scheduler, layer_over_budget_error)
 }
 
 /* Extra uses count towards the working set, and a tensor named twice only once. */
-Test(scheduler, working_set_counts_extra_uses_once)
+Test(executor, working_set_counts_extra_uses_once)
 {
     uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_DEMAND, 6 * MIB, NULL);
     int l;
@@ -463,7 +465,7 @@ static void rnet_step(rnet_t *r, int check_resident)
     cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK);
 }
 
-Test(scheduler, random_schedules_prefetch)
+Test(executor, random_schedules_prefetch)
 {
     for (uint64_t seed = 1; seed <= 40; seed++) {
         const double mults[] = {1.0, 1.5, 2.0, 3.0};
@@ -480,7 +482,7 @@ Test(scheduler, random_schedules_prefetch)
     }
 }
 
-Test(scheduler, random_schedules_demand)
+Test(executor, random_schedules_demand)
 {
     for (uint64_t seed = 1; seed <= 30; seed++) {
         rnet_t r;
@@ -507,7 +509,7 @@ static net_t *setup_streamed(uvmrt_policy_t policy, uint64_t budget, int remote,
     return net_create(ctx, &spec);
 }
 
-Test(scheduler, host_homing_invariants)
+Test(executor, host_homing_invariants)
 {
     const uint64_t budgets[] = {8 * MIB, 12 * MIB, 16 * MIB, 24 * MIB, 40 * MIB};
     const char *profiles[] = {"consumer-8g", "h200"};
@@ -546,7 +548,7 @@ Test(scheduler, host_homing_invariants)
 }
 
 /* remote = 0: nothing is homed, even when every use streams. */
-Test(scheduler, host_homing_disabled)
+Test(executor, host_homing_disabled)
 {
     net_t *net = setup_streamed(UVMRT_POLICY_PREFETCH, 12 * MIB, 0, NULL);
     run_steps(net, 4, accounting_observer, NULL);
@@ -557,7 +559,7 @@ Test(scheduler, host_homing_disabled)
 }
 
 /* STREAM on a demand or none context changes nothing but is accepted. */
-Test(scheduler, stream_flag_under_demand)
+Test(executor, stream_flag_under_demand)
 {
     net_t *net = setup_streamed(UVMRT_POLICY_DEMAND, 16 * MIB, 1, NULL);
     run_steps(net, 3, accounting_observer, NULL);
@@ -602,11 +604,11 @@ static void data_survives(uvmrt_policy_t policy)
     net_destroy(net);
 }
 
-Test(scheduler, data_survives_prefetch) { data_survives(UVMRT_POLICY_PREFETCH); }
-Test(scheduler, data_survives_demand) { data_survives(UVMRT_POLICY_DEMAND); }
+Test(executor, data_survives_prefetch) { data_survives(UVMRT_POLICY_PREFETCH); }
+Test(executor, data_survives_demand) { data_survives(UVMRT_POLICY_DEMAND); }
 
 /* W and O are read before written in every phase: never discarded. */
-Test(scheduler, weights_never_discarded)
+Test(executor, weights_never_discarded)
 {
     net_t *net = setup(UVMRT_POLICY_PREFETCH, 2.0, 0);
     uvmrt_context_t *ctx = net->ctx;
@@ -624,7 +626,7 @@ Test(scheduler, weights_never_discarded)
     net_destroy(net);
 }
 
-Test(scheduler, discard_disabled_writes_back)
+Test(executor, discard_disabled_writes_back)
 {
     uvmrt_params_t p;
     sim_params(&p, UVMRT_POLICY_PREFETCH, 16 * MIB, NULL);
@@ -687,10 +689,10 @@ static void placement_host(uvmrt_policy_t policy)
     net_destroy(net);
 }
 
-Test(scheduler, placement_host_prefetch) { placement_host(UVMRT_POLICY_PREFETCH); }
-Test(scheduler, placement_host_demand) { placement_host(UVMRT_POLICY_DEMAND); }
+Test(executor, placement_host_prefetch) { placement_host(UVMRT_POLICY_PREFETCH); }
+Test(executor, placement_host_demand) { placement_host(UVMRT_POLICY_DEMAND); }
 
-Test(scheduler, placement_inside_step_rejected)
+Test(executor, placement_inside_step_rejected)
 {
     net_spec_t spec = net_spec_default();
     uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_PREFETCH, 0, NULL);
@@ -713,7 +715,7 @@ static uvmrt_status_t counting_sync(void *state, uvmrt_stream_t s)
 
 /* step_end waits for each compute stream once, and its cost is linear in the
  * step's calls (it was quadratic: 32 000 calls took 1.35 s). */
-Test(scheduler, step_end_syncs_each_stream_once_linear_in_calls)
+Test(executor, step_end_syncs_each_stream_once_linear_in_calls)
 {
     uvmrt_params_t p;
     sim_params(&p, UVMRT_POLICY_NONE, 64 * MIB, NULL);
@@ -768,7 +770,7 @@ static long rss_pages(void)
 /* 10^6 steps of a tiny model: the history keeps the last UVMRT_HISTORY steps
  * (memory flat), older steps are summed, and asking for a dropped step names
  * the oldest kept one. */
-Test(scheduler, history_bounded_over_a_million_steps, .timeout = 120)
+Test(executor, history_bounded_over_a_million_steps, .timeout = 120)
 {
     uvmrt_params_t p;
     sim_params(&p, UVMRT_POLICY_DEMAND, 8 * MIB, NULL);
