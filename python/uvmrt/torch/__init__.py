@@ -30,7 +30,7 @@ from .. import _lib as L
 from ._engine import Engine, notice
 from ._optim import OffloadedOptimizer, adam_like, cpu_capable
 
-__all__ = ["offload", "step_stats", "memory_summary", "max_memory_allocated", "reset_peak_memory_stats",
+__all__ = ["offload", "synchronize", "step_stats", "memory_summary", "max_memory_allocated", "reset_peak_memory_stats",
            "report", "close", "engine_of", "__version__"]
 
 
@@ -135,6 +135,12 @@ def offload(model, optimizer_class=torch.optim.AdamW, *, budget=None, param_grou
     return model, opt
 
 
+def synchronize(model):
+    """Waits for the CPU's optimizer updates of the last step (they run beside the next
+    step's forward; state_dict() and the next forward wait for them on their own)."""
+    _engine(model).wait_cpu()
+
+
 def step_stats(model, step=None):
     """The last completed step's counters (or step's, 0-based) as a dict: step_ms,
     prefetch_bytes, evict_bytes, discard_bytes, remote_read_bytes, remote_write_bytes,
@@ -209,6 +215,7 @@ def close(model):
     """Ends uvmrt's part: hooks removed, reports written (UVMRT_REPORT), uvmrt's memory
     released.  The parameters are copied back into ordinary tensors first."""
     e = _engine(model)
+    e.wait_cpu()
     with torch.no_grad():
         for slot in e.slots.values():
             slot.param.data = slot.param.data.clone()

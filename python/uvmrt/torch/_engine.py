@@ -18,6 +18,7 @@ Calls per training step, all on torch's current stream:
 
 import ctypes
 import sys
+import threading
 import time
 
 import torch
@@ -149,7 +150,7 @@ class Engine:
         self.cpu_stream = None
         self.opt_external = 0
         self.torch_peak_bytes = 0
-        self.last_cpu_ns = {}
+        self.cpu = CpuWorker(self)
 
     # ------------------------------------------------------------ setup
     def open_context(self):
@@ -242,6 +243,10 @@ class Engine:
             self.hooks.append(m.register_forward_hook(
                 lambda mod, args, kwargs, out, l=l: self.post_forward(l, out), with_kwargs=True))
         self.hooks.append(self.model.register_forward_hook(lambda mod, args, out: self.root_post_forward()))
+        # the CPU's updates of the last step land before anyone reads or writes the weights
+        self.hooks.append(self.model.register_state_dict_pre_hook(lambda *a, **k: self.cpu.wait()))
+        if hasattr(self.model, "register_load_state_dict_pre_hook"):
+            self.hooks.append(self.model.register_load_state_dict_pre_hook(lambda *a, **k: self.cpu.wait()))
         for slot in self.slots.values():
             if slot.trainable:
                 self.hooks.append(slot.param.register_post_accumulate_grad_hook(
@@ -321,6 +326,8 @@ class Engine:
         if self.in_backward:
             return None  # a checkpoint's recompute: part of the open backward call
         inference = not torch.is_grad_enabled()
+        if l.cpu_opt or self.cpu.pending:
+            self.cpu.wait(l if l.cpu_opt else None)
         self.ensure_step(inference)
         if self.recording and not inference:
             self.fwd_order.append(l)
@@ -435,15 +442,16 @@ class Engine:
         self.in_backward = False
         if not self.in_step:  # a step without forward: nothing to do but the update
             self.ensure_step()
+        self.cpu.report_measured(self)
         coef = opt.clip_coefficient()
-        coef_host = None
-        done = torch.cuda.Event() if self.device.type == "cuda" else None
-        if coef is not None and done is not None:
-            coef_cpu = coef.to("cpu", non_blocking=True)
-        if done is not None:
+        coef_cpu, done = coef, None
+        if self.device.type == "cuda":
+            if coef is not None:
+                coef_cpu = coef.to("cpu", non_blocking=True)
+            done = torch.cuda.Event()
             done.record(torch.cuda.current_stream(self.device))
         order = self.fwd_order if self.fwd_order else self.layers
-        for l in order:  # GPU layers first: their kernels run while the CPU updates its layers
+        for l in order:  # GPU layers: the user's optimizer class, on torch's stream
             if l.cpu_opt or not any(self.slots[id(p)].trainable for _, p in l.owned):
                 continue
             call = self.make_call(l, L.PHASE_OPTIMIZER, self.stream(),
@@ -451,28 +459,30 @@ class Engine:
             self.begin(l, L.PHASE_OPTIMIZER, call)
             opt.gpu_step(l, coef)
             self.close_open()
+        # CPU layers, in forward order: the worker thread updates them once the backward
+        # (and the clip's norms) are done, beside the GPU's updates and the next step's
+        # forward, whose pre-hook waits for its own layer's update only
         cpu_layers = [l for l in order if l.cpu_opt]
+        for l in cpu_layers:
+            n = sum(p.numel() for _, p in l.owned if self.slots[id(p)].trainable)
+            call = self.make_call(l, L.PHASE_OPTIMIZER, self.cpu_stream_handle(), no_default=True,
+                                  host_bytes=self.adam_host_bytes(n), after=self.stream())
+            self.begin(l, L.PHASE_OPTIMIZER, call)
+            self.close_open()
         if cpu_layers:
-            if done is not None:
-                done.synchronize()
-            if coef is not None:
-                coef_host = float(coef_cpu if done is not None else coef)
-            for l in cpu_layers:
-                n = sum(p.numel() for _, p in l.owned if self.slots[id(p)].trainable)
-                call = self.make_call(l, L.PHASE_OPTIMIZER, self.cpu_stream_handle(), no_default=True,
-                                      host_bytes=self.adam_host_bytes(n), after=self.stream())
-                self.begin(l, L.PHASE_OPTIMIZER, call)
-                t0 = time.perf_counter_ns()
-                opt.cpu_step(l, coef_host)
-                ns = time.perf_counter_ns() - t0
-                self.close_open()
-                self.last_cpu_ns[l.index] = ns
-                if self.ctx.backend == "cuda":
-                    self.ctx.host_work_measured(l.index, L.PHASE_OPTIMIZER, ns)
+            # which parameters got a gradient is decided now: zero_grad() may run before the update
+            with_grad = {id(p) for l in cpu_layers for _, p in l.owned if p.grad is not None}
+            for l in cpu_layers:  # and the hyperparameters (an LR scheduler steps next)
+                opt.sync_hparams(l)
+            self.cpu.submit(cpu_layers, done, coef_cpu, with_grad)
         self.ctx.step_end()
         self.in_step = False
         self.steps += 1
         self.after_step()
+
+    def wait_cpu(self, l=None):
+        """Waits for the CPU's update of layer l (None: every layer); raises its error."""
+        self.cpu.wait(l)
 
     def after_step(self):
         if self.recording:
@@ -558,6 +568,7 @@ class Engine:
                f"PyTorch's memory {fmt_bytes(self.ctx_external)})")
 
     def apply(self, values):
+        self.cpu.wait()  # placements change: the CPU's updates of the last step first
         cpu, rec = self.decode(values)
         for l in self.layers:
             want = l in cpu
@@ -690,11 +701,102 @@ class Engine:
 
     # ------------------------------------------------------------ teardown
     def close(self):
+        self.cpu.stop()
         for h in self.hooks:
             h.remove()
         self.hooks = []
         if self.ctx is not None:
             self.ctx.close()
+
+
+class CpuWorker:
+    """One thread that runs the CPU layers' AdamW (uvmrt_adamw_cpu releases the GIL)
+    after each step's backward, layer by layer in forward order."""
+
+    def __init__(self, engine):
+        self.engine = engine
+        self.cv = threading.Condition()
+        self.queue = []            # [(layers, event, coef)]
+        self.done = {}             # layer -> updates done
+        self.submitted = {}        # layer -> updates submitted
+        self.measured = {}         # layer index -> ns of its last update
+        self.error = None
+        self.thread = None
+        self.stopping = False
+
+    @property
+    def pending(self):
+        return any(self.done.get(l, 0) < n for l, n in self.submitted.items())
+
+    def submit(self, layers, event, coef, with_grad):
+        with self.cv:
+            if self.error is not None:
+                raise self.error
+            for l in layers:
+                self.submitted[l] = self.submitted.get(l, 0) + 1
+            self.queue.append((layers, event, coef, with_grad))
+            if self.thread is None:
+                self.thread = threading.Thread(target=self.run, name="uvmrt-cpu-adamw", daemon=True)
+                self.thread.start()
+            self.cv.notify_all()
+
+    def wait(self, layer=None):
+        with self.cv:
+            while self.error is None and (
+                    self.pending if layer is None else self.done.get(layer, 0) < self.submitted.get(layer, 0)):
+                self.cv.wait()
+            if self.error is not None:
+                err, self.error = self.error, None
+                raise RuntimeError(f"uvmrt: the CPU optimizer failed: {err}") from err
+
+    def run(self):
+        while True:
+            with self.cv:
+                while not self.queue and not self.stopping:
+                    self.cv.wait()
+                if self.stopping and not self.queue:
+                    return
+                layers, event, coef, with_grad = self.queue[0]
+            try:
+                if event is not None:
+                    event.synchronize()
+                c = None if coef is None else float(coef)
+                for l in layers:
+                    t0 = time.perf_counter_ns()
+                    self.engine.opt.cpu_step(l, c, with_grad)
+                    ns = time.perf_counter_ns() - t0
+                    with self.cv:
+                        self.measured[l.index] = ns
+                        self.done[l] = self.done.get(l, 0) + 1
+                        self.cv.notify_all()
+            except BaseException as e:  # surfaces in the training thread at its next wait
+                with self.cv:
+                    self.error = e
+                    self.queue.clear()
+                    self.cv.notify_all()
+                continue
+            with self.cv:
+                self.queue.pop(0)
+                self.cv.notify_all()
+
+    def report_measured(self, engine):
+        """The last updates' CPU times, to the runtime (from the thread that drives it)."""
+        with self.cv:
+            m, self.measured = self.measured, {}
+        if engine.ctx.backend == "cuda":
+            for idx, ns in m.items():
+                engine.ctx.host_work_measured(idx, L.PHASE_OPTIMIZER, ns)
+
+    def stop(self):
+        if self.thread is not None:
+            try:
+                self.wait()
+            finally:
+                with self.cv:
+                    self.stopping = True
+                    self.cv.notify_all()
+                self.thread.join()
+                self.thread = None
 
 
 _ROLE = {"weight": L.ROLE_WEIGHT, "grad": L.ROLE_GRADIENT, "exp_avg": L.ROLE_OPTIMIZER_STATE,

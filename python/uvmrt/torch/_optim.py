@@ -96,6 +96,10 @@ class OffloadedOptimizer(torch.optim.Optimizer):
         self._engine.optimizer_phase(self)
         return loss
 
+    def state_dict(self):
+        self._engine.wait_cpu()  # the CPU's updates of the last step first
+        return super().state_dict()
+
     def zero_grad(self, set_to_none=True):
         # The gradients' uvmrt tensors stay; the next backward overwrites them (its
         # gradient is copied in), which is what zeroing and adding would give.
@@ -104,6 +108,7 @@ class OffloadedOptimizer(torch.optim.Optimizer):
                 p.grad = None
 
     def load_state_dict(self, state_dict):
+        self._engine.wait_cpu()
         groups, saved = self.param_groups, state_dict["param_groups"]
         if len(groups) != len(saved) or any(len(a["params"]) != len(b["params"]) for a, b in zip(groups, saved)):
             raise ValueError("load_state_dict: the saved optimizer's parameter groups differ from this one's "
@@ -135,7 +140,9 @@ class OffloadedOptimizer(torch.optim.Optimizer):
                     g[k] = v
 
     # ------------------------------------------------------------ the engine's calls
-    def _sync_hparams(self, l):
+    def sync_hparams(self, l):
+        if l not in self._inner_groups:
+            return
         for gi, ig in self._inner_groups[l]:
             for k, v in self.param_groups[gi].items():
                 if k != "params":
@@ -162,18 +169,18 @@ class OffloadedOptimizer(torch.optim.Optimizer):
         opt = self._inner.get(l)
         if opt is None:
             return
-        self._sync_hparams(l)
+        self.sync_hparams(l)
         if coef is not None:
             grads = [p.grad for g in opt.param_groups for p in g["params"] if p.grad is not None]
             if grads:
                 torch._foreach_mul_(grads, coef.to(grads[0].device))
         opt.step()
 
-    def cpu_step(self, l, coef):
+    def cpu_step(self, l, coef, with_grad):
+        """Runs on the CPU worker thread: AdamW of layer l's parameters that had a gradient."""
         opt = self._inner.get(l)
         if opt is None:
             return
-        self._sync_hparams(l)
         lib = L.lib()
         for g in opt.param_groups:
             hp = L.AdamW()
@@ -184,7 +191,7 @@ class OffloadedOptimizer(torch.optim.Optimizer):
             hp.weight_decay = float(g.get("weight_decay", 0.0))
             hp.grad_scale = 1.0 if coef is None else coef
             for p in g["params"]:
-                if p.grad is None:
+                if id(p) not in with_grad:
                     continue
                 slot = self._engine.slots[id(p)]
                 st = self.state[p]
