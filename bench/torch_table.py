@@ -201,8 +201,9 @@ def table(outdir):
                 err = " ".join(err.split())
                 if len(err) > 160:
                     err = err[:157] + "..."
-                what = "skipped" if r.get("skipped") else "FAILED"
-                lines.append(f"| {name} | {label(r)} | {what}: {err} |" + " |" * 10)
+                if not err.startswith("skipped"):
+                    err = f"FAILED: {err}"
+                lines.append(f"| {name} | {label(r)} | {err} |" + " |" * 10)
                 continue
             ms, tok = r["ms_per_step_median"], r["tokens_per_s"]
             gin, gout, mark = link_gb(r)
