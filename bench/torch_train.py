@@ -156,7 +156,10 @@ def build_model(sh, seed):
     torch.manual_seed(seed)
     try:
         model = cls._from_config(cfg, attn_implementation="sdpa")
-    except (TypeError, AttributeError, ValueError, ImportError):
+    except (TypeError, AttributeError, ValueError, ImportError) as e:
+        print(f"{prog()}: {cls.__name__}._from_config failed ({e}); building with "
+              f"{cls.__name__}(config), attention {getattr(cfg, '_attn_implementation', '?')}",
+              file=sys.stderr)
         model = cls(cfg)
     return model.float()
 
@@ -555,7 +558,10 @@ def train(a, res):
         times.append(ms)
         losses.append(lv)
         if a.row == "uvmrt":
-            stats.append(r.ut.step_stats(r.model))
+            try:  # the first steps may have no completed step to report yet
+                stats.append(r.ut.step_stats(r.model))
+            except Exception as e:
+                stats.append({"error": f"{type(e).__name__}: {e}"})
         print(f"step {s + 1}/{a.steps}  loss {lv:.6f}  {ms:.1f} ms  "
               f"{a.batch * a.seq / (ms * 1e-3):.0f} tokens/s", flush=True)
     med = statistics.median(times[a.warmup:])
@@ -565,7 +571,8 @@ def train(a, res):
         res["peak_gpu_torch_bytes"] = torch.cuda.max_memory_allocated()
         res["peak_gpu_bytes"] = res["peak_gpu_torch_bytes"]
     if a.row == "uvmrt":
-        res["uvmrt_step_stats"] = stats[-1] if stats else None
+        good = [x for x in stats if isinstance(x, dict) and "error" not in x]
+        res["uvmrt_step_stats"] = dict(good[-1]) if good else None
         res["uvmrt_step_stats_per_step"] = stats
         res["peak_gpu_bytes"] = int(r.ut.max_memory_allocated(r.model))
         try:
