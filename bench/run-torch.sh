@@ -49,7 +49,8 @@
 # (default 80, percent of free GPU memory a row may need).
 #
 # Writes OUTDIR/torch.ROW.json (torch_train.py --json; uvmrt-gpt's own result beside it
-# as torch.ROW.json.gpt.json), torch.ROW.log, skip.ROW.txt, floor.json, run-torch.log,
+# as torch.ROW.json.gpt.json), torch.ROW.log, uvmrt.ROW.report.json (uvmrt.torch rows) and
+# gpt.ROW.report.json (uvmrt-gpt: uvmrt-report(5)), skip.ROW.txt, floor.json, run-torch.log,
 # deepspeed-install.log and table.md.
 
 set -uo pipefail
@@ -257,7 +258,11 @@ run_py() {
     rc=${PIPESTATUS[0]}
     if [ "$rc" -ne 0 ]; then
         local why="exit status $rc"
-        [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] && why="timed out after $row_timeout s (ROW_TIMEOUT)"
+        if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+            why="timed out after $row_timeout s (ROW_TIMEOUT)"
+        elif [ "$rc" -gt 128 ]; then
+            why="killed by signal $((rc - 128)) ($(kill -l $((rc - 128)) 2>/dev/null || echo '?'))"
+        fi
         mark_failed "$json" "$row" "$why"
         echo "run-torch.sh: row $row failed ($why): see $outdir/torch.$row.log"
         status=1
@@ -297,7 +302,10 @@ for row in "${rows[@]}"; do
     [ "$budget" != none ] && args+=(--budget "$budget")
     [ "$device" = cpu ] || fits "$row" "$json" "${args[@]}" || continue
     case $kind in
-    uvmrt) run_py "$row" "$json" "${args[@]}" --steps "$ut_steps" --warmup "$ut_warmup" ;;
+    uvmrt)
+        run_py "$row" "$json" "${args[@]}" --steps "$ut_steps" --warmup "$ut_warmup" \
+            --uvmrt-report "$outdir/uvmrt.$row.report.json"
+        ;;
     uvmrt-gpt)
         gargs=(--backend cuda --depth "$gpt_depth" --policy prefetch --cpu-layers auto
                --recompute auto --quiet --report "json:$outdir/gpt.$row.report.json"

@@ -60,7 +60,12 @@ def label(r):
     if kind == "resident":
         return f"PyTorch resident{ck}"
     if kind == "uvmrt":
-        return f"uvmrt.torch, budget {budget}"
+        st = r.get("uvmrt_step_stats") or {}
+        ch = ""
+        if st.get("cpu_layers") is not None:
+            ch = (f" (chose {st['cpu_layers']} CPU layers, "
+                  f"{st.get('recompute_layers', '?')} recomputing)")
+        return f"uvmrt.torch, budget {budget}{ch}"
     if kind == "uvmrt-gpt":
         ch = ""
         if r.get("gpt_cpu_layers") is not None:

@@ -43,7 +43,8 @@ warmup, step_ms and losses (every step), ms_per_step_median (median of the steps
 (torch.cuda.max_memory_allocated; the uvmrt row: uvmrt.torch.max_memory_allocated, uvmrt's
 peak resident plus torch's), peak_host_rss_bytes (VmHWM of this process plus that of its
 live child processes), for the uvmrt row uvmrt_step_stats (uvmrt.torch.step_stats after
-the last step) and, with --count-link-bytes, link_bytes: the host-to-device and
+the last step; --uvmrt-report PATH writes uvmrt's per-layer report) and, with
+--count-link-bytes, link_bytes: the host-to-device and
 device-to-host memcpy bytes the CUDA profiler (torch.profiler) saw in one extra step after
 the timed ones. A row that fails writes ok false and the error, and exits 1.
 
@@ -571,7 +572,7 @@ def train(a, res):
         res["peak_gpu_torch_bytes"] = torch.cuda.max_memory_allocated()
         res["peak_gpu_bytes"] = res["peak_gpu_torch_bytes"]
     if a.row == "uvmrt":
-        good = [x for x in stats if isinstance(x, dict) and "error" not in x]
+        good = [x for x in stats if isinstance(x, dict) and x and "error" not in x]
         res["uvmrt_step_stats"] = dict(good[-1]) if good else None
         res["uvmrt_step_stats_per_step"] = stats
         res["peak_gpu_bytes"] = int(r.ut.max_memory_allocated(r.model))
@@ -579,6 +580,12 @@ def train(a, res):
             res["uvmrt_memory_summary"] = str(r.ut.memory_summary(r.model))
         except Exception as e:  # a summary is informative only
             res["uvmrt_memory_summary"] = f"memory_summary failed: {e}"
+        if a.uvmrt_report:
+            try:  # uvmrt's per-layer report (uvmrt-report(5))
+                r.ut.report(r.model, "json", a.uvmrt_report)
+                res["uvmrt_report"] = a.uvmrt_report
+            except Exception as e:
+                res["uvmrt_report_error"] = f"{type(e).__name__}: {e}"
     if a.count_link_bytes and dev == "cuda" and a.row != "uvmrt":
         try:
             res["link_bytes"] = count_link_bytes(lambda: r.step(batches[a.steps]))
@@ -672,6 +679,8 @@ def main(argv=None):
     ap.add_argument("--count-link-bytes", action="store_true",
                     help="one extra step under the CUDA profiler, counting memcpy bytes each way")
     ap.add_argument("--gpt-binary", default=None, help="uvmrt-gpt, for --row uvmrt-gpt")
+    ap.add_argument("--uvmrt-report", default=None, metavar="PATH",
+                    help="uvmrt row: write uvmrt's JSON report (uvmrt.torch.report) there")
     ap.add_argument("--measure-floor", action="store_true",
                     help="measure link and host memory bandwidth instead of training")
     ap.add_argument("--floor-bytes", type=int, default=GIB, help=argparse.SUPPRESS)

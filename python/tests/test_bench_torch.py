@@ -197,7 +197,8 @@ def test_table_from_the_jsons(runs, tmp_path):
               tokens_per_s=B * T / (2 * cm * 1e-3), peak_gpu_bytes=8 << 30,
               uvmrt_step_stats={"step_ms": 2 * cm, "prefetch_bytes": 3e9, "remote_read_bytes": 1e9,
                                 "evict_bytes": 2e9, "remote_write_bytes": 0, "discard_bytes": 0,
-                                "gpu_faults": 0, "fault_count": 0, "predicted_step_ms": cm})
+                                "gpu_faults": 0, "fault_count": 0, "predicted_step_ms": cm,
+                                "cpu_layers": 3, "recompute_layers": 2})
     bad = {"name": "gpt-fsdp2", "row": "fsdp2", "model": "gpt2-tiny", "ok": False,
            "error": "RuntimeError: boom | with a pipe"}
     skip = {"name": "gpt-ds-zero3", "row": "ds-zero3", "model": "gpt2-tiny", "ok": False,
@@ -233,6 +234,7 @@ def test_table_from_the_jsons(runs, tmp_path):
     assert float(u["floor ms (bound)"].split()[0]) == pytest.approx(4 * cm, rel=1e-3, abs=0.06)
     assert u["x floor"] == "0.50"
     assert u["peak GPU GiB"] == "8.00"
+    assert u["run"] == "uvmrt.torch, budget 8G (chose 3 CPU layers, 2 recomputing)"
     assert c["gpt-fsdp2"]["ms/step"].startswith("FAILED: RuntimeError: boom / with a pipe")
     assert c["gpt-ds-zero3"]["ms/step"].startswith("skipped: needs about 9.0 GiB")
     # the Llama table has no DeepSpeed row and says so
