@@ -23,6 +23,7 @@ Rows:
   ds-zero3      DeepSpeed ZeRO-3, offload_param + offload_optimizer cpu (pinned), bf16
   fsdp2         torch.distributed.fsdp.fully_shard per block and the root with
                 CPUOffloadPolicy(pin_memory=True), one rank (nccl), AdamW on the CPU
+                (--device cpu, for tests: gloo and no offload policy)
   compute-only  the resident model, forward and backward only (no optimizer): the
                 compute floor of the model's rows
   uvmrt-gpt     not a PyTorch row: runs --gpt-binary (examples/gpt/uvmrt-gpt) with the
@@ -246,6 +247,15 @@ def count_link_bytes(step_fn):
             trace = json.load(f)
     finally:
         os.unlink(path)
+    res = memcpy_bytes(trace)
+    res["source"] = "torch.profiler memcpy events, one extra step after the timed ones"
+    return res
+
+
+def memcpy_bytes(trace):
+    """Bytes of a Chrome trace's (torch.profiler's export) memcpy events by direction:
+    {h2d, d2h, memcpy_events}; kineto names them 'Memcpy HtoD (Pinned -> Device)' and so
+    on, with the size in args.bytes."""
     h2d = d2h = n = 0
     for ev in trace.get("traceEvents", []):
         if ev.get("cat") != "gpu_memcpy":
@@ -259,8 +269,7 @@ def count_link_bytes(step_fn):
             d2h += b
     if n == 0:
         raise RuntimeError("the profiler's trace has no gpu_memcpy events")
-    return {"h2d": h2d, "d2h": d2h, "memcpy_events": n,
-            "source": "torch.profiler memcpy events, one extra step after the timed ones"}
+    return {"h2d": h2d, "d2h": d2h, "memcpy_events": n}
 
 
 def measure_floor(a):
@@ -460,22 +469,26 @@ def make_row(a, sh, model, batches):
                 dist.destroy_process_group()
         r.cleanup.append(done)
     elif a.row == "fsdp2":
-        if dev != "cuda":
-            raise RuntimeError("--row fsdp2 needs --device cuda")
         import torch.distributed as dist
+        from torch.distributed.device_mesh import init_device_mesh
         try:
             from torch.distributed.fsdp import CPUOffloadPolicy, fully_shard
         except ImportError:  # torch before 2.6
             from torch.distributed._composable.fsdp import CPUOffloadPolicy, fully_shard
         set_dist_env()
-        torch.cuda.set_device(0)
-        dist.init_process_group("nccl", rank=0, world_size=1)
+        if dev == "cuda":
+            torch.cuda.set_device(0)
+        # on the CPU (tests): gloo, and no offload policy (the parameters are there already)
+        dist.init_process_group("nccl" if dev == "cuda" else "gloo", rank=0, world_size=1)
+        mesh = init_device_mesh(dev, (1,))
         if a.checkpointing:
             enable_checkpointing(model)
-        policy = CPUOffloadPolicy(pin_memory=True)
+        kw = {"mesh": mesh}
+        if dev == "cuda":
+            kw["offload_policy"] = CPUOffloadPolicy(pin_memory=True)
         for blk in blocks_of(model):
-            fully_shard(blk, offload_policy=policy)
-        fully_shard(model, offload_policy=policy)
+            fully_shard(blk, **kw)
+        fully_shard(model, **kw)
         model.train()
         opt = torch.optim.AdamW(model.parameters(), **adamw_kwargs(a))
 
@@ -665,7 +678,8 @@ def main(argv=None):
     ap.add_argument("--name", default=None, help="the row's name in the table "
                     "(default MODEL-ROW[-BUDGET])")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
-                    help="cpu: resident, compute-only and uvmrt rows only (tests)")
+                    help="cpu: resident, compute-only, uvmrt and fsdp2 (gloo, no offload) "
+                         "rows, for tests")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--steps", type=int, default=6)

@@ -111,6 +111,35 @@ def test_rows_share_weights_and_batches(runs):
     assert a[1] != b[1]
 
 
+def test_fsdp2_row_on_cpu_matches_resident(runs, tmp_path):
+    # the FSDP2 row's code (fully_shard per block and the root, checkpointing, clipping,
+    # AdamW over DTensors) on the CPU with gloo: the same losses as the resident row
+    port = str(20000 + os.getpid() % 20000)
+    path = tmp_path / "torch.f.json"
+    run([sys.executable, str(TRAIN), "--device", "cpu", "--batch", str(B), "--seq", str(T),
+         "--steps", "2", "--warmup", "1", "--row", "fsdp2", "--model", "gpt2-tiny",
+         "--checkpointing", "--json", str(path)], env={"MASTER_PORT": port})
+    j = json.loads(path.read_text())
+    assert j["ok"] is True and j["checkpointing"] is True
+    ref = runs["gpt-resident"][1]["losses"]
+    assert j["losses"][0] == pytest.approx(ref[0], rel=1e-5)
+    assert j["losses"][1] == pytest.approx(ref[1], rel=1e-3)
+
+
+def test_memcpy_bytes_of_a_trace():
+    sys.path.insert(0, str(BENCH))
+    import torch_train
+    trace = {"traceEvents": [
+        {"cat": "gpu_memcpy", "name": "Memcpy HtoD (Pinned -> Device)", "args": {"bytes": 1000}},
+        {"cat": "gpu_memcpy", "name": "Memcpy DtoH (Device -> Pinned)", "args": {"bytes": 300}},
+        {"cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "args": {"bytes": 24}},
+        {"cat": "gpu_memcpy", "name": "Memcpy DtoD (Device -> Device)", "args": {"bytes": 5000}},
+        {"cat": "kernel", "name": "HtoD-looking kernel", "args": {"bytes": 7}}]}
+    assert torch_train.memcpy_bytes(trace) == {"h2d": 1024, "d2h": 300, "memcpy_events": 4}
+    with pytest.raises(RuntimeError, match="no gpu_memcpy"):
+        torch_train.memcpy_bytes({"traceEvents": []})
+
+
 def test_failures_are_recorded(tmp_path):
     # DeepSpeed on the CPU fails either way (not installed, or no CUDA device): recorded
     p, j = train(tmp_path, "ds", "--row", "ds-zero2", "--model", "gpt2-tiny", "--checkpointing",
