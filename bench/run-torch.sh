@@ -41,6 +41,11 @@
 # uvmrt.torch: the repository's python/ goes on PYTHONPATH; UVMRT_LIBRARY defaults to
 # BUILD/src/.libs/libuvmrt.so when that exists (a shared build).
 #
+# RUN_LIMIT=S (seconds, default none) bounds the whole call: each row's timeout is cut to
+# what is left of S less 30 s (for the table), and rows that would get less than 60 s are
+# not started (recorded as not run), so that one device call of 600 s can take
+# RUN_LIMIT=570 and still end with the table.
+#
 # Variables: BUILD (build folder, default .), PYTHON, WHEELS, DS_SITE, ROW_TIMEOUT,
 # DEVICE (default cuda; cpu runs the resident and compute-only rows on the CPU, for tests;
 # no free-memory check then), FLOOR_BYTES (the floor row's buffer size, default 1 GiB),
@@ -80,6 +85,7 @@ steps=${STEPS:-6} warmup=${WARMUP:-2}
 ut_steps=${UVMRT_STEPS:-8} ut_warmup=${UVMRT_WARMUP:-3}
 gpt_steps=${GPT_STEPS:-12}
 free_frac=${MIN_FREE_FRAC:-80}
+run_limit=${RUN_LIMIT:-0}
 device=${DEVICE:-cuda}
 train=$here/torch_train.py
 
@@ -247,19 +253,37 @@ ensure_deepspeed() {
     return "$ds_ready"
 }
 
+# the timeout of the next row: ROW_TIMEOUT, cut to what RUN_LIMIT leaves (0: none left)
+row_limit() {
+    local t=$row_timeout left
+    if [ "$run_limit" -gt 0 ]; then
+        left=$((run_limit - SECONDS - 30))
+        [ "$left" -lt 60 ] && left=0
+        [ "$left" -lt "$t" ] && t=$left
+    fi
+    echo "$t"
+}
+
 # run_py ROW JSON ARGS...: torch_train.py in its own process, under the timeout
 run_py() {
-    local row=$1 json=$2 rc
+    local row=$1 json=$2 rc t
     shift 2
     rm -f "$json" "$json.gpt.json"
-    echo "== $row: $python $train $*"
-    timeout --kill-after=30 "$row_timeout" "$python" "$train" --name "$row" --json "$json" "$@" \
+    t=$(row_limit)
+    if [ "$t" -eq 0 ]; then
+        echo "run-torch.sh: $row not run: RUN_LIMIT=$run_limit s leaves too little time"
+        mark_failed "$json" "$row" "not run: RUN_LIMIT=$run_limit s left too little time" skipped
+        status=1
+        return
+    fi
+    echo "== $row (timeout $t s): $python $train $*"
+    timeout --kill-after=20 "$t" "$python" "$train" --name "$row" --json "$json" "$@" \
         2>&1 | tee "$outdir/torch.$row.log"
     rc=${PIPESTATUS[0]}
     if [ "$rc" -ne 0 ]; then
         local why="exit status $rc"
         if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
-            why="timed out after $row_timeout s (ROW_TIMEOUT)"
+            why="timed out after $t s (ROW_TIMEOUT $row_timeout, RUN_LIMIT $run_limit)"
         elif [ "$rc" -gt 128 ]; then
             why="killed by signal $((rc - 128)) ($(kill -l $((rc - 128)) 2>/dev/null || echo '?'))"
         fi
@@ -275,7 +299,9 @@ for row in "${rows[@]}"; do
     case $kind in
     floor)
         echo "== floor: $python $train --measure-floor --json $outdir/floor.json"
-        timeout --kill-after=30 "$row_timeout" "$python" "$train" --measure-floor \
+        t=$(row_limit)
+        [ "$t" -eq 0 ] && { echo "run-torch.sh: floor not run: RUN_LIMIT"; continue; }
+        timeout --kill-after=20 "$t" "$python" "$train" --measure-floor \
             --device "$device" --floor-bytes "${FLOOR_BYTES:-1073741824}" --json "$outdir/floor.json" 2>&1 | tee "$outdir/floor.log"
         [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "run-torch.sh: floor failed"; status=1; }
         continue

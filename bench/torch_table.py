@@ -206,7 +206,7 @@ def table(outdir):
                 err = " ".join(err.split())
                 if len(err) > 160:
                     err = err[:157] + "..."
-                if not err.startswith("skipped"):
+                if not r.get("skipped"):
                     err = f"FAILED: {err}"
                 lines.append(f"| {name} | {label(r)} | {err} |" + " |" * 10)
                 continue

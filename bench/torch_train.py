@@ -581,6 +581,8 @@ def train(a, res):
     med = statistics.median(times[a.warmup:])
     res.update(step_ms=times, losses=losses, ms_per_step_median=med,
                tokens_per_s=a.batch * a.seq / (med * 1e-3))
+    # the peaks of the timed steps, before the profiled step and the reports
+    res["peak_host_rss_bytes"], res["host_rss_processes"] = host_rss()
     if dev == "cuda":
         res["peak_gpu_torch_bytes"] = torch.cuda.max_memory_allocated()
         res["peak_gpu_bytes"] = res["peak_gpu_torch_bytes"]
@@ -743,7 +745,6 @@ def main(argv=None):
             run_uvmrt_gpt(a, res, extra)
         else:
             train(a, res)
-            res["peak_host_rss_bytes"], res["host_rss_processes"] = host_rss()
         res["ok"] = True
     except BaseException as e:  # the row's failure goes into its JSON, not a lost run
         if isinstance(e, KeyboardInterrupt):

@@ -294,6 +294,13 @@ def test_run_torch_sh_on_cpu(tmp_path):
     log = (out / "run-torch.log").read_text()
     assert "== gpt-compute-only" in log and "== table" in log
     assert (out / "torch.gpt-compute-only.log").stat().st_size > 0
+    # RUN_LIMIT: a row that would get too little of it is not started, and says so
+    out3 = tmp_path / "o3"
+    p = run(["bash", str(RUN), "--smoke", str(out3), "llama-resident"], check=False,
+            env={"DEVICE": "cpu", "PYTHON": sys.executable, "RUN_LIMIT": "1"})
+    assert p.returncode == 1
+    cell = table_rows((out3 / "table.md").read_text())["llama-resident"][2]
+    assert cell.startswith("not run: RUN_LIMIT=1 s"), cell
     # an unknown row is refused before anything runs
     p = run(["bash", str(RUN), str(tmp_path / "o2"), "gpt-bogus"], check=False)
     assert p.returncode == 2 and "unknown row" in p.stderr
