@@ -17,7 +17,7 @@ Columns:
                        steady-state step (prefetch + remote reads in, evictions + remote
                        writes out); uvmrt-gpt: its own counters; DeepSpeed and FSDP2 rows
                        (marked *): memcpy bytes the CUDA profiler saw in one extra step;
-                       otherwise - (not measured)
+                       otherwise n/a (not measured)
   faults/step          GPU page faults per step (uvmrt rows only)
   floor ms (bound)     the largest of: the same model's compute-only step (forward and
                        backward, resident), GB in / pinned host-to-device bandwidth, GB out /
@@ -31,6 +31,11 @@ Columns:
   x DeepSpeed          tokens/s over the tokens/s of the same model's DeepSpeed row in the
                        same OUTDIR (ZeRO-2 where there is one, else ZeRO-3)
 A failed, timed-out or skipped row shows its error instead of figures.
+
+Then issue 20's targets, for the rows of gpt2-d48 and llama-3b that the folder holds:
+uvmrt.torch at 8G at least 2x the tokens/s of DeepSpeed (GPT-2: ZeRO-2, Llama: ZeRO-3) at
+no more peak GPU memory; at 16G within 1.3x of PyTorch resident's step time (GPT-2); every
+uvmrt.torch row's host RSS no higher than that DeepSpeed row's.
 """
 
 import glob
@@ -165,6 +170,56 @@ def model_of(r):
     return "gpt2-d48" if n.startswith("gpt") else "llama-3b" if n.startswith("llama") else "?"
 
 
+def find(rows, model, kind, budget=None):
+    for r in rows:
+        if (model_of(r) == model and r.get("row") == kind and r.get("ok") and
+                (budget is None or str(r.get("budget", "")).upper() == budget)):
+            return r
+    return None
+
+
+def targets(rows):
+    """Issue 20's targets: list of (target, measured, met: True/False/None)."""
+    out = []
+    for model, ds_kind, ds_name in (("gpt2-d48", "ds-zero2", "ZeRO-2"),
+                                    ("llama-3b", "ds-zero3", "ZeRO-3")):
+        if not any(model_of(r) == model for r in rows):
+            continue
+        short = "GPT-2 d48" if model.startswith("gpt2") else "Llama 3.4B"
+        ds = find(rows, model, ds_kind)
+        u8 = find(rows, model, "uvmrt", "8G")
+        t = f"{short} at 8G: >= 2x the tokens/s of DeepSpeed {ds_name} offload"
+        if ds and u8:
+            x = u8["tokens_per_s"] / ds["tokens_per_s"]
+            out.append((t, f"{u8['tokens_per_s']:.0f} / {ds['tokens_per_s']:.0f} = {x:.2f}x",
+                        x >= 2.0))
+            g8, gd = u8.get("peak_gpu_bytes"), ds.get("peak_gpu_bytes")
+            if g8 is not None and gd is not None:
+                out.append((f"{short} at 8G: peak GPU memory <= DeepSpeed {ds_name}'s",
+                            f"{g8 / GIB:.2f} GiB against {gd / GIB:.2f} GiB", g8 <= gd))
+        else:
+            out.append((t, "not measured (" + ", ".join(
+                n for n, r in ((f"{ds_kind} row", ds), ("uvmrt 8G row", u8)) if not r) +
+                " missing or failed)", None))
+        if model == "gpt2-d48":
+            res, u16 = find(rows, model, "resident"), find(rows, model, "uvmrt", "16G")
+            t = "GPT-2 d48 at 16G: step time within 1.3x of PyTorch resident's"
+            if res and u16:
+                x = u16["ms_per_step_median"] / res["ms_per_step_median"]
+                out.append((t, f"{u16['ms_per_step_median']:.1f} / {res['ms_per_step_median']:.1f} ms"
+                            f" = {x:.2f}x", x <= 1.3))
+            else:
+                out.append((t, "not measured", None))
+        for u in (r for r in rows if model_of(r) == model and r.get("row") == "uvmrt" and r.get("ok")):
+            hu, hd = u.get("peak_host_rss_bytes"), (ds or {}).get("peak_host_rss_bytes")
+            t = f"{short} uvmrt.torch {u.get('budget')}: host RSS <= DeepSpeed {ds_name}'s"
+            if hu is not None and hd is not None:
+                out.append((t, f"{hu / GIB:.1f} GiB against {hd / GIB:.1f} GiB", hu <= hd))
+            else:
+                out.append((t, "not measured", None))
+    return out
+
+
 def table(outdir):
     rows = rows_of(outdir)
     fl = tablelib.load(os.path.join(outdir, "floor.json"))
@@ -225,7 +280,7 @@ def table(outdir):
                 f"| {name} | {label(r)} | {ms:.1f} | {tok:.0f} | "
                 f"{fmt(gpu / GIB if gpu is not None else None, '.2f')} | "
                 f"{fmt(rss / GIB if rss is not None else None, '.1f')} | "
-                f"{fmt(gin, '.2f')}{mark} | {fmt(gout, '.2f')}{mark} | "
+                f"{fmt(gin, '.2f', 'n/a')}{mark} | {fmt(gout, '.2f', 'n/a')}{mark} | "
                 f"{fmt(f, '.0f')} | {loss} | "
                 f"{fmt(floor, '.1f')}{f' ({bound})' if bound else ''} | {xf} | {xd} |")
         lines.append("")
@@ -240,6 +295,13 @@ def table(outdir):
             notes.append("*: memcpy bytes the CUDA profiler (torch.profiler) saw in one extra step "
                          "after the timed ones.")
         lines.extend(notes)
+        lines.append("")
+    tg = targets(rows)
+    if tg:
+        lines.append("| target (issue 20) | measured | |")
+        lines.append("|---|---|---|")
+        for t, m, ok in tg:
+            lines.append(f"| {t} | {m} | {'-' if ok is None else 'met' if ok else 'missed'} |")
         lines.append("")
     if fl:
         parts = []

@@ -251,7 +251,7 @@ def test_table_from_the_jsons(runs, tmp_path):
     assert c["gpt-compute-only"]["x floor"] == "1.00"
     assert float(c["gpt-resident"]["ms/step"]) == pytest.approx(
         runs["gpt-resident"][1]["ms_per_step_median"], abs=0.06)
-    assert c["gpt-resident"]["GB in/step"] == "-"
+    assert c["gpt-resident"]["GB in/step"] == "n/a"
     # DeepSpeed: the reference; its link bytes marked as the profiler's
     assert c["gpt-ds-zero2"]["x DeepSpeed"] == "1.00"
     assert c["gpt-ds-zero2"]["GB in/step"] == "2.00*" and c["gpt-ds-zero2"]["GB out/step"] == "1.00*"
@@ -274,6 +274,36 @@ def test_table_from_the_jsons(runs, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     assert run([sys.executable, str(TABLE), str(empty)], check=False).returncode == 1
+
+
+def test_targets(tmp_path):
+    # made-up rows of the issue's models: the target lines compare what they must
+    def row(name, kind, tok, gpu, rss, budget=None, ms=None):
+        return {"name": name, "row": kind, "model": "gpt2-d48", "ok": True, "budget": budget,
+                "batch": 8, "seq": 1024, "tokens_per_s": tok,
+                "ms_per_step_median": ms or 8192 / tok * 1e3, "peak_gpu_bytes": gpu << 30,
+                "peak_host_rss_bytes": rss << 30, "losses": [11.0, 10.9]}
+    for j in (row("gpt-ds-zero2", "ds-zero2", 6000, 10, 34),
+              row("gpt-uvmrt-8g", "uvmrt", 12500, 8, 40, "8G"),
+              row("gpt-uvmrt-16g", "uvmrt", 16000, 16, 30, "16G"),
+              row("gpt-resident", "resident", 22000, 75, 20)):
+        (tmp_path / f"torch.{j['name']}.json").write_text(json.dumps(j))
+    llama = dict(row("llama-resident", "resident", 14000, 66, 20), model="llama-3b", batch=4)
+    (tmp_path / "torch.llama-resident.json").write_text(json.dumps(llama))
+    run([sys.executable, str(TABLE), str(tmp_path)])
+    t = {}
+    for line in (tmp_path / "table.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[2] in ("met", "missed", "-"):
+            t[cells[0]] = (cells[1], cells[2])
+    assert t["GPT-2 d48 at 8G: >= 2x the tokens/s of DeepSpeed ZeRO-2 offload"] == \
+        ("12500 / 6000 = 2.08x", "met")
+    assert t["GPT-2 d48 at 8G: peak GPU memory <= DeepSpeed ZeRO-2's"][1] == "met"
+    assert t["GPT-2 d48 at 16G: step time within 1.3x of PyTorch resident's"][1] == "missed"
+    assert t["GPT-2 d48 uvmrt.torch 8G: host RSS <= DeepSpeed ZeRO-2's"][1] == "missed"
+    assert t["GPT-2 d48 uvmrt.torch 16G: host RSS <= DeepSpeed ZeRO-2's"][1] == "met"
+    lt = t["Llama 3.4B at 8G: >= 2x the tokens/s of DeepSpeed ZeRO-3 offload"]
+    assert lt[1] == "-" and "ds-zero3 row" in lt[0] and "uvmrt 8G row" in lt[0]
 
 
 def test_run_torch_sh_on_cpu(tmp_path):
