@@ -135,7 +135,8 @@ exec > >(tee -a "$outdir/run-torch.log") 2>&1
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 export PYTHONPATH=$repo/python${PYTHONPATH:+:$PYTHONPATH}
 if [ -z "${UVMRT_LIBRARY:-}" ] && [ -e "$build/src/.libs/libuvmrt.so" ]; then
-    export UVMRT_LIBRARY=$(cd "$build/src/.libs" && pwd)/libuvmrt.so
+    UVMRT_LIBRARY=$(cd "$build/src/.libs" && pwd)/libuvmrt.so
+    export UVMRT_LIBRARY
 fi
 
 echo "run-torch.sh: $(date -u +%FT%TZ) $([ "$smoke" = 1 ] && echo smoke || echo full):" \
@@ -195,7 +196,7 @@ fits() {
         return 0
     fi
     msg=$(awk -v n="$need" -v f="$free" 'BEGIN { printf "needs about %.1f GiB, the GPU has %.1f GiB free", n / 2^30, f / 2^30 }')
-    if [ "$need" -gt $((free / 100 * free_frac)) ]; then
+    if [ "$need" -gt $((free * free_frac / 100)) ]; then
         msg="skipped: $msg (a row may use at most $free_frac% of it)"
         echo "$msg" >"$outdir/skip.$row.txt"
         echo "run-torch.sh: $row $msg"

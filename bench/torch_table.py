@@ -40,7 +40,6 @@ uvmrt.torch row's host RSS no higher than that DeepSpeed row's.
 
 import glob
 import os
-import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -373,7 +373,7 @@ def adamw_kwargs(a):
     return dict(lr=a.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
 
 
-def make_row(a, sh, model, batches):
+def make_row(a, model):
     import torch
     dev = a.device
     r = Row()
@@ -546,7 +546,7 @@ def train(a, res):
     res["params"] = sum(p.numel() for p in model.parameters())
     res["build_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    r = make_row(a, sh, model, batches)
+    r = make_row(a, model)
     res["setup_s"] = time.perf_counter() - t0
     res.update(r.info)
     batches = [b.to(dev) for b in batches]
