@@ -24,7 +24,9 @@
 #                            OUTDIR/profile.json exists the uvmrt rows get UVMRT_PROFILE=it
 #
 # --smoke: the tiny models (gpt2-tiny, llama-tiny; uvmrt-gpt --depth 12) at B=2 T=128, 3
-# steps: every kind of row in a minute or two, to check the setup before a full run.
+# steps: every kind of row in a minute or two, to check the setup before a full run. The
+# uvmrt rows keep the budget their name gives, under which a tiny model fits whole: name
+# rows such as gpt-uvmrt-16m to make it offload.
 #
 # Each row runs in its own process under `timeout ROW_TIMEOUT` (default 540 s: one device
 # call is at most 600 s, so run rows in several calls into one OUTDIR; the table is made
