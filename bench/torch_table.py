@@ -26,7 +26,7 @@ Columns:
                        parameter updated by a CPU AdamW (fp32 parameter, gradient and two
                        moments read, three written): every parameter for the DeepSpeed and
                        FSDP2 rows, step_stats' cpu_params for uvmrt.torch rows where it is
-                       reported
+                       reported. uvmrt-gpt rows: the link and host terms only
   x floor              ms/step over the floor
   x DeepSpeed          tokens/s over the tokens/s of the same model's DeepSpeed row in the
                        same OUTDIR (ZeRO-2 where there is one, else ZeRO-3)
@@ -121,7 +121,8 @@ def cpu_params(r):
 def floor_of(r, compute_ms, fl):
     """(floor ms, bound) or (None, None)."""
     terms = []
-    if compute_ms:
+    # uvmrt-gpt runs its own kernels: PyTorch's compute-only step is no floor of it
+    if compute_ms and r.get("row") != "uvmrt-gpt":
         terms.append((compute_ms, "compute"))
     gin, gout, _ = link_gb(r)
     fl = fl or {}
@@ -290,6 +291,9 @@ def table(outdir):
             notes.append("x DeepSpeed: no DeepSpeed row of this model completed in this run.")
         if not compute:
             notes.append("No compute-only row completed: floors count the link and host memory only.")
+        if any(r.get("row") == "uvmrt-gpt" and r.get("ok") for r in group):
+            notes.append("uvmrt-gpt's floor counts the link and host memory only (its kernels are "
+                         "not PyTorch's; its host bytes leave out its CPU AdamW).")
         if starred:
             notes.append("*: memcpy bytes the CUDA profiler (torch.profiler) saw in one extra step "
                          "after the timed ones.")
