@@ -232,7 +232,12 @@ def test_table_from_the_jsons(runs, tmp_path):
            "error": "RuntimeError: boom | with a pipe"}
     skip = {"name": "gpt-ds-zero3", "row": "ds-zero3", "model": "gpt2-tiny", "ok": False,
             "skipped": True, "error": "skipped: needs about 9.0 GiB, the GPU has 4.0 GiB free"}
-    for j in (ds, ut, bad, skip):
+    gpt = dict(base, name="gpt-uvmrt-gpt-8g", row="uvmrt-gpt", budget="8G", params=None,
+               ms_per_step_median=cm / 2, tokens_per_s=B * T / (cm / 2 * 1e-3),
+               uvmrt_step_stats={"gb_in_per_step": 1.0, "gb_out_per_step": 0.5,
+                                 "faults_per_step": 0.0}, gpt_cpu_layers=1,
+               gpt_recompute_blocks=2)
+    for j in (ds, ut, bad, skip, gpt):
         (out / f"torch.{j['name']}.json").write_text(json.dumps(j))
     # link bandwidth such that 4 GB in takes 4 compute-only steps: the uvmrt row's floor is
     # then set by the link (2x its own step)
@@ -264,6 +269,12 @@ def test_table_from_the_jsons(runs, tmp_path):
     assert u["x floor"] == "0.50"
     assert u["peak GPU GiB"] == "8.00"
     assert u["run"] == "uvmrt.torch, budget 8G (chose 3 CPU layers, 2 recomputing)"
+    # uvmrt-gpt: faster than PyTorch's compute-only step, so its floor is the link's only
+    g = c["gpt-uvmrt-gpt-8g"]
+    assert g["run"] == "uvmrt-gpt (CUDA C), budget 8G (chose 1 CPU layers, 2 recomputing)"
+    assert g["floor ms (bound)"].endswith("(link in)") and g["x floor"] == "0.50"
+    assert g["GB in/step"] == "1.00" and g["faults/step"] == "0"
+    assert "uvmrt-gpt's floor counts the link and host memory only" in text
     assert c["gpt-fsdp2"]["ms/step"].startswith("FAILED: RuntimeError: boom / with a pipe")
     assert c["gpt-ds-zero3"]["ms/step"].startswith("skipped: needs about 9.0 GiB")
     # the Llama table has no DeepSpeed row and says so
