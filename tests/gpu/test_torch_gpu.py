@@ -39,7 +39,8 @@ def gpt2():
     torch.manual_seed(0)
     cfg = transformers.GPT2Config(n_layer=8, n_embd=512, n_head=8, n_positions=512, vocab_size=8192,
                                   resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False)
-    return transformers.GPT2LMHeadModel(cfg, attn_implementation="eager")
+    cfg._attn_implementation = "eager"  # deterministic, as the bitwise checks need
+    return transformers.GPT2LMHeadModel(cfg)
 
 
 def llama():
@@ -47,7 +48,8 @@ def llama():
     cfg = transformers.LlamaConfig(num_hidden_layers=6, hidden_size=512, intermediate_size=1376,
                                    num_attention_heads=8, num_key_value_heads=8, vocab_size=8192,
                                    max_position_embeddings=512, tie_word_embeddings=False, use_cache=False)
-    return transformers.LlamaForCausalLM(cfg, attn_implementation="eager")
+    cfg._attn_implementation = "eager"
+    return transformers.LlamaForCausalLM(cfg)
 
 
 MODELS = {"gpt2": gpt2, "llama": llama}
