@@ -129,6 +129,11 @@ def offload(model, optimizer_class=torch.optim.AdamW, *, budget=None, param_grou
         raise
     engine.take_over()
     engine.install_hooks()
+    if engine.device.type == "cuda" and recompute is not False:
+        # the recorded step recomputes every block: PyTorch's least memory, so that it fits
+        # wherever the chosen steps will; the choice then keeps what the budget allows
+        for b in engine.blocks():
+            engine.set_recompute(b, True)
     opt = OffloadedOptimizer(engine, optimizer_class, groups, defaults, s.max_grad_norm, optimizer_kwargs)
     engine.opt = opt
     model._uvmrt_engine = engine

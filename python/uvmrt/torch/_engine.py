@@ -151,6 +151,8 @@ class Engine:
         self.opt_external = 0
         self.torch_peak_bytes = 0
         self.cpu = CpuWorker(self)
+        self.ctx_external = 0
+        self.measured_with_recompute = False
 
     # ------------------------------------------------------------ setup
     def open_context(self):
@@ -272,12 +274,23 @@ class Engine:
 
     def begin(self, l, phase, call):
         self.close_open()
-        self.ctx.layer_begin(call)
+        try:
+            self.ctx.layer_begin(call)
+        except L.UvmrtError as e:
+            if e.status == L.ERR_BUDGET:
+                raise RuntimeError(f"uvmrt: module {l.name!r}: its {_PHASES[phase]} needs more device memory "
+                                   f"than the budget leaves ({fmt_bytes(self.ctx.budget)} less "
+                                   f"{fmt_bytes(self.ctx_external)} for PyTorch): give a larger budget") from e
+            raise
         self.open = (l, phase)
+        if self.measure is not None and phase == L.PHASE_BACKWARD:
+            self.measure.backward_begin(l)
 
     def close_open(self):
         if self.open is not None:
             self.ctx.layer_end()
+            if self.measure is not None and self.open[1] == L.PHASE_BACKWARD:
+                self.measure.backward_end(self.open[0])
             self.open = None
 
     def uses_array(self, uses):
@@ -335,7 +348,7 @@ class Engine:
         call = self.make_call(l, L.PHASE_FORWARD, self.stream(), uses=self.borrowed_uses(l),
                               flops=self.fwd_flops(l), hbm_bytes=self.fwd_hbm(l))
         self.begin(l, L.PHASE_FORWARD, call)
-        if self.recording and not inference:
+        if self.recording and not inference and self.measure is not None:
             self.measure.enter(l)
         if inference:
             return None
@@ -404,9 +417,14 @@ class Engine:
 
     # ------------------------------------------------------------ the recorded step's measurements
     def start_measure(self):
-        self.measure = _Measure(self)
+        """The recorded step measures what PyTorch holds.  On a GPU every block recomputes
+        in it (PyTorch's least memory, so that the step fits where the others will) and
+        torch's own counters give its peak and each block's backward working set; on sim,
+        nothing recomputes and the bytes autograd saves per layer are counted."""
         if self.device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(self.device)
+            self.measure = _CudaMeasure(self)
+        else:
+            self.measure = _Measure(self)
 
     def measure_inputs(self, l, args, kwargs):
         leaves, _ = tree_flatten((args, kwargs))
@@ -422,18 +440,19 @@ class Engine:
         m, self.measure = self.measure, None
         if m is not None:
             m.close()
-        if self.device.type == "cuda":
-            self.torch_peak_bytes = torch.cuda.max_memory_reserved(self.device)
-        else:
-            self.torch_peak_bytes = sum(l.act_bytes for l in self.layers)
 
     def external_bytes(self, rec):
         """Device memory torch holds at its peak with the blocks in rec recomputing."""
-        saved = sum(l.act_bytes - l.in_bytes for l in rec if l.act_bytes > l.in_bytes)
-        regen = max((l.act_bytes for l in rec), default=0)
         ws = self.s.workspace_bytes
         if ws is None:  # beyond the measured peak: fragmentation of torch's caching allocator
             ws = 128 << 20 if self.device.type == "cuda" else 0
+        if self.measured_with_recompute:
+            # measured with every block recomputing: a kept block adds what its backward
+            # regenerated (its activations) less the input the checkpoint kept anyway
+            kept = sum(max(0, l.act_bytes - l.in_bytes) for l in self.blocks() if l not in rec)
+            return self.torch_peak_bytes + kept + ws
+        saved = sum(l.act_bytes - l.in_bytes for l in rec if l.act_bytes > l.in_bytes)
+        regen = max((l.act_bytes for l in rec), default=0)
         return max(0, self.torch_peak_bytes - saved + regen) + ws
 
     # ------------------------------------------------------------ the optimizer phase (called by the optimizer)
@@ -799,8 +818,47 @@ class CpuWorker:
                 self.thread = None
 
 
+_PHASES = {L.PHASE_FORWARD: "forward", L.PHASE_BACKWARD: "backward", L.PHASE_OPTIMIZER: "optimizer step"}
+
 _ROLE = {"weight": L.ROLE_WEIGHT, "grad": L.ROLE_GRADIENT, "exp_avg": L.ROLE_OPTIMIZER_STATE,
          "exp_avg_sq": L.ROLE_OPTIMIZER_STATE}
+
+
+class _CudaMeasure:
+    """The recorded step on a GPU: PyTorch's peak reserved memory over the step, and each
+    block's backward working set (its recompute's activations and their gradients)."""
+
+    def __init__(self, engine):
+        self.engine = engine
+        self.dev = engine.device
+        self.peak = 0
+        self.base = None
+        torch.cuda.synchronize(self.dev)
+        torch.cuda.reset_peak_memory_stats(self.dev)
+
+    def enter(self, l):
+        pass
+
+    def leave(self, l):
+        pass
+
+    def backward_begin(self, l):
+        if not l.is_block:
+            return
+        self.peak = max(self.peak, torch.cuda.max_memory_reserved(self.dev))
+        self.base = torch.cuda.memory_allocated(self.dev)
+        torch.cuda.reset_peak_memory_stats(self.dev)
+
+    def backward_end(self, l):
+        if not l.is_block or self.base is None:
+            return
+        l.act_bytes = max(l.act_bytes, torch.cuda.max_memory_allocated(self.dev) - self.base)
+        self.base = None
+
+    def close(self):
+        e = self.engine
+        e.torch_peak_bytes = max(self.peak, torch.cuda.max_memory_reserved(self.dev))
+        e.measured_with_recompute = all(l.recompute for l in e.blocks())
 
 
 class _Measure:
@@ -835,7 +893,16 @@ class _Measure:
             if ll is l:
                 break
 
+    def backward_begin(self, l):
+        pass
+
+    def backward_end(self, l):
+        pass
+
     def close(self):
         while self.stack:
             _, ctx = self.stack.pop()
             ctx.__exit__(None, None, None)
+        e = self.engine
+        e.torch_peak_bytes = sum(l.act_bytes for l in e.layers)
+        e.measured_with_recompute = False
