@@ -134,6 +134,8 @@ def offload(model, optimizer_class=torch.optim.AdamW, *, budget=None, param_grou
         # wherever the chosen steps will; the choice then keeps what the budget allows
         for b in engine.blocks():
             engine.set_recompute(b, True)
+    if cpu_optimizer is True:  # fixed, not chosen: the recorded step updates on the CPU already
+        engine.place_cpu(set(engine.opt_layers()))
     opt = OffloadedOptimizer(engine, optimizer_class, groups, defaults, s.max_grad_norm, optimizer_kwargs)
     engine.opt = opt
     model._uvmrt_engine = engine

@@ -586,9 +586,8 @@ class Engine:
                f"({choice.rehearsals} rehearsals, plan budget {choice.plan_budget_bytes / 2**30:.2f} GiB, "
                f"PyTorch's memory {fmt_bytes(self.ctx_external)})")
 
-    def apply(self, values):
-        self.cpu.wait()  # placements change: the CPU's updates of the last step first
-        cpu, rec = self.decode(values)
+    def place_cpu(self, cpu):
+        """The layers in cpu run AdamW on the CPU (their tensors host-homed); the others on the GPU."""
         for l in self.layers:
             want = l in cpu
             if want != l.cpu_opt:
@@ -597,6 +596,12 @@ class Engine:
                     for kind, h in slot.handles.items():
                         self.ctx.set_placement(h, want)
                 l.cpu_opt = want
+
+    def apply(self, values):
+        self.cpu.wait()  # placements change: the CPU's updates of the last step first
+        cpu, rec = self.decode(values)
+        self.place_cpu(cpu)
+        for l in self.layers:
             self.set_recompute(l, l in rec)
         self.ctx_external = self.external_bytes(rec)
         try:
