@@ -30,9 +30,51 @@ void uvmrt__layer_host_done(uvmrt_context_t *ctx, int layer, uvmrt_evref_t done,
     ctx->tensors.layers[layer].host_done_stream = stream;
 }
 
+/* ------------------------------------------------------------------ handle index */
+static size_t index_slot(uintptr_t p, size_t cap)
+{
+    uint64_t h = (uint64_t)p * 0x9e3779b97f4a7c15ull; /* Fibonacci hashing: the high bits */
+    return (size_t)(h >> 32) & (cap - 1);
+}
+
+static int index_has(const uvmrt_tensor_table_t *tt, const void *t)
+{
+    if (tt->index_cap == 0) return 0;
+    uintptr_t p = (uintptr_t)t;
+    for (size_t i = index_slot(p, tt->index_cap);; i = (i + 1) & (tt->index_cap - 1)) {
+        if (tt->index[i] == p) return 1;
+        if (tt->index[i] == 0) return 0;
+    }
+}
+
+static void index_put(uintptr_t *index, size_t cap, uintptr_t p)
+{
+    size_t i = index_slot(p, cap);
+    while (index[i] != 0 && index[i] != p) i = (i + 1) & (cap - 1);
+    index[i] = p;
+}
+
+/* Room for need pointers (at most half full), rehashed; -1 out of memory (unchanged). */
+static int index_reserve(uvmrt_tensor_table_t *tt, size_t need)
+{
+    if (2 * need <= tt->index_cap) return 0;
+    size_t cap = tt->index_cap ? tt->index_cap : 64;
+    while (cap < 2 * need) cap *= 2;
+    uintptr_t *index = calloc(cap, sizeof *index);
+    if (index == NULL) return -1;
+    for (size_t i = 0; i < tt->index_cap; i++)
+        if (tt->index[i] != 0) index_put(index, cap, tt->index[i]);
+    free(tt->index);
+    tt->index = index;
+    tt->index_cap = cap;
+    return 0;
+}
+
 uvmrt_tensor_t *uvmrt__tensor_checked(const uvmrt_context_t *ctx, const uvmrt_tensor_t *t)
 {
-    if (ctx == NULL || t == NULL || t->ctx != ctx || t->id < 0 || t->id >= ctx->tensors.n ||
+    /* looked up before it is read: a handle this context never made (another
+     * context's, a destroyed one's, garbage) is never dereferenced */
+    if (ctx == NULL || t == NULL || !index_has(&ctx->tensors, t) || t->ctx != ctx || t->id < 0 || t->id >= ctx->tensors.n ||
         ctx->tensors.by_id[t->id] != t || t->magic != UVMRT_TENSOR_MAGIC)
         return NULL;
     return (uvmrt_tensor_t *)t;
@@ -123,7 +165,8 @@ uvmrt_status_t uvmrt_tensors_alloc(uvmrt_context_t *ctx, size_t n, const uvmrt_t
     }
     uvmrt_tensor_table_t *tt = &ctx->tensors;
     if (grow((void **)&tt->arenas, &tt->cap_arenas, tt->n_arenas + n_new, sizeof *tt->arenas) ||
-        grow((void **)&tt->by_id, &tt->cap, tt->n + (int)n, sizeof *tt->by_id))
+        grow((void **)&tt->by_id, &tt->cap, tt->n + (int)n, sizeof *tt->by_id) ||
+        index_reserve(tt, (size_t)tt->n + n) != 0)
         goto fail;
     for (int a = 0; a < n_new; a++) {
         arena_bytes[a] = round_up(arena_bytes[a], UVMRT_BLOCK);
@@ -171,6 +214,7 @@ uvmrt_status_t uvmrt_tensors_alloc(uvmrt_context_t *ctx, size_t n, const uvmrt_t
         t->dead = 1;
         ctx->tensors.arenas[a].live_tensors++;
         ctx->tensors.by_id[t->id] = t;
+        index_put(ctx->tensors.index, ctx->tensors.index_cap, (uintptr_t)t);
         ctx->tensors.allocated_bytes += t->footprint;
         if (t->layer >= 0) {
             uvmrt_layer_t *L = &ctx->tensors.layers[t->layer];
@@ -264,6 +308,9 @@ void uvmrt__tensors_release_all(uvmrt_context_t *ctx)
     }
     free(ctx->tensors.by_id);
     free(ctx->tensors.arenas);
+    free(ctx->tensors.index);
+    ctx->tensors.index = NULL;
+    ctx->tensors.index_cap = 0;
     ctx->tensors.by_id = NULL;
     ctx->tensors.arenas = NULL;
     ctx->tensors.n = ctx->tensors.n_arenas = 0;

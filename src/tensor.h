@@ -68,6 +68,12 @@ typedef struct uvmrt_layer {
 typedef struct uvmrt_tensor_table {
     uvmrt_tensor_t **by_id;         /* by id, freed ones kept (magic cleared) */
     int n, cap;
+    /* Every pointer in by_id, as an open-addressing set (index_cap a power of two,
+     * at most half full; 0: empty slot): a handle is looked up here before it is
+     * dereferenced, so a stale one (of a destroyed context) is refused without
+     * reading freed memory. */
+    uintptr_t *index;
+    size_t index_cap;
     uvmrt_arena_t *arenas;
     int n_arenas, cap_arenas;
     uvmrt_layer_t *layers;
