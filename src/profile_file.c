@@ -188,8 +188,15 @@ uvmrt_status_t uvmrt__profile_file_load(const char *path, const uvmrt_log_t *log
         return UVMRT_ERR_IO;
     }
     json_error_t jerr;
-    json_t *root = json_loadfd(fd, JSON_REJECT_DUPLICATES, &jerr);
-    close(fd);
+    FILE *f = fdopen(fd, "rb"); /* buffered: json_loadfd reads a byte per read(2) */
+    json_t *root = NULL;
+    if (f == NULL) {
+        LOG_ERROR(log, "profile file '%s': cannot read it: %s", path, strerror(errno));
+        close(fd);
+        return UVMRT_ERR_IO;
+    }
+    root = json_loadf(f, JSON_REJECT_DUPLICATES, &jerr);
+    fclose(f);
     if (root == NULL) {
         int io = json_error_code(&jerr) == json_error_cannot_open_file;
         if (io) LOG_ERROR(log, "profile file '%s': cannot read it: %s", path, jerr.text);

@@ -1169,3 +1169,37 @@ Test(plantool, a_fifo_as_input_is_refused_without_blocking, .timeout = 60)
     unlink(fifo);
     rmdir(dir);
 }
+
+/* A record of 100 000 calls over 4 000 tensors: the planner's next-use table was
+ * calls x tensors (1.6 GB here), so the replay ran out of a 1.2 GB address space;
+ * by the uses it is a few MB. One budget (--sweep A:A: no --fit search). */
+Test(plantool, a_long_record_is_planned_in_memory_by_its_uses, .timeout = 300)
+{
+    char path[256], *out = NULL;
+    tmpfile_path(path, sizeof path);
+    FILE *o = fopen(path, "w");
+    cr_assert_not_null(o);
+    const int n_tensors = 4000, n_calls = 100000;
+    fprintf(o, "{\"format\": \"uvmrt-record\", \"version\": 1, \"profile\": \"consumer-8g\", \"layers\": [\"l\"], "
+               "\"tensors\": [");
+    for (int i = 0; i < n_tensors; i++)
+        fprintf(o, "%s{\"id\": %d, \"name\": \"t%d\", \"layer\": -1, \"role\": \"activation\", \"size_bytes\": 4096,"
+                   " \"footprint_bytes\": 65536, \"arena\": 0}", i ? ", " : "", i, i);
+    fprintf(o, "], \"calls\": [");
+    for (int i = 0; i < n_calls; i++)
+        fprintf(o, "%s{\"layer\": 0, \"phase\": \"forward\", \"duration_ns\": 1000, \"uses\": [[%d, 1], [%d, 3]]}",
+                i ? ", " : "", i % n_tensors, (i + 1) % n_tensors);
+    fprintf(o, "]}");
+    cr_assert_eq(fclose(o), 0);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "ulimit -v 1200000; '%s' --record '%s' --sweep 64M:64M --json 2>&1", UVMRT_PLAN_PATH, path);
+    int rc = run_capture(cmd, &out);
+    cr_assert_eq(rc, 0, "exit %d: %.2000s", rc, out);
+    json_t *j = json_loads(out, 0, NULL);
+    cr_assert_not_null(j, "%.2000s", out);
+    json_t *row = json_array_get(json_object_get(j, "sweep"), 0);
+    cr_assert(json_is_true(json_object_get(row, "fits")), "%.2000s", out);
+    json_decref(j);
+    free(out);
+    remove_record(path);
+}

@@ -174,8 +174,13 @@ static json_t *record_json_load(const char *path)
         return NULL;
     }
     json_error_t err;
-    json_t *root = json_loadfd(fd, 0, &err);
-    close(fd);
+    FILE *f = fdopen(fd, "rb"); /* buffered: jansson's json_loadfd reads a byte per read(2) */
+    json_t *root = f ? json_loadf(f, 0, &err) : NULL;
+    if (f == NULL) {
+        snprintf(err.text, sizeof err.text, "%s", strerror(errno));
+        err.line = 0;
+        close(fd);
+    } else fclose(f);
     if (root == NULL)
         fprintf(stderr, "uvmrt-plan: %s: not a readable JSON file: %s (line %d)\n", path, err.text, err.line);
     return root;

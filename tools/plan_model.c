@@ -258,13 +258,13 @@ model_t *model_load(const char *path)
 {
     json_error_t err;
     const char *why = NULL;
-    int fd = input_file_open(path, NULL, &why); /* a FIFO must not hang the tool */
-    if (fd < 0) {
+    FILE *f = input_file_fopen(path, NULL, &why); /* a FIFO must not hang the tool */
+    if (f == NULL) {
         fprintf(stderr, "uvmrt-plan: --model %s: cannot read it: %s\n", path, why);
         return NULL;
     }
-    json_t *root = json_loadfd(fd, JSON_REJECT_DUPLICATES, &err);
-    close(fd);
+    json_t *root = json_loadf(f, JSON_REJECT_DUPLICATES, &err);
+    fclose(f);
     model_t *m = NULL;
     if (root == NULL) {
         fprintf(stderr, "uvmrt-plan: %s: not a readable JSON file: %s (line %d, column %d)\n", path, err.text,
