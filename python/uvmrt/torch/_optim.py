@@ -10,6 +10,7 @@ any optimizer.
 """
 
 import ctypes
+import os
 
 import torch
 
@@ -44,6 +45,13 @@ class OffloadedOptimizer(torch.optim.Optimizer):
         self._max_grad_norm = max_grad_norm
         super().__init__(groups, defaults)
         self._adam = adam_like(cls)
+        # the CPU AdamW's threads: the CPUs this process may use, less two for the thread
+        # that launches the GPU's work (and the worker's own), which must not wait for a core
+        try:
+            n = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            n = os.cpu_count() or 1
+        self._cpu_threads = max(1, n - 2)
         # one optimizer of the user's class per (layer) over that layer's parameters,
         # its groups derived from the user's; state dicts shared with self.state
         self._inner = {}
@@ -190,6 +198,7 @@ class OffloadedOptimizer(torch.optim.Optimizer):
             hp.eps = float(g["eps"])
             hp.weight_decay = float(g.get("weight_decay", 0.0))
             hp.grad_scale = 1.0 if coef is None else coef
+            hp.threads = self._cpu_threads
             for p in g["params"]:
                 if id(p) not in with_grad:
                     continue
