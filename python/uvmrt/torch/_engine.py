@@ -839,6 +839,9 @@ class _CudaMeasure:
         self.peak = 0
         self.base = None
         torch.cuda.synchronize(self.dev)
+        # what torch's cache holds from before (a model built on the GPU, an earlier run)
+        # is not this training's: release it, so that the peak measured is the step's
+        torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(self.dev)
 
     def enter(self, l):
