@@ -286,3 +286,13 @@ def test_version_and_a_missing_library():
     r = subprocess.run([sys.executable, "-m", "uvmrt.torch", "--check"], env=env, capture_output=True,
                        text=True)
     assert r.returncode == 1 and "could not be loaded" in r.stderr and "/nonexistent/libuvmrt.so" in r.stderr
+
+
+def test_the_recorded_step_leaves_half_the_budget_to_pytorch():
+    model, opt = ut.offload(models.make(n=8, d=128, vocab=512), torch.optim.AdamW, budget="16M",
+                            cpu_optimizer=False)
+    e = ut.engine_of(model)
+    assert sum(s.nbytes * len(s.handles) for s in e.slots.values()) > 8 << 20  # more than half
+    models.train(model, opt, models.batches(2, vocab=512))
+    first = ut.step_stats(model, 0)
+    assert 0 < first["peak_resident_bytes"] <= 8 << 20

@@ -129,6 +129,10 @@ def offload(model, optimizer_class=torch.optim.AdamW, *, budget=None, param_grou
         raise
     engine.take_over()
     engine.install_hooks()
+    # until the recorded step has measured PyTorch's own memory, half of the budget is left
+    # to it, so that the first step does not fill the GPU with uvmrt's tensors beside it
+    engine.ctx_external = engine.ctx.budget // 2
+    engine.ctx.set_external_bytes(engine.ctx_external)
     if engine.device.type == "cuda" and recompute is not False:
         # the recorded step recomputes every block: PyTorch's least memory, so that it fits
         # wherever the chosen steps will; the choice then keeps what the budget allows
