@@ -296,3 +296,31 @@ def test_the_recorded_step_leaves_half_the_budget_to_pytorch():
     models.train(model, opt, models.batches(2, vocab=512))
     first = ut.step_stats(model, 0)
     assert 0 < first["peak_resident_bytes"] <= 8 << 20
+
+
+@pytest.mark.parametrize("cpu", [False, True])
+def test_gradient_accumulation_over_two_micro_batches(cpu):
+    data = models.batches(2 * STEPS)
+
+    def train(model, opt):
+        out = []
+        for i in range(0, len(data), 2):
+            loss = model(data[i]) / 2
+            loss.backward()
+            loss2 = model(data[i + 1]) / 2
+            loss2.backward()
+            opt.step()
+            opt.zero_grad()
+            out.append(loss.item() + loss2.item())
+        return out
+    ref_model = models.make()
+    ref = train(ref_model, torch.optim.AdamW(ref_model.parameters(), lr=1e-2, foreach=False))
+    model, opt = ut.offload(models.make(), torch.optim.AdamW, lr=1e-2, foreach=False, budget="64M",
+                            cpu_optimizer=cpu, recompute=False)
+    got = train(model, opt)
+    if cpu:
+        assert all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(got, ref)), (got, ref)
+    else:
+        assert got == ref
+    e = ut.engine_of(model)
+    assert e.ctx.layer_stats(e.layers[1].index, L.PHASE_FORWARD).calls == 2 * e.ctx.summary().steps

@@ -140,8 +140,8 @@ class Engine:
         self.open = None           # (layer, phase) of the open call
         self.steps = 0             # completed training steps
         self.recording = True      # the first step: measure
-        self.fwd_order = []        # layers in the recorded step's forward order
-        self.bwd_order = []
+        self.fwd_order = []        # layers in the recorded step's forward order, each once
+        self.rec_calls = []        # the recorded step's (layer, phase) forward and backward calls
         self.choice = None
         self.planned_since_choice = 0
         self.reviews = 0
@@ -343,7 +343,9 @@ class Engine:
             self.cpu.wait(l if l.cpu_opt else None)
         self.ensure_step(inference)
         if self.recording and not inference:
-            self.fwd_order.append(l)
+            if l not in self.fwd_order:
+                self.fwd_order.append(l)
+            self.rec_calls.append((l, L.PHASE_FORWARD))
             self.measure_inputs(l, args, kwargs)
         call = self.make_call(l, L.PHASE_FORWARD, self.stream(), uses=self.borrowed_uses(l),
                               flops=self.fwd_flops(l), hbm_bytes=self.fwd_hbm(l))
@@ -379,7 +381,7 @@ class Engine:
             self.in_backward = True
             torch.autograd.Variable._execution_engine.queue_callback(self.on_backward_done)
         if self.recording:
-            self.bwd_order.append(l)
+            self.rec_calls.append((l, L.PHASE_BACKWARD))
         uses = self.borrowed_uses(l)
         fresh = True
         for _, p in l.owned:
@@ -670,7 +672,8 @@ class Engine:
         gpu = ctypes.cast(ctypes.pointer(_SIM_GPU_STREAM), ctypes.c_void_p)
         cpus = ctypes.cast(ctypes.pointer(_SIM_CPU_STREAM), ctypes.c_void_p)
         fwd = self.fwd_order or self.layers
-        bwd = self.bwd_order or list(reversed(fwd))
+        calls = self.rec_calls or [(l, L.PHASE_FORWARD) for l in fwd] + \
+            [(l, L.PHASE_BACKWARD) for l in reversed(fwd)]
         keep = []
 
         def call(l, phase, stream, uses=(), **kw):
@@ -691,16 +694,17 @@ class Engine:
             st = lib.uvmrt_step_begin(handle)
             if st != L.OK:
                 return st
-            for l in fwd:
-                after = cpus if (l in cpu and s > 0) else None
-                st = call(l, L.PHASE_FORWARD, gpu, borrowed(l), flops=self.fwd_flops(l),
-                          hbm_bytes=int(self.fwd_hbm(l)), after=after)
-                if st != L.OK:
-                    return st
-            for l in bwd:
-                f = self.fwd_flops(l)
-                st = call(l, L.PHASE_BACKWARD, gpu, borrowed(l), flops=2 * f + (f if l in rec else 0),
-                          hbm_bytes=int(2 * self.fwd_hbm(l)))
+            seen = set()
+            for l, phase in calls:  # the recorded step's calls, micro-batches and all
+                if phase == L.PHASE_FORWARD:
+                    after = cpus if (l in cpu and s > 0 and l not in seen) else None
+                    seen.add(l)
+                    st = call(l, L.PHASE_FORWARD, gpu, borrowed(l), flops=self.fwd_flops(l),
+                              hbm_bytes=int(self.fwd_hbm(l)), after=after)
+                else:
+                    f = self.fwd_flops(l)
+                    st = call(l, L.PHASE_BACKWARD, gpu, borrowed(l), flops=2 * f + (f if l in rec else 0),
+                              hbm_bytes=int(2 * self.fwd_hbm(l)))
                 if st != L.OK:
                     return st
             for l in self.opt_layers():
