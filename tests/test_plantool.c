@@ -6,6 +6,9 @@
  * input is refused with the documented exit codes. --model: the step a model file
  * describes, checked against uvmrt-mlp on sim and against working sets computed by
  * hand; --batch-max against a direct check of every batch; bad and damaged files.
+ * Hugging Face config.json files: GPT-2 XL's predicts what gpt2-1.5b.json does, a Llama
+ * config's parameters, bad configs name the key. --profile list, and a model without
+ * --budget at the profile's GPU memory.
  */
 #include <criterion/criterion.h>
 #include <jansson.h>
@@ -480,6 +483,8 @@ Test(plantool, mlp_record_predicts_the_mlp_runs)
 #endif
 #define W1_MODEL UVMRT_MODELS_DIR "/w1.json"
 #define GPT_MODEL UVMRT_MODELS_DIR "/gpt2-1.5b.json"
+#define HF_GPT2 UVMRT_TEST_DATA_DIR "/hf-gpt2-1.5b.config.json"
+#define HF_LLAMA UVMRT_TEST_DATA_DIR "/hf-llama-3b.config.json"
 
 static json_int_t jint(const json_t *o, const char *key) { return json_integer_value(json_object_get(o, key)); }
 
@@ -930,9 +935,9 @@ Test(plantool, bad_model_files_name_the_key)
 
 /* Fuzz-robust: every prefix of a model file, and files with one byte changed, give
  * a prediction or a clean error (exit 0 or 1), never a crash. */
-Test(plantool, damaged_model_files_never_crash)
+static void damage_each_part_of(const char *file, size_t parts)
 {
-    FILE *f = fopen(W1_MODEL, "r");
+    FILE *f = fopen(file, "r");
     cr_assert_not_null(f);
     char text[8192];
     size_t n = fread(text, 1, sizeof text - 1, f);
@@ -941,7 +946,7 @@ Test(plantool, damaged_model_files_never_crash)
     char path[256], args[600], *out = NULL;
     write_model(path, sizeof path, "");
     static const char subst[] = {'0', '9', '-', '"', '}', ']', ',', 'e', ' ', 'x'};
-    for (size_t k = 0, cut = 0; cut < n; cut += n / 16 + 1, k++) {
+    for (size_t k = 0, cut = 0; cut < n; cut += n / parts + 1, k++) {
         for (int variant = 0; variant < 2; variant++) {
             char buf[8192];
             memcpy(buf, text, n + 1);
@@ -959,6 +964,12 @@ Test(plantool, damaged_model_files_never_crash)
         }
     }
     remove_record(path);
+}
+
+Test(plantool, damaged_model_files_never_crash)
+{
+    damage_each_part_of(W1_MODEL, 16);
+    damage_each_part_of(HF_LLAMA, 8); /* a Hugging Face config too */
 }
 
 #ifndef UVMRT_TEST_DATA_DIR
@@ -1214,8 +1225,6 @@ Test(plantool, a_long_record_is_planned_in_memory_by_its_uses, .timeout = 300)
 }
 
 /* ------------------------------------------------------------------ Hugging Face configs */
-#define HF_GPT2 UVMRT_TEST_DATA_DIR "/hf-gpt2-1.5b.config.json"
-#define HF_LLAMA UVMRT_TEST_DATA_DIR "/hf-llama-3b.config.json"
 
 /* The GPT-2 XL config.json builds the step gpt2-1.5b.json describes: the same parameters,
  * the same smallest budget and, at batch 8 and T 1024 (its n_positions, the default), the
@@ -1370,6 +1379,15 @@ Test(plantool, a_model_without_budget_takes_the_profiles_memory)
     snprintf(args, sizeof args, "--model '%s' --profile consumer-8g --batch-max 4 --json", GPT_MODEL);
     j = run_json(args);
     cr_assert_eq(jint(j, "budget_bytes"), (json_int_t)uvmrt_profile_find("consumer-8g")->memory_bytes);
+    json_decref(j);
+    /* a profile file's memory_bytes too */
+    const char *pf = UVMRT_TEST_DATA_DIR "/h200-calibrated.profile.json";
+    uvmrt_profile_t *prof = NULL;
+    cr_assert_eq(uvmrt_profile_load(pf, &prof), UVMRT_OK);
+    snprintf(args, sizeof args, "--model '%s' --profile '%s' --json", GPT_MODEL, pf);
+    j = run_json(args);
+    cr_assert_eq(jint(j, "budget_bytes"), (json_int_t)prof->memory_bytes);
+    uvmrt_profile_free(prof);
     json_decref(j);
     snprintf(args, sizeof args, "--model '%s' --profile nosuch", GPT_MODEL);
     cr_assert_eq(run_tool(args, &out), 1, "%s", out);
