@@ -1128,14 +1128,18 @@ int main(int argc, char **argv)
         fprintf(stderr, "uvmrt-plan: --plot %s needs --sweep\n", plot);
         return 2;
     }
-    if ((batch || batch_max || seq) && model_path == NULL) {
+    if ((batch || batch_max) && model_path == NULL) {
         fprintf(stderr, "uvmrt-plan: %s needs --model FILE (a record's batch is fixed)\n",
-                batch ? "--batch" : batch_max ? "--batch-max" : "--seq");
+                batch ? "--batch" : "--batch-max");
         return 2;
     }
     if (batch_max && (fit || sweep_arg != NULL || batch)) {
         fprintf(stderr, "uvmrt-plan: --batch-max %llu excludes --batch, --fit and --sweep\n",
                 (unsigned long long)batch_max);
+        return 2;
+    }
+    if (seq && model_path == NULL) {
+        fprintf(stderr, "uvmrt-plan: --seq needs --model FILE (a Hugging Face config.json)\n");
         return 2;
     }
     uint64_t sa = 0, sb = 0, sstep = 0;
