@@ -1394,3 +1394,38 @@ Test(plantool, a_model_without_budget_takes_the_profiles_memory)
     cr_assert(strstr(out, "--profile 'nosuch'"), "%s", out);
     free(out);
 }
+
+/* The Llama family's other two: Mistral 7B (grouped key-value heads, 8 of 32) and
+ * Qwen2 0.5B (q/k/v biases, tied embeddings, 32768 positions) count their published
+ * parameters exactly (7241732096 and 494032768), and a config's positions above 2048
+ * give seq 2048, said so. */
+Test(plantool, hf_mistral_and_qwen2_count_their_published_parameters)
+{
+    const struct {
+        const char *text;
+        double params;
+        const char *source;
+    } cfg[] = {
+        {"{\"model_type\": \"mistral\", \"num_hidden_layers\": 32, \"hidden_size\": 4096, \"intermediate_size\": 14336, "
+         "\"num_attention_heads\": 32, \"num_key_value_heads\": 8, \"vocab_size\": 32000, "
+         "\"max_position_embeddings\": 32768, \"tie_word_embeddings\": false}",
+         7241732096.0, "seq 2048 (the default: the config's max_position_embeddings 32768, capped at 2048)"},
+        {"{\"model_type\": \"qwen2\", \"num_hidden_layers\": 24, \"hidden_size\": 896, \"intermediate_size\": 4864, "
+         "\"num_attention_heads\": 14, \"num_key_value_heads\": 2, \"vocab_size\": 151936, "
+         "\"max_position_embeddings\": 32768, \"tie_word_embeddings\": true}",
+         494032768.0, "Hugging Face config (qwen2), seq 2048"},
+    };
+    for (size_t i = 0; i < sizeof cfg / sizeof cfg[0]; i++) {
+        char path[300], args[400];
+        write_model(path, sizeof path, cfg[i].text);
+        snprintf(args, sizeof args, "--model '%s' --profile h200 --json", path);
+        json_t *j = run_json(args);
+        cr_assert_eq(json_real_value(json_object_get(j, "params")), cfg[i].params, "case %zu: %s", i,
+                     json_dumps(j, 0));
+        const char *src = json_string_value(json_object_get(j, "source"));
+        cr_assert(src && strstr(src, cfg[i].source), "case %zu: %s", i, src ? src : "(none)");
+        cr_assert(json_is_true(json_object_get(j, "fits")));
+        json_decref(j);
+        remove_record(path);
+    }
+}
