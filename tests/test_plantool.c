@@ -6,6 +6,9 @@
  * input is refused with the documented exit codes. --model: the step a model file
  * describes, checked against uvmrt-mlp on sim and against working sets computed by
  * hand; --batch-max against a direct check of every batch; bad and damaged files.
+ * Hugging Face config.json files: GPT-2 XL's predicts what gpt2-1.5b.json does, a Llama
+ * config's parameters, bad configs name the key. --profile list, and a model without
+ * --budget at the profile's GPU memory.
  */
 #include <criterion/criterion.h>
 #include <jansson.h>
@@ -480,6 +483,8 @@ Test(plantool, mlp_record_predicts_the_mlp_runs)
 #endif
 #define W1_MODEL UVMRT_MODELS_DIR "/w1.json"
 #define GPT_MODEL UVMRT_MODELS_DIR "/gpt2-1.5b.json"
+#define HF_GPT2 UVMRT_TEST_DATA_DIR "/hf-gpt2-1.5b.config.json"
+#define HF_LLAMA UVMRT_TEST_DATA_DIR "/hf-llama-3b.config.json"
 
 static json_int_t jint(const json_t *o, const char *key) { return json_integer_value(json_object_get(o, key)); }
 
@@ -913,12 +918,13 @@ Test(plantool, bad_model_files_name_the_key)
         {"--model m.json --record r.json --fit", "--record"},
         {"--record r.json --batch 4 --fit", "--batch needs --model"},
         {"--record r.json --batch-max 4 --budget 8G", "--batch-max needs --model"},
-        {"--model m.json --batch-max 4", "needs --budget"},
+        {"--record r.json --seq 512 --fit", "--seq needs --model"},
+        {"--model m.json --seq 0 --fit", "--seq '0'"},
+        {"--model m.json --seq 2000000 --fit", "--seq '2000000'"},
         {"--model m.json --batch-max 4 --batch 2 --budget 8G", "excludes --batch"},
         {"--model m.json --batch 0 --fit", "--batch '0'"},
         {"--model m.json --batch-max 2000000 --budget 8G", "--batch-max '2000000'"},
         {"--model m.json --batch 4x --fit", "--batch '4x'"},
-        {"--model m.json", "--model needs --budget"},
     };
     for (size_t i = 0; i < sizeof usage / sizeof usage[0]; i++) {
         cr_assert_eq(run_tool(usage[i].args, &out), 2, "%s: %s", usage[i].args, out);
@@ -929,9 +935,9 @@ Test(plantool, bad_model_files_name_the_key)
 
 /* Fuzz-robust: every prefix of a model file, and files with one byte changed, give
  * a prediction or a clean error (exit 0 or 1), never a crash. */
-Test(plantool, damaged_model_files_never_crash)
+static void damage_each_part_of(const char *file, size_t parts)
 {
-    FILE *f = fopen(W1_MODEL, "r");
+    FILE *f = fopen(file, "r");
     cr_assert_not_null(f);
     char text[8192];
     size_t n = fread(text, 1, sizeof text - 1, f);
@@ -940,7 +946,7 @@ Test(plantool, damaged_model_files_never_crash)
     char path[256], args[600], *out = NULL;
     write_model(path, sizeof path, "");
     static const char subst[] = {'0', '9', '-', '"', '}', ']', ',', 'e', ' ', 'x'};
-    for (size_t k = 0, cut = 0; cut < n; cut += n / 16 + 1, k++) {
+    for (size_t k = 0, cut = 0; cut < n; cut += n / parts + 1, k++) {
         for (int variant = 0; variant < 2; variant++) {
             char buf[8192];
             memcpy(buf, text, n + 1);
@@ -958,6 +964,12 @@ Test(plantool, damaged_model_files_never_crash)
         }
     }
     remove_record(path);
+}
+
+Test(plantool, damaged_model_files_never_crash)
+{
+    damage_each_part_of(W1_MODEL, 16);
+    damage_each_part_of(HF_LLAMA, 8); /* a Hugging Face config too */
 }
 
 #ifndef UVMRT_TEST_DATA_DIR
@@ -1210,4 +1222,210 @@ Test(plantool, a_long_record_is_planned_in_memory_by_its_uses, .timeout = 300)
     json_decref(j);
     free(out);
     remove_record(path);
+}
+
+/* ------------------------------------------------------------------ Hugging Face configs */
+
+/* The GPT-2 XL config.json builds the step gpt2-1.5b.json describes: the same parameters,
+ * the same smallest budget and, at batch 8 and T 1024 (its n_positions, the default), the
+ * same predicted step within 2% at budgets that stream and that hold everything. */
+Test(plantool, hf_gpt2_config_predicts_like_the_model_file)
+{
+    const char *budgets[] = {"8G", "16G", "40G"};
+    for (int i = 0; i < 3; i++) {
+        char args[700];
+        snprintf(args, sizeof args, "--model '%s' --profile h200 --budget %s --batch 8 --json", HF_GPT2, budgets[i]);
+        json_t *hf = run_json(args);
+        snprintf(args, sizeof args, "--model '%s' --profile h200 --budget %s --json", GPT_MODEL, budgets[i]);
+        json_t *file = run_json(args);
+        cr_assert(json_is_true(json_object_get(hf, "fits")), "%s", json_dumps(hf, 0));
+        cr_assert_eq(jint(hf, "batch"), 8);
+        double a = (double)jint(hf, "predicted_step_ns"), b = (double)jint(file, "predicted_step_ns");
+        cr_assert(b > 0 && fabs(a - b) <= 0.02 * b, "%s: config %.0f ns, model file %.0f ns", budgets[i], a, b);
+        cr_assert_eq(jint(hf, "min_budget_bytes"), jint(file, "min_budget_bytes"));
+        double pa = json_real_value(json_object_get(hf, "params")), pb = json_real_value(json_object_get(file, "params"));
+        cr_assert(pb > 1.5e9 && pa == pb, "params: config %.0f, model file %.0f", pa, pb);
+        const char *src = json_string_value(json_object_get(hf, "source"));
+        cr_assert(src && strstr(src, "gpt2") && strstr(src, "seq 1024"), "source: %s", src ? src : "(none)");
+        cr_assert_str_eq(json_string_value(json_object_get(hf, "batch_source")), "--batch");
+        cr_assert_null(json_object_get(file, "source")); /* a model file has no config to tell of */
+        json_decref(hf);
+        json_decref(file);
+    }
+}
+
+/* A Llama config (OpenLLaMA 3B's shapes): 3.43e9 parameters (the embedding and the
+ * untied classifier 32000 x 3200 each, 26 blocks of 4 C^2 + 3 C I + 2 C); the defaults
+ * (batch 1, seq 2048 = its max_position_embeddings) said in the output; with the whole
+ * model resident (the H200's memory) a quarter of the sequence predicts less than half
+ * the step (the optimizer's pass over 3.43e9 parameters does not shrink), and a --seq
+ * beyond the config's positions is refused. */
+Test(plantool, hf_llama_config_counts_its_parameters)
+{
+    char args[700], *out = NULL;
+    snprintf(args, sizeof args, "--model '%s' --profile h200 --json", HF_LLAMA); /* all of it resident */
+    json_t *j = run_json(args);
+    double params = json_real_value(json_object_get(j, "params"));
+    cr_assert(fabs(params - 3.43e9) <= 0.01 * 3.43e9, "params %.0f", params);
+    cr_assert_eq(params, 26.0 * (4 * 3200.0 * 3200 + 3 * 3200.0 * 8640 + 2 * 3200) + 2 * 32000.0 * 3200 + 3200);
+    cr_assert(json_is_true(json_object_get(j, "fits")));
+    cr_assert_eq(jint(j, "batch"), 1);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "batch_source")), "the default");
+    const char *src = json_string_value(json_object_get(j, "source"));
+    cr_assert(src && strstr(src, "seq 2048 (the default"), "source: %s", src ? src : "(none)");
+    json_int_t full = jint(j, "predicted_step_ns");
+    json_decref(j);
+    snprintf(args, sizeof args, "--model '%s' --profile h200 --seq 512 --json", HF_LLAMA);
+    j = run_json(args);
+    cr_assert(jint(j, "predicted_step_ns") > 0 && jint(j, "predicted_step_ns") < full / 2, "seq 512: %lld, 2048: %lld",
+              (long long)jint(j, "predicted_step_ns"), (long long)full);
+    cr_assert(strstr(json_string_value(json_object_get(j, "source")), "seq 512 (--seq)"));
+    json_decref(j);
+    snprintf(args, sizeof args, "--model '%s' --profile h200 --budget 40G", HF_LLAMA);
+    cr_assert_eq(run_tool(args, &out), 0, "%s", out);
+    cr_assert(strstr(out, "seq 2048 (the default: the config's max_position_embeddings 2048)") &&
+                  strstr(out, "batch 1 (the default)") && strstr(out, "parameters: 3426473600"),
+              "%s", out);
+    free(out);
+    snprintf(args, sizeof args, "--model '%s' --budget 40G --seq 4096", HF_LLAMA);
+    cr_assert_eq(run_tool(args, &out), 1, "%s", out);
+    cr_assert(strstr(out, "--seq 4096") && strstr(out, "max_position_embeddings (2048)"), "%s", out);
+    free(out);
+    snprintf(args, sizeof args, "--model '%s' --budget 40G --seq 512", GPT_MODEL);
+    cr_assert_eq(run_tool(args, &out), 1, "%s", out);
+    cr_assert(strstr(out, "--seq 512 is for a Hugging Face config.json"), "%s", out);
+    free(out);
+}
+
+/* A config that is neither GPT-2 nor Llama, or has a key missing or out of range, is
+ * refused (exit 1) with the file, the key and its value. */
+Test(plantool, hf_bad_configs_name_the_key)
+{
+#define LL "\"model_type\": \"llama\", \"hidden_size\": 3200, \"intermediate_size\": 8640, " \
+           "\"num_attention_heads\": 32, \"vocab_size\": 32000, \"max_position_embeddings\": 2048"
+#define G2 "\"model_type\": \"gpt2\", \"n_embd\": 1600, \"n_head\": 25, \"n_positions\": 1024, \"vocab_size\": 50257"
+    const struct {
+        const char *text, *says;
+    } bad[] = {
+        {"{\"model_type\": \"bert\", \"hidden_size\": 768}", "'model_type' is \"bert\": expected \"gpt2\", \"llama\""},
+        {"{\"model_type\": 7}", "'model_type' is 7"},
+        {"{" G2 "}", "key 'n_layer' is missing"},
+        {"{" G2 ", \"n_layer\": 0}", "'n_layer' is 0: expected an integer from 1"},
+        {"{" G2 ", \"n_layer\": 4, \"n_inner\": -1}", "'n_inner' is -1"},
+        {"{\"model_type\": \"gpt2\", \"n_layer\": 2, \"n_embd\": 1601, \"n_head\": 25, \"n_positions\": 1024, "
+         "\"vocab_size\": 50257}",
+         "'n_embd' is 1601: expected a multiple of n_head (25)"},
+        {"{" LL "}", "key 'num_hidden_layers' is missing"},
+        {"{" LL ", \"num_hidden_layers\": \"26\"}", "'num_hidden_layers' is \"26\""},
+        {"{" LL ", \"num_hidden_layers\": 2, \"num_key_value_heads\": 5}",
+         "'num_key_value_heads' is 5: expected a divisor of num_attention_heads (32)"},
+        {"{" LL ", \"num_hidden_layers\": 2, \"tie_word_embeddings\": \"no\"}", "'tie_word_embeddings' is \"no\""},
+        {"{" LL ", \"num_hidden_layers\": 2, \"head_dim\": 128}", "'head_dim' is 128: expected"},
+        {"{\"model_type\": \"gpt2\", \"n_layer\": 2, \"n_embd\": 1600, \"n_head\": 25, \"n_positions\": 1024, "
+         "\"vocab_size\": 2.5}",
+         "'vocab_size' is 2.5"},
+    };
+#undef LL
+#undef G2
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char path[300], args[400], *out = NULL;
+        write_model(path, sizeof path, bad[i].text);
+        snprintf(args, sizeof args, "--model '%s' --budget 8G", path);
+        cr_assert_eq(run_tool(args, &out), 1, "case %zu: %s", i, out);
+        cr_assert_not_null(strstr(out, bad[i].says), "case %zu: wanted '%s' in: %s", i, bad[i].says, out);
+        cr_assert_not_null(strstr(out, path), "case %zu: the file is not named: %s", i, out);
+        free(out);
+        remove_record(path);
+    }
+}
+
+/* --profile list: every built-in profile with its memory and whether it was measured. */
+Test(plantool, profile_list_prints_the_built_in_profiles)
+{
+    char *out = NULL;
+    cr_assert_eq(run_tool("--profile list", &out), 0, "%s", out);
+    size_t n = 0;
+    const uvmrt_profile_t *p = uvmrt_profiles(&n);
+    cr_assert_gt(n, 1);
+    for (size_t i = 0; i < n; i++) {
+        char want[200];
+        snprintf(want, sizeof want, "%-16s %-12.1f %-10s", p[i].name, p[i].memory_bytes / (1024.0 * MiB),
+                 p[i].measured ? "yes" : "no");
+        cr_assert_not_null(strstr(out, want), "wanted '%s' in: %s", want, out);
+    }
+    free(out);
+}
+
+/* A model without --budget (nor --fit or --sweep) is predicted at the profile's GPU
+ * memory, and the output says so; --batch-max searches at it too. */
+Test(plantool, a_model_without_budget_takes_the_profiles_memory)
+{
+    char args[700], *out = NULL;
+    snprintf(args, sizeof args, "--model '%s' --profile consumer-24g --json", GPT_MODEL);
+    json_t *j = run_json(args);
+    cr_assert_eq(jint(j, "budget_bytes"), (json_int_t)uvmrt_profile_find("consumer-24g")->memory_bytes);
+    const char *why = json_string_value(json_object_get(j, "budget_source"));
+    cr_assert(why && strstr(why, "GPU memory of profile consumer-24g"), "%s", why ? why : "(none)");
+    json_decref(j);
+    snprintf(args, sizeof args, "--model '%s' --profile consumer-24g --budget 8G --json", GPT_MODEL);
+    j = run_json(args);
+    cr_assert_eq(jint(j, "budget_bytes"), (json_int_t)(8192 * MiB));
+    cr_assert_null(json_object_get(j, "budget_source"));
+    json_decref(j);
+    snprintf(args, sizeof args, "--model '%s' --profile h200", HF_LLAMA);
+    cr_assert_eq(run_tool(args, &out), 0, "%s", out);
+    cr_assert(strstr(out, "the GPU memory of profile h200 (no --budget given)"), "%s", out);
+    free(out);
+    snprintf(args, sizeof args, "--model '%s' --profile consumer-8g --batch-max 4 --json", GPT_MODEL);
+    j = run_json(args);
+    cr_assert_eq(jint(j, "budget_bytes"), (json_int_t)uvmrt_profile_find("consumer-8g")->memory_bytes);
+    json_decref(j);
+    /* a profile file's memory_bytes too */
+    const char *pf = UVMRT_TEST_DATA_DIR "/h200-calibrated.profile.json";
+    uvmrt_profile_t *prof = NULL;
+    cr_assert_eq(uvmrt_profile_load(pf, &prof), UVMRT_OK);
+    snprintf(args, sizeof args, "--model '%s' --profile '%s' --json", GPT_MODEL, pf);
+    j = run_json(args);
+    cr_assert_eq(jint(j, "budget_bytes"), (json_int_t)prof->memory_bytes);
+    uvmrt_profile_free(prof);
+    json_decref(j);
+    snprintf(args, sizeof args, "--model '%s' --profile nosuch", GPT_MODEL);
+    cr_assert_eq(run_tool(args, &out), 1, "%s", out);
+    cr_assert(strstr(out, "--profile 'nosuch'"), "%s", out);
+    free(out);
+}
+
+/* The Llama family's other two: Mistral 7B (grouped key-value heads, 8 of 32) and
+ * Qwen2 0.5B (q/k/v biases, tied embeddings, 32768 positions) count their published
+ * parameters exactly (7241732096 and 494032768), and a config's positions above 2048
+ * give seq 2048, said so. */
+Test(plantool, hf_mistral_and_qwen2_count_their_published_parameters)
+{
+    const struct {
+        const char *text;
+        double params;
+        const char *source;
+    } cfg[] = {
+        {"{\"model_type\": \"mistral\", \"num_hidden_layers\": 32, \"hidden_size\": 4096, \"intermediate_size\": 14336, "
+         "\"num_attention_heads\": 32, \"num_key_value_heads\": 8, \"vocab_size\": 32000, "
+         "\"max_position_embeddings\": 32768, \"tie_word_embeddings\": false}",
+         7241732096.0, "seq 2048 (the default: the config's max_position_embeddings 32768, capped at 2048)"},
+        {"{\"model_type\": \"qwen2\", \"num_hidden_layers\": 24, \"hidden_size\": 896, \"intermediate_size\": 4864, "
+         "\"num_attention_heads\": 14, \"num_key_value_heads\": 2, \"vocab_size\": 151936, "
+         "\"max_position_embeddings\": 32768, \"tie_word_embeddings\": true}",
+         494032768.0, "Hugging Face config (qwen2), seq 2048"},
+    };
+    for (size_t i = 0; i < sizeof cfg / sizeof cfg[0]; i++) {
+        char path[300], args[400];
+        write_model(path, sizeof path, cfg[i].text);
+        snprintf(args, sizeof args, "--model '%s' --profile h200 --json", path);
+        json_t *j = run_json(args);
+        cr_assert_eq(json_real_value(json_object_get(j, "params")), cfg[i].params, "case %zu: %s", i,
+                     json_dumps(j, 0));
+        const char *src = json_string_value(json_object_get(j, "source"));
+        cr_assert(src && strstr(src, cfg[i].source), "case %zu: %s", i, src ? src : "(none)");
+        cr_assert(json_is_true(json_object_get(j, "fits")));
+        json_decref(j);
+        remove_record(path);
+    }
 }

@@ -500,7 +500,7 @@ static int predict(const record_t *r, const char *profile, uint64_t budget, cons
     uvmrt_status_t st = uvmrt_context_create(&prm, &ctx);
     if (st != UVMRT_OK) {
         fprintf(stderr, "uvmrt-plan: --profile '%s': cannot make a sim context with it (%s): expected a built-in "
-                        "profile name (uvmrt-demo --profile list) or a profile file (uvmrt-profile(5)); %s\n",
+                        "profile name (uvmrt-plan --profile list) or a profile file (uvmrt-profile(5)); %s\n",
                 profile, uvmrt_status_str(st), last_error);
         free(ts);
         free(uses);
@@ -733,11 +733,66 @@ static int sweep(const record_t *r, const char *profile, uint64_t a, uint64_t b,
     return 0;
 }
 
+/* ------------------------------------------------------------------ the model's inputs */
+/* What the tool chose for a model on its own (no --budget: the profile's memory), for
+ * the output; "" when the user gave it all. */
+static char budget_note[256];
+
+/* A model's lines (o NULL: text) or keys (JSON): how it was read, its parameters, and
+ * where the budget came from. */
+static void model_facts(const model_t *m, uint64_t batch, int batch_given, json_t *o)
+{
+    const char *note = model_note(m);
+    if (o != NULL) {
+        json_object_set_new(o, "params", json_real(model_params(m)));
+        if (note[0]) json_object_set_new(o, "source", json_string(note));
+        if (note[0] && batch) json_object_set_new(o, "batch_source", json_string(batch_given ? "--batch" : "the default"));
+        if (budget_note[0]) json_object_set_new(o, "budget_source", json_string(budget_note));
+        return;
+    }
+    if (note[0] && batch)
+        printf("%s, batch %llu (%s)\n", note, (unsigned long long)batch, batch_given ? "--batch" : "the default");
+    else if (note[0]) printf("%s\n", note);
+    printf("parameters: %.0f (%.3g)\n", model_params(m), model_params(m));
+    if (budget_note[0]) printf("budget: %s\n", budget_note);
+}
+
+/* --profile list: the built-in profiles, their memory and whether they were measured. */
+static int profile_list(void)
+{
+    size_t n = 0;
+    const uvmrt_profile_t *p = uvmrt_profiles(&n);
+    printf("%-16s %-12s %-10s %s\n", "profile", "memory_GiB", "measured", "description");
+    for (size_t i = 0; i < n; i++)
+        printf("%-16s %-12.1f %-10s %s\n", p[i].name, p[i].memory_bytes / (MIB * 1024), p[i].measured ? "yes" : "no",
+               p[i].description ? p[i].description : "");
+    printf("(or a profile file from uvmrt-calibrate(1), uvmrt-profile(5))\n");
+    return 0;
+}
+
+/* The GPU memory of profile (a built-in name or a profile file), for a model without
+ * --budget; 0 after a message. */
+static uint64_t profile_memory(const char *profile)
+{
+    const uvmrt_profile_t *p = uvmrt_profile_find(profile);
+    if (p != NULL) return p->memory_bytes;
+    uvmrt_profile_t *f = NULL;
+    if (uvmrt_profile_load(profile, &f) == UVMRT_OK && f != NULL) {
+        uint64_t b = f->memory_bytes;
+        uvmrt_profile_free(f);
+        if (b > 0) return b;
+    }
+    fprintf(stderr, "uvmrt-plan: --profile '%s': expected a built-in profile (uvmrt-plan --profile list) or a "
+                    "profile file (uvmrt-profile(5)) with its memory_bytes, to take the budget from; or give --budget\n",
+            profile);
+    return 0;
+}
+
 /* ------------------------------------------------------------------ one budget */
 /* Predicts r (read from src: a record or a model at batch) at budget, or at the
  * smallest that fits (fit), and prints it. Returns the exit status. */
-static int report_one(const record_t *r, const char *src, const model_t *m, uint64_t batch, const char *profile,
-                      uint64_t budget, int fit, int json, const char *trace)
+static int report_one(const record_t *r, const char *src, const model_t *m, uint64_t batch, int batch_given,
+                      const char *profile, uint64_t budget, int fit, int json, const char *trace)
 {
     uint64_t min_budget = 0;
     int fr = fit_budget(r, profile, &min_budget);
@@ -766,6 +821,7 @@ static int report_one(const record_t *r, const char *src, const model_t *m, uint
         json_object_set_new(o, "min_budget_bytes", json_integer((json_int_t)min_budget));
         json_object_set_new(o, "profile", json_string(profile));
         if (m != NULL) {
+            model_facts(m, batch, batch_given, o);
             json_object_set_new(o, "model", json_string(model_name(m)));
             json_object_set_new(o, "batch", json_integer((json_int_t)batch));
             json_object_set_new(o, "predicted_samples_per_s", p.fits ? json_real(sps) : json_null());
@@ -784,6 +840,7 @@ static int report_one(const record_t *r, const char *src, const model_t *m, uint
         json_decref(o);
     } else {
         if (m != NULL) printf("model %s (%s), batch %llu\n", model_name(m), src, (unsigned long long)batch);
+        if (m != NULL) model_facts(m, batch, batch_given, NULL);
         print_text(r, &p, profile, min_budget);
         if (m != NULL && p.fits) printf("predicted throughput: %.2f samples/s\n", sps);
         printf("largest working set: %.1f MiB, layer '%s' %s\n", ws / MIB, wlayer, wphase);
@@ -890,6 +947,7 @@ static int batch_finder(const model_t *m, const char *src, const char *profile, 
                               "largest_fitting_batch", (json_int_t)largest, "best_batch", (json_int_t)best, "batches",
                               arr);
         if (largest == 0) json_object_set_new(o, "batch1_min_budget_bytes", json_integer((json_int_t)min1));
+        model_facts(m, 0, 0, o);
         json_dumpf(o, stdout, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
         putchar('\n');
         json_decref(o);
@@ -898,6 +956,7 @@ static int batch_finder(const model_t *m, const char *src, const char *profile, 
     printf("uvmrt-plan: model %s (%s) at budget %.1f MiB, batches 1 to %llu: predicted by the sim model (profile %s); "
            "nothing here is measured\n",
            model_name(m), src, budget / MIB, (unsigned long long)nmax, profile);
+    model_facts(m, 0, 0, NULL);
     printf("%-10s %-6s %-18s %-22s %s\n", "batch", "fits", "predicted_ms/step", "predicted_samples/s", "bound");
     for (size_t i = 0; i < nr; i++) {
         const batch_row_t *b = &rows[i];
@@ -917,22 +976,28 @@ static int batch_finder(const model_t *m, const char *src, const char *profile, 
 /* ------------------------------------------------------------------ main */
 static void usage(FILE *f)
 {
-    fprintf(f, "Usage: uvmrt-plan (--record FILE | --model FILE [--batch N]) [--profile NAME|FILE]\n"
-               "                  (--budget SIZE | --fit | --sweep A:B[:STEP]) [--json] [--plot FILE.png] [--trace FILE]\n"
-               "       uvmrt-plan --model FILE --budget SIZE --batch-max N [--profile NAME|FILE] [--json]\n"
+    fprintf(f, "Usage: uvmrt-plan (--record FILE | --model FILE [--batch N] [--seq T]) [--profile NAME|FILE]\n"
+               "                  [--budget SIZE | --fit | --sweep A:B[:STEP]] [--json] [--plot FILE.png] [--trace FILE]\n"
+               "       uvmrt-plan --model FILE [--budget SIZE] --batch-max N [--profile NAME|FILE] [--json]\n"
+               "       uvmrt-plan --profile list\n"
                "What if: re-plays a recorded step (written by a run with UVMRT_RECORD=FILE), or the\n"
                "training step of a model description, on the sim model with the planner the library\n"
                "uses, and predicts whether it fits, the step time, what bounds it, the bytes each way\n"
                "and each layer's mechanisms. Every number is a prediction, not a measurement.\n"
                "\n"
                "  --record FILE       the recorded step (uvmrt-plan(1) documents the format)\n"
-               "  --model FILE        a model description (uvmrt-plan(1), MODEL FILES)\n"
-               "  --batch N           with --model: samples per step (default: the file's batch)\n"
-               "  --batch-max N       with --model and --budget: the largest batch in 1..N that fits\n"
+               "  --model FILE        a model description (uvmrt-plan(1), MODEL FILES), or a Hugging\n"
+               "                      Face config.json of a GPT-2, Llama, Mistral or Qwen2 model\n"
+               "  --batch N           with --model: samples per step (default: the file's batch; 1\n"
+               "                      for a config.json)\n"
+               "  --seq T             with a config.json: tokens per sample (default: the config's\n"
+               "                      positions, at most 2048)\n"
+               "  --batch-max N       with --model: the largest batch in 1..N that fits the budget\n"
                "                      and the one with the best predicted samples/s\n"
                "  --profile NAME|FILE a built-in profile or a profile file (default: the record's;\n"
-               "                      consumer-8g for a model)\n"
-               "  --budget SIZE       device budget, e.g. 8G, 512M (default: the record's)\n"
+               "                      consumer-8g for a model); --profile list prints the built-in ones\n"
+               "  --budget SIZE       device budget, e.g. 8G, 512M (default: the record's; for a model,\n"
+               "                      the profile's GPU memory)\n"
                "  --fit               predict at the smallest budget that fits (2 MiB steps)\n"
                "  --sweep A:B[:STEP]  a table over budgets A to B (STEP default (B-A)/8)\n"
                "  --plot FILE.png     with --sweep: a chart, when gnuplot is on PATH\n"
@@ -973,15 +1038,15 @@ int main(int argc, char **argv)
 {
     const char *record_path = NULL, *model_path = NULL, *profile = NULL, *plot = NULL, *sweep_arg = NULL,
                *trace_path = NULL;
-    uint64_t budget = 0, batch = 0, batch_max = 0;
-    int fit = 0, json = 0, have_budget = 0;
+    uint64_t budget = 0, batch = 0, batch_max = 0, seq = 0;
+    int fit = 0, json = 0, have_budget = 0, batch_given = 0;
     static const struct option longopts[] = {
         {"record", required_argument, NULL, 'r'},    {"model", required_argument, NULL, 'm'},
         {"batch", required_argument, NULL, 'B'},     {"batch-max", required_argument, NULL, 'M'},
         {"profile", required_argument, NULL, 'p'},   {"budget", required_argument, NULL, 'b'},
         {"fit", no_argument, NULL, 'f'},             {"sweep", required_argument, NULL, 's'},
         {"plot", required_argument, NULL, 'P'},      {"json", no_argument, NULL, 'j'},
-        {"trace", required_argument, NULL, 't'},
+        {"trace", required_argument, NULL, 't'},     {"seq", required_argument, NULL, 'T'},
         {"help", no_argument, NULL, 'h'},            {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0}};
     opterr = 0;
@@ -992,6 +1057,10 @@ int main(int argc, char **argv)
         case 'm': model_path = optarg; break;
         case 'B':
             if (parse_count("--batch", optarg, 10000000, &batch) != 0) return 2;
+            batch_given = 1;
+            break;
+        case 'T':
+            if (parse_count("--seq", optarg, 1u << 20, &seq) != 0) return 2;
             break;
         case 'M':
             if (parse_count("--batch-max", optarg, 1000000, &batch_max) != 0) return 2;
@@ -1030,6 +1099,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "uvmrt-plan: unexpected argument '%s' (see uvmrt-plan --help)\n", argv[optind]);
         return 2;
     }
+    if (profile != NULL && strcmp(profile, "list") == 0) return profile_list();
     if ((record_path == NULL) == (model_path == NULL)) {
         fprintf(stderr, "uvmrt-plan: give one of --record FILE (a run with UVMRT_RECORD=FILE writes one) and "
                         "--model FILE (a model description, uvmrt-plan(1))\n");
@@ -1063,13 +1133,13 @@ int main(int argc, char **argv)
                 batch ? "--batch" : "--batch-max");
         return 2;
     }
-    if (batch_max && (!have_budget || batch)) {
-        fprintf(stderr, "uvmrt-plan: --batch-max %llu needs --budget SIZE and excludes --batch, --fit and --sweep\n",
+    if (batch_max && (fit || sweep_arg != NULL || batch)) {
+        fprintf(stderr, "uvmrt-plan: --batch-max %llu excludes --batch, --fit and --sweep\n",
                 (unsigned long long)batch_max);
         return 2;
     }
-    if (model_path != NULL && !have_budget && !fit && sweep_arg == NULL) {
-        fprintf(stderr, "uvmrt-plan: --model needs --budget SIZE, --fit or --sweep A:B (a model has no budget)\n");
+    if (seq && model_path == NULL) {
+        fprintf(stderr, "uvmrt-plan: --seq needs --model FILE (a Hugging Face config.json)\n");
         return 2;
     }
     uint64_t sa = 0, sb = 0, sstep = 0;
@@ -1101,9 +1171,17 @@ int main(int argc, char **argv)
     const char *src = record_path;
     if (model_path != NULL) {
         src = model_path;
-        if ((model = model_load(model_path)) == NULL) return 1;
+        if ((model = model_load(model_path, seq)) == NULL) return 1;
         if (profile == NULL) profile = "consumer-8g";
         if (batch == 0) batch = model_batch(model);
+        if (!have_budget && !fit && sweep_arg == NULL) { /* the card's memory */
+            if ((budget = profile_memory(profile)) == 0) {
+                model_free(model);
+                return 1;
+            }
+            snprintf(budget_note, sizeof budget_note, "%.1f MiB, the GPU memory of profile %s (no --budget given)",
+                     budget / MIB, profile);
+        }
         if (batch_max) {
             int rc = batch_finder(model, model_path, profile, budget, batch_max, json);
             model_free(model);
@@ -1119,7 +1197,8 @@ int main(int argc, char **argv)
         if (!have_budget) budget = rec.budget;
     }
     int rc = sweep_arg != NULL ? sweep(&rec, profile, sa, sb, sstep, json, plot)
-                               : report_one(&rec, src, model, batch, profile, budget, fit, json, trace_path);
+                               : report_one(&rec, src, model, batch, batch_given, profile, budget, fit, json,
+                                            trace_path);
     record_free(&rec);
     model_free(model);
     return rc;

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 typedef struct rtensor {
     char *name;
     int layer, role, arena, host; /* arena: tensors of one arena were allocated together */
@@ -55,12 +57,21 @@ uint64_t plan_footprint(uint64_t size);
 /* ------------------------------------------------------------------ model files */
 typedef struct model model_t;
 
-/* Reads a model description file (uvmrt-plan(1), MODEL FILES). NULL on error, after a
+/* Reads a model description file (uvmrt-plan(1), MODEL FILES), or a Hugging Face
+ * config.json (a "model_type" key; HUGGING FACE CONFIGS) at seq tokens per sample (0: the
+ * config's positions, at most 2048; a model file takes none). NULL on error, after a
  * message naming the file, the key, its value and what was expected. */
-model_t *model_load(const char *path);
+model_t *model_load(const char *path, uint64_t seq);
 void model_free(model_t *m);
 const char *model_name(const model_t *m);
-uint64_t model_batch(const model_t *m); /* the file's batch */
+uint64_t model_batch(const model_t *m); /* the file's batch (a config's: 1) */
+const char *model_note(const model_t *m); /* "" for a model file, else the config's kind and seq */
+double model_params(const model_t *m);    /* every layer's parameters, repeats included */
+
+/* The model description a Hugging Face config cfg (read from path) stands for, at seq
+ * tokens per sample (0: the default); note receives the config's kind and the seq and
+ * where it came from. NULL after a message naming the file, the key and its value. */
+json_t *hf_model_json(const char *path, const json_t *cfg, uint64_t seq, char *note, size_t note_n);
 
 /* The training step of m at batch samples per step, as a record (profile "", budget 0):
  * forward of every layer, backward in reverse, then the GPU optimizer calls. 0 on

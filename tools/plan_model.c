@@ -50,6 +50,8 @@ typedef struct mlayer {
 
 struct model {
     char *path, *name;
+    char note[256]; /* how it was read: "" for a model file, the config and its seq for a Hugging Face one */
+    double params;  /* every layer's parameters, with the repeats */
     uint64_t batch;
     double input_ps, target_ps;
     int staged; /* staged_half_copy */
@@ -59,6 +61,8 @@ struct model {
 
 const char *model_name(const model_t *m) { return m->name; }
 uint64_t model_batch(const model_t *m) { return m->batch; }
+const char *model_note(const model_t *m) { return m->note; }
+double model_params(const model_t *m) { return m->params; }
 
 uint64_t plan_footprint(uint64_t size)
 {
@@ -254,8 +258,9 @@ static int layer_load(const char *path, const json_t *o, size_t i, mlayer_t *l)
     return l->name == NULL || (tied && l->tied == NULL) ? -1 : 0;
 }
 
-model_t *model_load(const char *path)
+model_t *model_load(const char *path, uint64_t seq)
 {
+    char note[256] = "";
     json_error_t err;
     const char *why = NULL;
     FILE *f = input_file_fopen(path, NULL, &why); /* a FIFO must not hang the tool */
@@ -269,6 +274,17 @@ model_t *model_load(const char *path)
     if (root == NULL) {
         fprintf(stderr, "uvmrt-plan: %s: not a readable JSON file: %s (line %d, column %d)\n", path, err.text,
                 err.line, err.column);
+        return NULL;
+    }
+    if (json_is_object(root) && json_object_get(root, "model_type") != NULL) { /* a Hugging Face config.json */
+        json_t *built = hf_model_json(path, root, seq, note, sizeof note);
+        json_decref(root);
+        if ((root = built) == NULL) return NULL;
+    } else if (seq != 0) {
+        fprintf(stderr, "uvmrt-plan: --seq %llu is for a Hugging Face config.json: %s is a model description, whose "
+                        "sizes are per sample as written\n",
+                (unsigned long long)seq, path);
+        json_decref(root);
         return NULL;
     }
     const char *fmt = "uvmrt-model", *name = NULL, *desc = NULL;
@@ -334,6 +350,8 @@ model_t *model_load(const char *path)
     m->input_ps = in_ps;
     m->target_ps = tgt_ps;
     m->staged = staged;
+    snprintf(m->note, sizeof m->note, "%s", note);
+    for (size_t i = 0; i < m->n_layers; i++) m->params += m->layers[i].params * m->layers[i].repeat;
     m->name = strdup(name);
     m->path = strdup(path);
     if (m->name == NULL || m->path == NULL) goto oom;
