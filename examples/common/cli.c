@@ -254,7 +254,7 @@ static const cli_common_flag_t CLI_COMMON[CLI_F_COUNT] = {
     {CLI_F_TRACE, "trace", "PATH", 0,
      "write the trace-event timeline (Perfetto, chrome://tracing):\nthe same as --report trace:PATH"},
     {CLI_F_LOSS_LOG, "loss-log", "PATH", 0,
-     "one line per step: step, loss (%a, exact), loss scale"},
+     "one line per step: step, loss (%a, exact), loss scale\n(at PATH when the run ends; uvmrt-report(5), FILES)"},
     {CLI_F_RESULT_JSON, "result-json", "PATH", 0, "medians and totals of the run as JSON"},
     {CLI_F_LOG_LEVEL, "log-level", "LEVEL", 0,
      "uvmrt's messages: error, warn, info or debug (default warn)"},
