@@ -235,6 +235,14 @@ Test(examples_outputs, mlp_fails_when_an_output_cannot_be_written) {
     st = run(mlp_path(), MLP_SMALL " --loss-log /dev/full");
     cr_assert_eq(st, 1, "exit %d:\n%s", st, out);
     cr_assert(has("--loss-log /dev/full") && has("No space left on device"), "%s", out);
+
+    char cmd[900], *text = NULL;
+    snprintf(cmd, sizeof cmd, "'%s' " MLP_SMALL " --result-json %s/r.json 2>&1 >/dev/full", mlp_path(), dir);
+    env_clear_uvmrt();
+    st = run_capture(cmd, &text);
+    cr_assert_eq(st, 1, "stdout on /dev/full: exit %d:\n%s", st, text);
+    cr_assert(strstr(text, "standard output") && exists(dir, "r.json"), "%s", text);
+    free(text);
     rmdir_all(dir);
 }
 

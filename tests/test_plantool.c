@@ -554,6 +554,12 @@ Test(plantool, trace_outputs_fail_with_exit_1, .timeout = 60)
     cr_assert_eq(run_tool(args, &out), 1, "%s", out);
     cr_assert(strstr(out, "/proc/uvmrt-t.json") && strstr(out, "nothing was run"), "%s", out);
     free(out);
+    /* standard output is an output too */
+    char cmd[900];
+    snprintf(cmd, sizeof cmd, "'%s' --record '%s' --budget 16M --json 2>&1 >/dev/full", UVMRT_PLAN_PATH, path);
+    cr_assert_eq(run_capture(cmd, &out), 1, "%s", out);
+    cr_assert_not_null(strstr(out, "standard output"), "%s", out);
+    free(out);
     remove_record(path);
 }
 

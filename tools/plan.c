@@ -885,7 +885,18 @@ static int parse_count(const char *flag, const char *v, uint64_t max, uint64_t *
     return 0;
 }
 
+static int plan_main(int argc, char **argv);
+
+/* A prediction on a full disk or a closed pipe is not a prediction made: exit 1. */
 int main(int argc, char **argv)
+{
+    int rc = plan_main(argc, argv);
+    if (fflush(stdout) == 0 && !ferror(stdout)) return rc;
+    fprintf(stderr, "uvmrt-plan: cannot write to standard output: %s\n", errno ? strerror(errno) : "write error");
+    return rc == 0 ? 1 : rc;
+}
+
+static int plan_main(int argc, char **argv)
 {
     const char *record_path = NULL, *model_path = NULL, *profile = NULL, *plot = NULL, *sweep_arg = NULL,
                *trace_path = NULL;

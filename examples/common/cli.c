@@ -137,6 +137,15 @@ static struct {
     unsigned long errors; /* error messages printed (not held) */
 } cli_log_state;
 
+int cli_stdout_close(int status)
+{
+    /* a full disk or a closed pipe: the output the user asked for is not there */
+    if (fflush(stdout) == 0 && !ferror(stdout)) return status;
+    int e = errno;
+    fprintf(stderr, "%s: cannot write to standard output: %s\n", cli_program, e ? strerror(e) : "write error");
+    return status == 0 ? 1 : status;
+}
+
 unsigned long cli_library_errors(void) { return cli_log_state.errors; }
 
 static void cli_log(uvmrt_log_level_t level, const char *message, void *user)

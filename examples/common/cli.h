@@ -153,6 +153,9 @@ FILE *cli_output_open(const char *flag, const char *path);
 int cli_output_close(const char *flag, const char *path, FILE *f);
 /* Gives up what cli_output_open returned: what was at the path stays as it was. */
 void cli_output_abandon(FILE *f);
+/* At the end of main: status, or 1 (after saying so) when status is 0 and standard
+ * output could not be written (a full disk, /dev/full). */
+int cli_stdout_close(int status);
 /* Error messages the library logged through cli_context_open's log function. */
 unsigned long cli_library_errors(void);
 /* After the context is destroyed: 1, and a line on stderr, when the library logged an

@@ -872,5 +872,5 @@ int main(int argc, char **argv) {
     for (int r = 0; r < n_runs; r++)
         result_free(&runs[r]);
     result_free(&reference);
-    return status;
+    return cli_stdout_close(status);
 }

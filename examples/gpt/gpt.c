@@ -1623,7 +1623,7 @@ int main(int argc, char **argv) {
         unsigned long errors = cli_library_errors();
         run_close(&run); /* writes UVMRT_REPORT and UVMRT_TRACE */
         gpt_steps_free(&run);
-        return cli_context_outputs_failed(errors, NULL);
+        return cli_stdout_close(cli_context_outputs_failed(errors, NULL));
     }
 
     FILE *loss_log = NULL;
@@ -1671,5 +1671,5 @@ int main(int argc, char **argv) {
     if (cli_context_outputs_failed(errors, &sum))
         status = 1;
     gpt_steps_free(&run);
-    return status;
+    return cli_stdout_close(status);
 }

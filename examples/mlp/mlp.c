@@ -975,5 +975,5 @@ int main(int argc, char **argv) {
     free(run.skipped);
     free(run.stats);
     free(run.recording);
-    return status;
+    return cli_stdout_close(status);
 }
