@@ -70,8 +70,7 @@ static int output_ok(const uvmrt_context_t *ctx, const char *var, const char *pa
     char why[512];
     if (path[0] == '\0' || strcmp(path, "-") == 0) return 1;
     if (uvmrt__outfile_check(path, 0, why, sizeof why) == 0) return 1;
-    LOG_ERROR(&ctx->log, "%s: cannot write '%s': %s; expected a path that can be written (or unset %s)", var, path,
-              why, var);
+    LOG_ERROR(&ctx->log, "%s: cannot write '%s': %s; expected a path that can be written", var, path, why);
     return 0;
 }
 
@@ -79,10 +78,11 @@ uvmrt_status_t uvmrt__outputs_check(const uvmrt_context_t *ctx)
 {
     const char *t = ctx->cfg.trace, *r = ctx->cfg.report, *rec = ctx->cfg.record;
     int ok = 1;
-    if (strcmp(t, "stderr") != 0 && strcmp(t, "none") != 0) ok &= output_ok(ctx, "UVMRT_TRACE", t);
+    if (strcmp(t, "stderr") != 0 && strcmp(t, "none") != 0)
+        ok &= output_ok(ctx, "UVMRT_TRACE (or params.trace)", t);
     const char *colon = strchr(r, ':'); /* settings.c accepted only stderr, none or FORMAT:PATH */
     if (strcmp(r, "stderr") != 0 && strcmp(r, "none") != 0 && colon != NULL)
-        ok &= output_ok(ctx, "UVMRT_REPORT", colon + 1);
+        ok &= output_ok(ctx, "UVMRT_REPORT (or params.report)", colon + 1);
     if (strcmp(rec, "none") != 0) ok &= output_ok(ctx, "UVMRT_RECORD", rec);
     return ok ? UVMRT_OK : UVMRT_ERR_CONFIG;
 }
