@@ -143,6 +143,11 @@ static void options_parse(int argc, char **argv, calib_options_t *opt) {
                         "information.\n", argv[optind]);
         exit(2);
     }
+    char why[600]; /* the profile file's path, checked before minutes of measuring */
+    if (uvmrt__outfile_check(opt->output, 0, why, sizeof why) != 0) {
+        fprintf(stderr, PROG ": --output %s: cannot write it: %s (nothing was measured)\n", opt->output, why);
+        exit(1);
+    }
 }
 
 #ifndef CALIB_GPU
@@ -904,11 +909,6 @@ static void setup(calib_t *c, struct cudaDeviceProp *prop) {
 int main(int argc, char **argv) {
     calib_t c = {.steps = 6};
     options_parse(argc, argv, &c.opt);
-    char why[600]; /* the profile file's path, checked before minutes of measuring */
-    if (uvmrt__outfile_check(c.opt.output, 0, why, sizeof why) != 0) {
-        fprintf(stderr, PROG ": --output %s: cannot write it: %s (nothing was measured)\n", c.opt.output, why);
-        return 1;
-    }
     double t_start = now_s();
     c.raw = json_object();
     if (c.raw == NULL)
