@@ -5,6 +5,11 @@
 #   ./quickstart.sh demo  [CONFIGURE-ARGS...]   build, run the demo
 #   ./quickstart.sh check [CONFIGURE-ARGS...]   build, make check, make check-gpu
 #
+# check also makes (once) a Python virtual environment with torch, transformers and
+# pytest for the Python package's tests, in $UVMRT_VENV (default ~/.cache/uvmrt-venv,
+# outside the tree; about 5 GB and 2-3 minutes from PyPI), unless UVMRT_VENV=none or
+# PYTHON is set; without it (no network) those tests are skipped.
+#
 # Installs the missing build dependencies with apt-get (sudo when not root).
 # CUDA is not installed here: configure uses /usr/local/cuda (or $CUDA_HOME)
 # when present and builds without it otherwise. Without a GPU the demo falls
@@ -12,10 +17,10 @@
 set -euo pipefail
 
 DEPS=(autoconf automake libtool pkg-config make gcc g++
-      libcriterion-dev libjansson-dev libnuma-dev)
+      libcriterion-dev libjansson-dev libnuma-dev python3 python3-venv)
 
 usage() {
-    sed -n '2,11s/^# \{0,1\}//p' "$0"
+    sed -n '2,16s/^# \{0,1\}//p' "$0"
 }
 
 mode=${1:-}
@@ -60,7 +65,25 @@ install_deps() {
 
 jobs=$(nproc 2>/dev/null || echo 2)
 
+# A virtual environment with torch for the Python package's tests (check only).
+python_venv() {
+    local venv=${UVMRT_VENV:-${HOME:-/root}/.cache/uvmrt-venv}
+    [ "$venv" != none ] || return 0
+    [ -z "${PYTHON:-}" ] || return 0
+    if ! "$venv/bin/python" -c 'import torch, pytest, transformers' >/dev/null 2>&1; then
+        echo "== python: torch, transformers and pytest into $venv (once; about 5 GB)"
+        if ! { python3 -m venv "$venv" && "$venv/bin/python" -m pip install -q --disable-pip-version-check \
+                   torch transformers pytest; }; then
+            echo "== python: could not make $venv: the Python package's tests will be skipped" >&2
+            return 0
+        fi
+    fi
+    export PYTHON=$venv/bin/python
+    echo "== python: $PYTHON ($("$PYTHON" -c 'import torch; print("torch", torch.__version__)'))"
+}
+
 install_deps
+[ "$mode" != check ] || python_venv
 
 echo "== configuring"
 ./autogen.sh

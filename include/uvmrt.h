@@ -59,6 +59,10 @@ extern "C" {
 const char *uvmrt_version_string(void);
 /* UVMRT_VERSION_NUMBER of the library actually linked. */
 int uvmrt_version_number(void);
+/* sizeof the public struct named ("uvmrt_layer_call_t", ...) in the library actually
+ * linked, or 0 for a name it does not know: a binding that mirrors the structs (the
+ * Python package) checks its copies against the library it loaded. */
+size_t uvmrt_abi_struct_size(const char *name);
 
 /* ------------------------------------------------------------------ status */
 /* One list yields the enum and the strings (uvmrt_status_str). */
@@ -780,6 +784,17 @@ uvmrt_status_t uvmrt_memory_peak_reset(uvmrt_context_t *ctx);
  * ETA (0: unknown, the default). Any time; the last call counts. */
 uvmrt_status_t uvmrt_context_set_total_steps(uvmrt_context_t *ctx, uint64_t steps);
 
+/* ------------------------------------------------------------------ memory held outside uvmrt */
+/* Declares the device memory the program holds outside uvmrt (e.g. a framework's own
+ * allocator for activations: the PyTorch binding measures it in the recorded step), so
+ * that the plan keeps uvmrt's resident bytes at or below the budget (or the choice's plan
+ * budget) less these bytes. A changed value re-plans at the next step. Outside a step
+ * (UVMRT_ERR_STATE inside one); UVMRT_ERR_BUDGET, logged, when bytes is not below the
+ * budget. On failure nothing changes. 0 (the default) withdraws it. */
+uvmrt_status_t uvmrt_context_set_external_bytes(uvmrt_context_t *ctx, uint64_t bytes);
+/* The bytes declared by uvmrt_context_set_external_bytes (0: none). */
+uint64_t uvmrt_context_external_bytes(const uvmrt_context_t *ctx);
+
 
 /* ------------------------------------------------------------------ choices (uvmrt_choose(3)) */
 /* Options of the trainer's own that the runtime chooses from its model of the machine
@@ -875,6 +890,45 @@ uvmrt_status_t uvmrt_choice_candidate(const uvmrt_context_t *ctx, size_t i, int 
 /* How many recomputable tensors recompute in candidate i (0 when the rehearsal declared
  * none); -1 when i is out of range. */
 int uvmrt_choice_candidate_recompute(const uvmrt_context_t *ctx, size_t i);
+
+/* ------------------------------------------------------------------ CPU optimizer (uvmrt_adamw_cpu(3)) */
+/* Hyperparameters of one AdamW update (torch.optim.AdamW's, amsgrad off). Start from
+ * uvmrt_adamw_init(); struct_size lets the struct grow without breaking programs (a
+ * library accepts the struct_size of every earlier version of this struct). */
+typedef struct uvmrt_adamw {
+    size_t struct_size;   /* sizeof(uvmrt_adamw_t); set by uvmrt_adamw_init */
+    double lr;            /* default 1e-3 */
+    double beta1, beta2;  /* default 0.9, 0.999 */
+    double eps;           /* default 1e-8 */
+    double weight_decay;  /* decoupled, default 1e-2 */
+    uint64_t step;        /* the update's number t >= 1, for the bias corrections; default 1 */
+    double grad_scale;    /* the gradient is multiplied by this first (1/loss scale, times a clip factor); default 1 */
+    int threads;          /* CPU threads; 0 (default): the CPUs the calling thread may run on */
+} uvmrt_adamw_t;
+
+/* The defaults above, and struct_size. A NULL hp: nothing happens. */
+void uvmrt_adamw_init(uvmrt_adamw_t *hp);
+
+/* One AdamW update of n fp32 elements in place: w (weights), m, v (moments) from g
+ * (gradient), in this order of float operations (each rounded on its own, no FMA):
+ *   g' = g * grad_scale;  m = b1*m + (1-b1)*g';  v = b2*v + ((1-b2)*g')*g'
+ *   w  = w*(1 - lr*wd) - (lr/(1-b1^t)) * (m / (sqrt(v) * (1/sqrt(1-b2^t)) + eps))
+ * with the coefficients computed in double from hp and rounded to float once.
+ * half_out, when not NULL, receives the new w rounded to bf16 (n 16-bit patterns, round
+ * to nearest even). Bit-for-bit the same result for any thread count and instruction
+ * set. Any thread; the arrays are the caller's (host memory, e.g. host-homed uvmrt
+ * tensors), must not overlap, and are not touched by the library after the call.
+ * n 0: nothing happens (UVMRT_OK).
+ * UVMRT_ERR_INVALID (logged; nothing changed) for a NULL hp, a NULL w, m, v or g with
+ * n > 0, a wrong struct_size, step 0, lr/eps/weight_decay negative or not finite, beta
+ * outside [0, 1), grad_scale not finite, threads negative. */
+uvmrt_status_t uvmrt_adamw_cpu(const uvmrt_adamw_t *hp, float *w, float *m, float *v, const float *g,
+                               size_t n, uint16_t *half_out);
+
+/* The instruction set uvmrt_adamw_cpu uses on this machine: "avx512", "avx2" or "scalar"
+ * (UVMRT_ADAMW_ISA=scalar|avx2|avx512, read at each call, may force a narrower one, for
+ * tests; a wider one than the CPU has gives the CPU's). A static string; any thread. */
+const char *uvmrt_adamw_isa(void);
 
 #ifdef __cplusplus
 }

@@ -53,7 +53,33 @@ typedef struct search {
 uint64_t uvmrt__plan_budget(const uvmrt_context_t *ctx)
 {
     uint64_t b = ctx->choice.plan_budget;
-    return b > 0 && b < ctx->budget ? b : ctx->budget;
+    b = b > 0 && b < ctx->budget ? b : ctx->budget;
+    return b > ctx->choice.external_bytes ? b - ctx->choice.external_bytes : 0;
+}
+
+uvmrt_status_t uvmrt_context_set_external_bytes(uvmrt_context_t *ctx, uint64_t bytes)
+{
+    if (ctx == NULL) return UVMRT_ERR_INVALID;
+    if (ctx->sched.in_step) {
+        LOG_ERROR(&ctx->log, "uvmrt_context_set_external_bytes: not allowed inside a step");
+        return UVMRT_ERR_STATE;
+    }
+    if (bytes >= ctx->budget) {
+        LOG_ERROR(&ctx->log, "uvmrt_context_set_external_bytes: %llu bytes held outside uvmrt leave "
+                             "nothing of the budget (%llu bytes): expected less than the budget",
+                  (unsigned long long)bytes, (unsigned long long)ctx->budget);
+        return UVMRT_ERR_BUDGET;
+    }
+    if (bytes != ctx->choice.external_bytes) {
+        ctx->choice.external_bytes = bytes;
+        uvmrt__plan_drop(ctx);
+    }
+    return UVMRT_OK;
+}
+
+uint64_t uvmrt_context_external_bytes(const uvmrt_context_t *ctx)
+{
+    return ctx ? ctx->choice.external_bytes : 0;
 }
 
 uint64_t uvmrt__choice_scaled(const uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, uint64_t ns)

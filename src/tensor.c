@@ -149,7 +149,8 @@ uvmrt_status_t uvmrt_tensors_alloc(uvmrt_context_t *ctx, size_t n, const uvmrt_t
         int layer = descs[i].layer;
         if (layer >= 0) {
             uvmrt_layer_t *L = &ctx->tensors.layers[layer];
-            if (grow((void **)&L->owned, &L->cap_owned, L->n_owned + 1, sizeof *L->owned)) goto fail;
+            /* room for every tensor of this call in its layer (n at most), not one more */
+            if (grow((void **)&L->owned, &L->cap_owned, L->n_owned + (int)n, sizeof *L->owned)) goto fail;
         }
     }
     /* Nothing can fail from here on: commit. */

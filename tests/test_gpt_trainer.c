@@ -14,6 +14,13 @@
  *    an uninterrupted run has there, its loss log continuing the first one's; refused
  *    (exit 1, naming the flag) for another shape; a corrupt newest file is skipped;
  *    an empty directory starts at step 1; SIGTERM saves the step under way and stops;
+ *  - checkpoints and other runs (issue 21): a new run refuses a directory holding
+ *    another run's checkpoints (--overwrite-checkpoints replaces them after its first
+ *    save); --keep prunes only the run's own, never a file it cannot read; --resume
+ *    that finds checkpoints but can use none (corrupt, truncated, a directory, a
+ *    checkpoint it may not read) exits 1 naming each; it orders by the step a file
+ *    holds, not its name, and a FIFO does not hang it; an unusable --checkpoint DIR
+ *    fails before step 1;
  *  - the progress line's fields, --log-level, an unwritable output (exit 1), and
  *    --sample saying that it needs a GPU;
  *  - where AdamW runs and which blocks recompute: --cpu-layers K and --recompute N
@@ -145,7 +152,8 @@ Test(gpt_trainer, help_lists_shared_and_own_flags) {
         "--steps", "--lr", "--seed", "--budget", "--policy", "--backend", "--profile",
         "--optimizer-on", "--report", "--trace", "--loss-log", "--result-json", "--quiet",
         "--log-level", "--version", "--data", "--val ", "--text", "--val-every", "--val-batches",
-        "--checkpoint ", "--checkpoint-every", "--keep", "--resume", "--stop-at", "--sample ",
+        "--checkpoint ", "--checkpoint-every", "--keep", "--resume", "--overwrite-checkpoints",
+        "--stop-at", "--sample ",
         "--sample-every", "--top-k", "--prompt", "--tokens", "--depth", "--recompute"};
     for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++)
         cr_expect(strstr(out, flags[k]) != NULL, "--help lacks %s", flags[k]);
@@ -165,6 +173,7 @@ Test(gpt_trainer, bad_usage_exits_2_naming_the_flag) {
         {"--resume", "--resume"},
         {"--checkpoint-every 5", "--checkpoint-every"},
         {"--keep 2", "--keep"},
+        {"--overwrite-checkpoints", "--overwrite-checkpoints without --checkpoint"},
         {"--steps 4 --stop-at 5", "--stop-at 5"},
         {"--top-k 5", "--top-k"},
         {"--sample-every 2", "--sample-every"},
@@ -524,6 +533,212 @@ Test(gpt_trainer, resume_skips_a_corrupt_newest_and_starts_fresh_without_one) {
     st = gpt(CKPT_RUN " --resume --checkpoint %s/empty", dir, dir);
     cr_assert_eq(st, 0, "%s", out);
     cr_expect(strstr(out, "starting at step 1") && strstr(out, "step 1/6"), "%s", out);
+    scratch_done();
+}
+
+/* ----------------------------------------------------------------------------
+ * checkpoints and other runs, odd entries, unusable directories (issue 21) */
+
+#define LONG_RUN SMALL " --vocab 512 --steps 40 --data '%s/train_*.bin'"
+
+/* gpt() killed after limit_s seconds, run through prefix ("setpriv ... ": as another
+ * user; "": none). */
+static int gpt_with(int limit_s, const char *prefix, const char *fmt, ...) {
+    char args[4096], cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "timeout %d %s'%s' %s 2>&1", limit_s, prefix, gpt_path(), args);
+    env_clear_uvmrt();
+    char *text;
+    int status = run_capture(cmd, &text);
+    snprintf(out, sizeof out, "%s", text);
+    free(text);
+    return status;
+}
+
+static uint64_t ckpt_step(const char *name) {
+    char path[512], err[512];
+    uint64_t step = 0;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    cr_expect_eq(gpt_ckpt_verify(path, &step, err, sizeof err), 0, "%s", err);
+    return step;
+}
+
+/* The issue's case: a run without --resume in a directory holding an older run's
+ * ckpt-10/20/30, saving every 5 steps to step 15, deleted its own ckpt-5 at once,
+ * overwrote the older run's ckpt-10, and a later --resume continued the older run. */
+Test(gpt_trainer, a_new_run_never_replaces_another_runs_checkpoints) {
+    scratch();
+    shards();
+    cr_assert_eq(gpt(LONG_RUN " --checkpoint %s/ck --checkpoint-every 10 --stop-at 30", dir, dir),
+                 0, "%s", out);
+    int st = gpt(LONG_RUN " --checkpoint %s/ck --checkpoint-every 5 --stop-at 15", dir, dir);
+    cr_expect_eq(st, 1, "a new run in another run's directory exited %d:\n%s", st, out);
+    cr_expect(strstr(out, "ckpt-000000000030.bin") && strstr(out, "--resume") &&
+                  strstr(out, "--overwrite-checkpoints"),
+              "the refusal names the files and the ways out:\n%s", out);
+    cr_expect(strstr(out, "step 1/40") == NULL, "steps ran before the refusal:\n%s", out);
+    cr_expect_eq(ckpt_step("ck/ckpt-000000000010.bin"), 10);
+    cr_expect_eq(ckpt_step("ck/ckpt-000000000020.bin"), 20);
+    cr_expect_eq(ckpt_step("ck/ckpt-000000000030.bin"), 30);
+    cr_expect(!file_exists("%s/ck/ckpt-000000000005.bin", dir));
+    /* told to: this run's 5, 10 and 15 stay (--keep 3), the older run's go */
+    st = gpt(LONG_RUN " --checkpoint %s/ck --checkpoint-every 5 --stop-at 15 "
+             "--overwrite-checkpoints", dir, dir);
+    cr_assert_eq(st, 0, "%s", out);
+    cr_expect(file_exists("%s/ck/ckpt-000000000005.bin", dir), "its own step 5 was pruned");
+    cr_expect(file_exists("%s/ck/ckpt-000000000015.bin", dir));
+    cr_expect(!file_exists("%s/ck/ckpt-000000000020.bin", dir) &&
+                  !file_exists("%s/ck/ckpt-000000000030.bin", dir),
+              "the older run's checkpoints are still there");
+    st = gpt(LONG_RUN " --resume --checkpoint %s/ck --stop-at 16", dir, dir);
+    cr_assert_eq(st, 0, "%s", out);
+    cr_expect(strstr(out, "continuing at step 16 of 40") != NULL, "%s", out);
+    scratch_done();
+}
+
+/* The issue's other case: three corrupt higher-numbered files, and every new save
+ * was deleted right after its "checkpoint step N" line. */
+Test(gpt_trainer, keep_prunes_only_the_runs_own_readable_checkpoints) {
+    scratch();
+    shards();
+    cr_assert_eq(gpt(CKPT_RUN " --stop-at 2 --checkpoint %s/ck --checkpoint-every 1", dir, dir),
+                 0, "%s", out);
+    for (int s = 100; s <= 102; s++) {
+        char name[64];
+        snprintf(name, sizeof name, "ck/ckpt-%012d.bin", s);
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "echo corrupt >'%s/%s'", dir, name);
+        cr_assert_eq(system(cmd), 0);
+    }
+    int st = gpt(CKPT_RUN " --resume --checkpoint %s/ck --checkpoint-every 1 --keep 2", dir, dir);
+    cr_assert_eq(st, 0, "%s", out);
+    cr_expect(strstr(out, "checkpoint step 6: ") != NULL, "%s", out);
+    for (int s = 1; s <= 4; s++)
+        cr_expect(!file_exists("%s/ck/ckpt-%012d.bin", dir, s), "--keep 2 kept step %d", s);
+    cr_expect(file_exists("%s/ck/ckpt-000000000005.bin", dir) &&
+                  file_exists("%s/ck/ckpt-000000000006.bin", dir),
+              "the run's newest two were pruned");
+    for (int s = 100; s <= 102; s++)
+        cr_expect(file_exists("%s/ck/ckpt-%012d.bin", dir, s), "unreadable step %d pruned", s);
+    scratch_done();
+}
+
+Test(gpt_trainer, resume_with_no_usable_checkpoint_exits_1_naming_each) {
+    scratch();
+    shards();
+    cr_assert_eq(gpt(CKPT_RUN " --stop-at 4 --checkpoint %s/ck --checkpoint-every 2", dir, dir),
+                 0, "%s", out);
+    uint64_t junk = 0x0123456789abcdefull;
+    file_patch("ck/ckpt-000000000004.bin", 200, &junk, sizeof junk);
+    file_patch("ck/ckpt-000000000002.bin", 100, NULL, 0);
+    char d[512];
+    snprintf(d, sizeof d, "%s/ck/ckpt-000000000003.bin", dir);
+    cr_assert_eq(mkdir(d, 0755), 0);
+    int st = gpt(CKPT_RUN " --resume --checkpoint %s/ck", dir, dir);
+    cr_expect_eq(st, 1, "a resume that could use no checkpoint exited %d:\n%s", st, out);
+    cr_expect(strstr(out, "ckpt-000000000004.bin: the buffer table does not match") &&
+                  strstr(out, "ckpt-000000000002.bin: truncated") &&
+                  strstr(out, "ckpt-000000000003.bin: a directory"),
+              "each file and why:\n%s", out);
+    cr_expect(strstr(out, "none of the 3") != NULL, "%s", out);
+    cr_expect(strstr(out, "step 1/6") == NULL, "started again at step 1:\n%s", out);
+    /* an empty or missing directory still starts at step 1 (as documented) */
+    st = gpt(CKPT_RUN " --resume --checkpoint %s/missing --stop-at 1", dir, dir);
+    cr_expect_eq(st, 0, "%s", out);
+    cr_expect(strstr(out, "starting at step 1") != NULL, "%s", out);
+    scratch_done();
+}
+
+/* A valid checkpoint the user may not read. chmod 000 does not stop root: as root the
+ * trainer runs as uid/gid 65534 (setpriv), the test skipped without setpriv. */
+Test(gpt_trainer, resume_of_an_unreadable_checkpoint_exits_1) {
+    scratch();
+    shards();
+    cr_assert_eq(gpt(CKPT_RUN " --stop-at 2 --checkpoint %s/ck", dir, dir), 0, "%s", out);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "chmod 0 '%s/ck/ckpt-000000000002.bin' && chmod 777 '%s/ck'", dir,
+             dir);
+    cr_assert_eq(system(cmd), 0);
+    const char *prefix = "";
+    if (geteuid() == 0) {
+        if (system("setpriv --reuid=65534 --regid=65534 --clear-groups true 2>/dev/null") != 0)
+            cr_skip_test("running as root without a working setpriv to drop to uid 65534");
+        prefix = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
+    }
+    int st = gpt_with(300, prefix, CKPT_RUN " --resume --checkpoint %s/ck", dir, dir);
+    cr_expect_eq(st, 1, "exited %d:\n%s", st, out);
+    cr_expect(strstr(out, "ckpt-000000000002.bin: cannot open: Permission denied") != NULL,
+              "%s", out);
+    cr_expect(strstr(out, "step 1/6") == NULL, "started again at step 1:\n%s", out);
+    scratch_done();
+}
+
+Test(gpt_trainer, resume_takes_the_newest_step_held_and_names_odd_entries) {
+    scratch();
+    shards();
+    cr_assert_eq(gpt(CKPT_RUN " --stop-at 4 --checkpoint %s/ck --checkpoint-every 2", dir, dir),
+                 0, "%s", out);
+    char from[512], to[512];
+    snprintf(from, sizeof from, "%s/ck/ckpt-000000000002.bin", dir);
+    snprintf(to, sizeof to, "%s/ck/ckpt-000000000009.bin", dir);
+    cr_assert_eq(rename(from, to), 0);
+    snprintf(to, sizeof to, "%s/ck/ckpt-000000000008.bin", dir);
+    cr_assert_eq(mkdir(to, 0755), 0);
+    int st = gpt(CKPT_RUN " --resume --checkpoint %s/ck", dir, dir);
+    cr_assert_eq(st, 0, "%s", out);
+    cr_expect(strstr(out, "continuing at step 5 of 6") != NULL,
+              "step 2 renamed to 9 was taken as the newest:\n%s", out);
+    cr_expect(strstr(out, "ckpt-000000000008.bin: a directory") != NULL, "%s", out);
+    cr_expect(strstr(out, "truncated: 4096") == NULL, "%s", out);
+    scratch_done();
+}
+
+Test(gpt_trainer, resume_does_not_hang_on_a_fifo) {
+    scratch();
+    shards();
+    cr_assert_eq(gpt(CKPT_RUN " --stop-at 2 --checkpoint %s/ck", dir, dir), 0, "%s", out);
+    char fifo[512];
+    snprintf(fifo, sizeof fifo, "%s/ck/ckpt-000000000099.bin", dir);
+    cr_assert_eq(mkfifo(fifo, 0644), 0);
+    int st = gpt_with(30, "", CKPT_RUN " --resume --checkpoint %s/ck --stop-at 3", dir, dir);
+    cr_expect_eq(st, 0, "exited %d (124: it hung):\n%s", st, out);
+    cr_expect(strstr(out, "ckpt-000000000099.bin: a FIFO") != NULL, "%s", out);
+    cr_expect(strstr(out, "continuing at step 3 of 6") != NULL, "%s", out);
+    /* one named for a step this run would save: refused before step 1, not replaced */
+    snprintf(fifo, sizeof fifo, "%s/ck/ckpt-000000000005.bin", dir);
+    cr_assert_eq(mkfifo(fifo, 0644), 0);
+    st = gpt_with(30, "", CKPT_RUN " --resume --checkpoint %s/ck", dir, dir);
+    cr_expect_eq(st, 1, "exited %d:\n%s", st, out);
+    cr_expect(strstr(out, "ckpt-000000000005.bin: a FIFO") &&
+                  strstr(out, "--overwrite-checkpoints"), "%s", out);
+    cr_expect(strstr(out, "step 4/6") == NULL, "steps ran:\n%s", out);
+    struct stat sb;
+    cr_expect(stat(fifo, &sb) == 0 && S_ISFIFO(sb.st_mode), "the FIFO was replaced");
+    scratch_done();
+}
+
+Test(gpt_trainer, an_unusable_checkpoint_directory_fails_before_step_1) {
+    scratch();
+    char file[512], cmd[1024];
+    snprintf(file, sizeof file, "%s/file", dir);
+    snprintf(cmd, sizeof cmd, "echo x >'%s'", file);
+    cr_assert_eq(system(cmd), 0);
+    static const char *const what[] = {"missing parent", "regular file", "/proc", "file dir"};
+    char paths[4][600];
+    snprintf(paths[0], sizeof paths[0], "%s/missing/ck", dir);
+    snprintf(paths[1], sizeof paths[1], "%s", file);
+    snprintf(paths[2], sizeof paths[2], "/proc/uvmrt-test-ckpt");
+    snprintf(paths[3], sizeof paths[3], "%s/ck", file);
+    for (int k = 0; k < 4; k++) {
+        int st = gpt(SMALL " --vocab 512 --steps 3 --checkpoint %s", paths[k]);
+        cr_expect_eq(st, 1, "%s: exited %d:\n%s", what[k], st, out);
+        cr_expect(strstr(out, paths[k]) != NULL, "%s: the path is not named:\n%s", what[k], out);
+        cr_expect(strstr(out, "step 1/3") == NULL, "%s: found after training:\n%s", what[k],
+                  out);
+    }
     scratch_done();
 }
 

@@ -7,8 +7,8 @@
  *  - the fp32 reference trainer (mlp_ref.c, the same formulas as the GPU kernels)
  *    gives the gradients of an fp64 implementation written here, and those match
  *    finite differences of the fp64 loss;
- *  - the CPU AdamW (adamw_cpu.c) matches the scalar reference bit for bit on every
- *    instruction-set path this CPU has (others are skipped);
+ *  - the inf/NaN check of fp16 loss scaling (adamw_cpu.c; the CPU AdamW's paths are
+ *    the library's, tested in tests/test_adamw.c);
  *  - the loss falls on the teacher task;
  *  - uvmrt-mlp's schedule on the sim backend, both optimizer placements, never
  *    faults after the recording step under prefetch (the program is run by path);
@@ -251,7 +251,7 @@ Test(mlp_ref, loss_falls_on_the_teacher_task) {
         loss = mlp_ref_forward_backward(&r);
         if (s == 0)
             first = loss;
-        mlp_ref_adamw(&r, mlp_isa_best(), 3e-3);
+        mlp_ref_adamw(&r, 3e-3);
     }
     cr_assert(isfinite(loss));
     cr_assert(loss < 0.5f * first, "loss %.6g after 60 steps, %.6g at the start", loss, first);
@@ -265,7 +265,7 @@ Test(mlp_ref, deep_net_loss_text_keeps_significant_digits) {
     mlp_ref_t r;
     cr_assert_eq(mlp_ref_init(&r, 48, 256, 8, 1), 0);
     float first = mlp_ref_forward_backward(&r);
-    mlp_ref_adamw(&r, mlp_isa_best(), 1e-3);
+    mlp_ref_adamw(&r, 1e-3);
     float second = mlp_ref_forward(&r);
     mlp_ref_free(&r);
     cr_assert(first > 0.0f && first < 5e-7f, "expected a tiny deep-net loss, got %.6g", first);
@@ -284,61 +284,7 @@ Test(mlp_ref, deep_net_loss_text_keeps_significant_digits) {
 }
 
 /* ----------------------------------------------------------------------------
- * the CPU AdamW paths, bit for bit */
-
-static void adamw_bitwise(mlp_isa_t isa, mlp_half_kind_t kind) {
-    if (!mlp_isa_available(isa))
-        cr_skip_test("this CPU has no %s path", mlp_isa_name(isa));
-    const size_t n = 3 * 65536 + 37; /* several OpenMP chunks and a ragged tail */
-    float *w[2], *m[2], *v[2], *g = malloc(n * sizeof(float));
-    uint16_t *h[2];
-    for (int k = 0; k < 2; k++) {
-        w[k] = malloc(n * sizeof(float));
-        m[k] = malloc(n * sizeof(float));
-        v[k] = malloc(n * sizeof(float));
-        h[k] = malloc(n * sizeof(uint16_t));
-        cr_assert(w[k] && m[k] && v[k] && h[k] && g);
-    }
-    for (size_t j = 0; j < n; j++) {
-        /* wide exponent range: tiny gradients, subnormal-ish halves, large moments */
-        float e = ldexpf(1.0f, (int)(j % 40) - 30);
-        w[0][j] = mlp_uniform(3, 1, j) * e * 64.0f;
-        m[0][j] = mlp_uniform(3, 2, j) * e;
-        v[0][j] = fabsf(mlp_uniform(3, 3, j)) * e * e;
-        g[j] = mlp_uniform(3, 4, j) * e;
-    }
-    if (kind == MLP_FP16)
-        for (size_t j = 0; j < n; j += 101)
-            g[j] = 0.0f; /* zero gradients too */
-    memcpy(w[1], w[0], n * sizeof(float));
-    memcpy(m[1], m[0], n * sizeof(float));
-    memcpy(v[1], v[0], n * sizeof(float));
-    for (long t = 1; t <= 3; t++) {
-        mlp_adamw_coef_t c = mlp_adamw_coef_make(1e-3, MLP_ADAMW_WD, t, kind == MLP_FP16 ? 1024.0 : 1.0);
-        mlp_adamw_scalar_ref(w[0], m[0], v[0], g, h[0], kind, n, &c);
-        mlp_adamw_cpu(isa, w[1], m[1], v[1], g, h[1], kind, n, &c);
-    }
-    for (size_t j = 0; j < n; j++) {
-        cr_assert(memcmp(&w[0][j], &w[1][j], 4) == 0 && memcmp(&m[0][j], &m[1][j], 4) == 0 &&
-                      memcmp(&v[0][j], &v[1][j], 4) == 0 && h[0][j] == h[1][j],
-                  "%s element %zu: w %a vs %a, m %a vs %a, v %a vs %a, half 0x%04x vs 0x%04x",
-                  mlp_isa_name(isa), j, w[0][j], w[1][j], m[0][j], m[1][j], v[0][j], v[1][j],
-                  h[0][j], h[1][j]);
-    }
-    for (int k = 0; k < 2; k++) {
-        free(w[k]);
-        free(m[k]);
-        free(v[k]);
-        free(h[k]);
-    }
-    free(g);
-}
-
-Test(adamw_cpu, scalar_path_bitwise_bf16) { adamw_bitwise(MLP_ISA_SCALAR, MLP_BF16); }
-Test(adamw_cpu, avx2_path_bitwise_bf16) { adamw_bitwise(MLP_ISA_AVX2, MLP_BF16); }
-Test(adamw_cpu, avx2_path_bitwise_fp16) { adamw_bitwise(MLP_ISA_AVX2, MLP_FP16); }
-Test(adamw_cpu, avx512_path_bitwise_bf16) { adamw_bitwise(MLP_ISA_AVX512, MLP_BF16); }
-Test(adamw_cpu, avx512_path_bitwise_fp16) { adamw_bitwise(MLP_ISA_AVX512, MLP_FP16); }
+ * the CPU side of fp16 loss scaling (the AdamW paths themselves: tests/test_adamw.c) */
 
 Test(adamw_cpu, nonfinite_check) {
     float g[100] = {0};

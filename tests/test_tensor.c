@@ -51,6 +51,27 @@ Test(tensor, one_layer_packed_contiguous_and_aligned)
     uvmrt_context_destroy(ctx);
 }
 
+/* One call with more tensors of one layer than its table had room for (it grew by one
+ * per call: a PyTorch block has 24 and more, and wrote past the table). */
+Test(tensor, many_tensors_of_one_layer_in_one_call)
+{
+    uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_PREFETCH, 256 * MIB, NULL);
+    int l;
+    cr_assert_eq(uvmrt_layer_add(ctx, "block", &l), UVMRT_OK);
+    enum { N = 100 };
+    uvmrt_tensor_desc_t d[N];
+    uvmrt_tensor_t *t[N];
+    for (int i = 0; i < N; i++) d[i] = (uvmrt_tensor_desc_t){NULL, l, (uvmrt_role_t)(i % 4), 4 * KIB};
+    cr_assert_eq(uvmrt_tensors_alloc(ctx, N, d, t), UVMRT_OK, "%s", log_text());
+    cr_assert_eq(uvmrt_tensors_alloc(ctx, N, d, t), UVMRT_OK, "%s", log_text());
+    uvmrt_tensor_info_t info[2 * N];
+    size_t n = 0;
+    cr_assert_eq(uvmrt_memory_summary(ctx, info, 2 * N, &n), UVMRT_OK);
+    cr_expect_eq(n, 2 * N);
+    for (size_t i = 0; i < n; i++) cr_expect_eq(info[i].layer, l);
+    uvmrt_context_destroy(ctx);
+}
+
 Test(tensor, layers_get_different_arenas_in_one_call)
 {
     uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_PREFETCH, 256 * MIB, NULL);

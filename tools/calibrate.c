@@ -17,7 +17,7 @@
  *   5. host memory: a STREAM-like triad on the OpenMP threads, alone and while
  *      pinned copies run both ways (the CPU's and the link's rates under
  *      contention);
- *   6. the CPU's fp32 AdamW (uvmrt-mlp's mlp_adamw_cpu, 28 bytes/param), alone (cold,
+ *   6. the CPU's fp32 AdamW (the library's uvmrt_adamw_cpu, 28 bytes/param), alone (cold,
  *      raw only, then sustained: after 8 s of back-to-back passes, the profile's
  *      rate) and while the link runs both ways;
  *   7. bf16 GEMM through cuBLAS, 8192^3, random data, checked against the CPU: one
@@ -503,13 +503,13 @@ static void triad_pass(void *arg) {
 typedef struct adamw_arrays {
     float *w, *m, *v, *g; /* (n,) each, fp32 */
     size_t n;
-    mlp_isa_t isa;
-    mlp_adamw_coef_t coef;
+    mlp_isa_t isa;      /* the path uvmrt_adamw_cpu takes, for the record */
+    uvmrt_adamw_t hp;
 } adamw_arrays_t;
 
 static void adamw_pass(void *arg) {
     adamw_arrays_t *a = arg;
-    mlp_adamw_cpu(a->isa, a->w, a->m, a->v, a->g, NULL, MLP_BF16, a->n, &a->coef);
+    (void)uvmrt_adamw_cpu(&a->hp, a->w, a->m, a->v, a->g, a->n, NULL); /* valid: cannot fail */
 }
 
 /* CPU passes alone: ns per pass, each rep. */
@@ -649,7 +649,7 @@ static host_rates_t measure_host(calib_t *c, const link_bufs_t *b, const link_ra
     progress(c, "CPU AdamW (fp32, 28 bytes/param): alone (cold, then sustained after 8 s of it), then beside "
                 "pinned copies both ways");
     adamw_arrays_t a = {.n = c->adamw_params, .isa = mlp_isa_best()};
-    a.coef = mlp_adamw_coef_make(1e-4, MLP_ADAMW_WD, 1, 1.0);
+    a.hp = mlp_adamw_hp(1e-4, MLP_ADAMW_WD, 1, 1.0);
     a.w = host_alloc(a.n * sizeof(float), "AdamW");
     a.m = host_alloc(a.n * sizeof(float), "AdamW");
     a.v = host_alloc(a.n * sizeof(float), "AdamW");

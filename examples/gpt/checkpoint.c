@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -26,8 +27,9 @@
 #define HAVE_SSE42_CRC 1
 #endif
 
-#define HEADER_WORDS 8
+#define HEADER_WORDS 9 /* version 2's; version 1 has 8 (no run id) */
 #define HEADER_BYTES (HEADER_WORDS * 8)
+#define HEADER1_WORDS 8
 #define CHUNK_BYTES ((size_t)4 << 20)
 #define TABLE_MAX_BYTES ((uint64_t)64 << 20) /* sanity bound before allocating a table */
 
@@ -157,6 +159,53 @@ static int fsync_dir(const char *dir) {
     return rc;
 }
 
+/* What a directory entry is, for a message: "a directory", "a FIFO", ... */
+static const char *kind_name(mode_t mode) {
+    return S_ISREG(mode)    ? "a regular file"
+           : S_ISDIR(mode)  ? "a directory"
+           : S_ISFIFO(mode) ? "a FIFO"
+           : S_ISCHR(mode)  ? "a character device"
+           : S_ISBLK(mode)  ? "a block device"
+           : S_ISSOCK(mode) ? "a socket"
+           : S_ISLNK(mode)  ? "a symbolic link"
+                            : "not a regular file";
+}
+
+static int not_a_file(const char *path, mode_t mode, char *err, size_t errlen) {
+    return fail(err, errlen, "checkpoint %s: %s, not a checkpoint file%s", path,
+                kind_name(mode), S_ISLNK(mode) ? " (links are not followed)" : "");
+}
+
+/* Opens a checkpoint for reading: only a regular file, never a device, a FIFO or a
+ * socket (not even opened: lstat first), not through a symbolic link, and without
+ * blocking should the entry have been swapped for a FIFO meanwhile (fstat checks
+ * what was opened). Returns the descriptor, or -1 with a line in err naming the path
+ * and what the entry is or why it cannot be opened. */
+static int open_checkpoint(const char *path, char *err, size_t errlen) {
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return fail(err, errlen, "checkpoint %s: cannot stat: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return not_a_file(path, st.st_mode, err, errlen);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return fail(err, errlen, "checkpoint %s: cannot open: %s", path, strerror(errno));
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return fail(err, errlen, "checkpoint %s: cannot stat: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return not_a_file(path, st.st_mode, err, errlen);
+    }
+    /* reads of a regular file never block; clear the flag all the same */
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
 static int cmp_desc(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return x < y ? 1 : x > y ? -1 : 0;
@@ -276,7 +325,20 @@ static int write_chunks(int fd, const void *ptr, uint64_t n, uint32_t *crc, uint
     return 0;
 }
 
-static void prune(const char *dir, int keep) {
+typedef struct {
+    uint32_t version;
+    uint64_t header_bytes, step, nbufs, table_bytes, meta_bytes, data_bytes, run_id;
+    uint32_t crc;
+    unsigned char *table;
+} file_info_t;
+
+static int read_header(int fd, const char *path, file_info_t *fi, char *err, size_t errlen);
+static int entry_is_own(const gpt_ckpt_entry_t *e, uint64_t run_id);
+
+/* After a save of `saved`: leftover temporaries, then this run's checkpoints beyond
+ * the newest keep (by header step; `saved` always stays). Files of other runs, and
+ * entries whose header cannot be read and checked, are never removed. */
+static void prune(const char *dir, int keep, uint64_t run_id, const char *saved) {
     char path[4096];
     uint64_t *steps;
     int n;
@@ -289,15 +351,45 @@ static void prune(const char *dir, int keep) {
         }
         free(steps);
     }
-    if (keep <= 0 || scan(dir, "ckpt-", ".bin", &steps, &n, NULL, 0) != 0)
+    gpt_ckpt_entry_t *e;
+    if (keep <= 0 || gpt_ckpt_scan(dir, &e, &n, NULL, 0) != 0)
         return;
-    for (int i = keep; i < n; i++) {
-        gpt_ckpt_path(path, sizeof path, dir, steps[i]);
-        if (unlink(path) != 0 && errno != ENOENT)
-            fprintf(stderr, "uvmrt-gpt: warning: --keep %d: cannot remove %s: %s\n", keep, path,
-                    strerror(errno));
+    int kept = 1; /* the one just saved */
+    for (int i = 0; i < n; i++) {
+        if (!entry_is_own(&e[i], run_id) || strcmp(e[i].path, saved) == 0)
+            continue;
+        if (kept < keep) {
+            kept++;
+            continue;
+        }
+        if (unlink(e[i].path) != 0 && errno != ENOENT)
+            fprintf(stderr, "uvmrt-gpt: warning: --keep %d: cannot remove %s: %s\n", keep,
+                    e[i].path, strerror(errno));
     }
-    free(steps);
+    free(e);
+}
+
+/* 1 when an entry is at path that the run did not write (its reason in why), 0 when
+ * there is none or it is the run's own. */
+static int foreign_at(const char *path, uint64_t run_id, char *why, size_t len) {
+    struct stat st;
+    if (lstat(path, &st) != 0 && errno == ENOENT)
+        return 0;
+    int fd = open_checkpoint(path, why, len);
+    if (fd < 0)
+        return 1;
+    file_info_t fi;
+    int bad = read_header(fd, path, &fi, why, len) != 0;
+    close(fd);
+    if (!bad && fi.run_id != run_id) {
+        if (fi.version == 1)
+            snprintf(why, len, "checkpoint %s: format version 1, written before run ids", path);
+        else
+            snprintf(why, len, "checkpoint %s: written by run %016" PRIx64 ", this run is %016"
+                     PRIx64, path, fi.run_id, run_id);
+        bad = 1;
+    }
+    return bad;
 }
 
 int gpt_ckpt_save(const char *dir, uint64_t step, const gpt_ckpt_buffer_t *bufs, int n,
@@ -311,9 +403,17 @@ int gpt_ckpt_save(const char *dir, uint64_t step, const gpt_ckpt_buffer_t *bufs,
         return fail(err, errlen, "checkpoint: NULL metadata of %" PRIu64 " bytes", meta_bytes);
     if (check_buffers(bufs, n, err, errlen) != 0)
         return -1;
+    if (opts == NULL || opts->run_id == 0)
+        return fail(err, errlen, "checkpoint: no run id given (expected one from "
+                    "gpt_ckpt_run_id_new)");
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return fail(err, errlen, "checkpoint directory %s: cannot create: %s", dir,
                     strerror(errno));
+    char at[4096], why[4608];
+    gpt_ckpt_path(at, sizeof at, dir, step);
+    if (!opts->overwrite && foreign_at(at, opts->run_id, why, sizeof why))
+        return fail(err, errlen, "%s; this run did not write it: not replaced (nothing "
+                    "saved; earlier checkpoints are kept)", why);
     uint64_t table_bytes, data_bytes;
     unsigned char *table = table_build(bufs, n, &table_bytes, &data_bytes);
     if (table == NULL)
@@ -322,7 +422,13 @@ int gpt_ckpt_save(const char *dir, uint64_t step, const gpt_ckpt_buffer_t *bufs,
     char tmp[4096], final[4096];
     tmp_path(tmp, sizeof tmp, dir, step);
     gpt_ckpt_path(final, sizeof final, dir, step);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    /* a fresh file, never what is at the name (a planted FIFO would block the save, a
+     * link would have its target overwritten and then be renamed to the final name) */
+    if (unlink(tmp) != 0 && errno != ENOENT) {
+        free(table);
+        return fail(err, errlen, "checkpoint %s: cannot remove what is there: %s", tmp, strerror(errno));
+    }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) {
         free(table);
         return fail(err, errlen, "checkpoint %s: cannot create: %s", tmp, strerror(errno));
@@ -345,7 +451,8 @@ int gpt_ckpt_save(const char *dir, uint64_t step, const gpt_ckpt_buffer_t *bufs,
         h[4] = meta_bytes;
         h[5] = data_bytes;
         h[6] = crc;
-        h[7] = gpt_ckpt_crc32c(0, h, 7 * sizeof h[0]);
+        h[7] = opts->run_id;
+        h[8] = gpt_ckpt_crc32c(0, h, 8 * sizeof h[0]);
         ok = pwrite(fd, h, sizeof h, 0) == (ssize_t)sizeof h;
     }
     if (ok) {
@@ -369,46 +476,52 @@ int gpt_ckpt_save(const char *dir, uint64_t step, const gpt_ckpt_buffer_t *bufs,
     if (fsync_dir(dir) != 0)
         return fail(err, errlen, "checkpoint directory %s: fsync after renaming %s failed: %s",
                     dir, final, strerror(errno));
-    prune(dir, opts ? opts->keep : 0);
+    prune(dir, opts->keep, opts->run_id, final);
     return 0;
 }
 
 /* ----------------------------------------------------------------------------
  * load */
 
-typedef struct {
-    uint64_t step, nbufs, table_bytes, meta_bytes, data_bytes;
-    uint32_t crc;
-    unsigned char *table;
-} file_info_t;
-
-/* Reads and checks the header and table; fd is left at the metadata. */
-static int read_head(int fd, const char *path, file_info_t *fi, char *err, size_t errlen) {
+/* Reads and checks the header (version 1 or 2) and the file's size; fd is left at
+ * the table. */
+static int read_header(int fd, const char *path, file_info_t *fi, char *err, size_t errlen) {
     fi->table = NULL;
     struct stat st;
     if (fstat(fd, &st) != 0)
         return fail(err, errlen, "checkpoint %s: cannot stat: %s", path, strerror(errno));
-    uint64_t size = (uint64_t)st.st_size, h[HEADER_WORDS];
-    if (size < HEADER_BYTES || read_all(fd, h, sizeof h) != 0)
+    uint64_t size = (uint64_t)st.st_size, h[HEADER_WORDS] = {0};
+    int words = HEADER1_WORDS;
+    if (size < HEADER1_WORDS * 8 || read_all(fd, h, HEADER1_WORDS * 8) != 0)
         return fail(err, errlen, "checkpoint %s: truncated: %" PRIu64 " bytes, shorter than the "
-                    "%d-byte header", path, size, HEADER_BYTES);
+                    "%d-byte header", path, size, HEADER1_WORDS * 8);
     if ((uint32_t)h[0] != GPT_CKPT_MAGIC)
         return fail(err, errlen, "checkpoint %s: bad magic %" PRIu32 ", expected %u (not a "
                     "uvmrt-gpt checkpoint, or a save that never finished)", path,
                     (uint32_t)h[0], GPT_CKPT_MAGIC);
-    if ((uint32_t)(h[0] >> 32) != GPT_CKPT_VERSION)
-        return fail(err, errlen, "checkpoint %s: version %" PRIu32 ", expected %u", path,
-                    (uint32_t)(h[0] >> 32), GPT_CKPT_VERSION);
-    if (gpt_ckpt_crc32c(0, h, 7 * sizeof h[0]) != (uint32_t)h[7])
+    uint32_t version = (uint32_t)(h[0] >> 32);
+    if (version == GPT_CKPT_VERSION) {
+        words = HEADER_WORDS;
+        if (size < HEADER_BYTES || read_all(fd, h + HEADER1_WORDS, 8) != 0)
+            return fail(err, errlen, "checkpoint %s: truncated: %" PRIu64 " bytes, shorter than "
+                        "the %d-byte header", path, size, HEADER_BYTES);
+    } else if (version != 1) {
+        return fail(err, errlen, "checkpoint %s: format version %" PRIu32 ", expected 1 or %u "
+                    "(written by another uvmrt-gpt?)", path, version, GPT_CKPT_VERSION);
+    }
+    if (gpt_ckpt_crc32c(0, h, (size_t)(words - 1) * sizeof h[0]) != (uint32_t)h[words - 1])
         return fail(err, errlen, "checkpoint %s: header checksum mismatch (corrupt header)",
                     path);
+    fi->version = version;
+    fi->header_bytes = (uint64_t)words * 8;
     fi->step = h[1];
     fi->nbufs = h[2];
     fi->table_bytes = h[3];
     fi->meta_bytes = h[4];
     fi->data_bytes = h[5];
     fi->crc = (uint32_t)h[6];
-    uint64_t want = HEADER_BYTES + fi->table_bytes + fi->meta_bytes + fi->data_bytes;
+    fi->run_id = version == 1 ? 0 : h[7];
+    uint64_t want = fi->header_bytes + fi->table_bytes + fi->meta_bytes + fi->data_bytes;
     if (fi->table_bytes > TABLE_MAX_BYTES || want < fi->data_bytes)
         return fail(err, errlen, "checkpoint %s: implausible sizes in the header", path);
     if (size < want)
@@ -417,6 +530,13 @@ static int read_head(int fd, const char *path, file_info_t *fi, char *err, size_
     if (size > want)
         return fail(err, errlen, "checkpoint %s: %" PRIu64 " bytes, %" PRIu64 " more than the "
                     "header says", path, size, size - want);
+    return 0;
+}
+
+/* Reads and checks the header and table; fd is left at the metadata. */
+static int read_head(int fd, const char *path, file_info_t *fi, char *err, size_t errlen) {
+    if (read_header(fd, path, fi, err, errlen) != 0)
+        return -1;
     fi->table = malloc(fi->table_bytes + 1);
     if (fi->table == NULL)
         return fail(err, errlen, "checkpoint %s: out of memory for the table", path);
@@ -482,9 +602,9 @@ static int verify_fd(int fd, const char *path, file_info_t *fi, char *err, size_
 }
 
 int gpt_ckpt_verify(const char *path, uint64_t *step, char *err, size_t errlen) {
-    int fd = open(path, O_RDONLY);
+    int fd = open_checkpoint(path, err, errlen);
     if (fd < 0)
-        return fail(err, errlen, "checkpoint %s: cannot open: %s", path, strerror(errno));
+        return -1;
     file_info_t fi;
     int status = read_head(fd, path, &fi, err, errlen);
     if (status == 0)
@@ -524,16 +644,16 @@ static int match_table(const char *path, const file_info_t *fi, const gpt_ckpt_b
 
 /* verify: 1 to check the checksum in a pass of its own before writing anything */
 static int load_path(const char *path, const gpt_ckpt_buffer_t *bufs, int n, void *meta,
-                     uint64_t meta_cap, uint64_t *meta_bytes, uint64_t *step, int verify,
-                     char *err, size_t errlen) {
+                     uint64_t meta_cap, uint64_t *meta_bytes, uint64_t *step, uint64_t *run_id,
+                     int verify, char *err, size_t errlen) {
     if (check_buffers(bufs, n, err, errlen) != 0)
         return -1;
     if (meta_cap > 0 && meta == NULL)
         return fail(err, errlen, "checkpoint: NULL metadata buffer of %" PRIu64 " bytes",
                     meta_cap);
-    int fd = open(path, O_RDONLY);
+    int fd = open_checkpoint(path, err, errlen);
     if (fd < 0)
-        return fail(err, errlen, "checkpoint %s: cannot open: %s", path, strerror(errno));
+        return -1;
     file_info_t fi;
     unsigned char *m = NULL;
     int status = read_head(fd, path, &fi, err, errlen);
@@ -541,7 +661,7 @@ static int load_path(const char *path, const gpt_ckpt_buffer_t *bufs, int n, voi
         status = match_table(path, &fi, bufs, n, meta_cap, err, errlen);
     if (status == 0 && verify) {
         status = verify_fd(fd, path, &fi, err, errlen);
-        if (status == 0 && lseek(fd, HEADER_BYTES + (off_t)fi.table_bytes, SEEK_SET) < 0)
+        if (status == 0 && lseek(fd, (off_t)(fi.header_bytes + fi.table_bytes), SEEK_SET) < 0)
             status = fail(err, errlen, "checkpoint %s: seek failed: %s", path, strerror(errno));
     }
     if (status == 0) {
@@ -580,6 +700,8 @@ static int load_path(const char *path, const gpt_ckpt_buffer_t *bufs, int n, voi
             *meta_bytes = fi.meta_bytes;
         if (step)
             *step = fi.step;
+        if (run_id)
+            *run_id = fi.run_id;
     }
     free(m);
     free(fi.table);
@@ -590,30 +712,175 @@ static int load_path(const char *path, const gpt_ckpt_buffer_t *bufs, int n, voi
 int gpt_ckpt_load(const char *path, const gpt_ckpt_buffer_t *bufs, int n, void *meta,
                   uint64_t meta_cap, uint64_t *meta_bytes, uint64_t *step, char *err,
                   size_t errlen) {
-    return load_path(path, bufs, n, meta, meta_cap, meta_bytes, step, 1, err, errlen);
+    return load_path(path, bufs, n, meta, meta_cap, meta_bytes, step, NULL, 1, err, errlen);
+}
+
+/* ----------------------------------------------------------------------------
+ * runs, directories and their entries */
+
+int gpt_ckpt_run_id_new(uint64_t *run_id, char *err, size_t errlen) {
+    uint64_t v = 0;
+    for (int tries = 0; v == 0 && tries < 4; tries++) {
+        ssize_t r;
+        do
+            r = getrandom(&v, sizeof v, 0);
+        while (r < 0 && errno == EINTR);
+        if (r != (ssize_t)sizeof v)
+            return fail(err, errlen, "checkpoint: getrandom for a run id failed: %s",
+                        r < 0 ? strerror(errno) : "short read");
+    }
+    if (v == 0)
+        return fail(err, errlen, "checkpoint: getrandom returned 0 four times");
+    *run_id = v;
+    return 0;
+}
+
+int gpt_ckpt_dir_prepare(const char *dir, char *err, size_t errlen) {
+    if (dir == NULL || dir[0] == 0)
+        return fail(err, errlen, "checkpoint: no directory given");
+    if (strlen(dir) > 4000)
+        return fail(err, errlen, "checkpoint directory %.64s...: path too long", dir);
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        int e = errno;
+        char parent[4096];
+        snprintf(parent, sizeof parent, "%s", dir);
+        char *slash = strrchr(parent, '/');
+        struct stat pst;
+        if (slash == NULL)
+            snprintf(parent, sizeof parent, ".");
+        else
+            slash[slash == parent] = '\0'; /* "/x": "/" */
+        int missing = e == ENOENT && stat(parent, &pst) != 0;
+        return fail(err, errlen, "checkpoint directory %s: cannot create: %s%s%s%s", dir,
+                    strerror(e), missing ? " (its parent " : "", missing ? parent : "",
+                    missing ? " is missing)" : "");
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0)
+        return fail(err, errlen, "checkpoint directory %s: cannot stat: %s", dir,
+                    strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return fail(err, errlen, "checkpoint directory %s: %s, not a directory", dir,
+                    kind_name(st.st_mode));
+    char probe[4096];
+    snprintf(probe, sizeof probe, "%s/.ckpt-probe-XXXXXX", dir);
+    int fd = mkstemp(probe);
+    if (fd < 0)
+        return fail(err, errlen, "checkpoint directory %s: cannot create files in it: %s", dir,
+                    strerror(errno));
+    close(fd);
+    unlink(probe);
+    return 0;
+}
+
+static int entry_is_own(const gpt_ckpt_entry_t *e, uint64_t run_id) {
+    return run_id != 0 && e->ok && e->version >= 2 && e->run_id == run_id;
+}
+
+int gpt_ckpt_entry_is_own(const gpt_ckpt_entry_t *e, uint64_t run_id) {
+    return e != NULL && entry_is_own(e, run_id);
+}
+
+/* good headers first, by header step; then the others by name; highest first */
+static int cmp_entries(const void *a, const void *b) {
+    const gpt_ckpt_entry_t *x = a, *y = b;
+    if (x->ok != y->ok)
+        return x->ok ? -1 : 1;
+    uint64_t p = x->ok ? x->step : x->name_step, q = y->ok ? y->step : y->name_step;
+    if (p != q)
+        return p < q ? 1 : -1;
+    if (x->name_step != y->name_step)
+        return x->name_step < y->name_step ? 1 : -1;
+    return strcmp(x->path, y->path);
+}
+
+int gpt_ckpt_scan(const char *dir, gpt_ckpt_entry_t **entries, int *count, char *err,
+                  size_t errlen) {
+    *entries = NULL;
+    *count = 0;
+    if (dir == NULL || strlen(dir) > 4000)
+        return fail(err, errlen, "checkpoint: no directory given, or path too long");
+    DIR *d = opendir(dir);
+    if (d == NULL) {
+        if (errno == ENOENT)
+            return 0;
+        return fail(err, errlen, "checkpoint directory %s: cannot open: %s", dir,
+                    strerror(errno));
+    }
+    gpt_ckpt_entry_t *v = NULL;
+    int n = 0, cap = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        uint64_t s;
+        if (!parse_name(de->d_name, "ckpt-", ".bin", &s))
+            continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            gpt_ckpt_entry_t *t = realloc(v, (size_t)cap * sizeof *t);
+            if (t == NULL) {
+                free(v);
+                closedir(d);
+                return fail(err, errlen, "checkpoint directory %s: out of memory", dir);
+            }
+            v = t;
+        }
+        gpt_ckpt_entry_t *e = &v[n++];
+        memset(e, 0, sizeof *e);
+        snprintf(e->path, sizeof e->path, "%s/%s", dir, de->d_name);
+        e->name_step = s;
+        int fd = open_checkpoint(e->path, e->why, sizeof e->why);
+        if (fd < 0)
+            continue;
+        file_info_t fi;
+        if (read_header(fd, e->path, &fi, e->why, sizeof e->why) == 0) {
+            e->ok = 1;
+            e->version = fi.version;
+            e->step = fi.step;
+            e->run_id = fi.run_id;
+        }
+        close(fd);
+    }
+    closedir(d);
+    if (n > 1)
+        qsort(v, (size_t)n, sizeof *v, cmp_entries);
+    *entries = v;
+    *count = n;
+    return 0;
 }
 
 int gpt_ckpt_resume(const char *dir, const gpt_ckpt_buffer_t *bufs, int n, void *meta,
-                    uint64_t meta_cap, uint64_t *meta_bytes, uint64_t *step, char *path_out,
-                    size_t path_len, char *err, size_t errlen) {
+                    uint64_t meta_cap, uint64_t *meta_bytes, uint64_t *step, uint64_t *run_id,
+                    char *path_out, size_t path_len, char *err, size_t errlen) {
     if (dir == NULL || strlen(dir) > 4000)
         return fail(err, errlen, "checkpoint: no directory given, or path too long");
-    uint64_t *steps;
+    gpt_ckpt_entry_t *e;
     int count;
-    if (scan(dir, "ckpt-", ".bin", &steps, &count, err, errlen) != 0)
+    if (gpt_ckpt_scan(dir, &e, &count, err, errlen) != 0)
         return -1;
+    /* the entries that are no checkpoint at all first: none of them is ever loaded */
+    for (int i = 0; i < count; i++)
+        if (!e[i].ok)
+            fprintf(stderr, "uvmrt-gpt: warning: --resume: skipping %s\n", e[i].why);
     int status = 1;
-    for (int i = 0; i < count && status == 1; i++) {
-        char path[4096], why[1024];
-        gpt_ckpt_path(path, sizeof path, dir, steps[i]);
-        if (gpt_ckpt_verify(path, NULL, why, sizeof why) != 0) {
+    for (int i = 0; i < count && e[i].ok && status == 1; i++) {
+        char why[1024];
+        if (gpt_ckpt_verify(e[i].path, NULL, why, sizeof why) != 0) {
             fprintf(stderr, "uvmrt-gpt: warning: --resume: skipping %s\n", why);
             continue;
         }
-        status = load_path(path, bufs, n, meta, meta_cap, meta_bytes, step, 0, err, errlen);
+        if (e[i].step != e[i].name_step)
+            fprintf(stderr, "uvmrt-gpt: note: --resume: %s holds step %" PRIu64 ", not the %"
+                    PRIu64 " of its name (renamed?): taken as step %" PRIu64 "\n", e[i].path,
+                    e[i].step, e[i].name_step, e[i].step);
+        status = load_path(e[i].path, bufs, n, meta, meta_cap, meta_bytes, step, run_id, 0, err,
+                           errlen);
         if (status == 0 && path_out)
-            snprintf(path_out, path_len, "%s", path);
+            snprintf(path_out, path_len, "%s", e[i].path);
     }
-    free(steps);
+    if (status == 1 && count > 0)
+        status = fail(err, errlen, "none of the %d checkpoint entr%s in %s can be used (each is "
+                      "named above with the reason); nothing was loaded", count,
+                      count == 1 ? "y" : "ies", dir);
+    free(e);
     return status;
 }

@@ -974,19 +974,27 @@ double gpt_lr_at(const gpt_options_t *o, int step) {
     return lo + 0.5 * (1.0 + cos(3.141592653589793 * frac)) * (o->lr - lo);
 }
 
-/* PyTorch's AdamW with GPT-2's betas (mlp_adamw_coef_make has the MLP's). */
+/* PyTorch's AdamW with GPT-2's betas (mlp_adamw_coef_make has the MLP's), for the GPU
+ * kernel: the coefficients uvmrt_adamw_cpu derives from adamw_hp's, so both give the
+ * same bits. */
 static mlp_adamw_coef_t adamw_coef(double lr, double wd, long t) {
-    mlp_adamw_coef_t c;
-    c.decay = (float)(1.0 - lr * wd);
-    c.b1 = (float)ADAM_B1;
-    c.omb1 = (float)(1.0 - ADAM_B1);
-    c.b2 = (float)ADAM_B2;
-    c.omb2 = (float)(1.0 - ADAM_B2);
-    c.step_size = (float)(lr / (1.0 - pow(ADAM_B1, (double)t)));
-    c.inv_sqrt_bc2 = (float)(1.0 / sqrt(1.0 - pow(ADAM_B2, (double)t)));
-    c.eps = (float)ADAM_EPS;
-    c.inv_scale = 1.0f; /* replaced by the clip factor */
-    return c;
+    /* grad_scale 1: the kernel replaces it by the clip factor */
+    return uvmrt__adamw_coef_make(lr, ADAM_B1, ADAM_B2, ADAM_EPS, wd, (uint64_t)t, 1.0);
+}
+
+/* The same for the CPU optimizer thread (uvmrt_adamw_cpu): weight decay ADAM_WD on a
+ * layer's decayed part, 0 on the rest; grad_scale is replaced by the clip factor. */
+static uvmrt_adamw_t adamw_hp(double lr, long t) {
+    uvmrt_adamw_t hp;
+    uvmrt_adamw_init(&hp);
+    hp.lr = lr;
+    hp.beta1 = ADAM_B1;
+    hp.beta2 = ADAM_B2;
+    hp.eps = ADAM_EPS;
+    hp.weight_decay = ADAM_WD;
+    hp.step = (uint64_t)t;
+    hp.threads = mlp_cpu_threads();
+    return hp;
 }
 
 static void optimizer(gpt_run_t *run, int l, const mlp_adamw_coef_t *cd,
@@ -1121,7 +1129,8 @@ void gpt_step_calls(gpt_run_t *run, int s, double lr) {
         weights_dump(run, opt->dump_grads, 1);
     }
     if (run->cpu) { /* first: the thread starts on it while the GPU updates its layers */
-        gcheck(run, gpt_cpuopt_submit(run->cpu, run->gpu, run->cpu_last + 1, &cd, &cn), -1);
+        uvmrt_adamw_t hp = adamw_hp(lr, run->adam_t + 1);
+        gcheck(run, gpt_cpuopt_submit(run->cpu, run->gpu, run->cpu_last + 1, &hp), -1);
         run->cpu_last++;
     }
     for (int l = 0; l < run->nl; l++)
@@ -1493,7 +1502,7 @@ void gpt_cpu_opt_open(gpt_run_t *run) {
         ls[n++] = (gpt_cpuopt_layer_t){l, f32(p->w), f32(p->m), f32(p->v), f32(p->g),
                                        b16(p->wh), p->n, p->n_decay};
     }
-    run->cpu = gpt_cpuopt_start(run->nl, n, ls, run->isa, run->clip_host, err, sizeof err);
+    run->cpu = gpt_cpuopt_start(run->nl, n, ls, run->clip_host, err, sizeof err);
     run->cpu_last = -1; /* a new thread counts its steps from 0 */
     free(ls);
     if (run->cpu == NULL)
@@ -1572,6 +1581,7 @@ int main(int argc, char **argv) {
            run.L, run.C, run.NH, run.V, run.Vp, params / 1e6, run.B, run.T, cpu_text, run.nl,
            rec_text, run.L, opt.c.steps, opt.lr, opt.c.seed, gpt_source_name(opt.source));
 
+    gpt_run_ckpt_start(&run); /* --checkpoint DIR usable, and this run's to write */
     data_open(&run); /* before the context: a bad file costs no GPU setup */
     run.ctx = context_open(&opt);
     run.backend = uvmrt_context_backend(run.ctx);

@@ -122,6 +122,8 @@ typedef struct gpt_run {
     int *prompt;              /* sampling prompt tokens */
     int prompt_len;
     char ckpt_last[4096];     /* the last checkpoint written or loaded */
+    uint64_t run_id;          /* written into its checkpoints; a resumed run keeps its own */
+    int ckpt_replace;         /* 1: remove the checkpoints of another run after the first save */
     /* auto */
     int auto_knobs;           /* knobs chosen by uvmrt (0: none) */
     int knob_cpu, knob_rec;   /* their index in choice.values; -1: explicit */
@@ -197,6 +199,7 @@ void gpt_knob_values(const gpt_run_t *run, const int *values, int *k, int *n);
 void gpt_cpu_opt_close(gpt_run_t *run);
 
 /* gpt_ckpt.c: --checkpoint, --resume */
+void gpt_run_ckpt_start(gpt_run_t *run);
 void gpt_run_ckpt_save(gpt_run_t *run, int s);
 void gpt_run_ckpt_resume(gpt_run_t *run);
 

@@ -8,11 +8,14 @@
 #include "config.h"
 #endif
 
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "checkpoint.h"
 #include "gpt.h"
@@ -76,6 +79,88 @@ static void ckpt_meta_make(const gpt_run_t *run, ckpt_meta_t *m, int steps_done)
         gpt_data_tell(run->train, &m->data);
 }
 
+/* One line per entry of DIR (at most 10, then a count) on stderr, for a refusal. */
+static void ckpt_entries_print(const gpt_ckpt_entry_t *e, int n) {
+    fflush(stdout);
+    for (int i = 0; i < n && i < 10; i++) {
+        if (!e[i].ok)
+            fprintf(stderr, PROG ": %s\n", e[i].why);
+        else if (e[i].version == 1)
+            fprintf(stderr, PROG ": checkpoint %s: step %llu, format version 1 (no run id)\n",
+                    e[i].path, (unsigned long long)e[i].step);
+        else
+            fprintf(stderr, PROG ": checkpoint %s: step %llu of run %016llx\n", e[i].path,
+                    (unsigned long long)e[i].step, (unsigned long long)e[i].run_id);
+    }
+    if (n > 10)
+        fprintf(stderr, PROG ": ... and %d more\n", n - 10);
+}
+
+/* Before the data, the GPU setup and step 1: --checkpoint DIR must be a directory
+ * this process can write (created if missing), and a run without --resume gets a new
+ * run id and must not find another run's checkpoints there (it would replace and
+ * prune them) unless --overwrite-checkpoints says so. */
+void gpt_run_ckpt_start(gpt_run_t *run) {
+    const gpt_options_t *o = run->opt;
+    char err[1024];
+    if (!o->ckpt_dir)
+        return;
+    if (gpt_ckpt_dir_prepare(o->ckpt_dir, err, sizeof err) != 0)
+        gpt_run_fail(run, "--checkpoint: %s (no step was run)", err);
+    if (gpt_ckpt_run_id_new(&run->run_id, err, sizeof err) != 0)
+        gpt_run_fail(run, "--checkpoint: %s", err);
+    if (o->resume) /* the run id of the checkpoint it loads, checked there */
+        return;
+    gpt_ckpt_entry_t *e;
+    int n;
+    if (gpt_ckpt_scan(o->ckpt_dir, &e, &n, err, sizeof err) != 0)
+        gpt_run_fail(run, "--checkpoint: %s", err);
+    if (n > 0 && !o->ckpt_overwrite) {
+        ckpt_entries_print(e, n);
+        free(e);
+        gpt_run_fail(run, "--checkpoint %s holds %d checkpoint entr%s (above) this new run did "
+                     "not write: --resume continues from them, --overwrite-checkpoints replaces "
+                     "them, or give another directory (no step was run)", o->ckpt_dir, n,
+                     n == 1 ? "y" : "ies");
+    }
+    if (n > 0) {
+        printf("--overwrite-checkpoints: the %d checkpoint entr%s in %s are removed after this "
+               "run's first save\n", n, n == 1 ? "y" : "ies", o->ckpt_dir);
+        run->ckpt_replace = 1;
+    }
+    free(e);
+}
+
+/* --overwrite-checkpoints without --resume, after the first save: DIR's checkpoints
+ * of other runs go (regular files and links; anything else stays, with a warning). */
+static void ckpt_remove_others(gpt_run_t *run) {
+    const char *dir = run->opt->ckpt_dir;
+    char err[1024];
+    gpt_ckpt_entry_t *e;
+    int n, removed = 0;
+    run->ckpt_replace = 0;
+    if (gpt_ckpt_scan(dir, &e, &n, err, sizeof err) != 0) {
+        fprintf(stderr, PROG ": warning: --overwrite-checkpoints: %s\n", err);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        struct stat st;
+        if (gpt_ckpt_entry_is_own(&e[i], run->run_id) || lstat(e[i].path, &st) != 0)
+            continue;
+        if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
+            fprintf(stderr, PROG ": warning: --overwrite-checkpoints: %s left in place: %s\n",
+                    e[i].path, e[i].ok ? "not a regular file" : e[i].why);
+        else if (unlink(e[i].path) != 0)
+            fprintf(stderr, PROG ": warning: --overwrite-checkpoints: cannot remove %s: %s\n",
+                    e[i].path, strerror(errno));
+        else
+            removed++;
+    }
+    free(e);
+    printf("--overwrite-checkpoints: removed %d checkpoint%s of another run from %s\n", removed,
+           removed == 1 ? "" : "s", dir);
+}
+
 /* After training step s (0-based): the GPU is idle (step_end waited for it); the
  * CPU optimizer is waited for, then the host reads the managed memory. */
 void gpt_run_ckpt_save(gpt_run_t *run, int s) {
@@ -90,7 +175,8 @@ void gpt_run_ckpt_save(gpt_run_t *run, int s) {
     ckpt_bufs_make(run, &cb);
     ckpt_meta_t meta;
     ckpt_meta_make(run, &meta, s + 1);
-    gpt_ckpt_save_options_t so = {.keep = run->opt->keep};
+    gpt_ckpt_save_options_t so = {.run_id = run->run_id, .keep = run->opt->keep,
+                                  .overwrite = run->opt->ckpt_overwrite};
     double t0 = cli_now_s();
     uint64_t bytes = 0;
     for (int i = 0; i < cb.n; i++)
@@ -103,6 +189,8 @@ void gpt_run_ckpt_save(gpt_run_t *run, int s) {
     gpt_ckpt_path(run->ckpt_last, sizeof run->ckpt_last, run->opt->ckpt_dir, (uint64_t)(s + 1));
     printf("checkpoint step %d: %s (%.2f GiB, %.1f s)\n", s + 1, run->ckpt_last,
            (double)bytes / GIB, cli_now_s() - t0);
+    if (run->ckpt_replace)
+        ckpt_remove_others(run);
     fflush(stdout);
 }
 
@@ -114,6 +202,33 @@ void gpt_run_ckpt_save(gpt_run_t *run, int s) {
                      run->ckpt_last, what, (long long)m.field, (long long)want.field);         \
     } while (0)
 
+/* After loading step `step`: an entry named for a later step (up to --steps) that
+ * this run did not write would be replaced by one of its saves: refused before step 1
+ * unless --overwrite-checkpoints. */
+static void ckpt_future_check(gpt_run_t *run, uint64_t step) {
+    const gpt_options_t *o = run->opt;
+    char err[1024];
+    gpt_ckpt_entry_t *e;
+    int n, bad = 0;
+    if (o->ckpt_overwrite)
+        return;
+    if (gpt_ckpt_scan(o->ckpt_dir, &e, &n, err, sizeof err) != 0)
+        gpt_run_fail(run, "--resume: %s", err);
+    for (int i = 0; i < n; i++)
+        if (e[i].name_step > step && e[i].name_step <= (uint64_t)o->c.steps &&
+            !gpt_ckpt_entry_is_own(&e[i], run->run_id)) {
+            ckpt_entries_print(&e[i], 1);
+            bad++;
+        }
+    free(e);
+    if (bad)
+        gpt_run_fail(run, "--resume: %d entr%s above, named for a step after %llu, this run did "
+                     "not write, and a save could replace %s: move %s away or add "
+                     "--overwrite-checkpoints (no step was run)", bad, bad == 1 ? "y" : "ies",
+                     (unsigned long long)step, bad == 1 ? "it" : "them",
+                     bad == 1 ? "it" : "them");
+}
+
 /* --resume: the newest valid checkpoint in DIR, or none (then from step 1). */
 void gpt_run_ckpt_resume(gpt_run_t *run) {
     const gpt_options_t *o = run->opt;
@@ -121,9 +236,9 @@ void gpt_run_ckpt_resume(gpt_run_t *run) {
     ckpt_bufs_t cb;
     ckpt_bufs_make(run, &cb);
     ckpt_meta_t m, want;
-    uint64_t mb = 0, step = 0;
-    int rc = gpt_ckpt_resume(o->ckpt_dir, cb.b, cb.n, &m, sizeof m, &mb, &step, run->ckpt_last,
-                             sizeof run->ckpt_last, err, sizeof err);
+    uint64_t mb = 0, step = 0, rid = 0;
+    int rc = gpt_ckpt_resume(o->ckpt_dir, cb.b, cb.n, &m, sizeof m, &mb, &step, &rid,
+                             run->ckpt_last, sizeof run->ckpt_last, err, sizeof err);
     ckpt_bufs_free(&cb);
     if (rc < 0)
         gpt_run_fail(run, "--resume: %s", err);
@@ -157,10 +272,18 @@ void gpt_run_ckpt_resume(gpt_run_t *run) {
     if (step > (uint64_t)o->c.steps)
         gpt_run_fail(run, "--resume: %s is at step %llu, past --steps %d", run->ckpt_last,
                  (unsigned long long)step, o->c.steps);
+    if (rid != 0)
+        run->run_id = rid; /* the same run goes on: its files are its own to prune */
+    else
+        fprintf(stderr, PROG ": note: %s has format version 1 (no run id): continuing as run "
+                "%016llx; --keep never removes the version-1 files\n", run->ckpt_last,
+                (unsigned long long)run->run_id);
+    ckpt_future_check(run, step);
     run->first = (int)step;
     run->adam_t = (long)m.adam_t;
     run->rng = m.rng;
-    printf("resume: %s: step %llu done, continuing at step %llu of %d\n", run->ckpt_last,
-           (unsigned long long)step, (unsigned long long)step + 1, o->c.steps);
+    printf("resume: %s: step %llu done, continuing at step %llu of %d (run %016llx)\n",
+           run->ckpt_last, (unsigned long long)step, (unsigned long long)step + 1, o->c.steps,
+           (unsigned long long)run->run_id);
 }
 

@@ -1,6 +1,6 @@
 /*
  * gpt_cpuopt.c -- uvmrt-gpt's CPU optimizer thread (--cpu-layers K; see gpt_cpuopt.h):
- * the MLP trainer's AVX-512/AVX2 AdamW on its layers once a step's backward has
+ * the library's AVX-512/AVX2 AdamW (uvmrt_adamw_cpu) on its layers once a step's backward has
  * finished on the GPU.
  */
 #define _GNU_SOURCE
@@ -41,10 +41,9 @@ struct gpt_cpuopt {
     int *done;          /* (nl,) last step whose update of layer i is done; INT_MAX for a
                            layer the GPU updates */
     int submitted;      /* last step submitted */
-    mlp_adamw_coef_t decay, no_decay;
+    uvmrt_adamw_t hp;   /* the last step submitted's */
     cudaEvent_t ev;
     int device;
-    mlp_isa_t isa;
     const volatile float *clip_host;
     double busy_s;
     /* (RING, nl): layer i's AdamW seconds in step s at [s % RING][i], and that s (-1:
@@ -64,23 +63,30 @@ static void *cpuopt_main(void *arg) {
         while (c->submitted < s && !c->quit)
             pthread_cond_wait(&c->cv, &c->mu);
         int quit = c->quit && c->submitted < s;
-        mlp_adamw_coef_t cd = c->decay, cn = c->no_decay;
+        uvmrt_adamw_t hd = c->hp;
         pthread_mutex_unlock(&c->mu);
         if (quit)
             return NULL;
         if (cudaEventSynchronize(c->ev) != cudaSuccess)
             goto fail;
-        cd.inv_scale = cn.inv_scale = c->clip_host[1];
+        hd.grad_scale = c->clip_host[1];
+        uvmrt_adamw_t hn = hd;
+        hn.weight_decay = 0.0;
         double t0 = cli_now_s();
         for (int i = 0; i < c->nlayers; i++) {
             const gpt_cpuopt_layer_t *l = &c->layers[i];
             double tl = cli_now_s();
             /* w only: the layer's forward makes wh from it on the GPU (gpt.c, weights_ready) */
-            mlp_adamw_cpu(c->isa, l->w, l->m, l->v, l->g, NULL, MLP_BF16, l->n_decay, &cd);
-            if (l->n > l->n_decay)
-                mlp_adamw_cpu(c->isa, l->w + l->n_decay, l->m + l->n_decay, l->v + l->n_decay,
-                              l->g + l->n_decay, NULL, MLP_BF16,
-                              l->n - l->n_decay, &cn);
+            uvmrt_status_t st = uvmrt_adamw_cpu(&hd, l->w, l->m, l->v, l->g, l->n_decay, NULL);
+            if (st == UVMRT_OK)
+                st = uvmrt_adamw_cpu(&hn, l->w + l->n_decay, l->m + l->n_decay,
+                                     l->v + l->n_decay, l->g + l->n_decay, l->n - l->n_decay,
+                                     NULL);
+            if (st != UVMRT_OK) {
+                fprintf(stderr, "uvmrt-gpt: cpu optimizer: uvmrt_adamw_cpu: %s\n",
+                        uvmrt_status_str(st));
+                goto stop;
+            }
             pthread_mutex_lock(&c->mu);
             c->done[l->layer] = s;
             c->layer_s[(s % RING) * c->nl + l->layer] = cli_now_s() - tl;
@@ -93,6 +99,7 @@ static void *cpuopt_main(void *arg) {
 fail:
     fprintf(stderr, "uvmrt-gpt: cpu optimizer: a CUDA call failed: %s\n",
             cudaGetErrorString(cudaGetLastError()));
+stop:
     pthread_mutex_lock(&c->mu);
     c->failed = 1;
     pthread_cond_broadcast(&c->cv);
@@ -101,7 +108,7 @@ fail:
 }
 
 gpt_cpuopt_t *gpt_cpuopt_start(int nl, int nlayers, const gpt_cpuopt_layer_t *layers,
-                               mlp_isa_t isa, const float *clip_host, char *err, size_t errlen) {
+                               const float *clip_host, char *err, size_t errlen) {
     for (int i = 0; i < nlayers; i++)
         if (layers[i].layer < 0 || layers[i].layer >= nl) {
             snprintf(err, errlen, "layer %d: expected 0..%d", layers[i].layer, nl - 1);
@@ -126,7 +133,6 @@ gpt_cpuopt_t *gpt_cpuopt_start(int nl, int nlayers, const gpt_cpuopt_layer_t *la
     c->nlayers = nlayers;
     c->nl = nl;
     c->submitted = -1;
-    c->isa = isa;
     c->clip_host = clip_host;
     const char *why = cuda_text(cudaGetDevice(&c->device), "cudaGetDevice");
     if (why == NULL)
@@ -151,15 +157,13 @@ gpt_cpuopt_t *gpt_cpuopt_start(int nl, int nlayers, const gpt_cpuopt_layer_t *la
     return c;
 }
 
-const char *gpt_cpuopt_submit(gpt_cpuopt_t *c, gpt_gpu_t *g, int step,
-                              const mlp_adamw_coef_t *decay, const mlp_adamw_coef_t *no_decay) {
+const char *gpt_cpuopt_submit(gpt_cpuopt_t *c, gpt_gpu_t *g, int step, const uvmrt_adamw_t *hp) {
     const char *why = cuda_text(cudaEventRecord(c->ev, (cudaStream_t)gpt_gpu_stream(g)),
                                 "cudaEventRecord");
     if (why)
         return why;
     pthread_mutex_lock(&c->mu);
-    c->decay = *decay;
-    c->no_decay = *no_decay;
+    c->hp = *hp;
     c->submitted = step;
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
@@ -218,14 +222,13 @@ void gpt_cpuopt_stop(gpt_cpuopt_t *c) {
 static const char *NO_GPU = "built without CUDA and cuBLAS";
 
 gpt_cpuopt_t *gpt_cpuopt_start(int nl, int nlayers, const gpt_cpuopt_layer_t *layers,
-                               mlp_isa_t isa, const float *clip_host, char *err, size_t errlen) {
-    (void)nl, (void)nlayers, (void)layers, (void)isa, (void)clip_host;
+                               const float *clip_host, char *err, size_t errlen) {
+    (void)nl, (void)nlayers, (void)layers, (void)clip_host;
     snprintf(err, errlen, "%s", NO_GPU);
     return NULL;
 }
-const char *gpt_cpuopt_submit(gpt_cpuopt_t *c, gpt_gpu_t *g, int step,
-                              const mlp_adamw_coef_t *decay, const mlp_adamw_coef_t *no_decay) {
-    (void)c, (void)g, (void)step, (void)decay, (void)no_decay;
+const char *gpt_cpuopt_submit(gpt_cpuopt_t *c, gpt_gpu_t *g, int step, const uvmrt_adamw_t *hp) {
+    (void)c, (void)g, (void)step, (void)hp;
     return NO_GPU;
 }
 int gpt_cpuopt_wait(gpt_cpuopt_t *c, int layer, int step) {

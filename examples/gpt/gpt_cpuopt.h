@@ -7,12 +7,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../mlp/adamw_cpu.h"
-#include "../mlp/mlp_math.h"
+#include "uvmrt.h"
 #include "gpt_gpu.h"
 
-/* One thread updating its layers (a subset of the model's: the top K) with adamw_cpu.c's
- * AdamW once a step's backward has finished (global-norm clipping needs every gradient),
+/* One thread updating its layers (a subset of the model's: the top K) with the library's
+ * AdamW (uvmrt_adamw_cpu) once a step's backward has finished (global-norm clipping needs every gradient),
  * in forward order, so forward i of the next step can start as soon as layer i is done;
  * the GPU updates the other layers meanwhile. */
 
@@ -27,13 +26,13 @@ typedef struct gpt_cpuopt_layer {
 
 /* nl: the model's layers; layers: the n (>= 1) the thread updates, in forward order.
  * clip_host: mapped host memory where the GPU writes {norm, clip factor}. */
-gpt_cpuopt_t *gpt_cpuopt_start(int nl, int n, const gpt_cpuopt_layer_t *layers, mlp_isa_t isa,
+gpt_cpuopt_t *gpt_cpuopt_start(int nl, int n, const gpt_cpuopt_layer_t *layers,
                                const float *clip_host, char *err, size_t errlen);
 /* After step s's last backward call: records an event on the stream; the thread
- * waits for it, then updates its layers with these coefficients (inv_scale is
- * replaced by the clip factor). Steps are numbered from 0 for each thread. */
-const char *gpt_cpuopt_submit(gpt_cpuopt_t *c, gpt_gpu_t *g, int step,
-                              const mlp_adamw_coef_t *decay, const mlp_adamw_coef_t *no_decay);
+ * waits for it, then updates its layers with these hyperparameters: hp's weight decay
+ * on elements [0, n_decay) of a layer, none on the rest, and grad_scale replaced by the
+ * clip factor. Steps are numbered from 0 for each thread. */
+const char *gpt_cpuopt_submit(gpt_cpuopt_t *c, gpt_gpu_t *g, int step, const uvmrt_adamw_t *hp);
 /* Waits until layer i's update of step s is done (at once for a layer the thread does
  * not update); -1 when the thread failed. */
 int gpt_cpuopt_wait(gpt_cpuopt_t *c, int layer, int step);

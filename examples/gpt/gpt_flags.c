@@ -13,7 +13,8 @@
 enum { F_DEPTH, F_LAYERS, F_CHANNELS, F_HEADS, F_VOCAB, F_BATCH, F_SEQ, F_RECOMPUTE, F_LR,
        F_WARMUP, F_TOKENS, F_OPTIMIZER_ON, F_INIT_WEIGHTS, F_DUMP_WEIGHTS, F_DUMP_GRADS,
        F_DATA, F_VAL, F_TEXT, F_VAL_EVERY, F_VAL_BATCHES, F_CHECKPOINT, F_CHECKPOINT_EVERY,
-       F_KEEP, F_RESUME, F_STOP_AT, F_SAMPLE, F_SAMPLE_EVERY, F_TOP_K, F_PROMPT, F_CPU_LAYERS };
+       F_KEEP, F_RESUME, F_OVERWRITE_CKPT, F_STOP_AT, F_SAMPLE, F_SAMPLE_EVERY, F_TOP_K,
+       F_PROMPT, F_CPU_LAYERS };
 
 static const cli_flag_t GPT_FLAGS[] = {
     {"depth", "12|24|36|48|60", "GPT-2 preset: 768/1024/1280/1600/1920 channels, head\n"
@@ -54,9 +55,15 @@ static const cli_flag_t GPT_FLAGS[] = {
                           "RNG; atomic) after the last step, and on SIGTERM or ^C\n"
                           "after the step under way (then stop)", F_CHECKPOINT},
     {"checkpoint-every", "N", "also every N steps", F_CHECKPOINT_EVERY},
-    {"keep", "K", "keep the newest K checkpoints (default 3; 0: all)", F_KEEP},
-    {"resume", NULL, "continue from DIR's newest valid checkpoint (none: start\n"
-                     "at step 1); --steps stays the run's total", F_RESUME},
+    {"keep", "K", "keep this run's newest K checkpoints (default 3; 0: all);\n"
+                  "other runs' files are never removed", F_KEEP},
+    {"resume", NULL, "continue from DIR's newest valid checkpoint (an empty or\n"
+                     "missing DIR: start at step 1; checkpoints but none usable:\n"
+                     "exit 1); --steps stays the run's total", F_RESUME},
+    {"overwrite-checkpoints", NULL, "let this run replace checkpoints in DIR it did not\n"
+                                    "write: without --resume, DIR's are removed after\n"
+                                    "its first save (without it, such a DIR is refused)",
+     F_OVERWRITE_CKPT},
     {"stop-at", "STEP", "end after step STEP (the LR schedule still spans --steps)",
      F_STOP_AT},
     {"sample", "N", "generate N tokens after training (needs a GPU)", F_SAMPLE},
@@ -168,6 +175,7 @@ static void gpt_flag(int key, const char *arg, void *user) {
         st->keep_given = 1;
         break;
     case F_RESUME: opt->resume = 1; break;
+    case F_OVERWRITE_CKPT: opt->ckpt_overwrite = 1; break;
     case F_STOP_AT: opt->stop_at = (int)cli_parse_int("--stop-at", arg, 1, 10000000); break;
     case F_SAMPLE: opt->sample = (int)cli_parse_int("--sample", arg, 1, 1000000); break;
     case F_SAMPLE_EVERY:
@@ -260,9 +268,11 @@ static void options_check(gpt_options_t *opt, const gpt_flag_state_t *st) {
                         st->sample_every_given ? "sample-every" : opt->top_k ? "top-k" : "prompt");
     if (opt->top_k > opt->vocab)
         cli_usage_error("--top-k %d: expected at most --vocab (%d)", opt->top_k, opt->vocab);
-    if ((st->every_given || opt->resume || st->keep_given) && !opt->ckpt_dir)
+    if ((st->every_given || opt->resume || st->keep_given || opt->ckpt_overwrite) &&
+        !opt->ckpt_dir)
         cli_usage_error("--%s without --checkpoint DIR: say where checkpoints live",
-                        opt->resume ? "resume" : st->every_given ? "checkpoint-every" : "keep");
+                        opt->resume ? "resume" : st->every_given ? "checkpoint-every"
+                        : st->keep_given ? "keep" : "overwrite-checkpoints");
     if (opt->stop_at > opt->c.steps)
         cli_usage_error("--stop-at %d: expected at most --steps (%d)", opt->stop_at,
                         opt->c.steps);

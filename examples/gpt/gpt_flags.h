@@ -52,8 +52,9 @@ typedef struct gpt_options {
     /* checkpoints */
     const char *ckpt_dir;       /* --checkpoint DIR; NULL: none */
     int ckpt_every;             /* save every N steps (0: only after the last step) */
-    int keep;                   /* keep the newest K checkpoints (0: all) */
+    int keep;                   /* keep this run's newest K checkpoints (0: all) */
     int resume;                 /* 1: continue from DIR's newest valid checkpoint */
+    int ckpt_overwrite;         /* 1: --overwrite-checkpoints: may replace other runs' */
     int stop_at;                /* end after this step (0: --steps); the schedule spans --steps */
     /* sampling */
     int sample;                 /* tokens to generate after training (0: none) */

@@ -1,9 +1,7 @@
 /*
- * adamw_cpu.h -- uvmrt-mlp's AdamW on the CPU: AVX-512, AVX2 (+F16C) or scalar,
- * chosen at run time, OpenMP threads, optionally pinned near the GPU.
- *
- * Every path computes bit-for-bit what mlp_adamw_elem() (mlp_math.h) computes, so
- * results do not depend on the machine or on the thread count.
+ * adamw_cpu.h -- what uvmrt-mlp and uvmrt-gpt add around the library's CPU AdamW
+ * (uvmrt_adamw_cpu(3)): the name of the path it takes, the inf/NaN check of fp16
+ * loss scaling, and pinning the optimizer's thread near the GPU.
  */
 #ifndef UVMRT_MLP_ADAMW_CPU_H
 #define UVMRT_MLP_ADAMW_CPU_H
@@ -12,6 +10,7 @@
 #include <stdint.h>
 
 #include "mlp_math.h"
+#include "uvmrt.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -22,28 +21,23 @@ typedef enum mlp_isa { MLP_ISA_SCALAR = 0, MLP_ISA_AVX2 = 1, MLP_ISA_AVX512 = 2 
 
 /* "scalar", "avx2", "avx512". */
 const char *mlp_isa_name(mlp_isa_t isa);
-/* 1 when this CPU (and this build) can run the path. */
-int mlp_isa_available(mlp_isa_t isa);
-/* The widest available path. */
+/* The path uvmrt_adamw_cpu takes on this machine (uvmrt_adamw_isa()). */
 mlp_isa_t mlp_isa_best(void);
 
-/* One AdamW update of n elements with the given path (which must be available):
- * w, m, v (n,) fp32 updated in place from g (n,) fp32; when half is not NULL it
- * receives w's new value rounded to `kind` (n,) 16-bit patterns. Runs on the
- * calling thread's OpenMP team (parallel inside). */
-void mlp_adamw_cpu(mlp_isa_t isa, float *w, float *m, float *v, const float *g, uint16_t *half,
-                   mlp_half_kind_t kind, size_t n, const mlp_adamw_coef_t *coef);
+/* The CPU AdamW's threads: OpenMP's default team (OMP_NUM_THREADS, else the CPUs the
+ * program started with), the team the trainers have always used; 0 without OpenMP. */
+int mlp_cpu_threads(void);
 
-/* The reference: one element at a time, single thread (for the tests). */
-void mlp_adamw_scalar_ref(float *w, float *m, float *v, const float *g, uint16_t *half,
-                          mlp_half_kind_t kind, size_t n, const mlp_adamw_coef_t *coef);
+/* uvmrt_adamw_cpu's hyperparameters for uvmrt-mlp's AdamW: the coefficients are
+ * mlp_adamw_coef_make(lr, wd, t, loss_scale)'s, so the CPU's bits equal the GPU's. */
+uvmrt_adamw_t mlp_adamw_hp(double lr, double wd, long t, double loss_scale);
 
 /* 1 when any of the n floats is inf or NaN (fp16 loss scaling on the CPU path). */
 int mlp_nonfinite_cpu(const float *g, size_t n);
 
-/* Restricts the calling thread (and the OpenMP threads it creates later) to the
- * CPUs of NUMA node `node`. Returns 0, or -1 (with a reason in *why) when libnuma
- * is missing from the build, NUMA is unavailable, or node is < 0. */
+/* Restricts the calling thread (and the threads it creates later, uvmrt_adamw_cpu's
+ * among them) to the CPUs of NUMA node `node`. Returns 0, or -1 (with a reason in
+ * *why) when libnuma is missing from the build, NUMA is unavailable, or node is < 0. */
 int mlp_cpu_pin_node(int node, const char **why);
 
 #ifdef __cplusplus

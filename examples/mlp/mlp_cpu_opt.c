@@ -42,7 +42,6 @@ struct mlp_cpu_opt {
     double *block_s;
     int *block_step;
     /* copied from the run: the thread reads nothing else of it */
-    mlp_isa_t isa;
     mlp_half_kind_t precision;
     double lr;
     size_t hh;
@@ -99,7 +98,7 @@ static void *cpu_opt_main(void *arg) {
         pthread_mutex_lock(&c->mu);
         double scale = fp16 ? (double)c->scale[s] : 1.0;
         pthread_mutex_unlock(&c->mu);
-        mlp_adamw_coef_t coef = mlp_adamw_coef_make(c->lr, MLP_ADAMW_WD, t + 1, scale);
+        uvmrt_adamw_t hp = mlp_adamw_hp(c->lr, MLP_ADAMW_WD, t + 1, scale);
         for (int i = c->L - 1; i >= c->L - K; i--) {
             double w0 = cli_now_s();
             if (!wait_recorded(c, i, s))
@@ -111,7 +110,12 @@ static void *cpu_opt_main(void *arg) {
             if (!skip) {
                 void **d = c->data[i];
                 /* W only: the block's forward makes Wh from it on the GPU (mlp_gpu_forward) */
-                mlp_adamw_cpu(c->isa, d[0], d[1], d[2], d[3], NULL, c->precision, c->hh, &coef);
+                uvmrt_status_t st = uvmrt_adamw_cpu(&hp, d[0], d[1], d[2], d[3], c->hh, NULL);
+                if (st != UVMRT_OK) {
+                    fprintf(stderr, PROG ": cpu optimizer: uvmrt_adamw_cpu: %s\n",
+                            uvmrt_status_str(st));
+                    goto stop;
+                }
                 busy = cli_now_s() - t0;
                 c->adamw_s[s] += busy;
             }
@@ -133,6 +137,7 @@ static void *cpu_opt_main(void *arg) {
 fail:
     fprintf(stderr, PROG ": cpu optimizer: a CUDA call failed: %s\n",
             cudaGetErrorString(cudaGetLastError()));
+stop:
     release_flags(c);
     pthread_mutex_lock(&c->mu);
     c->quit = 2;
@@ -148,7 +153,7 @@ mlp_cpu_opt_t *mlp_cpu_opt_start(mlp_run_t *run, volatile int *found_inf, unsign
     if (c == NULL)
         run_fail(run, "out of host memory for the CPU optimizer");
     *c = (mlp_cpu_opt_t){.L = L, .steps = S, .k_set = -1, .found_inf = found_inf, .stage_flag = stage_flag,
-                         .numa_node = -1, .isa = run->isa, .precision = opt->precision,
+                         .numa_node = -1, .precision = opt->precision,
                          .lr = opt->lr, .hh = run->net.hh, .quiet = opt->c.quiet};
     c->recorded = malloc((size_t)L * sizeof(int));
     c->done = malloc((size_t)L * sizeof(int));

@@ -3,14 +3,15 @@
  *
  * Header-only and includable from C and CUDA: the counter-based initialisation
  * hash, fp32 -> bf16/fp16 rounding, GELU and its derivative, and one AdamW
- * element update. The GPU kernels (mlp_kernels.cu), the CPU optimizer
- * (adamw_cpu.c) and the CPU reference trainer (mlp_ref.c) all call these, so a
- * weight updated on the CPU is bit-identical to one updated on the GPU.
+ * element update (the library's, src/adamw_math.h). The GPU kernels
+ * (mlp_kernels.cu), the library's CPU AdamW (uvmrt_adamw_cpu) and the CPU reference
+ * trainer (mlp_ref.c) all use these, so a weight updated on the CPU is
+ * bit-identical to one updated on the GPU.
  *
  * No fused multiply-add: every product and sum is rounded on its own (the
  * MLP_MUL/MLP_ADD macros are __fmul_rn/__fadd_rn on the GPU; C files that use
  * this header are compiled with -ffp-contract=off), and the SIMD paths of
- * adamw_cpu.c repeat exactly this order of operations.
+ * src/adamw.c repeat exactly the AdamW's order of operations.
  */
 #ifndef UVMRT_MLP_MATH_H
 #define UVMRT_MLP_MATH_H
@@ -18,6 +19,8 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "adamw_math.h" /* defines: uvmrt__adamw_coef_t, uvmrt__adamw_elem, uvmrt__f32_to_bf16 */
 
 #if defined(__CUDACC__)
 #define MLP_HD __host__ __device__ __forceinline__
@@ -81,12 +84,7 @@ MLP_HD float mlp_bits_f32(uint32_t u) {
     return f;
 }
 
-MLP_HD uint16_t mlp_f32_to_bf16(float f) {
-    uint32_t u = mlp_f32_bits(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: keep it a (quiet) NaN */
-        return (uint16_t)((u >> 16) | 0x40u);
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
+MLP_HD uint16_t mlp_f32_to_bf16(float f) { return uvmrt__f32_to_bf16(f); }
 
 MLP_HD float mlp_bf16_to_f32(uint16_t h) {
     return mlp_bits_f32((uint32_t)h << 16);
@@ -151,21 +149,11 @@ MLP_HD float mlp_gelu_grad(float x) {
 }
 
 /* ----------------------------------------------------------------------------
- * AdamW (PyTorch's torch.optim.AdamW, foreach=False, amsgrad=False):
- *   w <- w * (1 - lr*wd)
- *   m <- b1*m + (1-b1)*g          v <- b2*v + (1-b2)*g*g
- *   w <- w - (lr / (1-b1^t)) * m / (sqrt(v) / sqrt(1-b2^t) + eps)
- * g is the stored gradient times inv_scale (fp16 loss scaling; 1 otherwise). */
+ * AdamW (PyTorch's torch.optim.AdamW, foreach=False, amsgrad=False): the library's
+ * element update (src/adamw_math.h), the one definition the GPU kernels and
+ * uvmrt_adamw_cpu(3) share. */
 
-typedef struct mlp_adamw_coef {
-    float decay;        /* 1 - lr*wd */
-    float b1, omb1;     /* beta1, 1 - beta1 */
-    float b2, omb2;     /* beta2, 1 - beta2 */
-    float step_size;    /* lr / (1 - beta1^t) */
-    float inv_sqrt_bc2; /* 1 / sqrt(1 - beta2^t) */
-    float eps;
-    float inv_scale;    /* 1 / loss scale */
-} mlp_adamw_coef_t;
+typedef uvmrt__adamw_coef_t mlp_adamw_coef_t;
 
 #define MLP_ADAMW_BETA1 0.9
 #define MLP_ADAMW_BETA2 0.999
@@ -175,30 +163,13 @@ typedef struct mlp_adamw_coef {
 /* t >= 1: the number of the update (skipped steps do not count). */
 static inline mlp_adamw_coef_t mlp_adamw_coef_make(double lr, double wd, long t,
                                                    double loss_scale) {
-    double b1 = MLP_ADAMW_BETA1, b2 = MLP_ADAMW_BETA2;
-    mlp_adamw_coef_t c;
-    c.decay = (float)(1.0 - lr * wd);
-    c.b1 = (float)b1;
-    c.omb1 = (float)(1.0 - b1);
-    c.b2 = (float)b2;
-    c.omb2 = (float)(1.0 - b2);
-    c.step_size = (float)(lr / (1.0 - pow(b1, (double)t)));
-    c.inv_sqrt_bc2 = (float)(1.0 / sqrt(1.0 - pow(b2, (double)t)));
-    c.eps = (float)MLP_ADAMW_EPS;
-    c.inv_scale = (float)(1.0 / loss_scale);
-    return c;
+    return uvmrt__adamw_coef_make(lr, MLP_ADAMW_BETA1, MLP_ADAMW_BETA2, MLP_ADAMW_EPS, wd,
+                                  (uint64_t)t, 1.0 / loss_scale);
 }
 
-/* One element; the SIMD paths in adamw_cpu.c do these operations in this order. */
+/* One element (uvmrt__adamw_elem). */
 MLP_HD void mlp_adamw_elem(float *w, float *m, float *v, float grad, const mlp_adamw_coef_t *c) {
-    float g = MLP_MUL(grad, c->inv_scale);
-    float m2 = MLP_ADD(MLP_MUL(c->b1, *m), MLP_MUL(c->omb1, g));
-    float v2 = MLP_ADD(MLP_MUL(c->b2, *v), MLP_MUL(MLP_MUL(c->omb2, g), g));
-    float denom = MLP_ADD(MLP_MUL(MLP_SQRT(v2), c->inv_sqrt_bc2), c->eps);
-    float upd = MLP_MUL(c->step_size, MLP_DIV(m2, denom));
-    *w = MLP_SUB(MLP_MUL(*w, c->decay), upd);
-    *m = m2;
-    *v = v2;
+    uvmrt__adamw_elem(w, m, v, grad, c);
 }
 
 #endif /* UVMRT_MLP_MATH_H */

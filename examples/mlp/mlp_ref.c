@@ -136,13 +136,14 @@ float mlp_ref_forward_backward(mlp_ref_t *r) {
     return loss;
 }
 
-void mlp_ref_adamw(mlp_ref_t *r, mlp_isa_t isa, double lr) {
+void mlp_ref_adamw(mlp_ref_t *r, double lr) {
     size_t hh = (size_t)r->H * r->H;
     r->t++;
-    mlp_adamw_coef_t c = mlp_adamw_coef_make(lr, MLP_ADAMW_WD, r->t, 1.0);
+    uvmrt_adamw_t hp = mlp_adamw_hp(lr, MLP_ADAMW_WD, r->t, 1.0);
+    /* cannot fail: hp is valid and the arrays are r's */
     for (int i = 0; i < r->L; i++)
-        mlp_adamw_cpu(isa, r->W + (size_t)i * hh, r->m + (size_t)i * hh, r->v + (size_t)i * hh,
-                      r->dW + (size_t)i * hh, NULL, MLP_BF16, hh, &c);
+        (void)uvmrt_adamw_cpu(&hp, r->W + (size_t)i * hh, r->m + (size_t)i * hh,
+                              r->v + (size_t)i * hh, r->dW + (size_t)i * hh, hh, NULL);
 }
 
 void mlp_loss_text(char *buf, size_t cap, double loss) {

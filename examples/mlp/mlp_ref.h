@@ -3,7 +3,7 @@
  *
  * The same model (L blocks of Linear(H, H, no bias) + GELU, MSE against a fixed
  * random teacher of the same shape), the same initialisation hash, GELU and loss
- * as the GPU trainer, and the optimizer step through mlp_adamw_cpu() (the code the
+ * as the GPU trainer, and the optimizer step through uvmrt_adamw_cpu() (the code the
  * trainer's --optimizer-on cpu runs). Everything fp32, no 16-bit rounding: it
  * checks the math, not the GPU's precision. Row-major, y = x W^T as in PyTorch.
  */
@@ -42,8 +42,8 @@ void mlp_ref_free(mlp_ref_t *r);
 float mlp_ref_forward(mlp_ref_t *r);
 /* Forward, then backward: fills dW; returns the loss. */
 float mlp_ref_forward_backward(mlp_ref_t *r);
-/* One AdamW step on every layer with the given path (lr, weight decay 0.01). */
-void mlp_ref_adamw(mlp_ref_t *r, mlp_isa_t isa, double lr);
+/* One AdamW step on every layer (lr, weight decay 0.01), through uvmrt_adamw_cpu. */
+void mlp_ref_adamw(mlp_ref_t *r, double lr);
 
 /* A loss as text with six significant digits (%.6g): a deep net's MSE starts far
  * below 1 (about 1e-9 at 48 x 4096), where a fixed "%.6f" shows 0.000000. */

@@ -1,0 +1,739 @@
+"""The engine behind uvmrt.torch.offload: uvmrt tensors under a model's parameters,
+module hooks that become uvmrt layer calls, the recorded step's measurements, and
+the choice (uvmrt_choose) of where each layer's optimizer runs and which blocks
+recompute.
+
+Calls per training step, all on torch's current stream:
+  forward:   a layer's forward pre-hook opens (layer, forward), its forward hook
+             closes it; the first one opens the step
+  backward:  an identity autograd.Function on the layer's outputs opens (layer,
+             backward) when their gradients arrive, one on its inputs closes it
+             when the gradients of its inputs are made (autograd's thread and
+             stream); a layer with no differentiable input is closed by the next
+             one or by a callback at the end of the backward
+  optimizer: opt.step() makes one call per layer (GPU: the user's optimizer class
+             over that layer's parameters; CPU: uvmrt_adamw_cpu on host-homed
+             tensors) and ends the step
+"""
+
+import ctypes
+import sys
+import time
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_unflatten
+
+from .. import _lib as L
+from .._context import Context, model_call
+from ._layers import find_layers
+
+_SIM_GPU_STREAM = ctypes.c_char(0)
+_SIM_CPU_STREAM = ctypes.c_char(0)
+REVIEW_AFTER = 3  # planned steps after a choice before uvmrt_choice_review
+
+
+def fmt_bytes(n):
+    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
+
+
+def notice(text):
+    print(f"uvmrt: {text}", file=sys.stderr, flush=True)
+
+
+# ----------------------------------------------------------------------------
+# views of uvmrt memory as torch tensors
+
+class _CudaArray:
+    """The __cuda_array_interface__ of a range of managed memory (torch.as_tensor
+    takes it without a copy and keeps this object alive with the tensor)."""
+
+    def __init__(self, ptr, nbytes):
+        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr, False),
+                                         "version": 2, "strides": None}
+
+
+def host_view(ptr, nbytes, dtype, shape):
+    buf = (ctypes.c_uint8 * nbytes).from_address(ptr)
+    return torch.frombuffer(buf, dtype=torch.uint8).view(dtype).view(shape)
+
+
+def device_view(ptr, nbytes, dtype, shape, device):
+    if device.type == "cpu":
+        return host_view(ptr, nbytes, dtype, shape)
+    t = torch.as_tensor(_CudaArray(ptr, nbytes), device=device)
+    return t.view(dtype).view(shape)
+
+
+class Slot:
+    """One parameter's uvmrt tensors and their views."""
+
+    def __init__(self, fqn, param):
+        self.fqn, self.param = fqn, param
+        self.shape, self.dtype = tuple(param.shape), param.dtype
+        self.nbytes = param.numel() * param.element_size()
+        self.trainable = param.requires_grad
+        self.handles = {}       # kind -> uvmrt tensor handle: weight, grad, exp_avg, exp_avg_sq
+        self.views = {}         # kind -> device view
+        self.hviews = {}        # kind -> host view (the same memory, for the CPU)
+        self.norm = None        # the gradient's 2-norm (0-d tensor) of the last backward
+
+
+# ----------------------------------------------------------------------------
+# identity functions whose backward tells the engine where autograd is
+
+class _PreBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, engine, layer, *tensors):
+        ctx.engine, ctx.layer = engine, layer
+        return tuple(t.detach() for t in tensors)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        ctx.engine.on_pre_backward(ctx.layer)
+        return (None, None) + grads
+
+
+class _PostBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, engine, layer, *tensors):
+        ctx.engine, ctx.layer = engine, layer
+        return tuple(t.detach() for t in tensors)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        ctx.engine.on_post_backward(ctx.layer)
+        return (None, None) + grads
+
+
+def _wrap(fn, engine, layer, obj):
+    """obj with every tensor that requires grad passed through fn (one node for all)."""
+    leaves, spec = tree_flatten(obj)
+    idx = [i for i, x in enumerate(leaves)
+           if isinstance(x, torch.Tensor) and x.requires_grad and x.is_floating_point()]
+    if not idx:
+        return obj, False
+    out = fn.apply(engine, layer, *[leaves[i] for i in idx])
+    for i, t in zip(idx, out):
+        leaves[i] = t
+    return tree_unflatten(leaves, spec), True
+
+
+# ----------------------------------------------------------------------------
+# the engine
+
+class Engine:
+    def __init__(self, model, settings):
+        self.model = model
+        self.s = settings
+        self.layers = find_layers(model, settings.layers)
+        if not self.layers:
+            raise ValueError("offload: the model has no parameters to offload")
+        self.ctx = None
+        self.device = None
+        self.slots = {}            # id(param) -> Slot
+        self.owner = {}            # id(param) -> Layer
+        self.hooks = []
+        self.in_step = False
+        self.inference_step = False
+        self.in_backward = False
+        self.open = None           # (layer, phase) of the open call
+        self.steps = 0             # completed training steps
+        self.recording = True      # the first step: measure
+        self.fwd_order = []        # layers in the recorded step's forward order
+        self.bwd_order = []
+        self.choice = None
+        self.planned_since_choice = 0
+        self.reviews = 0
+        self.measure = None
+        self.grads_fresh = {}      # layer -> no owned grad existed at its backward (W, not RW)
+        self.cpu_stream = None
+        self.opt_external = 0
+        self.torch_peak_bytes = 0
+        self.last_cpu_ns = {}
+
+    # ------------------------------------------------------------ setup
+    def open_context(self):
+        s = self.s
+        self.ctx = Context(backend=s.backend, budget=s.budget, profile=s.profile, log_level=s.log_level,
+                           report=s.report, trace=s.trace, device=s.device_index)
+        cuda = self.ctx.backend == "cuda"
+        if not cuda and s.backend != "sim" and torch.cuda.is_available():
+            self.ctx.close()
+            raise RuntimeError(
+                f"offload: libuvmrt ({L.library_path()}) found no usable GPU (a build without CUDA, or "
+                f"no concurrent managed access) while torch sees {torch.cuda.get_device_name()}: "
+                f"rebuild libuvmrt with CUDA, or pass backend='sim' to train on the CPU against uvmrt's model")
+        self.device = torch.device("cuda", s.device_index) if cuda else torch.device("cpu")
+        if cuda:
+            self.cpu_stream = torch.cuda.Stream(device=self.device)
+
+    def check_params(self):
+        for l in self.layers:
+            for fqn, p in l.owned:
+                if p.device.type == "meta":
+                    raise ValueError(f"offload: parameter {fqn} is on the meta device (no data): "
+                                     f"materialise the model first (to_empty and init, or load weights)")
+                if p.device.type == "cuda" and self.device.type == "cuda" and p.device != self.device:
+                    raise ValueError(f"offload: parameter {fqn} is on {p.device}, uvmrt runs on "
+                                     f"{self.device}: keep the model on the CPU or on that GPU")
+                if p.is_sparse or not p.is_contiguous() and p.numel() > 0 and p.stride() == ():
+                    raise ValueError(f"offload: parameter {fqn} is not a dense tensor")
+
+    def allocate(self, adam_state):
+        """Every layer's tensors, filled from the parameters; nothing of the model changes
+        until all succeeded (a failure frees what was made)."""
+        made = []
+        try:
+            for l in self.layers:
+                l.index = self.ctx.layer_add(l.name)
+                descs, order = [], []
+                for fqn, p in l.owned:
+                    slot = Slot(fqn, p)
+                    kinds = [("weight", L.ROLE_WEIGHT)]
+                    if slot.trainable:
+                        kinds.append(("grad", L.ROLE_GRADIENT))
+                        if adam_state:
+                            kinds += [("exp_avg", L.ROLE_OPTIMIZER_STATE), ("exp_avg_sq", L.ROLE_OPTIMIZER_STATE)]
+                    for kind, role in kinds:
+                        descs.append((fqn if kind == "weight" else f"{fqn}.{kind}", l.index, role, slot.nbytes))
+                        order.append((slot, kind))
+                    self.slots[id(p)] = slot
+                    self.owner[id(p)] = l
+                if not descs:
+                    continue  # borrows only (a tied head)
+                handles = self.ctx.tensors_alloc(descs)
+                made += handles
+                for (slot, kind), h in zip(order, handles):
+                    ptr = self.ctx.tensor_ptr(h)
+                    slot.handles[kind] = h
+                    slot.hviews[kind] = host_view(ptr, slot.nbytes, slot.dtype, slot.shape)
+                    slot.views[kind] = device_view(ptr, slot.nbytes, slot.dtype, slot.shape, self.device)
+            with torch.no_grad():
+                for slot in self.slots.values():
+                    slot.hviews["weight"].copy_(slot.param.detach().to("cpu"))
+                    for kind in ("exp_avg", "exp_avg_sq"):
+                        if kind in slot.hviews:
+                            slot.hviews[kind].zero_()
+        except BaseException:
+            for h in made:
+                try:
+                    self.ctx.tensor_free(h)
+                except Exception:
+                    pass
+            self.slots.clear()
+            self.owner.clear()
+            raise
+
+    def take_over(self):
+        """The model's parameters become views of uvmrt memory; its buffers go to the device."""
+        for slot in self.slots.values():
+            slot.param.data = slot.views["weight"]
+            slot.param.grad = None
+        for m in self.model.modules():
+            for name, b in list(m._buffers.items()):
+                if b is not None and b.device != self.device:
+                    m._buffers[name] = b.to(self.device)
+
+    def install_hooks(self):
+        for l in self.layers:
+            m = l.module
+            self.hooks.append(m.register_forward_pre_hook(
+                lambda mod, args, kwargs, l=l: self.pre_forward(l, args, kwargs), with_kwargs=True))
+            self.hooks.append(m.register_forward_hook(
+                lambda mod, args, kwargs, out, l=l: self.post_forward(l, out), with_kwargs=True))
+        self.hooks.append(self.model.register_forward_hook(lambda mod, args, out: self.root_post_forward()))
+        for slot in self.slots.values():
+            if slot.trainable:
+                self.hooks.append(slot.param.register_post_accumulate_grad_hook(
+                    lambda p, slot=slot: self.grad_ready(slot)))
+
+    # ------------------------------------------------------------ streams and calls
+    def stream(self):
+        if self.device.type == "cuda":
+            return ctypes.c_void_p(torch.cuda.current_stream(self.device).cuda_stream)
+        return ctypes.cast(ctypes.pointer(_SIM_GPU_STREAM), ctypes.c_void_p)
+
+    def cpu_stream_handle(self):
+        if self.cpu_stream is not None:
+            return ctypes.c_void_p(self.cpu_stream.cuda_stream)
+        return ctypes.cast(ctypes.pointer(_SIM_CPU_STREAM), ctypes.c_void_p)
+
+    def ensure_step(self, inference=False):
+        if not self.in_step:
+            if self.recording and not inference:
+                self.start_measure()
+            self.ctx.step_begin()
+            self.in_step, self.inference_step = True, inference
+
+    def begin(self, l, phase, call):
+        self.close_open()
+        self.ctx.layer_begin(call)
+        self.open = (l, phase)
+
+    def close_open(self):
+        if self.open is not None:
+            self.ctx.layer_end()
+            self.open = None
+
+    def uses_array(self, uses):
+        arr = (L.Use * len(uses))()
+        for i, (h, a) in enumerate(uses):
+            arr[i].tensor, arr[i].access = h, a
+        return arr
+
+    def make_call(self, l, phase, stream, uses=(), flops=0.0, hbm_bytes=0, host_bytes=0, after=None,
+                  no_default=False):
+        c = L.LayerCall()
+        c.layer, c.phase, c.stream = l.index, phase, stream
+        if uses:
+            c._uses = self.uses_array(uses)  # kept alive with the struct
+            c.uses = ctypes.cast(c._uses, ctypes.POINTER(L.Use))
+            c.n_uses = len(uses)
+        c.no_default_uses, c.flops, c.hbm_bytes, c.host_bytes = int(no_default), float(flops), int(hbm_bytes), \
+            int(host_bytes)
+        if after is not None:
+            c.after = after
+        return c
+
+    def borrowed_uses(self, l):
+        out = []
+        for p in l.borrowed:
+            slot = self.slots.get(id(p))
+            if slot is not None:
+                out.append((slot.handles["weight"], L.USE_READ))
+        return out
+
+    # ------------------------------------------------------------ work estimates
+    def fwd_flops(self, l):
+        return 2.0 * l.matmul_params * l.tokens
+
+    def fwd_hbm(self, l):
+        return 4 * l.act_bytes
+
+    def adam_host_bytes(self, n_params):
+        p = self.ctx.profile
+        if p.cpu_adamw_params_per_s > 0 and p.host_mem_bps > 0:
+            return int(n_params * p.host_mem_bps / p.cpu_adamw_params_per_s)
+        return n_params * 28
+
+    # ------------------------------------------------------------ forward
+    def pre_forward(self, l, args, kwargs):
+        if self.in_backward:
+            return None  # a checkpoint's recompute: part of the open backward call
+        inference = not torch.is_grad_enabled()
+        self.ensure_step(inference)
+        if self.recording and not inference:
+            self.fwd_order.append(l)
+            self.measure_inputs(l, args, kwargs)
+        call = self.make_call(l, L.PHASE_FORWARD, self.stream(), uses=self.borrowed_uses(l),
+                              flops=self.fwd_flops(l), hbm_bytes=self.fwd_hbm(l))
+        self.begin(l, L.PHASE_FORWARD, call)
+        if self.recording and not inference:
+            self.measure.enter(l)
+        if inference:
+            return None
+        (args, kwargs), _ = _wrap(_PostBackward, self, l, (args, kwargs))
+        return args, kwargs
+
+    def post_forward(self, l, out):
+        if self.in_backward:
+            return None
+        if self.recording and self.measure is not None:
+            self.measure.leave(l)
+        if self.open is not None and self.open[0] is l:
+            self.close_open()
+        if not torch.is_grad_enabled():
+            return None
+        out, _ = _wrap(_PreBackward, self, l, out)
+        return out
+
+    def root_post_forward(self):
+        if self.in_step and self.inference_step:
+            self.close_open()
+            self.ctx.step_end()
+            self.in_step = self.inference_step = False
+
+    # ------------------------------------------------------------ backward
+    def on_pre_backward(self, l):
+        if not self.in_backward:
+            self.in_backward = True
+            torch.autograd.Variable._execution_engine.queue_callback(self.on_backward_done)
+        if self.recording:
+            self.bwd_order.append(l)
+        uses = self.borrowed_uses(l)
+        fresh = True
+        for _, p in l.owned:
+            slot = self.slots[id(p)]
+            if slot.trainable and p.grad is not None:
+                fresh = False
+        if not fresh:
+            uses += [(self.slots[id(p)].handles["grad"], L.USE_READWRITE) for _, p in l.owned
+                     if self.slots[id(p)].trainable]
+        f = self.fwd_flops(l)
+        call = self.make_call(l, L.PHASE_BACKWARD, self.stream(), uses=uses,
+                              flops=2 * f + (f if l.recompute else 0), hbm_bytes=2 * self.fwd_hbm(l))
+        self.begin(l, L.PHASE_BACKWARD, call)
+
+    def on_post_backward(self, l):
+        if self.open is not None and self.open[0] is l and self.open[1] == L.PHASE_BACKWARD:
+            self.close_open()
+
+    def on_backward_done(self):
+        self.close_open()
+        self.in_backward = False
+
+    def grad_ready(self, slot):
+        p = slot.param
+        g = p.grad
+        view = slot.views["grad"]
+        if g is None:
+            return
+        if self.s.max_grad_norm is not None:
+            slot.norm = torch._foreach_norm([g], 2.0)[0]
+        if g is not view:
+            with torch.no_grad():
+                view.copy_(g)
+            p.grad = view
+
+    # ------------------------------------------------------------ the recorded step's measurements
+    def start_measure(self):
+        self.measure = _Measure(self)
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+
+    def measure_inputs(self, l, args, kwargs):
+        leaves, _ = tree_flatten((args, kwargs))
+        tensors = [t for t in leaves if isinstance(t, torch.Tensor)]
+        floats = [t for t in tensors if t.is_floating_point()]
+        first = floats[0] if floats else (tensors[0] if tensors else None)
+        if first is not None:
+            l.tokens = first.numel() // first.shape[-1] if first.is_floating_point() and first.dim() > 1 \
+                else first.numel()
+        l.in_bytes = sum(t.numel() * t.element_size() for t in floats if t.requires_grad)
+
+    def finish_measure(self):
+        m, self.measure = self.measure, None
+        if m is not None:
+            m.close()
+        if self.device.type == "cuda":
+            self.torch_peak_bytes = torch.cuda.max_memory_reserved(self.device)
+        else:
+            self.torch_peak_bytes = sum(l.act_bytes for l in self.layers)
+
+    def external_bytes(self, rec):
+        """Device memory torch holds at its peak with the blocks in rec recomputing."""
+        saved = sum(l.act_bytes - l.in_bytes for l in rec if l.act_bytes > l.in_bytes)
+        regen = max((l.act_bytes for l in rec), default=0)
+        ws = self.s.workspace_bytes
+        if ws is None:  # beyond the measured peak: fragmentation of torch's caching allocator
+            ws = 128 << 20 if self.device.type == "cuda" else 0
+        return max(0, self.torch_peak_bytes - saved + regen) + ws
+
+    # ------------------------------------------------------------ the optimizer phase (called by the optimizer)
+    def optimizer_phase(self, opt):
+        self.close_open()
+        self.in_backward = False
+        if not self.in_step:  # a step without forward: nothing to do but the update
+            self.ensure_step()
+        coef = opt.clip_coefficient()
+        coef_host = None
+        done = torch.cuda.Event() if self.device.type == "cuda" else None
+        if coef is not None and done is not None:
+            coef_cpu = coef.to("cpu", non_blocking=True)
+        if done is not None:
+            done.record(torch.cuda.current_stream(self.device))
+        order = self.fwd_order if self.fwd_order else self.layers
+        for l in order:  # GPU layers first: their kernels run while the CPU updates its layers
+            if l.cpu_opt or not any(self.slots[id(p)].trainable for _, p in l.owned):
+                continue
+            call = self.make_call(l, L.PHASE_OPTIMIZER, self.stream(),
+                                  hbm_bytes=28 * sum(p.numel() for _, p in l.owned))
+            self.begin(l, L.PHASE_OPTIMIZER, call)
+            opt.gpu_step(l, coef)
+            self.close_open()
+        cpu_layers = [l for l in order if l.cpu_opt]
+        if cpu_layers:
+            if done is not None:
+                done.synchronize()
+            if coef is not None:
+                coef_host = float(coef_cpu if done is not None else coef)
+            for l in cpu_layers:
+                n = sum(p.numel() for _, p in l.owned if self.slots[id(p)].trainable)
+                call = self.make_call(l, L.PHASE_OPTIMIZER, self.cpu_stream_handle(), no_default=True,
+                                      host_bytes=self.adam_host_bytes(n), after=self.stream())
+                self.begin(l, L.PHASE_OPTIMIZER, call)
+                t0 = time.perf_counter_ns()
+                opt.cpu_step(l, coef_host)
+                ns = time.perf_counter_ns() - t0
+                self.close_open()
+                self.last_cpu_ns[l.index] = ns
+                if self.ctx.backend == "cuda":
+                    self.ctx.host_work_measured(l.index, L.PHASE_OPTIMIZER, ns)
+        self.ctx.step_end()
+        self.in_step = False
+        self.steps += 1
+        self.after_step()
+
+    def after_step(self):
+        if self.recording:
+            self.recording = False
+            self.finish_measure()
+            self.choose()
+            return
+        if self.choice is None:
+            return
+        self.planned_since_choice += 1
+        if self.planned_since_choice == REVIEW_AFTER and self.reviews < 2 and self.s.review:
+            self.reviews += 1
+            choice, changed = self.ctx.choice_review()
+            self.choice = choice
+            if changed:
+                notice(f"the review chose again: {self.describe(choice.values)} "
+                       f"(measured {choice.measured_step_ns / 1e6:.1f} ms/step against "
+                       f"{choice.first_predicted_step_ns / 1e6:.1f} predicted)")
+                self.apply(choice.values)
+                self.planned_since_choice = -1  # the re-recorded step is not a planned one
+            elif self.s.verbose:
+                notice(f"the values stay, predicted with the measured work: "
+                       f"{choice.predicted_step_ns / 1e6:.1f} ms/step")
+
+    # ------------------------------------------------------------ the choice
+    def opt_layers(self):
+        return [l for l in self.fwd_order or self.layers
+                if any(self.slots[id(p)].trainable for _, p in l.owned)]
+
+    def blocks(self):
+        return [l for l in self.fwd_order or self.layers if l.is_block]
+
+    def knobs(self):
+        knobs = []
+        ol, bl = self.opt_layers(), self.blocks()
+        self.knob_cpu = self.knob_rec = None
+        if self.s.cpu_optimizer == "auto" and self.s.cpu_capable and ol:
+            vals = sorted({(k * len(ol) + 4) // 8 for k in range(9)})
+            self.knob_cpu = len(knobs)
+            knobs.append(("cpu_layers", vals))
+        if self.s.recompute == "auto" and bl:
+            vals = sorted({0, len(bl) // 4, len(bl) // 2, 3 * len(bl) // 4, len(bl)})
+            self.knob_rec = len(knobs)
+            knobs.append(("recompute", vals))
+        return knobs
+
+    def decode(self, values):
+        ol, bl = self.opt_layers(), self.blocks()
+        if self.knob_cpu is not None:
+            k = values[self.knob_cpu]
+        else:
+            k = len(ol) if self.s.cpu_optimizer is True else 0
+        if self.knob_rec is not None:
+            r = values[self.knob_rec]
+        else:
+            r = len(bl) if self.s.recompute is True else 0
+        cpu = set(ol[len(ol) - k:]) if k > 0 else set()
+        rec = set(bl[:r])
+        return cpu, rec
+
+    def describe(self, values):
+        cpu, rec = self.decode(values)
+        return f"optimizer on the CPU for {len(cpu)} of {len(self.opt_layers())} layers, " \
+               f"recompute {len(rec)} of {len(self.blocks())} blocks"
+
+    def choose(self):
+        knobs = self.knobs()
+        choice = self.ctx.choose(knobs, self.rehearse)
+        if not choice.fits:
+            big = max(self.layers, key=lambda l: sum(self.slots[id(p)].nbytes * len(self.slots[id(p)].handles)
+                                                     for _, p in l.owned))
+            ws = sum(self.slots[id(p)].nbytes * len(self.slots[id(p)].handles) for _, p in big.owned)
+            raise RuntimeError(
+                f"offload: nothing fits the budget of {fmt_bytes(self.ctx.budget)}: module "
+                f"{big.name!r} alone needs {fmt_bytes(ws)} of weights, gradients and optimizer state "
+                f"and PyTorch holds {fmt_bytes(self.external_bytes(set(self.blocks())))} (activations, "
+                f"with every block recomputing) beside it: give a larger budget")
+        self.choice = choice
+        self.apply(choice.values)
+        self.planned_since_choice = -1  # the next step is recorded again with the new calls
+        notice(f"{self.describe(choice.values)}; predicted {choice.predicted_step_ns / 1e6:.1f} ms/step "
+               f"({choice.rehearsals} rehearsals, plan budget {choice.plan_budget_bytes / 2**30:.2f} GiB, "
+               f"PyTorch's memory {fmt_bytes(self.ctx_external)})")
+
+    def apply(self, values):
+        cpu, rec = self.decode(values)
+        for l in self.layers:
+            want = l in cpu
+            if want != l.cpu_opt:
+                for _, p in l.owned:
+                    slot = self.slots[id(p)]
+                    for kind, h in slot.handles.items():
+                        self.ctx.set_placement(h, want)
+                l.cpu_opt = want
+            self.set_recompute(l, l in rec)
+        self.ctx_external = self.external_bytes(rec)
+        try:
+            self.ctx.set_external_bytes(self.ctx_external)
+        except L.UvmrtError as e:
+            raise RuntimeError(f"offload: PyTorch's own memory ({fmt_bytes(self.ctx_external)} of "
+                               f"activations and workspace, measured in the first step) leaves nothing of "
+                               f"the budget ({fmt_bytes(self.ctx.budget)}): give a larger budget") from e
+
+    def set_recompute(self, l, on):
+        m = l.module
+        if on and l.ckpt_orig is None:
+            orig = m.forward
+            l.ckpt_orig = orig
+
+            def checkpointed(*args, **kwargs):
+                return torch.utils.checkpoint.checkpoint(orig, *args, use_reentrant=False, **kwargs)
+            m.forward = checkpointed
+        elif not on and l.ckpt_orig is not None:
+            if "forward" in m.__dict__:
+                del m.__dict__["forward"]
+            if m.forward != l.ckpt_orig:
+                m.forward = l.ckpt_orig
+            l.ckpt_orig = None
+        l.recompute = on
+
+    def rehearse(self, handle, values, steps):
+        """uvmrt_rehearse_fn: the recorded step's calls on the model context."""
+        cpu, rec = self.decode(values)
+        model = Context.wrap(handle)
+        lib = L.lib()
+        idx = {}
+        for l in self.layers:
+            out = ctypes.c_int()
+            st = lib.uvmrt_layer_add(handle, l.name.encode(), ctypes.byref(out))
+            if st != L.OK:
+                return st
+            idx[l] = out.value
+        handles = {}
+        for l in self.layers:
+            descs, keys = [], []
+            for fqn, p in l.owned:
+                slot = self.slots[id(p)]
+                for kind in slot.handles:
+                    descs.append((f"{fqn}.{kind}", idx[l], _ROLE[kind], slot.nbytes))
+                    keys.append((id(p), kind))
+            if not descs:
+                continue
+            arr = (L.TensorDesc * len(descs))()
+            names = [d[0].encode() for d in descs]
+            for i, d in enumerate(descs):
+                arr[i].name, arr[i].layer, arr[i].role, arr[i].size_bytes = names[i], d[1], d[2], d[3]
+            out = (ctypes.c_void_p * len(descs))()
+            st = lib.uvmrt_tensors_alloc(handle, len(descs), arr, out)
+            if st != L.OK:
+                return st
+            for i, k in enumerate(keys):
+                handles[k] = out[i]
+                if l in cpu:
+                    st = lib.uvmrt_tensor_set_placement(handle, out[i], L.PLACE_HOST)
+                    if st != L.OK:
+                        return st
+        st = lib.uvmrt_context_set_external_bytes(handle, self.external_bytes(rec))
+        if st != L.OK:
+            return st
+        gpu = ctypes.cast(ctypes.pointer(_SIM_GPU_STREAM), ctypes.c_void_p)
+        cpus = ctypes.cast(ctypes.pointer(_SIM_CPU_STREAM), ctypes.c_void_p)
+        fwd = self.fwd_order or self.layers
+        bwd = self.bwd_order or list(reversed(fwd))
+        keep = []
+
+        def call(l, phase, stream, uses=(), **kw):
+            c = L.LayerCall()
+            c.layer, c.phase, c.stream = idx[l], phase, stream
+            if uses:
+                arr = (L.Use * len(uses))(*[L.Use(h, a) for h, a in uses])
+                keep.append(arr)
+                c.uses, c.n_uses = ctypes.cast(arr, ctypes.POINTER(L.Use)), len(uses)
+            for k, v in kw.items():
+                setattr(c, k, v)
+            return model_call(handle, c)
+
+        def borrowed(l):
+            return [(handles[(id(p), "weight")], L.USE_READ) for p in l.borrowed if (id(p), "weight") in handles]
+
+        for s in range(steps):
+            st = lib.uvmrt_step_begin(handle)
+            if st != L.OK:
+                return st
+            for l in fwd:
+                after = cpus if (l in cpu and s > 0) else None
+                st = call(l, L.PHASE_FORWARD, gpu, borrowed(l), flops=self.fwd_flops(l),
+                          hbm_bytes=int(self.fwd_hbm(l)), after=after)
+                if st != L.OK:
+                    return st
+            for l in bwd:
+                f = self.fwd_flops(l)
+                st = call(l, L.PHASE_BACKWARD, gpu, borrowed(l), flops=2 * f + (f if l in rec else 0),
+                          hbm_bytes=int(2 * self.fwd_hbm(l)))
+                if st != L.OK:
+                    return st
+            for l in self.opt_layers():
+                if l in cpu:
+                    continue
+                st = call(l, L.PHASE_OPTIMIZER, gpu, hbm_bytes=28 * sum(p.numel() for _, p in l.owned))
+                if st != L.OK:
+                    return st
+            for l in self.opt_layers():
+                if l not in cpu:
+                    continue
+                n = sum(p.numel() for _, p in l.owned if self.slots[id(p)].trainable)
+                st = call(l, L.PHASE_OPTIMIZER, cpus, no_default_uses=1, host_bytes=self.adam_host_bytes(n),
+                          after=gpu)
+                if st != L.OK:
+                    return st
+            st = lib.uvmrt_step_end(handle)
+            if st != L.OK:
+                return st
+        del model
+        return L.OK
+
+    # ------------------------------------------------------------ teardown
+    def close(self):
+        for h in self.hooks:
+            h.remove()
+        self.hooks = []
+        if self.ctx is not None:
+            self.ctx.close()
+
+
+_ROLE = {"weight": L.ROLE_WEIGHT, "grad": L.ROLE_GRADIENT, "exp_avg": L.ROLE_OPTIMIZER_STATE,
+         "exp_avg_sq": L.ROLE_OPTIMIZER_STATE}
+
+
+class _Measure:
+    """Bytes autograd saves for the backward in each layer's forward (the recorded step):
+    each storage once, uvmrt's own tensors (the parameters) not at all."""
+
+    def __init__(self, engine):
+        self.engine = engine
+        self.own = {slot.views["weight"].untyped_storage().data_ptr() for slot in engine.slots.values()}
+        self.stack = []
+
+    def enter(self, l):
+        seen = set()
+
+        def pack(t):
+            try:
+                ptr = t.untyped_storage().data_ptr()
+                if ptr not in self.own and ptr not in seen:
+                    seen.add(ptr)
+                    l.act_bytes += t.untyped_storage().nbytes()
+            except Exception:
+                pass
+            return t
+        ctx = torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t)
+        ctx.__enter__()
+        self.stack.append((l, ctx))
+
+    def leave(self, l):
+        while self.stack:
+            ll, ctx = self.stack.pop()
+            ctx.__exit__(None, None, None)
+            if ll is l:
+                break
+
+    def close(self):
+        while self.stack:
+            _, ctx = self.stack.pop()
+            ctx.__exit__(None, None, None)
