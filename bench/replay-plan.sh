@@ -10,9 +10,22 @@
 #
 # RUNDIR: run-plan.sh's output (mlp.ROW.json, rec.ROW.json, profile.json); OUTDIR
 # (default RUNDIR/replay-now): sim.ROW.json and replay.ROW.json, then a table on stdout.
+# A run packed for the tree (bench/pack-results.sh: the raw files in a raw.tar.xz of
+# RUNDIR or of a parent, e.g. bench/results/2026-12-01-plan6/r18-handset) is unpacked
+# into a temporary folder first, with its records (records*.tgz), and removed after.
 set -uo pipefail
 run=${1:?usage: bench/replay-plan.sh RUNDIR [OUTDIR]}
 out=${2:-$run/replay-now}
+if ! compgen -G "$run/mlp.*.json" >/dev/null; then
+    unpacked=$(mktemp -d "${TMPDIR:-/tmp}/replay-plan.XXXXXX") || exit 2
+    trap 'rm -rf "$unpacked"' EXIT
+    run=$(bash "$(dirname "$0")/unpack-results.sh" "$run" "$unpacked") || exit 2
+    for a in "$run"/records*.tgz; do
+        [ -f "$a" ] && ! compgen -G "$run/rec.*.json" >/dev/null && tar -xzf "$a" -C "$run"
+    done
+    compgen -G "$run/mlp.*.json" >/dev/null ||
+        { echo "replay-plan.sh: $1: no mlp.*.json, packed or not (not a run-plan.sh output?)" >&2; exit 2; }
+fi
 build=${BUILD:-.}
 mlp=$build/examples/mlp/uvmrt-mlp
 plan=$build/tools/uvmrt-plan

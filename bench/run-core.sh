@@ -39,7 +39,8 @@ echo "== link: $linkbench --json $outdir/link.json"
 echo "== demo: policies none, demand, prefetch; budget 8G"
 # a checksum mismatch (exit 1) still gets its table; the script then fails with it
 demo_status=0
-"$demo" --backend cuda --policy all --budget 8G --layers 24 --layer-mib 1024 --steps 6 \
+# --detail: the log keeps each run's configuration and per-layer tables (after the table)
+"$demo" --backend cuda --policy all --budget 8G --layers 24 --layer-mib 1024 --steps 6 --detail \
     --report-json "$outdir/core.json" "$@" 2>&1 | tee "$outdir/demo.log" ||
     demo_status=${PIPESTATUS[0]}
 

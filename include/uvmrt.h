@@ -8,6 +8,16 @@
  *
  * Contract, in short:
  *  - Handles are opaque. Every create has a destroy; destroying NULL is a no-op.
+ *  - Tensor handles: a call that takes a context and a tensor looks the tensor up in
+ *    that context's own table of the handles it made (a hash set of pointers, kept
+ *    until the context is destroyed) before reading it, so a tensor freed twice, one
+ *    of another context or of a destroyed context, or any other pointer gives
+ *    UVMRT_ERR_NOT_FOUND (or the call's documented error) without touching the
+ *    memory it points to. One limit of pointer handles: once a context is destroyed
+ *    its tensors' memory may be reused, and a stale handle equal to a tensor the
+ *    context made since is that tensor. The getters without a context
+ *    (uvmrt_tensor_ptr, _size, _name...) read the handle: give them tensors of live
+ *    contexts only.
  *  - Every call returns a uvmrt_status_t: UVMRT_OK (0) or a negative error. On error
  *    nothing was changed, and a message naming the bad value was logged.
  *    The library never calls exit() or abort().
@@ -339,7 +349,8 @@ uvmrt_status_t uvmrt_tensors_alloc(uvmrt_context_t *ctx, size_t n,
 uvmrt_status_t uvmrt_tensor_alloc(uvmrt_context_t *ctx, const uvmrt_tensor_desc_t *desc,
                                   uvmrt_tensor_t **out);
 /* Frees a tensor; its arena is released when its last tensor is freed. Freeing a
- * tensor twice, or one of another context, gives UVMRT_ERR_NOT_FOUND. NULL: no-op.
+ * tensor twice, one of another context or of a destroyed context gives
+ * UVMRT_ERR_NOT_FOUND (the handle is looked up before it is read). NULL: no-op.
  * Not allowed inside a step. */
 uvmrt_status_t uvmrt_tensor_free(uvmrt_context_t *ctx, uvmrt_tensor_t *tensor);
 

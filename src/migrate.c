@@ -38,7 +38,7 @@ uvmrt_status_t uvmrt__exec_place(uvmrt_context_t *ctx, uvmrt_tensor_t *t, int ho
         if (st == UVMRT_OK) st = uvmrt__ring_record(ctx, ctx->ev.d2h_stream, &leaving);
         if (st != UVMRT_OK) return st;
         if (t->resident) uvmrt__resident_add(ctx, -(int64_t)t->footprint);
-        t->resident = 0;
+        uvmrt__tensor_set_resident(ctx, t, 0);
         t->ready = 0;
         t->leaving = leaving;
         t->host_homed = 1;
@@ -135,7 +135,7 @@ uvmrt_status_t uvmrt__issue_batch(uvmrt_context_t *ctx, uvmrt_batch_t *b, int la
         for (size_t i = 0; i < n_victims; i++) {
             int discarded = i >= b->n_evict;
             uvmrt_tensor_t *t = discarded ? b->discard[i - b->n_evict] : b->evict[i];
-            t->resident = 0;
+            uvmrt__tensor_set_resident(ctx, t, 0);
             t->ready = 0;
             t->leaving = evicted;
             if (discarded) t->dead = 1;
@@ -160,7 +160,7 @@ uvmrt_status_t uvmrt__issue_batch(uvmrt_context_t *ctx, uvmrt_batch_t *b, int la
         }
         for (size_t i = 0; i < b->n_fetch; i++) {
             uvmrt_tensor_t *t = b->fetch[i];
-            t->resident = 1;
+            uvmrt__tensor_set_resident(ctx, t, 1);
             t->ready = ready; /* 0 when no event could be recorded: nothing waits for it */
             uvmrt__resident_add(ctx, (int64_t)t->footprint);
             if (moved) uvmrt__stat_add(ctx, layer, phase, STAT_PREFETCH, t->footprint);

@@ -183,21 +183,17 @@ static void refresh_mechanisms(uvmrt_context_t *ctx, struct uvmrt_monitor *m, ui
         m->cap_tbits = ctx->tensors.n;
     }
     uvmrt_mon_layer_t *rows = rows_of(m);
-    unsigned lb[UVMRT_MON_LAYERS0];
-    /* per layer union of its tensors' bits, in chunks of UVMRT_MON_LAYERS0 layers */
+    /* per layer union of its tensors' bits: one pass over the tensors */
+    unsigned *lb = calloc((size_t)n_layers + 1, sizeof *lb);
+    if (lb == NULL) return; /* keep the old strings; try again next step */
     if (ctx->tensors.n > 0) uvmrt__mechanisms(ctx, m->tbits);
-    for (uint32_t base = 0; base < n_layers; base += UVMRT_MON_LAYERS0) {
-        memset(lb, 0, sizeof lb);
-        for (int id = 0; id < ctx->tensors.n; id++) {
-            int l = ctx->tensors.by_id[id]->layer;
-            if (ctx->tensors.by_id[id]->magic != UVMRT_TENSOR_MAGIC || l < (int)base || l >= (int)(base + UVMRT_MON_LAYERS0) ||
-                l >= (int)n_layers)
-                continue;
-            lb[l - base] |= m->tbits[id];
-        }
-        for (uint32_t l = base; l < n_layers && l < base + UVMRT_MON_LAYERS0; l++)
-            uvmrt_mechanism_name(lb[l - base], rows[l].mechanism, sizeof rows[l].mechanism);
+    for (int id = 0; id < ctx->tensors.n; id++) {
+        int l = ctx->tensors.by_id[id]->layer;
+        if (ctx->tensors.by_id[id]->magic != UVMRT_TENSOR_MAGIC || l < 0 || l >= (int)n_layers) continue;
+        lb[l] |= m->tbits[id];
     }
+    for (uint32_t l = 0; l < n_layers; l++) uvmrt_mechanism_name(lb[l], rows[l].mechanism, sizeof rows[l].mechanism);
+    free(lb);
     m->mech_sig = sig;
     m->mech_valid = 1;
 }

@@ -14,32 +14,40 @@ void uvmrt_plan_free(uvmrt_plan_t *p)
     free(p->host_homed);
     free(p->point_first);
     free(p->actions);
-    free(p->next_use);
+    free(p->use_first);
+    free(p->use_event);
     memset(p, 0, sizeof *p);
 }
 
-/* next_use[e][t] = smallest d in 1..m with t used by event (e+d) mod m. */
-static int32_t *next_use_table(const uvmrt_plan_input_t *in)
+/* ------------------------------------------------------------------ next use */
+/* Each tensor's events, ascending (a counting sort of the uses by tensor): O(uses + n). */
+static int use_lists(const uvmrt_plan_input_t *in, uvmrt_plan_t *out)
 {
-    size_t m = (size_t)in->m, nt = (size_t)in->n_tensors;
-    int32_t *nu = malloc(m * nt * sizeof *nu + 1);
-    uint8_t *used = calloc(m * nt + 1, 1);
-    if (nu == NULL || used == NULL) {
-        free(nu);
-        free(used);
-        return NULL;
+    size_t nt = (size_t)in->n_tensors, total = 0;
+    for (int e = 0; e < in->m; e++) total += (size_t)in->events[e].n;
+    out->use_first = calloc(nt + 2, sizeof *out->use_first);
+    out->use_event = malloc((total + 1) * sizeof *out->use_event);
+    if (out->use_first == NULL || out->use_event == NULL) return -1;
+    for (int e = 0; e < in->m; e++)
+        for (int i = 0; i < in->events[e].n; i++) out->use_first[in->events[e].tensors[i] + 2]++;
+    for (size_t t = 0; t < nt; t++) out->use_first[t + 2] += out->use_first[t + 1];
+    /* use_first[t + 1] is now t's start: fill, moving it to t's end = (t+1)'s start */
+    for (int e = 0; e < in->m; e++)
+        for (int i = 0; i < in->events[e].n; i++) out->use_event[out->use_first[in->events[e].tensors[i] + 1]++] = e;
+    return 0;
+}
+
+int32_t uvmrt_plan_next_use(const uvmrt_plan_t *p, int e, int t)
+{
+    size_t lo = p->use_first[t], hi = p->use_first[t + 1], first = lo;
+    if (lo == hi) return UVMRT_NEVER;
+    while (lo < hi) { /* the first of t's events after e */
+        size_t mid = lo + (hi - lo) / 2;
+        if (p->use_event[mid] <= e) lo = mid + 1;
+        else hi = mid;
     }
-    for (size_t e = 0; e < m; e++)
-        for (int i = 0; i < in->events[e].n; i++) used[e * nt + (size_t)in->events[e].tensors[i]] = 1;
-    for (size_t t = 0; t < nt; t++) {
-        size_t next = SIZE_MAX; /* position of the next use in the doubled sequence */
-        for (size_t e2 = 2 * m; e2-- > 0;) {
-            if (e2 < m) nu[e2 * nt + t] = next == SIZE_MAX ? UVMRT_NEVER : (int32_t)(next - e2);
-            if (used[(e2 % m) * nt + t]) next = e2;
-        }
-    }
-    free(used);
-    return nu;
+    if (lo < p->use_first[t + 1]) return p->use_event[lo] - e;
+    return p->use_event[first] + p->m - e; /* the next step's first use (its only one: m) */
 }
 
 static unsigned access_of(const uvmrt_plan_event_t *ev, int t)
@@ -56,13 +64,102 @@ static int in_event(const uvmrt_plan_event_t *ev, int t)
     return 0;
 }
 
+/* ------------------------------------------------------------------ the builder */
+/* Belady in O(uses log tensors): the resident tensors sit in a heap keyed by their
+ * next use (farthest first), which changes only for the tensors of the event just
+ * passed; and each point's look-ahead starts where the last one stopped (every
+ * tensor of the events in between is resident: see plan_point). */
 typedef struct builder {
     const uvmrt_plan_input_t *in;
     uvmrt_plan_t *plan;
     uint8_t *resident;
     uint64_t used;
     size_t cap;
+    int64_t prev;     /* the event just passed, absolute (-1: the previous step's last) */
+    int64_t *next;    /* per tensor: its first use after prev, absolute (INT64_MAX: none) */
+    size_t *cursor;   /* per tensor: the index of next in its use list */
+    int *heap, *pos;  /* the resident tensors; pos[t]: t's index in heap, -1 when not there */
+    int n_heap;
+    int64_t scan;     /* the first absolute event a look-ahead has not yet seen all resident */
+    int *skipped;     /* pick_victim's scratch: room for the largest event */
 } builder_t;
+
+/* a before b in the heap: the farther next use, then the larger footprint, then the lower id */
+static int heap_before(const builder_t *b, int x, int y)
+{
+    if (b->next[x] != b->next[y]) return b->next[x] > b->next[y];
+    if (b->in->footprint[x] != b->in->footprint[y]) return b->in->footprint[x] > b->in->footprint[y];
+    return x < y;
+}
+
+static void heap_set(builder_t *b, int i, int t)
+{
+    b->heap[i] = t;
+    b->pos[t] = i;
+}
+
+static void heap_fix(builder_t *b, int i)
+{
+    int t = b->heap[i];
+    while (i > 0 && heap_before(b, t, b->heap[(i - 1) / 2])) { /* up */
+        heap_set(b, i, b->heap[(i - 1) / 2]);
+        i = (i - 1) / 2;
+    }
+    for (;;) { /* down */
+        int c = 2 * i + 1;
+        if (c >= b->n_heap) break;
+        if (c + 1 < b->n_heap && heap_before(b, b->heap[c + 1], b->heap[c])) c++;
+        if (!heap_before(b, b->heap[c], t)) break;
+        heap_set(b, i, b->heap[c]);
+        i = c;
+    }
+    heap_set(b, i, t);
+}
+
+static void heap_push(builder_t *b, int t)
+{
+    b->heap[b->n_heap] = t;
+    b->pos[t] = b->n_heap++;
+    heap_fix(b, b->n_heap - 1);
+}
+
+static void heap_remove(builder_t *b, int t)
+{
+    int i = b->pos[t], last = b->heap[--b->n_heap];
+    b->pos[t] = -1;
+    if (i == b->n_heap) return;
+    heap_set(b, i, last);
+    heap_fix(b, i);
+}
+
+static void set_resident(builder_t *b, int t, int on)
+{
+    if (b->resident[t] == on) return;
+    b->resident[t] = (uint8_t)on;
+    if (on) {
+        b->used += b->in->footprint[t];
+        heap_push(b, t);
+    } else {
+        b->used -= b->in->footprint[t];
+        heap_remove(b, t);
+    }
+}
+
+/* Moves prev to the next event: its tensors' next uses move to their following one. */
+static void advance(builder_t *b)
+{
+    const uvmrt_plan_t *p = b->plan;
+    int64_t e = ++b->prev, m = b->in->m;
+    const uvmrt_plan_event_t *ev = &b->in->events[e % m];
+    for (int i = 0; i < ev->n; i++) {
+        int t = ev->tensors[i];
+        size_t first = p->use_first[t], n = p->use_first[t + 1] - first;
+        b->cursor[t] = (b->cursor[t] + 1) % n;
+        int64_t at = p->use_event[first + b->cursor[t]];
+        b->next[t] = (e / m) * m + at + (b->cursor[t] == 0 ? m : 0);
+        if (b->pos[t] >= 0) heap_fix(b, b->pos[t]);
+    }
+}
 
 static int push(builder_t *b, int tensor, int kind, int target)
 {
@@ -78,61 +175,69 @@ static int push(builder_t *b, int tensor, int kind, int target)
     return 0;
 }
 
-/* The resident tensor, not used by event `prev`, whose next use after prev is the
+/* The resident tensor, not used by the event prev, whose next use after prev is the
  * farthest (ties: larger footprint, then lower id). -1 when there is none. */
-static int pick_victim(const builder_t *b, int prev, int32_t *victim_nu)
+static int pick_victim(builder_t *b, int32_t *victim_nu)
 {
-    const uvmrt_plan_input_t *in = b->in;
-    int best = -1;
-    int32_t best_nu = 0;
-    for (int t = 0; t < in->n_tensors; t++) {
-        if (!b->resident[t] || in_event(&in->events[prev], t)) continue;
-        int32_t nu = uvmrt_plan_next_use(b->plan, prev, t);
-        if (best < 0 || nu > best_nu || (nu == best_nu && in->footprint[t] > in->footprint[best])) {
+    const uvmrt_plan_event_t *ev = &b->in->events[(b->prev + b->in->m) % b->in->m];
+    int *skipped = b->skipped, n_skipped = 0, best = -1;
+    while (b->n_heap > 0) { /* the top, unless prev's event uses it: set aside, then back */
+        int t = b->heap[0];
+        if (!in_event(ev, t)) {
             best = t;
-            best_nu = nu;
+            break;
         }
+        skipped[n_skipped++] = t;
+        heap_remove(b, t);
     }
-    *victim_nu = best_nu;
+    for (int i = 0; i < n_skipped; i++) heap_push(b, skipped[i]);
+    *victim_nu = best < 0 ? 0 : b->next[best] == INT64_MAX ? UVMRT_NEVER : (int32_t)(b->next[best] - b->prev);
     return best;
 }
 
-static int evict(builder_t *b, int prev, int victim, int32_t victim_nu, int target)
+static int evict(builder_t *b, int victim, int32_t victim_nu, int target)
 {
     const uvmrt_plan_input_t *in = b->in;
     int kind = UVMRT_ACT_EVICT;
+    int prev = (int)((b->prev + in->m) % in->m);
     if (in->discard && victim_nu != UVMRT_NEVER) {
         unsigned acc = access_of(&in->events[(prev + victim_nu) % in->m], victim);
         if (!(acc & UVMRT_USE_READ)) kind = UVMRT_ACT_DISCARD;
     }
-    b->resident[victim] = 0;
-    b->used -= in->footprint[victim];
+    set_resident(b, victim, 0);
     return push(b, victim, kind, target);
 }
 
-/* Issue point p (0..m): after event prev = p-1 (cyclic), look ahead one cycle. */
+/* Issue point p (0..m): after event prev = p-1 (cyclic), look ahead one cycle.
+ * The look-ahead starts at b->scan, not at p: the last point's look-ahead made or
+ * found every tensor of the events before b->scan resident, and none of them can
+ * have left since (a victim's next use is past the event being fetched for, and
+ * theirs are before it), so looking at them again would change nothing. */
 static int plan_point(builder_t *b, int p)
 {
     const uvmrt_plan_input_t *in = b->in;
     int m = in->m;
-    int prev = (p - 1 + m) % m;
-    for (int d = 1; d <= m; d++) {
-        int j = p - 1 + d; /* absolute event index, this step's numbering */
+    int64_t j0 = b->scan > p ? b->scan : p;
+    for (int64_t j = j0; j <= (int64_t)p - 1 + m; j++) { /* absolute event index, this step's numbering */
+        int d = (int)(j - (p - 1));
         const uvmrt_plan_event_t *ev = &in->events[j % m];
         for (int i = 0; i < ev->n; i++) {
             int t = ev->tensors[i];
             if (b->resident[t]) continue;
             while (b->used + in->footprint[t] > in->budget) {
                 int32_t vnu;
-                int v = pick_victim(b, prev, &vnu);
-                if (v < 0 || vnu <= d) return 0; /* no beneficial room: stop looking ahead */
-                if (evict(b, prev, v, vnu, j) != 0) return -1;
+                int v = pick_victim(b, &vnu);
+                if (v < 0 || vnu <= d) { /* no beneficial room: stop looking ahead */
+                    b->scan = j;
+                    return 0;
+                }
+                if (evict(b, v, vnu, (int)j) != 0) return -1;
             }
-            if (push(b, t, UVMRT_ACT_PREFETCH, j) != 0) return -1;
-            b->resident[t] = 1;
-            b->used += in->footprint[t];
+            if (push(b, t, UVMRT_ACT_PREFETCH, (int)j) != 0) return -1;
+            set_resident(b, t, 1);
         }
     }
+    b->scan = (int64_t)p + m;
     return 0;
 }
 
@@ -141,6 +246,8 @@ static uvmrt_status_t build_once(const uvmrt_plan_input_t *full, const uint8_t *
                                  int *bad_event)
 {
     memset(out, 0, sizeof *out);
+    builder_t b;
+    memset(&b, 0, sizeof b);
     size_t nt = (size_t)full->n_tensors, m = (size_t)full->m, total_uses = 0;
     for (size_t e = 0; e < m; e++) total_uses += (size_t)full->events[e].n;
     uvmrt_plan_event_t *ev = malloc(m * sizeof *ev);
@@ -177,33 +284,49 @@ static uvmrt_status_t build_once(const uvmrt_plan_input_t *full, const uint8_t *
     out->end_resident = malloc(nt + 1);
     out->host_homed = malloc(nt + 1);
     out->point_first = calloc(m + 2, sizeof *out->point_first);
-    out->next_use = next_use_table(in);
-    builder_t b = {in, out, out->end_resident, 0, 0};
-    if (!out->start_resident || !out->end_resident || !out->host_homed || !out->point_first || !out->next_use)
+    int max_n = 0;
+    for (size_t e = 0; e < m; e++) max_n = ev[e].n > max_n ? ev[e].n : max_n;
+    b.in = in;
+    b.plan = out;
+    b.resident = out->end_resident;
+    b.prev = -1;
+    b.skipped = malloc(((size_t)max_n + 1) * sizeof *b.skipped);
+    b.next = malloc((nt + 1) * sizeof *b.next);
+    b.cursor = calloc(nt + 1, sizeof *b.cursor);
+    b.heap = malloc((nt + 1) * sizeof *b.heap);
+    b.pos = malloc((nt + 1) * sizeof *b.pos);
+    if (!out->start_resident || !out->end_resident || !out->host_homed || !out->point_first || use_lists(in, out) != 0 ||
+        !b.next || !b.cursor || !b.heap || !b.pos || !b.skipped)
         goto nomem;
     memcpy(out->start_resident, in->resident0, nt);
-    memcpy(b.resident, in->resident0, nt);
+    memset(b.resident, 0, nt);
     memcpy(out->host_homed, homed, nt);
+    for (size_t t = 0; t < nt; t++) { /* next uses after the previous step's last event */
+        b.pos[t] = -1;
+        b.next[t] = out->use_first[t] == out->use_first[t + 1] ? INT64_MAX : out->use_event[out->use_first[t]];
+    }
     for (size_t t = 0; t < nt; t++)
-        if (b.resident[t]) b.used += in->footprint[t];
+        if (in->resident0[t]) set_resident(&b, (int)t, 1);
 
     /* Newly homed tensors leave the device first (written back, so that their host
      * pages hold the data the GPU will then reach over the link). */
     for (size_t t = 0; t < nt; t++)
         if (homed[t] && b.resident[t]) {
-            b.resident[t] = 0;
-            b.used -= in->footprint[t];
+            set_resident(&b, (int)t, 0);
             if (push(&b, (int)t, UVMRT_ACT_EVICT, 0) != 0) goto nomem;
         }
     /* A start over budget (e.g. a smaller budget than the record's): shed the
      * farthest tensors first, at point 0. */
     while (b.used > in->budget) {
         int32_t vnu;
-        int v = pick_victim(&b, in->m - 1, &vnu);
-        if (v < 0 || evict(&b, in->m - 1, v, vnu, 0) != 0) goto nomem;
+        int v = pick_victim(&b, &vnu);
+        if (v < 0 || evict(&b, v, vnu, 0) != 0) goto nomem;
     }
     for (int p = 0; p <= in->m; p++) {
-        if (p > 0) out->point_first[p] = out->n_actions;
+        if (p > 0) {
+            out->point_first[p] = out->n_actions;
+            advance(&b); /* prev = p - 1 */
+        }
         if (plan_point(&b, p) != 0) goto nomem;
     }
     out->point_first[in->m + 1] = out->n_actions;
@@ -230,6 +353,11 @@ nomem:
     uvmrt_plan_free(out);
     st = UVMRT_ERR_NOMEM;
 done:
+    free(b.skipped);
+    free(b.next);
+    free(b.cursor);
+    free(b.heap);
+    free(b.pos);
     free(ev);
     free(ts);
     free(acc);

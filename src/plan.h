@@ -73,9 +73,11 @@ typedef struct uvmrt_plan {
     size_t *point_first;             /* m+2 entries: actions of point p are [first[p], first[p+1]) */
     uvmrt_action_t *actions;
     size_t n_actions;
-    /* next_use[e * n_tensors + t]: the first event after e (cyclic, e+1..e+m) using
-     * t, as an offset 1..m, or UVMRT_NEVER. Used by the executor's late path. */
-    int32_t *next_use;
+    /* The events using each tensor, ascending: tensor t's are use_event[use_first[t]
+     * .. use_first[t + 1]) (n_tensors + 1 offsets; homed tensors have none). Sized by
+     * the step's uses, not events x tensors; uvmrt_plan_next_use searches them. */
+    size_t *use_first;
+    int32_t *use_event;
 } uvmrt_plan_t;
 
 /* Builds a plan (choosing host-homed tensors when remote_ok allows).
@@ -84,10 +86,8 @@ typedef struct uvmrt_plan {
 uvmrt_status_t uvmrt_plan_build(const uvmrt_plan_input_t *in, uvmrt_plan_t *out, int *bad_event);
 void uvmrt_plan_free(uvmrt_plan_t *plan);
 
-/* Next use of tensor t after event e, as an offset 1..m, or UVMRT_NEVER. */
-static inline int32_t uvmrt_plan_next_use(const uvmrt_plan_t *p, int e, int t)
-{
-    return p->next_use[(size_t)e * (size_t)p->n_tensors + (size_t)t];
-}
+/* Next use of tensor t after event e: the smallest d in 1..m with t used by event
+ * (e + d) mod m, or UVMRT_NEVER. A binary search of t's events: O(log uses of t). */
+int32_t uvmrt_plan_next_use(const uvmrt_plan_t *p, int e, int t);
 
 #endif

@@ -216,10 +216,11 @@ uvmrt_status_t uvmrt__demand_path(uvmrt_context_t *ctx, const uvmrt_call_t *c)
         uvmrt_tensor_t **victims = malloc((size_t)ctx->tensors.n * sizeof *victims);
         uvmrt_range_t *ranges = malloc((size_t)ctx->tensors.n * sizeof *ranges);
         size_t nv = 0;
-        uint64_t freed = 0;
+        uint64_t freed = 0, budget = uvmrt__plan_budget(ctx);
         if (victims == NULL || ranges == NULL) st = UVMRT_ERR_NOMEM;
-        for (int id = 0; st == UVMRT_OK && id < ctx->tensors.n &&
-                         ctx->res.bytes - freed + need > uvmrt__plan_budget(ctx); id++) {
+        /* the resident ones in id order (the bitmap skips the others) */
+        for (int id = uvmrt__resident_next(ctx, 0); st == UVMRT_OK && id >= 0 && ctx->res.bytes - freed + need > budget;
+             id = uvmrt__resident_next(ctx, id + 1)) {
             uvmrt_tensor_t *t = ctx->tensors.by_id[id];
             if (t->magic != UVMRT_TENSOR_MAGIC || !t->resident || used_by(ctx, c, id)) continue;
             st = uvmrt__ring_wait(ctx, c->stream, t->ready);
@@ -232,7 +233,7 @@ uvmrt_status_t uvmrt__demand_path(uvmrt_context_t *ctx, const uvmrt_call_t *c)
         uvmrt_evref_t ev = 0;
         if (st == UVMRT_OK && nv > 0) st = uvmrt__ring_record(ctx, c->stream, &ev);
         for (size_t i = 0; st == UVMRT_OK && i < nv; i++) {
-            victims[i]->resident = 0;
+            uvmrt__tensor_set_resident(ctx, victims[i], 0);
             victims[i]->ready = 0;
             victims[i]->leaving = ev;
             uvmrt__resident_add(ctx, -(int64_t)victims[i]->footprint);
@@ -248,7 +249,7 @@ uvmrt_status_t uvmrt__demand_path(uvmrt_context_t *ctx, const uvmrt_call_t *c)
     for (size_t k = 0; st == UVMRT_OK && k < c->n_uses; k++) {
         uvmrt_tensor_t *t = ctx->tensors.by_id[ctx->sched.cur.use_tensor[c->use_first + k]];
         if (t->resident || t->host_homed) continue;
-        t->resident = 1;
+        uvmrt__tensor_set_resident(ctx, t, 1);
         t->ready = 0;
         uvmrt__resident_add(ctx, (int64_t)t->footprint);
         estimate_fault(ctx, c, t);
@@ -274,7 +275,7 @@ uvmrt_status_t uvmrt__late_path(uvmrt_context_t *ctx, const uvmrt_call_t *c, int
     while (resident + need > uvmrt__plan_budget(ctx)) {
         uvmrt_tensor_t *victim = NULL;
         int32_t far = -1;
-        for (int id = 0; id < ctx->tensors.n; id++) {
+        for (int id = uvmrt__resident_next(ctx, 0); id >= 0; id = uvmrt__resident_next(ctx, id + 1)) {
             uvmrt_tensor_t *t = ctx->tensors.by_id[id];
             if (t->magic != UVMRT_TENSOR_MAGIC || !t->resident || used_by(ctx, c, id)) continue;
             int dup = 0;

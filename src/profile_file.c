@@ -3,6 +3,7 @@
  * the strict reader and the writer, so the two cannot drift apart.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,8 +173,31 @@ uvmrt_status_t uvmrt__profile_file_load(const char *path, const uvmrt_log_t *log
         LOG_ERROR(log, "profile file: path and out must not be NULL");
         return UVMRT_ERR_INVALID;
     }
+    /* O_NONBLOCK, then fstat: a FIFO (or a device) under the path must not hang the
+     * context's creation; only a regular file is read */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    struct stat fst;
+    const char *why = NULL;
+    if (fd < 0 || fstat(fd, &fst) != 0) why = strerror(errno);
+    else if (S_ISDIR(fst.st_mode)) why = "a directory, not a regular file";
+    else if (S_ISFIFO(fst.st_mode)) why = "a FIFO, not a regular file";
+    else if (!S_ISREG(fst.st_mode)) why = "a device or a socket, not a regular file";
+    else if (fcntl(fd, F_SETFL, O_RDONLY) != 0) why = strerror(errno); /* blocking reads again */
+    if (why != NULL) {
+        LOG_ERROR(log, "profile file '%s': cannot read it: %s (uvmrt-profile(5))", path, why);
+        if (fd >= 0) close(fd);
+        return UVMRT_ERR_IO;
+    }
     json_error_t jerr;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    FILE *f = fdopen(fd, "rb"); /* buffered: json_loadfd reads a byte per read(2) */
+    json_t *root = NULL;
+    if (f == NULL) {
+        LOG_ERROR(log, "profile file '%s': cannot read it: %s", path, strerror(errno));
+        close(fd);
+        return UVMRT_ERR_IO;
+    }
+    root = json_loadf(f, JSON_REJECT_DUPLICATES, &jerr);
+    fclose(f);
     if (root == NULL) {
         int io = json_error_code(&jerr) == json_error_cannot_open_file;
         if (io) LOG_ERROR(log, "profile file '%s': cannot read it: %s", path, jerr.text);

@@ -1,19 +1,50 @@
 /*
  * settings.c -- the configuration table, environment overrides and the printout.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "profile_file.h"
 #include "settings.h"
 
 /* ------------------------------------------------------------------ parsers */
-/* A whole decimal integer in [lo, hi]. */
+/* ------------------------------------------------------------------ the one rule */
+/* Every value, of a variable or a params string, is taken exactly as written: not
+ * empty, no leading or trailing whitespace, no control character (a newline, a
+ * tab). NULL when t follows the rule, else why not (uvmrt(3), ENVIRONMENT). */
+static const char *value_rule_broken(const char *t)
+{
+    size_t n = strlen(t);
+    if (n == 0) return "it is empty";
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)t[i] < 0x20 || t[i] == 0x7f) return "it holds a control character (a newline, a tab...)";
+    if (t[0] == ' ' || t[n - 1] == ' ') return "it starts or ends with a space";
+    return NULL;
+}
+
+/* The words a path value may not be, in any case: a user who wrote UVMRT_TRACE=1 or
+ * AUTO meant a switch or a keyword, not a file named so (./AUTO names such a file). */
+static const char *const path_words[] = {"auto", "none", "stderr", "stdout", "0", "1", "on", "off", "yes", "no",
+                                         "true", "false"};
+
+/* The keyword t is a case variant of (AUTO, None), or NULL. */
+static const char *keyword_variant(const char *t)
+{
+    for (size_t i = 0; i < sizeof path_words / sizeof path_words[0]; i++)
+        if (strcasecmp(t, path_words[i]) == 0 && strcmp(t, path_words[i]) != 0) return path_words[i];
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ parsers */
+/* A whole decimal integer in [lo, hi]: digits only (no sign, no spaces). */
 static uvmrt_status_t parse_int_in(const char *t, long lo, long hi, int *out)
 {
+    if (!isdigit((unsigned char)t[0])) return UVMRT_ERR_CONFIG;
     char *end = NULL;
     errno = 0;
     long v = strtol(t, &end, 10);
@@ -40,7 +71,7 @@ static void format_backend(const uvmrt_config_t *c, char *b, size_t n)
  * where its errors can name the key and value). */
 static uvmrt_status_t parse_profile(uvmrt_config_t *c, const char *t)
 {
-    if (strlen(t) >= sizeof c->profile) return UVMRT_ERR_CONFIG;
+    if (strlen(t) >= sizeof c->profile || value_rule_broken(t) != NULL) return UVMRT_ERR_CONFIG;
     if (strcmp(t, "auto") != 0 && !uvmrt__profile_is_path(t) && uvmrt_profile_find(t) == NULL)
         return UVMRT_ERR_CONFIG;
     snprintf(c->profile, sizeof c->profile, "%s", t);
@@ -117,15 +148,14 @@ static void format_log_level(const uvmrt_config_t *c, char *b, size_t n)
     snprintf(b, n, "%s", uvmrt_log_level_name(c->log_level));
 }
 
-/* A path for a report or trace file: "-" (stdout) or a file path that is not blank.
- * Words that read as a switch ("auto", "1", "on"...) are refused: a user who wrote
- * UVMRT_TRACE=1 meant "on", not a file named 1 (./1 names such a file). */
+/* A path for a report or trace file: "-" (stdout) or a file path that follows the
+ * one rule (no blanks or newlines around it) and is no keyword or switch in any case
+ * ("auto", "AUTO", "1", "on"...: path_words). */
 static int report_path_ok(const char *t)
 {
-    static const char *const switches[] = {"auto", "0", "1", "on", "off", "yes", "no", "true", "false"};
-    if (t[strspn(t, " \t\n\r\v\f")] == '\0') return 0;
-    for (size_t i = 0; i < sizeof switches / sizeof switches[0]; i++)
-        if (strcmp(t, switches[i]) == 0) return 0;
+    if (value_rule_broken(t) != NULL) return 0;
+    for (size_t i = 0; i < sizeof path_words / sizeof path_words[0]; i++)
+        if (strcasecmp(t, path_words[i]) == 0) return 0;
     return 1;
 }
 
@@ -229,7 +259,7 @@ static const uvmrt_config_entry_t table[] = {
      "which steps collect those counters: every Nth step, or auto (spaced so that their cost stays near 1% "
      "of step time)",
      parse_fault_sample, format_fault_sample},
-    {"TRACE", "none", "none, stderr, - (stdout) or a file path that is not blank (not auto, 0, 1, on, off...)",
+    {"TRACE", "none", "none, stderr, - (stdout) or a file path, as written (no blanks around it; not auto, 0, 1, on, off... in any case)",
      "trace-event JSON timeline (Perfetto, chrome://tracing) written when the context is destroyed",
      parse_trace, format_trace},
     {"HISTORY", "1000", "a step count from 1 to 100000000",
@@ -238,7 +268,7 @@ static const uvmrt_config_entry_t table[] = {
     {"MONITOR", "1", "1 or 0",
      "publish a snapshot of every step in shared memory /uvmrt.<uid>.<pid> for uvmrt-top",
      parse_monitor, format_monitor},
-    {"RECORD", "none", "none or a file path that is not blank (not -, stderr, auto, 0, 1, on, off...)",
+    {"RECORD", "none", "none or a file path, as written (no blanks around it; not -, stderr, auto, 0, 1, on, off... in any case)",
      "the prefetch policy's recorded step, written as JSON for uvmrt-plan(1) whenever it is (re)recorded",
      parse_record, format_record},
 };
@@ -251,6 +281,20 @@ const uvmrt_config_entry_t *uvmrt_config_table(size_t *count)
 }
 
 /* ------------------------------------------------------------------ resolve */
+/* t for a message: control characters as \n, \t or \xNN, cut to fit. */
+static void escape_value(const char *t, char *b, size_t n)
+{
+    size_t o = 0;
+    for (; *t && o + 5 < n; t++) {
+        unsigned char ch = (unsigned char)*t;
+        if (ch == '\n') o += (size_t)snprintf(b + o, n - o, "\\n");
+        else if (ch == '\t') o += (size_t)snprintf(b + o, n - o, "\\t");
+        else if (ch < 0x20 || ch == 0x7f) o += (size_t)snprintf(b + o, n - o, "\\x%02x", ch);
+        else b[o++] = (char)ch;
+    }
+    b[o] = '\0';
+}
+
 static const char *expected_of(const char *name)
 {
     for (size_t i = 0; i < TABLE_LEN; i++)
@@ -332,8 +376,21 @@ uvmrt_status_t uvmrt_config_resolve(uvmrt_config_t *cfg, uvmrt_config_source_t *
             snprintf(var, sizeof var, "UVMRT_%s", table[i].name);
             const char *value = getenv(var);
             if (value == NULL) continue;
-            if (table[i].parse(&c, value) != UVMRT_OK) {
-                LOG_ERROR(&env_log, "%s='%s' is not valid: expected %s", var, value, table[i].expected);
+            const char *why = value_rule_broken(value);
+            if (why != NULL || table[i].parse(&c, value) != UVMRT_OK) {
+                /* a path's words: the value, or a report's PATH after FORMAT: */
+                const char *colon = strchr(value, ':'), *kw = keyword_variant(value);
+                if (kw == NULL && colon != NULL) kw = keyword_variant(colon + 1);
+                char esc[UVMRT_REPORT_MAX * 4 + 1];
+                escape_value(value, esc, sizeof esc);
+                if (why != NULL)
+                    LOG_ERROR(&env_log, "%s='%s' is not valid: %s, and a value is taken exactly as written "
+                                        "(uvmrt(3), ENVIRONMENT): expected %s", var, esc, why, table[i].expected);
+                else if (kw != NULL)
+                    LOG_ERROR(&env_log, "%s='%s' is not valid: it reads as the keyword '%s' in another case "
+                                        "(keywords are lower case; ./%s names a file of that name): expected %s",
+                              var, esc, kw, colon && keyword_variant(colon + 1) ? colon + 1 : esc, table[i].expected);
+                else LOG_ERROR(&env_log, "%s='%s' is not valid: expected %s", var, esc, table[i].expected);
                 return UVMRT_ERR_CONFIG;
             }
             sources[i] = UVMRT_SRC_ENV;

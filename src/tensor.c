@@ -30,9 +30,110 @@ void uvmrt__layer_host_done(uvmrt_context_t *ctx, int layer, uvmrt_evref_t done,
     ctx->tensors.layers[layer].host_done_stream = stream;
 }
 
+/* ------------------------------------------------------------------ handle index */
+static size_t index_slot(uintptr_t p, size_t cap)
+{
+    uint64_t h = (uint64_t)p * 0x9e3779b97f4a7c15ull; /* Fibonacci hashing: the high bits */
+    return (size_t)(h >> 32) & (cap - 1);
+}
+
+static int index_has(const uvmrt_tensor_table_t *tt, const void *t)
+{
+    if (tt->index_cap == 0) return 0;
+    uintptr_t p = (uintptr_t)t;
+    for (size_t i = index_slot(p, tt->index_cap);; i = (i + 1) & (tt->index_cap - 1)) {
+        if (tt->index[i] == p) return 1;
+        if (tt->index[i] == 0) return 0;
+    }
+}
+
+static void index_put(uintptr_t *index, size_t cap, uintptr_t p)
+{
+    size_t i = index_slot(p, cap);
+    while (index[i] != 0 && index[i] != p) i = (i + 1) & (cap - 1);
+    index[i] = p;
+}
+
+/* Room for need pointers (at most half full), rehashed; -1 out of memory (unchanged). */
+static int index_reserve(uvmrt_tensor_table_t *tt, size_t need)
+{
+    if (2 * need <= tt->index_cap) return 0;
+    size_t cap = tt->index_cap ? tt->index_cap : 64;
+    while (cap < 2 * need) cap *= 2;
+    uintptr_t *index = calloc(cap, sizeof *index);
+    if (index == NULL) return -1;
+    for (size_t i = 0; i < tt->index_cap; i++)
+        if (tt->index[i] != 0) index_put(index, cap, tt->index[i]);
+    free(tt->index);
+    tt->index = index;
+    tt->index_cap = cap;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ resident bitmap */
+/* Room for n tensors' bits (both levels), zeroed; -1 out of memory (unchanged). */
+static int bits_reserve(uvmrt_tensor_table_t *tt, size_t n)
+{
+    size_t words = (n + 63) / 64 + 1, sums = (words + 63) / 64 + 1;
+    if (words <= tt->res_words) return 0;
+    size_t cap = tt->res_words ? tt->res_words : 16;
+    while (cap < words) cap *= 2;
+    sums = (cap + 63) / 64 + 1;
+    uint64_t *b = calloc(cap, sizeof *b), *sum = calloc(sums, sizeof *sum);
+    if (b == NULL || sum == NULL) {
+        free(b);
+        free(sum);
+        return -1;
+    }
+    if (tt->res_words) {
+        memcpy(b, tt->res_bits, tt->res_words * sizeof *b);
+        memcpy(sum, tt->res_sum, ((tt->res_words + 63) / 64 + 1) * sizeof *sum);
+    }
+    free(tt->res_bits);
+    free(tt->res_sum);
+    tt->res_bits = b;
+    tt->res_sum = sum;
+    tt->res_words = cap;
+    return 0;
+}
+
+void uvmrt__tensor_set_resident(uvmrt_context_t *ctx, uvmrt_tensor_t *t, int on)
+{
+    uvmrt_tensor_table_t *tt = &ctx->tensors;
+    size_t w = (size_t)t->id / 64;
+    uint64_t bit = 1ull << (t->id % 64);
+    t->resident = on;
+    if (on) tt->res_bits[w] |= bit;
+    else tt->res_bits[w] &= ~bit;
+    if (tt->res_bits[w]) tt->res_sum[w / 64] |= 1ull << (w % 64);
+    else tt->res_sum[w / 64] &= ~(1ull << (w % 64));
+}
+
+int uvmrt__resident_next(const uvmrt_context_t *ctx, int from)
+{
+    const uvmrt_tensor_table_t *tt = &ctx->tensors;
+    if (from < 0) from = 0;
+    if (from >= tt->n) return -1;
+    size_t w = (size_t)from / 64;
+    uint64_t word = tt->res_bits[w] & (~0ull << (from % 64));
+    if (word) return (int)(w * 64 + (size_t)__builtin_ctzll(word));
+    /* the next word with a bit: by the summary, 64 words at a time */
+    size_t s = (w + 1) / 64, n_sum = (tt->res_words + 63) / 64;
+    uint64_t sw = s < n_sum ? tt->res_sum[s] & (~0ull << ((w + 1) % 64)) : 0;
+    while (sw == 0) {
+        if (++s >= n_sum) return -1;
+        sw = tt->res_sum[s];
+    }
+    w = s * 64 + (size_t)__builtin_ctzll(sw);
+    int id = (int)(w * 64 + (size_t)__builtin_ctzll(tt->res_bits[w]));
+    return id < tt->n ? id : -1;
+}
+
 uvmrt_tensor_t *uvmrt__tensor_checked(const uvmrt_context_t *ctx, const uvmrt_tensor_t *t)
 {
-    if (ctx == NULL || t == NULL || t->ctx != ctx || t->id < 0 || t->id >= ctx->tensors.n ||
+    /* looked up before it is read: a handle this context never made (another
+     * context's, a destroyed one's, garbage) is never dereferenced */
+    if (ctx == NULL || t == NULL || !index_has(&ctx->tensors, t) || t->ctx != ctx || t->id < 0 || t->id >= ctx->tensors.n ||
         ctx->tensors.by_id[t->id] != t || t->magic != UVMRT_TENSOR_MAGIC)
         return NULL;
     return (uvmrt_tensor_t *)t;
@@ -104,11 +205,19 @@ uvmrt_status_t uvmrt_tensors_alloc(uvmrt_context_t *ctx, size_t n, const uvmrt_t
     uvmrt_tensor_t **made = calloc(n, sizeof *made);
     int n_new = 0;
     uvmrt_status_t st = UVMRT_ERR_NOMEM;
-    if (!offset || !arena_of || !arena_bytes || !arena_layer || !arena_base || !made) goto fail;
+    /* the call's arena of each layer (layer + 1: -1 is one too), + 1; 0: none yet */
+    int *arena_by_layer = calloc((size_t)ctx->tensors.n_layers + 2, sizeof *arena_by_layer);
+    if (!offset || !arena_of || !arena_bytes || !arena_layer || !arena_base || !made || !arena_by_layer) {
+        free(arena_by_layer);
+        goto fail;
+    }
     for (size_t i = 0; i < n; i++) {
-        int a = 0;
-        while (a < n_new && arena_layer[a] != descs[i].layer) a++;
-        if (a == n_new) arena_layer[n_new++] = descs[i].layer;
+        int a = arena_by_layer[descs[i].layer + 1] - 1;
+        if (a < 0) {
+            a = n_new;
+            arena_layer[n_new++] = descs[i].layer;
+            arena_by_layer[descs[i].layer + 1] = n_new;
+        }
         size_t al = align_of(descs[i].size_bytes);
         offset[i] = round_up(arena_bytes[a], al);
         arena_bytes[a] = offset[i] + round_up(descs[i].size_bytes, al); /* each term <= 2^52 + 2^50: no wrap */
@@ -118,12 +227,15 @@ uvmrt_status_t uvmrt_tensors_alloc(uvmrt_context_t *ctx, size_t n, const uvmrt_t
                                  "(at tensor %zu '%s'): expected at most 4 PiB per layer and call",
                       descs[i].layer, UVMRT_ARENA_MAX_BYTES, i, descs[i].name ? descs[i].name : "(unnamed)");
             st = UVMRT_ERR_INVALID;
+            free(arena_by_layer);
             goto fail;
         }
     }
+    free(arena_by_layer);
     uvmrt_tensor_table_t *tt = &ctx->tensors;
     if (grow((void **)&tt->arenas, &tt->cap_arenas, tt->n_arenas + n_new, sizeof *tt->arenas) ||
-        grow((void **)&tt->by_id, &tt->cap, tt->n + (int)n, sizeof *tt->by_id))
+        grow((void **)&tt->by_id, &tt->cap, tt->n + (int)n, sizeof *tt->by_id) ||
+        index_reserve(tt, (size_t)tt->n + n) != 0 || bits_reserve(tt, (size_t)tt->n + n) != 0)
         goto fail;
     for (int a = 0; a < n_new; a++) {
         arena_bytes[a] = round_up(arena_bytes[a], UVMRT_BLOCK);
@@ -172,6 +284,7 @@ uvmrt_status_t uvmrt_tensors_alloc(uvmrt_context_t *ctx, size_t n, const uvmrt_t
         t->dead = 1;
         ctx->tensors.arenas[a].live_tensors++;
         ctx->tensors.by_id[t->id] = t;
+        index_put(ctx->tensors.index, ctx->tensors.index_cap, (uintptr_t)t);
         ctx->tensors.allocated_bytes += t->footprint;
         if (t->layer >= 0) {
             uvmrt_layer_t *L = &ctx->tensors.layers[t->layer];
@@ -250,7 +363,7 @@ uvmrt_status_t uvmrt_tensor_free(uvmrt_context_t *ctx, uvmrt_tensor_t *tensor)
         a->base = NULL;
     }
     t->magic = 0; /* kept until the context goes, so a second free is caught */
-    t->resident = 0;
+    uvmrt__tensor_set_resident(ctx, t, 0);
     uvmrt__sched_tensor_freed(ctx); /* the record and plan name this tensor: start over */
     return UVMRT_OK;
 }
@@ -265,6 +378,13 @@ void uvmrt__tensors_release_all(uvmrt_context_t *ctx)
     }
     free(ctx->tensors.by_id);
     free(ctx->tensors.arenas);
+    free(ctx->tensors.index);
+    free(ctx->tensors.res_bits);
+    free(ctx->tensors.res_sum);
+    ctx->tensors.res_bits = ctx->tensors.res_sum = NULL;
+    ctx->tensors.res_words = 0;
+    ctx->tensors.index = NULL;
+    ctx->tensors.index_cap = 0;
     ctx->tensors.by_id = NULL;
     ctx->tensors.arenas = NULL;
     ctx->tensors.n = ctx->tensors.n_arenas = 0;

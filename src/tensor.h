@@ -68,6 +68,17 @@ typedef struct uvmrt_layer {
 typedef struct uvmrt_tensor_table {
     uvmrt_tensor_t **by_id;         /* by id, freed ones kept (magic cleared) */
     int n, cap;
+    /* Every pointer in by_id, as an open-addressing set (index_cap a power of two,
+     * at most half full; 0: empty slot): a handle is looked up here before it is
+     * dereferenced, so a stale one (of a destroyed context) is refused without
+     * reading freed memory. */
+    uintptr_t *index;
+    size_t index_cap;
+    /* which tensors are resident, by id (a mirror of uvmrt_tensor.resident, kept by
+     * uvmrt__tensor_set_resident), and a summary bit per word that has one: the
+     * victim scans visit the resident tensors only */
+    uint64_t *res_bits, *res_sum;
+    size_t res_words;
     uvmrt_arena_t *arenas;
     int n_arenas, cap_arenas;
     uvmrt_layer_t *layers;
@@ -76,6 +87,10 @@ typedef struct uvmrt_tensor_table {
 } uvmrt_tensor_table_t;
 
 uvmrt_tensor_t *uvmrt__tensor_checked(const uvmrt_context_t *ctx, const uvmrt_tensor_t *t);
+/* Sets t->resident, and its bit. Every change of a tensor's residency goes here. */
+void uvmrt__tensor_set_resident(uvmrt_context_t *ctx, uvmrt_tensor_t *t, int on);
+/* The first resident tensor id >= from, or -1. */
+int uvmrt__resident_next(const uvmrt_context_t *ctx, int from);
 /* Layer's CPU call on stream ended at ring event done (see uvmrt_layer_t.host_done). */
 void uvmrt__layer_host_done(uvmrt_context_t *ctx, int layer, uvmrt_evref_t done, uvmrt_stream_t stream);
 void uvmrt__tensors_release_all(uvmrt_context_t *ctx);

@@ -4,7 +4,9 @@
 # sweep, resident and resident-planned, the automatic choice at each budget, the
 # repeats), the tables name them, and on sim every prediction equals the step it
 # predicts (the model is the measurement: +0.0%); bench/replay-plan.sh of the same
-# files makes the same predictions again.
+# files makes the same predictions again, and so it does of the same run packed for
+# the tree by bench/pack-results.sh (unpacking it on the fly), whose files
+# bench/unpack-results.sh gives back unchanged.
 #
 # Run by `make check` in the build directory. Skips (77) without python3 or without
 # the programs the script needs (uvmrt-calibrate is built only with CUDA).
@@ -63,4 +65,30 @@ if [ -n "$bad" ] || [ "$n" -lt 6 ] || grep -q '^| 256M-auto | [0-9.]* | - ' "$tm
     cat "$tmp/again.md" "$tmp/again.log"
     exit 1
 fi
-echo "PASS: run-plan.sh --smoke on sim: $(grep -c '^| ' "$t") table rows, predictions equal the steps; replay-plan.sh: $n rows, the same"
+# the same run packed for the tree (bench/pack-results.sh): replay-plan.sh unpacks it on
+# the fly and prints the same table; bench/unpack-results.sh gives back every file
+mkdir -p "$tmp/packed/run"
+cp -R "$out/." "$tmp/packed/run/"
+rm -rf "$tmp/packed/run/replay-now"
+(cd "$tmp/packed/run" && find . -type f -exec cksum {} + | LC_ALL=C sort -k3) >"$tmp/before.sum"
+if ! bash "$top_srcdir/bench/pack-results.sh" "$tmp/packed/run" >"$tmp/pack.log" 2>&1 ||
+        [ ! -f "$tmp/packed/run/raw.tar.xz" ] || ls "$tmp/packed/run"/mlp.*.json >/dev/null 2>&1; then
+    cat "$tmp/pack.log"; ls -la "$tmp/packed/run"
+    echo "FAIL: bench/pack-results.sh did not pack the raw files into raw.tar.xz"
+    exit 1
+fi
+if ! BUILD=. bash "$top_srcdir/bench/replay-plan.sh" "$tmp/packed/run" "$tmp/again-packed" \
+        >"$tmp/again-packed.md" 2>"$tmp/again-packed.log" || ! cmp -s "$tmp/again.md" "$tmp/again-packed.md"; then
+    cat "$tmp/again-packed.log"
+    diff "$tmp/again.md" "$tmp/again-packed.md"
+    echo "FAIL: bench/replay-plan.sh of the packed run: not the same table"
+    exit 1
+fi
+bash "$top_srcdir/bench/unpack-results.sh" "$tmp/packed/run" "$tmp/unpacked" >/dev/null &&
+    (cd "$tmp/unpacked" && find . -type f -exec cksum {} + | LC_ALL=C sort -k3) >"$tmp/after.sum"
+if ! cmp -s "$tmp/before.sum" "$tmp/after.sum"; then
+    diff "$tmp/before.sum" "$tmp/after.sum"
+    echo "FAIL: bench/unpack-results.sh did not give back the files pack-results.sh packed"
+    exit 1
+fi
+echo "PASS: run-plan.sh --smoke on sim: $(grep -c '^| ' "$t") table rows, predictions equal the steps; replay-plan.sh: $n rows, the same, and again from the run packed by pack-results.sh"

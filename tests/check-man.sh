@@ -4,10 +4,13 @@
 #
 # Run by `make check`. For each function include/uvmrt.h declares: some
 # doc/uvmrt_*.3 lists it in its SYNOPSIS (the install hook makes the
-# FUNCTION.3 link from there). Every page in doc/ must format with
-# `groff -man -ww` without a warning, and `make install-man` into a temporary
-# DESTDIR must give FUNCTION.3 files that man -l renders (skipped without
-# groff / man).
+# FUNCTION.3 link from there). Every page in doc/ must pass `mandoc -Tlint
+# -W warning` (Debian's mandoc; quickstart.sh installs it) and format with
+# `groff -man -ww` without a warning; no alternating-font macro (.BR, .IR, ...)
+# may run two plain words together (its arguments are joined without a space,
+# so ".BR name ). More text" prints "name).Moretext"); and `make install-man`
+# into a temporary DESTDIR must give FUNCTION.3 files that man -l renders
+# (skipped without groff / man; the lint without mandoc says so).
 
 : "${top_srcdir:=.}" "${MAKE:=make}"
 status=0
@@ -31,6 +34,45 @@ if [ -n "$extra" ]; then
     echo "FAIL: man pages document functions include/uvmrt.h does not declare:"
     echo "$extra" | sed 's/^/  /'
     status=1
+fi
+
+# Alternating-font macros: two unquoted plain words in a row run together.
+runon=$(awk '
+/^\.(BR|RB|IR|RI|BI|IB)( |$)/ {
+    line = substr($0, 5); L = length(line); i = 1; prev = 0
+    while (i <= L) {
+        c = substr(line, i, 1)
+        if (c == " ") { i++; continue }
+        if (c == "\"") {
+            j = i + 1
+            while (j <= L && substr(line, j, 1) != "\"") j++
+            i = j + 1; prev = 0; continue
+        }
+        j = i
+        while (j <= L && substr(line, j, 1) != " ") j++
+        tok = substr(line, i, j - i); i = j
+        word = (tok ~ /^[A-Za-z][A-Za-z0-9_\047-]*[,.:;]?$/)
+        if (word && prev) { print FILENAME ":" FNR ": \"" ptok " " tok "\" run together: " $0; break }
+        prev = word; ptok = tok
+    }
+}' "$top_srcdir"/doc/*.[135])
+if [ -n "$runon" ]; then
+    echo "FAIL: alternating-font macros join their arguments without a space (quote the text, or end the macro line):"
+    echo "$runon" | sed 's/^/  /'
+    status=1
+fi
+
+if command -v mandoc >/dev/null 2>&1; then
+    for page in "$top_srcdir"/doc/*.[135]; do
+        warn=$(mandoc -Tlint -W warning "$page" 2>&1)
+        if [ -n "$warn" ]; then
+            echo "FAIL: mandoc -Tlint warns on $page:"
+            echo "$warn" | sed 's/^/  /'
+            status=1
+        fi
+    done
+else
+    echo "mandoc not found: pages not linted (apt-get install mandoc)"
 fi
 
 if command -v groff >/dev/null 2>&1; then
@@ -74,5 +116,5 @@ else
     echo "FAIL: make install-man DESTDIR=$tmp/dest"
     status=1
 fi
-[ $status -eq 0 ] && echo "PASS: $(wc -l <"$tmp/declared") public functions documented, pages format cleanly"
+[ $status -eq 0 ] && echo "PASS: $(wc -l <"$tmp/declared") public functions documented, pages lint and format cleanly"
 exit $status

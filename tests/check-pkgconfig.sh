@@ -8,7 +8,9 @@
 #   static:  cc $(pkg-config --static --cflags --libs uvmrt), in a copy of the
 #            prefix without libuvmrt.so, so -luvmrt can only be libuvmrt.a and
 #            every dependency must come from Libs.private / Requires.private
-# and runs each on the sim backend. The build's own CFLAGS/LDFLAGS
+# and runs each on the sim backend. Then the README's static recipe as written (the
+# line ending "# libuvmrt.a"), in the whole prefix with libuvmrt.so beside
+# libuvmrt.a: the program must not need libuvmrt.so. The build's own CFLAGS/LDFLAGS
 # ($UVMRT_BUILD_CFLAGS/_LDFLAGS) are added, so that a sanitizer build's
 # instrumented library links too. A copy of the installed uvmrt.pc with its
 # prefix= line pointed into DESTDIR stands for the relocated install
@@ -81,6 +83,32 @@ if [ -f "$libdir/libuvmrt.a" ]; then
     fi
 else
     echo "static: no libuvmrt.a installed (--disable-static), skipped"
+fi
+recipe=$(sed -n 's/^cc app\.c \(.*[^ ]\) *# libuvmrt\.a$/\1/p' "$top_srcdir/README.md")
+if [ -z "$recipe" ]; then
+    echo "FAIL: README.md has no static recipe (a line \"cc app.c ... # libuvmrt.a\")"
+    status=1
+elif [ -f "$libdir/libuvmrt.a" ]; then
+    mkdir -p "$tmp/pc-readme"
+    sed "s|^prefix=.*|prefix=$dest$(sed -n 's/^prefix=//p' "$pc")|" "$pc" >"$tmp/pc-readme/uvmrt.pc"
+    cp "$top_srcdir/tests/pkgconfig-user.c" "$tmp/app.c"
+    echo "README static: cc app.c $recipe"
+    # shellcheck disable=SC2086 # the recipe is words, with its $(...) run by eval
+    if ! (cd "$tmp" && PKG_CONFIG_PATH=$tmp/pc-readme && export PKG_CONFIG_PATH &&
+            eval "$CC ${UVMRT_BUILD_CFLAGS-} -o user-readme app.c $recipe ${UVMRT_BUILD_LDFLAGS-}") \
+            >"$tmp/readme.log" 2>&1; then
+        cat "$tmp/readme.log"
+        echo "FAIL: README static recipe: link"
+        status=1
+    elif command -v ldd >/dev/null 2>&1 && ldd "$tmp/user-readme" | grep -q libuvmrt; then
+        echo "FAIL: README static recipe: the program needs libuvmrt.so (not a static link of uvmrt)"
+        status=1
+    elif ! UVMRT_BACKEND=sim "$tmp/user-readme"; then
+        echo "FAIL: README static recipe: the linked program failed"
+        status=1
+    else
+        ran=$((ran + 1))
+    fi
 fi
 [ $status -eq 0 ] && [ $ran -eq 0 ] && exit 77
 [ $status -eq 0 ] && echo "PASS: $ran links through uvmrt.pc"

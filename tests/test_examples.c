@@ -492,3 +492,34 @@ Test(examples_mlp, cpu_layers_against_optimizer_on_is_a_usage_error) {
     json_decref(r);
     rmdir_all(dir);
 }
+
+/* The comparison is what a run shows: without --detail no configuration, per-layer
+ * or per-tensor table; with it they all come after the table and the verdict;
+ * --quiet leaves them out again. */
+Test(examples_demo, detail_only_on_request_and_after_the_table) {
+    const char *args = "--backend sim --layers 3 --layer-mib 8 --steps 2";
+    const char *table = "\npolicy        ms/step", *config = "UVMRT_POLICY=",
+               *layers = "per layer and phase", *tensors = "\ntensor ";
+    cr_assert_eq(run(demo_path(), "%s", args), 0, "%s", out);
+    cr_assert(has(table) && has("checksums: match"), "no table or verdict:\n%s", out);
+    cr_assert(!has(config) && !has(layers) && !has(tensors) && !has("== detail"),
+              "detail without --detail:\n%s", out);
+    int lines = 0;
+    for (const char *p = out; *p; p++)
+        lines += *p == '\n';
+    cr_assert_lt(lines, 40, "%d lines without --detail:\n%s", lines, out);
+
+    cr_assert_eq(run(demo_path(), "%s --detail", args), 0, "%s", out);
+    const char *t = strstr(out, table), *v = strstr(out, "checksums: match"),
+               *d = strstr(out, "== detail: policy none"), *c = strstr(out, config),
+               *l = strstr(out, layers), *x = strstr(out, tensors);
+    cr_assert(t && v && d && c && l && x, "--detail: something missing:\n%s", out);
+    cr_assert(t < v && v < d && d < c && c < l && l < x,
+              "--detail: not table, verdict, then the detail:\n%s", out);
+    cr_assert(strstr(out, "== detail: policy demand") && strstr(out, "== detail: policy prefetch"),
+              "--detail: not every run:\n%s", out);
+
+    cr_assert_eq(run(demo_path(), "%s --detail -q", args), 0, "%s", out);
+    cr_assert(has(table) && !has(config) && !has(layers) && !has("== detail"),
+              "--detail -q printed the detail:\n%s", out);
+}

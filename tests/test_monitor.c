@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "helpers.h"
@@ -464,4 +465,179 @@ Test(monitor, uvmrt_top_usage_errors)
     cr_assert_eq(WEXITSTATUS(system(cmd)), 0);
     snprintf(cmd, sizeof cmd, "'%s' --help | grep -q -- '--once'", UVMRT_TOP_PATH);
     cr_assert_eq(WEXITSTATUS(system(cmd)), 0);
+}
+
+/* ------------------------------------------------------------------ what other users can plant */
+/* /dev/shm is writable by every user, so anything can sit under a segment's name:
+ * a FIFO (whose open would block), a link, a file with another mode, junk bytes, a
+ * program name of escape sequences. None may hang, slow or steer the reader. */
+
+/* "/uvmrt.<uid>.<this pid>.<n>": a name the reader lists (this process is alive) */
+static void planted_name(char *b, size_t n, int k)
+{
+    snprintf(b, n, "/uvmrt.%u.%d.%d", (unsigned)getuid(), (int)getpid(), 900 + k);
+}
+
+static void planted_path(char *b, size_t n, int k)
+{
+    char name[64];
+    planted_name(name, sizeof name, k);
+    snprintf(b, n, "/dev/shm%s", name);
+}
+
+/* A regular file of bytes header + rows, mode, the header's magic and seq. */
+static void plant_file(int k, mode_t mode, uint64_t magic, uint64_t seq)
+{
+    char path[128];
+    planted_path(path, sizeof path, k);
+    unlink(path);
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+    cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
+    cr_assert_eq(fchmod(fd, mode), 0);
+    cr_assert_eq(ftruncate(fd, (off_t)UVMRT_MON_BYTES(4)), 0);
+    uvmrt_mon_header_t h;
+    memset(&h, 0, sizeof h);
+    h.magic = magic;
+    h.version = UVMRT_MON_VERSION;
+    h.header_bytes = UVMRT_MON_HEADER_BYTES;
+    h.row_bytes = sizeof(uvmrt_mon_layer_t);
+    h.seq = seq;
+    h.snap.cap_layers = 4;
+    cr_assert_eq(pwrite(fd, &h, sizeof h, 0), (ssize_t)sizeof h);
+    close(fd);
+}
+
+static void unplant(int k)
+{
+    char path[128];
+    planted_path(path, sizeof path, k);
+    unlink(path);
+}
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+Test(monitor, a_planted_fifo_neither_blocks_nor_is_read, .timeout = 20)
+{
+    char path[128], name[64];
+    planted_path(path, sizeof path, 0);
+    planted_name(name, sizeof name, 0);
+    unlink(path);
+    cr_assert_eq(mkfifo(path, 0600), 0, "%s", strerror(errno));
+    uvmrt_mon_proc_t p;
+    cr_assert_eq(uvmrt__monread_one(name, &p), MONREAD_BAD, "a FIFO is not a snapshot (and its open must not block)");
+    uvmrt_mon_proc_t *procs = NULL;
+    size_t n = 0;
+    int cleaned = 0;
+    cr_assert_eq(uvmrt__monread_list(getpid(), &procs, &n, &cleaned), MONREAD_OK);
+    cr_assert_eq(n, 0);
+    uvmrt__monread_free_all(procs, n);
+    /* and uvmrt-top itself, by path: one frame, at once */
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "timeout 10 '%s' --once -p %d >/dev/null 2>&1", UVMRT_TOP_PATH, (int)getpid());
+    int st = system(cmd);
+    unlink(path);
+    cr_assert_eq(WEXITSTATUS(st), 1, "uvmrt-top --once finds no snapshot for this pid (124: it hung)");
+}
+
+Test(monitor, a_planted_link_or_loose_mode_or_oversize_is_refused)
+{
+    net_t *net = net_default_on_sim(UVMRT_POLICY_PREFETCH, BUDGET);
+    run_steps(net, 1, NULL, NULL);
+    char target[128], path[128], name[64];
+    snprintf(target, sizeof target, "/dev/shm%s", uvmrt__monitor_name(net->ctx));
+    planted_path(path, sizeof path, 1);
+    planted_name(name, sizeof name, 1);
+    unlink(path);
+    cr_assert_eq(symlink(target, path), 0);
+    uvmrt_mon_proc_t p;
+    cr_assert_eq(uvmrt__monread_one(name, &p), MONREAD_BAD, "a link to a real snapshot is not followed");
+    unlink(path);
+    plant_file(1, 0644, UVMRT_MON_MAGIC, 0);
+    cr_assert_eq(uvmrt__monread_one(name, &p), MONREAD_BAD, "mode 0644: not what a publisher makes");
+    plant_file(1, 0600, UVMRT_MON_MAGIC, 0);
+    cr_assert_eq(uvmrt__monread_one(name, &p), MONREAD_OK, "the same file with mode 0600 is read");
+    uvmrt__monread_free(&p);
+    cr_assert_eq(truncate(path, (off_t)(65ll << 20)), 0);
+    cr_assert_eq(uvmrt__monread_one(name, &p), MONREAD_BAD, "65 MiB: more than a snapshot needs");
+    unlink(path);
+    net_destroy(net);
+}
+
+/* Escape sequences, a C1 control and bytes that are not UTF-8 in every string of a
+ * snapshot reach neither the copy nor uvmrt-top's text. */
+Test(monitor, strings_of_a_segment_are_sanitized)
+{
+    char buf[64] = "a\033]0;owned\007b\302\233c\377d\303\251";
+    uvmrt__monread_sanitize(buf, sizeof buf);
+    cr_assert_str_eq(buf, "a?]0;owned?b??c?d\303\251", "each byte of C0, C1 and bad sequences becomes '?', é stays");
+    char full[8];
+    memset(full, 'x', sizeof full); /* no NUL: ends at cap - 1 */
+    uvmrt__monread_sanitize(full, sizeof full);
+    cr_assert_str_eq(full, "xxxxxxx");
+
+    plant_file(2, 0600, UVMRT_MON_MAGIC, 0);
+    char path[128], name[64];
+    planted_path(path, sizeof path, 2);
+    planted_name(name, sizeof name, 2);
+    int fd = open(path, O_RDWR);
+    cr_assert_geq(fd, 0);
+    uvmrt_mon_header_t *h = mmap(NULL, UVMRT_MON_BYTES(4), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    cr_assert_neq(h, MAP_FAILED);
+    h->snap.pid = getpid();
+    h->snap.n_layers = 1;
+    memset(h->snap.program, 'P', sizeof h->snap.program); /* no NUL at all */
+    memcpy(h->snap.program, "\033[2J\033]0;x\007", 11);
+    snprintf(h->snap.backend, sizeof h->snap.backend, "\033[31m");
+    snprintf(h->snap.policy, sizeof h->snap.policy, "p\033c");
+    snprintf(h->snap.profile, sizeof h->snap.profile, "\302\233" "31m");
+    uvmrt_mon_layer_t *row = (uvmrt_mon_layer_t *)((char *)h + UVMRT_MON_HEADER_BYTES);
+    snprintf(row->name, sizeof row->name, "layer\033[1A");
+    snprintf(row->mechanism, sizeof row->mechanism, "\033[0m");
+    munmap(h, UVMRT_MON_BYTES(4));
+    close(fd);
+    uvmrt_mon_proc_t p = read_ok(name);
+    cr_assert_null(memchr(p.snap.program, '\033', sizeof p.snap.program));
+    cr_assert_eq(p.snap.program[sizeof p.snap.program - 1], '\0');
+    cr_assert_str_eq(p.snap.backend, "?[31m");
+    cr_assert_str_eq(p.snap.policy, "p?c");
+    cr_assert_str_eq(p.snap.profile, "??31m");
+    cr_assert_str_eq(p.layers[0].name, "layer?[1A");
+    cr_assert_str_eq(p.layers[0].mechanism, "?[0m");
+    uvmrt__monread_free(&p);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "'%s' --once -p %d", UVMRT_TOP_PATH, (int)getpid());
+    FILE *f = popen(cmd, "r");
+    cr_assert_not_null(f);
+    char out[8192];
+    size_t k = fread(out, 1, sizeof out - 1, f);
+    out[k] = '\0';
+    int st = pclose(f);
+    unlink(path);
+    cr_assert_eq(WEXITSTATUS(st), 0, "%s", out);
+    cr_assert_not_null(strstr(out, "layer?[1A"), "%s", out);
+    for (size_t i = 0; i < k; i++)
+        cr_assert(out[i] == '\n' || (unsigned char)out[i] >= 0x20, "a control byte 0x%02x in uvmrt-top's text at %zu",
+                  (unsigned char)out[i], i);
+}
+
+/* Fifty junk segments (no magic, or a seqlock left odd) cost a frame well under a
+ * second, not 100 ms each. */
+Test(monitor, fifty_junk_segments_do_not_stall_a_frame, .timeout = 60)
+{
+    for (int k = 0; k < 50; k++) plant_file(10 + k, 0600, k % 2 ? UVMRT_MON_MAGIC : 0, k % 2 ? 1 : 0);
+    uvmrt_mon_proc_t *procs = NULL;
+    size_t n = 0;
+    double t0 = mono_s();
+    int st = uvmrt__monread_list(getpid(), &procs, &n, NULL);
+    double dt = mono_s() - t0;
+    for (int k = 0; k < 50; k++) unplant(10 + k);
+    cr_assert_eq(st, MONREAD_OK);
+    cr_assert_eq(n, 0, "none of them is a snapshot");
+    uvmrt__monread_free_all(procs, n);
+    cr_assert_lt(dt, 1.0, "listing 50 junk segments took %.2f s", dt);
 }

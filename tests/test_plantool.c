@@ -25,6 +25,14 @@
 
 #define MiB (1024ull * 1024ull)
 
+/* "ulimit -v KB; " before a command, to bound what it allocates; nothing under
+ * AddressSanitizer, whose shadow memory needs terabytes of address space. */
+#if defined(__SANITIZE_ADDRESS__)
+#define VLIMIT(kb) ""
+#else
+#define VLIMIT(kb) "ulimit -v " #kb "; "
+#endif
+
 static int run_tool(const char *args, char **out)
 {
     char cmd[2048];
@@ -1153,4 +1161,186 @@ Test(plantool, trace_is_the_predicted_steps_timeline)
     free(out);
     unlink(trace);
     remove_record(rec);
+}
+
+/* ------------------------------------------------------------------ what a record may hold */
+/* A two-layer record, each field given as text: version, budget_bytes, footprint
+ * of tensor 0, its arena, its placement, the first call's stream and after. */
+typedef struct rec_fields {
+    const char *version, *budget, *footprint, *arena, *placement, *stream, *after, *id;
+} rec_fields_t;
+
+static void write_record(const char *path, const rec_fields_t *f)
+{
+    FILE *o = fopen(path, "w");
+    cr_assert_not_null(o);
+    fprintf(o,
+            "{\"format\": \"uvmrt-record\", \"version\": %s, \"profile\": \"consumer-8g\", \"budget_bytes\": %s,"
+            " \"layers\": [\"l0\", \"l1\"], \"tensors\": ["
+            "{\"id\": %s, \"name\": \"w0\", \"layer\": 0, \"role\": \"weight\", \"size_bytes\": 16384,"
+            " \"footprint_bytes\": %s, \"arena\": %s, \"placement\": %s},"
+            "{\"id\": 1, \"name\": \"w1\", \"layer\": 1, \"role\": \"weight\", \"size_bytes\": 16384,"
+            " \"footprint_bytes\": 65536}],"
+            " \"calls\": [{\"layer\": 0, \"phase\": \"forward\", \"stream\": %s, \"after\": %s, \"duration_ns\": 1000,"
+            " \"uses\": [[%s, 1]]}, {\"layer\": 1, \"phase\": \"backward\", \"duration_ns\": 1000, \"uses\": [[1, 3]]}]}",
+            f->version, f->budget, f->id, f->footprint, f->arena, f->placement, f->stream, f->after, f->id);
+    cr_assert_eq(fclose(o), 0);
+}
+
+static const rec_fields_t good_fields = {"1", "8388608", "65536", "0", "\"auto\"", "0", "-1", "0"};
+
+/* Every field out of its range is refused (exit 1) naming the field and the value;
+ * the same record with good values is predicted. */
+Test(plantool, record_fields_are_checked_by_name)
+{
+    char path[256], args[512], *out = NULL;
+    tmpfile_path(path, sizeof path);
+    write_record(path, &good_fields);
+    snprintf(args, sizeof args, "--record '%s' --json", path);
+    json_t *j = run_json(args);
+    cr_assert(json_is_true(json_object_get(j, "fits")));
+    json_decref(j);
+    struct {
+        rec_fields_t f;
+        const char *says;
+    } bad[] = {
+        {{"2", "8388608", "65536", "0", "\"auto\"", "0", "-1", "0"}, "version 2"},
+        {{"1", "-1", "65536", "0", "\"auto\"", "0", "-1", "0"}, "budget_bytes -1"},
+        {{"1", "8388608", "1099511627776", "0", "\"auto\"", "0", "-1", "0"}, "footprint_bytes 1099511627776"},
+        {{"1", "8388608", "4096", "0", "\"auto\"", "0", "-1", "0"}, "footprint_bytes 4096"},
+        {{"1", "8388608", "65536", "5", "\"auto\"", "0", "-1", "0"}, "arena 5"},
+        {{"1", "8388608", "65536", "-2", "\"auto\"", "0", "-1", "0"}, "arena -2"},
+        {{"1", "8388608", "65536", "0", "\"moon\"", "0", "-1", "0"}, "placement 'moon'"},
+        {{"1", "8388608", "65536", "0", "7", "0", "-1", "0"}, "placement 7"},
+        {{"1", "8388608", "65536", "0", "\"auto\"", "7", "-1", "0"}, "stream 7"},
+        {{"1", "8388608", "65536", "0", "\"auto\"", "-1", "-1", "0"}, "stream -1"},
+        {{"1", "8388608", "65536", "0", "\"auto\"", "0", "1", "0"}, "after 1"},
+        {{"1", "8388608", "65536", "0", "\"auto\"", "0", "-2", "0"}, "after -2"},
+        {{"1", "8388608", "65536", "0", "\"auto\"", "0", "99", "0"}, "after 99"},
+        {{"1", "8388608", "65536", "0", "\"auto\"", "0", "-1", "2000000000"}, "id 2000000000"},
+        {{"1", "\"8M\"", "65536", "0", "\"auto\"", "0", "-1", "0"}, "budget_bytes \"8M\""},
+        {{"1", "8388608", "65536.5", "0", "\"auto\"", "0", "-1", "0"}, "footprint_bytes 65536.5"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_record(path, &bad[i].f);
+        int rc = run_tool(args, &out);
+        cr_assert_eq(rc, 1, "case %zu (%s): exit %d: %s", i, bad[i].says, rc, out);
+        cr_assert_not_null(strstr(out, bad[i].says), "case %zu: expected '%s' in: %s", i, bad[i].says, out);
+        cr_assert_not_null(strstr(out, path), "case %zu: %s", i, out);
+        free(out);
+    }
+    remove_record(path);
+}
+
+/* Twenty tensors with a footprint of 2^62 add up to 2^66, which wrapped to 0 ("fits",
+ * smallest budget 0.0 MiB): refused, whatever the sizes. */
+Test(plantool, footprints_that_would_wrap_are_refused)
+{
+    char path[256], args[512], *out = NULL;
+    tmpfile_path(path, sizeof path);
+    FILE *o = fopen(path, "w");
+    cr_assert_not_null(o);
+    fprintf(o, "{\"format\": \"uvmrt-record\", \"version\": 1, \"layers\": [\"l0\"], \"tensors\": [");
+    for (int i = 0; i < 20; i++)
+        fprintf(o, "%s{\"id\": %d, \"name\": \"t%d\", \"layer\": 0, \"role\": \"weight\", \"size_bytes\": 1048576,"
+                   " \"footprint_bytes\": 4611686018427387904}", i ? ", " : "", i, i);
+    fprintf(o, "], \"calls\": [{\"layer\": 0, \"phase\": \"forward\", \"duration_ns\": 1, \"uses\": [[0, 1]]}]}");
+    cr_assert_eq(fclose(o), 0);
+    snprintf(args, sizeof args, "--record '%s' --fit", path);
+    int rc = run_tool(args, &out);
+    cr_assert_eq(rc, 1, "exit %d: %s", rc, out);
+    cr_assert_null(strstr(out, "fits"), "%s", out);
+    cr_assert_not_null(strstr(out, "footprint_bytes 4611686018427387904"), "%s", out);
+    free(out);
+    remove_record(path);
+}
+
+/* A tensor id of 10^9 costs what one tensor costs: the run fits in 200 MB of address
+ * space (a table by the largest id took 4.4 GB). */
+Test(plantool, a_large_tensor_id_allocates_nothing_by_it)
+{
+    char path[256], args[640], *out = NULL;
+    tmpfile_path(path, sizeof path);
+    rec_fields_t f = good_fields;
+    f.id = "1000000000";
+    f.arena = "-1";
+    write_record(path, &f);
+    snprintf(args, sizeof args, "--record '%s' --json", path);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, VLIMIT(400000) "'%s' %s 2>&1", UVMRT_PLAN_PATH, args);
+    int rc = run_capture(cmd, &out);
+    cr_assert_eq(rc, 0, "exit %d: %s", rc, out);
+    cr_assert_not_null(strstr(out, "\"fits\": true"), "%s", out);
+    free(out);
+    remove_record(path);
+}
+
+/* A FIFO (or a directory) given as a record, a model or a profile file is refused at
+ * once: opening a FIFO with no writer blocked the tool for ever. */
+Test(plantool, a_fifo_as_input_is_refused_without_blocking, .timeout = 60)
+{
+    char dir[] = "/tmp/uvmrt-plantool-fifo-XXXXXX", fifo[256], args[512], *out = NULL;
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(fifo, sizeof fifo, "%s/in.json", dir);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    const char *forms[] = {"--record '%s' --fit", "--model '%s' --fit", "--record '%s/..' --fit"};
+    const char *says[] = {"a FIFO, not a regular file", "a FIFO, not a regular file", "a directory"};
+    for (int i = 0; i < 3; i++) {
+        char a[300];
+        snprintf(a, sizeof a, forms[i], i == 2 ? dir : fifo);
+        snprintf(args, sizeof args, "%s", a);
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "timeout 10 '%s' %s 2>&1", UVMRT_PLAN_PATH, args);
+        int rc = run_capture(cmd, &out);
+        cr_assert_eq(rc, 1, "%s: exit %d (124: it hung): %s", args, rc, out);
+        cr_assert_not_null(strstr(out, says[i]), "%s: %s", args, out);
+        free(out);
+    }
+    /* a profile file that is a FIFO: the sim context is refused, not hung */
+    char rec[256];
+    snprintf(rec, sizeof rec, "%s/rec.json", dir);
+    write_record(rec, &good_fields);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "timeout 10 '%s' --record '%s' --profile '%s' --fit 2>&1", UVMRT_PLAN_PATH, rec, fifo);
+    int rc = run_capture(cmd, &out);
+    cr_assert_eq(rc, 1, "exit %d (124: it hung): %s", rc, out);
+    cr_assert_not_null(strstr(out, "FIFO"), "%s", out);
+    free(out);
+    unlink(rec);
+    unlink(fifo);
+    rmdir(dir);
+}
+
+/* A record of 100 000 calls over 4 000 tensors: the planner's next-use table was
+ * calls x tensors (1.6 GB here), so the replay ran out of a 1.2 GB address space;
+ * by the uses it is a few MB. One budget (--sweep A:A: no --fit search). */
+Test(plantool, a_long_record_is_planned_in_memory_by_its_uses, .timeout = 300)
+{
+    char path[256], *out = NULL;
+    tmpfile_path(path, sizeof path);
+    FILE *o = fopen(path, "w");
+    cr_assert_not_null(o);
+    const int n_tensors = 4000, n_calls = 100000;
+    fprintf(o, "{\"format\": \"uvmrt-record\", \"version\": 1, \"profile\": \"consumer-8g\", \"layers\": [\"l\"], "
+               "\"tensors\": [");
+    for (int i = 0; i < n_tensors; i++)
+        fprintf(o, "%s{\"id\": %d, \"name\": \"t%d\", \"layer\": -1, \"role\": \"activation\", \"size_bytes\": 4096,"
+                   " \"footprint_bytes\": 65536, \"arena\": 0}", i ? ", " : "", i, i);
+    fprintf(o, "], \"calls\": [");
+    for (int i = 0; i < n_calls; i++)
+        fprintf(o, "%s{\"layer\": 0, \"phase\": \"forward\", \"duration_ns\": 1000, \"uses\": [[%d, 1], [%d, 3]]}",
+                i ? ", " : "", i % n_tensors, (i + 1) % n_tensors);
+    fprintf(o, "]}");
+    cr_assert_eq(fclose(o), 0);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, VLIMIT(1200000) "'%s' --record '%s' --sweep 64M:64M --json 2>&1", UVMRT_PLAN_PATH, path);
+    int rc = run_capture(cmd, &out);
+    cr_assert_eq(rc, 0, "exit %d: %.2000s", rc, out);
+    json_t *j = json_loads(out, 0, NULL);
+    cr_assert_not_null(j, "%.2000s", out);
+    json_t *row = json_array_get(json_object_get(j, "sweep"), 0);
+    cr_assert(json_is_true(json_object_get(row, "fits")), "%.2000s", out);
+    json_decref(j);
+    free(out);
+    remove_record(path);
 }

@@ -347,6 +347,29 @@ Test(profile, not_json_not_an_object_and_no_file)
     cr_assert_null(p);
 }
 
+/* A FIFO under the path (no writer: open(2) would block for ever) or a directory is
+ * refused at once, naming what it is. */
+Test(profile, a_fifo_or_a_directory_is_refused_without_blocking, .timeout = 30)
+{
+    tmp_dir();
+    const char *fifo = tmp_path("fifo.json");
+    unlink(fifo);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    uvmrt_profile_t *p = NULL;
+    log_reset();
+    cr_assert_eq(uvmrt__profile_file_load(fifo, &capture_log, &p), UVMRT_ERR_IO);
+    cr_assert(log_contains("a FIFO, not a regular file"), "%s", log_text());
+    cr_assert_null(p);
+    unlink(fifo);
+    char dir[256];
+    snprintf(dir, sizeof dir, "%s", tmp_path("dir.json"));
+    mkdir(dir, 0700);
+    log_reset();
+    cr_assert_eq(uvmrt__profile_file_load(dir, &capture_log, &p), UVMRT_ERR_IO);
+    cr_assert(log_contains("a directory"), "%s", log_text());
+    rmdir(dir);
+}
+
 /* ------------------------------------------------------------------ UVMRT_PROFILE=FILE */
 Test(profile, path_or_name)
 {

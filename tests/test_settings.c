@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include <criterion/criterion.h>
+#include <unistd.h>
 
 #include "helpers.h"
 
@@ -250,6 +251,87 @@ Test(config, env_invalid_discard)
     expect_env_rejected("UVMRT_DISCARD", "2");
 }
 Test(config, env_invalid_budget_reserve) { expect_env_rejected("UVMRT_BUDGET_RESERVE", "some"); }
+
+/* One rule for every variable (uvmrt(3), ENVIRONMENT): a value is taken exactly as
+ * written, so a sign, blanks around it or a newline are refused, for integers and
+ * paths alike; and a path that is a keyword in another case (AUTO, None) is refused
+ * naming the keyword, where it used to create a file of that name. */
+static void expect_env_refused_saying(const char *var, const char *value, const char *shown, const char *says)
+{
+    env_clear_uvmrt();
+    log_reset();
+    setenv(var, value, 1);
+    uvmrt_params_t p;
+    sim_params(&p, UVMRT_POLICY_PREFETCH, 64 * MIB, NULL);
+    p.ignore_env = 0;
+    uvmrt_context_t *ctx = NULL;
+    uvmrt_status_t st = uvmrt_context_create(&p, &ctx);
+    cr_expect_eq(st, UVMRT_ERR_CONFIG, "%s='%s': got %s", var, shown, uvmrt_status_name(st));
+    char named[256];
+    snprintf(named, sizeof named, "%s='%s'", var, shown);
+    cr_expect(log_contains(named), "%s: not named; log:\n%s", named, log_text());
+    cr_expect(log_contains(says), "%s: the message does not say '%s'; log:\n%s", named, says, log_text());
+    if (st == UVMRT_OK) uvmrt_context_destroy(ctx);
+    unsetenv(var);
+}
+
+Test(config, env_one_rule_for_every_value)
+{
+    const char *blank = "exactly as written";
+    expect_env_refused_saying("UVMRT_HISTORY", "+5", "+5", "expected");
+    expect_env_refused_saying("UVMRT_HISTORY", " 5", " 5", blank);
+    expect_env_refused_saying("UVMRT_HISTORY", "5 ", "5 ", blank);
+    expect_env_refused_saying("UVMRT_DEVICE", "+0", "+0", "expected");
+    expect_env_refused_saying("UVMRT_FAULT_SAMPLE", " 3", " 3", blank);
+    expect_env_refused_saying("UVMRT_BUDGET", " 8G", " 8G", blank);
+    expect_env_refused_saying("UVMRT_BUDGET", "8G\n", "8G\\n", "control character");
+    expect_env_refused_saying("UVMRT_POLICY", "prefetch ", "prefetch ", blank);
+    expect_env_refused_saying("UVMRT_DISCARD", "1\n", "1\\n", "control character");
+    /* paths: the keyword in another case, blanks, a newline */
+    expect_env_refused_saying("UVMRT_TRACE", "AUTO", "AUTO", "keyword 'auto'");
+    expect_env_refused_saying("UVMRT_TRACE", "None", "None", "keyword 'none'");
+    expect_env_refused_saying("UVMRT_TRACE", " auto", " auto", blank);
+    expect_env_refused_saying("UVMRT_TRACE", "1\n", "1\\n", "control character");
+    expect_env_refused_saying("UVMRT_TRACE", "/tmp/t.json ", "/tmp/t.json ", blank);
+    expect_env_refused_saying("UVMRT_RECORD", "AUTO", "AUTO", "keyword 'auto'");
+    expect_env_refused_saying("UVMRT_RECORD", "Auto", "Auto", "./Auto");
+    expect_env_refused_saying("UVMRT_RECORD", " auto", " auto", blank);
+    expect_env_refused_saying("UVMRT_RECORD", "1\n", "1\\n", "control character");
+    expect_env_refused_saying("UVMRT_RECORD", "STDERR", "STDERR", "keyword 'stderr'");
+    expect_env_refused_saying("UVMRT_REPORT", "json:AUTO", "json:AUTO", "keyword 'auto'");
+    expect_env_refused_saying("UVMRT_REPORT", "json: /tmp/r.json", "json: /tmp/r.json", "expected");
+    expect_env_refused_saying("UVMRT_PROFILE", "AUTO", "AUTO", "keyword 'auto'");
+    /* and what the rule lets through: a path that only looks like a keyword */
+    char dir[] = "/tmp/uvmrt-settings-XXXXXX", path[128];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/AUTO", dir);
+    env_clear_uvmrt();
+    setenv("UVMRT_RECORD", path, 1);
+    uvmrt_params_t p;
+    sim_params(&p, UVMRT_POLICY_PREFETCH, 64 * MIB, NULL);
+    p.ignore_env = 0;
+    uvmrt_context_t *ctx = NULL;
+    cr_expect_eq(uvmrt_context_create(&p, &ctx), UVMRT_OK, "UVMRT_RECORD=%s", path);
+    uvmrt_context_destroy(ctx);
+    unsetenv("UVMRT_RECORD");
+    rmdir(dir);
+}
+
+/* The same path rules for params' strings: params.trace " auto" or "AUTO" is refused. */
+Test(config, params_paths_follow_the_rule)
+{
+    const char *bad[] = {"AUTO", " auto", "auto\n", "x.json ", "None"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        env_clear_uvmrt();
+        uvmrt_params_t p;
+        sim_params(&p, UVMRT_POLICY_PREFETCH, 64 * MIB, NULL);
+        p.trace = bad[i];
+        uvmrt_context_t *ctx = NULL;
+        uvmrt_status_t st = uvmrt_context_create(&p, &ctx);
+        cr_expect_eq(st, UVMRT_ERR_INVALID, "params.trace '%s': got %s", bad[i], uvmrt_status_name(st));
+        if (st == UVMRT_OK) uvmrt_context_destroy(ctx);
+    }
+}
 
 /* Every entry of the configuration table, including ones added later. */
 Test(config, env_invalid_every_table_entry)

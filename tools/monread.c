@@ -17,6 +17,11 @@
 
 #define SHM_DIR "/dev/shm"
 #define READ_WAIT_NS 100000000ull /* how long a writer may stay inside its seqlock: 100 ms */
+#define MAGIC_WAIT_NS 2000000ull  /* how long a new segment may lack its magic: 2 ms (the
+                                   * writer fills a zeroed header, then writes it) */
+#define LIST_WAIT_NS 250000000ull /* all the waiting one listing may do: 250 ms, so that
+                                   * junk segments cannot slow a frame to seconds */
+#define SEGMENT_MAX_BYTES (64ull << 20) /* the most read of one segment (~300 000 layers) */
 
 const char *uvmrt__monread_str(int status)
 {
@@ -50,12 +55,16 @@ static void pause_10us(void)
     nanosleep(&ts, NULL);
 }
 
-/* Maps the whole segment as it is now; *bytes receives its size. */
-static int map_segment(int fd, const void **map, size_t *bytes)
+/* Maps the whole segment as it is now; *bytes receives its size. Anything but a
+ * regular file of the owner a publisher gives it (monitor.c: 0600) is refused
+ * before a byte is read, and so is a size past SEGMENT_MAX_BYTES. */
+static int map_segment(int fd, uid_t owner, const void **map, size_t *bytes)
 {
     struct stat st;
     if (fstat(fd, &st) != 0) return MONREAD_ERRNO;
-    if ((size_t)st.st_size < UVMRT_MON_HEADER_BYTES) return MONREAD_BAD;
+    if (!S_ISREG(st.st_mode) || (st.st_mode & 07777) != 0600 || (st.st_uid != owner && st.st_uid != geteuid()))
+        return MONREAD_BAD;
+    if ((size_t)st.st_size < UVMRT_MON_HEADER_BYTES || (uint64_t)st.st_size > SEGMENT_MAX_BYTES) return MONREAD_BAD;
     void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) return MONREAD_ERRNO;
     *map = p;
@@ -71,12 +80,15 @@ static uint64_t mono_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static int copy_consistent(int fd, const void **map, size_t *bytes, uvmrt_mon_proc_t *out)
+/* deadline: when to give up on a writer inside its seqlock (mono_ns) */
+static int copy_consistent(int fd, uid_t owner, uint64_t deadline, const void **map, size_t *bytes,
+                           uvmrt_mon_proc_t *out)
 {
-    uint64_t deadline = mono_ns() + READ_WAIT_NS;
+    uint64_t start = mono_ns();
     for (int tries = 0; tries < 3 || mono_ns() < deadline; tries++) {
         const uvmrt_mon_header_t *h = *map;
         if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != UVMRT_MON_MAGIC) {
+            if (mono_ns() - start > MAGIC_WAIT_NS && tries >= 3) return MONREAD_BAD; /* junk, not a new segment */
             pause_10us(); /* a segment being created: the magic is written last */
             continue;
         }
@@ -99,7 +111,7 @@ static int copy_consistent(int fd, const void **map, size_t *bytes, uvmrt_mon_pr
             /* the writer grew the segment since we mapped it */
             munmap((void *)*map, *bytes);
             *map = NULL;
-            int st = map_segment(fd, map, bytes);
+            int st = map_segment(fd, owner, map, bytes);
             if (st != MONREAD_OK) return st;
             if (need > *bytes) return MONREAD_BAD;
             continue;
@@ -114,22 +126,102 @@ static int copy_consistent(int fd, const void **map, size_t *bytes, uvmrt_mon_pr
     return MONREAD_BUSY;
 }
 
-int uvmrt__monread_one(const char *name, uvmrt_mon_proc_t *out)
+/* Is the byte sequence at s (n bytes left) one UTF-8 character that is safe on a
+ * terminal? Its length, or 0: C0 and C1 controls, DEL, and malformed, overlong or
+ * surrogate sequences are not. */
+static size_t safe_char(const unsigned char *s, size_t n)
+{
+    unsigned c = s[0];
+    if (c < 0x20 || c == 0x7f) return 0;
+    if (c < 0x80) return 1;
+    size_t len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+    if (len == 0 || len > n) return 0;
+    uint32_t cp = c & (0x7fu >> len);
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80) return 0;
+        cp = cp << 6 | (s[i] & 0x3fu);
+    }
+    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff))) return 0;
+    if ((cp >= 0x80 && cp <= 0x9f) || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+    return len;
+}
+
+void uvmrt__monread_sanitize(char *s, size_t cap)
+{
+    if (cap == 0) return;
+    size_t n = strnlen(s, cap - 1), o = 0; /* a field without its NUL ends at cap - 1 */
+    for (size_t i = 0; i < n;) {
+        size_t k = safe_char((const unsigned char *)s + i, n - i);
+        if (k == 0) {
+            s[o++] = '?';
+            i++;
+        } else {
+            memmove(s + o, s + i, k);
+            o += k;
+            i += k;
+        }
+    }
+    memset(s + o, 0, cap - o);
+}
+
+/* Every string of the copy, made safe for a terminal and NUL-terminated. */
+static void sanitize_proc(uvmrt_mon_proc_t *p)
+{
+    uvmrt_mon_snap_t *s = &p->snap;
+    uvmrt__monread_sanitize(s->program, sizeof s->program);
+    uvmrt__monread_sanitize(s->backend, sizeof s->backend);
+    uvmrt__monread_sanitize(s->policy, sizeof s->policy);
+    uvmrt__monread_sanitize(s->profile, sizeof s->profile);
+    uvmrt__monread_sanitize(s->fault_source, sizeof s->fault_source);
+    for (uint32_t i = 0; i < s->n_layers; i++) {
+        uvmrt__monread_sanitize(p->layers[i].name, sizeof p->layers[i].name);
+        uvmrt__monread_sanitize(p->layers[i].mechanism, sizeof p->layers[i].mechanism);
+    }
+}
+
+/* The uid a segment name carries ("/uvmrt.<uid>.<pid>..."), or the reader's own. */
+static uid_t owner_of(const char *name)
+{
+    const char *p = name[0] == '/' ? name + 1 : name;
+    size_t k = strlen(UVMRT_MON_PREFIX);
+    if (strncmp(p, UVMRT_MON_PREFIX, k) == 0 && p[k] >= '0' && p[k] <= '9') {
+        char *end = NULL;
+        errno = 0;
+        unsigned long u = strtoul(p + k, &end, 10);
+        if (errno == 0 && *end == '.' && u <= (uid_t)-1) return (uid_t)u;
+    }
+    return getuid();
+}
+
+static int read_segment(const char *name, uint64_t deadline, uvmrt_mon_proc_t *out)
 {
     memset(out, 0, sizeof *out);
     snprintf(out->shm_name, sizeof out->shm_name, "%s", name);
-    int fd = shm_open(name, O_RDONLY, 0);
-    if (fd < 0) return errno == ENOENT ? MONREAD_GONE : MONREAD_ERRNO;
+    char path[UVMRT_MON_NAME_MAX + sizeof SHM_DIR + 2];
+    if (name[0] != '/' || strchr(name + 1, '/') != NULL ||
+        snprintf(path, sizeof path, SHM_DIR "%s", name) >= (int)sizeof path)
+        return MONREAD_BAD;
+    /* O_NONBLOCK: a FIFO planted under a segment's name must not block the reader;
+     * O_NOFOLLOW: nor may a link lead it elsewhere (map_segment refuses both) */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) return errno == ENOENT ? MONREAD_GONE : errno == ELOOP ? MONREAD_BAD : MONREAD_ERRNO;
     const void *map = NULL;
     size_t bytes = 0;
-    int st = map_segment(fd, &map, &bytes);
-    if (st == MONREAD_OK) st = copy_consistent(fd, &map, &bytes, out);
+    uid_t owner = owner_of(name);
+    int st = map_segment(fd, owner, &map, &bytes);
+    if (st == MONREAD_OK) st = copy_consistent(fd, owner, deadline, &map, &bytes, out);
     int saved = errno;
     if (map != NULL) munmap((void *)map, bytes);
     close(fd);
     errno = saved;
-    if (st != MONREAD_OK) uvmrt__monread_free(out);
+    if (st == MONREAD_OK) sanitize_proc(out);
+    else uvmrt__monread_free(out);
     return st;
+}
+
+int uvmrt__monread_one(const char *name, uvmrt_mon_proc_t *out)
+{
+    return read_segment(name, mono_ns() + READ_WAIT_NS, out);
 }
 
 pid_t uvmrt__monread_pid_of(const char *entry, uid_t uid)
@@ -165,6 +257,7 @@ int uvmrt__monread_list(pid_t only, uvmrt_mon_proc_t **out, size_t *n, int *clea
     DIR *d = opendir(SHM_DIR);
     if (d == NULL) return MONREAD_ERRNO;
     uid_t uid = getuid();
+    uint64_t list_deadline = mono_ns() + LIST_WAIT_NS;
     uvmrt_mon_proc_t *procs = NULL;
     size_t np = 0, cap = 0;
     int st = MONREAD_OK;
@@ -174,6 +267,10 @@ int uvmrt__monread_list(pid_t only, uvmrt_mon_proc_t **out, size_t *n, int *clea
         if (pid < 0 || (only > 0 && pid != only)) continue;
         char name[UVMRT_MON_NAME_MAX + 2];
         if (snprintf(name, sizeof name, "/%s", e->d_name) >= (int)sizeof name) continue;
+        struct stat lst;
+        if (fstatat(dirfd(d), e->d_name, &lst, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(lst.st_mode) ||
+            (lst.st_uid != uid && lst.st_uid != geteuid()))
+            continue; /* not a segment a publisher of this user made: neither read nor removed */
         if (kill(pid, 0) != 0 && errno == ESRCH) {
             /* its program is gone (killed, or crashed before destroying its context) */
             if (shm_unlink(name) == 0 && cleaned) (*cleaned)++;
@@ -189,7 +286,11 @@ int uvmrt__monread_list(pid_t only, uvmrt_mon_proc_t **out, size_t *n, int *clea
             procs = p;
             cap = c;
         }
-        int r = uvmrt__monread_one(name, &procs[np]);
+        /* each segment may wait up to READ_WAIT_NS for its writer, all of them together
+         * up to LIST_WAIT_NS: past that a busy segment gets its three tries only */
+        uint64_t now = mono_ns(), deadline = now + READ_WAIT_NS;
+        if (deadline > list_deadline) deadline = list_deadline > now ? list_deadline : now;
+        int r = read_segment(name, deadline, &procs[np]);
         if (r == MONREAD_OK) np++;
         else if (r == MONREAD_NOMEM) {
             st = r;

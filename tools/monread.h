@@ -37,9 +37,19 @@ const char *uvmrt__monread_str(int status);
 
 /* Copies the snapshot of segment name ("/uvmrt....") into *out (out->layers
  * allocated; free with uvmrt__monread_free). Retries while the writer is inside
- * its seqlock, up to about 100 ms, so the copy is never torn. */
+ * its seqlock, up to about 100 ms, so the copy is never torn. Other users can
+ * create files in /dev/shm under any name, so a segment is opened without
+ * blocking or following links, and read only when it is a regular file with mode
+ * 0600 owned by the uid its name carries (or by the reader) and at most 64 MiB
+ * (else MONREAD_BAD); every string of the copy is made safe for a terminal
+ * (uvmrt__monread_sanitize). */
 int uvmrt__monread_one(const char *name, uvmrt_mon_proc_t *out);
 void uvmrt__monread_free(uvmrt_mon_proc_t *p);
+
+/* Makes the string in s[0..cap) safe to print: control characters (C0, DEL, C1)
+ * and bytes that are not well-formed UTF-8 become '?', and it ends with a NUL
+ * inside cap (a field the publisher filled to its end is cut at cap - 1). */
+void uvmrt__monread_sanitize(char *s, size_t cap);
 
 /* The pid a segment name of this user carries, or -1 when the name is not one
  * ("uvmrt.<uid>.<pid>" or "uvmrt.<uid>.<pid>.<n>", without the slash). */
@@ -47,7 +57,10 @@ pid_t uvmrt__monread_pid_of(const char *entry, uid_t uid);
 
 /* Every readable snapshot of this user (pid > 0: only that process), sorted by
  * pid then context. Segments whose process is gone (kill(pid, 0) fails with
- * ESRCH) are unlinked and counted in *cleaned (may be NULL). *out is an array
+ * ESRCH) are unlinked and counted in *cleaned (may be NULL); names that are not
+ * regular files of this user are skipped, neither read nor removed. Waiting on
+ * busy writers is capped for the whole listing (250 ms), so that many junk
+ * segments cannot stall a frame. *out is an array
  * of *n (free with uvmrt__monread_free_all). Lists /dev/shm, where Linux keeps
  * POSIX shared memory. 0, or a MONREAD_* error. */
 int uvmrt__monread_list(pid_t pid, uvmrt_mon_proc_t **out, size_t *n, int *cleaned);

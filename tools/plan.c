@@ -18,6 +18,7 @@
 #include <jansson.h>
 
 #include "adamw_bytes.h"
+#include "input_file.h"
 #include "outfile.h"
 #include "plan.h"
 #include "uvmrt.h"
@@ -60,120 +61,291 @@ static const char *phase_name(int i) { return uvmrt_phase_name((uvmrt_phase_t)i)
         goto fail;                                                                                                    \
     } while (0)
 
-/* Reads a record file; 0 on success, else a message naming the file and what is wrong. */
+/* The ranges a record's fields are checked against (uvmrt-plan(1), RECORD FILES). */
+#define REC_MAX_ID (1 << 30)           /* tensor ids, and so tensors */
+#define REC_MAX_LAYERS (1 << 24)
+#define REC_MAX_CALLS (1 << 28)
+#define REC_MAX_SIZE (1ull << 50)      /* a tensor's size_bytes: the library's limit (1 PiB) */
+#define REC_MAX_TOTAL (1ull << 62)     /* every footprint added up, and budget_bytes */
+#define REC_MAX_NS 1000000000000000000ll /* 1e18 ns: any duration, host_ns */
+#define REC_MAX_FILE (4ull << 30)      /* bytes of JSON read */
+#define REC_BLOCK (2ull << 20)         /* footprints round up to at most the 2 MiB block */
+
+/* A JSON value as text for a message, cut to fit. */
+static void json_text(const json_t *v, char *buf, size_t n)
+{
+    char *s = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+    snprintf(buf, n, "%s", s ? s : "(missing)");
+    if (s && strlen(s) >= n && n > 4) memcpy(buf + n - 4, "...", 4);
+    free(s);
+}
+
+/* o[key] as an integer in lo..hi (def when absent and !required); 0, or -1 after a
+ * message naming the file, where, the key, its value and the range. */
+static int rec_int(const char *path, const char *where, const json_t *o, const char *key, int required,
+                   json_int_t lo, json_int_t hi, json_int_t def, json_int_t *out)
+{
+    const json_t *v = json_object_get(o, key);
+    if (v == NULL && !required) {
+        *out = def;
+        return 0;
+    }
+    if (json_is_integer(v) && json_integer_value(v) >= lo && json_integer_value(v) <= hi) {
+        *out = json_integer_value(v);
+        return 0;
+    }
+    char t[80];
+    json_text(v, t, sizeof t);
+    fprintf(stderr, "uvmrt-plan: %s: %s%s %s: expected an integer from %lld to %lld\n", path, where, key, t,
+            (long long)lo, (long long)hi);
+    return -1;
+}
+
+/* o[key] as a string (def when absent and !required), or -1 after a message. */
+static int rec_str(const char *path, const char *where, const json_t *o, const char *key, int required,
+                   const char *def, const char **out)
+{
+    const json_t *v = json_object_get(o, key);
+    if (v == NULL && !required) {
+        *out = def;
+        return 0;
+    }
+    if (json_is_string(v)) {
+        *out = json_string_value(v);
+        return 0;
+    }
+    char t[80];
+    json_text(v, t, sizeof t);
+    fprintf(stderr, "uvmrt-plan: %s: %s%s %s: expected a string\n", path, where, key, t);
+    return -1;
+}
+
+/* o[key] as a boolean (def when absent), or -1 after a message. */
+static int rec_bool(const char *path, const json_t *o, const char *key, int def, int *out)
+{
+    const json_t *v = json_object_get(o, key);
+    if (v == NULL || json_is_boolean(v)) {
+        *out = v ? json_is_true(v) : def;
+        return 0;
+    }
+    char t[80];
+    json_text(v, t, sizeof t);
+    fprintf(stderr, "uvmrt-plan: %s: %s %s: expected true or false\n", path, key, t);
+    return -1;
+}
+
+/* A record's tensor ids, sorted, with their indices: ids may have gaps (freed
+ * tensors) and go up to 2^30, so the map is sized by the tensors present. */
+typedef struct id_index {
+    int id, index;
+} id_index_t;
+
+static int by_id(const void *a, const void *b)
+{
+    const id_index_t *x = a, *y = b;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* The index of tensor id in map[0..n), or -1. */
+static int index_of_id(const id_index_t *map, size_t n, json_int_t id)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (map[mid].id < id) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < n && map[lo].id == id ? map[lo].index : -1;
+}
+
+/* Opens the record: a regular file only (O_NONBLOCK first: a FIFO must not hang
+ * the tool), at most REC_MAX_FILE bytes. */
+static json_t *record_json_load(const char *path)
+{
+    const char *why = NULL;
+    struct stat st;
+    int fd = input_file_open(path, &st, &why);
+    if (fd < 0) {
+        fprintf(stderr, "uvmrt-plan: --record %s: cannot read it: %s\n", path, why);
+        return NULL;
+    }
+    if ((uint64_t)st.st_size > REC_MAX_FILE) {
+        fprintf(stderr, "uvmrt-plan: --record %s: %lld bytes: expected a record of at most %llu GiB\n", path,
+                (long long)st.st_size, REC_MAX_FILE >> 30);
+        close(fd);
+        return NULL;
+    }
+    json_error_t err;
+    FILE *f = fdopen(fd, "rb"); /* buffered: jansson's json_loadfd reads a byte per read(2) */
+    json_t *root = f ? json_loadf(f, 0, &err) : NULL;
+    if (f == NULL) {
+        snprintf(err.text, sizeof err.text, "%s", strerror(errno));
+        err.line = 0;
+        close(fd);
+    } else fclose(f);
+    if (root == NULL)
+        fprintf(stderr, "uvmrt-plan: %s: not a readable JSON file: %s (line %d)\n", path, err.text, err.line);
+    return root;
+}
+
+/* Reads a record file; 0 on success, else a message naming the file, the field,
+ * its value and what was expected. Every field is checked against its range, and
+ * the tensors' footprints must add up to at most REC_MAX_TOTAL, so that no sum
+ * the tool makes of them can wrap. */
 static int record_load(const char *path, record_t *r)
 {
     memset(r, 0, sizeof *r);
-    json_error_t err;
-    json_t *root = json_load_file(path, 0, &err), *layers, *tensors, *calls;
-    const char *fmt = NULL, *profile = "";
-    json_int_t budget = 0;
+    json_t *root = record_json_load(path), *layers, *tensors, *calls;
+    const char *fmt = NULL, *profile = "", *ignored;
+    json_int_t budget = 0, version = 1;
     int discard = 1, remote = 1;
-    int *id_map = NULL;
-    size_t max_id = 0;
-    if (root == NULL) BAD("not a readable JSON file: %s (line %d)", err.text, err.line);
-    if (json_unpack_ex(root, &err, 0, "{s:s, s?s, s?I, s?b, s?b, s:o, s:o, s:o}", "format", &fmt, "profile", &profile,
-                       "budget_bytes", &budget, "discard", &discard, "remote", &remote, "layers", &layers, "tensors",
-                       &tensors, "calls", &calls) != 0)
-        BAD("not a uvmrt record (UVMRT_RECORD): %s", err.text);
+    id_index_t *ids = NULL;
+    unsigned *seen = NULL;
+    uint8_t *stream_used = NULL;
+    char where[96];
+    uint64_t total = 0;
+    if (root == NULL) return -1;
+    if (!json_is_object(root)) BAD("not a uvmrt record (UVMRT_RECORD): the top level is not a JSON object");
+    if (rec_str(path, "", root, "format", 1, NULL, &fmt)) goto fail;
     if (strcmp(fmt, "uvmrt-record") != 0) BAD("format is '%s', expected 'uvmrt-record'", fmt);
+    if (rec_int(path, "", root, "version", 0, 1, 1, 1, &version) || /* absent: 1, as hand-written ones are */
+        rec_str(path, "", root, "uvmrt_version", 0, "", &ignored) || rec_str(path, "", root, "backend", 0, "", &ignored) ||
+        rec_str(path, "", root, "profile", 0, "", &profile) ||
+        rec_int(path, "", root, "budget_bytes", 0, 0, (json_int_t)REC_MAX_TOTAL, 0, &budget) ||
+        rec_bool(path, root, "discard", 1, &discard) || rec_bool(path, root, "remote", 1, &remote))
+        goto fail;
+    layers = json_object_get(root, "layers");
+    tensors = json_object_get(root, "tensors");
+    calls = json_object_get(root, "calls");
     if (!json_is_array(layers) || !json_is_array(tensors) || !json_is_array(calls) || json_array_size(calls) == 0)
         BAD("layers, tensors and calls must be arrays, with at least one call");
+    if (json_array_size(layers) > REC_MAX_LAYERS || json_array_size(tensors) > REC_MAX_ID ||
+        json_array_size(calls) > REC_MAX_CALLS)
+        BAD("%zu layers, %zu tensors, %zu calls: expected at most %d, %d and %d", json_array_size(layers),
+            json_array_size(tensors), json_array_size(calls), REC_MAX_LAYERS, REC_MAX_ID, REC_MAX_CALLS);
     r->profile = strdup(profile);
     r->source = strdup(path);
-    r->budget = (uint64_t)(budget > 0 ? budget : 0);
+    r->budget = (uint64_t)budget;
     r->discard = discard;
     r->remote = remote;
     r->n_layers = json_array_size(layers);
     r->layers = calloc(r->n_layers + 1, sizeof *r->layers);
+    r->n_tensors = json_array_size(tensors);
+    r->tensors = calloc(r->n_tensors + 1, sizeof *r->tensors);
+    r->n_calls = json_array_size(calls);
+    r->calls = calloc(r->n_calls, sizeof *r->calls);
+    ids = malloc((r->n_tensors + 1) * sizeof *ids);
+    seen = calloc(r->n_tensors + 1, sizeof *seen);
+    stream_used = calloc(r->n_calls, 1);
+    if (!r->profile || !r->source || !r->layers || !r->tensors || !r->calls || !ids || !seen || !stream_used)
+        BAD("out of memory for %zu tensors and %zu calls", r->n_tensors, r->n_calls);
     for (size_t i = 0; i < r->n_layers; i++) {
         const char *s = json_string_value(json_array_get(layers, i));
         if (s == NULL) BAD("layers[%zu] is not a string", i);
-        r->layers[i] = strdup(s);
+        if ((r->layers[i] = strdup(s)) == NULL) BAD("out of memory");
     }
-    r->n_tensors = json_array_size(tensors);
-    r->tensors = calloc(r->n_tensors + 1, sizeof *r->tensors);
     for (size_t i = 0; i < r->n_tensors; i++) {
-        json_int_t id, layer, size, fp, arena = -1;
-        const char *name, *role, *place = "auto";
-        if (json_unpack_ex(json_array_get(tensors, i), &err, 0, "{s:I, s:s, s:I, s:s, s:I, s:I, s?I, s?s}", "id", &id,
-                           "name", &name, "layer", &layer, "role", &role, "size_bytes", &size, "footprint_bytes", &fp,
-                           "arena", &arena, "placement", &place) != 0)
-            BAD("tensors[%zu]: %s", i, err.text);
+        const json_t *o = json_array_get(tensors, i);
+        json_int_t id, layer, size, fp, arena;
+        const char *name, *role, *place;
+        if (!json_is_object(o)) BAD("tensors[%zu] is not an object", i);
+        snprintf(where, sizeof where, "tensors[%zu]: ", i);
+        if (rec_int(path, where, o, "id", 1, 0, REC_MAX_ID, 0, &id) || rec_str(path, where, o, "name", 1, NULL, &name))
+            goto fail;
+        snprintf(where, sizeof where, "tensors[%zu] ('%.40s'): ", i, name);
+        if (rec_int(path, where, o, "layer", 1, -1, (json_int_t)r->n_layers - 1, 0, &layer) ||
+            rec_str(path, where, o, "role", 1, NULL, &role) ||
+            rec_int(path, where, o, "size_bytes", 1, 1, (json_int_t)REC_MAX_SIZE, 0, &size))
+            goto fail;
+        /* what residency counts: the size rounded up to its alignment (64 KiB or the
+         * 2 MiB block), never more than the block above it */
+        uint64_t fp_max = ((uint64_t)size + REC_BLOCK - 1) / REC_BLOCK * REC_BLOCK;
+        if (rec_int(path, where, o, "footprint_bytes", 1, size, (json_int_t)fp_max, 0, &fp) ||
+            rec_int(path, where, o, "arena", 0, -1, id, -1, &arena) || /* arenas are numbered as made: <= the id */
+            rec_str(path, where, o, "placement", 0, "auto", &place))
+            goto fail;
         rtensor_t *t = &r->tensors[i];
         t->role = parse_enum(role, UVMRT_ROLE_COUNT, role_name);
-        if (id < 0 || id > 1 << 30) BAD("tensors[%zu]: id %lld: expected 0 to 2^30", i, (long long)id);
-        if (layer < -1 || layer >= (json_int_t)r->n_layers)
-            BAD("tensors[%zu] ('%s'): layer %lld: expected -1 or a layer index below %zu", i, name, (long long)layer,
-                r->n_layers);
-        if (t->role < 0) BAD("tensors[%zu] ('%s'): role '%s': expected weight, gradient, ...", i, name, role);
-        if (size <= 0 || fp < size) BAD("tensors[%zu] ('%s'): size %lld, footprint %lld: expected 0 < size <= footprint",
-                                       i, name, (long long)size, (long long)fp);
-        t->name = strdup(name);
+        if (t->role < 0) BAD("%srole '%s': expected weight, gradient, optimizer, activation or workspace", where, role);
+        if (strcmp(place, "auto") != 0 && strcmp(place, "host") != 0)
+            BAD("%splacement '%s': expected \"auto\" or \"host\"", where, place);
+        if ((t->name = strdup(name)) == NULL) BAD("out of memory");
         t->layer = (int)layer;
-        t->arena = (int)arena;
         t->size = (uint64_t)size;
         t->footprint = (uint64_t)fp;
         t->host = strcmp(place, "host") == 0;
-        if ((size_t)id > max_id) max_id = (size_t)id;
         t->arena = arena < 0 ? (int)i : (int)arena;
+        total += t->footprint; /* each <= 2^50 + 2 MiB: checked below before it can wrap */
+        if (total > REC_MAX_TOTAL)
+            BAD("%sthe tensors' footprint_bytes add up to more than 2^62 bytes by here: expected less", where);
+        ids[i] = (id_index_t){(int)id, (int)i};
     }
     /* recorded ids (with gaps where tensors were freed) -> indices */
-    id_map = malloc((max_id + 1) * sizeof *id_map);
-    for (size_t i = 0; i <= max_id; i++) id_map[i] = -1;
-    for (size_t i = 0; i < r->n_tensors; i++) {
-        json_int_t id = json_integer_value(json_object_get(json_array_get(tensors, i), "id"));
-        if (id_map[id] >= 0) BAD("tensors[%zu]: id %lld appears twice", i, (long long)id);
-        id_map[id] = (int)i;
-    }
-    r->n_calls = json_array_size(calls);
-    r->calls = calloc(r->n_calls, sizeof *r->calls);
+    qsort(ids, r->n_tensors, sizeof *ids, by_id);
+    for (size_t i = 1; i < r->n_tensors; i++)
+        if (ids[i].id == ids[i - 1].id)
+            BAD("tensors[%d]: id %d appears twice (also tensors[%d])", ids[i].index, ids[i].id, ids[i - 1].index);
     for (size_t i = 0; i < r->n_calls; i++) {
-        json_int_t layer, stream = 0, dur, hb = 0, after = -1, host_ns = 0;
+        const json_t *o = json_array_get(calls, i), *uses;
+        json_int_t layer, stream, dur, hb, after, host_ns;
         const char *phase;
-        json_t *uses;
-        if (json_unpack_ex(json_array_get(calls, i), &err, 0, "{s:I, s:s, s?I, s?I, s:I, s?I, s?I, s:o}", "layer",
-                           &layer, "phase", &phase, "stream", &stream, "after", &after, "duration_ns", &dur,
-                           "host_bytes", &hb, "host_ns", &host_ns, "uses", &uses) != 0)
-            BAD("calls[%zu]: %s", i, err.text);
+        if (!json_is_object(o)) BAD("calls[%zu] is not an object", i);
+        snprintf(where, sizeof where, "calls[%zu]: ", i);
+        json_int_t max_stream = (json_int_t)r->n_calls - 1; /* numbered by first appearance */
+        if (rec_int(path, where, o, "layer", 1, 0, (json_int_t)r->n_layers - 1, 0, &layer) ||
+            rec_str(path, where, o, "phase", 1, NULL, &phase) ||
+            rec_int(path, where, o, "stream", 0, 0, max_stream, 0, &stream) ||
+            rec_int(path, where, o, "after", 0, -1, max_stream, -1, &after) ||
+            rec_int(path, where, o, "duration_ns", 1, 0, REC_MAX_NS, 0, &dur) ||
+            rec_int(path, where, o, "host_bytes", 0, 0, (json_int_t)REC_MAX_TOTAL, 0, &hb) ||
+            rec_int(path, where, o, "host_ns", 0, 0, REC_MAX_NS, 0, &host_ns))
+            goto fail;
         rcall_t *c = &r->calls[i];
         c->phase = parse_enum(phase, UVMRT_PHASE_COUNT, phase_name);
-        if (layer < 0 || layer >= (json_int_t)r->n_layers)
-            BAD("calls[%zu]: layer %lld: expected a layer index below %zu", i, (long long)layer, r->n_layers);
-        if (c->phase < 0) BAD("calls[%zu]: phase '%s': expected forward, backward or optimizer", i, phase);
-        if (after < -1 || after > 1000000) BAD("calls[%zu]: after %lld: expected -1 (none) or a stream index", i,
-                                               (long long)after);
-        if (host_ns < 0 || (double)host_ns > 1e18)
-            BAD("calls[%zu]: host_ns %lld: expected 0 to 1e18 ns", i, (long long)host_ns);
-        if (dur < 0 || hb < 0 || stream < 0 || stream > 1000000 || !json_is_array(uses))
-            BAD("calls[%zu]: duration_ns %lld, host_bytes %lld, stream %lld: expected numbers >= 0 and an array of uses",
-                i, (long long)dur, (long long)hb, (long long)stream);
+        if (c->phase < 0) BAD("%sphase '%s': expected forward, backward or optimizer", where, phase);
+        uses = json_object_get(o, "uses");
+        if (!json_is_array(uses)) BAD("%suses: expected an array of [tensor id, access bits]", where);
         c->layer = (int)layer;
         c->stream = (int)stream;
         c->duration_ns = (uint64_t)dur;
         c->host_bytes = (uint64_t)hb;
         c->host_ns = (uint64_t)host_ns;
         c->after = (int)after;
+        stream_used[stream] = 1;
         c->n_uses = json_array_size(uses);
         c->use_t = calloc(c->n_uses + 1, sizeof *c->use_t);
         c->use_a = calloc(c->n_uses + 1, sizeof *c->use_a);
+        if (c->use_t == NULL || c->use_a == NULL) BAD("out of memory");
         for (size_t k = 0; k < c->n_uses; k++) {
             json_int_t tid, acc;
+            json_error_t err;
             if (json_unpack_ex(json_array_get(uses, k), &err, 0, "[I, I]", &tid, &acc) != 0)
                 BAD("calls[%zu].uses[%zu]: expected [tensor id, access bits]: %s", i, k, err.text);
-            if (tid < 0 || (size_t)tid > max_id || id_map[tid] < 0)
-                BAD("calls[%zu].uses[%zu]: tensor id %lld is not in tensors", i, k, (long long)tid);
+            int idx = tid < 0 || tid > REC_MAX_ID ? -1 : index_of_id(ids, r->n_tensors, tid);
+            if (idx < 0) BAD("calls[%zu].uses[%zu]: tensor id %lld is not in tensors", i, k, (long long)tid);
             if (acc < 1 || acc > 7) BAD("calls[%zu].uses[%zu]: access %lld: expected 1 to 7 (UVMRT_USE_* bits)", i, k,
                                        (long long)acc);
-            c->use_t[k] = id_map[tid];
+            if (seen[idx] == i + 1)
+                BAD("calls[%zu].uses[%zu]: tensor id %lld appears twice in the call: expected each once", i, k,
+                    (long long)tid);
+            seen[idx] = (unsigned)(i + 1);
+            c->use_t[k] = idx;
             c->use_a[k] = (unsigned)acc;
         }
     }
-    free(id_map);
+    for (size_t i = 0; i < r->n_calls; i++)
+        if (r->calls[i].after >= 0 && !stream_used[r->calls[i].after])
+            BAD("calls[%zu]: after %d: expected -1 (none) or the stream of a call of the record", i,
+                r->calls[i].after);
+    free(ids);
+    free(seen);
+    free(stream_used);
     json_decref(root);
     return 0;
 fail:
-    free(id_map);
+    free(ids);
+    free(seen);
+    free(stream_used);
     json_decref(root);
     record_free(r);
     return -1;
@@ -217,15 +389,20 @@ static double call_ns(const rcall_t *c, const uvmrt_profile_t *pr)
     return ns;
 }
 
+/* a + b, or UINT64_MAX where it would wrap */
+static uint64_t sat_add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
 /* Stream k of the record as a sim handle: never NULL, so that "after stream 0" is one. */
 static uvmrt_stream_t stream_of(int k) { return (uvmrt_stream_t)(uintptr_t)(0x1000u + (unsigned)k); }
 
 /* The replay's own messages (a call over budget while --fit searches) are expected. */
-static char last_error[512]; /* the replay's latest error message, for when it fails for another reason */
+static char last_error[1024]; /* the replay's error messages, for when it fails for another reason */
 static void log_none(uvmrt_log_level_t l, const char *m, void *u)
 {
     (void)u;
-    if (l == UVMRT_LOG_ERROR) snprintf(last_error, sizeof last_error, "%s", m);
+    size_t n = strlen(last_error);
+    if (l == UVMRT_LOG_ERROR && n + 3 < sizeof last_error) /* all of them: a later one may say "see above" */
+        snprintf(last_error + n, sizeof last_error - n, "%s%s", n ? "; " : "", m);
 }
 
 /* Allocates the record's tensors as they were: one uvmrt_tensors_alloc call per
@@ -241,14 +418,24 @@ static uvmrt_status_t alloc_all(uvmrt_context_t *ctx, const record_t *r, uvmrt_t
     for (size_t i = 0; i < n; i++)
         d[i] = (uvmrt_tensor_desc_t){r->tensors[i].name, r->tensors[i].layer, (uvmrt_role_t)r->tensors[i].role,
                                      (size_t)r->tensors[i].size};
-    for (size_t i = 1; i <= n && st == UVMRT_OK; i++) {
-        int split = i == n;
-        for (size_t j = start; !split && j < i; j++)
-            split = r->tensors[j].layer == r->tensors[i].layer && r->tensors[j].arena != r->tensors[i].arena;
-        if (!split) continue;
-        st = uvmrt_tensors_alloc(ctx, i - start, d + start, out + start);
-        start = i;
+    /* the arena the current call gave each layer (layer + 1: -1 is a layer too), and
+     * in which call (run: 1, 2, ...): one look per tensor, not a scan of the call */
+    int *arena_of = calloc(r->n_layers + 2, sizeof *arena_of), run = 1;
+    size_t *run_of = calloc(r->n_layers + 2, sizeof *run_of);
+    if (arena_of == NULL || run_of == NULL) st = UVMRT_ERR_NOMEM;
+    for (size_t i = 0; i < n && st == UVMRT_OK; i++) {
+        size_t l = (size_t)(r->tensors[i].layer + 1);
+        if (run_of[l] == (size_t)run && arena_of[l] != r->tensors[i].arena) { /* a second arena: a new call */
+            st = uvmrt_tensors_alloc(ctx, i - start, d + start, out + start);
+            start = i;
+            run++;
+        }
+        run_of[l] = (size_t)run;
+        arena_of[l] = r->tensors[i].arena;
     }
+    if (st == UVMRT_OK && n > start) st = uvmrt_tensors_alloc(ctx, n - start, d + start, out + start);
+    free(arena_of);
+    free(run_of);
     free(d);
     for (size_t i = 0; i < n && st == UVMRT_OK; i++)
         if (r->tensors[i].host) st = uvmrt_tensor_set_placement(ctx, out[i], UVMRT_PLACE_HOST);
@@ -297,6 +484,7 @@ static int predict(const record_t *r, const char *profile, uint64_t budget, cons
     memset(p, 0, sizeof *p);
     p->budget = budget;
     p->layer_mech = calloc(r->n_layers + 1, sizeof *p->layer_mech);
+    last_error[0] = '\0'; /* this replay's messages only */
     uvmrt_params_t prm;
     uvmrt_params_init(&prm);
     prm.ignore_env = 1; /* the user's UVMRT_* (UVMRT_RECORD...) must not steer the model */
@@ -344,7 +532,7 @@ static int predict(const record_t *r, const char *profile, uint64_t budget, cons
     p->fits = st == UVMRT_OK;
     if (st != UVMRT_OK && st != UVMRT_ERR_BUDGET) {
         uint64_t total = 0;
-        for (size_t i = 0; i < r->n_tensors; i++) total += r->tensors[i].footprint;
+        for (size_t i = 0; i < r->n_tensors; i++) total = sat_add(total, r->tensors[i].footprint);
         fprintf(stderr, "uvmrt-plan: %s: the replay failed at budget %.1f MiB (%.1f GiB of tensors in all): %s: %s\n",
                 r->source ? r->source : "?", budget / MIB, total / (MIB * 1024), uvmrt_status_str(st), last_error);
         uvmrt_context_destroy(ctx);
@@ -417,7 +605,7 @@ static uint64_t largest_working_set(const record_t *r, size_t *call)
     for (size_t i = 0; i < r->n_calls; i++) {
         uint64_t ws = 0;
         for (size_t k = 0; k < r->calls[i].n_uses; k++)
-            if (!r->tensors[r->calls[i].use_t[k]].host) ws += r->tensors[r->calls[i].use_t[k]].footprint;
+            if (!r->tensors[r->calls[i].use_t[k]].host) ws = sat_add(ws, r->tensors[r->calls[i].use_t[k]].footprint);
         if (ws > best) {
             best = ws;
             *call = i;
@@ -431,7 +619,12 @@ static uint64_t largest_working_set(const record_t *r, size_t *call)
 static int fit_budget(const record_t *r, const char *profile, uint64_t *out)
 {
     uint64_t total = 0;
-    for (size_t i = 0; i < r->n_tensors; i++) total += r->tensors[i].footprint;
+    for (size_t i = 0; i < r->n_tensors; i++) total = sat_add(total, r->tensors[i].footprint);
+    if (total > UINT64_MAX / 2) { /* a record's total is at most 2^62 (record_load); a model's is checked too */
+        fprintf(stderr, "uvmrt-plan: %s: the tensors add up to more than 2^63 bytes: no budget can hold them\n",
+                r->source ? r->source : "?");
+        return -1;
+    }
     uint64_t lo = 0, hi = (total + GRAIN - 1) / GRAIN; /* in grains: lo fails (0 bytes), hi fits */
     prediction_t p;
     if (predict(r, profile, hi * GRAIN, NULL, &p) != 0) return -1;

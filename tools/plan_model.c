@@ -23,6 +23,7 @@
 
 #include <jansson.h>
 
+#include "input_file.h"
 #include "plan.h"
 #include "uvmrt.h"
 
@@ -256,7 +257,14 @@ static int layer_load(const char *path, const json_t *o, size_t i, mlayer_t *l)
 model_t *model_load(const char *path)
 {
     json_error_t err;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
+    const char *why = NULL;
+    FILE *f = input_file_fopen(path, NULL, &why); /* a FIFO must not hang the tool */
+    if (f == NULL) {
+        fprintf(stderr, "uvmrt-plan: --model %s: cannot read it: %s\n", path, why);
+        return NULL;
+    }
+    json_t *root = json_loadf(f, JSON_REJECT_DUPLICATES, &err);
+    fclose(f);
     model_t *m = NULL;
     if (root == NULL) {
         fprintf(stderr, "uvmrt-plan: %s: not a readable JSON file: %s (line %d, column %d)\n", path, err.text,

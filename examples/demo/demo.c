@@ -26,11 +26,13 @@
 #include "config.h"
 #endif
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -65,9 +67,11 @@ typedef struct demo_options {
     uint64_t sim_data_limit;  /* bytes: above it the sim backend does no arithmetic */
     int verify;
     int said_schedule_only;   /* the sim "schedule only" note is printed once */
+    int detail;               /* --detail: configuration and per-layer, per-tensor tables */
+    FILE *detail_out;         /* where they go until the comparison table is out (NULL: none) */
 } demo_options_t;
 
-enum { F_LAYERS, F_LAYER_MIB, F_WORK, F_REPORT_JSON, F_SIM_LIMIT, F_NO_VERIFY };
+enum { F_LAYERS, F_LAYER_MIB, F_WORK, F_REPORT_JSON, F_SIM_LIMIT, F_NO_VERIFY, F_DETAIL };
 
 static const cli_flag_t DEMO_FLAGS[] = {
     {"layers", "N", "layers (default 24; on a GPU without room for them,\nas many as fit)", F_LAYERS},
@@ -79,6 +83,9 @@ static const cli_flag_t DEMO_FLAGS[] = {
     {"sim-data-limit", "SIZE", "on sim, do the arithmetic on the CPU (and verify) only\n"
                                "up to this many tensor bytes (default 1G)", F_SIM_LIMIT},
     {"no-verify", NULL, "skip the checksums (and the reference run)", F_NO_VERIFY},
+    {"detail", NULL, "after the comparison table and the verdict, each run's\n"
+                     "configuration, per-layer table and per-tensor memory\n"
+                     "summary (left out by default and by --quiet)", F_DETAIL},
 };
 
 static void demo_flag(int key, const char *arg, void *user) {
@@ -98,6 +105,7 @@ static void demo_flag(int key, const char *arg, void *user) {
     case F_REPORT_JSON: opt->report_json = cli_parse_path("--report-json", arg); break;
     case F_SIM_LIMIT: opt->sim_data_limit = cli_parse_size("--sim-data-limit", arg, 0); break;
     case F_NO_VERIFY: opt->verify = 0; break;
+    case F_DETAIL: opt->detail = 1; break;
     }
 }
 
@@ -589,6 +597,49 @@ static void summary_print(const demo_result_t *res, int layers) {
     }
 }
 
+/* --detail: the run's per-layer report (with the per-tensor memory summary) goes
+ * to opt->detail_out through a temporary file (the library writes reports by path),
+ * so that main prints it after the comparison table. 0, or -1 when it could not be
+ * written (said on stderr). */
+static int detail_report(demo_run_t *run) {
+    const char *dir = getenv("TMPDIR");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/uvmrt-demo-detail.XXXXXX", dir && *dir ? dir : "/tmp");
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        fprintf(stderr, PROG ": --detail: cannot create a temporary file in %s: %s\n",
+                dir && *dir ? dir : "/tmp", strerror(errno));
+        return -1;
+    }
+    close(fd);
+    int bad = cli_report_write(run->ctx, "the per-layer report", "text", path) != 0;
+    FILE *f = bad ? NULL : fopen(path, "r");
+    if (f) {
+        char buf[65536];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+            fwrite(buf, 1, n, run->opt->detail_out);
+        fclose(f);
+    }
+    unlink(path);
+    return bad ? -1 : 0;
+}
+
+/* Prints what --detail collected (after the table and the verdict) and closes it. */
+static void detail_print(demo_options_t *opt) {
+    if (opt->detail_out == NULL)
+        return;
+    fflush(stdout);
+    rewind(opt->detail_out);
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, opt->detail_out)) > 0)
+        fwrite(buf, 1, n, stdout);
+    fclose(opt->detail_out);
+    opt->detail_out = NULL;
+    fflush(stdout);
+}
+
 /* Runs the whole training under one policy. label: "reference" or NULL. */
 static void run_policy(demo_options_t *opt, uvmrt_policy_t policy, const char *label,
                        const char *report_path, int show_tables, demo_result_t *res) {
@@ -620,9 +671,10 @@ static void run_policy(demo_options_t *opt, uvmrt_policy_t policy, const char *l
         fprintf(stderr, PROG ": warning: UVMRT_POLICY overrides the policy asked for (%s): "
                         "this run uses %s\n",
                 uvmrt_policy_name(policy), uvmrt_policy_name(run.policy));
-    if (!opt->c.quiet) {
-        uvmrt_context_print_config(run.ctx, stdout);
-        fflush(stdout);
+    if (opt->detail_out) {
+        fprintf(opt->detail_out, "\n== detail: %s%spolicy %s ==\n", label ? label : "",
+                label ? ": " : "", uvmrt_policy_name(run.policy));
+        uvmrt_context_print_config(run.ctx, opt->detail_out);
     }
 
     if (run.backend == UVMRT_BACKEND_CUDA) {
@@ -650,8 +702,8 @@ static void run_policy(demo_options_t *opt, uvmrt_policy_t policy, const char *l
     run_steps(&run);
 
     /* the reports: one that cannot be written is said and counted, the rest still written */
-    if (show_tables && !opt->c.quiet)
-        res->write_failed |= cli_report_write(run.ctx, "the per-layer report", "text", "-") != 0;
+    if (show_tables && opt->detail_out)
+        res->write_failed |= detail_report(&run) != 0;
     if (report_path) {
         int bad = cli_report_write(run.ctx, "--report-json", "json", report_path) != 0;
         if (!bad && strcmp(report_path, "-") != 0)
@@ -825,6 +877,14 @@ int main(int argc, char **argv) {
     cli_output_check("--report-json", opt.report_json);
     env_overrides_note(&opt);
 
+    if (opt.detail && !opt.c.quiet) {
+        opt.detail_out = tmpfile();
+        if (opt.detail_out == NULL) {
+            fprintf(stderr, PROG ": --detail: cannot create a temporary file: %s\n", strerror(errno));
+            return 1;
+        }
+    }
+
     fit_layers_to_gpu(&opt);
     uint64_t e = opt.layer_mib / 4 * MIB;
     printf(PROG ": %d layers x 4 tensors of %.0f MiB + input = %zu tensors, %.2f GiB; "
@@ -868,6 +928,7 @@ int main(int argc, char **argv) {
             status = 1;
     if (opt.c.result_json && result_write(&opt, runs, n_runs, verdict) != 0)
         status = 1;
+    detail_print(&opt);
 
     for (int r = 0; r < n_runs; r++)
         result_free(&runs[r]);

@@ -20,6 +20,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../common/input_file.h"
+
 #define HEADER_BYTES ((long long)GPT_DATA_HEADER_INTS * 4)
 
 typedef struct {
@@ -115,9 +117,10 @@ static int shard_check_header(const char *path, uint64_t *ntok, char *err, size_
         return fail(err, errlen,
                     "%s: truncated: %" PRIu64 " bytes, shorter than the %lld-byte header of a "
                     "token file", path, size, HEADER_BYTES);
-    FILE *f = fopen(path, "rb");
+    const char *why = NULL;
+    FILE *f = input_file_fopen(path, NULL, &why); /* stat above, then replaced: still no hang */
     if (f == NULL)
-        return fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return fail(err, errlen, "%s: cannot open: %s", path, why);
     int32_t h[GPT_DATA_HEADER_INTS];
     size_t got = fread(h, sizeof h[0], GPT_DATA_HEADER_INTS, f);
     fclose(f);
@@ -148,10 +151,11 @@ static int shard_load(const gpt_data_t *d, int i, uint16_t **out, char *err, siz
     uint16_t *buf = malloc(s->ntok * sizeof *buf + 1);
     if (buf == NULL)
         return fail(err, errlen, "%s: out of memory for %" PRIu64 " tokens", s->path, s->ntok);
-    FILE *f = fopen(s->path, "rb");
+    const char *why = NULL;
+    FILE *f = input_file_fopen(s->path, NULL, &why);
     if (f == NULL) {
         free(buf);
-        return fail(err, errlen, "%s: cannot open: %s", s->path, strerror(errno));
+        return fail(err, errlen, "%s: cannot open: %s", s->path, why);
     }
     int ok = fseeko(f, (off_t)s->start, SEEK_SET) == 0;
     if (ok && d->text) {

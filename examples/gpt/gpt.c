@@ -64,6 +64,7 @@
 
 #include "uvmrt.h"
 #include "../common/cli.h"
+#include "../common/input_file.h"
 
 #include <jansson.h>
 
@@ -485,9 +486,10 @@ static void weights_dump(gpt_run_t *run, const char *path, int which) {
 }
 
 static void weights_load(gpt_run_t *run, const char *path) {
-    FILE *f = fopen(path, "rb");
+    const char *why = NULL;
+    FILE *f = input_file_fopen(path, NULL, &why); /* a FIFO must not hang the run */
     if (f == NULL)
-        gpt_run_fail(run, "cannot read --init-weights %s: %s", path, strerror(errno));
+        gpt_run_fail(run, "cannot read --init-weights %s: %s", path, why);
     int32_t h[256], want[256];
     header_make(run, want);
     if (fread(h, sizeof h, 1, f) != 1) {

@@ -78,6 +78,7 @@ def test_cpu_adamw_is_within_a_few_ulp_of_torch_adamw():
     model, opt = ut.offload(models.make(), torch.optim.AdamW, lr=1e-2, weight_decay=0.1, budget="64M",
                             cpu_optimizer=True, recompute=False)
     got = models.train(model, opt, data)
+    ut.synchronize(model)
     assert all(l.cpu_opt for l in ut.engine_of(model).opt_layers())
     for a, b in zip(got, ref):
         assert abs(a - b) <= 1e-5 * abs(b)
@@ -147,7 +148,8 @@ def test_frozen_parameters_and_groups_with_their_own_hyperparameters():
     assert [g["weight_decay"] for g in opt.param_groups] == [0.1, 0.0]
 
 
-def test_an_lr_scheduler_changes_the_updates():
+@pytest.mark.parametrize("cpu", [False, True])
+def test_an_lr_scheduler_changes_the_updates(cpu):
     data = models.batches(4)
     ref_model = models.make()
     ref_opt = torch.optim.AdamW(ref_model.parameters(), lr=1e-2, foreach=False)
@@ -157,13 +159,16 @@ def test_an_lr_scheduler_changes_the_updates():
         loss = ref_model(ids); loss.backward(); ref_opt.step(); ref_opt.zero_grad(); ref_sched.step()
         ref.append(loss.item())
     model, opt = ut.offload(models.make(), torch.optim.AdamW, lr=1e-2, foreach=False, budget="64M",
-                            cpu_optimizer=False, recompute=False)
+                            cpu_optimizer=cpu, recompute=False)
     sched = torch.optim.lr_scheduler.StepLR(opt, 1, gamma=0.5)
     got = []
     for ids in data:
         loss = model(ids); loss.backward(); opt.step(); opt.zero_grad(); sched.step()
         got.append(loss.item())
-    assert got == ref
+    if cpu:  # the CPU's AdamW: within its bound of torch's, not bitwise
+        assert all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(got, ref)), (got, ref)
+    else:
+        assert got == ref
 
 
 def test_a_recomputing_block_makes_no_second_forward_call():

@@ -73,11 +73,23 @@ typedef struct hm_list {
     size_t n, cap;
 } hm_list_t;
 
+/* An allocation's base and its index in allocs: the index sorted by base, so that
+ * finding a range's allocation is a binary search, not a scan of every one. */
+typedef struct sim_index {
+    char *base;
+    size_t i;
+} sim_index_t;
+
 typedef struct sim {
     const uvmrt_profile_t *prof;
     uvmrt_log_t *log;
-    sim_alloc_t *allocs;
-    size_t n_allocs, cap_allocs;
+    sim_alloc_t *allocs;          /* in allocation order (the eviction clock's); freed ones are
+                                   * left as holes (base NULL) until they are half of them */
+    size_t n_allocs, cap_allocs, n_holes;
+    size_t total_pages;           /* of the live allocations */
+    sim_index_t *index;           /* the live allocations by base (rebuilt when stale) */
+    size_t n_index;
+    int index_stale;
     uint64_t device_bytes;
     uint64_t host_t;
     uint64_t h2d_engine_t, d2h_engine_t; /* each direction's migrations (and reads: h2d) */
@@ -130,6 +142,7 @@ static void sim_close(void *state)
         free(s->allocs[i].page);
     }
     free(s->allocs);
+    free(s->index);
     free(s->um);
     free(s->hm_cpu.seg);
     free(s->hm_h2d.seg);
@@ -183,25 +196,74 @@ static uvmrt_status_t sim_alloc(void *state, size_t bytes, void **ptr)
         return UVMRT_ERR_NOMEM;
     }
     s->allocs[s->n_allocs++] = (sim_alloc_t){base, bytes, page};
+    s->total_pages += bytes / PAGE;
+    s->index_stale = 1;
     *ptr = base;
     return UVMRT_OK;
+}
+
+static int by_base(const void *a, const void *b)
+{
+    const sim_index_t *x = a, *y = b;
+    return (x->base > y->base) - (x->base < y->base);
+}
+
+/* Rebuilds the index of the live allocations; -1 when out of memory (then callers scan). */
+static int index_rebuild(sim_t *s)
+{
+    sim_index_t *ix = realloc(s->index, (s->n_allocs + 1) * sizeof *ix);
+    if (ix == NULL) return -1;
+    s->index = ix;
+    s->n_index = 0;
+    for (size_t i = 0; i < s->n_allocs; i++)
+        if (s->allocs[i].base != NULL) ix[s->n_index++] = (sim_index_t){s->allocs[i].base, i};
+    qsort(ix, s->n_index, sizeof *ix, by_base);
+    s->index_stale = 0;
+    return 0;
+}
+
+/* The live allocation holding [lo, hi), or NULL. */
+static sim_alloc_t *alloc_of(sim_t *s, const char *lo, const char *hi)
+{
+    if (s->index_stale && index_rebuild(s) != 0) {
+        for (size_t i = 0; i < s->n_allocs; i++) {
+            sim_alloc_t *a = &s->allocs[i];
+            if (a->base != NULL && lo >= a->base && hi <= a->base + a->bytes) return a;
+        }
+        return NULL;
+    }
+    size_t l = 0, h = s->n_index; /* the last entry with base <= lo */
+    while (l < h) {
+        size_t mid = l + (h - l) / 2;
+        if (s->index[mid].base <= lo) l = mid + 1;
+        else h = mid;
+    }
+    if (l == 0) return NULL;
+    sim_alloc_t *a = &s->allocs[s->index[l - 1].i];
+    /* an entry of an allocation freed since (a hole) holds no range */
+    return a->base == s->index[l - 1].base && lo >= a->base && hi <= a->base + a->bytes ? a : NULL;
 }
 
 static void sim_free(void *state, void *ptr, size_t bytes)
 {
     (void)bytes;
     sim_t *s = state;
-    for (size_t i = 0; i < s->n_allocs; i++) {
-        sim_alloc_t *a = &s->allocs[i];
-        if (a->base != ptr) continue;
-        for (size_t p = 0; p < a->bytes / PAGE; p++)
-            if (a->page[p] == PG_DEVICE) s->device_bytes -= PAGE;
-        munmap(a->base, a->bytes);
-        free(a->page);
-        memmove(a, a + 1, (s->n_allocs - i - 1) * sizeof *a);
-        s->n_allocs--;
-        s->hand_alloc = s->hand_page = 0;
-        return;
+    sim_alloc_t *a = ptr != NULL ? alloc_of(s, ptr, ptr) : NULL;
+    if (a == NULL || a->base != ptr) return;
+    for (size_t p = 0; p < a->bytes / PAGE; p++)
+        if (a->page[p] == PG_DEVICE) s->device_bytes -= PAGE;
+    munmap(a->base, a->bytes);
+    free(a->page);
+    s->total_pages -= a->bytes / PAGE;
+    *a = (sim_alloc_t){NULL, 0, NULL}; /* a hole: the others keep their order and index */
+    s->hand_alloc = s->hand_page = 0;
+    if (++s->n_holes > s->n_allocs / 2) { /* compact, in order */
+        size_t k = 0;
+        for (size_t i = 0; i < s->n_allocs; i++)
+            if (s->allocs[i].base != NULL) s->allocs[k++] = s->allocs[i];
+        s->n_allocs = k;
+        s->n_holes = 0;
+        s->index_stale = 1;
     }
 }
 
@@ -209,15 +271,11 @@ static void sim_free(void *state, void *ptr, size_t bytes)
 static sim_alloc_t *locate(sim_t *s, const uvmrt_range_t *r, size_t *p0, size_t *p1)
 {
     char *lo = r->ptr, *hi = (char *)r->ptr + r->bytes;
-    for (size_t i = 0; i < s->n_allocs; i++) {
-        sim_alloc_t *a = &s->allocs[i];
-        if (lo >= a->base && hi <= a->base + a->bytes) {
-            *p0 = (size_t)(lo - a->base) / PAGE;
-            *p1 = ((size_t)(hi - a->base) + PAGE - 1) / PAGE;
-            return a;
-        }
-    }
-    return NULL;
+    sim_alloc_t *a = alloc_of(s, lo, hi);
+    if (a == NULL) return NULL;
+    *p0 = (size_t)(lo - a->base) / PAGE;
+    *p1 = ((size_t)(hi - a->base) + PAGE - 1) / PAGE;
+    return a;
 }
 
 /* ------------------------------------------------------------------ streams and events */
@@ -554,10 +612,13 @@ static uint64_t driver_evict(sim_t *s, uint64_t need, const uvmrt_range_t *range
 {
     const char *first = NULL;
     uint64_t written = 0, goal = need < (2u << 20) ? (2u << 20) : need;
-    size_t total = 0;
-    for (size_t i = 0; i < s->n_allocs; i++) total += s->allocs[i].bytes / PAGE;
+    size_t total = s->total_pages;
     for (size_t seen = 0; seen < total && written < goal; seen++) {
-        if (s->hand_alloc >= s->n_allocs) s->hand_alloc = 0, s->hand_page = 0;
+        while (s->hand_alloc >= s->n_allocs || s->allocs[s->hand_alloc].base == NULL) { /* wrap; skip holes */
+            if (s->hand_alloc >= s->n_allocs) s->hand_alloc = 0;
+            else s->hand_alloc++;
+            s->hand_page = 0;
+        }
         sim_alloc_t *a = &s->allocs[s->hand_alloc];
         size_t p = s->hand_page++;
         if (s->hand_page >= a->bytes / PAGE) s->hand_alloc++, s->hand_page = 0;

@@ -30,7 +30,7 @@ from .. import _lib as L
 from ._engine import Engine, notice
 from ._optim import OffloadedOptimizer, adam_like, cpu_capable
 
-__all__ = ["offload", "step_stats", "memory_summary", "max_memory_allocated", "reset_peak_memory_stats",
+__all__ = ["offload", "synchronize", "step_stats", "memory_summary", "max_memory_allocated", "reset_peak_memory_stats",
            "report", "close", "engine_of", "__version__"]
 
 
@@ -129,10 +129,23 @@ def offload(model, optimizer_class=torch.optim.AdamW, *, budget=None, param_grou
         raise
     engine.take_over()
     engine.install_hooks()
+    if engine.device.type == "cuda" and recompute is not False:
+        # the recorded step recomputes every block: PyTorch's least memory, so that it fits
+        # wherever the chosen steps will; the choice then keeps what the budget allows
+        for b in engine.blocks():
+            engine.set_recompute(b, True)
+    if cpu_optimizer is True:  # fixed, not chosen: the recorded step updates on the CPU already
+        engine.place_cpu(set(engine.opt_layers()))
     opt = OffloadedOptimizer(engine, optimizer_class, groups, defaults, s.max_grad_norm, optimizer_kwargs)
     engine.opt = opt
     model._uvmrt_engine = engine
     return model, opt
+
+
+def synchronize(model):
+    """Waits for the CPU's optimizer updates of the last step (they run beside the next
+    step's forward; state_dict() and the next forward wait for them on their own)."""
+    _engine(model).wait_cpu()
 
 
 def step_stats(model, step=None):
@@ -209,6 +222,7 @@ def close(model):
     """Ends uvmrt's part: hooks removed, reports written (UVMRT_REPORT), uvmrt's memory
     released.  The parameters are copied back into ordinary tensors first."""
     e = _engine(model)
+    e.wait_cpu()
     with torch.no_grad():
         for slot in e.slots.values():
             slot.param.data = slot.param.data.clone()

@@ -18,6 +18,7 @@ Calls per training step, all on torch's current stream:
 
 import ctypes
 import sys
+import threading
 import time
 
 import torch
@@ -149,7 +150,9 @@ class Engine:
         self.cpu_stream = None
         self.opt_external = 0
         self.torch_peak_bytes = 0
-        self.last_cpu_ns = {}
+        self.cpu = CpuWorker(self)
+        self.ctx_external = 0
+        self.measured_with_recompute = False
 
     # ------------------------------------------------------------ setup
     def open_context(self):
@@ -242,6 +245,10 @@ class Engine:
             self.hooks.append(m.register_forward_hook(
                 lambda mod, args, kwargs, out, l=l: self.post_forward(l, out), with_kwargs=True))
         self.hooks.append(self.model.register_forward_hook(lambda mod, args, out: self.root_post_forward()))
+        # the CPU's updates of the last step land before anyone reads or writes the weights
+        self.hooks.append(self.model.register_state_dict_pre_hook(lambda *a, **k: self.cpu.wait()))
+        if hasattr(self.model, "register_load_state_dict_pre_hook"):
+            self.hooks.append(self.model.register_load_state_dict_pre_hook(lambda *a, **k: self.cpu.wait()))
         for slot in self.slots.values():
             if slot.trainable:
                 self.hooks.append(slot.param.register_post_accumulate_grad_hook(
@@ -267,12 +274,23 @@ class Engine:
 
     def begin(self, l, phase, call):
         self.close_open()
-        self.ctx.layer_begin(call)
+        try:
+            self.ctx.layer_begin(call)
+        except L.UvmrtError as e:
+            if e.status == L.ERR_BUDGET:
+                raise RuntimeError(f"uvmrt: module {l.name!r}: its {_PHASES[phase]} needs more device memory "
+                                   f"than the budget leaves ({fmt_bytes(self.ctx.budget)} less "
+                                   f"{fmt_bytes(self.ctx_external)} for PyTorch): give a larger budget") from e
+            raise
         self.open = (l, phase)
+        if self.measure is not None and phase == L.PHASE_BACKWARD:
+            self.measure.backward_begin(l)
 
     def close_open(self):
         if self.open is not None:
             self.ctx.layer_end()
+            if self.measure is not None and self.open[1] == L.PHASE_BACKWARD:
+                self.measure.backward_end(self.open[0])
             self.open = None
 
     def uses_array(self, uses):
@@ -321,6 +339,8 @@ class Engine:
         if self.in_backward:
             return None  # a checkpoint's recompute: part of the open backward call
         inference = not torch.is_grad_enabled()
+        if l.cpu_opt or self.cpu.pending:
+            self.cpu.wait(l if l.cpu_opt else None)
         self.ensure_step(inference)
         if self.recording and not inference:
             self.fwd_order.append(l)
@@ -328,7 +348,7 @@ class Engine:
         call = self.make_call(l, L.PHASE_FORWARD, self.stream(), uses=self.borrowed_uses(l),
                               flops=self.fwd_flops(l), hbm_bytes=self.fwd_hbm(l))
         self.begin(l, L.PHASE_FORWARD, call)
-        if self.recording and not inference:
+        if self.recording and not inference and self.measure is not None:
             self.measure.enter(l)
         if inference:
             return None
@@ -397,9 +417,14 @@ class Engine:
 
     # ------------------------------------------------------------ the recorded step's measurements
     def start_measure(self):
-        self.measure = _Measure(self)
+        """The recorded step measures what PyTorch holds.  On a GPU every block recomputes
+        in it (PyTorch's least memory, so that the step fits where the others will) and
+        torch's own counters give its peak and each block's backward working set; on sim,
+        nothing recomputes and the bytes autograd saves per layer are counted."""
         if self.device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(self.device)
+            self.measure = _CudaMeasure(self)
+        else:
+            self.measure = _Measure(self)
 
     def measure_inputs(self, l, args, kwargs):
         leaves, _ = tree_flatten((args, kwargs))
@@ -415,18 +440,19 @@ class Engine:
         m, self.measure = self.measure, None
         if m is not None:
             m.close()
-        if self.device.type == "cuda":
-            self.torch_peak_bytes = torch.cuda.max_memory_reserved(self.device)
-        else:
-            self.torch_peak_bytes = sum(l.act_bytes for l in self.layers)
 
     def external_bytes(self, rec):
         """Device memory torch holds at its peak with the blocks in rec recomputing."""
-        saved = sum(l.act_bytes - l.in_bytes for l in rec if l.act_bytes > l.in_bytes)
-        regen = max((l.act_bytes for l in rec), default=0)
         ws = self.s.workspace_bytes
         if ws is None:  # beyond the measured peak: fragmentation of torch's caching allocator
             ws = 128 << 20 if self.device.type == "cuda" else 0
+        if self.measured_with_recompute:
+            # measured with every block recomputing: a kept block adds what its backward
+            # regenerated (its activations) less the input the checkpoint kept anyway
+            kept = sum(max(0, l.act_bytes - l.in_bytes) for l in self.blocks() if l not in rec)
+            return self.torch_peak_bytes + kept + ws
+        saved = sum(l.act_bytes - l.in_bytes for l in rec if l.act_bytes > l.in_bytes)
+        regen = max((l.act_bytes for l in rec), default=0)
         return max(0, self.torch_peak_bytes - saved + regen) + ws
 
     # ------------------------------------------------------------ the optimizer phase (called by the optimizer)
@@ -435,15 +461,16 @@ class Engine:
         self.in_backward = False
         if not self.in_step:  # a step without forward: nothing to do but the update
             self.ensure_step()
+        self.cpu.report_measured(self)
         coef = opt.clip_coefficient()
-        coef_host = None
-        done = torch.cuda.Event() if self.device.type == "cuda" else None
-        if coef is not None and done is not None:
-            coef_cpu = coef.to("cpu", non_blocking=True)
-        if done is not None:
+        coef_cpu, done = coef, None
+        if self.device.type == "cuda":
+            if coef is not None:
+                coef_cpu = coef.to("cpu", non_blocking=True)
+            done = torch.cuda.Event()
             done.record(torch.cuda.current_stream(self.device))
         order = self.fwd_order if self.fwd_order else self.layers
-        for l in order:  # GPU layers first: their kernels run while the CPU updates its layers
+        for l in order:  # GPU layers: the user's optimizer class, on torch's stream
             if l.cpu_opt or not any(self.slots[id(p)].trainable for _, p in l.owned):
                 continue
             call = self.make_call(l, L.PHASE_OPTIMIZER, self.stream(),
@@ -451,28 +478,30 @@ class Engine:
             self.begin(l, L.PHASE_OPTIMIZER, call)
             opt.gpu_step(l, coef)
             self.close_open()
+        # CPU layers, in forward order: the worker thread updates them once the backward
+        # (and the clip's norms) are done, beside the GPU's updates and the next step's
+        # forward, whose pre-hook waits for its own layer's update only
         cpu_layers = [l for l in order if l.cpu_opt]
+        for l in cpu_layers:
+            n = sum(p.numel() for _, p in l.owned if self.slots[id(p)].trainable)
+            call = self.make_call(l, L.PHASE_OPTIMIZER, self.cpu_stream_handle(), no_default=True,
+                                  host_bytes=self.adam_host_bytes(n), after=self.stream())
+            self.begin(l, L.PHASE_OPTIMIZER, call)
+            self.close_open()
         if cpu_layers:
-            if done is not None:
-                done.synchronize()
-            if coef is not None:
-                coef_host = float(coef_cpu if done is not None else coef)
-            for l in cpu_layers:
-                n = sum(p.numel() for _, p in l.owned if self.slots[id(p)].trainable)
-                call = self.make_call(l, L.PHASE_OPTIMIZER, self.cpu_stream_handle(), no_default=True,
-                                      host_bytes=self.adam_host_bytes(n), after=self.stream())
-                self.begin(l, L.PHASE_OPTIMIZER, call)
-                t0 = time.perf_counter_ns()
-                opt.cpu_step(l, coef_host)
-                ns = time.perf_counter_ns() - t0
-                self.close_open()
-                self.last_cpu_ns[l.index] = ns
-                if self.ctx.backend == "cuda":
-                    self.ctx.host_work_measured(l.index, L.PHASE_OPTIMIZER, ns)
+            # which parameters got a gradient is decided now: zero_grad() may run before the update
+            with_grad = {id(p) for l in cpu_layers for _, p in l.owned if p.grad is not None}
+            for l in cpu_layers:  # and the hyperparameters (an LR scheduler steps next)
+                opt.sync_hparams(l)
+            self.cpu.submit(cpu_layers, done, coef_cpu, with_grad)
         self.ctx.step_end()
         self.in_step = False
         self.steps += 1
         self.after_step()
+
+    def wait_cpu(self, l=None):
+        """Waits for the CPU's update of layer l (None: every layer); raises its error."""
+        self.cpu.wait(l)
 
     def after_step(self):
         if self.recording:
@@ -557,8 +586,8 @@ class Engine:
                f"({choice.rehearsals} rehearsals, plan budget {choice.plan_budget_bytes / 2**30:.2f} GiB, "
                f"PyTorch's memory {fmt_bytes(self.ctx_external)})")
 
-    def apply(self, values):
-        cpu, rec = self.decode(values)
+    def place_cpu(self, cpu):
+        """The layers in cpu run AdamW on the CPU (their tensors host-homed); the others on the GPU."""
         for l in self.layers:
             want = l in cpu
             if want != l.cpu_opt:
@@ -567,6 +596,12 @@ class Engine:
                     for kind, h in slot.handles.items():
                         self.ctx.set_placement(h, want)
                 l.cpu_opt = want
+
+    def apply(self, values):
+        self.cpu.wait()  # placements change: the CPU's updates of the last step first
+        cpu, rec = self.decode(values)
+        self.place_cpu(cpu)
+        for l in self.layers:
             self.set_recompute(l, l in rec)
         self.ctx_external = self.external_bytes(rec)
         try:
@@ -690,6 +725,7 @@ class Engine:
 
     # ------------------------------------------------------------ teardown
     def close(self):
+        self.cpu.stop()
         for h in self.hooks:
             h.remove()
         self.hooks = []
@@ -697,8 +733,137 @@ class Engine:
             self.ctx.close()
 
 
+class CpuWorker:
+    """One thread that runs the CPU layers' AdamW (uvmrt_adamw_cpu releases the GIL)
+    after each step's backward, layer by layer in forward order."""
+
+    def __init__(self, engine):
+        self.engine = engine
+        self.cv = threading.Condition()
+        self.queue = []            # [(layers, event, coef)]
+        self.done = {}             # layer -> updates done
+        self.submitted = {}        # layer -> updates submitted
+        self.measured = {}         # layer index -> ns of its last update
+        self.error = None
+        self.thread = None
+        self.stopping = False
+
+    @property
+    def pending(self):
+        return any(self.done.get(l, 0) < n for l, n in self.submitted.items())
+
+    def submit(self, layers, event, coef, with_grad):
+        with self.cv:
+            if self.error is not None:
+                raise self.error
+            for l in layers:
+                self.submitted[l] = self.submitted.get(l, 0) + 1
+            self.queue.append((layers, event, coef, with_grad))
+            if self.thread is None:
+                self.thread = threading.Thread(target=self.run, name="uvmrt-cpu-adamw", daemon=True)
+                self.thread.start()
+            self.cv.notify_all()
+
+    def wait(self, layer=None):
+        with self.cv:
+            while self.error is None and (
+                    self.pending if layer is None else self.done.get(layer, 0) < self.submitted.get(layer, 0)):
+                self.cv.wait()
+            if self.error is not None:
+                err, self.error = self.error, None
+                raise RuntimeError(f"uvmrt: the CPU optimizer failed: {err}") from err
+
+    def run(self):
+        while True:
+            with self.cv:
+                while not self.queue and not self.stopping:
+                    self.cv.wait()
+                if self.stopping and not self.queue:
+                    return
+                layers, event, coef, with_grad = self.queue[0]
+            try:
+                if event is not None:
+                    event.synchronize()
+                c = None if coef is None else float(coef)
+                for l in layers:
+                    t0 = time.perf_counter_ns()
+                    self.engine.opt.cpu_step(l, c, with_grad)
+                    ns = time.perf_counter_ns() - t0
+                    with self.cv:
+                        self.measured[l.index] = ns
+                        self.done[l] = self.done.get(l, 0) + 1
+                        self.cv.notify_all()
+            except BaseException as e:  # surfaces in the training thread at its next wait
+                with self.cv:
+                    self.error = e
+                    self.queue.clear()
+                    self.cv.notify_all()
+                continue
+            with self.cv:
+                self.queue.pop(0)
+                self.cv.notify_all()
+
+    def report_measured(self, engine):
+        """The last updates' CPU times, to the runtime (from the thread that drives it)."""
+        with self.cv:
+            m, self.measured = self.measured, {}
+        if engine.ctx.backend == "cuda":
+            for idx, ns in m.items():
+                engine.ctx.host_work_measured(idx, L.PHASE_OPTIMIZER, ns)
+
+    def stop(self):
+        if self.thread is not None:
+            try:
+                self.wait()
+            finally:
+                with self.cv:
+                    self.stopping = True
+                    self.cv.notify_all()
+                self.thread.join()
+                self.thread = None
+
+
+_PHASES = {L.PHASE_FORWARD: "forward", L.PHASE_BACKWARD: "backward", L.PHASE_OPTIMIZER: "optimizer step"}
+
 _ROLE = {"weight": L.ROLE_WEIGHT, "grad": L.ROLE_GRADIENT, "exp_avg": L.ROLE_OPTIMIZER_STATE,
          "exp_avg_sq": L.ROLE_OPTIMIZER_STATE}
+
+
+class _CudaMeasure:
+    """The recorded step on a GPU: PyTorch's peak reserved memory over the step, and each
+    block's backward working set (its recompute's activations and their gradients)."""
+
+    def __init__(self, engine):
+        self.engine = engine
+        self.dev = engine.device
+        self.peak = 0
+        self.base = None
+        torch.cuda.synchronize(self.dev)
+        torch.cuda.reset_peak_memory_stats(self.dev)
+
+    def enter(self, l):
+        pass
+
+    def leave(self, l):
+        pass
+
+    def backward_begin(self, l):
+        if not l.is_block:
+            return
+        self.peak = max(self.peak, torch.cuda.max_memory_reserved(self.dev))
+        self.base = torch.cuda.memory_allocated(self.dev)
+        torch.cuda.reset_peak_memory_stats(self.dev)
+
+    def backward_end(self, l):
+        if not l.is_block or self.base is None:
+            return
+        l.act_bytes = max(l.act_bytes, torch.cuda.max_memory_allocated(self.dev) - self.base)
+        self.base = None
+
+    def close(self):
+        e = self.engine
+        e.torch_peak_bytes = max(self.peak, torch.cuda.max_memory_reserved(self.dev))
+        e.measured_with_recompute = all(l.recompute for l in e.blocks())
 
 
 class _Measure:
@@ -733,7 +898,16 @@ class _Measure:
             if ll is l:
                 break
 
+    def backward_begin(self, l):
+        pass
+
+    def backward_end(self, l):
+        pass
+
     def close(self):
         while self.stack:
             _, ctx = self.stack.pop()
             ctx.__exit__(None, None, None)
+        e = self.engine
+        e.torch_peak_bytes = sum(l.act_bytes for l in e.layers)
+        e.measured_with_recompute = False

@@ -10,6 +10,7 @@ any optimizer.
 """
 
 import ctypes
+import os
 
 import torch
 
@@ -44,6 +45,13 @@ class OffloadedOptimizer(torch.optim.Optimizer):
         self._max_grad_norm = max_grad_norm
         super().__init__(groups, defaults)
         self._adam = adam_like(cls)
+        # the CPU AdamW's threads: the CPUs this process may use, less two for the thread
+        # that launches the GPU's work (and the worker's own), which must not wait for a core
+        try:
+            n = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            n = os.cpu_count() or 1
+        self._cpu_threads = max(1, n - 2)
         # one optimizer of the user's class per (layer) over that layer's parameters,
         # its groups derived from the user's; state dicts shared with self.state
         self._inner = {}
@@ -96,6 +104,10 @@ class OffloadedOptimizer(torch.optim.Optimizer):
         self._engine.optimizer_phase(self)
         return loss
 
+    def state_dict(self):
+        self._engine.wait_cpu()  # the CPU's updates of the last step first
+        return super().state_dict()
+
     def zero_grad(self, set_to_none=True):
         # The gradients' uvmrt tensors stay; the next backward overwrites them (its
         # gradient is copied in), which is what zeroing and adding would give.
@@ -104,6 +116,7 @@ class OffloadedOptimizer(torch.optim.Optimizer):
                 p.grad = None
 
     def load_state_dict(self, state_dict):
+        self._engine.wait_cpu()
         groups, saved = self.param_groups, state_dict["param_groups"]
         if len(groups) != len(saved) or any(len(a["params"]) != len(b["params"]) for a, b in zip(groups, saved)):
             raise ValueError("load_state_dict: the saved optimizer's parameter groups differ from this one's "
@@ -135,7 +148,9 @@ class OffloadedOptimizer(torch.optim.Optimizer):
                     g[k] = v
 
     # ------------------------------------------------------------ the engine's calls
-    def _sync_hparams(self, l):
+    def sync_hparams(self, l):
+        if l not in self._inner_groups:
+            return
         for gi, ig in self._inner_groups[l]:
             for k, v in self.param_groups[gi].items():
                 if k != "params":
@@ -162,18 +177,18 @@ class OffloadedOptimizer(torch.optim.Optimizer):
         opt = self._inner.get(l)
         if opt is None:
             return
-        self._sync_hparams(l)
+        self.sync_hparams(l)
         if coef is not None:
             grads = [p.grad for g in opt.param_groups for p in g["params"] if p.grad is not None]
             if grads:
                 torch._foreach_mul_(grads, coef.to(grads[0].device))
         opt.step()
 
-    def cpu_step(self, l, coef):
+    def cpu_step(self, l, coef, with_grad):
+        """Runs on the CPU worker thread: AdamW of layer l's parameters that had a gradient."""
         opt = self._inner.get(l)
         if opt is None:
             return
-        self._sync_hparams(l)
         lib = L.lib()
         for g in opt.param_groups:
             hp = L.AdamW()
@@ -183,8 +198,9 @@ class OffloadedOptimizer(torch.optim.Optimizer):
             hp.eps = float(g["eps"])
             hp.weight_decay = float(g.get("weight_decay", 0.0))
             hp.grad_scale = 1.0 if coef is None else coef
+            hp.threads = self._cpu_threads
             for p in g["params"]:
-                if p.grad is None:
+                if id(p) not in with_grad:
                     continue
                 slot = self._engine.slots[id(p)]
                 st = self.state[p]
