@@ -27,6 +27,15 @@ static void fresh(void)
     snprintf(dir, sizeof dir, "/tmp/uvmrt-outfile-XXXXXX");
     cr_assert_not_null(mkdtemp(dir));
 }
+static void cleanup(void)
+{
+    char cmd[128];
+    if (dir[0] == '\0') return;
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "test_outfile: could not remove %s\n", dir);
+}
+TestSuite(outfile, .fini = cleanup);
+
 static void put(const char *name, const char *text)
 {
     FILE *f = fopen(at(name), "w");
