@@ -529,7 +529,8 @@ Test(gpt_checkpoint, a_directory_or_fifo_is_named_and_never_blocks, .timeout = 3
 /* What is planted at a save's temporary name is never written through (issue 21,
  * item 1): a FIFO does not block the save, a link's target is left as it was and the
  * checkpoint is a regular file. */
-Test(gpt_checkpoint, a_save_never_writes_through_its_temporary_name, .timeout = 30) {
+Test(gpt_checkpoint, a_save_never_writes_through_its_temporary_name) {
+    alarm(30); /* a hang fails the test (not .timeout: Criterion 2.4.1's runner leaks when timed tests overlap) */
     char tmp[600], victim[600], p3[600], p4[600];
     snprintf(tmp, sizeof tmp, "%s/.ckpt-000000000003.bin.tmp", dir);
     cr_assert_eq(mkfifo(tmp, 0644), 0);

@@ -122,8 +122,9 @@ Test(outfile, regular_files_are_replaced_whole)
 
 /* Links are written through; FIFOs and devices in place; a FIFO with no reader fails
  * at once; a write error is reported at close. */
-Test(outfile, links_fifos_and_devices, .timeout = 30)
+Test(outfile, links_fifos_and_devices)
 {
+    alarm(30); /* a hang fails the test (not .timeout: Criterion 2.4.1's runner leaks when timed tests overlap) */
     fresh();
     put("target", "old");
     cr_assert_eq(symlink("target", at("link")), 0);
