@@ -33,6 +33,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "outfile.h"     /* src/: the report rules for --json */
 #include "linkmeasure.h" /* tools/: the measurements uvmrt-calibrate makes too */
 #include "tool_args.h"
 #include "uvmrt.h"       /* version macros only: this tool does not link libuvmrt */
@@ -293,19 +294,16 @@ static void table_print(const bench_t *b, const char *device_name, const bench_o
                100.0 * bps(p, p->mean_ns) / bps(h, h->mean_ns));
 }
 
-/* Written to PATH.tmp, then renamed, so a reader never sees half a file. */
+/* By the report rules (src/outfile.h): a new or regular file through a temporary file
+ * and a rename, so a reader never sees half a file; a FIFO or a device in place. */
 static int json_write(const bench_t *b, const char *device_name, const bench_options_t *opt) {
-    size_t len = strlen(opt->json) + 8;
-    char *tmp = malloc(len);
-    if (tmp == NULL)
-        return -1;
-    snprintf(tmp, len, "%s.tmp", opt->json);
-    FILE *f = fopen(tmp, "w");
-    if (f == NULL) {
-        fprintf(stderr, PROG ": cannot write %s: %s\n", tmp, strerror(errno));
-        free(tmp);
+    uvmrt__outfile_t o;
+    char why[600];
+    if (uvmrt__outfile_open(&o, opt->json, 0, why, sizeof why) != 0) {
+        fprintf(stderr, PROG ": --json %s: cannot write it: %s\n", opt->json, why);
         return -1;
     }
+    FILE *f = o.f;
     fprintf(f, "{\n  \"tool\": \"" PROG "\",\n  \"version\": \"" VERSION "\",\n");
     fprintf(f, "  \"device\": %d,\n  \"device_name\": \"", opt->device);
     for (const char *c = device_name; *c; c++) /* escape for JSON */
@@ -331,15 +329,10 @@ static int json_write(const bench_t *b, const char *device_name, const bench_opt
         first = 0;
     }
     fprintf(f, "\n  ]\n}\n");
-    int bad = ferror(f);
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, opt->json) != 0) {
-        fprintf(stderr, PROG ": cannot write %s: %s\n", opt->json, strerror(errno));
-        remove(tmp);
-        free(tmp);
+    if (uvmrt__outfile_close(&o, why, sizeof why) != 0) {
+        fprintf(stderr, PROG ": --json %s: %s\n", opt->json, why);
         return -1;
     }
-    free(tmp);
     return 0;
 }
 
@@ -350,6 +343,11 @@ int main(int argc, char **argv) {
     bench_options_t opt;
     options_parse(argc, argv, &opt);
     size_t n = (size_t)opt.size;
+    char why[600]; /* --json is checked before the measurements, not after them */
+    if (opt.json != NULL && uvmrt__outfile_check(opt.json, 0, why, sizeof why) != 0) {
+        fprintf(stderr, PROG ": --json %s: cannot write it: %s (nothing was measured)\n", opt.json, why);
+        return 1;
+    }
 
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);

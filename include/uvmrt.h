@@ -639,6 +639,11 @@ typedef struct uvmrt_summary {
                                      * could complete without them (timing events, the clock anchor,
                                      * syncs at destroy): their timings read 0. Each kind (operation and
                                      * CUDA error name) is logged once, as a warning */
+    uint64_t output_errors;         /* files the context was to write during the run and could not
+                                     * (UVMRT_RECORD's recorded step), each logged as an error: a
+                                     * program that exits 0 only when its outputs are written checks it.
+                                     * (UVMRT_REPORT and UVMRT_TRACE are written at destroy; their
+                                     * failures are logged as errors.) */
 } uvmrt_summary_t;
 
 /* The three calls copy into *out (caller-owned); UVMRT_ERR_INVALID, logged, for a NULL
@@ -696,8 +701,10 @@ uvmrt_status_t uvmrt_profile_load(const char *path, uvmrt_profile_t **out);
 /* Releases a profile from uvmrt_profile_load. NULL is a no-op. */
 void uvmrt_profile_free(uvmrt_profile_t *profile);
 /* Writes a profile file that uvmrt_profile_load reads back equal. meta may be NULL.
- * Written to a temporary file beside path, then renamed; refuses to replace
- * anything but a regular file (UVMRT_ERR_IO). Zero optional fields are left out. */
+ * What is at path decides how, by uvmrt_report_write's rules: a new or regular file
+ * (or a link's target) is written to a temporary file beside it, then renamed; a
+ * FIFO or character device is written in place; anything else is refused
+ * (UVMRT_ERR_IO). Zero optional fields are left out. */
 uvmrt_status_t uvmrt_profile_save(const uvmrt_profile_t *profile, const uvmrt_profile_meta_t *meta,
                                   const char *path);
 

@@ -86,6 +86,7 @@ static uvmrt_status_t create(const uvmrt_params_t *params, const uvmrt_backend_o
         snprintf(ctx->cfg.record, sizeof ctx->cfg.record, "none");
     }
     ctx->log.level = ctx->cfg.log_level;
+    if ((st = uvmrt__outputs_check(ctx)) != UVMRT_OK) goto fail; /* before any work, not at the end */
     /* auto becomes cuda or sim (one notice when sim); an explicit cuda without a GPU fails. */
     if ((st = uvmrt__backend_select(&ctx->cfg, &ctx->log, &ops)) != UVMRT_OK)
         goto fail;

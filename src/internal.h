@@ -50,6 +50,7 @@ struct uvmrt_context {
     /* the live snapshot for uvmrt-top (monitor.c; NULL: not publishing) */
     struct uvmrt_monitor *monitor;
     uint64_t total_steps;           /* uvmrt_context_set_total_steps; 0 = unknown */
+    uint64_t output_errors;         /* files the context could not write (record_file.c): the summary's */
     /* step 1's (layer, phase) rows, for the steady-state tables (steady.c) */
     uvmrt_layer_stats_t *rec_rows;
     int n_rec_rows;
@@ -141,6 +142,10 @@ void uvmrt__sched_free(uvmrt_context_t *ctx);
 uvmrt_status_t uvmrt__step_work(uvmrt_context_t *ctx, const uvmrt_sequence_t *q, uint64_t *work, uint64_t *raw);
 
 /* report.c */
+/* report_file.c: whether the files UVMRT_TRACE, UVMRT_REPORT and UVMRT_RECORD name
+ * can be written (src/outfile.h), checked when the context is created so that a run
+ * does not learn it at its end; UVMRT_ERR_CONFIG, each problem logged, when not. */
+uvmrt_status_t uvmrt__outputs_check(const uvmrt_context_t *ctx);
 uvmrt_status_t uvmrt__report_at_destroy(const uvmrt_context_t *ctx);
 
 #endif

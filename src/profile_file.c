@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "backend_select.h"
+#include "outfile.h"
 #include "profile_file.h"
 
 /* ------------------------------------------------------------------ the keys */
@@ -335,44 +336,25 @@ uvmrt_status_t uvmrt__profile_file_save(const uvmrt_profile_t *p, const uvmrt_pr
         LOG_ERROR(log, "profile file: profile and a non-empty path are required");
         return UVMRT_ERR_INVALID;
     }
-    struct stat sb;
-    if (lstat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
-        LOG_ERROR(log, "profile file '%s': exists and is not a regular file: expected a new or regular file", path);
-        return UVMRT_ERR_IO;
-    }
     json_t *o = profile_json(p, m, path, log);
     if (o == NULL) return UVMRT_ERR_INVALID;
-    size_t n = strlen(path) + 16;
-    char *tmp = malloc(n);
-    if (tmp == NULL) {
-        LOG_ERROR(log, "profile file '%s': out of memory for its temporary name", path);
-        json_decref(o);
-        return UVMRT_ERR_NOMEM;
-    }
-    snprintf(tmp, n, "%s.tmpXXXXXX", path);
+    /* the report rules (src/outfile.h): a new or regular file (or a link's target)
+     * replaced through a temporary file, a FIFO or a device written in place */
+    uvmrt__outfile_t out;
+    char why[512];
     uvmrt_status_t st = UVMRT_OK;
-    int fd = mkstemp(tmp);
-    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    if (f == NULL) {
-        LOG_ERROR(log, "profile file '%s': cannot create a temporary file beside it: %s", path, strerror(errno));
-        if (fd >= 0) close(fd), unlink(tmp);
+    if (uvmrt__outfile_open(&out, path, 0, why, sizeof why) != 0) {
+        LOG_ERROR(log, "profile file '%s': cannot write it: %s", path, why);
         st = UVMRT_ERR_IO;
-    } else {
-        /* 17 digits: every double reads back as the same double */
-        int bad = json_dumpf(o, f, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) != 0;
-        bad |= fputc('\n', f) == EOF;
-        bad |= fflush(f) != 0;
-        int e = errno;
-        bad |= fclose(f) != 0;
-        if (!bad && rename(tmp, path) != 0) bad = 1, e = errno;
-        else if (bad) e = errno ? errno : e;
-        if (bad) {
-            LOG_ERROR(log, "profile file '%s': cannot write it: %s", path, strerror(e));
-            unlink(tmp);
-            st = UVMRT_ERR_IO;
-        }
+    } else if (json_dumpf(o, out.f, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) != 0 || fputc('\n', out.f) == EOF) {
+        /* 17 digits above: every double reads back as the same double */
+        LOG_ERROR(log, "profile file '%s': cannot write it: %s", path, strerror(errno ? errno : EIO));
+        uvmrt__outfile_abandon(&out);
+        st = UVMRT_ERR_IO;
+    } else if (uvmrt__outfile_close(&out, why, sizeof why) != 0) {
+        LOG_ERROR(log, "profile file '%s': cannot write it: %s", path, why);
+        st = UVMRT_ERR_IO;
     }
-    free(tmp);
     json_decref(o);
     return st;
 }

@@ -11,6 +11,7 @@
 #include <jansson.h>
 
 #include "internal.h"
+#include "outfile.h"
 #include "profile_file.h"
 #include "record_file.h"
 
@@ -106,29 +107,26 @@ void uvmrt__record_write(uvmrt_context_t *ctx, const uvmrt_sequence_t *timed)
 {
     const char *path = ctx->cfg.record;
     if (path[0] == '\0' || strcmp(path, "none") == 0 || !ctx->sched.have_record) return;
+    /* the report rules (src/outfile.h): a device, a FIFO or a link is never replaced */
     json_t *root = record_json(ctx, timed);
-    size_t len = strlen(path) + 48;
-    char *tmp = malloc(len);
-    int fd = -1, ok = 0;
-    const char *why = "out of memory";
-    if (root != NULL && tmp != NULL) {
-        /* mode 0666 less the umask, like the reports (mkstemp would make it 0600) */
-        snprintf(tmp, len, "%s.tmp.%ld.%p", path, (long)getpid(), (void *)ctx); /* one context writes at a time */
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        why = strerror(errno);
-    }
-    if (fd >= 0) {
-        ok = json_dumpfd(root, fd, JSON_INDENT(1) | JSON_PRESERVE_ORDER) == 0;
-        ok &= fsync(fd) == 0;
-        ok &= close(fd) == 0;
-        if (ok) ok = rename(tmp, path) == 0;
-        if (!ok) {
-            why = strerror(errno);
-            unlink(tmp);
+    uvmrt__outfile_t o;
+    char why[512] = "out of memory";
+    int ok = root != NULL && uvmrt__outfile_open(&o, path, 0, why, sizeof why) == 0;
+    if (ok) {
+        if (json_dumpf(root, o.f, JSON_INDENT(1) | JSON_PRESERVE_ORDER) != 0) {
+            snprintf(why, sizeof why, "the JSON could not be written (out of memory, or a write failed)");
+            uvmrt__outfile_abandon(&o);
+            ok = 0;
+        } else {
+            ok = uvmrt__outfile_close(&o, why, sizeof why) == 0;
         }
     }
-    if (ok) LOG_INFO(&ctx->log, "UVMRT_RECORD: recorded step written to '%s'", path);
-    else LOG_WARN(&ctx->log, "UVMRT_RECORD: cannot write the recorded step to '%s': %s (the step goes on)", path, why);
     json_decref(root);
-    free(tmp);
+    if (ok) {
+        LOG_INFO(&ctx->log, "UVMRT_RECORD: recorded step written to '%s'", path);
+        return;
+    }
+    ctx->output_errors++;
+    LOG_ERROR(&ctx->log, "UVMRT_RECORD: cannot write the recorded step to '%s': %s (the run goes on; "
+              "uvmrt_summary_t.output_errors counts it)", path, why);
 }

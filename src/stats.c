@@ -206,6 +206,7 @@ uvmrt_status_t uvmrt_summary_get(const uvmrt_context_t *ctx, uvmrt_summary_t *ou
     out->unattributed_cpu_faults = u->c.v[FC_CPU_FAULTS];
     out->fault_stats_source = uvmrt__faults_source(ctx);
     out->backend_errors = ctx->be.errors;
+    out->output_errors = ctx->output_errors;
     if (uvmrt__faults_active(ctx)) {
         out->fault_sampled_steps = ctx->faults.sampler.sampled;
         out->fault_sample_every = ctx->cfg.fault_sample_every;

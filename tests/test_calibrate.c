@@ -43,6 +43,20 @@ Test(calibrate, without_a_gpu_exits_1_saying_so_and_writes_nothing)
     rmdir(path);
 }
 
+/* The profile file's path is checked before any measuring (issue 21, item 4): a missing
+ * folder or /proc is exit 1 naming the path, with or without a GPU. */
+Test(calibrate, an_unwritable_output_fails_before_measuring)
+{
+    char *out = NULL;
+    cr_assert_eq(run_tool("--quick -o /nonexistent-dir/p.json", &out), 1, "%s", out);
+    cr_assert(strstr(out, "/nonexistent-dir/p.json") && strstr(out, "does not exist") &&
+              strstr(out, "nothing was measured"), "%s", out);
+    free(out);
+    cr_assert_eq(run_tool("--quick -o /proc/uvmrt-p.json", &out), 1, "%s", out);
+    cr_assert(strstr(out, "/proc/uvmrt-p.json") && strstr(out, "nothing was measured"), "%s", out);
+    free(out);
+}
+
 Test(calibrate, help_version_and_usage_errors)
 {
     char *out = NULL;

@@ -209,34 +209,150 @@ Test(examples_flags, profile_list_on_both) {
  * outputs */
 
 /* Each output that cannot be written fails the run (exit 1) with the flag, the path
- * and the OS error; the ones that can are still written. */
+ * and why: one whose folder cannot take it before any step (issue 21, item 4), one
+ * whose write fails at the end after the others are written. */
 Test(examples_outputs, mlp_fails_when_an_output_cannot_be_written) {
     char *dir = tmpdir();
     int st = run(mlp_path(), MLP_SMALL " --trace /nonexistent-dir/t.json --result-json %s/r.json "
                  "--report json:%s/rep.json --loss-log %s/loss.txt", dir, dir, dir);
     cr_assert_eq(st, 1, "exit %d:\n%s", st, out);
-    cr_assert(has("--trace /nonexistent-dir/t.json") && has("No such file or directory"), "%s", out);
-    cr_assert(exists(dir, "r.json") && exists(dir, "rep.json") && exists(dir, "loss.txt"),
-              "the outputs that could be written were not:\n%s", out);
-    json_decref(load(dir, "r.json"));
+    cr_assert(has("--trace /nonexistent-dir/t.json") && has("'/nonexistent-dir' does not exist") &&
+              has("nothing was run"), "%s", out);
+    cr_assert(!exists(dir, "r.json") && !exists(dir, "rep.json") && !exists(dir, "loss.txt") &&
+              !has("summary:"), "a run whose output cannot be written started:\n%s", out);
 
-    st = run(mlp_path(), MLP_SMALL " --result-json /nonexistent-dir/r.json --trace %s/t.json", dir);
+    st = run(mlp_path(), MLP_SMALL " --result-json /dev/full --trace %s/t.json --loss-log %s/loss.txt",
+             dir, dir);
     cr_assert_eq(st, 1, "exit %d:\n%s", st, out);
-    cr_assert(has("--result-json /nonexistent-dir/r.json") && has("No such file or directory"),
-              "%s", out);
-    cr_assert(exists(dir, "t.json"));
+    cr_assert(has("--result-json /dev/full") && has("No space left on device"), "%s", out);
+    cr_assert(exists(dir, "t.json") && exists(dir, "loss.txt"), "the outputs that could be written were not:\n%s",
+              out);
 
     st = run(mlp_path(), MLP_SMALL " --report csv:/nonexistent-dir/r.csv");
     cr_assert_eq(st, 1, "exit %d:\n%s", st, out);
-    cr_assert(has("--report /nonexistent-dir/r.csv") && has("No such file or directory"), "%s", out);
+    cr_assert(has("--report /nonexistent-dir/r.csv") && has("does not exist"), "%s", out);
 
     st = run(mlp_path(), MLP_SMALL " --loss-log /dev/full");
     cr_assert_eq(st, 1, "exit %d:\n%s", st, out);
     cr_assert(has("--loss-log /dev/full") && has("No space left on device"), "%s", out);
 
-    st = run(mlp_path(), MLP_SMALL " --result-json /dev/full");
-    cr_assert_eq(st, 1, "exit %d:\n%s", st, out);
-    cr_assert(has("--result-json /dev/full") && has("No space left on device"), "%s", out);
+    char cmd[900], *text = NULL;
+    snprintf(cmd, sizeof cmd, "'%s' " MLP_SMALL " --result-json %s/r.json 2>&1 >/dev/full", mlp_path(), dir);
+    env_clear_uvmrt();
+    st = run_capture(cmd, &text);
+    cr_assert_eq(st, 1, "stdout on /dev/full: exit %d:\n%s", st, text);
+    cr_assert(strstr(text, "standard output") && exists(dir, "r.json"), "%s", text);
+    free(text);
+    rmdir_all(dir);
+}
+
+/* Runs prog with one UVMRT_ variable set (var=value), like run(). */
+static int run_env(const char *var, const char *value, const char *prog, const char *fmt, ...) {
+    char args[4096], cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "%s='%s' timeout 300 '%s' %s 2>&1", var, value, prog, args);
+    env_clear_uvmrt();
+    char *text;
+    int status = run_capture(cmd, &text);
+    snprintf(out, sizeof out, "%s", text);
+    free(text);
+    return status;
+}
+
+static int is_kind(const char *dir, const char *name, mode_t kind) {
+    char path[512];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return lstat(path, &sb) == 0 && (sb.st_mode & S_IFMT) == kind;
+}
+
+/* Every output path is checked before step 1 (issue 21, item 4): a missing folder, a
+ * regular file where a folder should be, /proc, for the flags and for UVMRT_RECORD,
+ * UVMRT_REPORT and UVMRT_TRACE: exit 1 and a message naming the path and why. */
+Test(examples_outputs, mlp_checks_every_output_path_before_step_1) {
+    char *dir = tmpdir();
+    char afile[300];
+    snprintf(afile, sizeof afile, "%s/afile", dir);
+    FILE *f = fopen(afile, "w");
+    cr_assert(f != NULL);
+    fclose(f);
+    static const char *const flags[] = {"--loss-log", "--result-json", "--trace"};
+    for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++) {
+        int st = run(mlp_path(), MLP_SMALL " %s %s/x", flags[k], afile);
+        cr_assert_eq(st, 1, "%s under a file: exit %d:\n%s", flags[k], st, out);
+        cr_assert(has(flags[k]) && has("afile/x") && has("is a regular file, not a folder") && !has("step 1/"),
+                  "%s", out);
+        st = run(mlp_path(), MLP_SMALL " %s /proc/uvmrt-x", flags[k]);
+        cr_assert_eq(st, 1, "%s in /proc: exit %d:\n%s", flags[k], st, out);
+        cr_assert(has("/proc/uvmrt-x") && has("cannot create a file in '/proc'") && !has("step 1/"), "%s", out);
+    }
+    static const char *const vars[][2] = {
+        {"UVMRT_RECORD", "/nonexistent-dir/r.json"}, {"UVMRT_REPORT", "json:/nonexistent-dir/r.json"},
+        {"UVMRT_TRACE", "/proc/uvmrt-t.json"},
+    };
+    for (size_t k = 0; k < sizeof vars / sizeof vars[0]; k++) {
+        int st = run_env(vars[k][0], vars[k][1], mlp_path(), MLP_SMALL);
+        cr_assert_eq(st, 1, "%s=%s: exit %d:\n%s", vars[k][0], vars[k][1], st, out);
+        cr_assert(has(vars[k][0]) && has(strchr(vars[k][1], '/')) && !has("step 1/"), "%s", out);
+    }
+    rmdir_all(dir);
+}
+
+/* The report rules for every file the trainer writes (issue 21, items 1, 7 and 10):
+ * a FIFO with no reader fails at once (never hangs) and stays a FIFO; a link to a
+ * device stays a link and the device a device; a link to a file has its target
+ * replaced; /dev/full as UVMRT_RECORD or UVMRT_TRACE is exit 1 with a message. */
+Test(examples_outputs, mlp_outputs_follow_the_report_rules) {
+    char *dir = tmpdir();
+    char path[300];
+    snprintf(path, sizeof path, "%s/fifo", dir);
+    cr_assert_eq(mkfifo(path, 0600), 0);
+    int st = run(mlp_path(), MLP_SMALL " --loss-log %s", path);
+    cr_assert_eq(st, 1, "--loss-log FIFO: exit %d:\n%s", st, out);
+    cr_assert(has("FIFO with no reader") && !has("step 1/"), "%s", out);
+    st = run(mlp_path(), MLP_SMALL " --result-json %s", path);
+    cr_assert_eq(st, 1, "--result-json FIFO: exit %d:\n%s", st, out);
+    cr_assert(has("--result-json") && has("FIFO with no reader"), "%s", out);
+    st = run_env("UVMRT_RECORD", path, mlp_path(), MLP_SMALL);
+    cr_assert_eq(st, 1, "UVMRT_RECORD=FIFO: exit %d:\n%s", st, out);
+    cr_assert(has("UVMRT_RECORD") && has("FIFO with no reader"), "%s", out);
+    cr_assert(is_kind(dir, "fifo", S_IFIFO), "the FIFO was replaced");
+
+    snprintf(path, sizeof path, "%s/dev", dir);
+    cr_assert_eq(symlink("/dev/null", path), 0);
+    st = run_env("UVMRT_RECORD", path, mlp_path(), MLP_SMALL " --loss-log %s --result-json %s", path, path);
+    cr_assert_eq(st, 0, "a link to /dev/null: exit %d:\n%s", st, out);
+    cr_assert(is_kind(dir, "dev", S_IFLNK), "the link to /dev/null was replaced");
+    struct stat sb;
+    cr_assert(stat("/dev/null", &sb) == 0 && S_ISCHR(sb.st_mode));
+
+    char target[300];
+    snprintf(target, sizeof target, "%s/target.txt", dir);
+    FILE *f = fopen(target, "w");
+    cr_assert(f != NULL);
+    fputs("old", f);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/link.txt", dir);
+    cr_assert_eq(symlink("target.txt", path), 0);
+    st = run(mlp_path(), MLP_SMALL " --loss-log %s", path);
+    cr_assert_eq(st, 0, "exit %d:\n%s", st, out);
+    cr_assert(is_kind(dir, "link.txt", S_IFLNK), "the link was replaced by a file");
+    char line[64] = "";
+    f = fopen(target, "r");
+    cr_assert(f != NULL);
+    cr_assert(fgets(line, sizeof line, f) != NULL);
+    fclose(f);
+    cr_assert(strncmp(line, "1 ", 2) == 0, "the link's target holds '%s', not the loss log", line);
+
+    st = run_env("UVMRT_RECORD", "/dev/full", mlp_path(), MLP_SMALL);
+    cr_assert_eq(st, 1, "UVMRT_RECORD=/dev/full: exit %d:\n%s", st, out);
+    cr_assert(has("UVMRT_RECORD") && has("/dev/full"), "%s", out);
+    st = run_env("UVMRT_TRACE", "/dev/full", mlp_path(), MLP_SMALL);
+    cr_assert_eq(st, 1, "UVMRT_TRACE=/dev/full: exit %d:\n%s", st, out);
+    cr_assert(has("/dev/full") && has("No space left on device"), "%s", out);
     rmdir_all(dir);
 }
 
@@ -256,7 +372,12 @@ Test(examples_outputs, demo_fails_when_a_report_cannot_be_written) {
     int st = run(demo_path(), DEMO_SMALL " --policy prefetch --report json:/nonexistent-dir/r.json "
                  "--trace %s/t.json --result-json %s/res.json", dir, dir);
     cr_assert_eq(st, 1, "exit %d:\n%s", st, out);
-    cr_assert(has("--report /nonexistent-dir/r.json") && has("No such file or directory"), "%s", out);
+    cr_assert(has("--report /nonexistent-dir/r.json") && has("does not exist") && has("nothing was run"), "%s",
+              out);
+    st = run(demo_path(), DEMO_SMALL " --policy prefetch --report json:/dev/full "
+             "--trace %s/t.json --result-json %s/res.json", dir, dir);
+    cr_assert_eq(st, 1, "exit %d:\n%s", st, out);
+    cr_assert(has("--report /dev/full") && has("No space left on device"), "%s", out);
     cr_assert(exists(dir, "t.json") && exists(dir, "res.json"), "%s", out);
     st = run(demo_path(), DEMO_SMALL " --policy prefetch --result-json /dev/full");
     cr_assert_eq(st, 1, "exit %d:\n%s", st, out);

@@ -526,6 +526,32 @@ Test(gpt_checkpoint, a_directory_or_fifo_is_named_and_never_blocks, .timeout = 3
     cr_expect_eq(step, 2);
 }
 
+/* What is planted at a save's temporary name is never written through (issue 21,
+ * item 1): a FIFO does not block the save, a link's target is left as it was and the
+ * checkpoint is a regular file. */
+Test(gpt_checkpoint, a_save_never_writes_through_its_temporary_name) {
+    alarm(30); /* a hang fails the test (not .timeout: Criterion 2.4.1's runner leaks when timed tests overlap) */
+    char tmp[600], victim[600], p3[600], p4[600];
+    snprintf(tmp, sizeof tmp, "%s/.ckpt-000000000003.bin.tmp", dir);
+    cr_assert_eq(mkfifo(tmp, 0644), 0);
+    save_step(3, 0); /* does not block */
+    path_of(p3, sizeof p3, 3);
+    struct stat sb;
+    cr_assert(lstat(p3, &sb) == 0 && S_ISREG(sb.st_mode));
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    FILE *f = fopen(victim, "w");
+    cr_assert_not_null(f);
+    fputs("keep", f);
+    fclose(f);
+    snprintf(tmp, sizeof tmp, "%s/.ckpt-000000000004.bin.tmp", dir);
+    cr_assert_eq(symlink("victim", tmp), 0);
+    save_step(4, 0);
+    path_of(p4, sizeof p4, 4);
+    cr_assert(lstat(p4, &sb) == 0 && S_ISREG(sb.st_mode), "the checkpoint is a link");
+    cr_assert(stat(victim, &sb) == 0 && sb.st_size == 4, "the link's target was written");
+    cr_assert_eq(unlink(victim), 0);
+}
+
 /* ----------------------------------------------------------------------------
  * --resume that finds checkpoints but can use none (item 3) */
 

@@ -58,6 +58,7 @@ static const char *gpt_path(void) {
 #define SMALL "--backend sim --layers 2 --channels 128 --heads 2 --batch 2 --seq 64 -q"
 
 static char out[1 << 17]; /* the last run's stdout and stderr */
+static char gpt_env[512];  /* VAR=value for the next gpt() run only ("": none) */
 static char dir[256];      /* this test's scratch directory */
 
 static void scratch(void) {
@@ -81,7 +82,8 @@ static int gpt(const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(args, sizeof args, fmt, ap);
     va_end(ap);
-    snprintf(cmd, sizeof cmd, "timeout 300 '%s' %s 2>&1", gpt_path(), args);
+    snprintf(cmd, sizeof cmd, "%s timeout 300 '%s' %s 2>&1", gpt_env, gpt_path(), args);
+    gpt_env[0] = '\0';
     env_clear_uvmrt();
     char *text;
     int status = run_capture(cmd, &text);
@@ -231,6 +233,50 @@ Test(gpt_trainer, an_output_that_cannot_be_written_exits_1) {
     int st = gpt(SMALL " --steps 2 --result-json /nonexistent-dir/r.json");
     cr_expect_eq(st, 1, "exited %d:\n%s", st, out);
     cr_expect(strstr(out, "--result-json") && strstr(out, "/nonexistent-dir/r.json"), "%s", out);
+}
+
+/* Every output is checked before step 1, by the report rules, and none hangs (issue
+ * 21, items 4, 7 and 10): a folder that takes no file, a file where a folder should
+ * be, a FIFO with no reader (never replaced), the environment's outputs, and a
+ * UVMRT_REPORT that fails when it is written at the end. */
+Test(gpt_trainer, outputs_are_checked_before_step_1_and_never_hang) {
+    scratch();
+    char afile[300], fifo[300];
+    snprintf(afile, sizeof afile, "%s/afile", dir);
+    FILE *f = fopen(afile, "w");
+    cr_assert(f != NULL);
+    fclose(f);
+    static const char *const flags[] = {"--loss-log", "--result-json", "--trace", "--dump-weights"};
+    for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++) {
+        int st = gpt(SMALL " --steps 2 %s %s/x", flags[k], afile);
+        cr_expect_eq(st, 1, "%s under a file: exited %d:\n%s", flags[k], st, out);
+        cr_expect(strstr(out, flags[k]) && strstr(out, "is a regular file, not a folder") &&
+                  strstr(out, "nothing was run") && !strstr(out, "step 1/"), "%s", out);
+    }
+    int st = gpt(SMALL " --steps 2 --loss-log /proc/uvmrt-x");
+    cr_expect_eq(st, 1, "exited %d:\n%s", st, out);
+    cr_expect(strstr(out, "/proc/uvmrt-x") && !strstr(out, "step 1/"), "%s", out);
+
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    st = gpt(SMALL " --steps 2 --loss-log %s", fifo);
+    cr_expect_eq(st, 1, "--loss-log FIFO: exited %d:\n%s", st, out);
+    cr_expect(strstr(out, "FIFO with no reader") && !strstr(out, "step 1/"), "%s", out);
+    st = gpt(SMALL " --steps 2 --result-json %s", fifo);
+    cr_expect_eq(st, 1, "--result-json FIFO: exited %d:\n%s", st, out);
+    cr_expect(strstr(out, "--result-json") && strstr(out, "FIFO with no reader"), "%s", out);
+    struct stat sb;
+    cr_expect(lstat(fifo, &sb) == 0 && S_ISFIFO(sb.st_mode), "the FIFO was replaced");
+
+    snprintf(gpt_env, sizeof gpt_env, "UVMRT_RECORD=%s/nodir/r.json", dir);
+    st = gpt(SMALL " --steps 2");
+    cr_expect_eq(st, 1, "UVMRT_RECORD in a missing folder: exited %d:\n%s", st, out);
+    cr_expect(strstr(out, "UVMRT_RECORD") && strstr(out, "does not exist") && !strstr(out, "step 1/"), "%s", out);
+    snprintf(gpt_env, sizeof gpt_env, "UVMRT_REPORT=json:/dev/full");
+    st = gpt(SMALL " --steps 2");
+    cr_expect_eq(st, 1, "UVMRT_REPORT=json:/dev/full: exited %d:\n%s", st, out);
+    cr_expect(strstr(out, "/dev/full") && strstr(out, "No space left on device"), "%s", out);
+    scratch_done();
 }
 
 /* ----------------------------------------------------------------------------

@@ -1016,6 +1016,64 @@ static uvmrt_status_t c_report_symlink(fix_t *f, const mcase_t *c, result_t *r)
     return st;
 }
 
+/* ------------------------------------------------------------------ cases: the context's output files */
+/* UVMRT_<a>=b where b cannot be written (issue 21, item 4): the context is refused at
+ * creation, naming the variable, instead of the run learning it at its end. a file
+ * named "afile" is there first (for "afile/x": a file where a folder should be). */
+static uvmrt_status_t c_env_output(fix_t *f, const mcase_t *c, result_t *r)
+{
+    (void)f;
+    write_file("afile", "keep");
+    setenv(c->a, c->b, 1);
+    uvmrt_params_t p;
+    sim_params(&p, UVMRT_POLICY_PREFETCH, 16 * MIB, NULL);
+    p.ignore_env = 0;
+    uvmrt_status_t st = create_checked(&p, r);
+    if (!file_is("afile", "keep")) snprintf(r->wrong, sizeof r->wrong, "afile was changed");
+    return st;
+}
+
+/* UVMRT_RECORD=rec, where a says what rec is first (issue 21, item 1): "fifo" (no
+ * reader: an error at once, the FIFO kept), "link-file" (a link to target.txt: the
+ * target replaced, the link kept), "link-dev" (a link to /dev/null: written in place,
+ * the link kept). The record is written after the recording step; a write that failed
+ * is returned as UVMRT_ERR_IO from the summary's output_errors. */
+static uvmrt_status_t c_record_dest(fix_t *f, const mcase_t *c, result_t *r)
+{
+    (void)f;
+    const char *a = c->a;
+    if (strcmp(a, "fifo") == 0 && mkfifo("rec", 0644) != 0) SETUP_FAIL(r, "mkfifo rec: %s", strerror(errno));
+    if (strcmp(a, "link-file") == 0) write_file("target.txt", "keep");
+    if (strncmp(a, "link", 4) == 0 && symlink(strcmp(a, "link-dev") == 0 ? "/dev/null" : "target.txt", "rec") != 0)
+        SETUP_FAIL(r, "symlink rec: %s", strerror(errno));
+    setenv("UVMRT_RECORD", "rec", 1);
+    uvmrt_params_t p;
+    sim_params(&p, UVMRT_POLICY_PREFETCH, 16 * MIB, NULL);
+    p.ignore_env = 0;
+    uvmrt_context_t *ctx = NULL;
+    uvmrt_status_t st = uvmrt_context_create(&p, &ctx);
+    if (st != UVMRT_OK) return st;
+    net_spec_t spec = net_spec_default();
+    net_t *net = net_create(ctx, &spec);
+    char why[256] = "";
+    if (normal_steps(net, 2, why, sizeof why) != 0) snprintf(r->wrong, sizeof r->wrong, "the steps failed: %s", why);
+    uvmrt_summary_t sum;
+    memset(&sum, 0, sizeof sum);
+    uvmrt_summary_get(ctx, &sum);
+    net_free(net);
+    uvmrt_context_destroy(ctx);
+    if (r->wrong[0]) return UVMRT_OK;
+    if (strcmp(a, "fifo") == 0 && !is_kind("rec", S_IFIFO))
+        snprintf(r->wrong, sizeof r->wrong, "the FIFO 'rec' was replaced");
+    else if (strncmp(a, "link", 4) == 0 && !is_kind("rec", S_IFLNK))
+        snprintf(r->wrong, sizeof r->wrong, "the link 'rec' was replaced");
+    else if (strcmp(a, "link-file") == 0 && !file_is("target.txt", "{"))
+        snprintf(r->wrong, sizeof r->wrong, "the link's target holds no record");
+    else if (strcmp(a, "link-dev") == 0 && !is_kind("/dev/null", S_IFCHR))
+        snprintf(r->wrong, sizeof r->wrong, "/dev/null is no longer a character device");
+    return sum.output_errors > 0 ? UVMRT_ERR_IO : UVMRT_OK;
+}
+
 /* ------------------------------------------------------------------ the table */
 #define P(name_, fn, text, ...) {.name = name_, .run = fn, .fix = FIX_NONE, .a = text, .expect = UVMRT_ERR_INVALID, __VA_ARGS__}
 /* params: INVALID today; CONFIG (as for the environment) would be as right */
@@ -1153,6 +1211,21 @@ static const mcase_t cases[] = {
     ENV("env_trace_blank", "UVMRT_TRACE", " "),
     ENV("env_trace_auto", "UVMRT_TRACE", "auto"),
     ENV("env_trace_too_long", "UVMRT_TRACE", "t", .n = 5000),
+    /* ---- output files (issue 21): refused at creation, or written by the report rules */
+#define ENVOUT(name_, var, value) {.name = name_, .run = c_env_output, .a = var, .b = value, \
+                                   .expect = UVMRT_ERR_CONFIG, .needle = var}
+    ENVOUT("env_record_missing_folder", "UVMRT_RECORD", "nodir/r.json"),
+    ENVOUT("env_record_file_as_folder", "UVMRT_RECORD", "afile/r.json"),
+    ENVOUT("env_record_proc", "UVMRT_RECORD", "/proc/uvmrt-r.json"),
+    ENVOUT("env_record_directory", "UVMRT_RECORD", "."),
+    ENVOUT("env_report_missing_folder", "UVMRT_REPORT", "json:nodir/r.json"),
+    ENVOUT("env_report_file_as_folder", "UVMRT_REPORT", "text:afile/r.txt"),
+    ENVOUT("env_trace_missing_folder", "UVMRT_TRACE", "nodir/t.json"),
+    ENVOUT("env_trace_proc", "UVMRT_TRACE", "/proc/uvmrt-t.json"),
+    {.name = "record_to_fifo_without_reader", .run = c_record_dest, .a = "fifo", .expect = UVMRT_ERR_IO,
+     .needle = "UVMRT_RECORD"},
+    {.name = "record_through_link_to_file", .run = c_record_dest, .a = "link-file", .expect = UVMRT_OK},
+    {.name = "record_through_link_to_device", .run = c_record_dest, .a = "link-dev", .expect = UVMRT_OK},
     {.name = "env_report_dash_means_stdout", .run = c_env_dash, .a = "UVMRT_REPORT", .b = "text:-",
      .expect = EXPECT_EITHER, .needle = "UVMRT_REPORT"},
     {.name = "env_trace_dash_means_stdout", .run = c_env_dash, .a = "UVMRT_TRACE", .b = "-", .n = 1,

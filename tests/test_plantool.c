@@ -335,15 +335,43 @@ Test(plantool, bad_input_and_usage)
     rmdir(dir);
 }
 
-/* A record that cannot be written is a warning; the step still succeeds. */
-Test(plantool, unwritable_record_only_warns)
+/* A record path that cannot be written is refused when the context is created (issue
+ * 21, item 4), naming the variable and the path; one that fails when it is written (a
+ * FIFO with no reader) is an error, counted in output_errors, and the steps still
+ * succeed: the FIFO is never replaced by a file (item 1). */
+Test(plantool, unwritable_record_fails_create_and_a_failed_write_is_counted)
 {
-    uvmrt_context_t *ctx = recording_ctx("/nonexistent-dir/rec.json", 16 * MiB, NULL);
+    alarm(30); /* a hang fails the test (not .timeout: Criterion 2.4.1's runner leaks when timed tests overlap) */
+    env_clear_uvmrt();
+    setenv("UVMRT_RECORD", "/nonexistent-dir/rec.json", 1);
+    setenv("UVMRT_MONITOR", "0", 1);
+    uvmrt_params_t p;
+    sim_params(&p, UVMRT_POLICY_PREFETCH, 16 * MiB, NULL);
+    p.ignore_env = 0;
+    uvmrt_context_t *ctx = NULL;
+    log_reset();
+    cr_assert_eq(uvmrt_context_create(&p, &ctx), UVMRT_ERR_CONFIG);
+    cr_assert(log_contains("UVMRT_RECORD") && log_contains("/nonexistent-dir/rec.json") &&
+              log_contains("does not exist"), "%s", log_text());
+    cr_assert_null(ctx);
+
+    char path[256];
+    tmpfile_path(path, sizeof path);
+    cr_assert_eq(mkfifo(path, 0600), 0);
+    log_reset();
+    ctx = recording_ctx(path, 16 * MiB, NULL);
     net_spec_t spec = net_spec_default();
     net_t *net = net_create(ctx, &spec);
     run_steps(net, 2, NULL, NULL); /* fails the test if a call fails */
-    cr_assert(log_contains("/nonexistent-dir/rec.json"), "%s", log_text());
+    cr_assert(log_contains(path) && log_contains("FIFO with no reader"), "%s", log_text());
+    uvmrt_summary_t sum;
+    cr_assert_eq(uvmrt_summary_get(ctx, &sum), UVMRT_OK);
+    cr_assert_eq(sum.output_errors, 1);
     net_destroy(net);
+    struct stat sb;
+    cr_assert(lstat(path, &sb) == 0 && S_ISFIFO(sb.st_mode), "the FIFO was replaced");
+    unsetenv("UVMRT_RECORD");
+    remove_record(path);
 }
 
 /* A step that leaves the record is recorded again, and the file follows it. */
@@ -416,8 +444,33 @@ Test(plantool, measured_cpu_work_is_recorded_and_replayed)
     remove_record(path);
 }
 
-/* --plot needs --sweep; without gnuplot on PATH it warns and the table still comes. */
-Test(plantool, plot_without_gnuplot_warns)
+/* Runs uvmrt-plan with PATH=path_env (the shell that runs it found by its full path). */
+static int run_tool_path(const char *path_env, const char *args, char **out)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "PATH='%s' '%s' %s 2>&1", path_env, UVMRT_PLAN_PATH, args);
+    int st = run_capture(cmd, out);
+    cr_assert(st >= 0, "%s: did not exit", cmd);
+    return st;
+}
+
+/* A stand-in gnuplot in dir: "ok" draws "PNG" to the script's output file, "fail"
+ * exits 3. */
+static void fake_gnuplot(const char *dir, const char *how)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/gnuplot", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    if (strcmp(how, "fail") == 0) fprintf(f, "#!/bin/sh\necho 'gnuplot: broken' >&2\nexit 3\n");
+    else fprintf(f, "#!/bin/sh\nout=$(sed -n \"s/^set output '\\(.*\\)'$/\\1/p\" \"$1\")\necho PNG >\"$out\"\n");
+    fclose(f);
+    cr_assert_eq(chmod(path, 0755), 0);
+}
+
+/* --plot needs --sweep; without gnuplot on PATH it fails at once (exit 1) naming the
+ * package to install (issue 21, item 10), before any work. */
+Test(plantool, plot_without_gnuplot_fails_naming_the_package)
 {
     char path[256], args[600];
     tmpfile_path(path, sizeof path);
@@ -428,16 +481,98 @@ Test(plantool, plot_without_gnuplot_warns)
     cr_assert_not_null(strstr(out, "--sweep"), "%s", out);
     free(out);
     snprintf(args, sizeof args, "--record '%s' --sweep 8M:16M:8M --plot '%s.png'", path, path);
-    char cmd[900];
-    snprintf(cmd, sizeof cmd, "PATH=/nonexistent '%s' %s 2>&1", UVMRT_PLAN_PATH, args);
-    FILE *f = popen(cmd, "r");
+    cr_assert_eq(run_tool_path("/nonexistent", args, &out), 1, "%s", out);
+    cr_assert(strstr(out, "gnuplot is not on PATH") && strstr(out, "gnuplot-nox"), "%s", out);
+    cr_assert_null(strstr(out, "predicted_ms/step"), "the sweep ran first: %s", out);
+    free(out);
+    remove_record(path);
+}
+
+/* --plot: an unwritable path fails at start (exit 1, naming it), whether gnuplot is
+ * there or not; gnuplot failing is exit 1; a chart goes through a link to its target
+ * (the link kept), by the report rules (issue 21, items 4 and 10). */
+Test(plantool, plot_outputs_fail_with_exit_1_and_follow_the_report_rules)
+{
+    char path[256], args[900], dir[300];
+    tmpfile_path(path, sizeof path);
+    recorded_run(path, 16 * MiB);
+    snprintf(dir, sizeof dir, "%s", path);
+    *strrchr(dir, '/') = '\0';
+    char *out = NULL;
+    snprintf(args, sizeof args, "--record '%s' --sweep 1M:8M --plot /nonexistent/x.png", path);
+    cr_assert_eq(run_tool(args, &out), 1, "%s", out);
+    cr_assert(strstr(out, "/nonexistent/x.png") && strstr(out, "does not exist"), "%s", out);
+    cr_assert_null(strstr(out, "predicted_ms/step"), "the sweep ran first: %s", out);
+    free(out);
+
+    fake_gnuplot(dir, "fail");
+    char pathenv[600];
+    snprintf(pathenv, sizeof pathenv, "%s:/usr/bin:/bin", dir);
+    snprintf(args, sizeof args, "--record '%s' --sweep 8M:16M:8M --plot '%s/chart.png'", path, dir);
+    cr_assert_eq(run_tool_path(pathenv, args, &out), 1, "%s", out);
+    cr_assert_not_null(strstr(out, "gnuplot failed"), "%s", out);
+    free(out);
+    char chart[400], target[400];
+    snprintf(chart, sizeof chart, "%s/chart.png", dir);
+    cr_assert_neq(access(chart, F_OK), 0, "a failed chart was written");
+
+    fake_gnuplot(dir, "ok");
+    snprintf(target, sizeof target, "%s/target.png", dir);
+    FILE *f = fopen(target, "w");
     cr_assert_not_null(f);
-    char buf[4096];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = '\0';
-    cr_assert_eq(pclose(f), 0, "%s", buf);
-    cr_assert_not_null(strstr(buf, "gnuplot is not on PATH"), "%s", buf);
-    cr_assert_not_null(strstr(buf, "predicted_ms/step"), "%s", buf);
+    fputs("old", f);
+    fclose(f);
+    cr_assert_eq(symlink("target.png", chart), 0);
+    cr_assert_eq(run_tool_path(pathenv, args, &out), 0, "%s", out);
+    free(out);
+    struct stat sb;
+    cr_assert(lstat(chart, &sb) == 0 && S_ISLNK(sb.st_mode), "the link was replaced by a file");
+    char buf[16] = "";
+    f = fopen(target, "r");
+    cr_assert_not_null(f);
+    cr_assert_not_null(fgets(buf, sizeof buf, f));
+    fclose(f);
+    cr_assert_str_eq(buf, "PNG\n");
+    unlink(chart);
+    unlink(target);
+    snprintf(target, sizeof target, "%s/gnuplot", dir);
+    unlink(target);
+    remove_record(path);
+}
+
+/* --trace: /dev/full and a FIFO with no reader fail with exit 1 and a message (no
+ * hang); a folder that takes no files fails before the replay (issue 21, items 4, 7
+ * and 10). */
+Test(plantool, trace_outputs_fail_with_exit_1)
+{
+    alarm(60); /* a hang fails the test (not .timeout: Criterion 2.4.1's runner leaks when timed tests overlap) */
+    char path[256], args[900], fifo[300];
+    tmpfile_path(path, sizeof path);
+    recorded_run(path, 16 * MiB);
+    char *out = NULL;
+    snprintf(args, sizeof args, "--record '%s' --trace /dev/full", path);
+    cr_assert_eq(run_tool(args, &out), 1, "%s", out);
+    cr_assert(strstr(out, "/dev/full") && strstr(out, "not written"), "%s", out);
+    free(out);
+    snprintf(fifo, sizeof fifo, "%s.fifo", path);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    snprintf(args, sizeof args, "--record '%s' --trace '%s'", path, fifo);
+    cr_assert_eq(run_tool(args, &out), 1, "%s", out);
+    cr_assert(strstr(out, fifo) && strstr(out, "FIFO with no reader"), "%s", out);
+    free(out);
+    struct stat sb;
+    cr_assert(lstat(fifo, &sb) == 0 && S_ISFIFO(sb.st_mode), "the FIFO was replaced");
+    unlink(fifo);
+    snprintf(args, sizeof args, "--record '%s' --trace /proc/uvmrt-t.json", path);
+    cr_assert_eq(run_tool(args, &out), 1, "%s", out);
+    cr_assert(strstr(out, "/proc/uvmrt-t.json") && strstr(out, "nothing was run"), "%s", out);
+    free(out);
+    /* standard output is an output too */
+    char cmd[900];
+    snprintf(cmd, sizeof cmd, "'%s' --record '%s' --budget 16M --json 2>&1 >/dev/full", UVMRT_PLAN_PATH, path);
+    cr_assert_eq(run_capture(cmd, &out), 1, "%s", out);
+    cr_assert_not_null(strstr(out, "standard output"), "%s", out);
+    free(out);
     remove_record(path);
 }
 
@@ -1036,7 +1171,7 @@ Test(plantool, trace_is_the_predicted_steps_timeline)
     cr_assert(strstr(out, "--trace") && strstr(out, "--fit"), "%s", out);
     free(out);
     snprintf(args, sizeof args, "--record '%s' --trace /nonexistent-dir/t.json", rec);
-    cr_assert_eq(run_tool(args, &out), 2);
+    cr_assert_eq(run_tool(args, &out), 1);
     cr_assert(strstr(out, "/nonexistent-dir/t.json") && strstr(out, "cannot write"), "%s", out);
     free(out);
     unlink(trace);

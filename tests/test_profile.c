@@ -176,7 +176,7 @@ Test(profile, writer_leaves_out_what_was_not_measured)
     free(text);
 }
 
-Test(profile, writer_refuses_bad_raw_json_and_non_regular_files)
+Test(profile, writer_refuses_bad_raw_json_and_directories)
 {
     tmp_dir();
     uvmrt_profile_t p = *uvmrt_profile_find("h200");
@@ -191,10 +191,52 @@ Test(profile, writer_refuses_bad_raw_json_and_non_regular_files)
     cr_assert_eq(mkdir(sub, 0700), 0);
     log_reset();
     cr_assert_eq(uvmrt__profile_file_save(&p, NULL, sub, &capture_log), UVMRT_ERR_IO);
-    cr_assert(log_contains("not a regular file"), "%s", log_text());
+    cr_assert(log_contains("it is a directory"), "%s", log_text());
     struct stat sb;
     cr_assert_eq(stat(sub, &sb), 0);
     cr_assert(S_ISDIR(sb.st_mode));
+}
+
+/* The profile file follows the report rules (issue 21, item 1): a link's target is
+ * replaced and the link kept; a character device is written in place, never replaced;
+ * a FIFO with no reader fails at once (no hang); a missing folder is named. */
+Test(profile, writer_follows_the_report_rules)
+{
+    alarm(30); /* a hang fails the test (not .timeout: Criterion 2.4.1's runner leaks when timed tests overlap) */
+    tmp_dir();
+    uvmrt_profile_t p = *uvmrt_profile_find("h200");
+    char target[128], link[128];
+    snprintf(target, sizeof target, "%s", write_text("target.json", "keep"));
+    snprintf(link, sizeof link, "%s", tmp_path("link.json"));
+    cr_assert_eq(symlink("target.json", link), 0);
+    log_reset();
+    cr_assert_eq(uvmrt__profile_file_save(&p, NULL, link, &capture_log), UVMRT_OK, "%s", log_text());
+    struct stat sb;
+    cr_assert_eq(lstat(link, &sb), 0);
+    cr_assert(S_ISLNK(sb.st_mode), "the link was replaced by a file");
+    uvmrt_profile_t *back = NULL;
+    cr_assert_eq(uvmrt_profile_load(target, &back), UVMRT_OK, "the link's target holds no profile");
+    uvmrt_profile_free(back);
+    /* a link to a device: written in place, the device and the link kept */
+    char dev[128];
+    snprintf(dev, sizeof dev, "%s", tmp_path("dev.json"));
+    cr_assert_eq(symlink("/dev/null", dev), 0);
+    log_reset();
+    cr_assert_eq(uvmrt__profile_file_save(&p, NULL, dev, &capture_log), UVMRT_OK, "%s", log_text());
+    cr_assert(lstat(dev, &sb) == 0 && S_ISLNK(sb.st_mode), "the link to /dev/null was replaced");
+    cr_assert(stat("/dev/null", &sb) == 0 && S_ISCHR(sb.st_mode));
+    /* a FIFO without a reader */
+    const char *fifo = tmp_path("fifo.json");
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    log_reset();
+    cr_assert_eq(uvmrt__profile_file_save(&p, NULL, fifo, &capture_log), UVMRT_ERR_IO);
+    cr_assert(log_contains("FIFO with no reader"), "%s", log_text());
+    cr_assert(lstat(fifo, &sb) == 0 && S_ISFIFO(sb.st_mode), "the FIFO was replaced");
+    /* a missing folder */
+    const char *missing = tmp_path("nodir/p.json");
+    log_reset();
+    cr_assert_eq(uvmrt__profile_file_save(&p, NULL, missing, &capture_log), UVMRT_ERR_IO);
+    cr_assert(log_contains("nodir") && log_contains("does not exist"), "%s", log_text());
 }
 
 /* ------------------------------------------------------------------ the reader */

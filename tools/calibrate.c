@@ -44,8 +44,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "outfile.h"
 #include "tool_args.h"
 #include "uvmrt.h"
 
@@ -140,6 +142,11 @@ static void options_parse(int argc, char **argv, calib_options_t *opt) {
         fprintf(stderr, PROG ": unexpected argument '%s'\nTry '" PROG " --help' for more "
                         "information.\n", argv[optind]);
         exit(2);
+    }
+    char why[600]; /* the profile file's path, checked before minutes of measuring */
+    if (uvmrt__outfile_check(opt->output, 0, why, sizeof why) != 0) {
+        fprintf(stderr, PROG ": --output %s: cannot write it: %s (nothing was measured)\n", opt->output, why);
+        exit(1);
     }
 }
 
@@ -969,9 +976,12 @@ int main(int argc, char **argv) {
     uvmrt_profile_meta_t meta = {date, prop.name, driver, runtime, tool, raw};
     if (uvmrt_profile_save(&p, &meta, c.opt.output) != UVMRT_OK)
         die("cannot write the profile file '%s' (see above)", c.opt.output);
-    /* self-check: the file reads back as what was measured */
+    /* self-check: the file reads back as what was measured (a regular file: a FIFO's
+     * reader or a device has it now) */
     uvmrt_profile_t *back = NULL;
-    if (uvmrt_profile_load(c.opt.output, &back) != UVMRT_OK || back->pinned_h2d_bps != p.pinned_h2d_bps)
+    struct stat sb;
+    if (stat(c.opt.output, &sb) == 0 && S_ISREG(sb.st_mode) &&
+        (uvmrt_profile_load(c.opt.output, &back) != UVMRT_OK || back->pinned_h2d_bps != p.pinned_h2d_bps))
         die("the profile file '%s' does not read back (see above)", c.opt.output);
     uvmrt_profile_free(back);
     free(raw);

@@ -12,12 +12,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <jansson.h>
 
 #include "adamw_bytes.h"
 #include "input_file.h"
+#include "outfile.h"
 #include "plan.h"
 #include "uvmrt.h"
 
@@ -465,6 +467,17 @@ static uvmrt_status_t replay_step(uvmrt_context_t *ctx, const record_t *r, uvmrt
     return st;
 }
 
+/* --trace PATH: the re-play's timeline, by the report rules (uvmrt_report_write). */
+static int trace_write(const uvmrt_context_t *ctx, const char *path)
+{
+    last_error[0] = '\0';
+    uvmrt_status_t st = uvmrt_report_write(ctx, "trace", path);
+    if (st == UVMRT_OK) return 0;
+    fprintf(stderr, "uvmrt-plan: --trace %s: the trace was not written: %s\n", path,
+            last_error[0] ? last_error : uvmrt_status_str(st));
+    return -1;
+}
+
 /* Re-plays the record at budget on a sim context with the profile; fills *p. */
 static int predict(const record_t *r, const char *profile, uint64_t budget, const char *trace, prediction_t *p)
 {
@@ -483,7 +496,8 @@ static int predict(const record_t *r, const char *profile, uint64_t budget, cons
     prm.remote = r->remote;
     prm.log_level = UVMRT_LOG_ERROR;
     prm.log_fn = log_none;
-    prm.trace = trace; /* --trace (NULL: none), written when the context is destroyed */
+    /* --trace is written below with uvmrt_report_write, not by prm.trace at destroy:
+     * a failure there would be logged to log_none and lost */
     uvmrt_context_t *ctx = NULL;
     size_t max_uses = 1;
     for (size_t i = 0; i < r->n_calls; i++) max_uses = r->calls[i].n_uses > max_uses ? r->calls[i].n_uses : max_uses;
@@ -572,10 +586,15 @@ static int predict(const record_t *r, const char *profile, uint64_t budget, cons
                 if (info[i].layer >= 0 && (size_t)info[i].layer < r->n_layers) p->layer_mech[info[i].layer] |= info[i].mechanism;
         free(info);
     }
+    int rc = trace != NULL ? trace_write(ctx, trace) : 0;
     uvmrt_context_destroy(ctx);
     free(ts);
     free(uses);
-    return 0;
+    if (rc != 0) {
+        free(p->layer_mech);
+        p->layer_mech = NULL;
+    }
+    return rc;
 }
 
 /* The largest working set of one call (host-placed tensors do not count), and its call. */
@@ -673,6 +692,97 @@ static void print_text(const record_t *r, const prediction_t *p, const char *pro
 }
 
 /* ------------------------------------------------------------------ sweep */
+/* Whether an executable gnuplot is on PATH (as the shell would find it). */
+static int gnuplot_found(void)
+{
+    const char *path = getenv("PATH");
+    if (path == NULL) path = "/usr/local/bin:/usr/bin:/bin";
+    for (const char *d = path;; d++) {
+        const char *end = strchr(d, ':');
+        size_t n = end ? (size_t)(end - d) : strlen(d);
+        char exe[4096];
+        if (snprintf(exe, sizeof exe, "%.*s/gnuplot", n ? (int)n : 1, n ? d : ".") < (int)sizeof exe) {
+            struct stat sb;
+            if (stat(exe, &sb) == 0 && S_ISREG(sb.st_mode) && access(exe, X_OK) == 0) return 1;
+        }
+        if (end == NULL) return 0;
+        d = end;
+    }
+}
+
+/* The sweep's chart: gnuplot draws it into a temporary file of ours (so the user's
+ * path never enters the script, where a quote would end the string and the rest
+ * would run as gnuplot commands), which is then written to plot by the report rules
+ * (src/outfile.h). 0, or -1 after saying why. */
+static int plot_write(const char *plot, const char *profile, const char *datpath)
+{
+    char gp[] = "/tmp/uvmrt-plan-gp.XXXXXX", png[] = "/tmp/uvmrt-plan-png.XXXXXX", cmd[128], title[256];
+    int pfd = mkstemp(png), fd = mkstemp(gp), rc = -1;
+    FILE *g = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (pfd >= 0) close(pfd);
+    if (pfd < 0 || g == NULL) {
+        fprintf(stderr, "uvmrt-plan: --plot %s: cannot write a gnuplot script in /tmp: %s: no chart written\n", plot,
+                strerror(errno));
+        if (g != NULL) fclose(g);
+        else if (fd >= 0) close(fd);
+        goto out;
+    }
+    /* the profile names the chart: printable characters other than quotes and backslashes */
+    size_t n = 0;
+    for (const char *c = profile; *c && n + 1 < sizeof title; c++)
+        title[n++] = (*c >= 0x20 && *c < 0x7f && *c != '\'' && *c != '"' && *c != '\\') ? *c : '_';
+    title[n] = '\0';
+    fprintf(g,
+            "set terminal png size 900,500\nset output '%s'\nset xlabel 'budget (GiB)'\n"
+            "set ylabel 'predicted ms/step'\nset title 'uvmrt-plan: predicted step time (%s)'\n"
+            "plot '%s' using 1:2 with linespoints title 'predicted'\n",
+            png, title, datpath);
+    if (fclose(g) != 0) {
+        fprintf(stderr, "uvmrt-plan: --plot %s: cannot write a gnuplot script in /tmp: %s: no chart written\n", plot,
+                strerror(errno));
+        goto out;
+    }
+    snprintf(cmd, sizeof cmd, "gnuplot %s", gp);
+    fflush(stdout);
+    int st = system(cmd);
+    if (st != 0) {
+        fprintf(stderr, "uvmrt-plan: --plot %s: gnuplot failed (%s %d): no chart written\n", plot,
+                st > 0 && WIFEXITED(st) ? "exit status" : "status", st > 0 && WIFEXITED(st) ? WEXITSTATUS(st) : st);
+        goto out;
+    }
+    FILE *in = fopen(png, "rb");
+    uvmrt__outfile_t o;
+    char why[600], buf[65536];
+    size_t got, total = 0;
+    if (in == NULL) {
+        fprintf(stderr, "uvmrt-plan: --plot %s: cannot read gnuplot's chart: %s\n", plot, strerror(errno));
+        goto out;
+    }
+    if (uvmrt__outfile_open(&o, plot, 0, why, sizeof why) != 0) {
+        fprintf(stderr, "uvmrt-plan: --plot %s: cannot write it: %s\n", plot, why);
+        fclose(in);
+        goto out;
+    }
+    while ((got = fread(buf, 1, sizeof buf, in)) > 0 && fwrite(buf, 1, got, o.f) == got) total += got;
+    int bad = ferror(in) || ferror(o.f) || total == 0;
+    fclose(in);
+    if (bad) {
+        uvmrt__outfile_abandon(&o);
+        fprintf(stderr, "uvmrt-plan: --plot %s: %s: no chart written\n", plot,
+                total == 0 ? "gnuplot wrote an empty chart" : "copying gnuplot's chart failed");
+        goto out;
+    }
+    if (uvmrt__outfile_close(&o, why, sizeof why) != 0) {
+        fprintf(stderr, "uvmrt-plan: --plot %s: %s\n", plot, why);
+        goto out;
+    }
+    rc = 0;
+out:
+    if (fd >= 0) unlink(gp);
+    if (pfd >= 0) unlink(png);
+    return rc;
+}
+
 static int sweep(const record_t *r, const char *profile, uint64_t a, uint64_t b, uint64_t step, int json,
                  const char *plot)
 {
@@ -682,7 +792,7 @@ static int sweep(const record_t *r, const char *profile, uint64_t a, uint64_t b,
     if (plot != NULL) {
         int fd = mkstemp(datpath);
         dat = fd >= 0 ? fdopen(fd, "w") : NULL;
-        if (dat == NULL) fprintf(stderr, "uvmrt-plan: --plot %s: cannot write its data in /tmp: no chart\n", plot);
+        if (dat == NULL && fd >= 0) close(fd), unlink(datpath);
     }
     if (!json) printf("%-12s %-18s %-12s %-14s %-14s (all predicted, profile %s)\n", "budget_MiB", "predicted_ms/step",
                       "bound", "predicted_GB_in", "predicted_GB_out", profile);
@@ -709,28 +819,16 @@ static int sweep(const record_t *r, const char *profile, uint64_t a, uint64_t b,
         putchar('\n');
         json_decref(o);
     } else json_decref(rows);
-    if (dat) {
-        fclose(dat);
-        /* gnuplot reads a script file: no user text passes through a shell */
-        char gp[] = "/tmp/uvmrt-plan-gp.XXXXXX", cmd[128];
-        int fd = mkstemp(gp);
-        FILE *g = fd >= 0 ? fdopen(fd, "w") : NULL;
-        if (g != NULL) {
-            fprintf(g,
-                    "set terminal png size 900,500\nset output '%s'\nset xlabel 'budget (GiB)'\n"
-                    "set ylabel 'predicted ms/step'\nset title 'uvmrt-plan: predicted step time (%s)'\n"
-                    "plot '%s' using 1:2 with linespoints title 'predicted'\n",
-                    plot, profile, datpath);
-            fclose(g);
-            snprintf(cmd, sizeof cmd, "gnuplot %s", gp);
-            if (system("command -v gnuplot >/dev/null 2>&1") != 0)
-                fprintf(stderr, "uvmrt-plan: --plot %s: gnuplot is not on PATH, no chart written\n", plot);
-            else if (system(cmd) != 0) fprintf(stderr, "uvmrt-plan: --plot %s: gnuplot failed\n", plot);
-            unlink(gp);
-        } else fprintf(stderr, "uvmrt-plan: --plot %s: cannot write a gnuplot script in /tmp\n", plot);
-        unlink(datpath);
+    if (plot == NULL) return 0;
+    if (dat == NULL || fclose(dat) != 0) {
+        fprintf(stderr, "uvmrt-plan: --plot %s: cannot write the chart's data in /tmp: %s: no chart written\n", plot,
+                strerror(errno));
+        if (dat != NULL) unlink(datpath);
+        return 1;
     }
-    return 0;
+    int rc = plot_write(plot, profile, datpath);
+    unlink(datpath);
+    return rc != 0 ? 1 : 0;
 }
 
 /* ------------------------------------------------------------------ the model's inputs */
@@ -973,6 +1071,17 @@ static int batch_finder(const model_t *m, const char *src, const char *profile, 
     return 0;
 }
 
+/* ------------------------------------------------------------------ outputs */
+/* 0 when path (NULL: none) can be written by the report rules (src/outfile.h), else
+ * -1 after saying why. */
+static int output_check(const char *flag, const char *path)
+{
+    char why[600];
+    if (path == NULL || uvmrt__outfile_check(path, 0, why, sizeof why) == 0) return 0;
+    fprintf(stderr, "uvmrt-plan: %s %s: cannot write it: %s (nothing was run)\n", flag, path, why);
+    return -1;
+}
+
 /* ------------------------------------------------------------------ main */
 static void usage(FILE *f)
 {
@@ -1034,7 +1143,18 @@ static int parse_count(const char *flag, const char *v, uint64_t max, uint64_t *
     return 0;
 }
 
+static int plan_main(int argc, char **argv);
+
+/* A prediction on a full disk or a closed pipe is not a prediction made: exit 1. */
 int main(int argc, char **argv)
+{
+    int rc = plan_main(argc, argv);
+    if (fflush(stdout) == 0 && !ferror(stdout)) return rc;
+    fprintf(stderr, "uvmrt-plan: cannot write to standard output: %s\n", errno ? strerror(errno) : "write error");
+    return rc == 0 ? 1 : rc;
+}
+
+static int plan_main(int argc, char **argv)
 {
     const char *record_path = NULL, *model_path = NULL, *profile = NULL, *plot = NULL, *sweep_arg = NULL,
                *trace_path = NULL;
@@ -1114,19 +1234,16 @@ int main(int argc, char **argv)
                 trace_path);
         return 2;
     }
-    if (trace_path != NULL) { /* say now, not after the replay, that it cannot be written */
-        int existed = access(trace_path, F_OK) == 0;
-        FILE *f = fopen(trace_path, "a"); /* an existing file is replaced only by the trace */
-        if (f == NULL) {
-            fprintf(stderr, "uvmrt-plan: --trace %s: cannot write it: %s\n", trace_path, strerror(errno));
-            return 2;
-        }
-        fclose(f);
-        if (!existed) unlink(trace_path);
-    }
     if (plot != NULL && sweep_arg == NULL) {
         fprintf(stderr, "uvmrt-plan: --plot %s needs --sweep\n", plot);
         return 2;
+    }
+    /* say now, not after the replay, that an output cannot be written */
+    if (output_check("--trace", trace_path) != 0 || output_check("--plot", plot) != 0) return 1;
+    if (plot != NULL && !gnuplot_found()) {
+        fprintf(stderr, "uvmrt-plan: --plot %s: gnuplot is not on PATH: install it (Debian, Ubuntu: apt-get install "
+                        "gnuplot-nox; Fedora: dnf install gnuplot), or leave --plot out\n", plot);
+        return 1;
     }
     if ((batch || batch_max) && model_path == NULL) {
         fprintf(stderr, "uvmrt-plan: %s needs --model FILE (a record's batch is fixed)\n",

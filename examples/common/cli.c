@@ -13,6 +13,7 @@
 #include <jansson.h>
 
 #include "cli.h"
+#include "outfile.h"
 #include "uvmrt.h"
 
 const char *cli_program = "uvmrt";
@@ -133,7 +134,19 @@ void cli_fail(void (*cleanup)(void *), void *arg, const char *fmt, ...)
 static struct {
     int hold;            /* 1: keep errors for the caller instead of printing them */
     char last[512];      /* the last error message held */
+    unsigned long errors; /* error messages printed (not held) */
 } cli_log_state;
+
+int cli_stdout_close(int status)
+{
+    /* a full disk or a closed pipe: the output the user asked for is not there */
+    if (fflush(stdout) == 0 && !ferror(stdout)) return status;
+    int e = errno;
+    fprintf(stderr, "%s: cannot write to standard output: %s\n", cli_program, e ? strerror(e) : "write error");
+    return status == 0 ? 1 : status;
+}
+
+unsigned long cli_library_errors(void) { return cli_log_state.errors; }
 
 static void cli_log(uvmrt_log_level_t level, const char *message, void *user)
 {
@@ -142,8 +155,21 @@ static void cli_log(uvmrt_log_level_t level, const char *message, void *user)
         snprintf(cli_log_state.last, sizeof cli_log_state.last, "%s", message);
         return;
     }
+    if (level == UVMRT_LOG_ERROR) cli_log_state.errors++;
     fflush(stdout);
     fprintf(stderr, "uvmrt %s: %s\n", uvmrt_log_level_name(level), message);
+}
+
+int cli_context_outputs_failed(unsigned long errors_before, const uvmrt_summary_t *sum)
+{
+    unsigned long n = cli_log_state.errors - errors_before;
+    if (n == 0 && (sum == NULL || sum->output_errors == 0)) return 0;
+    fflush(stdout);
+    fprintf(stderr, "%s: %s (see above): exit status 1\n", cli_program,
+            sum != NULL && sum->output_errors > 0 ? "an output file (UVMRT_RECORD) was not written"
+                                                   : "uvmrt reported an error while closing the context "
+                                                     "(UVMRT_REPORT or UVMRT_TRACE not written)");
+    return 1;
 }
 
 uvmrt_context_t *cli_context_open(uvmrt_params_t *params, const cli_backend_choice_t *choice)
@@ -237,7 +263,7 @@ static const cli_common_flag_t CLI_COMMON[CLI_F_COUNT] = {
     {CLI_F_TRACE, "trace", "PATH", 0,
      "write the trace-event timeline (Perfetto, chrome://tracing):\nthe same as --report trace:PATH"},
     {CLI_F_LOSS_LOG, "loss-log", "PATH", 0,
-     "one line per step: step, loss (%a, exact), loss scale"},
+     "one line per step: step, loss (%a, exact), loss scale\n(at PATH when the run ends; uvmrt-report(5), FILES)"},
     {CLI_F_RESULT_JSON, "result-json", "PATH", 0, "medians and totals of the run as JSON"},
     {CLI_F_LOG_LEVEL, "log-level", "LEVEL", 0,
      "uvmrt's messages: error, warn, info or debug (default warn)"},
@@ -448,31 +474,78 @@ int cli_report_write(const uvmrt_context_t *ctx, const char *flag, const char *f
     return -1;
 }
 
+/* The files cli_output_open has open: their FILE and how each reaches its path
+ * (src/outfile.h). A program writes a few at once. */
+static uvmrt__outfile_t cli_open_files[8];
+
+void cli_output_check(const char *flag, const char *path)
+{
+    char why[600];
+    if (path == NULL || uvmrt__outfile_check(path, UVMRT__OUTFILE_DASH_STDOUT, why, sizeof why) == 0) return;
+    fflush(stdout);
+    fprintf(stderr, "%s: %s %s: cannot write it: %s (nothing was run)\n", cli_program, flag, path, why);
+    exit(1);
+}
+
+void cli_outputs_check(const cli_common_t *c)
+{
+    cli_output_check("--loss-log", c->loss_log);
+    cli_output_check("--result-json", c->result_json);
+    cli_output_check("--report", c->report_path);
+    cli_output_check("--trace", c->trace_path);
+}
+
+/* At exit (a failure's exit(1) in the middle of a run): what a file still open holds
+ * goes to its path, as a plain fopen'd file would keep it, and no temporary file is
+ * left behind. */
+static void cli_outputs_at_exit(void)
+{
+    char why[600];
+    for (size_t i = 0; i < sizeof cli_open_files / sizeof cli_open_files[0]; i++)
+        if (cli_open_files[i].f != NULL) uvmrt__outfile_close(&cli_open_files[i], why, sizeof why);
+}
+
 FILE *cli_output_open(const char *flag, const char *path)
 {
-    if (strcmp(path, "-") == 0) return stdout;
-    FILE *f = fopen(path, "w");
-    if (f == NULL) {
-        int e = errno;
-        fflush(stdout);
-        fprintf(stderr, "%s: %s %s: cannot open for writing: %s\n", cli_program, flag, path, strerror(e));
+    static int at_exit;
+    if (!at_exit) at_exit = atexit(cli_outputs_at_exit) == 0;
+    char why[600];
+    size_t i = 0;
+    while (i < sizeof cli_open_files / sizeof cli_open_files[0] && cli_open_files[i].f != NULL) i++;
+    if (i == sizeof cli_open_files / sizeof cli_open_files[0]) {
+        fprintf(stderr, "%s: %s %s: cannot open it: too many output files open at once\n", cli_program, flag, path);
+        return NULL;
     }
-    return f;
+    if (uvmrt__outfile_open(&cli_open_files[i], path, UVMRT__OUTFILE_DASH_STDOUT, why, sizeof why) != 0) {
+        fflush(stdout);
+        fprintf(stderr, "%s: %s %s: cannot open for writing: %s\n", cli_program, flag, path, why);
+        return NULL;
+    }
+    return cli_open_files[i].f;
+}
+
+static uvmrt__outfile_t *cli_open_file(FILE *f)
+{
+    for (size_t i = 0; f != NULL && i < sizeof cli_open_files / sizeof cli_open_files[0]; i++)
+        if (cli_open_files[i].f == f) return &cli_open_files[i];
+    return NULL;
 }
 
 int cli_output_close(const char *flag, const char *path, FILE *f)
 {
-    if (f == NULL) return -1;
-    int bad = ferror(f), e = bad ? EIO : 0;
-    if (f == stdout) {
-        if (fflush(f) != 0 && !bad) bad = 1, e = errno;
-    } else if (fclose(f) != 0 && !bad) {
-        bad = 1, e = errno;
-    }
-    if (!bad) return 0;
+    uvmrt__outfile_t *o = cli_open_file(f);
+    char why[600];
+    if (o == NULL) return -1;
+    if (uvmrt__outfile_close(o, why, sizeof why) == 0) return 0;
     fflush(stdout);
-    fprintf(stderr, "%s: %s %s: write failed: %s\n", cli_program, flag, path, strerror(e));
+    fprintf(stderr, "%s: %s %s: %s\n", cli_program, flag, path, why);
     return -1;
+}
+
+void cli_output_abandon(FILE *f)
+{
+    uvmrt__outfile_t *o = cli_open_file(f);
+    if (o != NULL) uvmrt__outfile_abandon(o);
 }
 
 int cli_json_write(const char *flag, const char *path, struct json_t *root)
@@ -487,10 +560,12 @@ int cli_json_write(const char *flag, const char *path, struct json_t *root)
     if (f != NULL) {
         int dumped = json_dumpf(root, f, JSON_INDENT(2) | JSON_REAL_PRECISION(9));
         if (dumped == 0) fputc('\n', f);
-        rc = cli_output_close(flag, path, f);
-        if (dumped != 0 && rc == 0) {
+        if (dumped != 0) { /* what was at the path stays as it was */
+            cli_output_abandon(f);
+            fflush(stdout);
             fprintf(stderr, "%s: %s %s: the JSON could not be written\n", cli_program, flag, path);
-            rc = -1;
+        } else {
+            rc = cli_output_close(flag, path, f);
         }
     }
     json_decref(root);

@@ -134,11 +134,35 @@ const char *cli_common_help(unsigned bit);
 /* Writes ctx's report in format to path ("-": stdout) for flag. */
 int cli_report_write(const uvmrt_context_t *ctx, const char *flag, const char *format,
                      const char *path);
-/* Opens path ("-": stdout) for writing for flag; NULL after saying why. */
+/* Every output file follows uvmrt_report_write's rules (src/outfile.h): a new or
+ * regular file (or a link's target) is written to a temporary file beside it and
+ * renamed at close; a FIFO (with a reader) or a character device is written in place;
+ * anything else is refused. */
+/* Before any long work: exits 1, naming flag, path and why, when path (NULL: none)
+ * cannot be written (a missing folder, a file for a folder, /proc, a directory, a
+ * dangling link...). A FIFO or a device is checked, not opened. */
+void cli_output_check(const char *flag, const char *path);
+/* cli_output_check of the shared flags' outputs: --loss-log, --result-json, --report,
+ * --trace. Programs call it after their own flags are checked. */
+void cli_outputs_check(const cli_common_t *c);
+/* Opens path ("-": stdout) for writing for flag; NULL after saying why (a FIFO
+ * with no reader fails at once). */
 FILE *cli_output_open(const char *flag, const char *path);
-/* Closes what cli_output_open returned, checking that everything was written
- * (ferror, fclose); stdout is flushed, not closed. */
+/* Closes what cli_output_open returned, checking that everything was written, and
+ * puts the file at its path; stdout is flushed, not closed. */
 int cli_output_close(const char *flag, const char *path, FILE *f);
+/* Gives up what cli_output_open returned: what was at the path stays as it was. */
+void cli_output_abandon(FILE *f);
+/* At the end of main: status, or 1 (after saying so) when status is 0 and standard
+ * output could not be written (a full disk, /dev/full). */
+int cli_stdout_close(int status);
+/* Error messages the library logged through cli_context_open's log function. */
+unsigned long cli_library_errors(void);
+/* After the context is destroyed: 1, and a line on stderr, when the library logged an
+ * error since errors_before (cli_library_errors() taken before the destroy: UVMRT_REPORT
+ * or UVMRT_TRACE could not be written) or sum (NULL: not checked) counts an output the
+ * context could not write (UVMRT_RECORD); else 0. */
+int cli_context_outputs_failed(unsigned long errors_before, const uvmrt_summary_t *sum);
 /* Writes root (a jansson value: json_t) as indented JSON to path for flag, and
  * releases it; root NULL (jansson ran out of memory building it) is reported too. */
 struct json_t;

@@ -733,7 +733,9 @@ static void run_policy(demo_options_t *opt, uvmrt_policy_t policy, const char *l
     res->done = 1;
     summary_print(res, opt->layers);
     fflush(stdout);
-    run_close(&run);
+    unsigned long errors = cli_library_errors();
+    run_close(&run); /* writes UVMRT_REPORT and UVMRT_TRACE */
+    res->write_failed |= cli_context_outputs_failed(errors, &sum);
 }
 
 /* ----------------------------------------------------------------------------
@@ -871,6 +873,8 @@ int main(int argc, char **argv) {
     cli_program = PROG;
     demo_options_t opt;
     options_parse(argc, argv, &opt);
+    cli_outputs_check(&opt.c); /* an output that cannot be written fails now, not after the runs */
+    cli_output_check("--report-json", opt.report_json);
     env_overrides_note(&opt);
 
     if (opt.detail && !opt.c.quiet) {
@@ -929,5 +933,5 @@ int main(int argc, char **argv) {
     for (int r = 0; r < n_runs; r++)
         result_free(&runs[r]);
     result_free(&reference);
-    return status;
+    return cli_stdout_close(status);
 }

@@ -422,7 +422,13 @@ int gpt_ckpt_save(const char *dir, uint64_t step, const gpt_ckpt_buffer_t *bufs,
     char tmp[4096], final[4096];
     tmp_path(tmp, sizeof tmp, dir, step);
     gpt_ckpt_path(final, sizeof final, dir, step);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    /* a fresh file, never what is at the name (a planted FIFO would block the save, a
+     * link would have its target overwritten and then be renamed to the final name) */
+    if (unlink(tmp) != 0 && errno != ENOENT) {
+        free(table);
+        return fail(err, errlen, "checkpoint %s: cannot remove what is there: %s", tmp, strerror(errno));
+    }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) {
         free(table);
         return fail(err, errlen, "checkpoint %s: cannot create: %s", tmp, strerror(errno));

@@ -459,9 +459,10 @@ static void header_make(const gpt_run_t *run, int32_t h[256]) {
 /* Writes the 16 tensors of each layer's `which` array (0: master weights, 1:
  * gradients) in the --dump-weights format. */
 static void weights_dump(gpt_run_t *run, const char *path, int which) {
-    FILE *f = fopen(path, "wb");
+    const char *flag = which ? "--dump-grads" : "--dump-weights";
+    FILE *f = cli_output_open(flag, path); /* the report rules: a link, a FIFO, a device kept */
     if (f == NULL)
-        gpt_run_fail(run, "cannot write %s: %s", path, strerror(errno));
+        gpt_run_fail(run, "%s %s was not written (see above)", flag, path);
     int32_t h[256];
     header_make(run, h);
     int ok = fwrite(h, sizeof h, 1, f) == 1;
@@ -473,8 +474,13 @@ static void weights_dump(gpt_run_t *run, const char *path, int which) {
             const float *src = f32(which ? run->lp[layer].g : run->lp[layer].w) + off;
             ok = fwrite(src, sizeof(float), count, f) == count;
         }
-    if (fclose(f) != 0 || !ok)
-        gpt_run_fail(run, "writing %s failed: %s", path, strerror(errno));
+    if (!ok) {
+        int e = errno;
+        cli_output_abandon(f);
+        gpt_run_fail(run, "%s %s: write failed: %s", flag, path, strerror(e));
+    }
+    if (cli_output_close(flag, path, f) != 0)
+        gpt_run_fail(run, "%s %s was not written (see above)", flag, path);
     if (!run->opt->c.quiet)
         printf("  wrote %s to %s\n", which ? "step 1's gradients" : "the weights", path);
 }
@@ -1539,6 +1545,9 @@ int main(int argc, char **argv) {
     cli_program = PROG;
     gpt_options_t opt;
     gpt_options_parse(argc, argv, &opt);
+    cli_outputs_check(&opt.c); /* an output that cannot be written fails now, not after the steps */
+    cli_output_check("--dump-weights", opt.dump_weights);
+    cli_output_check("--dump-grads", opt.dump_grads);
     cli_note_env_overrides();
 
     gpt_run_t run = {.opt = &opt, .cpu_last = -1, .knob_cpu = -1, .knob_rec = -1,
@@ -1623,9 +1632,10 @@ int main(int argc, char **argv) {
     if (run.first >= run.stop) {
         printf("nothing to train: the checkpoint is at step %d and the run ends at step %d\n",
                run.first, run.stop);
-        run_close(&run);
+        unsigned long errors = cli_library_errors();
+        run_close(&run); /* writes UVMRT_REPORT and UVMRT_TRACE */
         gpt_steps_free(&run);
-        return 0;
+        return cli_stdout_close(cli_context_outputs_failed(errors, NULL));
     }
 
     FILE *loss_log = NULL;
@@ -1668,7 +1678,10 @@ int main(int argc, char **argv) {
                 status = 1;
                 break;
             }
-    run_close(&run);
+    unsigned long errors = cli_library_errors();
+    run_close(&run); /* writes UVMRT_REPORT and UVMRT_TRACE */
+    if (cli_context_outputs_failed(errors, &sum))
+        status = 1;
     gpt_steps_free(&run);
-    return status;
+    return cli_stdout_close(status);
 }

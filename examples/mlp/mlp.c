@@ -869,6 +869,7 @@ int main(int argc, char **argv) {
     cli_program = PROG;
     mlp_options_t opt;
     mlp_options_parse(argc, argv, &opt);
+    cli_outputs_check(&opt.c); /* an output that cannot be written fails now, not after the steps */
     cli_note_env_overrides();
     int S = opt.c.steps;
 
@@ -966,10 +967,13 @@ int main(int argc, char **argv) {
                 status = 1;
                 break;
             }
-    mlp_run_close_cb(&run);
+    unsigned long errors = cli_library_errors();
+    mlp_run_close_cb(&run); /* writes UVMRT_REPORT and UVMRT_TRACE */
+    if (cli_context_outputs_failed(errors, &sum))
+        status = 1;
     free(run.losses);
     free(run.skipped);
     free(run.stats);
     free(run.recording);
-    return status;
+    return cli_stdout_close(status);
 }

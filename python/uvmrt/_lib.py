@@ -94,7 +94,7 @@ class Summary(ctypes.Structure):
                  ("unattributed_cpu_faults", c_u64), ("fault_stats_source", c_char_p),
                  ("fault_sampled_steps", c_u64), ("fault_sample_every", c_int),
                  ("fault_sample_period", ctypes.c_uint), ("fault_sample_overhead", c_double),
-                 ("fault_records_lost", c_u64), ("backend_errors", c_u64)])
+                 ("fault_records_lost", c_u64), ("backend_errors", c_u64), ("output_errors", c_u64)])
 
 
 class MemoryStats(ctypes.Structure):
