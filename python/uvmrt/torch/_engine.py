@@ -82,28 +82,29 @@ class Slot:
 # ----------------------------------------------------------------------------
 # identity functions whose backward tells the engine where autograd is
 
-class _PreBackward(torch.autograd.Function):
+class _Boundary(torch.autograd.Function):
+    """Identity on a layer's tensors whose backward calls the engine's `event` for the layer."""
+    event = None  # the Engine method's name
+
     @staticmethod
     def forward(ctx, engine, layer, *tensors):
         ctx.engine, ctx.layer = engine, layer
         return tuple(t.detach() for t in tensors)
 
-    @staticmethod
-    def backward(ctx, *grads):
-        ctx.engine.on_pre_backward(ctx.layer)
+    @classmethod
+    def backward(cls, ctx, *grads):
+        getattr(ctx.engine, cls.event)(ctx.layer)
         return (None, None) + grads
 
 
-class _PostBackward(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, engine, layer, *tensors):
-        ctx.engine, ctx.layer = engine, layer
-        return tuple(t.detach() for t in tensors)
+class _PreBackward(_Boundary):
+    """On a layer's outputs: their gradients arrived, its backward starts."""
+    event = "on_pre_backward"
 
-    @staticmethod
-    def backward(ctx, *grads):
-        ctx.engine.on_post_backward(ctx.layer)
-        return (None, None) + grads
+
+class _PostBackward(_Boundary):
+    """On a layer's inputs: their gradients are made, its backward is over."""
+    event = "on_post_backward"
 
 
 def _wrap(fn, engine, layer, obj):
