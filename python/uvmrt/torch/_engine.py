@@ -180,8 +180,9 @@ class Engine:
                 if p.device.type == "cuda" and self.device.type == "cuda" and p.device != self.device:
                     raise ValueError(f"offload: parameter {fqn} is on {p.device}, uvmrt runs on "
                                      f"{self.device}: keep the model on the CPU or on that GPU")
-                if p.is_sparse or not p.is_contiguous() and p.numel() > 0 and p.stride() == ():
-                    raise ValueError(f"offload: parameter {fqn} is not a dense tensor")
+                if p.layout != torch.strided:
+                    raise ValueError(f"offload: parameter {fqn} has layout {p.layout}: expected a dense "
+                                     f"(strided) tensor")
 
     def allocate(self, adam_state):
         """Every layer's tensors, filled from the parameters; nothing of the model changes
