@@ -337,7 +337,7 @@ Test(config, params_paths_follow_the_rule)
 Test(config, env_invalid_every_table_entry)
 {
     size_t n = 0;
-    const uvmrt_config_entry_t *table = uvmrt_config_table(&n);
+    const uvmrt_config_entry_t *table = uvmrt__config_table(&n);
     cr_assert_gt(n, 0);
     for (size_t i = 0; i < n; i++) {
         char var[64];
@@ -538,7 +538,7 @@ Test(config, print_config_names_and_sources)
     uvmrt_context_print_config(ctx, f);
     fclose(f);
     size_t n = 0;
-    const uvmrt_config_entry_t *table = uvmrt_config_table(&n);
+    const uvmrt_config_entry_t *table = uvmrt__config_table(&n);
     cr_assert_geq(n, 9);
     static const char *const names[] = {"BUDGET", "POLICY", "BACKEND", "DEVICE", "PROFILE",
                                         "LOG_LEVEL", "REPORT", "DISCARD", "BUDGET_RESERVE"};
