@@ -16,6 +16,10 @@
 # internal functions and variables take "uvmrt__". The version script hides
 # internals from the .so, so only the objects show a misnamed one.
 #
+# Third, the header keeps to its own rule on return values: every function it
+# declares that does not return uvmrt_status_t is named in its contract block
+# (the comment at the top, "Return values, by kind of function").
+#
 # Exit 77 (skip) without a shared library (--disable-shared) or without nm.
 
 srcdir=${srcdir:-.}
@@ -34,9 +38,29 @@ status=0
 # in include/uvmrt.h.
 sed -n 's/^[a-z][a-z0-9_ *]*[ *]\(uvmrt_[a-z][a-z0-9_]*\)(.*/\1/p' "$srcdir/include/uvmrt.h" |
     LC_ALL=C sort -u >"$tmp/declared"
+sed -n 's/^uvmrt_status_t \(uvmrt_[a-z][a-z0-9_]*\)(.*/^\1$/p' "$srcdir/include/uvmrt.h" >"$tmp/status_fns"
 if [ ! -s "$tmp/declared" ]; then
     echo "FAIL: found no function declarations in $srcdir/include/uvmrt.h"
     exit 1
+fi
+
+# The contract block at the top of the header says which kind of function
+# returns what: each function that does not return uvmrt_status_t (kind 1) must
+# be named there, in the kind it belongs to.
+sed -n '1,/\*\//p' "$srcdir/include/uvmrt.h" >"$tmp/contract"
+sed -n 's/^[a-z][a-z0-9_ *]*[ *]\(uvmrt_[a-z][a-z0-9_]*\)(.*/\1/p' "$srcdir/include/uvmrt.h" |
+    grep -v -f "$tmp/status_fns" | LC_ALL=C sort -u >"$tmp/other_fns"
+unnamed=""
+while read -r fn; do
+    grep -q "\b$fn\b" "$tmp/contract" || unnamed="$unnamed $fn"
+done <"$tmp/other_fns"
+if [ -n "$unnamed" ]; then
+    echo "FAIL: include/uvmrt.h declares functions that do not return uvmrt_status_t and that"
+    echo "      its contract block (\"Return values, by kind\") does not name:"
+    for fn in $unnamed; do echo "  $fn"; done
+    status=1
+else
+    echo "PASS: the $(wc -l <"$tmp/other_fns") functions of include/uvmrt.h that return no status are each named in its contract block"
 fi
 
 # Internal symbols with the public prefix.
