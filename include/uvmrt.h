@@ -18,8 +18,43 @@
  *    context made since is that tensor. The getters without a context
  *    (uvmrt_tensor_ptr, _size, _name...) read the handle: give them tensors of live
  *    contexts only.
- *  - Every call returns a uvmrt_status_t: UVMRT_OK (0) or a negative error. On error
- *    nothing was changed, and a message naming the bad value was logged.
+ *  - Return values, by kind of function; every function below is of one kind:
+ *    1. Calls that can fail (create, allocate, free a tensor, set, begin/end,
+ *       write, load, save, choose, query into caller's structs) return a
+ *       uvmrt_status_t: UVMRT_OK (0) or a negative error. On error nothing was
+ *       changed, and a message naming the bad value was logged. Every function
+ *       declared to return uvmrt_status_t is of this kind, and only those fail.
+ *    2. Initialisers return void and cannot fail; a NULL struct: nothing happens.
+ *       uvmrt_params_init, uvmrt_layer_call_init, uvmrt_adamw_init.
+ *    3. Releasers that cannot fail return void; NULL is a no-op.
+ *       uvmrt_context_destroy, uvmrt_profile_free. (uvmrt_tensor_free can fail,
+ *       so it is of kind 1; a NULL tensor is a no-op there too.)
+ *    4. Accessors of a handle return the value itself, never a status; they do
+ *       not fail and log nothing. For a NULL handle they return a neutral value:
+ *         uvmrt_context_policy       UVMRT_POLICY_PREFETCH
+ *         uvmrt_context_backend      UVMRT_BACKEND_CUDA
+ *         uvmrt_context_budget, uvmrt_context_external_bytes, uvmrt_layer_count,
+ *         uvmrt_choice_count, uvmrt_tensor_recomputes          0
+ *         uvmrt_context_profile      the built-in "consumer-8g" (never NULL)
+ *         uvmrt_choice_candidate_recompute   -1 (also for i out of range)
+ *         uvmrt_tensor_ptr, uvmrt_tensor_name                  NULL
+ *         uvmrt_tensor_size, uvmrt_tensor_is_resident, uvmrt_tensor_is_host_homed,
+ *         uvmrt_tensor_recompute_flops                         0
+ *         uvmrt_tensor_layer         -1
+ *         uvmrt_tensor_role          UVMRT_ROLE_WORKSPACE
+ *         uvmrt_tensor_placement     UVMRT_PLACE_AUTO
+ *    5. Names return a static string, never NULL (not to be freed; "?",
+ *       "unknown status" or "UVMRT_UNKNOWN" for a value outside the enum):
+ *       uvmrt_status_str, uvmrt_status_name, uvmrt_policy_name, uvmrt_backend_name,
+ *       uvmrt_role_name, uvmrt_phase_name, uvmrt_log_level_name, uvmrt_where_name,
+ *       uvmrt_version_string, uvmrt_adamw_isa.
+ *    6. Lookups in the library's own tables return the entry, which belongs to
+ *       the library: uvmrt_profiles (the table, never NULL; count may be NULL),
+ *       uvmrt_profile_find (NULL for an unknown or NULL name),
+ *       uvmrt_version_number, uvmrt_abi_struct_size (0 for an unknown or NULL name).
+ *    7. Formatters that cannot fail: uvmrt_context_print_config returns void
+ *       (a NULL context or stream writes nothing); uvmrt_mechanism_name returns
+ *       the length of the whole text, like snprintf.
  *    The library never calls exit() or abort().
  *  - Failed backend (CUDA) calls: a public call either succeeds or fails with the
  *    context as before: no step or layer call is left open or half-recorded, the

@@ -7,7 +7,7 @@
 
 #include "attrib.h"
 
-void uvmrt_attrib_classify(const uvmrt_um_record_t *r, uvmrt_fcount_t *out)
+void uvmrt__attrib_classify(const uvmrt_um_record_t *r, uvmrt_fcount_t *out)
 {
     switch (r->kind) {
     case UVMRT_UM_HTOD:
@@ -29,9 +29,9 @@ void uvmrt_attrib_classify(const uvmrt_um_record_t *r, uvmrt_fcount_t *out)
 }
 
 /* ------------------------------------------------------------------ address index */
-void uvmrt_attrib_index_clear(uvmrt_attrib_index_t *ix) { ix->n = 0; }
+void uvmrt__attrib_index_clear(uvmrt_attrib_index_t *ix) { ix->n = 0; }
 
-int uvmrt_attrib_index_add(uvmrt_attrib_index_t *ix, uint64_t lo, uint64_t hi, int tensor)
+int uvmrt__attrib_index_add(uvmrt_attrib_index_t *ix, uint64_t lo, uint64_t hi, int tensor)
 {
     if (ix->n == ix->cap) {
         size_t cap = ix->cap ? 2 * ix->cap : 64;
@@ -50,18 +50,18 @@ static int cmp_range(const void *a, const void *b)
     return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
-void uvmrt_attrib_index_sort(uvmrt_attrib_index_t *ix)
+void uvmrt__attrib_index_sort(uvmrt_attrib_index_t *ix)
 {
     if (ix->n > 1) qsort(ix->r, ix->n, sizeof *ix->r, cmp_range);
 }
 
-void uvmrt_attrib_index_free(uvmrt_attrib_index_t *ix)
+void uvmrt__attrib_index_free(uvmrt_attrib_index_t *ix)
 {
     free(ix->r);
     memset(ix, 0, sizeof *ix);
 }
 
-int uvmrt_attrib_find(const uvmrt_attrib_index_t *ix, uint64_t addr)
+int uvmrt__attrib_find(const uvmrt_attrib_index_t *ix, uint64_t addr)
 {
     size_t lo = 0, hi = ix->n; /* first range with r.lo > addr */
     while (lo < hi) {
@@ -75,7 +75,7 @@ int uvmrt_attrib_find(const uvmrt_attrib_index_t *ix, uint64_t addr)
 }
 
 /* ------------------------------------------------------------------ time */
-size_t uvmrt_attrib_span_of(const uvmrt_attrib_span_t *spans, size_t n, uint64_t t)
+size_t uvmrt__attrib_span_of(const uvmrt_attrib_span_t *spans, size_t n, uint64_t t)
 {
     size_t lo = 0, hi = n; /* first span with start > t */
     while (lo < hi) {
@@ -95,7 +95,7 @@ static int cmp_record(const void *a, const void *b)
     return 0;
 }
 
-size_t uvmrt_attrib_run(const uvmrt_attrib_index_t *ix, const uvmrt_attrib_span_t *spans, size_t n_spans,
+size_t uvmrt__attrib_run(const uvmrt_attrib_index_t *ix, const uvmrt_attrib_span_t *spans, size_t n_spans,
                         uvmrt_um_record_t *recs, size_t n, uint64_t horizon, uvmrt_fcount_t *per_span,
                         uvmrt_attrib_unattributed_t *un)
 {
@@ -103,12 +103,12 @@ size_t uvmrt_attrib_run(const uvmrt_attrib_index_t *ix, const uvmrt_attrib_span_
     size_t i = 0;
     for (; i < n && recs[i].start < horizon; i++) {
         const uvmrt_um_record_t *r = &recs[i];
-        if (n_spans == 0 || uvmrt_attrib_find(ix, r->address) < 0) {
+        if (n_spans == 0 || uvmrt__attrib_find(ix, r->address) < 0) {
             un->records++;
-            uvmrt_attrib_classify(r, &un->c);
+            uvmrt__attrib_classify(r, &un->c);
             continue;
         }
-        uvmrt_attrib_classify(r, &per_span[uvmrt_attrib_span_of(spans, n_spans, r->start)]);
+        uvmrt__attrib_classify(r, &per_span[uvmrt__attrib_span_of(spans, n_spans, r->start)]);
     }
     size_t left = n - i;
     if (left > 0 && i > 0) memmove(recs, recs + i, left * sizeof *recs);

@@ -56,7 +56,7 @@ typedef struct uvmrt_fcount {
 } uvmrt_fcount_t;
 
 /* Adds one record to a counter set. */
-void uvmrt_attrib_classify(const uvmrt_um_record_t *r, uvmrt_fcount_t *out);
+void uvmrt__attrib_classify(const uvmrt_um_record_t *r, uvmrt_fcount_t *out);
 
 /* The address index: sorted, non-overlapping [lo, hi) ranges, each a tensor. */
 typedef struct uvmrt_attrib_range {
@@ -69,13 +69,13 @@ typedef struct uvmrt_attrib_index {
 } uvmrt_attrib_index_t;
 
 /* Empties the index (keeps its memory). */
-void uvmrt_attrib_index_clear(uvmrt_attrib_index_t *ix);
-/* Adds a range; call uvmrt_attrib_index_sort after the last. -1 on no memory. */
-int uvmrt_attrib_index_add(uvmrt_attrib_index_t *ix, uint64_t lo, uint64_t hi, int tensor);
-void uvmrt_attrib_index_sort(uvmrt_attrib_index_t *ix);
-void uvmrt_attrib_index_free(uvmrt_attrib_index_t *ix);
+void uvmrt__attrib_index_clear(uvmrt_attrib_index_t *ix);
+/* Adds a range; call uvmrt__attrib_index_sort after the last. -1 on no memory. */
+int uvmrt__attrib_index_add(uvmrt_attrib_index_t *ix, uint64_t lo, uint64_t hi, int tensor);
+void uvmrt__attrib_index_sort(uvmrt_attrib_index_t *ix);
+void uvmrt__attrib_index_free(uvmrt_attrib_index_t *ix);
 /* The tensor holding addr, or -1. O(log n). */
-int uvmrt_attrib_find(const uvmrt_attrib_index_t *ix, uint64_t addr);
+int uvmrt__attrib_find(const uvmrt_attrib_index_t *ix, uint64_t addr);
 
 /* A layer call's span on the host clock; spans are given in start order. */
 typedef struct uvmrt_attrib_span {
@@ -84,7 +84,7 @@ typedef struct uvmrt_attrib_span {
 
 /* The span a time belongs to (the last one starting at or before t; 0 before the
  * first); n must be > 0. */
-size_t uvmrt_attrib_span_of(const uvmrt_attrib_span_t *spans, size_t n, uint64_t t);
+size_t uvmrt__attrib_span_of(const uvmrt_attrib_span_t *spans, size_t n, uint64_t t);
 
 /* What did not go to a span. */
 typedef struct uvmrt_attrib_unattributed {
@@ -96,7 +96,7 @@ typedef struct uvmrt_attrib_unattributed {
  * (UINT64_MAX: all) to per_span[n_spans] (zero spans: all unattributed), moves
  * the rest to the front of recs and returns their number. A record whose address
  * the index does not hold goes to un whatever its time. */
-size_t uvmrt_attrib_run(const uvmrt_attrib_index_t *ix, const uvmrt_attrib_span_t *spans, size_t n_spans,
+size_t uvmrt__attrib_run(const uvmrt_attrib_index_t *ix, const uvmrt_attrib_span_t *spans, size_t n_spans,
                         uvmrt_um_record_t *recs, size_t n, uint64_t horizon, uvmrt_fcount_t *per_span,
                         uvmrt_attrib_unattributed_t *un);
 

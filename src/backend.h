@@ -146,8 +146,8 @@ typedef struct uvmrt_be_front {
     void *trace_user;
 } uvmrt_be_front_t;
 
-extern const uvmrt_backend_ops_t uvmrt_backend_sim;
+extern const uvmrt_backend_ops_t uvmrt__backend_sim;
 /* NULL when the library was built without CUDA. */
-extern const uvmrt_backend_ops_t *const uvmrt_backend_cuda_ptr;
+extern const uvmrt_backend_ops_t *const uvmrt__backend_cuda_ptr;
 
 #endif

@@ -93,7 +93,7 @@ uvmrt_status_t uvmrt__backend_select(uvmrt_config_t *cfg, const uvmrt_log_t *log
     }
     if (*ops != NULL) return UVMRT_OK;
     if (cfg->backend == UVMRT_BACKEND_SIM) {
-        *ops = &uvmrt_backend_sim;
+        *ops = &uvmrt__backend_sim;
         return UVMRT_OK;
     }
     char why[256];
@@ -102,7 +102,7 @@ uvmrt_status_t uvmrt__backend_select(uvmrt_config_t *cfg, const uvmrt_log_t *log
         /* No concurrent managed access: cuda_open says what that means
          * (UVMRT_ERR_UNSUPPORTED); only "no GPU at all" is decided here. */
         if (found == UVMRT_GPU_USABLE || found == UVMRT_GPU_NO_CONCURRENT) {
-            *ops = uvmrt_backend_cuda_ptr;
+            *ops = uvmrt__backend_cuda_ptr;
             return UVMRT_OK;
         }
         LOG_ERROR(log, "backend cuda: no usable GPU: %s; set UVMRT_BACKEND=sim (or params.backend = "
@@ -115,13 +115,13 @@ uvmrt_status_t uvmrt__backend_select(uvmrt_config_t *cfg, const uvmrt_log_t *log
     if (found == UVMRT_GPU_USABLE) {
         LOG_INFO(log, "backend auto: cuda (%s)", why);
         cfg->backend = UVMRT_BACKEND_CUDA;
-        *ops = uvmrt_backend_cuda_ptr;
+        *ops = uvmrt__backend_cuda_ptr;
         return UVMRT_OK;
     }
     LOG_WARN(log, "backend auto: running on sim, a model of a GPU (no real GPU work is done): %s; "
                   "set UVMRT_BACKEND=sim to choose it without this notice",
              why);
     cfg->backend = UVMRT_BACKEND_SIM;
-    *ops = &uvmrt_backend_sim;
+    *ops = &uvmrt__backend_sim;
     return UVMRT_OK;
 }

@@ -76,7 +76,7 @@ static uvmrt_status_t create(const uvmrt_params_t *params, const uvmrt_backend_o
     ctx->log.user = params ? params->log_user : NULL;
     uvmrt__sched_init(ctx);
 
-    uvmrt_status_t st = uvmrt_config_resolve(&ctx->cfg, ctx->sources, params, &ctx->log);
+    uvmrt_status_t st = uvmrt__config_resolve(&ctx->cfg, ctx->sources, params, &ctx->log);
     if (st != UVMRT_OK) goto fail;
     if (model) {
         ctx->cfg.monitor = 0;
@@ -168,7 +168,7 @@ void uvmrt_context_print_config(const uvmrt_context_t *ctx, FILE *out)
 {
     if (ctx == NULL || out == NULL) return;
     fprintf(out, "uvmrt %s configuration:\n", uvmrt_version_string());
-    uvmrt_config_print(&ctx->cfg, ctx->sources, out);
+    uvmrt__config_print(&ctx->cfg, ctx->sources, out);
     fprintf(out, "  backend %s", ctx->be.ops->name);
     if (ctx->cfg.backend == UVMRT_BACKEND_SIM)
         fprintf(out, ", profile %s: %s", ctx->profile->name, ctx->profile->description);

@@ -270,7 +270,7 @@ static const uvmrt_fault_source_t source_cupti = {"cupti", cu_switch, cupti_anch
 
 void uvmrt__faults_open(uvmrt_context_t *ctx)
 {
-    uvmrt_sampler_init(&ctx->faults.sampler, (unsigned)ctx->cfg.fault_sample_every, UVMRT_SAMPLER_CAP);
+    uvmrt__sampler_init(&ctx->faults.sampler, (unsigned)ctx->cfg.fault_sample_every, UVMRT_SAMPLER_CAP);
     ctx->faults.src = NULL;
     if (!ctx->cfg.fault_stats) return;
     if (uvmrt__be_has_um(ctx)) {
@@ -334,10 +334,10 @@ void uvmrt__faults_attribute(uvmrt_context_t *ctx, const uvmrt_attrib_index_t *i
                              uvmrt_attrib_unattributed_t *un)
 {
     ctx->faults.n_pend =
-        uvmrt_attrib_run(ix, spans, n_spans, ctx->faults.pend, ctx->faults.n_pend, horizon, per_span, un);
+        uvmrt__attrib_run(ix, spans, n_spans, ctx->faults.pend, ctx->faults.n_pend, horizon, per_span, un);
 }
 
 void uvmrt__faults_step_done(uvmrt_context_t *ctx, uint64_t step, int collected, uint64_t step_ns)
 {
-    uvmrt_sampler_done(&ctx->faults.sampler, step, collected, step_ns);
+    uvmrt__sampler_done(&ctx->faults.sampler, step, collected, step_ns);
 }

@@ -56,7 +56,7 @@ void uvmrt__faults_switch(uvmrt_context_t *ctx, int on);
 void uvmrt__faults_anchor(uvmrt_context_t *ctx, uint64_t host_ns);
 /* Flushes the source and appends its records so far to ctx->faults.pend. */
 void uvmrt__faults_collect(uvmrt_context_t *ctx);
-/* Attributes the pending records (uvmrt_attrib_run, attrib.h: those after
+/* Attributes the pending records (uvmrt__attrib_run, attrib.h: those after
  * horizon stay pending, the others leave). */
 void uvmrt__faults_attribute(uvmrt_context_t *ctx, const uvmrt_attrib_index_t *ix, const uvmrt_attrib_span_t *spans,
                              size_t n_spans, uint64_t horizon, uvmrt_fcount_t *per_span,

@@ -25,15 +25,15 @@ static int refresh_index(uvmrt_context_t *ctx)
     uvmrt_history_t *h = &ctx->hist;
     if (h->index_tensors == ctx->tensors.n && h->index_bytes == ctx->tensors.allocated_bytes && h->index.n > 0)
         return 0;
-    uvmrt_attrib_index_clear(&ctx->hist.index);
+    uvmrt__attrib_index_clear(&ctx->hist.index);
     for (int id = 0; id < ctx->tensors.n; id++) {
         const uvmrt_tensor_t *t = ctx->tensors.by_id[id];
         if (t->magic != UVMRT_TENSOR_MAGIC) continue;
-        if (uvmrt_attrib_index_add(&ctx->hist.index, (uint64_t)(uintptr_t)t->ptr,
+        if (uvmrt__attrib_index_add(&ctx->hist.index, (uint64_t)(uintptr_t)t->ptr,
                                    (uint64_t)(uintptr_t)t->ptr + t->footprint, id) != 0)
             return -1;
     }
-    uvmrt_attrib_index_sort(&ctx->hist.index);
+    uvmrt__attrib_index_sort(&ctx->hist.index);
     ctx->hist.index_tensors = ctx->tensors.n;
     ctx->hist.index_bytes = ctx->tensors.allocated_bytes;
     return 0;
@@ -222,6 +222,6 @@ void uvmrt__history_free(uvmrt_context_t *ctx)
     free(h->scratch_ss);
     free(h->scratch_sp);
     free(h->scratch_fc);
-    uvmrt_attrib_index_free(&h->index);
+    uvmrt__attrib_index_free(&h->index);
     memset(h, 0, sizeof *h);
 }

@@ -4,7 +4,7 @@
 
 #include "log.h"
 
-void uvmrt_log_write(const uvmrt_log_t *log, uvmrt_log_level_t level, const char *fmt, ...)
+void uvmrt__log_write(const uvmrt_log_t *log, uvmrt_log_level_t level, const char *fmt, ...)
 {
     char message[1024];
     va_list ap;

@@ -13,13 +13,13 @@ typedef struct uvmrt_log {
     void *user;
 } uvmrt_log_t;
 
-void uvmrt_log_write(const uvmrt_log_t *log, uvmrt_log_level_t level, const char *fmt, ...)
+void uvmrt__log_write(const uvmrt_log_t *log, uvmrt_log_level_t level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 #define UVMRT_LOG(log, lvl, ...)                                                  \
     do {                                                                          \
         const uvmrt_log_t *log_ = (log);                                          \
-        if (log_ == NULL || (lvl) <= log_->level) uvmrt_log_write(log_, (lvl), __VA_ARGS__); \
+        if (log_ == NULL || (lvl) <= log_->level) uvmrt__log_write(log_, (lvl), __VA_ARGS__); \
     } while (0)
 #define LOG_ERROR(log, ...) UVMRT_LOG(log, UVMRT_LOG_ERROR, __VA_ARGS__)
 #define LOG_WARN(log, ...) UVMRT_LOG(log, UVMRT_LOG_WARN, __VA_ARGS__)

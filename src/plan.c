@@ -6,7 +6,7 @@
 
 #include "plan.h"
 
-void uvmrt_plan_free(uvmrt_plan_t *p)
+void uvmrt__plan_free(uvmrt_plan_t *p)
 {
     if (p == NULL) return;
     free(p->start_resident);
@@ -37,7 +37,7 @@ static int use_lists(const uvmrt_plan_input_t *in, uvmrt_plan_t *out)
     return 0;
 }
 
-int32_t uvmrt_plan_next_use(const uvmrt_plan_t *p, int e, int t)
+int32_t uvmrt__plan_next_use(const uvmrt_plan_t *p, int e, int t)
 {
     size_t lo = p->use_first[t], hi = p->use_first[t + 1], first = lo;
     if (lo == hi) return UVMRT_NEVER;
@@ -350,7 +350,7 @@ static uvmrt_status_t build_once(const uvmrt_plan_input_t *full, const uint8_t *
     st = UVMRT_OK;
     goto done;
 nomem:
-    uvmrt_plan_free(out);
+    uvmrt__plan_free(out);
     st = UVMRT_ERR_NOMEM;
 done:
     free(b.skipped);
@@ -417,16 +417,16 @@ static int try_homing(const uvmrt_plan_input_t *in, const uint8_t *trial, uint8_
     ++*trials;
     if (build_once(in, trial, &p, NULL) != UVMRT_OK) return 0;
     if (plan_cost(&p) < plan_cost(out) * 0.999) {
-        uvmrt_plan_free(out);
+        uvmrt__plan_free(out);
         *out = p;
         memcpy(homed, trial, (size_t)in->n_tensors);
         return 1;
     }
-    uvmrt_plan_free(&p);
+    uvmrt__plan_free(&p);
     return 0;
 }
 
-uvmrt_status_t uvmrt_plan_build(const uvmrt_plan_input_t *in, uvmrt_plan_t *out, int *bad_event)
+uvmrt_status_t uvmrt__plan_build(const uvmrt_plan_input_t *in, uvmrt_plan_t *out, int *bad_event)
 {
     memset(out, 0, sizeof *out);
     if (in == NULL || in->m < 1 || in->n_tensors < 0) return UVMRT_ERR_INVALID;

@@ -75,7 +75,7 @@ typedef struct uvmrt_plan {
     size_t n_actions;
     /* The events using each tensor, ascending: tensor t's are use_event[use_first[t]
      * .. use_first[t + 1]) (n_tensors + 1 offsets; homed tensors have none). Sized by
-     * the step's uses, not events x tensors; uvmrt_plan_next_use searches them. */
+     * the step's uses, not events x tensors; uvmrt__plan_next_use searches them. */
     size_t *use_first;
     int32_t *use_event;
 } uvmrt_plan_t;
@@ -83,11 +83,11 @@ typedef struct uvmrt_plan {
 /* Builds a plan (choosing host-homed tensors when remote_ok allows).
  * UVMRT_ERR_BUDGET when one event's working set exceeds the budget
  * (*bad_event receives it when not NULL); UVMRT_ERR_NOMEM. */
-uvmrt_status_t uvmrt_plan_build(const uvmrt_plan_input_t *in, uvmrt_plan_t *out, int *bad_event);
-void uvmrt_plan_free(uvmrt_plan_t *plan);
+uvmrt_status_t uvmrt__plan_build(const uvmrt_plan_input_t *in, uvmrt_plan_t *out, int *bad_event);
+void uvmrt__plan_free(uvmrt_plan_t *plan);
 
 /* Next use of tensor t after event e: the smallest d in 1..m with t used by event
  * (e + d) mod m, or UVMRT_NEVER. A binary search of t's events: O(log uses of t). */
-int32_t uvmrt_plan_next_use(const uvmrt_plan_t *p, int e, int t);
+int32_t uvmrt__plan_next_use(const uvmrt_plan_t *p, int e, int t);
 
 #endif

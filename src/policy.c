@@ -65,7 +65,7 @@ uvmrt_status_t uvmrt__ensure_plan(uvmrt_context_t *ctx)
      * usually because the plan's end differs from its start): keep its homing. */
     int replan = ctx->sched.have_plan;
     if (ctx->sched.have_plan) {
-        uvmrt_plan_free(&ctx->sched.plan);
+        uvmrt__plan_free(&ctx->sched.plan);
         ctx->sched.have_plan = 0;
     }
     const uvmrt_sequence_t *r = &ctx->sched.record;
@@ -98,7 +98,7 @@ uvmrt_status_t uvmrt__ensure_plan(uvmrt_context_t *ctx)
                                  replan ? homed : NULL, forced, pr->prefetch_h2d_bps, pr->evict_d2h_bps,
                                  pr->remote_read_bps, pr->remote_write_bps};
         int bad = -1;
-        st = uvmrt_plan_build(&in, &ctx->sched.plan, &bad);
+        st = uvmrt__plan_build(&in, &ctx->sched.plan, &bad);
         if (st == UVMRT_OK) {
             ctx->sched.have_plan = 1;
             ctx->sched.plans_built++;
@@ -282,7 +282,7 @@ uvmrt_status_t uvmrt__late_path(uvmrt_context_t *ctx, const uvmrt_call_t *c, int
             for (size_t i = 0; i < b.n_evict; i++) dup |= b.evict[i] == t;
             for (size_t i = 0; i < b.n_discard; i++) dup |= b.discard[i] == t;
             if (dup) continue;
-            int32_t nu = uvmrt_plan_next_use(&ctx->sched.plan, event, id);
+            int32_t nu = uvmrt__plan_next_use(&ctx->sched.plan, event, id);
             if (nu > far) {
                 far = nu;
                 victim = t;
@@ -308,7 +308,7 @@ uvmrt_status_t uvmrt__late_path(uvmrt_context_t *ctx, const uvmrt_call_t *c, int
 void uvmrt__plan_drop(uvmrt_context_t *ctx)
 {
     if (!ctx->sched.have_plan) return;
-    uvmrt_plan_free(&ctx->sched.plan);
+    uvmrt__plan_free(&ctx->sched.plan);
     ctx->sched.have_plan = 0;
 }
 

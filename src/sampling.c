@@ -6,7 +6,7 @@
 
 #include "sampling.h"
 
-void uvmrt_sampler_init(uvmrt_sampler_t *s, unsigned every, double cap)
+void uvmrt__sampler_init(uvmrt_sampler_t *s, unsigned every, double cap)
 {
     memset(s, 0, sizeof *s);
     s->every = every;
@@ -16,7 +16,7 @@ void uvmrt_sampler_init(uvmrt_sampler_t *s, unsigned every, double cap)
     s->last = UINT64_MAX;
 }
 
-int uvmrt_sampler_want(const uvmrt_sampler_t *s, uint64_t step)
+int uvmrt__sampler_want(const uvmrt_sampler_t *s, uint64_t step)
 {
     if (s->every > 0) return step % s->every == 0;
     if (step == 0) return 1;  /* the recorded step: first touches, first faults */
@@ -41,7 +41,7 @@ static double median(const uint64_t *v, unsigned n)
     return n % 2 ? (double)t[n / 2] : ((double)t[n / 2 - 1] + (double)t[n / 2]) / 2.0;
 }
 
-void uvmrt_sampler_done(uvmrt_sampler_t *s, uint64_t step, int collected, uint64_t step_ns)
+void uvmrt__sampler_done(uvmrt_sampler_t *s, uint64_t step, int collected, uint64_t step_ns)
 {
     if (collected) {
         s->sampled++;

@@ -39,10 +39,10 @@ typedef struct uvmrt_sampler {
 } uvmrt_sampler_t;
 
 /* every: 0 = auto (with cap), N >= 1 = every Nth step. */
-void uvmrt_sampler_init(uvmrt_sampler_t *s, unsigned every, double cap);
+void uvmrt__sampler_init(uvmrt_sampler_t *s, unsigned every, double cap);
 /* 1 when step (0-based) should collect. */
-int uvmrt_sampler_want(const uvmrt_sampler_t *s, uint64_t step);
+int uvmrt__sampler_want(const uvmrt_sampler_t *s, uint64_t step);
 /* After the step: whether it collected and how long it took (ns). */
-void uvmrt_sampler_done(uvmrt_sampler_t *s, uint64_t step, int collected, uint64_t step_ns);
+void uvmrt__sampler_done(uvmrt_sampler_t *s, uint64_t step, int collected, uint64_t step_ns);
 
 #endif

@@ -274,7 +274,7 @@ static const uvmrt_config_entry_t table[] = {
 };
 #define TABLE_LEN (sizeof table / sizeof table[0])
 
-const uvmrt_config_entry_t *uvmrt_config_table(size_t *count)
+const uvmrt_config_entry_t *uvmrt__config_table(size_t *count)
 {
     if (count) *count = TABLE_LEN;
     return table;
@@ -349,7 +349,7 @@ static uvmrt_status_t apply_params(uvmrt_config_t *c, const uvmrt_params_t *p, c
     return UVMRT_OK;
 }
 
-uvmrt_status_t uvmrt_config_resolve(uvmrt_config_t *cfg, uvmrt_config_source_t *sources,
+uvmrt_status_t uvmrt__config_resolve(uvmrt_config_t *cfg, uvmrt_config_source_t *sources,
                                     const uvmrt_params_t *params, const uvmrt_log_t *log)
 {
     uvmrt_config_t c;
@@ -401,7 +401,7 @@ uvmrt_status_t uvmrt_config_resolve(uvmrt_config_t *cfg, uvmrt_config_source_t *
     return UVMRT_OK;
 }
 
-void uvmrt_config_print(const uvmrt_config_t *cfg, const uvmrt_config_source_t *sources, FILE *out)
+void uvmrt__config_print(const uvmrt_config_t *cfg, const uvmrt_config_source_t *sources, FILE *out)
 {
     static const char *const src_names[] = {"default", "params", "environment"};
     for (size_t i = 0; i < TABLE_LEN; i++) {

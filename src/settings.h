@@ -51,16 +51,16 @@ typedef struct uvmrt_config_entry {
 } uvmrt_config_entry_t;
 
 /* The table, and its length. */
-const uvmrt_config_entry_t *uvmrt_config_table(size_t *count);
+const uvmrt_config_entry_t *uvmrt__config_table(size_t *count);
 
 /* Fills cfg from params (NULL: defaults), then from the environment unless
  * params->ignore_env. sources[i] says where entry i came from. Bad values are
  * logged by name and return UVMRT_ERR_CONFIG or UVMRT_ERR_INVALID. */
-uvmrt_status_t uvmrt_config_resolve(uvmrt_config_t *cfg, uvmrt_config_source_t *sources,
+uvmrt_status_t uvmrt__config_resolve(uvmrt_config_t *cfg, uvmrt_config_source_t *sources,
                                     const uvmrt_params_t *params, const uvmrt_log_t *log);
 
 /* One "UVMRT_NAME=value  (source)" line per entry. */
-void uvmrt_config_print(const uvmrt_config_t *cfg, const uvmrt_config_source_t *sources,
+void uvmrt__config_print(const uvmrt_config_t *cfg, const uvmrt_config_source_t *sources,
                         FILE *out);
 
 #endif

@@ -39,7 +39,7 @@ void uvmrt__sched_free(uvmrt_context_t *ctx)
     free(ctx->sched.record.use_access);
     free(ctx->sched.scratch_resident);
     free(ctx->sched.sync_slots);
-    uvmrt_plan_free(&ctx->sched.plan);
+    uvmrt__plan_free(&ctx->sched.plan);
     memset(&ctx->sched.cur, 0, sizeof ctx->sched.cur);
     memset(&ctx->sched.record, 0, sizeof ctx->sched.record);
     ctx->sched.scratch_resident = NULL;
@@ -152,7 +152,7 @@ uvmrt_status_t uvmrt_step_begin(uvmrt_context_t *ctx)
     /* Sampling (sampling.h): does this step collect the driver's counters? A
      * step that does not stops the source first and gives what it still had
      * (the collecting step's tail) to that step. */
-    int collect = uvmrt__faults_active(ctx) && uvmrt_sampler_want(&ctx->faults.sampler, uvmrt__steps_done(ctx));
+    int collect = uvmrt__faults_active(ctx) && uvmrt__sampler_want(&ctx->faults.sampler, uvmrt__steps_done(ctx));
     if (!collect && ctx->faults.on) {
         uvmrt__faults_switch(ctx, 0);
         uvmrt__attribute_rest(ctx);

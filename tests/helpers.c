@@ -37,7 +37,7 @@ int log_contains(const char *needle) { return strstr(log_buf, needle) != NULL; }
 void env_clear_uvmrt(void)
 {
     size_t n = 0;
-    const uvmrt_config_entry_t *t = uvmrt_config_table(&n);
+    const uvmrt_config_entry_t *t = uvmrt__config_table(&n);
     for (size_t i = 0; i < n; i++) {
         char var[64];
         snprintf(var, sizeof var, "UVMRT_%s", t[i].name);

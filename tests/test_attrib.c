@@ -18,10 +18,10 @@ static uvmrt_attrib_index_t index_fixture(void)
     uvmrt_attrib_index_t ix;
     memset(&ix, 0, sizeof ix);
     /* added out of order on purpose */
-    cr_assert_eq(uvmrt_attrib_index_add(&ix, 0x100000, 0x140000, 2), 0);
-    cr_assert_eq(uvmrt_attrib_index_add(&ix, 0x24000, 0x30000, 1), 0);
-    cr_assert_eq(uvmrt_attrib_index_add(&ix, 0x10000, 0x20000, 0), 0);
-    uvmrt_attrib_index_sort(&ix);
+    cr_assert_eq(uvmrt__attrib_index_add(&ix, 0x100000, 0x140000, 2), 0);
+    cr_assert_eq(uvmrt__attrib_index_add(&ix, 0x24000, 0x30000, 1), 0);
+    cr_assert_eq(uvmrt__attrib_index_add(&ix, 0x10000, 0x20000, 0), 0);
+    uvmrt__attrib_index_sort(&ix);
     return ix;
 }
 
@@ -33,17 +33,17 @@ static uvmrt_um_record_t rec(uint32_t kind, uint32_t cause, uint64_t addr, uint6
 Test(attrib, address_inside_between_outside)
 {
     uvmrt_attrib_index_t ix = index_fixture();
-    cr_expect_eq(uvmrt_attrib_find(&ix, 0x10000), 0);      /* first byte */
-    cr_expect_eq(uvmrt_attrib_find(&ix, 0x1ffff), 0);      /* last byte */
-    cr_expect_eq(uvmrt_attrib_find(&ix, 0x20000), -1);     /* between tensors of one arena */
-    cr_expect_eq(uvmrt_attrib_find(&ix, 0x23fff), -1);
-    cr_expect_eq(uvmrt_attrib_find(&ix, 0x24000), 1);
-    cr_expect_eq(uvmrt_attrib_find(&ix, 0x30000), -1);     /* between arenas */
-    cr_expect_eq(uvmrt_attrib_find(&ix, 0x120000), 2);
-    cr_expect_eq(uvmrt_attrib_find(&ix, 0xffff), -1);      /* below everything */
-    cr_expect_eq(uvmrt_attrib_find(&ix, 0x140000), -1);    /* past the end */
-    cr_expect_eq(uvmrt_attrib_find(&ix, UINT64_MAX), -1);
-    uvmrt_attrib_index_free(&ix);
+    cr_expect_eq(uvmrt__attrib_find(&ix, 0x10000), 0);      /* first byte */
+    cr_expect_eq(uvmrt__attrib_find(&ix, 0x1ffff), 0);      /* last byte */
+    cr_expect_eq(uvmrt__attrib_find(&ix, 0x20000), -1);     /* between tensors of one arena */
+    cr_expect_eq(uvmrt__attrib_find(&ix, 0x23fff), -1);
+    cr_expect_eq(uvmrt__attrib_find(&ix, 0x24000), 1);
+    cr_expect_eq(uvmrt__attrib_find(&ix, 0x30000), -1);     /* between arenas */
+    cr_expect_eq(uvmrt__attrib_find(&ix, 0x120000), 2);
+    cr_expect_eq(uvmrt__attrib_find(&ix, 0xffff), -1);      /* below everything */
+    cr_expect_eq(uvmrt__attrib_find(&ix, 0x140000), -1);    /* past the end */
+    cr_expect_eq(uvmrt__attrib_find(&ix, UINT64_MAX), -1);
+    uvmrt__attrib_index_free(&ix);
 }
 
 Test(attrib, classify_by_kind_and_cause)
@@ -65,7 +65,7 @@ Test(attrib, classify_by_kind_and_cause)
         rec(UVMRT_UM_THROTTLING, 0, 0, 1, 0, 0),
         rec(UVMRT_UM_REMOTE_MAP, 0, 0, 1, 0, 0),
     };
-    for (size_t i = 0; i < sizeof r / sizeof r[0]; i++) uvmrt_attrib_classify(&r[i], &c);
+    for (size_t i = 0; i < sizeof r / sizeof r[0]; i++) uvmrt__attrib_classify(&r[i], &c);
     cr_expect_eq(c.v[FC_PREFETCH_HTOD], 100);
     cr_expect_eq(c.v[FC_FAULT_HTOD], 12);
     cr_expect_eq(c.v[FC_DRIVER_PREFETCH_HTOD], 8);
@@ -82,12 +82,12 @@ static const uvmrt_attrib_span_t SPANS[3] = {{100, 200}, {200, 300}, {350, 400}}
 
 Test(attrib, time_to_span)
 {
-    cr_expect_eq(uvmrt_attrib_span_of(SPANS, 3, 0), 0);   /* before the first: first */
-    cr_expect_eq(uvmrt_attrib_span_of(SPANS, 3, 100), 0);
-    cr_expect_eq(uvmrt_attrib_span_of(SPANS, 3, 199), 0);
-    cr_expect_eq(uvmrt_attrib_span_of(SPANS, 3, 200), 1); /* a boundary belongs to the next call */
-    cr_expect_eq(uvmrt_attrib_span_of(SPANS, 3, 320), 1); /* in a gap: the call that began last */
-    cr_expect_eq(uvmrt_attrib_span_of(SPANS, 3, 999), 2);
+    cr_expect_eq(uvmrt__attrib_span_of(SPANS, 3, 0), 0);   /* before the first: first */
+    cr_expect_eq(uvmrt__attrib_span_of(SPANS, 3, 100), 0);
+    cr_expect_eq(uvmrt__attrib_span_of(SPANS, 3, 199), 0);
+    cr_expect_eq(uvmrt__attrib_span_of(SPANS, 3, 200), 1); /* a boundary belongs to the next call */
+    cr_expect_eq(uvmrt__attrib_span_of(SPANS, 3, 320), 1); /* in a gap: the call that began last */
+    cr_expect_eq(uvmrt__attrib_span_of(SPANS, 3, 999), 2);
 }
 
 Test(attrib, straddling_record_goes_whole_to_its_start)
@@ -98,11 +98,11 @@ Test(attrib, straddling_record_goes_whole_to_its_start)
     memset(per, 0, sizeof per);
     uvmrt_attrib_unattributed_t un;
     memset(&un, 0, sizeof un);
-    cr_expect_eq(uvmrt_attrib_run(&ix, SPANS, 3, r, 1, UINT64_MAX, per, &un), 0);
+    cr_expect_eq(uvmrt__attrib_run(&ix, SPANS, 3, r, 1, UINT64_MAX, per, &un), 0);
     cr_expect_eq(per[0].v[FC_FAULT_HTOD], 4096);
     cr_expect_eq(per[1].v[FC_FAULT_HTOD], 0);
     cr_expect_eq(un.records, 0);
-    uvmrt_attrib_index_free(&ix);
+    uvmrt__attrib_index_free(&ix);
 }
 
 Test(attrib, out_of_order_buffers_and_horizon)
@@ -119,7 +119,7 @@ Test(attrib, out_of_order_buffers_and_horizon)
     memset(per, 0, sizeof per);
     uvmrt_attrib_unattributed_t un;
     memset(&un, 0, sizeof un);
-    size_t left = uvmrt_attrib_run(&ix, SPANS, 3, r, 4, 420, per, &un);
+    size_t left = uvmrt__attrib_run(&ix, SPANS, 3, r, 4, 420, per, &un);
     cr_expect_eq(per[0].v[FC_GPU_FAULTS], 2);
     cr_expect_eq(per[1].v[FC_GPU_FAULTS], 4);
     cr_expect_eq(per[2].v[FC_GPU_FAULTS], 3);
@@ -130,9 +130,9 @@ Test(attrib, out_of_order_buffers_and_horizon)
     const uvmrt_attrib_span_t next[1] = {{500, 600}};
     uvmrt_fcount_t per2[1];
     memset(per2, 0, sizeof per2);
-    cr_expect_eq(uvmrt_attrib_run(&ix, next, 1, r, left, UINT64_MAX, per2, &un), 0);
+    cr_expect_eq(uvmrt__attrib_run(&ix, next, 1, r, left, UINT64_MAX, per2, &un), 0);
     cr_expect_eq(per2[0].v[FC_GPU_FAULTS], 1);
-    uvmrt_attrib_index_free(&ix);
+    uvmrt__attrib_index_free(&ix);
 }
 
 Test(attrib, unattributed_bucket)
@@ -148,7 +148,7 @@ Test(attrib, unattributed_bucket)
     memset(per, 0, sizeof per);
     uvmrt_attrib_unattributed_t un;
     memset(&un, 0, sizeof un);
-    cr_expect_eq(uvmrt_attrib_run(&ix, SPANS, 3, r, 4, UINT64_MAX, per, &un), 0);
+    cr_expect_eq(uvmrt__attrib_run(&ix, SPANS, 3, r, 4, UINT64_MAX, per, &un), 0);
     cr_expect_eq(un.records, 3);
     cr_expect_eq(un.c.v[FC_FAULT_HTOD], 100);
     cr_expect_eq(un.c.v[FC_EVICT_DTOH], 200);
@@ -156,10 +156,10 @@ Test(attrib, unattributed_bucket)
     cr_expect_eq(per[0].v[FC_GPU_FAULTS], 9);
     /* with no spans at all (outside any step) even our records are unattributed */
     uvmrt_um_record_t r2[] = {rec(UVMRT_UM_GPU_FAULT, 0, 0x10000, 9, 150, 150)};
-    cr_expect_eq(uvmrt_attrib_run(&ix, SPANS, 0, r2, 1, UINT64_MAX, per, &un), 0);
+    cr_expect_eq(uvmrt__attrib_run(&ix, SPANS, 0, r2, 1, UINT64_MAX, per, &un), 0);
     cr_expect_eq(un.records, 4);
     cr_expect_eq(un.c.v[FC_GPU_FAULTS], 9);
-    uvmrt_attrib_index_free(&ix);
+    uvmrt__attrib_index_free(&ix);
 }
 
 /* ------------------------------------------------------------------ the sim source end to end */

@@ -187,12 +187,12 @@ Test(backend_select, given_ops_resolve_auto_to_sim)
     uvmrt_config_t cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.backend = UVMRT_BACKEND_AUTO;
-    const uvmrt_backend_ops_t *ops = &uvmrt_backend_sim;
+    const uvmrt_backend_ops_t *ops = &uvmrt__backend_sim;
     uvmrt_log_t log = {.level = UVMRT_LOG_DEBUG, .fn = log_capture};
     cr_expect_eq(uvmrt__backend_select(&cfg, &log, &ops), UVMRT_OK);
     cr_expect_eq(cfg.backend, UVMRT_BACKEND_SIM);
     cr_expect_eq(cfg.backend_auto, 1);
-    cr_expect_eq(ops, &uvmrt_backend_sim);
+    cr_expect_eq(ops, &uvmrt__backend_sim);
     cr_expect_eq(log_text()[0], '\0', "log:\n%s", log_text());
 }
 

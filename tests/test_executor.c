@@ -710,7 +710,7 @@ static uvmrt_status_t counting_sync(void *state, uvmrt_stream_t s)
 {
     uintptr_t k = (uintptr_t)s;
     if (k >= 1 && k <= 3) syncs_of[k]++;
-    return uvmrt_backend_sim.stream_sync(state, s);
+    return uvmrt__backend_sim.stream_sync(state, s);
 }
 
 /* step_end waits for each compute stream once, and its cost is linear in the
@@ -720,7 +720,7 @@ Test(executor, step_end_syncs_each_stream_once_linear_in_calls)
     uvmrt_params_t p;
     sim_params(&p, UVMRT_POLICY_NONE, 64 * MIB, NULL);
     p.fault_stats = 0;
-    uvmrt_backend_ops_t ops = uvmrt_backend_sim;
+    uvmrt_backend_ops_t ops = uvmrt__backend_sim;
     ops.stream_sync = counting_sync;
     uvmrt_context_t *ctx = NULL;
     cr_assert_eq(uvmrt__context_create_with(&p, &ops, &ctx), UVMRT_OK, "%s", log_text());

@@ -309,7 +309,7 @@ static int run_once(const scen_t *sc, int op, uint64_t k)
     run_t r;
     memset(&r, 0, sizeof r);
     r.sc = sc;
-    r.ops = fi_wrap(&uvmrt_backend_sim);
+    r.ops = fi_wrap(&uvmrt__backend_sim);
     fi_arm(op, k, BUDGET, sc->policy != UVMRT_POLICY_NONE);
     log_reset();
     create(&r);
@@ -398,7 +398,7 @@ Test(faultinject, timing_failure_counted_and_named)
     run_t r;
     memset(&r, 0, sizeof r);
     r.sc = &scenarios[2];
-    r.ops = fi_wrap(&uvmrt_backend_sim);
+    r.ops = fi_wrap(&uvmrt__backend_sim);
     fi_arm(-1, 0, BUDGET, 1);
     log_reset();
     create(&r);

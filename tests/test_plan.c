@@ -167,7 +167,7 @@ Test(plan, random_schedules_oracle)
             uvmrt_plan_input_t in = plan_input(&s, budget, res0, discard);
             uvmrt_plan_t p;
             int bad = -1;
-            uvmrt_status_t st = uvmrt_plan_build(&in, &p, &bad);
+            uvmrt_status_t st = uvmrt__plan_build(&in, &p, &bad);
             cr_assert_eq(st, UVMRT_OK, "%s: %s (bad event %d)", what, uvmrt_status_name(st), bad);
             replay_t r = replay(&s, &p, budget, discard, res0, what);
             if (!discard) cr_assert_eq(r.discards, 0, "%s", what);
@@ -175,7 +175,7 @@ Test(plan, random_schedules_oracle)
             total_discards += r.discards;
             plans++;
             free(r.end);
-            uvmrt_plan_free(&p);
+            uvmrt__plan_free(&p);
         }
         free(res0);
         rsched_free(&s);
@@ -206,7 +206,7 @@ Test(plan, start_over_budget_is_shed)
         }
         uvmrt_plan_input_t in = plan_input(&s, budget, res0, 1);
         uvmrt_plan_t p;
-        cr_assert_eq(uvmrt_plan_build(&in, &p, NULL), UVMRT_OK);
+        cr_assert_eq(uvmrt__plan_build(&in, &p, NULL), UVMRT_OK);
         /* replay: evictions at point 0 until under budget; then the usual checks */
         uint8_t *res = malloc((size_t)s.n);
         memcpy(res, res0, (size_t)s.n);
@@ -221,7 +221,7 @@ Test(plan, start_over_budget_is_shed)
         }
         cr_assert_leq(used, budget, "seed %llu: point 0 did not get under budget", (unsigned long long)seed);
         free(res);
-        uvmrt_plan_free(&p);
+        uvmrt__plan_free(&p);
         free(res0);
         rsched_free(&s);
     }
@@ -237,11 +237,11 @@ Test(plan, no_discard_when_disabled)
         uint8_t *res0 = calloc((size_t)s.n + 1, 1);
         uvmrt_plan_input_t in = plan_input(&s, rsched_max_ws(&s), res0, 0);
         uvmrt_plan_t p;
-        cr_assert_eq(uvmrt_plan_build(&in, &p, NULL), UVMRT_OK);
+        cr_assert_eq(uvmrt__plan_build(&in, &p, NULL), UVMRT_OK);
         for (size_t a = 0; a < p.n_actions; a++)
             cr_assert_neq(p.actions[a].kind, UVMRT_ACT_DISCARD, "seed %llu: discard with discard = 0",
                           (unsigned long long)seed);
-        uvmrt_plan_free(&p);
+        uvmrt__plan_free(&p);
         free(res0);
         rsched_free(&s);
     }
@@ -258,13 +258,13 @@ Test(plan, budget_covers_everything_no_evictions)
         random_res0(&s, &rng, budget, res0);
         uvmrt_plan_input_t in = plan_input(&s, budget, res0, 1);
         uvmrt_plan_t p;
-        cr_assert_eq(uvmrt_plan_build(&in, &p, NULL), UVMRT_OK);
+        cr_assert_eq(uvmrt__plan_build(&in, &p, NULL), UVMRT_OK);
         replay_t r = replay(&s, &p, budget, 1, res0, "budget >= total");
         cr_expect_eq(r.evictions + r.discards, 0, "seed %llu: %d evictions, %d discards with everything fitting",
                      (unsigned long long)seed, r.evictions, r.discards);
         cr_expect_eq(r.misses, 0, "seed %llu: %d misses with everything fitting", (unsigned long long)seed, r.misses);
         free(r.end);
-        uvmrt_plan_free(&p);
+        uvmrt__plan_free(&p);
         free(res0);
         rsched_free(&s);
     }
@@ -285,10 +285,10 @@ Test(plan, event_over_budget)
         uvmrt_plan_t p;
         memset(&p, 0x5a, sizeof p);
         int bad = -1;
-        cr_assert_eq(uvmrt_plan_build(&in, &p, &bad), UVMRT_ERR_BUDGET, "seed %llu", (unsigned long long)seed);
+        cr_assert_eq(uvmrt__plan_build(&in, &p, &bad), UVMRT_ERR_BUDGET, "seed %llu", (unsigned long long)seed);
         cr_expect_eq(bad, first_bad, "seed %llu: bad event %d, want %d", (unsigned long long)seed, bad, first_bad);
-        cr_expect_eq(uvmrt_plan_build(&in, &p, NULL), UVMRT_ERR_BUDGET); /* NULL bad_event is fine */
-        uvmrt_plan_free(&p); /* safe after a failure */
+        cr_expect_eq(uvmrt__plan_build(&in, &p, NULL), UVMRT_ERR_BUDGET); /* NULL bad_event is fine */
+        uvmrt__plan_free(&p); /* safe after a failure */
         free(res0);
         rsched_free(&s);
     }
@@ -297,13 +297,13 @@ Test(plan, event_over_budget)
 Test(plan, invalid_input)
 {
     uvmrt_plan_t p;
-    cr_expect_eq(uvmrt_plan_build(NULL, &p, NULL), UVMRT_ERR_INVALID);
+    cr_expect_eq(uvmrt__plan_build(NULL, &p, NULL), UVMRT_ERR_INVALID);
     uvmrt_plan_input_t in;
     memset(&in, 0, sizeof in);
     in.m = 0;
-    cr_expect_eq(uvmrt_plan_build(&in, &p, NULL), UVMRT_ERR_INVALID);
-    uvmrt_plan_free(&p);
-    uvmrt_plan_free(NULL);
+    cr_expect_eq(uvmrt__plan_build(&in, &p, NULL), UVMRT_ERR_INVALID);
+    uvmrt__plan_free(&p);
+    uvmrt__plan_free(NULL);
 }
 
 /* Budget >= 2x the largest working set: in steady state (the second run starts
@@ -323,10 +323,10 @@ Test(plan, steady_state_all_resident_at_2x)
         snprintf(what, sizeof what, "seed %llu, first run", (unsigned long long)seed);
         uvmrt_plan_input_t in = plan_input(&s, budget, res0, 1);
         uvmrt_plan_t p1, p2;
-        cr_assert_eq(uvmrt_plan_build(&in, &p1, NULL), UVMRT_OK);
+        cr_assert_eq(uvmrt__plan_build(&in, &p1, NULL), UVMRT_OK);
         replay_t r1 = replay(&s, &p1, budget, 1, res0, what);
         in.resident0 = r1.end;
-        cr_assert_eq(uvmrt_plan_build(&in, &p2, NULL), UVMRT_OK);
+        cr_assert_eq(uvmrt__plan_build(&in, &p2, NULL), UVMRT_OK);
         snprintf(what, sizeof what, "seed %llu, steady state", (unsigned long long)seed);
         replay_t r2 = replay(&s, &p2, budget, 1, r1.end, what);
         cr_expect_eq(r2.misses, 0, "%s: %d tensors missing at their event (budget %llu, max ws %llu)", what,
@@ -334,8 +334,8 @@ Test(plan, steady_state_all_resident_at_2x)
         with_evictions += r2.evictions + r2.discards > 0;
         free(r1.end);
         free(r2.end);
-        uvmrt_plan_free(&p1);
-        uvmrt_plan_free(&p2);
+        uvmrt__plan_free(&p1);
+        uvmrt__plan_free(&p2);
         free(res0);
         rsched_free(&s);
     }
@@ -351,12 +351,12 @@ Test(plan, next_use_table)
         uint8_t *res0 = calloc((size_t)s.n + 1, 1);
         uvmrt_plan_input_t in = plan_input(&s, rsched_total(&s), res0, 1);
         uvmrt_plan_t p;
-        cr_assert_eq(uvmrt_plan_build(&in, &p, NULL), UVMRT_OK);
+        cr_assert_eq(uvmrt__plan_build(&in, &p, NULL), UVMRT_OK);
         for (int e = 0; e < s.m; e++)
             for (int t = 0; t < s.n; t++)
-                cr_assert_eq(uvmrt_plan_next_use(&p, e, t), brute_next_use(&s, e, t), "seed %llu: next use of %d after %d",
-                             (unsigned long long)seed, t, e);
-        uvmrt_plan_free(&p);
+                cr_assert_eq(uvmrt__plan_next_use(&p, e, t), brute_next_use(&s, e, t),
+                             "seed %llu: next use of %d after %d", (unsigned long long)seed, t, e);
+        uvmrt__plan_free(&p);
         free(res0);
         rsched_free(&s);
     }
@@ -369,14 +369,14 @@ Test(plan, deterministic)
     uint8_t *res0 = calloc((size_t)s.n + 1, 1);
     uvmrt_plan_input_t in = plan_input(&s, rsched_max_ws(&s) * 3 / 2, res0, 1);
     uvmrt_plan_t a, b;
-    cr_assert_eq(uvmrt_plan_build(&in, &a, NULL), UVMRT_OK);
-    cr_assert_eq(uvmrt_plan_build(&in, &b, NULL), UVMRT_OK);
+    cr_assert_eq(uvmrt__plan_build(&in, &a, NULL), UVMRT_OK);
+    cr_assert_eq(uvmrt__plan_build(&in, &b, NULL), UVMRT_OK);
     cr_assert_eq(a.n_actions, b.n_actions);
     cr_assert_gt(a.n_actions, 0);
     cr_expect_eq(memcmp(a.actions, b.actions, a.n_actions * sizeof *a.actions), 0);
     cr_expect_eq(memcmp(a.point_first, b.point_first, ((size_t)s.m + 2) * sizeof *a.point_first), 0);
-    uvmrt_plan_free(&a);
-    uvmrt_plan_free(&b);
+    uvmrt__plan_free(&a);
+    uvmrt__plan_free(&b);
     free(res0);
     rsched_free(&s);
 }
@@ -446,10 +446,10 @@ Test(plan, host_homing_invariants)
         in.remote_read_bps = prof->remote_read_bps;
         in.remote_write_bps = prof->remote_write_bps;
         uvmrt_plan_t base, p;
-        cr_assert_eq(uvmrt_plan_build(&in, &base, NULL), UVMRT_OK); /* remote_ok NULL: no homing */
+        cr_assert_eq(uvmrt__plan_build(&in, &base, NULL), UVMRT_OK); /* remote_ok NULL: no homing */
         for (int t = 0; t < n; t++) cr_assert_eq(base.host_homed[t], 0, "seed %llu: homed without remote_ok", (unsigned long long)seed);
         in.remote_ok = ok;
-        cr_assert_eq(uvmrt_plan_build(&in, &p, NULL), UVMRT_OK);
+        cr_assert_eq(uvmrt__plan_build(&in, &p, NULL), UVMRT_OK);
         int any = 0;
         for (int t = 0; t < n; t++) {
             if (!p.host_homed[t]) continue;
@@ -473,8 +473,8 @@ Test(plan, host_homing_invariants)
         free(r.end);
         rsched_without_free(&rest);
         homed_plans += any;
-        uvmrt_plan_free(&base);
-        uvmrt_plan_free(&p);
+        uvmrt__plan_free(&base);
+        uvmrt__plan_free(&p);
         free(res0);
         free(ok);
         rsched_free(&s);
@@ -512,7 +512,7 @@ Test(plan, hand_made_belady)
     uint8_t res0[3] = {1, 1, 0};
     uvmrt_plan_input_t in = small_input(3, ev, 3, fp, 4 * MIB, res0, 1);
     uvmrt_plan_t p;
-    cr_assert_eq(uvmrt_plan_build(&in, &p, NULL), UVMRT_OK);
+    cr_assert_eq(uvmrt__plan_build(&in, &p, NULL), UVMRT_OK);
     cr_expect_eq(p.point_first[1] - p.point_first[0], 0, "point 0 acted");
     cr_expect_eq(p.point_first[2] - p.point_first[1], 0, "point 1 acted");
     cr_assert_eq(p.point_first[3] - p.point_first[2], 2, "point 2: %zu actions", p.point_first[3] - p.point_first[2]);
@@ -532,7 +532,7 @@ Test(plan, hand_made_belady)
     cr_expect_eq(p.end_resident[0], 1);
     cr_expect_eq(p.end_resident[1], 0);
     cr_expect_eq(p.end_resident[2], 1);
-    uvmrt_plan_free(&p);
+    uvmrt__plan_free(&p);
 }
 
 /* Tensors A, B, C (2 MiB), budget 4 MiB; events: A W, B ?, C R, A R. At point
@@ -555,23 +555,23 @@ Test(plan, hand_made_discard)
 
     uvmrt_plan_event_t dead[4] = {{1, tA, W}, {1, tB, W}, {1, tC, R}, {1, tA, R}};
     uvmrt_plan_input_t in = small_input(4, dead, 3, fp, 4 * MIB, res0, 1);
-    cr_assert_eq(uvmrt_plan_build(&in, &p, NULL), UVMRT_OK);
+    cr_assert_eq(uvmrt__plan_build(&in, &p, NULL), UVMRT_OK);
     cr_expect_gt(count_kind(&p, UVMRT_ACT_DISCARD, 1), 0, "B (overwritten next) was not discarded");
     cr_expect_eq(count_kind(&p, UVMRT_ACT_EVICT, 1), 0, "B (overwritten next) was written back");
     cr_expect_eq(count_kind(&p, UVMRT_ACT_DISCARD, 0), 0, "A (read next) was discarded");
-    uvmrt_plan_free(&p);
+    uvmrt__plan_free(&p);
 
     in.discard = 0;
-    cr_assert_eq(uvmrt_plan_build(&in, &p, NULL), UVMRT_OK);
+    cr_assert_eq(uvmrt__plan_build(&in, &p, NULL), UVMRT_OK);
     cr_expect_eq(count_kind(&p, UVMRT_ACT_DISCARD, 1), 0, "discard = 0 but B was discarded");
     cr_expect_gt(count_kind(&p, UVMRT_ACT_EVICT, 1), 0, "discard = 0: B should be written back");
-    uvmrt_plan_free(&p);
+    uvmrt__plan_free(&p);
 
     /* READWRITE reads: never discarded */
     uvmrt_plan_event_t live[4] = {{1, tA, W}, {1, tB, RW}, {1, tC, R}, {1, tA, R}};
     in = small_input(4, live, 3, fp, 4 * MIB, res0, 1);
-    cr_assert_eq(uvmrt_plan_build(&in, &p, NULL), UVMRT_OK);
+    cr_assert_eq(uvmrt__plan_build(&in, &p, NULL), UVMRT_OK);
     cr_expect_eq(count_kind(&p, UVMRT_ACT_DISCARD, 1), 0, "B (read-write next) was discarded");
     cr_expect_gt(count_kind(&p, UVMRT_ACT_EVICT, 1), 0);
-    uvmrt_plan_free(&p);
+    uvmrt__plan_free(&p);
 }

@@ -19,56 +19,57 @@
 Test(sampling, every_n_collects_multiples_of_n)
 {
     uvmrt_sampler_t s;
-    uvmrt_sampler_init(&s, 3, 0);
+    uvmrt__sampler_init(&s, 3, 0);
     for (uint64_t step = 0; step < 12; step++) {
-        int want = uvmrt_sampler_want(&s, step);
+        int want = uvmrt__sampler_want(&s, step);
         cr_expect_eq(want, step % 3 == 0, "step %llu", (unsigned long long)step);
-        uvmrt_sampler_done(&s, step, want, 100);
+        uvmrt__sampler_done(&s, step, want, 100);
     }
     cr_expect_eq(s.sampled, 4);
     cr_expect_eq(s.period, 3);
     cr_expect(s.overhead < 0, "a fixed period measures nothing");
 
-    uvmrt_sampler_init(&s, 1, 0);
-    for (uint64_t step = 0; step < 5; step++) cr_expect(uvmrt_sampler_want(&s, step));
+    uvmrt__sampler_init(&s, 1, 0);
+    for (uint64_t step = 0; step < 5; step++) cr_expect(uvmrt__sampler_want(&s, step));
 }
 
 /* Feeds steps whose duration is off_ns, or off_ns * (1 + cost) when collecting. */
 static void feed(uvmrt_sampler_t *s, uint64_t first, uint64_t n, double cost, uint64_t off_ns, uint64_t *collected)
 {
     for (uint64_t step = first; step < first + n; step++) {
-        int want = uvmrt_sampler_want(s, step);
+        int want = uvmrt__sampler_want(s, step);
         if (want && collected) (*collected)++;
-        uvmrt_sampler_done(s, step, want, want ? (uint64_t)((double)off_ns * (1.0 + cost)) : off_ns);
+        uvmrt__sampler_done(s, step, want, want ? (uint64_t)((double)off_ns * (1.0 + cost)) : off_ns);
     }
 }
 
 Test(sampling, auto_probes_then_spaces_by_cost)
 {
     uvmrt_sampler_t s;
-    uvmrt_sampler_init(&s, 0, 0.01);
+    uvmrt__sampler_init(&s, 0, 0.01);
     /* step 0 (recorded) collects, 1 (warm-up) does not, 2 and 3 measure */
     int expect[4] = {1, 0, 1, 0};
     for (uint64_t step = 0; step < 4; step++) {
-        int want = uvmrt_sampler_want(&s, step);
+        int want = uvmrt__sampler_want(&s, step);
         cr_expect_eq(want, expect[step], "step %llu", (unsigned long long)step);
-        uvmrt_sampler_done(&s, step, want, want ? 1400 : 1000);
+        uvmrt__sampler_done(&s, step, want, want ? 1400 : 1000);
     }
     /* 40% per collecting step at a 1% cap: every 40th step */
     cr_expect_float_eq(s.overhead, 0.40, 1e-9);
     cr_expect_eq(s.period, 40);
-    for (uint64_t step = 4; step < 42; step++) cr_expect_not(uvmrt_sampler_want(&s, step), "step %llu", (unsigned long long)step);
-    cr_expect(uvmrt_sampler_want(&s, 42));
+    for (uint64_t step = 4; step < 42; step++)
+        cr_expect_not(uvmrt__sampler_want(&s, step), "step %llu", (unsigned long long)step);
+    cr_expect(uvmrt__sampler_want(&s, 42));
 }
 
 Test(sampling, auto_cheap_counters_every_other_step)
 {
     uvmrt_sampler_t s;
-    uvmrt_sampler_init(&s, 0, 0.01);
+    uvmrt__sampler_init(&s, 0, 0.01);
     feed(&s, 0, 4, 0.004, 1000000, NULL);
     cr_expect_eq(s.period, 2);
     /* collecting steps that happen to be faster: no negative cost */
-    uvmrt_sampler_init(&s, 0, 0.01);
+    uvmrt__sampler_init(&s, 0, 0.01);
     feed(&s, 0, 4, -0.05, 1000000, NULL);
     cr_expect_eq(s.period, 2);
     cr_expect_float_eq(s.overhead, 0.0, 1e-12);
@@ -77,7 +78,7 @@ Test(sampling, auto_cheap_counters_every_other_step)
 Test(sampling, auto_period_is_capped)
 {
     uvmrt_sampler_t s;
-    uvmrt_sampler_init(&s, 0, 0.01);
+    uvmrt__sampler_init(&s, 0, 0.01);
     feed(&s, 0, 4, 99.0, 1000, NULL);
     cr_expect_eq(s.period, UVMRT_SAMPLER_MAX_PERIOD);
 }
@@ -89,16 +90,16 @@ Test(sampling, auto_average_cost_stays_near_cap)
     const double costs[] = {0.02, 0.1, 0.4, 1.5};
     for (size_t c = 0; c < sizeof costs / sizeof costs[0]; c++) {
         uvmrt_sampler_t s;
-        uvmrt_sampler_init(&s, 0, 0.01);
+        uvmrt__sampler_init(&s, 0, 0.01);
         uint64_t rng = 0x9e3779b97f4a7c15ull + c;
         double paid = 0, base = 0;
         uint64_t collected = 0, steps = 4000;
         for (uint64_t step = 0; step < steps; step++) {
             /* +-10% noise on every step */
             double off = 1e6 * (0.9 + 0.2 * (double)(xorshift64(&rng) % 1000) / 1000.0);
-            int want = uvmrt_sampler_want(&s, step);
+            int want = uvmrt__sampler_want(&s, step);
             double t = want ? off * (1.0 + costs[c]) : off;
-            uvmrt_sampler_done(&s, step, want, (uint64_t)t);
+            uvmrt__sampler_done(&s, step, want, (uint64_t)t);
             collected += want;
             if (step >= 2) {
                 paid += t;

@@ -337,7 +337,7 @@ Test(config, params_paths_follow_the_rule)
 Test(config, env_invalid_every_table_entry)
 {
     size_t n = 0;
-    const uvmrt_config_entry_t *table = uvmrt_config_table(&n);
+    const uvmrt_config_entry_t *table = uvmrt__config_table(&n);
     cr_assert_gt(n, 0);
     for (size_t i = 0; i < n; i++) {
         char var[64];
@@ -538,7 +538,7 @@ Test(config, print_config_names_and_sources)
     uvmrt_context_print_config(ctx, f);
     fclose(f);
     size_t n = 0;
-    const uvmrt_config_entry_t *table = uvmrt_config_table(&n);
+    const uvmrt_config_entry_t *table = uvmrt__config_table(&n);
     cr_assert_geq(n, 9);
     static const char *const names[] = {"BUDGET", "POLICY", "BACKEND", "DEVICE", "PROFILE",
                                         "LOG_LEVEL", "REPORT", "DISCARD", "BUDGET_RESERVE"};
@@ -609,4 +609,64 @@ Test(config, version)
     cr_expect_eq(uvmrt_version_number(), UVMRT_VERSION_NUMBER);
     cr_expect_eq(UVMRT_VERSION_NUMBER,
                  UVMRT_VERSION_MAJOR * 10000 + UVMRT_VERSION_MINOR * 100 + UVMRT_VERSION_PATCH);
+}
+
+/* include/uvmrt.h's contract, "Return values, by kind of function": accessors give
+ * the documented neutral value for a NULL handle, names a static string for any
+ * value, lookups NULL or 0 when there is no entry, initialisers and releasers
+ * accept NULL. */
+Test(config, return_kinds_keep_the_header_contract)
+{
+    /* 2, 3: initialisers and releasers that cannot fail, with NULL */
+    uvmrt_params_init(NULL);
+    uvmrt_layer_call_init(NULL, 0, UVMRT_PHASE_FORWARD, NULL);
+    uvmrt_adamw_init(NULL);
+    uvmrt_context_destroy(NULL);
+    uvmrt_profile_free(NULL);
+    /* 4: accessors of a NULL handle */
+    cr_expect_eq(uvmrt_context_policy(NULL), UVMRT_POLICY_PREFETCH);
+    cr_expect_eq(uvmrt_context_backend(NULL), UVMRT_BACKEND_CUDA);
+    cr_expect_eq(uvmrt_context_budget(NULL), 0);
+    cr_expect_eq(uvmrt_context_external_bytes(NULL), 0);
+    cr_expect_eq(uvmrt_layer_count(NULL), 0);
+    cr_expect_eq(uvmrt_choice_count(NULL), 0);
+    cr_expect_eq(uvmrt_tensor_recomputes(NULL, NULL), 0);
+    cr_assert_not_null(uvmrt_context_profile(NULL));
+    cr_expect_str_eq(uvmrt_context_profile(NULL)->name, "consumer-8g");
+    cr_expect_eq(uvmrt_choice_candidate_recompute(NULL, 0), -1);
+    cr_expect_null(uvmrt_tensor_ptr(NULL));
+    cr_expect_null(uvmrt_tensor_name(NULL));
+    cr_expect_eq(uvmrt_tensor_size(NULL), 0);
+    cr_expect_eq(uvmrt_tensor_is_resident(NULL), 0);
+    cr_expect_eq(uvmrt_tensor_is_host_homed(NULL), 0);
+    cr_expect_eq(uvmrt_tensor_recompute_flops(NULL), 0.0);
+    cr_expect_eq(uvmrt_tensor_layer(NULL), -1);
+    cr_expect_eq(uvmrt_tensor_role(NULL), UVMRT_ROLE_WORKSPACE);
+    cr_expect_eq(uvmrt_tensor_placement(NULL), UVMRT_PLACE_AUTO);
+    /* 4, with a context: a candidate out of range */
+    uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_PREFETCH, 64ull << 20, NULL);
+    cr_expect_eq(uvmrt_choice_count(ctx), 0);
+    cr_expect_eq(uvmrt_choice_candidate_recompute(ctx, 0), -1);
+    uvmrt_context_destroy(ctx);
+    /* 5: names, static strings for values outside their enums */
+    cr_expect_str_eq(uvmrt_status_str((uvmrt_status_t)12345), "unknown status");
+    cr_expect_str_eq(uvmrt_status_name((uvmrt_status_t)12345), "UVMRT_UNKNOWN");
+    cr_expect_str_eq(uvmrt_policy_name((uvmrt_policy_t)999), "?");
+    cr_expect_str_eq(uvmrt_backend_name((uvmrt_backend_kind_t)999), "?");
+    cr_expect_str_eq(uvmrt_role_name((uvmrt_role_t)999), "?");
+    cr_expect_str_eq(uvmrt_phase_name((uvmrt_phase_t)999), "?");
+    cr_expect_str_eq(uvmrt_log_level_name((uvmrt_log_level_t)999), "?");
+    cr_expect_str_eq(uvmrt_where_name((uvmrt_where_t)999), "?");
+    cr_expect_not_null(uvmrt_version_string());
+    cr_expect_not_null(uvmrt_adamw_isa());
+    /* 6: lookups without an entry */
+    cr_expect_not_null(uvmrt_profiles(NULL));
+    cr_expect_null(uvmrt_profile_find(NULL));
+    cr_expect_null(uvmrt_profile_find("no-such-profile"));
+    cr_expect_eq(uvmrt_abi_struct_size(NULL), 0);
+    cr_expect_eq(uvmrt_abi_struct_size("no_such_t"), 0);
+    cr_expect_eq(uvmrt_version_number(), UVMRT_VERSION_NUMBER);
+    /* 7: formatters */
+    uvmrt_context_print_config(NULL, stdout); /* writes nothing */
+    cr_expect_eq(uvmrt_mechanism_name(0, NULL, 0), strlen("none"));
 }

@@ -51,49 +51,49 @@ static void model_open(model_t *m, size_t bytes, int shared)
     m->prof = test_profile(shared);
     m->log = (uvmrt_log_t){UVMRT_LOG_WARN, log_capture, NULL};
     uvmrt_backend_config_t cfg = {0, &m->prof, &m->log};
-    cr_assert_eq(uvmrt_backend_sim.open(&cfg, &m->be), UVMRT_OK);
+    cr_assert_eq(uvmrt__backend_sim.open(&cfg, &m->be), UVMRT_OK);
     m->bytes = bytes;
-    cr_assert_eq(uvmrt_backend_sim.alloc(m->be, bytes, &m->buf), UVMRT_OK);
+    cr_assert_eq(uvmrt__backend_sim.alloc(m->be, bytes, &m->buf), UVMRT_OK);
     /* empty pages move for free; to the device and back gives them data on the host */
     uvmrt_range_t r = {m->buf, bytes};
-    cr_assert_eq(uvmrt_backend_sim.move(m->be, &r, 1, UVMRT_LOC_DEVICE, H2D), UVMRT_OK);
-    cr_assert_eq(uvmrt_backend_sim.move(m->be, &r, 1, UVMRT_LOC_HOST, H2D), UVMRT_OK);
-    cr_assert_eq(uvmrt_backend_sim.stream_sync(m->be, H2D), UVMRT_OK);
+    cr_assert_eq(uvmrt__backend_sim.move(m->be, &r, 1, UVMRT_LOC_DEVICE, H2D), UVMRT_OK);
+    cr_assert_eq(uvmrt__backend_sim.move(m->be, &r, 1, UVMRT_LOC_HOST, H2D), UVMRT_OK);
+    cr_assert_eq(uvmrt__backend_sim.stream_sync(m->be, H2D), UVMRT_OK);
 }
 
 static void model_close(model_t *m)
 {
-    uvmrt_backend_sim.free(m->be, m->buf, m->bytes);
-    uvmrt_backend_sim.close(m->be);
+    uvmrt__backend_sim.free(m->be, m->buf, m->bytes);
+    uvmrt__backend_sim.close(m->be);
 }
 
 /* Model time (ns since the setup) at which the work so far on stream ends. */
 static double end_of(model_t *m, uvmrt_stream_t stream, uint64_t t0)
 {
     uvmrt_event_t e;
-    cr_assert_eq(uvmrt_backend_sim.event_create(m->be, 1, &e), UVMRT_OK);
-    cr_assert_eq(uvmrt_backend_sim.event_record(m->be, e, stream), UVMRT_OK);
+    cr_assert_eq(uvmrt__backend_sim.event_create(m->be, 1, &e), UVMRT_OK);
+    cr_assert_eq(uvmrt__backend_sim.event_record(m->be, e, stream), UVMRT_OK);
     uvmrt_event_t start;
-    cr_assert_eq(uvmrt_backend_sim.event_create(m->be, 1, &start), UVMRT_OK);
+    cr_assert_eq(uvmrt__backend_sim.event_create(m->be, 1, &start), UVMRT_OK);
     uint64_t ns = 0;
     /* a sim event never recorded reads time 0: elapsed from it is e's time */
-    cr_assert_eq(uvmrt_backend_sim.event_elapsed_ns(m->be, start, e, &ns), UVMRT_OK);
-    uvmrt_backend_sim.event_destroy(m->be, start);
-    uvmrt_backend_sim.event_destroy(m->be, e);
+    cr_assert_eq(uvmrt__backend_sim.event_elapsed_ns(m->be, start, e, &ns), UVMRT_OK);
+    uvmrt__backend_sim.event_destroy(m->be, start);
+    uvmrt__backend_sim.event_destroy(m->be, e);
     return (double)(ns - t0);
 }
 
 static void prefetch_all(model_t *m)
 {
     uvmrt_range_t r = {m->buf, m->bytes};
-    cr_assert_eq(uvmrt_backend_sim.move(m->be, &r, 1, UVMRT_LOC_DEVICE, H2D), UVMRT_OK);
+    cr_assert_eq(uvmrt__backend_sim.move(m->be, &r, 1, UVMRT_LOC_DEVICE, H2D), UVMRT_OK);
 }
 
 static void cpu_work(model_t *m, uint64_t host_bytes)
 {
     uvmrt_touch_t w = {.host_bytes = host_bytes};
     uvmrt_touch_result_t res;
-    cr_assert_eq(uvmrt_backend_sim.touch(m->be, CPU_S, &w, &res), UVMRT_OK);
+    cr_assert_eq(uvmrt__backend_sim.touch(m->be, CPU_S, &w, &res), UVMRT_OK);
 }
 
 #define B (4 * GIB)                 /* the transfer: 107 ms alone */
@@ -108,13 +108,13 @@ Test(sim_hostmem, alone_each_takes_its_own_bandwidth)
 {
     model_t m;
     model_open(&m, B, 1);
-    uint64_t t0 = uvmrt_backend_sim.now_ns(m.be);
+    uint64_t t0 = uvmrt__backend_sim.now_ns(m.be);
     prefetch_all(&m);
     assert_ns_near(end_of(&m, H2D, t0), (double)B / LINK * 1e9);
     model_close(&m);
 
     model_open(&m, B, 1);
-    t0 = uvmrt_backend_sim.now_ns(m.be);
+    t0 = uvmrt__backend_sim.now_ns(m.be);
     cpu_work(&m, H);
     assert_ns_near(end_of(&m, CPU_S, t0), (double)H / CPU * 1e9);
     model_close(&m);
@@ -127,7 +127,7 @@ Test(sim_hostmem, cpu_work_beside_one_direction_takes_the_measured_share)
     model_t m;
     model_open(&m, B, 1);
     m.prof.host_mem_cpu_beside_h2d_bps = 30e9; /* the model reads the profile it was given */
-    uint64_t t0 = uvmrt_backend_sim.now_ns(m.be);
+    uint64_t t0 = uvmrt__backend_sim.now_ns(m.be);
     prefetch_all(&m); /* 40 GB/s to the GPU for 107 ms, booked first */
     cpu_work(&m, H);
     double ceiling = CPU - (CPU - 30e9) * (LINK / m.prof.pinned_h2d_bps);
@@ -140,7 +140,7 @@ Test(sim_hostmem, transfer_beside_cpu_work_takes_the_predicted_longer)
 {
     model_t m;
     model_open(&m, B, 1);
-    uint64_t t0 = uvmrt_backend_sim.now_ns(m.be);
+    uint64_t t0 = uvmrt__backend_sim.now_ns(m.be);
     cpu_work(&m, H);  /* booked first: 60 GB/s for 50 ms */
     prefetch_all(&m); /* gets 80 - 60 = 20 GB/s while the CPU runs, then 40 */
     double cpu_s = (double)H / CPU;
@@ -158,7 +158,7 @@ Test(sim_hostmem, cpu_work_beside_a_transfer_takes_the_predicted_longer)
 {
     model_t m;
     model_open(&m, B, 1);
-    uint64_t t0 = uvmrt_backend_sim.now_ns(m.be);
+    uint64_t t0 = uvmrt__backend_sim.now_ns(m.be);
     prefetch_all(&m); /* booked first: 40 GB/s for 107 ms */
     cpu_work(&m, H);  /* gets min(60, 80 - 40) = 40 GB/s: 75 ms instead of 50 */
     assert_ns_near(end_of(&m, CPU_S, t0), (double)H / (SHARED - LINK) * 1e9);
@@ -170,7 +170,7 @@ Test(sim_hostmem, without_the_shared_figure_nothing_contends)
 {
     model_t m;
     model_open(&m, B, 0);
-    uint64_t t0 = uvmrt_backend_sim.now_ns(m.be);
+    uint64_t t0 = uvmrt__backend_sim.now_ns(m.be);
     cpu_work(&m, H);
     prefetch_all(&m);
     assert_ns_near(end_of(&m, H2D, t0), (double)B / LINK * 1e9);
@@ -189,7 +189,7 @@ Test(sim_hostmem, random_mixes_never_beat_the_bandwidth_limits)
         size_t chunk = 256 * MIB;
         int n = 8;
         model_open(&m, (size_t)n * chunk, 1);
-        uint64_t t0 = uvmrt_backend_sim.now_ns(m.be);
+        uint64_t t0 = uvmrt__backend_sim.now_ns(m.be);
         double total = 0, latest = 0;
         uvmrt_stream_t cpu_streams[3] = {(uvmrt_stream_t)0x2000, (uvmrt_stream_t)0x2010, (uvmrt_stream_t)0x2020};
         for (int k = 0; k < 12; k++) {
@@ -198,7 +198,7 @@ Test(sim_hostmem, random_mixes_never_beat_the_bandwidth_limits)
                 n--;
                 uvmrt_range_t r = {(char *)m.buf + (size_t)n * chunk, chunk};
                 double before = end_of(&m, H2D, t0);
-                cr_assert_eq(uvmrt_backend_sim.move(m.be, &r, 1, UVMRT_LOC_DEVICE, H2D), UVMRT_OK);
+                cr_assert_eq(uvmrt__backend_sim.move(m.be, &r, 1, UVMRT_LOC_DEVICE, H2D), UVMRT_OK);
                 double after = end_of(&m, H2D, t0);
                 cr_assert_geq(after - before + 2, (double)chunk / LINK * 1e9);
                 total += (double)chunk;
@@ -209,7 +209,7 @@ Test(sim_hostmem, random_mixes_never_beat_the_bandwidth_limits)
                 double before = end_of(&m, cs, t0);
                 uvmrt_touch_t w = {.host_bytes = hb};
                 uvmrt_touch_result_t res;
-                cr_assert_eq(uvmrt_backend_sim.touch(m.be, cs, &w, &res), UVMRT_OK);
+                cr_assert_eq(uvmrt__backend_sim.touch(m.be, cs, &w, &res), UVMRT_OK);
                 double after = end_of(&m, cs, t0);
                 cr_assert_geq(after - before + 2, (double)hb / CPU * 1e9);
                 total += (double)hb;
@@ -329,18 +329,18 @@ Test(sim_remote, a_calls_link_traffic_adds_to_its_work)
 {
     model_t m;
     model_open(&m, B, 0);
-    uint64_t t0 = uvmrt_backend_sim.now_ns(m.be);
+    uint64_t t0 = uvmrt__backend_sim.now_ns(m.be);
     uvmrt_range_t all = {m.buf, B}, half = {m.buf, B / 2};
     const uint64_t work = 10000000; /* 10 ms */
     uvmrt_touch_t w = {.remote_read = &all, .n_remote_read = 1, .duration_ns = work};
     uvmrt_touch_result_t res;
-    cr_assert_eq(uvmrt_backend_sim.touch(m.be, GPU_S, &w, &res), UVMRT_OK);
+    cr_assert_eq(uvmrt__backend_sim.touch(m.be, GPU_S, &w, &res), UVMRT_OK);
     double read_ns = (double)B / LINK * 1e9;
     assert_ns_near(end_of(&m, GPU_S, t0), read_ns + (double)work);
     /* reads of B and writes of B/2 at once: the longer of the two, then the work */
     uvmrt_touch_t w2 = {.remote_read = &all, .n_remote_read = 1, .remote_write = &half, .n_remote_write = 1,
                         .duration_ns = work};
-    cr_assert_eq(uvmrt_backend_sim.touch(m.be, GPU_S, &w2, &res), UVMRT_OK);
+    cr_assert_eq(uvmrt__backend_sim.touch(m.be, GPU_S, &w2, &res), UVMRT_OK);
     assert_ns_near(end_of(&m, GPU_S, t0), 2 * (read_ns + (double)work));
     cr_assert_eq(res.fault_bytes, 0, "remote traffic is not faults");
     model_close(&m);
@@ -355,14 +355,14 @@ Test(sim_remote, remote_writes_share_the_link_with_an_eviction)
     model_open(&m, B, 0);
     m.prof.evict_d2h_bps = 20e9; /* the stores beside it: half of 50 GB/s */
     prefetch_all(&m);
-    cr_assert_eq(uvmrt_backend_sim.stream_sync(m.be, H2D), UVMRT_OK);
+    cr_assert_eq(uvmrt__backend_sim.stream_sync(m.be, H2D), UVMRT_OK);
     void *dst = NULL;
     const size_t D = 6 * GIB;
-    cr_assert_eq(uvmrt_backend_sim.alloc(m.be, D, &dst), UVMRT_OK);
+    cr_assert_eq(uvmrt__backend_sim.alloc(m.be, D, &dst), UVMRT_OK);
     const uvmrt_stream_t D2H = (uvmrt_stream_t)0x4000;
-    uint64_t t0 = uvmrt_backend_sim.now_ns(m.be);
+    uint64_t t0 = uvmrt__backend_sim.now_ns(m.be);
     uvmrt_range_t ev = {m.buf, B};
-    cr_assert_eq(uvmrt_backend_sim.move(m.be, &ev, 1, UVMRT_LOC_HOST, D2H), UVMRT_OK);
+    cr_assert_eq(uvmrt__backend_sim.move(m.be, &ev, 1, UVMRT_LOC_HOST, D2H), UVMRT_OK);
     double evict_ns = (double)m.prof.prefetch_call_ns + (double)B / 20e9 * 1e9;
     assert_ns_near(end_of(&m, D2H, t0), evict_ns);
     /* 1.5 GiB: all of it beside the eviction */
@@ -370,17 +370,17 @@ Test(sim_remote, remote_writes_share_the_link_with_an_eviction)
     uvmrt_range_t w1 = {dst, (size_t)W1};
     uvmrt_touch_t a = {.remote_write = &w1, .n_remote_write = 1};
     uvmrt_touch_result_t res;
-    double g0 = (double)(uvmrt_backend_sim.now_ns(m.be) - t0); /* the call starts after the host's calls */
-    cr_assert_eq(uvmrt_backend_sim.touch(m.be, GPU_S, &a, &res), UVMRT_OK);
+    double g0 = (double)(uvmrt__backend_sim.now_ns(m.be) - t0); /* the call starts after the host's calls */
+    cr_assert_eq(uvmrt__backend_sim.touch(m.be, GPU_S, &a, &res), UVMRT_OK);
     double t1 = g0 + W1 / 25e9 * 1e9;
     assert_ns_near(end_of(&m, GPU_S, t0), t1);
     /* 4.5 GiB more: beside the eviction until it ends, then at remote_write_bps */
     uvmrt_range_t w2 = {(char *)dst + (size_t)W1, (size_t)W2};
     uvmrt_touch_t b = {.remote_write = &w2, .n_remote_write = 1};
-    cr_assert_eq(uvmrt_backend_sim.touch(m.be, GPU_S, &b, &res), UVMRT_OK);
+    cr_assert_eq(uvmrt__backend_sim.touch(m.be, GPU_S, &b, &res), UVMRT_OK);
     double beside = 25e9 * (evict_ns - t1) * 1e-9;
     assert_ns_near(end_of(&m, GPU_S, t0), evict_ns + (W2 - beside) / LINK * 1e9);
-    uvmrt_backend_sim.free(m.be, dst, D);
+    uvmrt__backend_sim.free(m.be, dst, D);
     model_close(&m);
 }
 
@@ -489,7 +489,7 @@ Test(sim_hostmem, cpu_work_gives_way_to_a_later_transfer_down_to_its_ceiling)
     model_t m;
     model_open(&m, B, 1);
     m.prof.host_mem_cpu_beside_h2d_bps = 30e9;
-    uint64_t t0 = uvmrt_backend_sim.now_ns(m.be);
+    uint64_t t0 = uvmrt__backend_sim.now_ns(m.be);
     cpu_work(&m, H);  /* booked first: 50 ms alone */
     prefetch_all(&m); /* 107 ms at 40 GB/s, all of it beside the CPU work */
     double ceiling = CPU - (CPU - 30e9) * (LINK / m.prof.pinned_h2d_bps);

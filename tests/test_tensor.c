@@ -232,7 +232,7 @@ static struct {
 static uvmrt_status_t failing_alloc(void *state, size_t bytes, void **ptr)
 {
     if (fa.allowed-- <= 0) return UVMRT_ERR_NOMEM;
-    uvmrt_status_t st = uvmrt_backend_sim.alloc(state, bytes, ptr);
+    uvmrt_status_t st = uvmrt__backend_sim.alloc(state, bytes, ptr);
     if (st == UVMRT_OK) fa.live++;
     return st;
 }
@@ -240,12 +240,12 @@ static uvmrt_status_t failing_alloc(void *state, size_t bytes, void **ptr)
 static void counting_free(void *state, void *ptr, size_t bytes)
 {
     fa.live--;
-    uvmrt_backend_sim.free(state, ptr, bytes);
+    uvmrt__backend_sim.free(state, ptr, bytes);
 }
 
 Test(tensor, backend_alloc_failure_leaves_nothing)
 {
-    uvmrt_backend_ops_t ops = uvmrt_backend_sim;
+    uvmrt_backend_ops_t ops = uvmrt__backend_sim;
     ops.alloc = failing_alloc;
     ops.free = counting_free;
     fa.allowed = 1000;

@@ -31,7 +31,7 @@ static void rec_reset(void)
 
 static uvmrt_status_t rec_alloc(void *state, size_t bytes, void **ptr)
 {
-    uvmrt_status_t st = uvmrt_backend_sim.alloc(state, bytes, ptr);
+    uvmrt_status_t st = uvmrt__backend_sim.alloc(state, bytes, ptr);
     if (st == UVMRT_OK && rec.n < REC_MAX_ALLOCS) {
         rec.base[rec.n] = *ptr;
         rec.bytes[rec.n] = bytes;
@@ -58,19 +58,19 @@ static uvmrt_status_t rec_move(void *state, const uvmrt_range_t *r, size_t n, uv
 {
     rec.moves++;
     rec_ranges(to == UVMRT_LOC_DEVICE ? "to-device" : "to-host", r, n, stream);
-    return uvmrt_backend_sim.move(state, r, n, to, stream);
+    return uvmrt__backend_sim.move(state, r, n, to, stream);
 }
 
 static uvmrt_status_t rec_discard(void *state, const uvmrt_range_t *r, size_t n, uvmrt_stream_t stream)
 {
     rec.discards++;
     rec_ranges("discard", r, n, stream);
-    return uvmrt_backend_sim.discard(state, r, n, stream);
+    return uvmrt__backend_sim.discard(state, r, n, stream);
 }
 
 static uvmrt_backend_ops_t rec_ops(void)
 {
-    uvmrt_backend_ops_t ops = uvmrt_backend_sim; /* every entry, including ones added later */
+    uvmrt_backend_ops_t ops = uvmrt__backend_sim; /* every entry, including ones added later */
     ops.name = "rec";
     ops.alloc = rec_alloc;
     ops.move = rec_move;

@@ -12,7 +12,7 @@
 #include "backend.h"
 
 #ifndef UVMRT_HAVE_CUDA
-const uvmrt_backend_ops_t *const uvmrt_backend_cuda_ptr = NULL;
+const uvmrt_backend_ops_t *const uvmrt__backend_cuda_ptr = NULL;
 #else
 
 #include <stdlib.h>
@@ -315,5 +315,5 @@ static const uvmrt_backend_ops_t cuda_ops = {
     .now_ns = cuda_now,
 };
 
-const uvmrt_backend_ops_t *const uvmrt_backend_cuda_ptr = &cuda_ops;
+const uvmrt_backend_ops_t *const uvmrt__backend_cuda_ptr = &cuda_ops;
 #endif

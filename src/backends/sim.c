@@ -729,7 +729,7 @@ static uvmrt_status_t sim_touch(void *state, uvmrt_stream_t stream, const uvmrt_
     return UVMRT_OK;
 }
 
-const uvmrt_backend_ops_t uvmrt_backend_sim = {
+const uvmrt_backend_ops_t uvmrt__backend_sim = {
     .name = "sim",
     .caps = {.discard = 1, .remote_advice = 0, .touch = 1, .um_records = 1, .timing = 1, .event_query = 1},
     .open = sim_open,

@@ -80,7 +80,7 @@ static void clean_workdir(void)
 static void env_clear(void)
 {
     size_t n = 0;
-    const uvmrt_config_entry_t *t = uvmrt_config_table(&n);
+    const uvmrt_config_entry_t *t = uvmrt__config_table(&n);
     for (size_t i = 0; i < n; i++) {
         char var[64];
         snprintf(var, sizeof var, "UVMRT_%s", t[i].name);
@@ -91,7 +91,7 @@ static void env_clear(void)
 static int table_has(const char *name)
 {
     size_t n = 0;
-    const uvmrt_config_entry_t *t = uvmrt_config_table(&n);
+    const uvmrt_config_entry_t *t = uvmrt__config_table(&n);
     for (size_t i = 0; i < n; i++)
         if (strcmp(t[i].name, name) == 0) return 1;
     return 0;
