@@ -200,12 +200,3 @@ class Context:
             raise self.rehearse_error
         L.check("uvmrt_choice_review", st)
         return out, bool(changed.value)
-
-
-def model_call(handle, call):
-    """uvmrt_layer_begin + uvmrt_layer_end on a rehearsal's model context; the status."""
-    lib = L.lib()
-    st = lib.uvmrt_layer_begin(handle, ctypes.byref(call))
-    if st != L.OK:
-        return st
-    return lib.uvmrt_layer_end(handle)

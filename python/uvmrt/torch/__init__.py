@@ -21,7 +21,6 @@ on the CPU while the runtime runs its sim backend: the schedule, the choices and
 reports are those of the modelled GPU.
 """
 
-import sys
 
 import torch
 

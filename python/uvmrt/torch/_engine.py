@@ -25,7 +25,7 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from .. import _lib as L
-from .._context import Context, model_call
+from .._context import Context
 from ._layers import find_layers
 
 _SIM_GPU_STREAM = ctypes.c_char(0)
@@ -73,7 +73,8 @@ class Slot:
         self.shape, self.dtype = tuple(param.shape), param.dtype
         self.nbytes = param.numel() * param.element_size()
         self.trainable = param.requires_grad
-        self.handles = {}       # kind -> uvmrt tensor handle: weight, grad, exp_avg, exp_avg_sq
+        self.kinds = []         # its uvmrt tensors: weight, grad, exp_avg, exp_avg_sq (in this order)
+        self.handles = {}       # kind -> uvmrt tensor handle
         self.views = {}         # kind -> device view
         self.hviews = {}        # kind -> host view (the same memory, for the CPU)
         self.norm = None        # the gradient's 2-norm (0-d tensor) of the last backward
@@ -149,7 +150,6 @@ class Engine:
         self.measure = None
         self.grads_fresh = {}      # layer -> no owned grad existed at its backward (W, not RW)
         self.cpu_stream = None
-        self.opt_external = 0
         self.torch_peak_bytes = 0
         self.cpu = CpuWorker(self)
         self.ctx_external = 0
@@ -191,19 +191,13 @@ class Engine:
         try:
             for l in self.layers:
                 l.index = self.ctx.layer_add(l.name)
-                descs, order = [], []
                 for fqn, p in l.owned:
                     slot = Slot(fqn, p)
-                    kinds = [("weight", L.ROLE_WEIGHT)]
-                    if slot.trainable:
-                        kinds.append(("grad", L.ROLE_GRADIENT))
-                        if adam_state:
-                            kinds += [("exp_avg", L.ROLE_OPTIMIZER_STATE), ("exp_avg_sq", L.ROLE_OPTIMIZER_STATE)]
-                    for kind, role in kinds:
-                        descs.append((fqn if kind == "weight" else f"{fqn}.{kind}", l.index, role, slot.nbytes))
-                        order.append((slot, kind))
+                    slot.kinds = ["weight"] + (["grad"] + (["exp_avg", "exp_avg_sq"] if adam_state else [])
+                                               if slot.trainable else [])
                     self.slots[id(p)] = slot
                     self.owner[id(p)] = l
+                descs, order = self.layer_descs(l)
                 if not descs:
                     continue  # borrows only (a tied head)
                 handles = self.ctx.tensors_alloc(descs)
@@ -228,6 +222,17 @@ class Engine:
             self.slots.clear()
             self.owner.clear()
             raise
+
+    def layer_descs(self, l):
+        """Layer l's tensors as uvmrt_tensors_alloc takes them: [(name, layer, role, bytes)], and
+        the (slot, kind) of each (the real context and the rehearsals' models alike)."""
+        descs, order = [], []
+        for fqn, p in l.owned:
+            slot = self.slots[id(p)]
+            for kind in slot.kinds:
+                descs.append((fqn if kind == "weight" else f"{fqn}.{kind}", l.index, _ROLE[kind], slot.nbytes))
+                order.append((slot, kind))
+        return descs, order
 
     def take_over(self):
         """The model's parameters become views of uvmrt memory; its buffers go to the device."""
@@ -315,12 +320,14 @@ class Engine:
             c.after = after
         return c
 
-    def borrowed_uses(self, l):
+    def borrowed_uses(self, l, handles=None):
+        """The weights l uses but another layer owns (handles: a model's, by (id, kind))."""
         out = []
         for p in l.borrowed:
             slot = self.slots.get(id(p))
             if slot is not None:
-                out.append((slot.handles["weight"], L.USE_READ))
+                h = slot.handles["weight"] if handles is None else handles[(id(p), "weight")]
+                out.append((h, L.USE_READ))
         return out
 
     # ------------------------------------------------------------ work estimates
@@ -329,6 +336,20 @@ class Engine:
 
     def fwd_hbm(self, l):
         return 4 * l.act_bytes
+
+    def forward_work(self, l):
+        return {"flops": self.fwd_flops(l), "hbm_bytes": self.fwd_hbm(l)}
+
+    def backward_work(self, l, recompute):
+        f = self.fwd_flops(l)
+        return {"flops": 2 * f + (f if recompute else 0), "hbm_bytes": 2 * self.fwd_hbm(l)}
+
+    def gpu_adam_work(self, l):
+        return {"hbm_bytes": 28 * sum(p.numel() for _, p in l.owned)}
+
+    def cpu_adam_work(self, l):
+        n = sum(p.numel() for _, p in l.owned if self.slots[id(p)].trainable)
+        return {"host_bytes": self.adam_host_bytes(n), "no_default": True}
 
     def adam_host_bytes(self, n_params):
         p = self.ctx.profile
@@ -350,7 +371,7 @@ class Engine:
             self.rec_calls.append((l, L.PHASE_FORWARD))
             self.measure_inputs(l, args, kwargs)
         call = self.make_call(l, L.PHASE_FORWARD, self.stream(), uses=self.borrowed_uses(l),
-                              flops=self.fwd_flops(l), hbm_bytes=self.fwd_hbm(l))
+                              **self.forward_work(l))
         self.begin(l, L.PHASE_FORWARD, call)
         if self.recording and not inference and self.measure is not None:
             self.measure.enter(l)
@@ -393,9 +414,7 @@ class Engine:
         if not fresh:
             uses += [(self.slots[id(p)].handles["grad"], L.USE_READWRITE) for _, p in l.owned
                      if self.slots[id(p)].trainable]
-        f = self.fwd_flops(l)
-        call = self.make_call(l, L.PHASE_BACKWARD, self.stream(), uses=uses,
-                              flops=2 * f + (f if l.recompute else 0), hbm_bytes=2 * self.fwd_hbm(l))
+        call = self.make_call(l, L.PHASE_BACKWARD, self.stream(), uses=uses, **self.backward_work(l, l.recompute))
         self.begin(l, L.PHASE_BACKWARD, call)
 
     def on_post_backward(self, l):
@@ -477,8 +496,7 @@ class Engine:
         for l in order:  # GPU layers: the user's optimizer class, on torch's stream
             if l.cpu_opt or not any(self.slots[id(p)].trainable for _, p in l.owned):
                 continue
-            call = self.make_call(l, L.PHASE_OPTIMIZER, self.stream(),
-                                  hbm_bytes=28 * sum(p.numel() for _, p in l.owned))
+            call = self.make_call(l, L.PHASE_OPTIMIZER, self.stream(), **self.gpu_adam_work(l))
             self.begin(l, L.PHASE_OPTIMIZER, call)
             opt.gpu_step(l, coef)
             self.close_open()
@@ -487,9 +505,8 @@ class Engine:
         # forward, whose pre-hook waits for its own layer's update only
         cpu_layers = [l for l in order if l.cpu_opt]
         for l in cpu_layers:
-            n = sum(p.numel() for _, p in l.owned if self.slots[id(p)].trainable)
-            call = self.make_call(l, L.PHASE_OPTIMIZER, self.cpu_stream_handle(), no_default=True,
-                                  host_bytes=self.adam_host_bytes(n), after=self.stream())
+            call = self.make_call(l, L.PHASE_OPTIMIZER, self.cpu_stream_handle(), after=self.stream(),
+                                  **self.cpu_adam_work(l))
             self.begin(l, L.PHASE_OPTIMIZER, call)
             self.close_open()
         if cpu_layers:
@@ -633,100 +650,54 @@ class Engine:
         l.recompute = on
 
     def rehearse(self, handle, values, steps):
-        """uvmrt_rehearse_fn: the recorded step's calls on the model context."""
+        """uvmrt_rehearse_fn: the recorded step's calls, with these values, on the model context
+        (the same layers, tensors, calls and declared work as the real steps); its status."""
         cpu, rec = self.decode(values)
         model = Context.wrap(handle)
-        lib = L.lib()
-        idx = {}
-        for l in self.layers:
-            out = ctypes.c_int()
-            st = lib.uvmrt_layer_add(handle, l.name.encode(), ctypes.byref(out))
-            if st != L.OK:
-                return st
-            idx[l] = out.value
-        handles = {}
-        for l in self.layers:
-            descs, keys = [], []
-            for fqn, p in l.owned:
-                slot = self.slots[id(p)]
-                for kind in slot.handles:
-                    descs.append((f"{fqn}.{kind}", idx[l], _ROLE[kind], slot.nbytes))
-                    keys.append((id(p), kind))
-            if not descs:
-                continue
-            arr = (L.TensorDesc * len(descs))()
-            names = [d[0].encode() for d in descs]
-            for i, d in enumerate(descs):
-                arr[i].name, arr[i].layer, arr[i].role, arr[i].size_bytes = names[i], d[1], d[2], d[3]
-            out = (ctypes.c_void_p * len(descs))()
-            st = lib.uvmrt_tensors_alloc(handle, len(descs), arr, out)
-            if st != L.OK:
-                return st
-            for i, k in enumerate(keys):
-                handles[k] = out[i]
-                if l in cpu:
-                    st = lib.uvmrt_tensor_set_placement(handle, out[i], L.PLACE_HOST)
-                    if st != L.OK:
-                        return st
-        st = lib.uvmrt_context_set_external_bytes(handle, self.external_bytes(rec))
-        if st != L.OK:
-            return st
-        gpu = ctypes.cast(ctypes.pointer(_SIM_GPU_STREAM), ctypes.c_void_p)
-        cpus = ctypes.cast(ctypes.pointer(_SIM_CPU_STREAM), ctypes.c_void_p)
-        fwd = self.fwd_order or self.layers
-        calls = self.rec_calls or [(l, L.PHASE_FORWARD) for l in fwd] + \
-            [(l, L.PHASE_BACKWARD) for l in reversed(fwd)]
-        keep = []
-
-        def call(l, phase, stream, uses=(), **kw):
-            c = L.LayerCall()
-            c.layer, c.phase, c.stream = idx[l], phase, stream
-            if uses:
-                arr = (L.Use * len(uses))(*[L.Use(h, a) for h, a in uses])
-                keep.append(arr)
-                c.uses, c.n_uses = ctypes.cast(arr, ctypes.POINTER(L.Use)), len(uses)
-            for k, v in kw.items():
-                setattr(c, k, v)
-            return model_call(handle, c)
-
-        def borrowed(l):
-            return [(handles[(id(p), "weight")], L.USE_READ) for p in l.borrowed if (id(p), "weight") in handles]
-
-        for s in range(steps):
-            st = lib.uvmrt_step_begin(handle)
-            if st != L.OK:
-                return st
-            seen = set()
-            for l, phase in calls:  # the recorded step's calls, micro-batches and all
-                if phase == L.PHASE_FORWARD:
-                    after = cpus if (l in cpu and s > 0 and l not in seen) else None
-                    seen.add(l)
-                    st = call(l, L.PHASE_FORWARD, gpu, borrowed(l), flops=self.fwd_flops(l),
-                              hbm_bytes=int(self.fwd_hbm(l)), after=after)
-                else:
-                    f = self.fwd_flops(l)
-                    st = call(l, L.PHASE_BACKWARD, gpu, borrowed(l), flops=2 * f + (f if l in rec else 0),
-                              hbm_bytes=int(2 * self.fwd_hbm(l)))
-                if st != L.OK:
-                    return st
-            for l in self.opt_layers():
-                if l in cpu:
+        try:
+            for l in self.layers:
+                if model.layer_add(l.name) != l.index:  # the same numbers as the real context's
+                    return L.ERR_STATE
+            handles = {}
+            for l in self.layers:
+                descs, order = self.layer_descs(l)
+                if not descs:
                     continue
-                st = call(l, L.PHASE_OPTIMIZER, gpu, hbm_bytes=28 * sum(p.numel() for _, p in l.owned))
-                if st != L.OK:
-                    return st
-            for l in self.opt_layers():
-                if l not in cpu:
-                    continue
-                n = sum(p.numel() for _, p in l.owned if self.slots[id(p)].trainable)
-                st = call(l, L.PHASE_OPTIMIZER, cpus, no_default_uses=1, host_bytes=self.adam_host_bytes(n),
-                          after=gpu)
-                if st != L.OK:
-                    return st
-            st = lib.uvmrt_step_end(handle)
-            if st != L.OK:
-                return st
-        del model
+                for (slot, kind), h in zip(order, model.tensors_alloc(descs)):
+                    handles[(id(slot.param), kind)] = h
+                    if l in cpu:
+                        model.set_placement(h, True)
+            model.set_external_bytes(self.external_bytes(rec))
+            gpu = ctypes.cast(ctypes.pointer(_SIM_GPU_STREAM), ctypes.c_void_p)
+            cpus = ctypes.cast(ctypes.pointer(_SIM_CPU_STREAM), ctypes.c_void_p)
+            fwd = self.fwd_order or self.layers
+            calls = self.rec_calls or [(l, L.PHASE_FORWARD) for l in fwd] + \
+                [(l, L.PHASE_BACKWARD) for l in reversed(fwd)]
+
+            def run(call):
+                model.layer_begin(call)
+                model.layer_end()
+
+            for s in range(steps):
+                model.step_begin()
+                seen = set()
+                for l, phase in calls:  # the recorded step's calls, micro-batches and all
+                    uses = self.borrowed_uses(l, handles)
+                    if phase == L.PHASE_FORWARD:
+                        after = cpus if (l in cpu and s > 0 and l not in seen) else None
+                        seen.add(l)
+                        run(self.make_call(l, phase, gpu, uses, after=after, **self.forward_work(l)))
+                    else:
+                        run(self.make_call(l, phase, gpu, uses, **self.backward_work(l, l in rec)))
+                for l in self.opt_layers():
+                    if l not in cpu:
+                        run(self.make_call(l, L.PHASE_OPTIMIZER, gpu, **self.gpu_adam_work(l)))
+                for l in self.opt_layers():
+                    if l in cpu:
+                        run(self.make_call(l, L.PHASE_OPTIMIZER, cpus, after=gpu, **self.cpu_adam_work(l)))
+                model.step_end()
+        except L.UvmrtError as e:  # ERR_BUDGET: these values do not fit; others stop the choice
+            return e.status
         return L.OK
 
     # ------------------------------------------------------------ teardown

@@ -8,7 +8,6 @@ several modules (GPT-2's tied embedding and LM head) is owned by the first layer
 that holds it, and is a use of the others.
 """
 
-import torch
 from torch import nn
 
 
@@ -109,6 +108,3 @@ def _assign_params(model, layers):
         raise ValueError(f"layers: parameters outside every layer: {', '.join(unowned[:4])}"
                          f"{' ...' if len(unowned) > 4 else ''}; name their modules in layers=")
 
-
-def is_param_tensor(t):
-    return isinstance(t, torch.Tensor) and isinstance(t, nn.Parameter)
