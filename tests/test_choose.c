@@ -470,3 +470,31 @@ Test(choose, review_predicts_kept_replanned_values_with_their_own_measured_work)
     cr_assert(fabs(after) < 0.01, "measured %.0f, predicted again %.0f", c.replanned_measured_step_ns, c.predicted_step_ns);
     uvmrt_context_destroy(ctx);
 }
+
+/* Device memory held outside uvmrt (the PyTorch binding's activations): the plan keeps
+ * uvmrt's resident bytes at or below the budget less it; a call that cannot be taken
+ * (inside a step, not below the budget) fails and changes nothing. */
+Test(choose, external_bytes_lower_what_the_plan_keeps_resident)
+{
+    const uint64_t budget = 3 * GIB;
+    uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_PREFETCH, budget, "h200");
+    toy_net_t n;
+    cr_assert_eq(toy_build(ctx, NL, &n), UVMRT_OK, "%s", log_text());
+    cr_expect_eq(uvmrt_context_set_external_bytes(ctx, budget), UVMRT_ERR_BUDGET);
+    cr_expect_eq(uvmrt_context_set_external_bytes(NULL, 1), UVMRT_ERR_INVALID);
+    cr_expect_eq(uvmrt_context_external_bytes(ctx), 0);
+    const uint64_t external = budget / 2;
+    cr_assert_eq(uvmrt_context_set_external_bytes(ctx, external), UVMRT_OK, "%s", log_text());
+    cr_expect_eq(uvmrt_context_external_bytes(ctx), external);
+    cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
+    cr_expect_eq(uvmrt_context_set_external_bytes(ctx, 1), UVMRT_ERR_STATE);
+    cr_expect_eq(uvmrt_context_external_bytes(ctx), external);
+    cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK);
+    cr_assert_eq(toy_steps(ctx, &n, NL, 3, 1.0), UVMRT_OK, "%s", log_text());
+    uvmrt_summary_t s;
+    cr_assert_eq(uvmrt_summary_get(ctx, &s), UVMRT_OK);
+    cr_expect_leq(s.peak_resident_bytes, budget - external, "peak %llu over %llu",
+                  (unsigned long long)s.peak_resident_bytes, (unsigned long long)(budget - external));
+    cr_expect_gt(s.allocated_bytes, budget - external, "the net must not fit beside the external bytes");
+    uvmrt_context_destroy(ctx);
+}
