@@ -158,3 +158,34 @@ def test_loading_weights_reaches_the_cpu_layers_copies():
         if "weight16" in slot.hviews:
             assert torch.equal(slot.hviews["weight16"], slot.hviews["weight"].to(torch.bfloat16))
     ut.close(model)
+
+
+def test_a_recomputing_blocks_copies_are_freed_with_its_activations(monkeypatch):
+    """The 16-bit copies are not leaves held by the graph until the backward: in a
+    checkpointed block they die when its forward ends, as its other activations do."""
+    import weakref
+    from uvmrt.torch import _half
+    made = []
+    orig = _half._HalfCopy.forward
+
+    def forward(ctx, param, src, dtype):
+        out = orig(ctx, param, src, dtype)
+        made.append(weakref.ref(out))
+        return out
+    monkeypatch.setattr(_half._HalfCopy, "forward", staticmethod(forward))
+    model, opt = ut.offload(gpt2(), torch.optim.AdamW, lr=1e-3, budget="256M", cpu_optimizer=False,
+                            recompute=True)
+    x = data(1)[0]
+    train_autocast(model, opt, [x])  # the recorded step (on sim it keeps every block)
+    assert all(b.recompute for b in ut.engine_of(model).blocks())
+    made.clear()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = model(input_ids=x, labels=x).loss
+    n = len(made)
+    assert n >= 3 * 8  # 3 blocks x (4 Linear-like modules x weight and bias)
+    assert all(r() is None for r in made), "a recomputing block's copies outlive its forward"
+    loss.backward()
+    assert len(made) == 2 * n  # the recompute made them again
+    opt.step()
+    opt.zero_grad()
+    ut.close(model)

@@ -509,22 +509,6 @@ class Engine:
                 view.copy_(g)
             p.grad = view
 
-    def half_grad_ready(self, slot, leaf):
-        """A working copy's gradient (autocast dtype) added in fp32 to the parameter's, as
-        autograd adds the fp32 gradient of autocast's cast."""
-        g, leaf.grad = leaf.grad, None
-        if g is None:
-            return
-        p, view = slot.param, slot.views["grad"]
-        with torch.no_grad():
-            if p.grad is None:
-                view.copy_(g)
-                p.grad = view
-            else:
-                p.grad.add_(g)
-        if self.s.max_grad_norm is not None:
-            slot.norm = torch._foreach_norm([p.grad], 2.0)[0]
-
     # ------------------------------------------------------------ the recorded step's measurements
     def start_measure(self):
         """The recorded step measures what PyTorch holds.  On a GPU every block recomputes

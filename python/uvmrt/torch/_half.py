@@ -8,14 +8,14 @@ bytes per parameter read over the link by each cast, in the forward and again in
 recompute.
 
 Instead, while a layer's forward runs (and its checkpoint's recompute), the weight and
-bias of each nn.Linear and each transformers Conv1D it owns are replaced by a leaf
-tensor of the autocast dtype holding the same values autocast's cast would make (a
+bias of each nn.Linear and each transformers Conv1D it owns are replaced by a tensor
+of the autocast dtype holding the same values autocast's cast would make (a
 cast on the device; for a CPU layer, a device copy of the bf16 working copy that the
 CPU's AdamW writes beside the fp32 weights: 2 bytes per parameter over the link).
 Autocast then casts nothing and caches nothing; the matmuls compute exactly what they
-did.  The leaf's gradient (of the autocast dtype, what the matmul made) is added, in
-fp32, to the parameter's uvmrt gradient, as autograd adds the cast's fp32 gradient:
-the results are bitwise those of plain autocast training.
+did.  The copy is made by an autograd function of the fp32 parameter whose backward
+gives the gradient in fp32, as autocast's cast does, so autograd accumulates it into
+the parameter as before: the results are bitwise those of plain autocast training.
 
 Only parameters used by exactly one such module are replaced (a weight tied to an
 embedding keeps autocast's cast), and only while autocast is on for the device with a
@@ -70,6 +70,25 @@ def autocast_dtype(device):
     return dt if dt in (torch.bfloat16, torch.float16) else None
 
 
+class _HalfCopy(torch.autograd.Function):
+    """param (fp32) -> its 16-bit values, from src (a bf16 working copy) when given;
+    backward: the gradient in fp32, as autocast's cast gives it.  Unlike a leaf, the
+    result is held only by what uses it (autograd keeps no reference to it), so a
+    checkpointed block's copies go with its other activations."""
+
+    @staticmethod
+    def forward(ctx, param, src, dtype):
+        if src is not None:
+            # a kernel (not a memcpy) reads the host-homed copy over the link in one pass,
+            # so that its pages stay on the host for the CPU's next update
+            return torch.mul(src, 1)
+        return param.detach().to(dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.to(torch.float32), None, None
+
+
 class HalfWeights:
     """The swaps of one engine: which slots have a working copy, and the swap itself."""
 
@@ -80,7 +99,7 @@ class HalfWeights:
 
     @contextlib.contextmanager
     def swapped(self, layer):
-        """Layer's Linear/Conv1D parameters replaced by autocast-dtype leaves while inside."""
+        """Layer's Linear/Conv1D parameters replaced by autocast-dtype copies while inside."""
         e = self.engine
         dtype = autocast_dtype(e.device) if self.enabled else None
         slots = [e.slots[id(p)] for _, p in layer.owned if e.slots[id(p)].half is not None] \
@@ -93,9 +112,9 @@ class HalfWeights:
         done = []
         try:
             for slot in slots:
-                leaf = self.leaf(layer, slot, dtype)
+                copy = self.copy(layer, slot, dtype)
                 mod, name = slot.half
-                mod._parameters[name] = leaf
+                mod._parameters[name] = copy
                 done.append(slot)
             yield
         finally:
@@ -103,19 +122,12 @@ class HalfWeights:
                 mod, name = slot.half
                 mod._parameters[name] = slot.param
 
-    def leaf(self, layer, slot, dtype):
-        with torch.no_grad():
-            src = slot.views.get("weight16") if (layer.cpu_opt and dtype is torch.bfloat16) else None
-            if src is not None:
-                # a kernel (not a memcpy) reads the host-homed copy over the link in one pass,
-                # so that its pages stay on the host for the CPU's next update
-                data = torch.mul(src, 1)
-            else:
-                data = slot.param.detach().to(dtype)
-        leaf = nn.Parameter(data, requires_grad=slot.trainable)
+    def copy(self, layer, slot, dtype):
+        src = slot.views.get("weight16") if (layer.cpu_opt and dtype is torch.bfloat16) else None
         if slot.trainable and torch.is_grad_enabled():
-            leaf.register_post_accumulate_grad_hook(lambda t, slot=slot: self.engine.half_grad_ready(slot, t))
-        return leaf
+            return _HalfCopy.apply(slot.param, src, dtype)
+        with torch.no_grad():
+            return _HalfCopy.forward(None, slot.param, src, dtype)
 
     def refresh(self, slots):
         """The bf16 working copies of these slots made again from their fp32 weights (host views)."""
