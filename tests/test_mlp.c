@@ -1,7 +1,7 @@
 /*
  * test_mlp.c -- uvmrt-mlp's training math and schedule, without a GPU.
  *
- *  - the shared math (mlp_math.h): GELU and its derivative against fp64 and finite
+ *  - the shared math (train_math.h): GELU and its derivative against fp64 and finite
  *    differences; bf16/fp16 rounding against known patterns and F16C; one AdamW
  *    element against fp64;
  *  - the fp32 reference trainer (mlp_ref.c, the same formulas as the GPU kernels)
@@ -30,7 +30,7 @@
 
 #include "adamw_cpu.h"
 #include "helpers.h"
-#include "mlp_math.h"
+#include "train_math.h"
 #include "mlp_ref.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)

@@ -68,7 +68,7 @@
 
 #include <jansson.h>
 
-#include "../mlp/adamw_cpu.h"
+#include "../common/adamw_cpu.h"
 #include "checkpoint.h"
 #include "data.h"
 #include "gpt_cpuopt.h"
@@ -77,7 +77,7 @@
 #include "gpt_kernels.h"
 #include "gpt_ref.h"
 #include "gpt_tokens.h"
-#include "../mlp/mlp_math.h"
+#include "../common/train_math.h"
 
 
 static const char *FALLBACK_PROFILE = "h200";

@@ -16,7 +16,7 @@
 
 #include "uvmrt.h"
 #include "../common/cli.h"
-#include "../mlp/adamw_cpu.h"
+#include "../common/adamw_cpu.h"
 #include "data.h"
 #include "gpt_cpuopt.h"
 #include "gpt_flags.h"

@@ -20,7 +20,7 @@
 
 #include "uvmrt.h"
 
-#include "../mlp/mlp_math.h"
+#include "../common/train_math.h"
 
 #ifdef __cplusplus
 extern "C" {

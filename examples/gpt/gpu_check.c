@@ -28,8 +28,8 @@
 
 #include <cuda_runtime_api.h>
 
-#include "../mlp/adamw_cpu.h"
-#include "../mlp/mlp_math.h"
+#include "../common/adamw_cpu.h"
+#include "../common/train_math.h"
 #include "gpt_gpu.h"
 #include "gpt_kernels.h"
 #include "gpt_ref.h"

@@ -18,8 +18,8 @@
 #include "uvmrt.h"
 #include "../common/cli.h"
 
-#include "adamw_cpu.h"
-#include "mlp_math.h"
+#include "../common/adamw_cpu.h"
+#include "../common/train_math.h"
 
 #define PROG "uvmrt-mlp"
 
