@@ -1021,7 +1021,7 @@ Test(gpt_trainer, auto_chooses_only_the_knobs_left_auto) {
 
 /* A changed choice is applied between steps: the CPU's layers and their placement, each
  * block's own activations freed or allocated; the runtime records the next step again.
- * On sim the review never re-plans, so the test hook UVMRT_GPT_TEST_REPLAN applies
+ * On sim the review never re-plans, so the test hook UVMRT_TEST_REPLAN applies
  * given values as if it had; the run ends with the tensors an explicit run of those
  * values has. */
 Test(gpt_trainer, auto_applies_a_changed_choice_between_steps) {
@@ -1032,10 +1032,10 @@ Test(gpt_trainer, auto_applies_a_changed_choice_between_steps) {
     for (size_t i = 0; i < sizeof to / sizeof to[0]; i++) {
         char hook[32], args[96];
         snprintf(hook, sizeof hook, "%d,%d", to[i].k, to[i].n);
-        setenv("UVMRT_GPT_TEST_REPLAN", hook, 1);
+        setenv("UVMRT_TEST_REPLAN", hook, 1);
         json_t *a = auto_run("", 7);
-        unsetenv("UVMRT_GPT_TEST_REPLAN");
-        cr_expect(strstr(out, "UVMRT_GPT_TEST_REPLAN (a test hook): applying") != NULL, "%s",
+        unsetenv("UVMRT_TEST_REPLAN");
+        cr_expect(strstr(out, "UVMRT_TEST_REPLAN (a test hook): applying") != NULL, "%s",
                   out);
         const char *s5 = strstr(out, "step 5/7"), *s6 = strstr(out, "step 6/7");
         const char *rec = s5 ? strstr(s5, "(recording step)") : NULL;
@@ -1051,9 +1051,9 @@ Test(gpt_trainer, auto_applies_a_changed_choice_between_steps) {
                      "bytes, an explicit run has %lld", hook, managed, jint(e, "managed_bytes"));
         json_decref(e);
     }
-    setenv("UVMRT_GPT_TEST_REPLAN", "7,0", 1);
+    setenv("UVMRT_TEST_REPLAN", "7,0", 1);
     int st = gpt(AUTO " --steps 5");
-    unsetenv("UVMRT_GPT_TEST_REPLAN");
-    cr_expect(st == 1 && strstr(out, "UVMRT_GPT_TEST_REPLAN '7,0'"), "exit %d:\n%s", st, out);
+    unsetenv("UVMRT_TEST_REPLAN");
+    cr_expect(st == 1 && strstr(out, "UVMRT_TEST_REPLAN '7,0'"), "exit %d:\n%s", st, out);
     scratch_done();
 }

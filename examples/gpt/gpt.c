@@ -89,7 +89,7 @@ static const int CHUNK_ROWS = 2048; /* classifier rows per chunk */
 #include "gpt.h"
 
 static void run_close(gpt_run_t *run);
-static void run_close_cb(void *run) { run_close(run); }
+void gpt_run_close_cb(void *run) { run_close(run); }
 
 void gpt_run_fail(gpt_run_t *run, const char *fmt, ...) {
     char msg[1024];
@@ -104,7 +104,7 @@ void gpt_run_fail(gpt_run_t *run, const char *fmt, ...) {
         }
         longjmp(*run->rehearsal, 1);
     }
-    cli_fail(run_close_cb, run, "%s", msg);
+    cli_fail(gpt_run_close_cb, run, "%s", msg);
 }
 
 const char gpt_sim_cpu_stream = 0, gpt_sim_gpu_stream = 0;

@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "uvmrt.h"
+#include "../common/autochoice.h"
 #include "../common/cli.h"
 #include "../common/adamw_cpu.h"
 #include "data.h"
@@ -125,12 +126,8 @@ typedef struct gpt_run {
     uint64_t run_id;          /* written into its checkpoints; a resumed run keeps its own */
     int ckpt_replace;         /* 1: remove the checkpoints of another run after the first save */
     /* auto */
-    int auto_knobs;           /* knobs chosen by uvmrt (0: none) */
-    int knob_cpu, knob_rec;   /* their index in choice.values; -1: explicit */
-    uvmrt_choice_t choice;
-    int reviewed;             /* 1: uvmrt_choice_review ran */
-    int review_again;         /* 1: it applied a re-plan: a second review measures it */
-    int planned;              /* planned training steps since the choice */
+    int knob_cpu, knob_rec;   /* their index in ac.choice.values; -1: explicit */
+    autochoice_t ac;          /* the choice and its review (ac.made: uvmrt chose) */
     double cpu_busy_s;        /* AdamW seconds of CPU threads already stopped */
     uvmrt_status_t fail_st;   /* the uvmrt status a rehearsal failed with */
 } gpt_run_t;
@@ -141,6 +138,8 @@ extern const char gpt_sim_cpu_stream, gpt_sim_gpu_stream;
 
 /* A failure: the message and exit 1, or, in a rehearsal, the message and a jump
  * back to the rehearsal (gpt_auto.c), which frees what it made and fails the choice. */
+/* Releases everything the run holds (cli_fail's cleanup). */
+void gpt_run_close_cb(void *run);
 void gpt_run_fail(gpt_run_t *run, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 
 /* cli.h's check, keeping the status for a rehearsal's return. */

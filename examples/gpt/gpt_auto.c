@@ -103,14 +103,42 @@ static uvmrt_status_t rehearse(uvmrt_context_t *model, const int *values, int st
     return st;
 }
 
-static void choice_values_print(const gpt_run_t *run, const int *values) {
+/* autochoice_ops_t.text: "cpu_layers 3, recompute 2" (the auto knobs only). */
+static void values_text(void *user, const int *values, int rc, char *buf, size_t cap) {
+    const gpt_run_t *run = user;
     int k, n;
+    (void)rc; /* recompute is a knob of the trainer's own here */
     gpt_knob_values(run, values, &k, &n);
+    buf[0] = '\0';
     if (run->knob_cpu >= 0)
-        printf("cpu_layers %d%s", k, run->knob_rec >= 0 ? ", " : "");
-    if (run->knob_rec >= 0)
-        printf("recompute %d", n);
+        snprintf(buf, cap, "cpu_layers %d%s", k, run->knob_rec >= 0 ? ", " : "");
+    if (run->knob_rec >= 0) {
+        size_t used = strlen(buf);
+        snprintf(buf + used, cap - used, "recompute %d", n);
+    }
 }
+
+/* autochoice_ops_t.hook: K, N into the auto knobs' values. */
+static int hook_values(void *user, uvmrt_choice_t *c, int k, int n, char *why, size_t cap) {
+    const gpt_run_t *run = user;
+    if (k < 0 || k > run->nl || n < 0 || n > run->L) {
+        snprintf(why, cap, "K in 0..%d and N in 0..%d", run->nl, run->L);
+        return -1;
+    }
+    if (run->knob_cpu >= 0)
+        c->values[run->knob_cpu] = k;
+    if (run->knob_rec >= 0)
+        c->values[run->knob_rec] = n;
+    return 0;
+}
+
+static void choice_apply(void *user, const uvmrt_choice_t *c, int s);
+
+static void run_cleanup(void *user) {
+    gpt_run_close_cb(user);
+}
+
+static const autochoice_ops_t auto_ops = {values_text, hook_values, choice_apply, run_cleanup};
 
 /* Before the tensors: the values of the knobs given as auto (the explicit ones as
  * given); prints the one line that says what was chosen. */
@@ -132,36 +160,12 @@ void gpt_choose_auto(gpt_run_t *run) {
     }
     if (n == 0)
         return;
-    uvmrt_status_t st = uvmrt_choose(run->ctx, knobs, n, rehearse, run, &run->choice);
-    if (st != UVMRT_OK)
-        gpt_run_fail(run, "uvmrt_choose (%s auto) failed: %s (%s); give explicit values",
-                 n == 2 ? "--cpu-layers and --recompute" : run->knob_cpu >= 0 ? "--cpu-layers"
-                                                                            : "--recompute",
-                 uvmrt_status_str(st), uvmrt_status_name(st));
-    run->auto_knobs = (int)n;
-    gpt_knob_values(run, run->choice.values, &run->cpu_layers, &run->recompute);
-    if (!o->c.quiet) {
-        size_t nc = uvmrt_choice_count(run->ctx);
-        for (size_t i = 0; i < nc; i++) {
-            int vals[UVMRT_KNOBS_MAX];
-            double ns = 0;
-            if (uvmrt_choice_candidate(run->ctx, i, vals, &ns) != UVMRT_OK)
-                continue;
-            printf("  auto candidate ");
-            choice_values_print(run, vals);
-            if (ns > 0)
-                printf(": predicted %.1f ms/step\n", ns / 1e6);
-            else
-                printf(": does not fit the budget (predicted)\n");
-        }
-    }
-    printf("auto: ");
-    choice_values_print(run, run->choice.values);
-    printf(" (predicted %.1f ms/step at a plan budget of %.2f GiB; %zu rehearsals)%s\n",
-           run->choice.predicted_step_ns / 1e6, (double)run->choice.plan_budget_bytes / GIB,
-           run->choice.rehearsals,
-           run->choice.fits ? "" : "; no candidate fits the budget in the model's prediction");
-    fflush(stdout);
+    run->ac = (autochoice_t){.ctx = run->ctx, .ops = &auto_ops, .user = run, .quiet = o->c.quiet};
+    autochoice_choose(&run->ac, knobs, n, rehearse, run,
+                      n == 2                 ? "--cpu-layers auto, --recompute auto"
+                      : run->knob_cpu >= 0 ? "--cpu-layers auto"
+                                           : "--recompute auto");
+    gpt_knob_values(run, run->ac.choice.values, &run->cpu_layers, &run->recompute);
 }
 
 void gpt_cpu_opt_open(gpt_run_t *run);
@@ -173,11 +177,13 @@ void gpt_cpu_opt_close(gpt_run_t *run) {
     run->cpu = NULL;
 }
 
-/* After training step s: once 3 planned steps ran since the choice (or at the last
- * step with at least 2), uvmrt compares measured with predicted and may choose again;
- * new values apply from the next step on. */
-/* Applies a changed choice from the next step on: cpu_layers k, recompute n. */
-static void choice_apply(gpt_run_t *run, int k, int n) {
+/* autochoice_ops_t.apply: the choice's values (cpu_layers k, recompute n) from the
+ * next step on. */
+static void choice_apply(void *user, const uvmrt_choice_t *c, int s) {
+    gpt_run_t *run = user;
+    int k, n;
+    (void)s;
+    gpt_knob_values(run, c->values, &k, &n);
     if (n < run->recompute && run->backend == UVMRT_BACKEND_CUDA) {
         int keep = run->recompute;
         run->recompute = n;
@@ -197,80 +203,7 @@ static void choice_apply(gpt_run_t *run, int k, int n) {
     run->side_step = 1; /* other layer calls: the runtime records the next step again */
 }
 
-/* The second review, 3 planned steps after a re-plan was applied: the measurements
- * decide between the re-planned values and the first ones. */
-static void choice_review_again(gpt_run_t *run, int changed, int last) {
-    const uvmrt_choice_t *c = &run->choice;
-    printf("auto: the re-planned values measured %.1f ms/step, the first ones %.1f: %s\n",
-           c->replanned_measured_step_ns / 1e6, c->measured_step_ns / 1e6,
-           c->reverted ? (last ? "the first ones were faster (the run ends here)"
-                               : "back to the first ones, from the next step on")
-                       : "kept");
-    fflush(stdout);
-    if (!changed || last)
-        return;
-    int k, n;
-    gpt_knob_values(run, c->values, &k, &n);
-    choice_apply(run, k, n);
-}
-
+/* After training step s: the review of the choice when it is time (autochoice.h). */
 void gpt_choice_review(gpt_run_t *run, int s) {
-    if (!run->auto_knobs || (run->reviewed && !run->review_again))
-        return;
-    if (!run->recording[s])
-        run->planned++;
-    int last = s + 1 == run->stop;
-    if (run->planned < 3 && !(last && run->planned >= 2))
-        return;
-    int second = run->reviewed; /* the look at a re-plan's values */
-    run->reviewed = 1;
-    run->review_again = 0;
-    int changed = 0;
-    uvmrt_status_t st = uvmrt_choice_review(run->ctx, &run->choice, &changed);
-    if (st != UVMRT_OK) {
-        fprintf(stderr, PROG ": note: uvmrt_choice_review failed: %s (%s); keeping the "
-                        "choice\n", uvmrt_status_str(st), uvmrt_status_name(st));
-        return;
-    }
-    if (second) {
-        choice_review_again(run, changed, last);
-        return;
-    }
-    const uvmrt_choice_t *c = &run->choice;
-    double pred = c->first_predicted_step_ns, meas = c->measured_step_ns;
-    printf("auto: predicted %.1f ms/step, measured %.1f ms/step (error %+.1f%%)\n", pred / 1e6,
-           meas / 1e6, pred > 0 ? 100.0 * (meas - pred) / pred : 0.0);
-    if (!c->replanned && c->predicted_step_ns != pred)
-        printf("auto: the values stay; predicted with the measured work: %.1f ms/step\n",
-               c->predicted_step_ns / 1e6);
-    if (c->replanned) {
-        printf("auto: re-planned: ");
-        choice_values_print(run, c->values);
-        printf(" (predicted %.1f ms/step at a plan budget of %.2f GiB)%s\n",
-               c->predicted_step_ns / 1e6, (double)c->plan_budget_bytes / GIB,
-               !changed ? "; the same values" : last ? "; the run ends here" : "");
-    }
-    fflush(stdout);
-    int k, n;
-    gpt_knob_values(run, c->values, &k, &n);
-    /* a test hook (tests/test_gpt_trainer.c, examples/gpt/gpu-check.sh): the review on
-     * sim never re-plans (the prediction is the model), so apply these as if it had */
-    const char *hook = getenv("UVMRT_GPT_TEST_REPLAN");
-    int hooked = hook && *hook;
-    char extra;
-    if (hooked) {
-        if (sscanf(hook, "%d,%d%c", &k, &n, &extra) != 2 || k < 0 || k > run->nl || n < 0 ||
-            n > run->L)
-            gpt_run_fail(run, "UVMRT_GPT_TEST_REPLAN '%s': expected K,N with K in 0..%d and N in "
-                          "0..%d", hook, run->nl, run->L);
-        printf("auto: UVMRT_GPT_TEST_REPLAN (a test hook): applying cpu_layers %d, recompute "
-               "%d\n", k, n);
-        changed = 1;
-    }
-    if (!changed || last)
-        return;
-    run->review_again = !hooked; /* the measurements then decide between the two */
-    run->planned = 0;
-    choice_apply(run, k, n);
+    autochoice_after_step(&run->ac, s, run->recording[s], s + 1 == run->stop);
 }
-

@@ -48,9 +48,9 @@ const char *gpt_source_name(gpt_source_t s) {
 
 /* "choice": what auto chose and what the review found (null without auto). */
 static json_t *choice_json(const gpt_run_t *run) {
-    if (!run->auto_knobs)
+    if (!run->ac.made)
         return json_null();
-    const uvmrt_choice_t *c = &run->choice;
+    const uvmrt_choice_t *c = &run->ac.choice;
     int k, n;
     gpt_knob_values(run, c->values, &k, &n);
     json_t *values = json_object();
@@ -60,9 +60,9 @@ static json_t *choice_json(const gpt_run_t *run) {
         json_object_set_new(values, "recompute", json_integer(n));
     return json_pack("{s:f, s:o, s:f, s:b, s:I, s:b, s:I, s:o, s:o, s:b}",
                      "predicted_ms", c->predicted_step_ns / 1e6,
-                     "measured_ms", run->reviewed ? json_real(c->measured_step_ns / 1e6)
+                     "measured_ms", run->ac.reviewed ? json_real(c->measured_step_ns / 1e6)
                                                   : json_null(),
-                     "first_predicted_ms", (run->reviewed ? c->first_predicted_step_ns
+                     "first_predicted_ms", (run->ac.reviewed ? c->first_predicted_step_ns
                                                           : c->predicted_step_ns) / 1e6,
                      "replanned", c->replanned, "plan_budget_bytes",
                      (json_int_t)c->plan_budget_bytes, "fits", c->fits,
@@ -126,7 +126,7 @@ static int result_write(gpt_run_t *run, const char *path, const medians_t *m,
         json_object_set_new(root, "recompute_blocks", json_integer(run->recompute));
         json_object_set_new(root, "choice", choice_json(run));
         json_object_set_new(root, "predicted_step_ms",
-                            run->auto_knobs ? json_real(run->choice.predicted_step_ns / 1e6)
+                            run->ac.made ? json_real(run->ac.choice.predicted_step_ns / 1e6)
                                             : json_null());
     }
     cli_json_final_steps(root, run->recording, run->stats, run->first, run->stop);
