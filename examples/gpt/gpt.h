@@ -60,20 +60,9 @@ typedef struct block_acts {
 } block_acts_t;
 #define ACTS_COUNT 10
 
-typedef struct gpt_run {
-    const gpt_options_t *opt;
-    jmp_buf *rehearsal;       /* a rehearsal (compute-less run on uvmrt's model): run_fail
-                                 jumps here instead of exiting */
-    uvmrt_context_t *ctx;
-    uvmrt_backend_kind_t backend;
-    uvmrt_policy_t policy;
-    const uvmrt_profile_t *profile;
-    int compute;              /* 1: the GPU does the arithmetic */
-    gpt_gpu_t *gpu;
-    uvmrt_stream_t stream;
-    uvmrt_stream_t cpu_stream; /* names the CPU optimizer's layer calls (nothing runs on it) */
-    int cpu_layers;           /* K: the top K layers' AdamW on the CPU */
-    int recompute;            /* N: blocks 1..N recompute in their backward */
+/* The model: its shape and its uvmrt tensors (parameters, saved activations, the
+ * workspace all layers share). */
+typedef struct gpt_model {
     int L, C, NH, V, Vp, maxT, B, T, N, nl; /* nl = L + 2 layers */
     size_t boff[P_BLOCK], bsize[P_BLOCK];   /* a block's tensors in its array */
     layer_params_t *lp;       /* (nl) */
@@ -97,7 +86,45 @@ typedef struct gpt_run {
     int chunk;                /* classifier rows per chunk */
     uint64_t managed_bytes;
     uint64_t device_bytes;
+} gpt_model_t;
+
+/* The run's settings: the flags, and the knob values in use (given, or chosen by
+ * uvmrt; a review may change them between steps). */
+typedef struct gpt_settings {
+    const gpt_options_t *opt;
+    int compute;            /* 1: the GPU does the arithmetic */
+    int cpu_layers;         /* K: the top K layers' AdamW on the CPU */
+    int recompute;          /* N: blocks 1..N recompute in their backward */
+    int knob_cpu, knob_rec; /* their index in uv.ac.choice.values; -1: explicit */
+    int first, stop;        /* training steps [first, stop) run in this process */
+} gpt_settings_t;
+
+/* What the run holds of uvmrt: the context, its streams, its steps and the choice. */
+typedef struct gpt_uvmrt {
+    jmp_buf *rehearsal; /* a rehearsal (compute-less run on uvmrt's model): run_fail
+                                 jumps here instead of exiting */
+    uvmrt_context_t *ctx;
+    uvmrt_backend_kind_t backend;
+    uvmrt_policy_t policy;
+    const uvmrt_profile_t *profile;
+    uvmrt_stream_t stream;
+    uvmrt_stream_t cpu_stream; /* names the CPU optimizer's layer calls (nothing runs on it) */
     uint64_t gpu_room;        /* cuda: managed bytes the GPU can take (free less the safety) */
+    uint64_t uv_steps;        /* uvmrt steps so far: training, validation, sampling */
+    int side_step; /* 1: a validation or sampling step ran since the last training step */
+    uvmrt_step_stats_t *stats; /* (steps) training steps only */
+    unsigned char *recording;  /* (steps) 1: the step recorded uvmrt's schedule */
+    autochoice_t ac;           /* the choice and its review (ac.made: uvmrt chose) */
+    uvmrt_status_t fail_st;    /* the uvmrt status a rehearsal failed with */
+} gpt_uvmrt_t;
+
+/* A run: the model, its settings, its uvmrt state, and the training's own state (the
+ * GPU side, host buffers, CPU optimizer, data, sampler, checkpoints). */
+typedef struct gpt_run {
+    gpt_model_t model;
+    gpt_settings_t set;
+    gpt_uvmrt_t uv;
+    gpt_gpu_t *gpu;
     int *tok_host;            /* pinned (5N+1) */
     int nbuckets;
     double *loss_host;        /* mapped (steps + validation batches + 1) */
@@ -107,13 +134,8 @@ typedef struct gpt_run {
     mlp_isa_t isa;
     double *losses_out;       /* (steps) */
     float *norms;             /* (steps) */
-    uvmrt_step_stats_t *stats; /* (steps) training steps only */
-    unsigned char *recording; /* (steps) 1: the step recorded uvmrt's schedule */
     long adam_t;              /* AdamW updates done (its bias correction's t) */
-    int first, stop;          /* training steps [first, stop) run in this process */
     int cpu_last;             /* last step (local count) given to the CPU optimizer; -1 */
-    uint64_t uv_steps;        /* uvmrt steps so far: training, validation, sampling */
-    int side_step;            /* 1: a validation or sampling step ran since the last training step */
     gpt_data_t *train, *val;  /* --data / --text; NULL: synthetic tokens */
     int val_n;                /* batches per validation pass */
     int n_val;                /* validation passes done */
@@ -125,11 +147,7 @@ typedef struct gpt_run {
     char ckpt_last[4096];     /* the last checkpoint written or loaded */
     uint64_t run_id;          /* written into its checkpoints; a resumed run keeps its own */
     int ckpt_replace;         /* 1: remove the checkpoints of another run after the first save */
-    /* auto */
-    int knob_cpu, knob_rec;   /* their index in ac.choice.values; -1: explicit */
-    autochoice_t ac;          /* the choice and its review (ac.made: uvmrt chose) */
     double cpu_busy_s;        /* AdamW seconds of CPU threads already stopped */
-    uvmrt_status_t fail_st;   /* the uvmrt status a rehearsal failed with */
 } gpt_run_t;
 
 /* The sim's stream handles for the CPU optimizer's calls and the GPU's (distinct
@@ -144,21 +162,23 @@ void gpt_run_fail(gpt_run_t *run, const char *fmt, ...) __attribute__((format(pr
 
 /* cli.h's check, keeping the status for a rehearsal's return. */
 #undef UV_CHECK
-#define UV_CHECK(run, expr)                                                                    \
-    do {                                                                                       \
-        uvmrt_status_t st_ = (expr);                                                           \
-        if (st_ != UVMRT_OK) {                                                                 \
-            (run)->fail_st = st_;                                                              \
-            gpt_run_fail((run), "%s failed: %s (%s)", #expr, uvmrt_status_str(st_),            \
-                         uvmrt_status_name(st_));                                              \
-        }                                                                                      \
+#define UV_CHECK(run, expr)                                                         \
+    do {                                                                            \
+        uvmrt_status_t st_ = (expr);                                                \
+        if (st_ != UVMRT_OK) {                                                      \
+            (run)->uv.fail_st = st_;                                                \
+            gpt_run_fail((run), "%s failed: %s (%s)", #expr, uvmrt_status_str(st_), \
+                         uvmrt_status_name(st_));                                   \
+        }                                                                           \
     } while (0)
 
 /* Layer l's AdamW runs on the CPU: the top cpu_layers of the nl layers. */
-static inline int on_cpu(const gpt_run_t *run, int l) { return l >= run->nl - run->cpu_layers; }
+static inline int on_cpu(const gpt_run_t *run, int l) {
+    return l >= run->model.nl - run->set.cpu_layers;
+}
 
 /* Block layer l (1..L) recomputes its activations in its backward. */
-static inline int recomputes(const gpt_run_t *run, int l) { return l - 1 < run->recompute; }
+static inline int recomputes(const gpt_run_t *run, int l) { return l - 1 < run->set.recompute; }
 
 static inline void *ptr(uvmrt_tensor_t *t) { return t ? uvmrt_tensor_ptr(t) : NULL; }
 static inline float *f32(uvmrt_tensor_t *t) { return (float *)ptr(t); }

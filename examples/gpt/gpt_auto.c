@@ -45,30 +45,30 @@ static size_t recompute_candidates(int L, int *v) {
 /* The recompute candidates; on cuda only those whose tensors fit the GPU's free memory
  * (real oversubscription can hang it: run_open_gpu refuses them), at least L. */
 static size_t recompute_room(gpt_run_t *run, int *v) {
-    size_t n = recompute_candidates(run->L, v);
+    size_t n = recompute_candidates(run->model.L, v);
     uint64_t free_b = 0, total_b = 0;
     int dev = -1;
-    if (run->backend != UVMRT_BACKEND_CUDA || gpt_gpu_mem_info(&free_b, &total_b, &dev) != NULL)
+    if (run->uv.backend != UVMRT_BACKEND_CUDA || gpt_gpu_mem_info(&free_b, &total_b, &dev) != NULL)
         return n;
     uint64_t room = free_b > GPU_SAFETY_BYTES ? free_b - GPU_SAFETY_BYTES : 0;
-    int keep = run->recompute;
+    int keep = run->set.recompute;
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
-        run->recompute = v[i];
+        run->set.recompute = v[i];
         if (gpt_planned_managed_bytes(run) + (64ull << 20) <= room || i + 1 == n)
             v[m++] = v[i];
-        else if (!run->opt->c.quiet)
+        else if (!run->set.opt->c.quiet)
             printf("  auto: recompute %d left out: its tensors would not fit GPU %d's free "
                    "memory\n", v[i], dev);
     }
-    run->recompute = keep;
+    run->set.recompute = keep;
     return m;
 }
 
 /* The knob values of one candidate, or the explicit flags' for a knob not chosen. */
 void gpt_knob_values(const gpt_run_t *run, const int *values, int *k, int *n) {
-    *k = run->knob_cpu >= 0 ? values[run->knob_cpu] : run->opt->cpu_layers;
-    *n = run->knob_rec >= 0 ? values[run->knob_rec] : run->opt->recompute;
+    *k = run->set.knob_cpu >= 0 ? values[run->set.knob_cpu] : run->set.opt->cpu_layers;
+    *n = run->set.knob_rec >= 0 ? values[run->set.knob_rec] : run->set.opt->recompute;
 }
 
 /* uvmrt_rehearse_fn: the trainer's steps with these values on `model`, compute off: a
@@ -80,25 +80,29 @@ static uvmrt_status_t rehearse(uvmrt_context_t *model, const int *values, int st
     gpt_run_t *r = calloc(1, sizeof *r);
     if (r == NULL)
         return UVMRT_ERR_NOMEM;
-    *r = (gpt_run_t){.opt = real->opt, .rehearsal = &jb, .ctx = model,
-                     .backend = uvmrt_context_backend(model),
-                     .policy = uvmrt_context_policy(model), .profile = uvmrt_context_profile(model),
-                     .cpu_stream = (uvmrt_stream_t)&gpt_sim_cpu_stream, .cpu_last = -1,
-                     .stream = (uvmrt_stream_t)&gpt_sim_gpu_stream,
-                     .knob_cpu = -1, .knob_rec = -1, .fail_st = UVMRT_OK};
+    *r = (gpt_run_t){.set = {.opt = real->set.opt, .knob_cpu = -1, .knob_rec = -1},
+                     .uv = {.rehearsal = &jb,
+                            .ctx = model,
+                            .backend = uvmrt_context_backend(model),
+                            .policy = uvmrt_context_policy(model),
+                            .profile = uvmrt_context_profile(model),
+                            .cpu_stream = (uvmrt_stream_t)&gpt_sim_cpu_stream,
+                            .stream = (uvmrt_stream_t)&gpt_sim_gpu_stream,
+                            .fail_st = UVMRT_OK},
+                     .cpu_last = -1};
     gpt_shape_init(r);
-    gpt_knob_values(real, values, &r->cpu_layers, &r->recompute);
+    gpt_knob_values(real, values, &r->set.cpu_layers, &r->set.recompute);
     uvmrt_status_t st = UVMRT_OK;
     if (setjmp(jb) == 0) {
         gpt_net_alloc(r);
         for (int s = 0; s < steps; s++)
-            gpt_step_calls(r, s, gpt_lr_at(real->opt, s));
+            gpt_step_calls(r, s, gpt_lr_at(real->set.opt, s));
     } else {
-        st = r->fail_st != UVMRT_OK ? r->fail_st : UVMRT_ERR_INVALID;
+        st = r->uv.fail_st != UVMRT_OK ? r->uv.fail_st : UVMRT_ERR_INVALID;
     }
-    free(r->lp);
-    free(r->out);
-    free(r->acts);
+    free(r->model.lp);
+    free(r->model.out);
+    free(r->model.acts);
     free(r);
     return st;
 }
@@ -110,9 +114,9 @@ static void values_text(void *user, const int *values, int rc, char *buf, size_t
     (void)rc; /* recompute is a knob of the trainer's own here */
     gpt_knob_values(run, values, &k, &n);
     buf[0] = '\0';
-    if (run->knob_cpu >= 0)
-        snprintf(buf, cap, "cpu_layers %d%s", k, run->knob_rec >= 0 ? ", " : "");
-    if (run->knob_rec >= 0) {
+    if (run->set.knob_cpu >= 0)
+        snprintf(buf, cap, "cpu_layers %d%s", k, run->set.knob_rec >= 0 ? ", " : "");
+    if (run->set.knob_rec >= 0) {
         size_t used = strlen(buf);
         snprintf(buf + used, cap - used, "recompute %d", n);
     }
@@ -121,14 +125,14 @@ static void values_text(void *user, const int *values, int rc, char *buf, size_t
 /* autochoice_ops_t.hook: K, N into the auto knobs' values. */
 static int hook_values(void *user, uvmrt_choice_t *c, int k, int n, char *why, size_t cap) {
     const gpt_run_t *run = user;
-    if (k < 0 || k > run->nl || n < 0 || n > run->L) {
-        snprintf(why, cap, "K in 0..%d and N in 0..%d", run->nl, run->L);
+    if (k < 0 || k > run->model.nl || n < 0 || n > run->model.L) {
+        snprintf(why, cap, "K in 0..%d and N in 0..%d", run->model.nl, run->model.L);
         return -1;
     }
-    if (run->knob_cpu >= 0)
-        c->values[run->knob_cpu] = k;
-    if (run->knob_rec >= 0)
-        c->values[run->knob_rec] = n;
+    if (run->set.knob_cpu >= 0)
+        c->values[run->set.knob_cpu] = k;
+    if (run->set.knob_rec >= 0)
+        c->values[run->set.knob_rec] = n;
     return 0;
 }
 
@@ -143,29 +147,30 @@ static const autochoice_ops_t auto_ops = {values_text, hook_values, choice_apply
 /* Before the tensors: the values of the knobs given as auto (the explicit ones as
  * given); prints the one line that says what was chosen. */
 void gpt_choose_auto(gpt_run_t *run) {
-    const gpt_options_t *o = run->opt;
+    const gpt_options_t *o = run->set.opt;
     uvmrt_knob_t knobs[2];
     int cv[9], rv[3];
     size_t n = 0;
-    run->knob_cpu = run->knob_rec = -1;
-    run->cpu_layers = o->cpu_layers == GPT_AUTO ? 0 : o->cpu_layers;
-    run->recompute = o->recompute == GPT_AUTO ? 0 : o->recompute;
+    run->set.knob_cpu = run->set.knob_rec = -1;
+    run->set.cpu_layers = o->cpu_layers == GPT_AUTO ? 0 : o->cpu_layers;
+    run->set.recompute = o->recompute == GPT_AUTO ? 0 : o->recompute;
     if (o->cpu_layers == GPT_AUTO) {
-        run->knob_cpu = (int)n;
-        knobs[n++] = (uvmrt_knob_t){"cpu_layers", cpu_candidates(run->nl, cv), cv};
+        run->set.knob_cpu = (int)n;
+        knobs[n++] = (uvmrt_knob_t){"cpu_layers", cpu_candidates(run->model.nl, cv), cv};
     }
     if (o->recompute == GPT_AUTO) {
-        run->knob_rec = (int)n;
+        run->set.knob_rec = (int)n;
         knobs[n++] = (uvmrt_knob_t){"recompute", recompute_room(run, rv), rv};
     }
     if (n == 0)
         return;
-    run->ac = (autochoice_t){.ctx = run->ctx, .ops = &auto_ops, .user = run, .quiet = o->c.quiet};
-    autochoice_choose(&run->ac, knobs, n, rehearse, run,
-                      n == 2                 ? "--cpu-layers auto, --recompute auto"
-                      : run->knob_cpu >= 0 ? "--cpu-layers auto"
-                                           : "--recompute auto");
-    gpt_knob_values(run, run->ac.choice.values, &run->cpu_layers, &run->recompute);
+    run->uv.ac =
+        (autochoice_t){.ctx = run->uv.ctx, .ops = &auto_ops, .user = run, .quiet = o->c.quiet};
+    autochoice_choose(&run->uv.ac, knobs, n, rehearse, run,
+                      n == 2                   ? "--cpu-layers auto, --recompute auto"
+                      : run->set.knob_cpu >= 0 ? "--cpu-layers auto"
+                                               : "--recompute auto");
+    gpt_knob_values(run, run->uv.ac.choice.values, &run->set.cpu_layers, &run->set.recompute);
 }
 
 void gpt_cpu_opt_open(gpt_run_t *run);
@@ -184,26 +189,26 @@ static void choice_apply(void *user, const uvmrt_choice_t *c, int s) {
     int k, n;
     (void)s;
     gpt_knob_values(run, c->values, &k, &n);
-    if (n < run->recompute && run->backend == UVMRT_BACKEND_CUDA) {
-        int keep = run->recompute;
-        run->recompute = n;
+    if (n < run->set.recompute && run->uv.backend == UVMRT_BACKEND_CUDA) {
+        int keep = run->set.recompute;
+        run->set.recompute = n;
         uint64_t need = gpt_planned_managed_bytes(run) + (64ull << 20);
-        run->recompute = keep;
-        if (need > run->gpu_room) {
+        run->set.recompute = keep;
+        if (need > run->uv.gpu_room) {
             printf("auto: keeping recompute %d: recompute %d needs %.2f GiB of managed memory, "
-                   "more than the GPU has room for (%.2f GiB)\n", keep, n, (double)need / GIB,
-                   (double)run->gpu_room / GIB);
+                   "more than the GPU has room for (%.2f GiB)\n",
+                   keep, n, (double)need / GIB, (double)run->uv.gpu_room / GIB);
             n = keep;
         }
     }
     gpt_cpu_opt_close(run); /* the thread's layers change: its last update first */
     gpt_run_reconfigure(run, k, n);
-    if (run->compute)
+    if (run->set.compute)
         gpt_cpu_opt_open(run);
-    run->side_step = 1; /* other layer calls: the runtime records the next step again */
+    run->uv.side_step = 1; /* other layer calls: the runtime records the next step again */
 }
 
 /* After training step s: the review of the choice when it is time (autochoice.h). */
 void gpt_choice_review(gpt_run_t *run, int s) {
-    autochoice_after_step(&run->ac, s, run->recording[s], s + 1 == run->stop);
+    autochoice_after_step(&run->uv.ac, s, run->uv.recording[s], s + 1 == run->set.stop);
 }
