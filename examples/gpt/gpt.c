@@ -41,9 +41,12 @@
  * Without a GPU it runs the same schedule on uvmrt's sim backend (no arithmetic,
  * durations from the declared FLOPs) and says so.
  *
- * This file is the model's tensors and layer calls, the training loop and main; the
- * automatic choice is in gpt_auto.c, a run's checkpoints in gpt_ckpt.c, the medians
- * and the result JSON in gpt_results.c, and what they share in gpt.h.
+ * This file is the model's layer calls, the optimizer, the training loop and main; the
+ * tensors (shape, allocation, a changed choice) are in gpt_tensors.c, the weights'
+ * initialisation and files in gpt_weights.c, validation and sampling in gpt_side.c,
+ * opening and closing a run in gpt_open.c, the automatic choice in gpt_auto.c, a
+ * run's checkpoints in gpt_ckpt.c, the medians and the result JSON in gpt_results.c,
+ * and what they share in gpt.h.
  */
 #define _GNU_SOURCE
 
@@ -52,7 +55,6 @@
 #endif
 
 #include <errno.h>
-#include <glob.h>
 #include <setjmp.h>
 #include <inttypes.h>
 #include <math.h>
@@ -79,17 +81,10 @@
 #include "gpt_tokens.h"
 #include "../common/train_math.h"
 
-
-static const char *FALLBACK_PROFILE = "h200";
-static const int DUMP_MAGIC = 20241201;
 static const double ADAM_B1 = 0.9, ADAM_B2 = 0.95, ADAM_EPS = 1e-8, ADAM_WD = 0.1;
-static const int CHUNK_ROWS = 2048; /* classifier rows per chunk */
 
-/* gpt.h comes after the constants: the struct sizes its arrays by none of them */
 #include "gpt.h"
 
-static void run_close(gpt_run_t *run);
-void gpt_run_close_cb(void *run) { run_close(run); }
 
 void gpt_run_fail(gpt_run_t *run, const char *fmt, ...) {
     char msg[1024];
@@ -110,432 +105,11 @@ void gpt_run_fail(gpt_run_t *run, const char *fmt, ...) {
 const char gpt_sim_cpu_stream = 0, gpt_sim_gpu_stream = 0;
 
 /* ----------------------------------------------------------------------------
- * shapes and allocation: descriptors first (planned bytes), then one
- * uvmrt_tensors_alloc per layer and one for the shared workspace */
-
-void gpt_shape_init(gpt_run_t *run) {
-    const gpt_options_t *o = run->set.opt;
-    gpt_model_t *m = &run->model;
-    m->L = o->layers, m->C = o->channels, m->NH = o->heads, m->V = o->vocab;
-    m->Vp = o->padded_vocab, m->maxT = o->max_seq, m->B = o->batch, m->T = o->seq;
-    m->N = m->B * m->T;
-    m->nl = m->L + 2;
-    size_t C = (size_t)m->C;
-    size_t sz[P_BLOCK] = {3 * C * C, C * C, 4 * C * C, 4 * C * C, C, C, 3 * C, C, C, C, 4 * C, C};
-    size_t off = 0;
-    for (int k = 0; k < P_BLOCK; k++) {
-        m->bsize[k] = sz[k];
-        m->boff[k] = off;
-        off += sz[k];
-    }
-    m->chunk = m->N < CHUNK_ROWS ? m->N : CHUNK_ROWS;
-}
-
-static size_t layer_nparams(const gpt_run_t *run, int layer, size_t *n_decay) {
-    size_t C = (size_t)run->model.C, n;
-    if (layer == 0)
-        *n_decay = n = ((size_t)run->model.Vp + (size_t)run->model.maxT) * C;
-    else if (layer == run->model.nl - 1)
-        *n_decay = 0, n = 2 * C;
-    else
-        n = run->model.boff[P_BLOCK - 1] + run->model.bsize[P_BLOCK - 1], *n_decay = 12 * C * C;
-    return n;
-}
-
-#define MAX_DESCS 20
-
-typedef struct desc_set {
-    uvmrt_tensor_desc_t d[MAX_DESCS];
-    char names[MAX_DESCS][40];
-    size_t n;
-} desc_set_t;
-
-static void desc_add(desc_set_t *s, int layer, uvmrt_role_t role, size_t bytes,
-                     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-static void desc_add(desc_set_t *s, int layer, uvmrt_role_t role, size_t bytes,
-                     const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(s->names[s->n], sizeof s->names[0], fmt, ap);
-    va_end(ap);
-    s->d[s->n] = (uvmrt_tensor_desc_t){s->names[s->n], layer, role, bytes};
-    s->n++;
-}
-
-static void block_acts_descs(const gpt_run_t *run, desc_set_t *s, int layer, int idx) {
-    size_t N = (size_t)run->model.N, NC = N * (size_t)run->model.C;
-    size_t lse = (size_t)run->model.B * run->model.NH * run->model.T * 4;
-    desc_add(s, layer, UVMRT_ROLE_ACTIVATION, NC * 2, "ln1_%d", idx);
-    desc_add(s, layer, UVMRT_ROLE_ACTIVATION, 2 * N * 4, "ln1ms_%d", idx);
-    desc_add(s, layer, UVMRT_ROLE_ACTIVATION, 3 * NC * 2, "qkv_%d", idx);
-    desc_add(s, layer, UVMRT_ROLE_ACTIVATION, NC * 2, "atty_%d", idx);
-    desc_add(s, layer, UVMRT_ROLE_ACTIVATION, lse, "lse_%d", idx);
-    desc_add(s, layer, UVMRT_ROLE_ACTIVATION, NC * 4, "res2_%d", idx);
-    desc_add(s, layer, UVMRT_ROLE_ACTIVATION, NC * 2, "ln2_%d", idx);
-    desc_add(s, layer, UVMRT_ROLE_ACTIVATION, 2 * N * 4, "ln2ms_%d", idx);
-    desc_add(s, layer, UVMRT_ROLE_ACTIVATION, 4 * NC * 2, "fch_%d", idx);
-    desc_add(s, layer, UVMRT_ROLE_ACTIVATION, 4 * NC * 2, "fchg_%d", idx);
-}
-
-/* Layer `layer`'s tensors: 5 parameter arrays, then its activations. */
-static void layer_descs(const gpt_run_t *run, int layer, desc_set_t *s) {
-    size_t nd, n = layer_nparams(run, layer, &nd), N = (size_t)run->model.N;
-    size_t NC = N * (size_t)run->model.C;
-    s->n = 0;
-    desc_add(s, layer, UVMRT_ROLE_WEIGHT, n * 4, "w_%d", layer);
-    desc_add(s, layer, UVMRT_ROLE_WEIGHT, n * 2, "wh_%d", layer);
-    desc_add(s, layer, UVMRT_ROLE_GRADIENT, n * 4, "g_%d", layer);
-    desc_add(s, layer, UVMRT_ROLE_OPTIMIZER_STATE, n * 4, "m_%d", layer);
-    desc_add(s, layer, UVMRT_ROLE_OPTIMIZER_STATE, n * 4, "v_%d", layer);
-    if (layer == 0) {
-        desc_add(s, layer, UVMRT_ROLE_WORKSPACE, (5 * N + 1) * 4, "tokens");
-        desc_add(s, layer, UVMRT_ROLE_ACTIVATION, NC * 4, "out_%d", layer);
-    } else if (layer == run->model.nl - 1) {
-        desc_add(s, layer, UVMRT_ROLE_ACTIVATION, NC * 2, "lnf");
-        desc_add(s, layer, UVMRT_ROLE_ACTIVATION, 2 * N * 4, "lnfms");
-        desc_add(s, layer, UVMRT_ROLE_ACTIVATION, N * 4, "losses");
-    } else {
-        desc_add(s, layer, UVMRT_ROLE_ACTIVATION, NC * 4, "out_%d", layer);
-        if (!recomputes(run, layer))
-            block_acts_descs(run, s, layer, layer);
-    }
-}
-
-/* A CPU block's backward makes its gradient in gdev (block_backward). Every run with
- * blocks has it, so that where AdamW runs changes no allocation (a GPU-only run never
- * touches it: it takes no device memory). */
-static int has_gdev(const gpt_run_t *run) { return run->model.L > 0; }
-
-static void workspace_descs(const gpt_run_t *run, desc_set_t *s) {
-    size_t N = (size_t)run->model.N, NC = N * (size_t)run->model.C;
-    size_t bnt = (size_t)run->model.B * run->model.NH * run->model.T;
-    s->n = 0;
-    desc_add(s, -1, UVMRT_ROLE_WORKSPACE, NC * 4, "dres");
-    desc_add(s, -1, UVMRT_ROLE_WORKSPACE, NC * 2, "dbf");
-    desc_add(s, -1, UVMRT_ROLE_WORKSPACE, 4 * NC * 2, "d4");
-    desc_add(s, -1, UVMRT_ROLE_WORKSPACE, NC * 2, "dln");
-    desc_add(s, -1, UVMRT_ROLE_WORKSPACE, 3 * NC * 2, "dqkv");
-    desc_add(s, -1, UVMRT_ROLE_WORKSPACE, bnt * 4, "delta");
-    desc_add(s, -1, UVMRT_ROLE_WORKSPACE,
-             2 * gpt_colsum_scratch_floats(run->model.N, 4 * run->model.C) * 4, "colsum");
-    desc_add(s, -1, UVMRT_ROLE_WORKSPACE, (size_t)run->model.chunk * run->model.Vp * 2, "logits");
-    desc_add(s, -1, UVMRT_ROLE_WORKSPACE, (size_t)run->model.nl * GPT_SUMSQ_BLOCKS * 8 + 16,
-             "gnorm");
-    if (has_gdev(run)) {
-        size_t nd;
-        desc_add(s, -1, UVMRT_ROLE_WORKSPACE, layer_nparams(run, 1, &nd) * 4, "gdev");
-    }
-    if (run->set.recompute > 0)
-        block_acts_descs(run, s, -1, 0);
-}
-
-uint64_t gpt_planned_managed_bytes(const gpt_run_t *run) {
-    desc_set_t s;
-    uint64_t total = 0;
-    for (int l = 0; l < run->model.nl; l++) {
-        layer_descs(run, l, &s);
-        for (size_t k = 0; k < s.n; k++)
-            total += footprint(s.d[k].size_bytes);
-    }
-    workspace_descs(run, &s);
-    for (size_t k = 0; k < s.n; k++)
-        total += footprint(s.d[k].size_bytes);
-    return total;
-}
-
-static void placement_set(gpt_run_t *run, int l, uvmrt_placement_t where);
-
-static void acts_from(block_acts_t *a, uvmrt_tensor_t **t) {
-    *a = (block_acts_t){t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9]};
-}
-
-void gpt_net_alloc(gpt_run_t *run) {
-    static const char *const fixed[] = {"embed", "head"};
-    for (int l = 0; l < run->model.nl; l++) {
-        char name[32];
-        int id = -1;
-        if (l == 0 || l == run->model.nl - 1)
-            snprintf(name, sizeof name, "%s", fixed[l == 0 ? 0 : 1]);
-        else
-            snprintf(name, sizeof name, "block%d", l - 1);
-        UV_CHECK(run, uvmrt_layer_add(run->uv.ctx, name, &id));
-        if (id != l)
-            gpt_run_fail(run, "uvmrt_layer_add(%s) numbered it %d, expected %d", name, id, l);
-    }
-    run->model.lp = calloc((size_t)run->model.nl, sizeof *run->model.lp);
-    run->model.out = calloc((size_t)run->model.nl, sizeof *run->model.out);
-    run->model.acts = calloc((size_t)run->model.L + 1, sizeof *run->model.acts);
-    if (!run->model.lp || !run->model.out || !run->model.acts)
-        gpt_run_fail(run, "out of host memory");
-    desc_set_t s;
-    uvmrt_tensor_t *t[MAX_DESCS];
-    for (int l = 0; l < run->model.nl; l++) {
-        layer_descs(run, l, &s);
-        memset(t, 0, sizeof t);
-        UV_CHECK(run, uvmrt_tensors_alloc(run->uv.ctx, s.n, s.d, t));
-        for (size_t k = 0; k < s.n; k++)
-            run->model.managed_bytes += footprint(s.d[k].size_bytes);
-        layer_params_t *p = &run->model.lp[l];
-        p->w = t[0], p->wh = t[1], p->g = t[2], p->m = t[3], p->v = t[4];
-        p->n = layer_nparams(run, l, &p->n_decay);
-        if (l == 0) {
-            run->model.tokens = t[5];
-            run->model.out[0] = t[6];
-        } else if (l == run->model.nl - 1) {
-            run->model.lnf = t[5], run->model.lnf_ms = t[6], run->model.losses = t[7];
-        } else {
-            run->model.out[l] = t[5];
-            if (!recomputes(run, l))
-                acts_from(&run->model.acts[l - 1], t + 6);
-        }
-    }
-    workspace_descs(run, &s);
-    memset(t, 0, sizeof t);
-    UV_CHECK(run, uvmrt_tensors_alloc(run->uv.ctx, s.n, s.d, t));
-    for (size_t k = 0; k < s.n; k++)
-        run->model.managed_bytes += footprint(s.d[k].size_bytes);
-    gpt_model_t *m = &run->model;
-    m->dres = t[0], m->dbf = t[1], m->d4 = t[2], m->dln = t[3], m->dqkv = t[4];
-    m->delta = t[5], m->colsum = t[6], m->logits = t[7], m->gnorm = t[8];
-    size_t next = 9;
-    if (has_gdev(run))
-        run->model.gdev = t[next++];
-    if (run->set.recompute > 0) {
-        acts_from(&run->model.shared_acts, t + next);
-        for (int l = 1; l <= run->set.recompute; l++)
-            run->model.acts[l - 1] = run->model.shared_acts;
-    }
-    for (int l = run->model.nl - run->set.cpu_layers; l < run->model.nl; l++)
-        placement_set(run, l, UVMRT_PLACE_HOST);
-}
-
-/* ----------------------------------------------------------------------------
- * a changed choice, between steps: where AdamW runs, which blocks recompute */
-
-/* The CPU's layers' data lives on the host (the GPU writes g there); a GPU layer's is
- * moved by the policy. */
-static void placement_set(gpt_run_t *run, int l, uvmrt_placement_t where) {
-    uvmrt_tensor_t *h[4] = {run->model.lp[l].w, run->model.lp[l].m, run->model.lp[l].v,
-                            run->model.lp[l].g};
-    for (int k = 0; k < 4; k++)
-        UV_CHECK(run, uvmrt_tensor_set_placement(run->uv.ctx, h[k], where));
-}
-
-static void acts_free(gpt_run_t *run, block_acts_t *a) {
-    uvmrt_tensor_t *t[ACTS_COUNT] = {a->ln1, a->ln1_ms, a->qkv, a->atty, a->lse,
-                                     a->res2, a->ln2, a->ln2_ms, a->fch, a->fchg};
-    for (int k = 0; k < ACTS_COUNT; k++) {
-        run->model.managed_bytes -= footprint(uvmrt_tensor_size(t[k]));
-        UV_CHECK(run, uvmrt_tensor_free(run->uv.ctx, t[k]));
-    }
-    memset(a, 0, sizeof *a);
-}
-
-/* Block layer l's own activation set (layer -1: the shared one). */
-static void acts_alloc(gpt_run_t *run, int l, block_acts_t *a) {
-    desc_set_t s = {.n = 0};
-    block_acts_descs(run, &s, l, l < 0 ? 0 : l);
-    uvmrt_tensor_t *t[MAX_DESCS] = {0};
-    UV_CHECK(run, uvmrt_tensors_alloc(run->uv.ctx, s.n, s.d, t));
-    for (size_t k = 0; k < s.n; k++)
-        run->model.managed_bytes += footprint(s.d[k].size_bytes);
-    acts_from(a, t);
-}
-
-/* From the next step on: the top k layers' AdamW on the CPU, blocks 1..n recompute.
- * The runtime sees other layer calls and records the step again. */
-void gpt_run_reconfigure(gpt_run_t *run, int k, int n) {
-    for (int l = 0; l < run->model.nl; l++) {
-        int was = on_cpu(run, l), now = l >= run->model.nl - k;
-        if (was != now)
-            placement_set(run, l, now ? UVMRT_PLACE_HOST : UVMRT_PLACE_AUTO);
-        /* back on the GPU: its wh was last made in a forward from an older w */
-        if (was && !now && run->set.compute) {
-            const layer_params_t *p = &run->model.lp[l];
-            kcheck(run, gpt_f32_to_bf16_launch(b16(p->wh), f32(p->w), p->n, run->uv.stream),
-                   "weights to bf16", l);
-            gcheck(run, gpt_gpu_sync(run->gpu), l);
-        }
-    }
-    int old_n = run->set.recompute;
-    for (int l = 1; l <= run->model.L; l++) {
-        int was = l - 1 < old_n, now = l - 1 < n;
-        if (was && !now)
-            acts_alloc(run, l, &run->model.acts[l - 1]);
-        else if (!was && now)
-            acts_free(run, &run->model.acts[l - 1]);
-    }
-    if (old_n > 0 && n == 0)
-        acts_free(run, &run->model.shared_acts);
-    if (old_n == 0 && n > 0)
-        acts_alloc(run, -1, &run->model.shared_acts);
-    for (int l = 1; l <= n; l++)
-        run->model.acts[l - 1] = run->model.shared_acts;
-    run->set.cpu_layers = k, run->set.recompute = n;
-}
-
-/* ----------------------------------------------------------------------------
- * weights: GPT-2's initialisation, and the llm.c-order weight files */
-
-/* Element k of the standard normal stream (seed, id): Box-Muller on the hash. */
-static float normal_at(uint64_t seed, uint64_t id, uint64_t k) {
-    double u1 = (mlp_uniform(seed, id, 2 * k) + 1.0) * 0.5, u2 = (mlp_uniform(seed, id, 2 * k + 1) + 1.0) * 0.5;
-    return (float)(sqrt(-2.0 * log(1.0 - u1)) * cos(6.283185307179586 * u2));
-}
-
-/* The 16 tensors of gpt_ref.h's order as pieces of the layers' arrays: tensor t,
- * block l (0 for the unrepeated ones) lives at layer *layer, element *off, *count. */
-static int piece(const gpt_run_t *run, int t, int l, int *layer, size_t *off, size_t *count) {
-    static const int block_of[GPT_NUM_PARAM_TENSORS] = {
-        -1, -1, P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_ATTPROJW, P_ATTPROJB,
-        P_LN2W, P_LN2B, P_FCW, P_FCB, P_FCPROJW, P_FCPROJB, -1, -1};
-    size_t C = (size_t)run->model.C;
-    if (t == 0)
-        *layer = 0, *off = 0, *count = (size_t)run->model.Vp * C;
-    else if (t == 1)
-        *layer = 0, *off = (size_t)run->model.Vp * C, *count = (size_t)run->model.maxT * C;
-    else if (t >= 14)
-        *layer = run->model.nl - 1, *off = (size_t)(t - 14) * C, *count = C;
-    else {
-        *layer = 1 + l, *off = run->model.boff[block_of[t]], *count = run->model.bsize[block_of[t]];
-        return 1;
-    }
-    return 0;
-}
-
-static int piece_repeats(const gpt_run_t *run, int t) {
-    return t >= 2 && t < 14 ? run->model.L : 1;
-}
-
-/* Layer l's bf16 copy from its fp32 master weights, on the host. */
-void gpt_wh_from_master_host(gpt_run_t *run, int l) {
-    const layer_params_t *p = &run->model.lp[l];
-    const float *w = f32(p->w);
-    uint16_t *wh = b16(p->wh);
-#pragma omp parallel for schedule(static)
-    for (size_t k = 0; k < p->n; k++)
-        wh[k] = mlp_f32_to_bf16(w[k]);
-}
-
-/* Every layer from its master weights as step 1 needs it: the bf16 copy made, the
- * moments and gradients zero (wpe rows beyond T never get a gradient). */
-static void layers_start_from_weights(gpt_run_t *run) {
-    for (int l = 0; l < run->model.nl; l++) {
-        const layer_params_t *p = &run->model.lp[l];
-        float *m = f32(p->m), *v = f32(p->v), *g = f32(p->g);
-        gpt_wh_from_master_host(run, l);
-#pragma omp parallel for schedule(static)
-        for (size_t k = 0; k < p->n; k++)
-            m[k] = v[k] = g[k] = 0.0f;
-    }
-}
-
-static void weights_init(gpt_run_t *run) {
-    uint64_t seed = run->set.opt->c.seed;
-    float std_res = 0.02f / sqrtf(2.0f * (float)run->model.L);
-    double t0 = cli_now_s();
-    for (int t = 0; t < GPT_NUM_PARAM_TENSORS; t++)
-        for (int l = 0; l < piece_repeats(run, t); l++) {
-            int layer;
-            size_t off, count;
-            piece(run, t, l, &layer, &off, &count);
-            float *w = f32(run->model.lp[layer].w) + off;
-            uint64_t id = (uint64_t)t * 4096 + (uint64_t)l;
-            int is_lnw = t == 2 || t == 8 || t == 14;
-            int is_bias = t == 3 || t == 5 || t == 7 || t == 9 || t == 11 || t == 13 || t == 15;
-            float std = (t == 6 || t == 12) ? std_res : 0.02f;
-            size_t real =
-                t == 0 ? (size_t)run->model.V * run->model.C : count; /* padded rows stay 0 */
-#pragma omp parallel for schedule(static)
-            for (size_t k = 0; k < count; k++)
-                w[k] = is_lnw ? 1.0f
-                       : is_bias || k >= real ? 0.0f
-                                              : std * normal_at(seed, id, k);
-        }
-    layers_start_from_weights(run);
-    if (!run->set.opt->c.quiet)
-        printf("  initialised the weights on the host in %.1f s\n", cli_now_s() - t0);
-}
-
-static void header_make(const gpt_run_t *run, int32_t h[256]) {
-    memset(h, 0, 256 * sizeof *h);
-    h[0] = DUMP_MAGIC, h[1] = 1, h[2] = run->model.maxT, h[3] = run->model.V, h[4] = run->model.L;
-    h[5] = run->model.C, h[6] = run->model.NH, h[7] = run->model.Vp;
-}
-
-/* Writes the 16 tensors of each layer's `which` array (0: master weights, 1:
- * gradients) in the --dump-weights format. */
-static void weights_dump(gpt_run_t *run, const char *path, int which) {
-    const char *flag = which ? "--dump-grads" : "--dump-weights";
-    FILE *f = cli_output_open(flag, path); /* the report rules: a link, a FIFO, a device kept */
-    if (f == NULL)
-        gpt_run_fail(run, "%s %s was not written (see above)", flag, path);
-    int32_t h[256];
-    header_make(run, h);
-    int ok = fwrite(h, sizeof h, 1, f) == 1;
-    for (int t = 0; t < GPT_NUM_PARAM_TENSORS && ok; t++)
-        for (int l = 0; l < piece_repeats(run, t) && ok; l++) {
-            int layer;
-            size_t off, count;
-            piece(run, t, l, &layer, &off, &count);
-            const float *src = f32(which ? run->model.lp[layer].g : run->model.lp[layer].w) + off;
-            ok = fwrite(src, sizeof(float), count, f) == count;
-        }
-    if (!ok) {
-        int e = errno;
-        cli_output_abandon(f);
-        gpt_run_fail(run, "%s %s: write failed: %s", flag, path, strerror(e));
-    }
-    if (cli_output_close(flag, path, f) != 0)
-        gpt_run_fail(run, "%s %s was not written (see above)", flag, path);
-    if (!run->set.opt->c.quiet)
-        printf("  wrote %s to %s\n", which ? "step 1's gradients" : "the weights", path);
-}
-
-static void weights_load(gpt_run_t *run, const char *path) {
-    const char *why = NULL;
-    FILE *f = input_file_fopen(path, NULL, &why); /* a FIFO must not hang the run */
-    if (f == NULL)
-        gpt_run_fail(run, "cannot read --init-weights %s: %s", path, why);
-    int32_t h[256], want[256];
-    header_make(run, want);
-    if (fread(h, sizeof h, 1, f) != 1) {
-        fclose(f);
-        gpt_run_fail(run, "--init-weights %s: shorter than its 1024-byte header", path);
-    }
-    static const char *const field[8] = {"magic", "version", "maxT", "V", "L", "C", "NH", "Vp"};
-    for (int k = 0; k < 8; k++)
-        if (h[k] != want[k]) {
-            fclose(f);
-            gpt_run_fail(run,
-                         "--init-weights %s: header %s is %d, expected %d (this model: "
-                         "--seq/maxT %d, vocab %d, %d layers, %d channels, %d heads)",
-                         path, field[k], h[k], want[k], run->model.maxT, run->model.V, run->model.L,
-                         run->model.C, run->model.NH);
-        }
-    for (int t = 0; t < GPT_NUM_PARAM_TENSORS; t++)
-        for (int l = 0; l < piece_repeats(run, t); l++) {
-            int layer;
-            size_t off, count;
-            piece(run, t, l, &layer, &off, &count);
-            if (fread(f32(run->model.lp[layer].w) + off, sizeof(float), count, f) != count) {
-                fclose(f);
-                gpt_run_fail(run, "--init-weights %s: truncated in tensor %s (block %d)", path,
-                         gpt_param_names[t], l);
-            }
-        }
-    fclose(f);
-    layers_start_from_weights(run);
-    if (!run->set.opt->c.quiet)
-        printf("  loaded the weights from %s\n", path);
-}
-
-/* ----------------------------------------------------------------------------
  * tokens: the batch of a step, and the rows of each token for dwte (sorted by
  * token, rows in order: the encoder's backward sums them without atomics) */
 
 /* The rows of each input token, for the embedding's backward (inputs in tok_host). */
-static void tokens_index(gpt_run_t *run) {
+void gpt_tokens_index(gpt_run_t *run) {
     int N = run->model.N, V = run->model.V;
     int *inp = run->tok_host, *tgt = inp + N, *rows = tgt + N, *start = rows + N;
     int *tok = start + N + 1;
@@ -573,7 +147,7 @@ static void tokens_prepare(gpt_run_t *run, int step) {
     } else {
         gpt_tokens_random(inp, tgt, run->model.B, run->model.T, V, run->set.opt->c.seed, step);
     }
-    tokens_index(run);
+    gpt_tokens_index(run);
 }
 
 /* ----------------------------------------------------------------------------
@@ -726,7 +300,7 @@ static void weights_ready(gpt_run_t *run, int l) {
                "weights to bf16", l);
 }
 
-static void embed_forward(gpt_run_t *run, int side) {
+void gpt_embed_forward(gpt_run_t *run, int side) {
     const layer_params_t *p = &run->model.lp[0];
     use_list_t u = {.n = 0};
     uses_weights(run, &u, 0);
@@ -829,7 +403,7 @@ static void block_forward_math(gpt_run_t *run, int l, int with_out) {
            l);
 }
 
-static void block_forward(gpt_run_t *run, int l) {
+void gpt_block_forward(gpt_run_t *run, int l) {
     use_list_t u = {.n = 0};
     uses_weights(run, &u, l);
     use_add(&u, run->model.out[l - 1], R);
@@ -1092,7 +666,7 @@ static void cpu_optimizer_declare(gpt_run_t *run, int l) {
 /* ----------------------------------------------------------------------------
  * inference: the head for sampling (logits of one row, no loss) */
 
-static void head_sample(gpt_run_t *run, int row) {
+void gpt_head_sample(gpt_run_t *run, int row) {
     int hl = run->model.nl - 1;
     const layer_params_t *p = &run->model.lp[hl], *pe = &run->model.lp[0];
     use_list_t u = {.n = 0};
@@ -1138,7 +712,7 @@ double gpt_step_flops(const gpt_run_t *run) { /* forward + backward, no recomput
     return 3.0 * (run->model.L * block_forward_flops(run)) + head_flops(run);
 }
 
-static void uv_step_begin(gpt_run_t *run) { UV_CHECK(run, uvmrt_step_begin(run->uv.ctx)); }
+void gpt_uv_step_begin(gpt_run_t *run) { UV_CHECK(run, uvmrt_step_begin(run->uv.ctx)); }
 
 /* After a step: each CPU layer's AdamW time of the thread's previous step (done: this
  * step's forwards waited for it) goes to the runtime, which times that work by it in
@@ -1155,15 +729,15 @@ static void host_work_report(gpt_run_t *run) {
         }
 }
 
-static void uv_step_end(gpt_run_t *run) {
+void gpt_uv_step_end(gpt_run_t *run) {
     UV_CHECK(run, uvmrt_step_end(run->uv.ctx));
     run->uv.uv_steps++;
 }
 
-static void forward(gpt_run_t *run, double *loss_dst, int side) {
-    embed_forward(run, side);
+void gpt_forward(gpt_run_t *run, double *loss_dst, int side) {
+    gpt_embed_forward(run, side);
     for (int l = 1; l <= run->model.L; l++)
-        block_forward(run, l);
+        gpt_block_forward(run, l);
     head_forward(run, loss_dst);
 }
 
@@ -1171,8 +745,8 @@ static void forward(gpt_run_t *run, double *loss_dst, int side) {
  * AdamW; the batch is in place. A rehearsal runs these on uvmrt's model. */
 void gpt_step_calls(gpt_run_t *run, int s, double lr) {
     const gpt_options_t *opt = run->set.opt;
-    uv_step_begin(run);
-    forward(run, run->loss_host ? &run->loss_host[s] : NULL, 0);
+    gpt_uv_step_begin(run);
+    gpt_forward(run, run->loss_host ? &run->loss_host[s] : NULL, 0);
     head_backward(run);
     for (int l = run->model.L; l >= 1; l--)
         block_backward(run, l);
@@ -1181,7 +755,7 @@ void gpt_step_calls(gpt_run_t *run, int s, double lr) {
     mlp_adamw_coef_t cn = adamw_coef(lr, 0.0, run->adam_t + 1);
     if (s == run->set.first && opt->dump_grads && run->set.compute) {
         gcheck(run, gpt_gpu_sync(run->gpu), -1);
-        weights_dump(run, opt->dump_grads, 1);
+        gpt_weights_dump(run, opt->dump_grads, 1);
     }
     if (run->cpu) { /* first: the thread starts on it while the GPU updates its layers */
         uvmrt_adamw_t hp = adamw_hp(lr, run->adam_t + 1);
@@ -1194,7 +768,7 @@ void gpt_step_calls(gpt_run_t *run, int s, double lr) {
     for (int l = 0; l < run->model.nl; l++)
         if (!on_cpu(run, l))
             optimizer(run, l, &cd, &cn);
-    uv_step_end(run);
+    gpt_uv_step_end(run);
     run->adam_t++;
     host_work_report(run);
 }
@@ -1203,138 +777,6 @@ void gpt_step_calls(gpt_run_t *run, int s, double lr) {
 static void train_step(gpt_run_t *run, int s, double lr) {
     tokens_prepare(run, s);
     gpt_step_calls(run, s, lr);
-}
-
-/* The validation loss after training step s: val_n batches from the start of the
- * validation data, forward only (the gradients it writes are rewritten by the next
- * step's head before anything reads them). */
-static void validate(gpt_run_t *run, int s) {
-    char err[512];
-    if (gpt_data_rewind(run->val, err, sizeof err) != 0)
-        gpt_run_fail(run, "validation data: %s", err);
-    double sum = 0.0;
-    double t0 = cli_now_s();
-    for (int k = 0; k < run->val_n; k++) {
-        int *inp = run->tok_host, *tgt = inp + run->model.N;
-        if (gpt_data_next(run->val, (int32_t *)inp, (int32_t *)tgt, err, sizeof err) != 0)
-            gpt_run_fail(run, "validation data, batch %d: %s", k + 1, err);
-        tokens_index(run);
-        double *dst = run->loss_host ? &run->loss_host[run->set.opt->c.steps + k] : NULL;
-        uv_step_begin(run);
-        forward(run, dst, 1);
-        uv_step_end(run); /* waits for the stream: *dst is written */
-        if (dst)
-            sum += *dst;
-    }
-    run->uv.side_step = 1;
-    double loss = sum / run->val_n;
-    run->val_step[run->n_val] = s + 1;
-    run->val_loss[run->n_val] = loss;
-    run->n_val++;
-    if (run->set.compute)
-        printf("val step %d: loss %.6f (%d batches of %d x %d, %.1f s)\n", s + 1, loss, run->val_n,
-               run->model.B, run->model.T, cli_now_s() - t0);
-    else
-        printf("val step %d: loss - (sim: %d forward-only batches, no arithmetic)\n", s + 1,
-               run->val_n);
-    fflush(stdout);
-}
-
-/* The next token from the logits of one row (V of them): the largest (greedy), or
- * one of the top_k drawn by their softmax. */
-static int sample_pick(gpt_run_t *run, const uint16_t *logits) {
-    int V = run->model.V, k = run->set.opt->top_k;
-    if (k <= 1) {
-        int best = 0;
-        for (int v = 1; v < V; v++)
-            if (mlp_bf16_to_f32(logits[v]) > mlp_bf16_to_f32(logits[best]))
-                best = v;
-        return best;
-    }
-    /* the k largest by insertion into a sorted list (k is small next to V) */
-    int *top = malloc((size_t)k * sizeof *top);
-    float *val = malloc((size_t)k * sizeof *val);
-    double *p = malloc((size_t)k * sizeof *p);
-    if (!top || !val || !p)
-        gpt_run_fail(run, "out of host memory");
-    int n = 0;
-    for (int v = 0; v < V; v++) {
-        float x = mlp_bf16_to_f32(logits[v]);
-        if (n == k && !(x > val[n - 1]))
-            continue;
-        int i = n < k ? n++ : k - 1;
-        while (i > 0 && val[i - 1] < x) {
-            val[i] = val[i - 1], top[i] = top[i - 1];
-            i--;
-        }
-        val[i] = x, top[i] = v;
-    }
-    double z = 0.0;
-    for (int i = 0; i < n; i++)
-        z += p[i] = exp((double)val[i] - (double)val[0]);
-    run->rng = mlp_splitmix64(run->rng);
-    double u = (double)(run->rng >> 11) * (1.0 / 9007199254740992.0) * z;
-    int pick = top[n - 1];
-    for (int i = 0; i < n; i++)
-        if ((u -= p[i]) < 0) {
-            pick = top[i];
-            break;
-        }
-    free(top), free(val), free(p);
-    return pick;
-}
-
-static void sample_print(const gpt_run_t *run, const int *seq, int n, int from) {
-    for (int i = 0; i < n; i++) {
-        if (i == from)
-            fputs(run->set.opt->source == GPT_SRC_TEXT ? "" : "| ", stdout);
-        if (run->set.opt->source == GPT_SRC_TEXT) {
-            int c = seq[i];
-            putchar(c == '\n' || c == '\t' || (c >= 32 && c != 127) ? c : '?');
-        } else {
-            printf("%d ", seq[i]);
-        }
-    }
-    putchar('\n');
-}
-
-/* --sample N after training step s: each token one forward of the context window
- * (its last T tokens in row 0 of the batch; the causal mask keeps the padding after
- * it out of the row's logits), the next token chosen on the host. */
-static void sample_run(gpt_run_t *run, int s) {
-    const gpt_options_t *opt = run->set.opt;
-    if (!run->set.compute) {
-        printf("sample after step %d: sampling needs a GPU (the sim backend does no "
-               "arithmetic); skipped\n", s + 1);
-        return;
-    }
-    int n = opt->sample, len = run->prompt_len, T = run->model.T;
-    int *seq = malloc((size_t)(len + n) * sizeof *seq);
-    if (seq == NULL)
-        gpt_run_fail(run, "out of host memory");
-    memcpy(seq, run->prompt, (size_t)len * sizeof *seq);
-    double t0 = cli_now_s();
-    for (int i = 0; i < n; i++, len++) {
-        int w0 = len > T ? len - T : 0, wl = len - w0;
-        memset(run->tok_host, 0, (5 * (size_t)run->model.N + 1) * sizeof(int));
-        memcpy(run->tok_host, seq + w0, (size_t)wl * sizeof *seq);
-        tokens_index(run);
-        uv_step_begin(run);
-        /* after a validation pass this follows its plan up to the head, which reads a
-         * subset of what validation's head reads: nothing it needs was dropped */
-        embed_forward(run, 1);
-        for (int l = 1; l <= run->model.L; l++)
-            block_forward(run, l);
-        head_sample(run, wl - 1);
-        uv_step_end(run); /* waits for the stream: logits_host is written */
-        seq[len] = sample_pick(run, run->logits_host);
-    }
-    run->uv.side_step = 1;
-    printf("sample after step %d (%s, %d tokens, %.1f s):\n", s + 1,
-           opt->top_k > 1 ? "top-k" : "greedy", n, cli_now_s() - t0);
-    sample_print(run, seq, len, run->prompt_len);
-    fflush(stdout);
-    free(seq);
 }
 
 /* ----------------------------------------------------------------------------
@@ -1401,9 +843,9 @@ static void run_steps(gpt_run_t *run, FILE *loss_log) {
 
         int last = s + 1 == run->set.stop;
         if (run->val && ((opt->val_every && (s + 1) % opt->val_every == 0) || last))
-            validate(run, s);
+            gpt_validate(run, s);
         if (opt->sample && ((opt->sample_every && (s + 1) % opt->sample_every == 0) || last))
-            sample_run(run, s);
+            gpt_sample_run(run, s);
         if (opt->ckpt_dir && ((opt->ckpt_every && (s + 1) % opt->ckpt_every == 0) || last) &&
             saved != s) {
             gpt_run_ckpt_save(run, s);
@@ -1423,184 +865,6 @@ static void run_steps(gpt_run_t *run, FILE *loss_log) {
 
 /* ----------------------------------------------------------------------------
  * setup, results, main */
-
-static uvmrt_context_t *context_open(gpt_options_t *opt) {
-    uvmrt_params_t params;
-    uvmrt_params_init(&params);
-    cli_params_apply(&opt->c, &params);
-    cli_backend_choice_t choice = {gpt_gpu_built(), PROG " was built without CUDA and cuBLAS",
-                                   opt->c.backend_explicit, FALLBACK_PROFILE, NULL, NULL};
-    uvmrt_context_t *ctx = cli_context_open(&params, &choice);
-    opt->c.backend = params.backend;
-    opt->c.profile = params.profile;
-    return ctx;
-}
-
-/* The training data and the validation data, and the sampling prompt. */
-static void data_open(gpt_run_t *run) {
-    const gpt_options_t *o = run->set.opt;
-    char err[1024];
-    if (o->source == GPT_SRC_DATA || o->source == GPT_SRC_TEXT) {
-        int text = o->source == GPT_SRC_TEXT;
-        gpt_data_config_t cfg = {text ? NULL : o->data_pattern,
-                                 text ? o->text_path : NULL,
-                                 text ? GPT_DATA_TRAIN : GPT_DATA_ALL,
-                                 run->model.B,
-                                 run->model.T,
-                                 o->c.seed,
-                                 1,
-                                 run->model.V};
-        if (gpt_data_open(&run->train, &cfg, err, sizeof err) != 0)
-            gpt_run_fail(run, "training data: %s", err);
-        if (text || o->val_pattern) {
-            cfg.pattern = text ? NULL : o->val_pattern;
-            cfg.split = text ? GPT_DATA_VAL : GPT_DATA_ALL;
-            cfg.shuffle = 0;
-            glob_t g; /* data.h names the pattern's flag --data: say --val here */
-            if (!text && glob(o->val_pattern, 0, NULL, &g) != 0)
-                gpt_run_fail(run, "validation data: --val %s: no file matches", o->val_pattern);
-            if (!text)
-                globfree(&g);
-            if (gpt_data_open(&run->val, &cfg, err, sizeof err) != 0)
-                gpt_run_fail(run, "validation data (%s): %s",
-                         text ? "--text, the last 10%" : "--val", err);
-            uint64_t nb = gpt_data_batches_per_epoch(run->val);
-            run->val_n = (uint64_t)o->val_batches < nb ? o->val_batches : (int)nb;
-        }
-        printf("data: %s %s: %d shard(s), %" PRIu64 " training tokens, %" PRIu64
-               " batches per epoch",
-               text ? "text" : "token shards", text ? o->text_path : o->data_pattern,
-               gpt_data_shards(run->train), gpt_data_tokens(run->train),
-               gpt_data_batches_per_epoch(run->train));
-        if (run->val)
-            printf("; validation %" PRIu64 " tokens, %d batches per pass",
-                   gpt_data_tokens(run->val), run->val_n);
-        printf("\n");
-    }
-    /* the prompt: --prompt's bytes, else the first tokens of the validation data (or
-     * the training data, or the synthetic stream) */
-    if (o->sample == 0)
-        return;
-    int want = run->model.T < 16 ? run->model.T : 16;
-    if (o->prompt)
-        want = (int)strlen(o->prompt);
-    run->prompt = calloc((size_t)want + (size_t)run->model.N, sizeof *run->prompt);
-    int *inp = calloc(2 * (size_t)run->model.N, sizeof *inp);
-    if (!run->prompt || !inp)
-        gpt_run_fail(run, "out of host memory");
-    if (o->prompt) {
-        for (int i = 0; i < want; i++)
-            run->prompt[i] = (unsigned char)o->prompt[i];
-    } else {
-        gpt_data_t *d = run->val ? run->val : run->train;
-        if (d) {
-            gpt_data_pos_t pos;
-            gpt_data_tell(d, &pos);
-            if (gpt_data_rewind(d, err, sizeof err) != 0 ||
-                gpt_data_next(d, (int32_t *)inp, (int32_t *)inp + run->model.N, err, sizeof err) !=
-                    0 ||
-                gpt_data_seek(d, &pos, err, sizeof err) != 0)
-                gpt_run_fail(run, "the sampling prompt: %s", err);
-        } else if (o->source == GPT_SRC_CYCLE) {
-            gpt_tokens_cycle(inp, inp + run->model.N, run->model.B, run->model.T, run->model.V,
-                             o->c.seed, 0);
-        } else {
-            gpt_tokens_random(inp, inp + run->model.N, run->model.B, run->model.T, run->model.V,
-                              o->c.seed, 0);
-        }
-        memcpy(run->prompt, inp, (size_t)want * sizeof *inp);
-    }
-    free(inp);
-    run->prompt_len = want;
-}
-
-static void run_open_gpu(gpt_run_t *run) {
-    char err[256];
-    uint64_t free_b = 0, total_b = 0;
-    int dev = -1;
-    gcheck(run, gpt_gpu_mem_info(&free_b, &total_b, &dev), -1);
-    uint64_t need = gpt_planned_managed_bytes(run) + (64ull << 20);
-    uint64_t room = free_b > GPU_SAFETY_BYTES ? free_b - GPU_SAFETY_BYTES : 0;
-    run->uv.gpu_room = room;
-    if (need > room)
-        gpt_run_fail(run, "refusing to allocate %.2f GiB on GPU %d: it has %.2f GiB free and %.0f GiB "
-                      "must stay free; use a smaller --depth, --batch or --seq, or --recompute "
-                      "all; --budget emulates a smaller GPU",
-                 (double)need / GIB, dev, (double)free_b / GIB, (double)GPU_SAFETY_BYTES / GIB);
-    if (run->model.C != run->model.NH * GPT_HEAD_SIZE)
-        gpt_run_fail(run, "the GPU kernels take head size %d: --channels %d / --heads %d is %d",
-                     GPT_HEAD_SIZE, run->model.C, run->model.NH, run->model.C / run->model.NH);
-    if (!run->set.opt->c.quiet)
-        printf("  GPU %d: %.2f GiB free of %.2f GiB; tensors %.2f GiB\n", dev,
-               (double)free_b / GIB, (double)total_b / GIB, (double)need / GIB);
-    run->gpu = gpt_gpu_open(err, sizeof err);
-    if (run->gpu == NULL)
-        gpt_run_fail(run, "GPU setup: %s", err);
-    run->uv.stream = gpt_gpu_stream(run->gpu);
-    run->uv.cpu_stream = gpt_gpu_cpu_stream(run->gpu);
-    run->model.device_bytes = gpt_gpu_device_bytes(run->gpu);
-    run->tok_host = gpt_gpu_host_alloc((5 * (size_t)run->model.N + 1) * sizeof(int));
-    /* steps' losses, then one per validation batch */
-    run->loss_host = gpt_gpu_host_alloc(((size_t)run->set.opt->c.steps + (size_t)run->val_n + 1) *
-                                        sizeof(double));
-    run->clip_host = gpt_gpu_host_alloc(4 * sizeof(float));
-    if (run->set.opt->sample)
-        run->logits_host = gpt_gpu_host_alloc((size_t)run->model.Vp * sizeof(uint16_t));
-    if (!run->tok_host || !run->loss_host || !run->clip_host ||
-        (run->set.opt->sample && !run->logits_host))
-        gpt_run_fail(run, "cannot allocate pinned host memory");
-}
-
-/* The CPU optimizer thread for the top cpu_layers layers (none when 0). */
-void gpt_cpu_opt_open(gpt_run_t *run) {
-    char err[256];
-    if (run->set.cpu_layers == 0)
-        return;
-    gpt_cpuopt_layer_t *ls = calloc((size_t)run->model.nl, sizeof *ls);
-    if (ls == NULL)
-        gpt_run_fail(run, "out of host memory");
-    int n = 0;
-    for (int l = run->model.nl - run->set.cpu_layers; l < run->model.nl; l++) {
-        const layer_params_t *p = &run->model.lp[l];
-        ls[n++] = (gpt_cpuopt_layer_t){l, f32(p->w), f32(p->m), f32(p->v), f32(p->g),
-                                       b16(p->wh), p->n, p->n_decay};
-    }
-    run->cpu = gpt_cpuopt_start(run->model.nl, n, ls, run->clip_host, err, sizeof err);
-    run->cpu_last = -1; /* a new thread counts its steps from 0 */
-    free(ls);
-    if (run->cpu == NULL)
-        gpt_run_fail(run, "CPU optimizer: %s", err);
-    if (!run->set.opt->c.quiet)
-        printf("  cpu optimizer: AdamW of %d of %d layers, path %s\n", n, run->model.nl,
-               mlp_isa_name(run->isa));
-}
-
-static void run_close(gpt_run_t *run) {
-    run->cpu_busy_s += gpt_cpuopt_busy_s(run->cpu);
-    gpt_cpuopt_stop(run->cpu);
-    run->cpu = NULL;
-    uvmrt_context_destroy(run->uv.ctx); /* first: it may still refer to our stream */
-    run->uv.ctx = NULL;
-    if (run->gpu) {
-        gpt_gpu_host_free(run->tok_host);
-        gpt_gpu_host_free(run->loss_host);
-        gpt_gpu_host_free(run->clip_host);
-        gpt_gpu_host_free(run->logits_host);
-    } else {
-        free(run->tok_host);
-    }
-    run->tok_host = NULL, run->loss_host = NULL, run->clip_host = NULL, run->logits_host = NULL;
-    gpt_gpu_close(run->gpu);
-    run->gpu = NULL;
-    gpt_data_close(run->train);
-    gpt_data_close(run->val);
-    run->train = run->val = NULL;
-    free(run->model.lp);
-    free(run->model.out);
-    free(run->model.acts);
-    free(run->prompt);
-    run->model.lp = NULL, run->model.out = NULL, run->model.acts = NULL, run->prompt = NULL;
-}
 
 int main(int argc, char **argv) {
     cli_program = PROG;
@@ -1648,8 +912,8 @@ int main(int argc, char **argv) {
            opt.lr, opt.c.seed, gpt_source_name(opt.source));
 
     gpt_run_ckpt_start(&run); /* --checkpoint DIR usable, and this run's to write */
-    data_open(&run); /* before the context: a bad file costs no GPU setup */
-    run.uv.ctx = context_open(&opt);
+    gpt_run_data_open(&run); /* before the context: a bad file costs no GPU setup */
+    run.uv.ctx = gpt_context_open(&opt);
     run.uv.backend = uvmrt_context_backend(run.uv.ctx);
     run.uv.policy = uvmrt_context_policy(run.uv.ctx);
     run.uv.profile = uvmrt_context_profile(run.uv.ctx);
@@ -1668,7 +932,7 @@ int main(int argc, char **argv) {
         if (!gpt_gpu_built())
             gpt_run_fail(&run, "UVMRT_BACKEND selected the cuda backend, but " PROG
                            " was built without CUDA and cuBLAS");
-        run_open_gpu(&run);
+        gpt_run_open_gpu(&run);
         run.set.compute = 1;
     } else {
         printf("sim backend: the schedule only, no arithmetic (no losses); times and traffic "
@@ -1684,11 +948,11 @@ int main(int argc, char **argv) {
     gpt_net_alloc(&run);
     if (run.set.compute) {
         if (opt.init_weights)
-            weights_load(&run, opt.init_weights);
+            gpt_weights_load(&run, opt.init_weights);
         else
-            weights_init(&run);
+            gpt_weights_init(&run);
         if (opt.dump_weights)
-            weights_dump(&run, opt.dump_weights, 0);
+            gpt_weights_dump(&run, opt.dump_weights, 0);
     }
     if (opt.resume)
         gpt_run_ckpt_resume(&run); /* after the initialisation, which it overwrites */
@@ -1698,7 +962,7 @@ int main(int argc, char **argv) {
         printf("nothing to train: the checkpoint is at step %d and the run ends at step %d\n",
                run.set.first, run.set.stop);
         unsigned long errors = cli_library_errors();
-        run_close(&run); /* writes UVMRT_REPORT and UVMRT_TRACE */
+        gpt_run_close(&run); /* writes UVMRT_REPORT and UVMRT_TRACE */
         gpt_steps_free(&run);
         return cli_stdout_close(cli_context_outputs_failed(errors, NULL));
     }
@@ -1745,7 +1009,7 @@ int main(int argc, char **argv) {
                 break;
             }
     unsigned long errors = cli_library_errors();
-    run_close(&run); /* writes UVMRT_REPORT and UVMRT_TRACE */
+    gpt_run_close(&run); /* writes UVMRT_REPORT and UVMRT_TRACE */
     if (cli_context_outputs_failed(errors, &sum))
         status = 1;
     gpt_steps_free(&run);

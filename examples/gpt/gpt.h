@@ -1,9 +1,11 @@
 /*
  * gpt.h -- uvmrt-gpt's own (private) header: the run (its shape, tensors, CPU
  * optimizer, data and choice), and what its files share. gpt.c holds the model's
- * layer calls and the training loop; gpt_auto.c the automatic choice
- * (uvmrt_choose(3) and its review); gpt_ckpt.c the checkpoints of a run;
- * gpt_results.c the medians and the result JSON.
+ * layer calls and the training loop; gpt_tensors.c the tensors; gpt_weights.c the
+ * weights' initialisation and files; gpt_side.c validation and sampling; gpt_open.c
+ * opening and closing a run; gpt_auto.c the automatic choice (uvmrt_choose(3) and
+ * its review, through examples/common/autochoice.c); gpt_ckpt.c the checkpoints of a
+ * run; gpt_results.c the medians and the result JSON.
  */
 #ifndef UVMRT_GPT_H
 #define UVMRT_GPT_H
@@ -27,6 +29,7 @@
 
 #define GIB (1024.0 * 1024.0 * 1024.0) /* sizes: GiB */
 #define GB 1e9                          /* traffic: GB */
+enum { CHUNK_ROWS = 2048 };             /* classifier rows per chunk */
 /* kept free on the GPU beyond our allocations: real oversubscription can hang it */
 #define GPU_SAFETY_BYTES (4ull << 30)
 
@@ -210,6 +213,33 @@ void gpt_cpu_drain(gpt_run_t *run);
 void gpt_cpu_opt_open(gpt_run_t *run);
 void gpt_wh_from_master_host(gpt_run_t *run, int l);
 double gpt_step_flops(const gpt_run_t *run);
+
+/* the pieces of a step that the side steps (gpt_side.c) use too: the batch's token
+ * index, uvmrt's step bounds, the forward (side: a validation or sampling step's) and
+ * the layers of one */
+void gpt_tokens_index(gpt_run_t *run);
+void gpt_uv_step_begin(gpt_run_t *run);
+void gpt_uv_step_end(gpt_run_t *run);
+void gpt_forward(gpt_run_t *run, double *loss_dst, int side);
+void gpt_embed_forward(gpt_run_t *run, int side);
+void gpt_block_forward(gpt_run_t *run, int l);
+void gpt_head_sample(gpt_run_t *run, int row);
+
+/* gpt_weights.c: GPT-2's initialisation and the llm.c-order weight files (which: 0 the
+ * weights, 1 the gradients) */
+void gpt_weights_init(gpt_run_t *run);
+void gpt_weights_dump(gpt_run_t *run, const char *path, int which);
+void gpt_weights_load(gpt_run_t *run, const char *path);
+
+/* gpt_side.c: the side steps after training step s */
+void gpt_validate(gpt_run_t *run, int s);
+void gpt_sample_run(gpt_run_t *run, int s);
+
+/* gpt_open.c: opening and closing a run */
+uvmrt_context_t *gpt_context_open(gpt_options_t *opt);
+void gpt_run_data_open(gpt_run_t *run);
+void gpt_run_open_gpu(gpt_run_t *run);
+void gpt_run_close(gpt_run_t *run);
 
 /* gpt_auto.c: --cpu-layers auto, --recompute auto */
 void gpt_choose_auto(gpt_run_t *run);
