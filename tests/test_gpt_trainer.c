@@ -222,6 +222,19 @@ Test(gpt_trainer, progress_line_has_every_field) {
     }
 }
 
+/* Without a usable GPU (and no --backend) it falls back to the sim with consumer-8g, the
+ * profile of every example program's fallback and of --backend sim. */
+Test(gpt_trainer, fallback_uses_the_one_default_sim_profile) {
+    const char *args = "--layers 2 --channels 128 --heads 2 --batch 2 --seq 64 --steps 2 -q";
+    cr_assert_eq(gpt("%s", args), 0, "%s", out);
+    if (strstr(out, "no usable GPU") == NULL)
+        cr_skip_test("a GPU ran it: no fallback to look at");
+    cr_expect(strstr(out, "running on the sim backend with profile consumer-8g") != NULL, "%s",
+              out);
+    cr_assert_eq(gpt("--backend sim %s", args), 0, "%s", out);
+    cr_expect(strstr(out, "on sim, profile consumer-8g") != NULL, "%s", out);
+}
+
 Test(gpt_trainer, log_level_reaches_the_library) {
     cr_assert_eq(gpt(SMALL " --steps 2 --log-level debug"), 0, "%s", out);
     cr_expect(strstr(out, "uvmrt debug: ") || strstr(out, "uvmrt info: "), "%s", out);

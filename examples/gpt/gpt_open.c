@@ -20,16 +20,13 @@
 #include "gpt_tokens.h"
 #include "gpt.h"
 
-/* without a usable GPU (and no explicit --backend): sim with this profile */
-static const char *FALLBACK_PROFILE = "h200";
-
 
 uvmrt_context_t *gpt_context_open(gpt_options_t *opt) {
     uvmrt_params_t params;
     uvmrt_params_init(&params);
     cli_params_apply(&opt->c, &params);
     cli_backend_choice_t choice = {gpt_gpu_built(), PROG " was built without CUDA and cuBLAS",
-                                   opt->c.backend_explicit, FALLBACK_PROFILE, NULL, NULL};
+                                   opt->c.backend_explicit, CLI_SIM_PROFILE, NULL, NULL};
     uvmrt_context_t *ctx = cli_context_open(&params, &choice);
     opt->c.backend = params.backend;
     opt->c.profile = params.profile;

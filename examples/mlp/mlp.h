@@ -25,7 +25,7 @@
 #define PROG "uvmrt-mlp"
 
 /* the sim profile when falling back without a GPU */
-#define MLP_FALLBACK_PROFILE "consumer-8g"
+#define MLP_FALLBACK_PROFILE CLI_SIM_PROFILE
 
 /* ----------------------------------------------------------------------------
  * options */
