@@ -842,9 +842,9 @@ static void run_steps(gpt_run_t *run, FILE *loss_log) {
         gpt_choice_review(run, s);
 
         int last = s + 1 == run->set.stop;
-        if (run->val && ((opt->val_every && (s + 1) % opt->val_every == 0) || last))
+        if (gpt_validates_after(run, s))
             gpt_validate(run, s);
-        if (opt->sample && ((opt->sample_every && (s + 1) % opt->sample_every == 0) || last))
+        if (gpt_samples_after(run, s))
             gpt_sample_run(run, s);
         if (opt->ckpt_dir && ((opt->ckpt_every && (s + 1) % opt->ckpt_every == 0) || last) &&
             saved != s) {
@@ -972,6 +972,9 @@ int main(int argc, char **argv) {
         gpt_run_fail(&run, "no step was run: --loss-log must be writable");
     if (opt.ckpt_dir)
         stop_signals_install();
+    /* uvmrt-top's ETA: the uvmrt steps so far and those the loop will make */
+    UV_CHECK(&run, uvmrt_context_set_total_steps(run.uv.ctx,
+                                                 run.uv.uv_steps + gpt_uv_steps_planned(&run)));
     run_steps(&run, loss_log);
     int status = stop_signal ? 128 + (int)stop_signal : 0; /* the shell's code for it */
     if (loss_log && cli_output_close("--loss-log", opt.c.loss_log, loss_log) != 0)

@@ -234,6 +234,12 @@ void gpt_weights_load(gpt_run_t *run, const char *path);
 /* gpt_side.c: the side steps after training step s */
 void gpt_validate(gpt_run_t *run, int s);
 void gpt_sample_run(gpt_run_t *run, int s);
+/* 1 when a validation pass (sampling) follows training step s */
+int gpt_validates_after(const gpt_run_t *run, int s);
+int gpt_samples_after(const gpt_run_t *run, int s);
+/* The uvmrt steps the loop makes: one per training step, val_n per validation pass,
+ * one per sampled token (none on sim, which does not sample). */
+uint64_t gpt_uv_steps_planned(const gpt_run_t *run);
 
 /* gpt_open.c: opening and closing a run */
 uvmrt_context_t *gpt_context_open(gpt_options_t *opt);

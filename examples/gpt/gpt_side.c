@@ -150,3 +150,27 @@ void gpt_sample_run(gpt_run_t *run, int s) {
     fflush(stdout);
     free(seq);
 }
+
+int gpt_validates_after(const gpt_run_t *run, int s) {
+    const gpt_options_t *o = run->set.opt;
+    int last = s + 1 == run->set.stop;
+    return run->val && ((o->val_every && (s + 1) % o->val_every == 0) || last);
+}
+
+int gpt_samples_after(const gpt_run_t *run, int s) {
+    const gpt_options_t *o = run->set.opt;
+    int last = s + 1 == run->set.stop;
+    return o->sample && ((o->sample_every && (s + 1) % o->sample_every == 0) || last);
+}
+
+uint64_t gpt_uv_steps_planned(const gpt_run_t *run) {
+    uint64_t n = 0;
+    for (int s = run->set.first; s < run->set.stop; s++) {
+        n++;
+        if (gpt_validates_after(run, s))
+            n += (uint64_t)run->val_n;
+        if (gpt_samples_after(run, s) && run->set.compute) /* sim skips sampling */
+            n += (uint64_t)run->set.opt->sample;
+    }
+    return n;
+}
