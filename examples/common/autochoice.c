@@ -67,7 +67,9 @@ static int test_hook(autochoice_t *a) {
         cli_fail(a->ops->cleanup, a->user, TEST_HOOK " '%s': expected K,N%s%s", hook,
                  *why ? " with " : "", why);
     a->choice.replanned = 1;
-    printf("auto: " TEST_HOOK " (a test hook): applying cpu_layers %d, recompute %d\n", k, n);
+    char text[128]; /* the auto knobs' new values only: the hook changes no given one */
+    a->ops->text(a->user, a->choice.values, a->choice.recompute_tensors, text, sizeof text);
+    printf("auto: " TEST_HOOK " (a test hook): applying %s\n", text);
     return 1;
 }
 

@@ -512,7 +512,7 @@ static void knob_text(void *user, const int *values, int rc, char *buf, size_t c
     buf[0] = '\0';
     if (run->knob_cpu >= 0)
         n = snprintf(buf, cap, "cpu_layers %d", values[run->knob_cpu]);
-    if (run->rc_auto && n >= 0 && (size_t)n < cap)
+    if (run->opt->recompute == MLP_AUTO && n >= 0 && (size_t)n < cap) /* also after the hook */
         snprintf(buf + n, cap - (size_t)n, "%srecompute %d", n ? ", " : "", rc);
 }
 
