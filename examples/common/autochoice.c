@@ -26,8 +26,7 @@ static void candidates_print(const autochoice_t *a) {
         char text[128];
         if (uvmrt_choice_candidate(a->ctx, i, vals, &ns) != UVMRT_OK)
             continue;
-        a->ops->text(a->user, vals, uvmrt_choice_candidate_recompute(a->ctx, i), text,
-                     sizeof text);
+        a->ops->text(a->user, vals, uvmrt_choice_candidate_recompute(a->ctx, i), text, sizeof text);
         if (ns > 0)
             printf("  auto candidate %s: predicted %.1f ms/step\n", text, ns / 1e6);
         else
@@ -39,8 +38,9 @@ void autochoice_choose(autochoice_t *a, const uvmrt_knob_t *knobs, size_t n,
                        uvmrt_rehearse_fn rehearse, void *rehearse_user, const char *flags) {
     uvmrt_status_t st = uvmrt_choose(a->ctx, knobs, n, rehearse, rehearse_user, &a->choice);
     if (st != UVMRT_OK)
-        cli_fail(a->ops->cleanup, a->user, "uvmrt_choose (%s) failed: %s (%s); give explicit "
-                 "values", flags, uvmrt_status_str(st), uvmrt_status_name(st));
+        cli_fail(a->ops->cleanup, a->user,
+                 "uvmrt_choose (%s) failed: %s (%s); give explicit values", flags,
+                 uvmrt_status_str(st), uvmrt_status_name(st));
     a->made = 1;
     if (!a->quiet)
         candidates_print(a);
@@ -92,8 +92,7 @@ static void review_again(autochoice_t *a, int s, int changed, int last) {
 static void review_print(const autochoice_t *a, int changed, int last) {
     const uvmrt_choice_t *c = &a->choice;
     printf("auto: predicted %.1f ms/step, measured %.1f ms/step (error %+.1f%%)\n",
-           c->first_predicted_step_ns / 1e6, c->measured_step_ns / 1e6,
-           autochoice_error_pct(c));
+           c->first_predicted_step_ns / 1e6, c->measured_step_ns / 1e6, autochoice_error_pct(c));
     if (!c->replanned && c->predicted_step_ns != c->first_predicted_step_ns)
         printf("auto: the values stay; predicted with the measured work: %.1f ms/step\n",
                c->predicted_step_ns / 1e6);
@@ -102,7 +101,9 @@ static void review_print(const autochoice_t *a, int changed, int last) {
         a->ops->text(a->user, c->values, c->recompute_tensors, text, sizeof text);
         printf("auto: re-planned: %s (predicted %.1f ms/step at a plan budget of %.2f GiB)%s\n",
                text, c->predicted_step_ns / 1e6, (double)c->plan_budget_bytes / GIB,
-               !changed ? "; the same values" : last ? "; the run ends here" : "");
+               !changed ? "; the same values"
+               : last   ? "; the run ends here"
+                        : "");
     }
     fflush(stdout);
 }

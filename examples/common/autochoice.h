@@ -38,11 +38,11 @@ typedef struct autochoice {
     uvmrt_context_t *ctx;
     const autochoice_ops_t *ops;
     void *user;
-    int quiet;            /* 1: not each candidate's prediction */
-    int made;             /* 1: uvmrt_choose ran (choice holds its answer) */
-    int reviewed;         /* 1: uvmrt_choice_review ran */
-    int review_again;     /* 1: a re-plan was applied: a second review measures it */
-    int planned;          /* planned training steps since the choice (or the re-plan) */
+    int quiet;        /* 1: not each candidate's prediction */
+    int made;         /* 1: uvmrt_choose ran (choice holds its answer) */
+    int reviewed;     /* 1: uvmrt_choice_review ran */
+    int review_again; /* 1: a re-plan was applied: a second review measures it */
+    int planned;      /* planned training steps since the choice (or the re-plan) */
     uvmrt_choice_t choice;
 } autochoice_t;
 
