@@ -950,16 +950,35 @@ typedef struct uvmrt_adamw {
     uint64_t step;        /* the update's number t >= 1, for the bias corrections; default 1 */
     double grad_scale;    /* the gradient is multiplied by this first (1/loss scale, times a clip factor); default 1 */
     int threads;          /* CPU threads; 0 (default): the CPUs the calling thread may run on */
+    int order;            /* uvmrt_adamw_order_t: the order of the float operations; default
+                           * UVMRT_ADAMW_ORDER_UVMRT. Added in what was the struct's tail
+                           * padding (sizeof unchanged, and uvmrt_adamw_init zeroes it); a
+                           * struct_size of offsetof(uvmrt_adamw_t, order), from a copy of
+                           * the struct without it, means UVMRT_ADAMW_ORDER_UVMRT too */
 } uvmrt_adamw_t;
+
+/* uvmrt_adamw_t.order: which rounding of AdamW's formula uvmrt_adamw_cpu computes. */
+typedef enum uvmrt_adamw_order {
+    UVMRT_ADAMW_ORDER_UVMRT = 0, /* no FMA: the example trainers' GPU kernels' bits */
+    UVMRT_ADAMW_ORDER_TORCH = 1  /* torch.optim.AdamW(foreach=False) on CUDA's bits */
+} uvmrt_adamw_order_t;
 
 /* The defaults above, and struct_size. A NULL hp: nothing happens. */
 void uvmrt_adamw_init(uvmrt_adamw_t *hp);
 
 /* One AdamW update of n fp32 elements in place: w (weights), m, v (moments) from g
- * (gradient), in this order of float operations (each rounded on its own, no FMA):
+ * (gradient), in one of two orders of float operations, with the coefficients computed
+ * in double from hp and rounded to float once. UVMRT_ADAMW_ORDER_UVMRT (each operation
+ * rounded on its own, no FMA):
  *   g' = g * grad_scale;  m = b1*m + (1-b1)*g';  v = b2*v + ((1-b2)*g')*g'
  *   w  = w*(1 - lr*wd) - (lr/(1-b1^t)) * (m / (sqrt(v) * (1/sqrt(1-b2^t)) + eps))
- * with the coefficients computed in double from hp and rounded to float once.
+ * UVMRT_ADAMW_ORDER_TORCH (torch.optim.AdamW(foreach=False) on CUDA; fma(a, b, c) =
+ * a*b + c rounded once; c1 = 1-b1 rounded to float):
+ *   g' = g * grad_scale;  w1 = w * (1 - lr*wd)
+ *   m  = c1 < 0.5 ? fma(c1, g' - m, m) : fma(-(g' - m), 1 - c1, g')
+ *   v  = fma(1-b2, g'*g', v*b2)
+ *   w  = fma(-(lr/(1-b1^t)), m / (sqrt(v) * r + eps), w1),
+ *        r = 1.0f / (float)sqrt(1-b2^t) (the reciprocal taken in float)
  * half_out, when not NULL, receives the new w rounded to bf16 (n 16-bit patterns, round
  * to nearest even). Bit-for-bit the same result for any thread count and instruction
  * set. Any thread; the arrays are the caller's (host memory, e.g. host-homed uvmrt
@@ -967,13 +986,14 @@ void uvmrt_adamw_init(uvmrt_adamw_t *hp);
  * n 0: nothing happens (UVMRT_OK).
  * UVMRT_ERR_INVALID (logged; nothing changed) for a NULL hp, a NULL w, m, v or g with
  * n > 0, a wrong struct_size, step 0, lr/eps/weight_decay negative or not finite, beta
- * outside [0, 1), grad_scale not finite, threads negative. */
+ * outside [0, 1), grad_scale not finite, threads negative, an unknown order. */
 uvmrt_status_t uvmrt_adamw_cpu(const uvmrt_adamw_t *hp, float *w, float *m, float *v, const float *g,
                                size_t n, uint16_t *half_out);
 
 /* The instruction set uvmrt_adamw_cpu uses on this machine: "avx512", "avx2" or "scalar"
  * (UVMRT_ADAMW_ISA=scalar|avx2|avx512, read at each call, may force a narrower one, for
- * tests; a wider one than the CPU has gives the CPU's). A static string; any thread. */
+ * tests; a wider one than the CPU has gives the CPU's). UVMRT_ADAMW_ORDER_TORCH takes
+ * avx2 only on a CPU with FMA as well (scalar otherwise). A static string; any thread. */
 const char *uvmrt_adamw_isa(void);
 
 #ifdef __cplusplus

@@ -1,12 +1,16 @@
 /*
  * adamw.c -- uvmrt_adamw_cpu(3): AdamW on the CPU over caller-owned fp32 arrays.
  *
- * Three paths over the arithmetic of uvmrt__adamw_elem() (adamw_math.h): AVX-512F,
- * AVX2 and scalar. Each
- * rounds every product and sum on its own (no FMA: this file is compiled with
- * -ffp-contract=off and the SIMD paths use separate mul/add), and sqrt and division
- * are correctly rounded in every path, so all three give the same bits as each other
- * and as the trainers' GPU kernels. The SIMD paths are compiled with
+ * Two orders of operations (hp->order), each in three paths: AVX-512F, AVX2 and
+ * scalar.
+ *  - uvmrt's order, uvmrt__adamw_elem() (adamw_math.h): every product and sum rounded
+ *    on its own (no FMA: this file is compiled with -ffp-contract=off and the SIMD
+ *    paths use separate mul/add), the same bits as the trainers' GPU kernels;
+ *  - torch's order, uvmrt__adamw_elem_torch(): torch.optim.AdamW's kernels on CUDA,
+ *    with their fused multiply-adds written out (fmaf in the scalar path, the FMA
+ *    instructions in the SIMD ones; the AVX2 path needs the CPU's FMA too).
+ * sqrt, division and fma are correctly rounded in every path, so the three paths of
+ * an order give the same bits. The SIMD paths are compiled with
  * __attribute__((target)) and chosen at run time, so one library runs on any x86-64;
  * other machines get the scalar path.
  *
@@ -23,6 +27,7 @@
 #endif
 
 #include <math.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -33,7 +38,7 @@
 #endif
 #include <unistd.h>
 
-#include "adamw_math.h" /* defines: uvmrt__adamw_coef_t, uvmrt__adamw_elem, uvmrt__f32_to_bf16 */
+#include "adamw_math.h" /* defines: uvmrt__adamw_coef_t, uvmrt__adamw_elem(_torch), uvmrt__f32_to_bf16 */
 #include "log.h"        /* defines: LOG_ERROR, LOG_WARN */
 #include "uvmrt.h"
 
@@ -62,10 +67,34 @@ static void adamw_scalar(float *w, float *m, float *v, const float *g, uint16_t 
     }
 }
 
+/* fmaf here is the C library's (correctly rounded), or the instruction where the
+ * compiler targets FMA */
+static void adamw_scalar_torch(float *w, float *m, float *v, const float *g, uint16_t *half,
+                               size_t n, const uvmrt__adamw_coef_t *c) {
+    for (size_t i = 0; i < n; i++) {
+        uvmrt__adamw_elem_torch(&w[i], &m[i], &v[i], g[i], c);
+        if (half)
+            half[i] = uvmrt__f32_to_bf16(w[i]);
+    }
+}
+
 /* ----------------------------------------------------------------------------
  * AVX2: 8 floats at a time */
 
 #ifdef ADAMW_X86
+/* bf16 of 8 floats: round to nearest even, a NaN kept quiet (uvmrt__f32_to_bf16) */
+__attribute__((target("avx2"))) static inline void store_bf16_avx2(uint16_t *half, __m256 w) {
+    const __m256i round = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1);
+    const __m256i quiet = _mm256_set1_epi32(0x40);
+    __m256i u = _mm256_castps_si256(w);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), one);
+    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, round), lsb), 16);
+    __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(w, w, _CMP_UNORD_Q));
+    r = _mm256_blendv_epi8(r, _mm256_or_si256(_mm256_srli_epi32(u, 16), quiet), nan);
+    __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0xd8);
+    _mm_storeu_si128((__m128i *)half, _mm256_castsi256_si128(p));
+}
+
 __attribute__((target("avx2"))) static void adamw_avx2(float *w, float *m, float *v,
                                                        const float *g, uint16_t *half, size_t n,
                                                        const uvmrt__adamw_coef_t *c) {
@@ -74,8 +103,6 @@ __attribute__((target("avx2"))) static void adamw_avx2(float *w, float *m, float
     const __m256 step = _mm256_set1_ps(c->step_size), isb = _mm256_set1_ps(c->inv_sqrt_bc2);
     const __m256 eps = _mm256_set1_ps(c->eps), decay = _mm256_set1_ps(c->decay);
     const __m256 iscale = _mm256_set1_ps(c->inv_scale);
-    const __m256i round = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1);
-    const __m256i quiet = _mm256_set1_epi32(0x40);
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         __m256 gi = _mm256_mul_ps(_mm256_loadu_ps(g + i), iscale);
@@ -89,22 +116,57 @@ __attribute__((target("avx2"))) static void adamw_avx2(float *w, float *m, float
         _mm256_storeu_ps(w + i, w2);
         _mm256_storeu_ps(m + i, m2);
         _mm256_storeu_ps(v + i, v2);
-        if (half == NULL)
-            continue;
-        /* bf16: round to nearest even, a NaN kept quiet (uvmrt__f32_to_bf16) */
-        __m256i u = _mm256_castps_si256(w2);
-        __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), one);
-        __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, round), lsb), 16);
-        __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(w2, w2, _CMP_UNORD_Q));
-        r = _mm256_blendv_epi8(r, _mm256_or_si256(_mm256_srli_epi32(u, 16), quiet), nan);
-        __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0xd8);
-        _mm_storeu_si128((__m128i *)(half + i), _mm256_castsi256_si128(p));
+        if (half)
+            store_bf16_avx2(half + i, w2);
     }
     adamw_scalar(w + i, m + i, v + i, g + i, half ? half + i : NULL, n - i, c);
 }
 
+/* torch's order (uvmrt__adamw_elem_torch); fnmadd(a, b, c) = -(a*b) + c, rounded once */
+__attribute__((target("avx2,fma"))) static void adamw_avx2_torch(float *w, float *m, float *v,
+                                                                const float *g, uint16_t *half,
+                                                                size_t n,
+                                                                const uvmrt__adamw_coef_t *c) {
+    const bool lerp_small = c->omb1 < 0.5f;
+    const __m256 omb1 = _mm256_set1_ps(c->omb1), omw = _mm256_set1_ps(c->lerp_omw);
+    const __m256 b2 = _mm256_set1_ps(c->b2), omb2 = _mm256_set1_ps(c->omb2);
+    const __m256 nstep = _mm256_set1_ps(-c->step_size), isb = _mm256_set1_ps(c->torch_isb);
+    const __m256 eps = _mm256_set1_ps(c->eps), decay = _mm256_set1_ps(c->decay);
+    const __m256 iscale = _mm256_set1_ps(c->inv_scale);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 gi = _mm256_mul_ps(_mm256_loadu_ps(g + i), iscale);
+        __m256 w1 = _mm256_mul_ps(_mm256_loadu_ps(w + i), decay);
+        __m256 mi = _mm256_loadu_ps(m + i);
+        __m256 diff = _mm256_sub_ps(gi, mi);
+        __m256 m2 = lerp_small ? _mm256_fmadd_ps(omb1, diff, mi) : _mm256_fnmadd_ps(diff, omw, gi);
+        __m256 v2 = _mm256_fmadd_ps(omb2, _mm256_mul_ps(gi, gi),
+                                    _mm256_mul_ps(_mm256_loadu_ps(v + i), b2));
+        __m256 denom = _mm256_add_ps(_mm256_mul_ps(_mm256_sqrt_ps(v2), isb), eps);
+        __m256 w2 = _mm256_fmadd_ps(nstep, _mm256_div_ps(m2, denom), w1);
+        _mm256_storeu_ps(w + i, w2);
+        _mm256_storeu_ps(m + i, m2);
+        _mm256_storeu_ps(v + i, v2);
+        if (half)
+            store_bf16_avx2(half + i, w2);
+    }
+    adamw_scalar_torch(w + i, m + i, v + i, g + i, half ? half + i : NULL, n - i, c);
+}
+
 /* ----------------------------------------------------------------------------
  * AVX-512F: 16 floats at a time */
+
+__attribute__((target("avx512f"))) static inline void store_bf16_avx512(uint16_t *half,
+                                                                        __m512 w) {
+    const __m512i round = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
+    const __m512i quiet = _mm512_set1_epi32(0x40);
+    __m512i u = _mm512_castps_si512(w);
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, round), lsb), 16);
+    __mmask16 nan = _mm512_cmp_ps_mask(w, w, _CMP_UNORD_Q);
+    r = _mm512_mask_blend_epi32(nan, r, _mm512_or_si512(_mm512_srli_epi32(u, 16), quiet));
+    _mm256_storeu_si256((__m256i *)half, _mm512_cvtepi32_epi16(r));
+}
 
 __attribute__((target("avx512f"))) static void adamw_avx512(float *w, float *m, float *v,
                                                             const float *g, uint16_t *half,
@@ -115,8 +177,6 @@ __attribute__((target("avx512f"))) static void adamw_avx512(float *w, float *m, 
     const __m512 step = _mm512_set1_ps(c->step_size), isb = _mm512_set1_ps(c->inv_sqrt_bc2);
     const __m512 eps = _mm512_set1_ps(c->eps), decay = _mm512_set1_ps(c->decay);
     const __m512 iscale = _mm512_set1_ps(c->inv_scale);
-    const __m512i round = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
-    const __m512i quiet = _mm512_set1_epi32(0x40);
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
         __m512 gi = _mm512_mul_ps(_mm512_loadu_ps(g + i), iscale);
@@ -130,16 +190,41 @@ __attribute__((target("avx512f"))) static void adamw_avx512(float *w, float *m, 
         _mm512_storeu_ps(w + i, w2);
         _mm512_storeu_ps(m + i, m2);
         _mm512_storeu_ps(v + i, v2);
-        if (half == NULL)
-            continue;
-        __m512i u = _mm512_castps_si512(w2);
-        __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
-        __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, round), lsb), 16);
-        __mmask16 nan = _mm512_cmp_ps_mask(w2, w2, _CMP_UNORD_Q);
-        r = _mm512_mask_blend_epi32(nan, r, _mm512_or_si512(_mm512_srli_epi32(u, 16), quiet));
-        _mm256_storeu_si256((__m256i *)(half + i), _mm512_cvtepi32_epi16(r));
+        if (half)
+            store_bf16_avx512(half + i, w2);
     }
     adamw_scalar(w + i, m + i, v + i, g + i, half ? half + i : NULL, n - i, c);
+}
+
+/* torch's order (uvmrt__adamw_elem_torch); AVX-512F has the FMA instructions */
+__attribute__((target("avx512f"))) static void adamw_avx512_torch(float *w, float *m, float *v,
+                                                                  const float *g, uint16_t *half,
+                                                                  size_t n,
+                                                                  const uvmrt__adamw_coef_t *c) {
+    const bool lerp_small = c->omb1 < 0.5f;
+    const __m512 omb1 = _mm512_set1_ps(c->omb1), omw = _mm512_set1_ps(c->lerp_omw);
+    const __m512 b2 = _mm512_set1_ps(c->b2), omb2 = _mm512_set1_ps(c->omb2);
+    const __m512 nstep = _mm512_set1_ps(-c->step_size), isb = _mm512_set1_ps(c->torch_isb);
+    const __m512 eps = _mm512_set1_ps(c->eps), decay = _mm512_set1_ps(c->decay);
+    const __m512 iscale = _mm512_set1_ps(c->inv_scale);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 gi = _mm512_mul_ps(_mm512_loadu_ps(g + i), iscale);
+        __m512 w1 = _mm512_mul_ps(_mm512_loadu_ps(w + i), decay);
+        __m512 mi = _mm512_loadu_ps(m + i);
+        __m512 diff = _mm512_sub_ps(gi, mi);
+        __m512 m2 = lerp_small ? _mm512_fmadd_ps(omb1, diff, mi) : _mm512_fnmadd_ps(diff, omw, gi);
+        __m512 v2 = _mm512_fmadd_ps(omb2, _mm512_mul_ps(gi, gi),
+                                    _mm512_mul_ps(_mm512_loadu_ps(v + i), b2));
+        __m512 denom = _mm512_add_ps(_mm512_mul_ps(_mm512_sqrt_ps(v2), isb), eps);
+        __m512 w2 = _mm512_fmadd_ps(nstep, _mm512_div_ps(m2, denom), w1);
+        _mm512_storeu_ps(w + i, w2);
+        _mm512_storeu_ps(m + i, m2);
+        _mm512_storeu_ps(v + i, v2);
+        if (half)
+            store_bf16_avx512(half + i, w2);
+    }
+    adamw_scalar_torch(w + i, m + i, v + i, g + i, half ? half + i : NULL, n - i, c);
 }
 
 #endif /* ADAMW_X86 */
@@ -186,6 +271,29 @@ static adamw_isa_t isa_current(void) {
 
 const char *uvmrt_adamw_isa(void) { return ISA_NAMES[isa_current()]; }
 
+/* Whether the CPU has FMA, which torch's order needs beside AVX2 (probed once). */
+static bool cpu_has_fma(void) {
+    static int cached = -1;
+    int fma = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (fma >= 0)
+        return fma;
+    fma = 0;
+#ifdef ADAMW_X86
+    __builtin_cpu_init();
+    fma = __builtin_cpu_supports("fma") != 0;
+#endif
+    __atomic_store_n(&cached, fma, __ATOMIC_RELAXED);
+    return fma;
+}
+
+/* The path an order takes: torch's leaves AVX2 for scalar on a CPU without FMA. */
+static adamw_isa_t isa_for_order(int order) {
+    adamw_isa_t isa = isa_current();
+    if (order == UVMRT_ADAMW_ORDER_TORCH && isa == ISA_AVX2 && !cpu_has_fma())
+        return ISA_SCALAR;
+    return isa;
+}
+
 /* The CPUs the calling thread may run on (at least 1). */
 static int threads_default(void) {
 #ifdef __linux__
@@ -197,14 +305,17 @@ static int threads_default(void) {
     return n > 0 ? (int)n : 1;
 }
 
-static void adamw_chunk(adamw_isa_t isa, float *w, float *m, float *v, const float *g,
-                        uint16_t *half, size_t n, const uvmrt__adamw_coef_t *c) {
+static void adamw_chunk(adamw_isa_t isa, int order, float *w, float *m, float *v,
+                        const float *g, uint16_t *half, size_t n, const uvmrt__adamw_coef_t *c) {
+    bool torch = order == UVMRT_ADAMW_ORDER_TORCH;
     switch (isa) {
 #ifdef ADAMW_X86
-    case ISA_AVX512: adamw_avx512(w, m, v, g, half, n, c); return;
-    case ISA_AVX2: adamw_avx2(w, m, v, g, half, n, c); return;
+    case ISA_AVX512:
+        (torch ? adamw_avx512_torch : adamw_avx512)(w, m, v, g, half, n, c);
+        return;
+    case ISA_AVX2: (torch ? adamw_avx2_torch : adamw_avx2)(w, m, v, g, half, n, c); return;
 #endif
-    default: adamw_scalar(w, m, v, g, half, n, c); return;
+    default: (torch ? adamw_scalar_torch : adamw_scalar)(w, m, v, g, half, n, c); return;
     }
 }
 
@@ -224,6 +335,7 @@ void uvmrt_adamw_init(uvmrt_adamw_t *hp) {
     hp->step = 1;
     hp->grad_scale = 1.0;
     hp->threads = 0;
+    hp->order = UVMRT_ADAMW_ORDER_UVMRT;
 }
 
 #define BAD(...)                                                                  \
@@ -232,12 +344,25 @@ void uvmrt_adamw_init(uvmrt_adamw_t *hp) {
         return UVMRT_ERR_INVALID;                                                 \
     } while (0)
 
-static uvmrt_status_t check_hp(const uvmrt_adamw_t *hp) {
-    if (hp == NULL)
+/* The struct_size of a uvmrt_adamw_t from before the order field. */
+#define SIZE_BEFORE_ORDER offsetof(uvmrt_adamw_t, order)
+
+/* The caller's struct, read up to its struct_size, into *hp: order, when the caller's
+ * struct ends before it, is UVMRT_ADAMW_ORDER_UVMRT. */
+static uvmrt_status_t read_hp(const uvmrt_adamw_t *in, uvmrt_adamw_t *hp) {
+    if (in == NULL)
         BAD("hp is NULL: expected a uvmrt_adamw_t set up by uvmrt_adamw_init");
-    if (hp->struct_size != sizeof(uvmrt_adamw_t))
-        BAD("hp->struct_size %zu: expected %zu (sizeof(uvmrt_adamw_t); call uvmrt_adamw_init)",
-            hp->struct_size, sizeof(uvmrt_adamw_t));
+    if (in->struct_size != sizeof(uvmrt_adamw_t) && in->struct_size != SIZE_BEFORE_ORDER)
+        BAD("hp->struct_size %zu: expected %zu (sizeof(uvmrt_adamw_t); call uvmrt_adamw_init) or "
+            "%zu (the struct before its order field)",
+            in->struct_size, sizeof(uvmrt_adamw_t), (size_t)SIZE_BEFORE_ORDER);
+    uvmrt_adamw_init(hp);
+    memcpy(hp, in, in->struct_size);
+    hp->struct_size = sizeof *hp;
+    return UVMRT_OK;
+}
+
+static uvmrt_status_t check_hp(const uvmrt_adamw_t *hp) {
     if (!(isfinite(hp->lr) && hp->lr >= 0.0))
         BAD("lr %g: expected a finite value >= 0", hp->lr);
     if (!(hp->beta1 >= 0.0 && hp->beta1 < 1.0))
@@ -255,14 +380,21 @@ static uvmrt_status_t check_hp(const uvmrt_adamw_t *hp) {
     if (hp->threads < 0)
         BAD("threads %d: expected >= 0 (0: the CPUs the calling thread may run on)",
             hp->threads);
+    if (hp->order != UVMRT_ADAMW_ORDER_UVMRT && hp->order != UVMRT_ADAMW_ORDER_TORCH)
+        BAD("order %d: expected UVMRT_ADAMW_ORDER_UVMRT (%d) or UVMRT_ADAMW_ORDER_TORCH (%d)",
+            hp->order, UVMRT_ADAMW_ORDER_UVMRT, UVMRT_ADAMW_ORDER_TORCH);
     return UVMRT_OK;
 }
 
-uvmrt_status_t uvmrt_adamw_cpu(const uvmrt_adamw_t *hp, float *w, float *m, float *v,
+uvmrt_status_t uvmrt_adamw_cpu(const uvmrt_adamw_t *given, float *w, float *m, float *v,
                                const float *g, size_t n, uint16_t *half_out) {
-    uvmrt_status_t st = check_hp(hp);
+    uvmrt_adamw_t full;
+    uvmrt_status_t st = read_hp(given, &full);
+    if (st == UVMRT_OK)
+        st = check_hp(&full);
     if (st != UVMRT_OK)
         return st;
+    const uvmrt_adamw_t *hp = &full;
     if (n > 0 && (w == NULL || m == NULL || v == NULL || g == NULL))
         BAD("%s is NULL with n = %zu: expected %zu floats",
             w == NULL ? "w" : m == NULL ? "m" : v == NULL ? "v" : "g", n, n);
@@ -270,10 +402,10 @@ uvmrt_status_t uvmrt_adamw_cpu(const uvmrt_adamw_t *hp, float *w, float *m, floa
         return UVMRT_OK;
     uvmrt__adamw_coef_t c = uvmrt__adamw_coef_make(hp->lr, hp->beta1, hp->beta2, hp->eps,
                                                    hp->weight_decay, hp->step, hp->grad_scale);
-    adamw_isa_t isa = isa_current();
+    adamw_isa_t isa = isa_for_order(hp->order);
     size_t chunks = (n + CHUNK - 1) / CHUNK;
     if (chunks == 1) { /* no team for one work item */
-        adamw_chunk(isa, w, m, v, g, half_out, n, &c);
+        adamw_chunk(isa, hp->order, w, m, v, g, half_out, n, &c);
         return UVMRT_OK;
     }
 #ifdef _OPENMP
@@ -283,12 +415,12 @@ uvmrt_status_t uvmrt_adamw_cpu(const uvmrt_adamw_t *hp, float *w, float *m, floa
 #pragma omp parallel for schedule(dynamic) num_threads(nt)
     for (long k = 0; k < (long)chunks; k++) {
         size_t lo = (size_t)k * CHUNK, len = n - lo < CHUNK ? n - lo : CHUNK;
-        adamw_chunk(isa, w + lo, m + lo, v + lo, g + lo, half_out ? half_out + lo : NULL, len,
-                    &c);
+        adamw_chunk(isa, hp->order, w + lo, m + lo, v + lo, g + lo,
+                    half_out ? half_out + lo : NULL, len, &c);
     }
 #else
     (void)threads_default;
-    adamw_chunk(isa, w, m, v, g, half_out, n, &c);
+    adamw_chunk(isa, hp->order, w, m, v, g, half_out, n, &c);
 #endif
     return UVMRT_OK;
 }

@@ -4,11 +4,15 @@
  * examples/mlp/mlp_math.h), so a weight updated on the CPU is bit-identical to one
  * updated on the GPU.
  *
- * Header-only, includable from C and CUDA. No fused multiply-add: every product and
- * sum is rounded on its own (__fmul_rn/__fadd_rn on the GPU; C files that include this
- * header are compiled with -ffp-contract=off), and sqrt and division are correctly
- * rounded everywhere. The SIMD paths of src/adamw.c repeat exactly this order of
- * operations.
+ * Header-only, includable from C and CUDA. Two orders of the same operations:
+ *  - uvmrt's (uvmrt__adamw_elem, the default, the GPU kernels'): no fused multiply-add,
+ *    every product and sum rounded on its own (__fmul_rn/__fadd_rn on the GPU; C files
+ *    that include this header are compiled with -ffp-contract=off);
+ *  - torch's (uvmrt__adamw_elem_torch): what torch.optim.AdamW(foreach=False) computes
+ *    on CUDA, with its three fused multiply-adds (lerp, addcmul, addcdiv), each
+ *    correctly rounded (fmaf / __fmaf_rn).
+ * sqrt and division are correctly rounded everywhere. The SIMD paths of src/adamw.c
+ * repeat exactly these orders of operations.
  *
  * AdamW (PyTorch's torch.optim.AdamW, foreach=False, amsgrad=False):
  *   w <- w * (1 - lr*wd)
@@ -35,12 +39,14 @@
 #define UVMRT__FSUB(a, b) __fsub_rn((a), (b))
 #define UVMRT__FDIV(a, b) __fdiv_rn((a), (b))
 #define UVMRT__FSQRT(a) __fsqrt_rn(a)
+#define UVMRT__FMA(a, b, c) __fmaf_rn((a), (b), (c))
 #else
 #define UVMRT__FMUL(a, b) ((a) * (b))
 #define UVMRT__FADD(a, b) ((a) + (b))
 #define UVMRT__FSUB(a, b) ((a) - (b))
 #define UVMRT__FDIV(a, b) ((a) / (b))
 #define UVMRT__FSQRT(a) sqrtf(a)
+#define UVMRT__FMA(a, b, c) fmaf((a), (b), (c))
 #endif
 
 /* The update's coefficients, rounded to float once per call. */
@@ -52,6 +58,9 @@ typedef struct uvmrt__adamw_coef {
     float inv_sqrt_bc2; /* 1 / sqrt(1 - beta2^t) */
     float eps;
     float inv_scale;    /* the gradient's factor (1 / loss scale, times a clip factor) */
+    /* torch's order only */
+    float lerp_omw;  /* 1 - (1 - beta1) in float: the complement of lerp's weight */
+    float torch_isb; /* 1 / sqrt(1 - beta2^t) as torch's division by a scalar makes it */
 } uvmrt__adamw_coef_t;
 
 /* From the hyperparameters, in double, then rounded: t >= 1 is the number of the
@@ -69,6 +78,10 @@ static inline uvmrt__adamw_coef_t uvmrt__adamw_coef_make(double lr, double b1, d
     c.inv_sqrt_bc2 = (float)(1.0 / sqrt(1.0 - pow(b2, (double)t)));
     c.eps = (float)eps;
     c.inv_scale = (float)grad_scale;
+    c.lerp_omw = 1.0f - c.omb1; /* exact: omb1 in [0.5, 1] where lerp uses it (Sterbenz) */
+    /* torch: x / bias_correction2_sqrt (bias_correction2**0.5, a double) on CUDA is
+     * x * (1.0f / (float)bias_correction2_sqrt), the reciprocal taken in float */
+    c.torch_isb = 1.0f / (float)pow(1.0 - pow(b2, (double)t), 0.5);
     return c;
 }
 
@@ -81,6 +94,23 @@ UVMRT__HD void uvmrt__adamw_elem(float *w, float *m, float *v, float grad,
     float denom = UVMRT__FADD(UVMRT__FMUL(UVMRT__FSQRT(v2), c->inv_sqrt_bc2), c->eps);
     float upd = UVMRT__FMUL(c->step_size, UVMRT__FDIV(m2, denom));
     *w = UVMRT__FSUB(UVMRT__FMUL(*w, c->decay), upd);
+    *m = m2;
+    *v = v2;
+}
+
+/* One element in torch's order: torch.optim.AdamW(foreach=False) on CUDA, one kernel
+ * per line (param.mul_, exp_avg.lerp_, exp_avg_sq.mul_.addcmul_, sqrt / scalar + eps,
+ * param.addcdiv_). lerp(m, g', w) is m + w*(g'-m) for a weight under 0.5, else
+ * g' - (g'-m)*(1-w); the weight is the same for every element of a call. */
+UVMRT__HD void uvmrt__adamw_elem_torch(float *w, float *m, float *v, float grad,
+                                       const uvmrt__adamw_coef_t *c) {
+    float g = UVMRT__FMUL(grad, c->inv_scale);
+    float w1 = UVMRT__FMUL(*w, c->decay);
+    float diff = UVMRT__FSUB(g, *m);
+    float m2 = c->omb1 < 0.5f ? UVMRT__FMA(c->omb1, diff, *m) : UVMRT__FMA(-diff, c->lerp_omw, g);
+    float v2 = UVMRT__FMA(c->omb2, UVMRT__FMUL(g, g), UVMRT__FMUL(*v, c->b2));
+    float denom = UVMRT__FADD(UVMRT__FMUL(UVMRT__FSQRT(v2), c->torch_isb), c->eps);
+    *w = UVMRT__FMA(-c->step_size, UVMRT__FDIV(m2, denom), w1);
     *m = m2;
     *v = v2;
 }

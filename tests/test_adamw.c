@@ -1,11 +1,14 @@
 /*
  * test_adamw.c -- uvmrt_adamw_cpu(3), the library's CPU AdamW (src/adamw.c).
  *
- *  - every instruction set this CPU has (UVMRT_ADAMW_ISA narrows the path) and
- *    thread counts 1, 2 and 3 give bit for bit what the scalar reference gives (the
- *    element formula of src/adamw_math.h, one element at a time), on sizes 0, 1, 7,
- *    15, 16, 17 and 1000003, over three steps, with and without half_out, including
- *    zero and infinite gradients and a loss scale;
+ *  - in both orders (uvmrt's, torch's), every instruction set this CPU has
+ *    (UVMRT_ADAMW_ISA narrows the path) and thread counts 1, 2 and 3 give bit for bit
+ *    what the scalar reference gives (the element formula of src/adamw_math.h, one
+ *    element at a time), on sizes 0, 1, 7, 15, 16, 17 and 1000003, over three steps,
+ *    with and without half_out, including zero and infinite gradients and a loss scale;
+ *  - torch's order equals a reference written here from torch's kernels (fmaf), in
+ *    both branches of torch's lerp, and differs from uvmrt's order;
+ *  - a struct_size from before the order field means uvmrt's order;
  *  - half_out is the bf16 rounding (to nearest even, NaN kept quiet) of the new w,
  *    checked against a rounding written here;
  *  - every invalid argument returns UVMRT_ERR_INVALID, logs a message naming it, and
@@ -18,6 +21,7 @@
  */
 #define _GNU_SOURCE
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,7 +103,7 @@ static void arrays_fill(arrays_t *a, uint64_t seed) {
     }
 }
 
-static uvmrt_adamw_t hp_make(uint64_t t, double grad_scale, int threads) {
+static uvmrt_adamw_t hp_make_order(uint64_t t, double grad_scale, int threads, int order) {
     uvmrt_adamw_t hp;
     uvmrt_adamw_init(&hp);
     hp.lr = 3e-3;
@@ -109,7 +113,12 @@ static uvmrt_adamw_t hp_make(uint64_t t, double grad_scale, int threads) {
     hp.step = t;
     hp.grad_scale = grad_scale;
     hp.threads = threads;
+    hp.order = order;
     return hp;
+}
+
+static uvmrt_adamw_t hp_make(uint64_t t, double grad_scale, int threads) {
+    return hp_make_order(t, grad_scale, threads, UVMRT_ADAMW_ORDER_UVMRT);
 }
 
 /* One element at a time, in order: the definition every path must equal. */
@@ -117,7 +126,10 @@ static void reference(const uvmrt_adamw_t *hp, arrays_t *a, int with_half) {
     uvmrt__adamw_coef_t c = uvmrt__adamw_coef_make(hp->lr, hp->beta1, hp->beta2, hp->eps,
                                                    hp->weight_decay, hp->step, hp->grad_scale);
     for (size_t j = 0; j < a->n; j++) {
-        uvmrt__adamw_elem(&a->w[j], &a->m[j], &a->v[j], a->g[j], &c);
+        if (hp->order == UVMRT_ADAMW_ORDER_TORCH)
+            uvmrt__adamw_elem_torch(&a->w[j], &a->m[j], &a->v[j], a->g[j], &c);
+        else
+            uvmrt__adamw_elem(&a->w[j], &a->m[j], &a->v[j], a->g[j], &c);
         if (with_half)
             a->h[j] = uvmrt__f32_to_bf16(a->w[j]);
     }
@@ -134,6 +146,18 @@ static size_t first_difference(const arrays_t *a, const arrays_t *b) {
     return a->n;
 }
 
+/* The same, but any two NaNs are equal (their sign and payload are the hardware's: a
+ * GPU makes other NaN bits than x86). */
+static int same_or_nan(float x, float y) { return same_bits(&x, &y, 4) || (isnan(x) && isnan(y)); }
+
+static size_t first_difference_nan_equal(const arrays_t *a, const arrays_t *b) {
+    for (size_t j = 0; j < a->n; j++)
+        if (!same_or_nan(a->w[j], b->w[j]) || !same_or_nan(a->m[j], b->m[j]) ||
+            !same_or_nan(a->v[j], b->v[j]))
+            return j;
+    return a->n;
+}
+
 /* ----------------------------------------------------------------------------
  * every path and thread count, bit for bit */
 
@@ -143,7 +167,7 @@ static int force_isa(const char *isa) {
     return strcmp(uvmrt_adamw_isa(), isa) == 0;
 }
 
-static void bitwise_against_reference(const char *isa) {
+static void bitwise_against_reference(const char *isa, int order) {
     if (!force_isa(isa))
         cr_skip_test("this CPU has no %s path (the library takes %s)", isa, uvmrt_adamw_isa());
     static const size_t sizes[] = {0, 1, 7, 15, 16, 17, 1000003};
@@ -160,24 +184,24 @@ static void bitwise_against_reference(const char *isa) {
             double scale = with_half ? 1.0 / 1024.0 : 1.0;
             arrays_copy(&ref, &start);
             for (uint64_t t = 1; t <= 3; t++) {
-                uvmrt_adamw_t hp = hp_make(t, scale, 1);
+                uvmrt_adamw_t hp = hp_make_order(t, scale, 1, order);
                 reference(&hp, &ref, with_half);
             }
             for (size_t ti = 0; ti < sizeof threads / sizeof *threads; ti++) {
                 arrays_copy(&got, &start);
                 for (uint64_t t = 1; t <= 3; t++) {
-                    uvmrt_adamw_t hp = hp_make(t, scale, threads[ti]);
+                    uvmrt_adamw_t hp = hp_make_order(t, scale, threads[ti], order);
                     uvmrt_status_t st = uvmrt_adamw_cpu(&hp, got.w, got.m, got.v, got.g, n,
                                                         with_half ? got.h : NULL);
-                    cr_assert_eq(st, UVMRT_OK, "%s n %zu threads %d step %d: %s", isa, n,
-                                 threads[ti], (int)t, uvmrt_status_str(st));
+                    cr_assert_eq(st, UVMRT_OK, "%s order %d n %zu threads %d step %d: %s", isa,
+                                 order, n, threads[ti], (int)t, uvmrt_status_str(st));
                 }
                 size_t j = first_difference(&ref, &got);
                 cr_assert_eq(j, n,
-                             "%s, n %zu, threads %d, half_out %s: element %zu differs from the "
-                             "scalar reference: w %a vs %a, m %a vs %a, v %a vs %a, "
+                             "%s, order %d, n %zu, threads %d, half_out %s: element %zu differs "
+                             "from the scalar reference: w %a vs %a, m %a vs %a, v %a vs %a, "
                              "bf16 0x%04x vs 0x%04x",
-                             isa, n, threads[ti], with_half ? "on" : "off", j,
+                             isa, order, n, threads[ti], with_half ? "on" : "off", j,
                              j < n ? got.w[j] : 0.0f, j < n ? ref.w[j] : 0.0f,
                              j < n ? got.m[j] : 0.0f, j < n ? ref.m[j] : 0.0f,
                              j < n ? got.v[j] : 0.0f, j < n ? ref.v[j] : 0.0f,
@@ -190,24 +214,120 @@ static void bitwise_against_reference(const char *isa) {
     }
 }
 
-Test(adamw, scalar_path_bitwise) { bitwise_against_reference("scalar"); }
-Test(adamw, avx2_path_bitwise) { bitwise_against_reference("avx2"); }
-Test(adamw, avx512_path_bitwise) { bitwise_against_reference("avx512"); }
+Test(adamw, scalar_path_bitwise) { bitwise_against_reference("scalar", UVMRT_ADAMW_ORDER_UVMRT); }
+Test(adamw, avx2_path_bitwise) { bitwise_against_reference("avx2", UVMRT_ADAMW_ORDER_UVMRT); }
+Test(adamw, avx512_path_bitwise) { bitwise_against_reference("avx512", UVMRT_ADAMW_ORDER_UVMRT); }
+Test(adamw, torch_order_scalar_path_bitwise) {
+    bitwise_against_reference("scalar", UVMRT_ADAMW_ORDER_TORCH);
+}
+Test(adamw, torch_order_avx2_path_bitwise) {
+    bitwise_against_reference("avx2", UVMRT_ADAMW_ORDER_TORCH);
+}
+Test(adamw, torch_order_avx512_path_bitwise) {
+    bitwise_against_reference("avx512", UVMRT_ADAMW_ORDER_TORCH);
+}
 
 /* threads 0 (the calling thread's CPUs) and more threads than work items: the same bits */
-Test(adamw, default_and_many_threads_bitwise) {
+static void default_and_many_threads(int order) {
     const size_t n = 300007;
     arrays_t ref, got;
     arrays_alloc(&ref, n);
     arrays_alloc(&got, n);
     arrays_fill(&ref, 5);
     arrays_copy(&got, &ref);
-    uvmrt_adamw_t hp = hp_make(4, 1.0, 1);
+    uvmrt_adamw_t hp = hp_make_order(4, 1.0, 1, order);
     reference(&hp, &ref, 1);
     hp.threads = 0;
     cr_assert_eq(uvmrt_adamw_cpu(&hp, got.w, got.m, got.v, got.g, n, got.h), UVMRT_OK);
     hp.threads = 64;
     reference(&hp, &ref, 1);
+    cr_assert_eq(uvmrt_adamw_cpu(&hp, got.w, got.m, got.v, got.g, n, got.h), UVMRT_OK);
+    cr_assert_eq(first_difference(&ref, &got), n, "order %d", order);
+    arrays_free(&ref);
+    arrays_free(&got);
+}
+
+Test(adamw, default_and_many_threads_bitwise) { default_and_many_threads(UVMRT_ADAMW_ORDER_UVMRT); }
+Test(adamw, torch_order_default_and_many_threads_bitwise) {
+    default_and_many_threads(UVMRT_ADAMW_ORDER_TORCH);
+}
+
+/* ----------------------------------------------------------------------------
+ * torch's order against torch's kernels, written here from them */
+
+/* torch.optim.AdamW(foreach=False) on CUDA, one element: each line one of its kernels
+ * (float arithmetic; fmaf where the kernel's expression contracts to an FMA), its
+ * scalars from Python doubles rounded to float once. */
+static void torch_elem(const uvmrt_adamw_t *hp, float *w, float *m, float *v, float grad) {
+    double t = (double)hp->step;
+    float g = grad * (float)hp->grad_scale;                          /* the clip's g * coef */
+    float w1 = *w * (float)(1.0 - hp->lr * hp->weight_decay);         /* param.mul_ */
+    float weight = (float)(1.0 - hp->beta1);                          /* exp_avg.lerp_(g, 1-b1) */
+    float m2 = weight < 0.5f ? fmaf(weight, g - *m, *m) : fmaf(-(g - *m), 1.0f - weight, g);
+    float vb2 = *v * (float)hp->beta2;                                /* exp_avg_sq.mul_(b2) */
+    float v2 = fmaf((float)(1.0 - hp->beta2), g * g, vb2);            /* .addcmul_(g, g, 1-b2) */
+    double bc2_sqrt = pow(1.0 - pow(hp->beta2, t), 0.5);              /* bias_correction2**0.5 */
+    float recip = 1.0f / (float)bc2_sqrt;                             /* x / scalar: x * (1/s) */
+    float denom = sqrtf(v2) * recip + (float)hp->eps;                 /* sqrt() / s, add_(eps) */
+    float step_size = (float)(-(hp->lr / (1.0 - pow(hp->beta1, t)))); /* addcdiv_ value */
+    *w = fmaf(step_size, m2 / denom, w1);
+    *m = m2;
+    *v = v2;
+}
+
+Test(adamw, torch_order_equals_torch_kernels) {
+    const size_t n = 100003; /* two work items and a tail */
+    static const double beta1s[] = {0.9, 0.3, 0.0}; /* lerp's both branches, and m = g' */
+    arrays_t start, ref, got, uvm;
+    arrays_alloc(&start, n);
+    arrays_alloc(&ref, n);
+    arrays_alloc(&got, n);
+    arrays_alloc(&uvm, n);
+    arrays_fill(&start, 31);
+    for (size_t bi = 0; bi < sizeof beta1s / sizeof *beta1s; bi++) {
+        arrays_copy(&ref, &start);
+        arrays_copy(&got, &start);
+        arrays_copy(&uvm, &start);
+        static const uint64_t steps[] = {1, 2, 3, 1000};
+        for (size_t k = 0; k < sizeof steps / sizeof *steps; k++) {
+            uvmrt_adamw_t hp = hp_make_order(steps[k], 0.37, 2, UVMRT_ADAMW_ORDER_TORCH);
+            hp.beta1 = beta1s[bi];
+            for (size_t j = 0; j < n; j++)
+                torch_elem(&hp, &ref.w[j], &ref.m[j], &ref.v[j], ref.g[j]);
+            cr_assert_eq(uvmrt_adamw_cpu(&hp, got.w, got.m, got.v, got.g, n, NULL), UVMRT_OK);
+            hp.order = UVMRT_ADAMW_ORDER_UVMRT;
+            cr_assert_eq(uvmrt_adamw_cpu(&hp, uvm.w, uvm.m, uvm.v, uvm.g, n, NULL), UVMRT_OK);
+        }
+        size_t j = first_difference_nan_equal(&ref, &got);
+        cr_assert_eq(j, n,
+                     "beta1 %g (%s): element %zu differs from torch's kernels: w %a vs %a, "
+                     "m %a vs %a, v %a vs %a",
+                     beta1s[bi], uvmrt_adamw_isa(), j, j < n ? got.w[j] : 0.0f,
+                     j < n ? ref.w[j] : 0.0f, j < n ? got.m[j] : 0.0f, j < n ? ref.m[j] : 0.0f,
+                     j < n ? got.v[j] : 0.0f, j < n ? ref.v[j] : 0.0f);
+        cr_assert_lt(first_difference(&uvm, &got), n,
+                     "beta1 %g: torch's order should round some element differently from "
+                     "uvmrt's", beta1s[bi]);
+    }
+    arrays_free(&start);
+    arrays_free(&ref);
+    arrays_free(&got);
+    arrays_free(&uvm);
+}
+
+/* A struct from before the order field (struct_size offsetof(order)): uvmrt's order,
+ * whatever lies past the caller's struct. */
+Test(adamw, struct_before_order_means_uvmrt_order) {
+    const size_t n = 1000;
+    arrays_t ref, got;
+    arrays_alloc(&ref, n);
+    arrays_alloc(&got, n);
+    arrays_fill(&ref, 8);
+    arrays_copy(&got, &ref);
+    uvmrt_adamw_t hp = hp_make(2, 1.0, 1);
+    reference(&hp, &ref, 1);
+    hp.struct_size = offsetof(uvmrt_adamw_t, order);
+    hp.order = 12345; /* not the caller's: never read */
     cr_assert_eq(uvmrt_adamw_cpu(&hp, got.w, got.m, got.v, got.g, n, got.h), UVMRT_OK);
     cr_assert_eq(first_difference(&ref, &got), n);
     arrays_free(&ref);
@@ -322,6 +442,9 @@ SPOIL(beta2_nan, hp->beta2 = NAN)
 SPOIL(scale_nan, hp->grad_scale = NAN)
 SPOIL(scale_inf, hp->grad_scale = -INFINITY)
 SPOIL(threads_negative, hp->threads = -1)
+SPOIL(size_before_order_less, hp->struct_size = offsetof(uvmrt_adamw_t, order) - 4)
+SPOIL(order_unknown, hp->order = 2)
+SPOIL(order_negative, hp->order = -1)
 
 static const bad_case_t BAD_CASES[] = {
     {"struct_size 0", size_zero, "struct_size 0"},
@@ -347,6 +470,9 @@ static const bad_case_t BAD_CASES[] = {
     {"grad_scale NaN", scale_nan, "grad_scale nan"},
     {"grad_scale -inf", scale_inf, "grad_scale -inf"},
     {"threads -1", threads_negative, "threads -1"},
+    {"struct_size short of the fields before order", size_before_order_less, "struct_size"},
+    {"order 2", order_unknown, "order 2"},
+    {"order -1", order_negative, "order -1"},
 };
 
 /* The arrays after a failed call: bit for bit as before. */
@@ -493,6 +619,7 @@ Test(adamw, init_defaults) {
     cr_assert_eq(hp.struct_size, sizeof hp);
     cr_assert(hp.lr == 1e-3 && hp.beta1 == 0.9 && hp.beta2 == 0.999 && hp.eps == 1e-8);
     cr_assert(hp.weight_decay == 1e-2 && hp.step == 1 && hp.grad_scale == 1.0 && hp.threads == 0);
+    cr_assert_eq(hp.order, UVMRT_ADAMW_ORDER_UVMRT);
     uvmrt_adamw_init(NULL); /* nothing happens */
 }
 

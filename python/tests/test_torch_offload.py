@@ -88,18 +88,20 @@ def test_cpu_adamw_is_within_a_few_ulp_of_torch_adamw():
         assert torch.allclose(p1, p2, rtol=1e-4, atol=1e-5), n1
 
 
-def test_cpu_updates_are_within_the_stated_bound_of_torch_adamw_foreach_false():
+@pytest.mark.parametrize("order", [L.ADAMW_ORDER_UVMRT, L.ADAMW_ORDER_TORCH])
+def test_cpu_updates_are_within_the_stated_bound_of_torch_adamw_foreach_false(order):
     """The stated bound (python/README.md): after 3 updates on the same gradients, every
-    element within 4 eps (|w| + lr) of torch.optim.AdamW(foreach=False) in fp32 (eps =
-    2^-23; measured 3.5), and almost all bitwise equal: torch takes m by a lerp and
-    divides by sqrt(1 - beta2^t) where uvmrt multiplies."""
+    element within 4 eps (|w| + lr) of torch.optim.AdamW(foreach=False) in fp32 on the
+    CPU (eps = 2^-23; measured 3.5 in uvmrt's order, 3.7 in torch's: torch's CPU kernels
+    round otherwise than its CUDA ones, which torch's order follows), and almost all
+    bitwise equal."""
     torch.manual_seed(3)
     n = 100003
     w, g = torch.randn(n), torch.randn(n) * 1e-2
     lib = L.lib()
     hp = L.AdamW()
     lib.uvmrt_adamw_init(ctypes.byref(hp))
-    hp.lr, hp.weight_decay = 1e-3, 0.1
+    hp.lr, hp.weight_decay, hp.order = 1e-3, 0.1, order
     ours_w, m, v = w.clone(), torch.zeros(n), torch.zeros(n)
     p = torch.nn.Parameter(w.clone())
     opt = torch.optim.AdamW([p], lr=1e-3, weight_decay=0.1, foreach=False)

@@ -136,7 +136,12 @@ class Profile(ctypes.Structure):
 class AdamW(ctypes.Structure):
     _fields_ = [("struct_size", c_size), ("lr", c_double), ("beta1", c_double), ("beta2", c_double),
                 ("eps", c_double), ("weight_decay", c_double), ("step", c_u64), ("grad_scale", c_double),
-                ("threads", c_int)]
+                ("threads", c_int), ("order", c_int)]
+
+
+# AdamW.order: uvmrt_adamw_order_t
+ADAMW_ORDER_UVMRT = 0  # no FMA: the example trainers' GPU kernels' bits
+ADAMW_ORDER_TORCH = 1  # torch.optim.AdamW(foreach=False) on CUDA's bits
 
 
 REHEARSE_FN = ctypes.CFUNCTYPE(c_int, c_void_p, ctypes.POINTER(c_int), c_int, c_void_p)

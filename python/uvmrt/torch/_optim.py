@@ -199,6 +199,7 @@ class OffloadedOptimizer(torch.optim.Optimizer):
             hp.weight_decay = float(g.get("weight_decay", 0.0))
             hp.grad_scale = 1.0 if coef is None else coef
             hp.threads = self._cpu_threads
+            hp.order = L.ADAMW_ORDER_TORCH  # the bits of the user's AdamW on CUDA
             for p in g["params"]:
                 if id(p) not in with_grad:
                     continue
