@@ -217,6 +217,7 @@ def descendants(pid):
 def memory_peak_sites(step, top=14):
     """One more step under torch's allocator history: what was allocated at the step's
     peak, by the first frame outside torch's own files (where the tensor was made)."""
+    import torch
     torch.cuda.synchronize()
     base = torch.cuda.memory_allocated()
     torch.cuda.memory._record_memory_history(enabled="all", context="alloc", stacks="python",
