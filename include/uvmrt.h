@@ -978,7 +978,7 @@ void uvmrt_adamw_init(uvmrt_adamw_t *hp);
  *   m  = c1 < 0.5 ? fma(c1, g' - m, m) : fma(-(g' - m), 1 - c1, g')
  *   v  = fma(1-b2, g'*g', v*b2)
  *   w  = fma(-(lr/(1-b1^t)), m / (sqrt(v) * r + eps), w1),
- *        r = 1.0f / (float)sqrt(1-b2^t) (the reciprocal taken in float)
+ *        r = (float)(1.0 / sqrt(1-b2^t)) (the reciprocal taken in double, rounded once)
  * half_out, when not NULL, receives the new w rounded to bf16 (n 16-bit patterns, round
  * to nearest even). Bit-for-bit the same result for any thread count and instruction
  * set. Any thread; the arrays are the caller's (host memory, e.g. host-homed uvmrt

@@ -267,7 +267,7 @@ static void torch_elem(const uvmrt_adamw_t *hp, float *w, float *m, float *v, fl
     float vb2 = *v * (float)hp->beta2;                                /* exp_avg_sq.mul_(b2) */
     float v2 = fmaf((float)(1.0 - hp->beta2), g * g, vb2);            /* .addcmul_(g, g, 1-b2) */
     double bc2_sqrt = pow(1.0 - pow(hp->beta2, t), 0.5);              /* bias_correction2**0.5 */
-    float recip = 1.0f / (float)bc2_sqrt;                             /* x / scalar: x * (1/s) */
+    float recip = (float)(1.0 / bc2_sqrt);                            /* x / scalar: x * (1/s), 1/s in double */
     float denom = sqrtf(v2) * recip + (float)hp->eps;                 /* sqrt() / s, add_(eps) */
     float step_size = (float)(-(hp->lr / (1.0 - pow(hp->beta1, t)))); /* addcdiv_ value */
     *w = fmaf(step_size, m2 / denom, w1);
