@@ -77,6 +77,7 @@ static uint64_t cgroup_limit(const char *root, const char **kind)
         line[strcspn(line, "\n")] = '\0';
         char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
         if (c2 == NULL) continue;
+        *c1 = '\0';
         *c2 = '\0';
         const char *ctrls = c1 + 1, *cg = c2 + 1;
         uint64_t v = 0;
