@@ -117,7 +117,7 @@ size_t uvmrt_abi_struct_size(const char *name);
     X(UVMRT_ERR_INVALID, -1, "invalid argument")                                 \
     X(UVMRT_ERR_CONFIG, -2, "invalid configuration value")                       \
     X(UVMRT_ERR_NOMEM, -3, "out of memory")                                      \
-    X(UVMRT_ERR_BUDGET, -4, "a layer's working set exceeds the device budget")   \
+    X(UVMRT_ERR_BUDGET, -4, "over the device or host budget")                   \
     X(UVMRT_ERR_STATE, -5, "call not allowed in this state")                     \
     X(UVMRT_ERR_NOT_FOUND, -6, "no such object (already freed, or not ours)")    \
     X(UVMRT_ERR_NO_DEVICE, -7, "no usable GPU")                                  \
