@@ -291,7 +291,7 @@ const uvmrt_profile_t *uvmrt_profile_find(const char *name);
  *                         the first three planned steps, with their measured call times,
  *                         for uvmrt-plan(1) (which documents the format); a failed write
  *                         only warns                               (default none)
- *   UVMRT_HOST_BUDGET     SIZE | auto: host memory the plan may need (tensors not on the
+ *   UVMRT_HOST_BUDGET     SIZE | auto | none: host memory the plan may need (tensors not on the
  *                         GPU, staging, and uvmrt_context_set_host_external_bytes);
  *                         allocations and plans that need more fail with
  *                         UVMRT_ERR_BUDGET. auto: the machine's memory (the cgroup's
@@ -299,7 +299,8 @@ const uvmrt_profile_t *uvmrt_profile_find(const char *name);
  *                         else /proc/meminfo MemTotal) less a reserve of 10% of it,
  *                         at least 2 GiB (half of it on a machine of 4 GiB or less);
  *                         on the sim backend, auto sets no limit (the modelled machine
- *                         is not this one): give a size to model one  (default auto)
+ *                         is not this one): give a size to model one; none: no
+ *                         limit                                    (default auto)
  *
  * An invalid value makes uvmrt_context_create() fail with UVMRT_ERR_CONFIG and a
  * message naming the variable and what was expected.
@@ -322,7 +323,8 @@ typedef struct uvmrt_params {
     int fault_stats;               /* 1: unified-memory counters (CUPTI on cuda, the model on sim) */
     int fault_sample_every;        /* steps that collect them: 0 = auto, N = every Nth step */
     const char *trace;             /* trace-event JSON written at destroy; copied; NULL = none */
-    uint64_t host_budget_bytes;    /* host bytes the plan may need (UVMRT_HOST_BUDGET); 0 = auto */
+    uint64_t host_budget_bytes;    /* host bytes the plan may need (UVMRT_HOST_BUDGET); 0 = auto,
+                                      UINT64_MAX = none (no limit) */
 } uvmrt_params_t;
 
 void uvmrt_params_init(uvmrt_params_t *params);
@@ -352,6 +354,13 @@ uint64_t uvmrt_context_budget(const uvmrt_context_t *ctx);
 /* The resolved host budget (UVMRT_HOST_BUDGET / params.host_budget_bytes; auto: the
  * machine's memory less the reserve, see UVMRT_HOST_BUDGET); 0: no limit (auto on sim). */
 uint64_t uvmrt_context_host_budget(const uvmrt_context_t *ctx);
+/* This machine's host memory as UVMRT_HOST_BUDGET=auto reads it, without a context (for
+ * a planner, uvmrt-plan(1)): *total_bytes, the smallest of /proc/meminfo's MemTotal and
+ * the limits of this process's cgroups (v2 memory.max, v1 memory.limit_in_bytes, its own
+ * and its parents'); *budget_bytes, that less the reserve (10%, at least 2 GiB, at most
+ * half). Either pointer may be NULL. UVMRT_ERR_IO when /proc/meminfo has no MemTotal
+ * (nothing is written). Any thread. */
+uvmrt_status_t uvmrt_host_memory(uint64_t *total_bytes, uint64_t *budget_bytes);
 /* The device profile in use: the sim backend's model, or on cuda the planner's model of
  * the GPU (the profile UVMRT_PROFILE names; auto: the GPU's built-in profile, by name,
  * else the estimate nearest its memory size). Never NULL. A profile file's copy

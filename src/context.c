@@ -59,8 +59,8 @@ static uvmrt_status_t resolve_budget(uvmrt_context_t *ctx)
 /* auto: the machine's memory (a cgroup's limit counts) less the reserve (hostmem.h). */
 static uvmrt_status_t resolve_host_budget(uvmrt_context_t *ctx)
 {
-    if (ctx->cfg.host_budget_bytes != 0) {
-        ctx->host_budget = ctx->cfg.host_budget_bytes;
+    if (ctx->cfg.host_budget_bytes != 0) { /* UINT64_MAX: none, no limit (0) */
+        ctx->host_budget = ctx->cfg.host_budget_bytes == UINT64_MAX ? 0 : ctx->cfg.host_budget_bytes;
         return UVMRT_OK;
     }
     if (ctx->cfg.backend == UVMRT_BACKEND_SIM) {
@@ -155,7 +155,7 @@ uvmrt_status_t uvmrt__context_create_model(const uvmrt_context_t *parent, uint64
     p.profile = uvmrt__profile_label(&parent->cfg, parent->profile); /* the model of the GPU the parent plans for */
     p.policy = parent->cfg.policy;
     p.budget_bytes = budget;
-    p.host_budget_bytes = parent->host_budget; /* the machine the parent runs on */
+    p.host_budget_bytes = parent->host_budget ? parent->host_budget : UINT64_MAX; /* the parent's machine */
     p.discard_dead = parent->cfg.discard_dead;
     p.remote = parent->cfg.remote;
     /* the model's own notices (budget above the modelled device, ...) would repeat

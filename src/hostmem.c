@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "hostmem.h"
+#include "uvmrt.h"
 
 #define PATH_LEN 4096
 
@@ -121,4 +122,13 @@ uint64_t uvmrt__host_reserve(uint64_t total)
     if (r < floor) r = floor;
     if (r > total / 2) r = total / 2;
     return r;
+}
+
+uvmrt_status_t uvmrt_host_memory(uint64_t *total_bytes, uint64_t *budget_bytes)
+{
+    uint64_t total = 0;
+    if (uvmrt__host_memory(NULL, &total, NULL, 0) != 0) return UVMRT_ERR_IO;
+    if (total_bytes) *total_bytes = total;
+    if (budget_bytes) *budget_bytes = total - uvmrt__host_reserve(total);
+    return UVMRT_OK;
 }

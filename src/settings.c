@@ -111,11 +111,12 @@ static void format_budget(const uvmrt_config_t *c, char *b, size_t n)
     else format_size(c->budget_bytes, b, n);
 }
 
-/* auto (0), or a size of at least 1 MiB: a smaller host budget is a typo (8 for 8G) */
+/* auto (0), none (UINT64_MAX: no limit), or a size of at least 1 MiB: a smaller host
+ * budget is a typo (8 for 8G) */
 static uvmrt_status_t parse_host_budget(uvmrt_config_t *c, const char *t)
 {
-    if (strcmp(t, "auto") == 0) {
-        c->host_budget_bytes = 0;
+    if (strcmp(t, "auto") == 0 || strcmp(t, "none") == 0) {
+        c->host_budget_bytes = t[0] == 'a' ? 0 : UINT64_MAX;
         return UVMRT_OK;
     }
     uint64_t v;
@@ -126,6 +127,7 @@ static uvmrt_status_t parse_host_budget(uvmrt_config_t *c, const char *t)
 static void format_host_budget(const uvmrt_config_t *c, char *b, size_t n)
 {
     if (c->host_budget_bytes == 0) snprintf(b, n, "auto");
+    else if (c->host_budget_bytes == UINT64_MAX) snprintf(b, n, "none");
     else format_size(c->host_budget_bytes, b, n);
 }
 
@@ -289,9 +291,10 @@ static const uvmrt_config_entry_t table[] = {
     {"RECORD", "none", "none or a file path, as written (no blanks around it; not -, stderr, auto, 0, 1, on, off... in any case)",
      "the prefetch policy's recorded step, written as JSON for uvmrt-plan(1) whenever it is (re)recorded",
      parse_record, format_record},
-    {"HOST_BUDGET", "auto", "a size of at least 1M such as 48G (K, M, G, T suffixes), or auto",
+    {"HOST_BUDGET", "auto", "a size of at least 1M such as 48G (K, M, G, T suffixes), auto or none",
      "host bytes the plan may need (tensors off the GPU, staging, declared host bytes); auto = the "
-     "machine's memory (a cgroup's limit when set, else MemTotal) less 10%, at least 2 GiB",
+     "machine's memory (a cgroup's limit when set, else MemTotal) less 10%, at least 2 GiB (none on sim); "
+     "none: no limit",
      parse_host_budget, format_host_budget},
 };
 #define TABLE_LEN (sizeof table / sizeof table[0])
@@ -354,7 +357,7 @@ static uvmrt_status_t apply_params(uvmrt_config_t *c, const uvmrt_params_t *p, c
         BAD_PARAM("fault_sample_every", "%d", p->fault_sample_every, "0 (auto) or a step period from 1 to 1000000");
     if (p->host_budget_bytes != 0 && p->host_budget_bytes < (1ull << 20))
         BAD_PARAM("host_budget_bytes", "%llu", (unsigned long long)p->host_budget_bytes,
-                  "0 (auto) or at least 1 MiB");
+                  "0 (auto), UINT64_MAX (none) or at least 1 MiB");
     if (p->trace != NULL && parse_trace(c, p->trace) != UVMRT_OK)
         BAD_PARAM("trace", "'%s'", p->trace, expected_of("TRACE"));
     if (p->profile != NULL && parse_profile(c, p->profile) != UVMRT_OK)

@@ -144,6 +144,16 @@ Test(hostbudget, auto_on_sim_is_no_limit_and_a_size_is_taken)
     cr_assert_eq(create_env(NULL, 3 * GIB, &ctx), UVMRT_OK, "%s", log_text());
     cr_expect_eq(uvmrt_context_host_budget(ctx), 3 * GIB);
     uvmrt_context_destroy(ctx);
+    cr_assert_eq(create_env("none", 3 * GIB, &ctx), UVMRT_OK, "%s", log_text()); /* the variable wins */
+    cr_expect_eq(uvmrt_context_host_budget(ctx), 0);
+    uvmrt_context_destroy(ctx);
+    cr_assert_eq(create_env(NULL, UINT64_MAX, &ctx), UVMRT_OK, "%s", log_text());
+    cr_expect_eq(uvmrt_context_host_budget(ctx), 0);
+    uvmrt_context_destroy(ctx);
+    uint64_t total = 0, budget = 0;
+    cr_assert_eq(uvmrt_host_memory(&total, &budget), UVMRT_OK);
+    cr_expect(budget > 0 && budget < total);
+    cr_expect_eq(uvmrt_host_memory(NULL, NULL), UVMRT_OK);
     cr_expect_eq(uvmrt_context_host_budget(NULL), 0);
     cr_expect_eq(uvmrt_context_host_external_bytes(NULL), 0);
 }

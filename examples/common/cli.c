@@ -268,10 +268,10 @@ static const cli_common_flag_t CLI_COMMON[CLI_F_COUNT] = {
     {CLI_F_LOG_LEVEL, "log-level", "LEVEL", 0,
      "uvmrt's messages: error, warn, info or debug (default warn)"},
     {CLI_F_QUIET, "quiet", NULL, 'q', "no configuration or per-layer report"},
-    {CLI_F_HOST_BUDGET, "host-budget", "SIZE|auto", 0,
+    {CLI_F_HOST_BUDGET, "host-budget", "SIZE|auto|none", 0,
      "host memory the plan may need: tensors off the GPU, staging, the CPU\n"
      "optimizer's state (default auto: the machine's memory, or its cgroup's\n"
-     "limit, less 10%, at least 2 GiB; no limit on sim); at least 1M"},
+     "limit, less 10%, at least 2 GiB; no limit on sim); none: no limit"},
 };
 
 const char *cli_common_help(unsigned bit)
@@ -390,9 +390,9 @@ static void common_flag(const cli_spec_t *spec, cli_common_t *c, unsigned bit, c
         c->budget_given = 1;
         break;
     case CLI_F_HOST_BUDGET:
-        c->host_budget_bytes = cli_parse_size("--host-budget", arg, 1);
+        c->host_budget_bytes = strcmp(arg, "none") == 0 ? UINT64_MAX : cli_parse_size("--host-budget", arg, 1);
         if (c->host_budget_bytes != 0 && c->host_budget_bytes < (1ull << 20))
-            cli_usage_error("--host-budget '%s': expected auto or a size of at least 1M such as 48G", arg);
+            cli_usage_error("--host-budget '%s': expected auto, none or a size of at least 1M such as 48G", arg);
         break;
     case CLI_F_STEPS: c->steps = (int)cli_parse_int("--steps", arg, spec->steps_min, spec->steps_max); break;
     case CLI_F_SEED: c->seed = cli_parse_u64("--seed", arg); break;

@@ -62,7 +62,7 @@ enum {
     CLI_F_RESULT_JSON = 1u << 9, /* --result-json PATH */
     CLI_F_LOG_LEVEL = 1u << 10,  /* --log-level error|warn|info|debug */
     CLI_F_QUIET = 1u << 11,      /* -q, --quiet */
-    CLI_F_HOST_BUDGET = 1u << 12, /* --host-budget SIZE|auto */
+    CLI_F_HOST_BUDGET = 1u << 12, /* --host-budget SIZE|auto|none */
     /* --help and --version are always taken */
 };
 #define CLI_F_COUNT 13
@@ -85,7 +85,7 @@ typedef struct cli_common {
     const char *result_json;     /* NULL: none */
     int log_level;               /* uvmrt_log_level_t; -1: not given (the library's default) */
     int quiet;
-    uint64_t host_budget_bytes;  /* --host-budget; 0: auto (UVMRT_HOST_BUDGET's default) */
+    uint64_t host_budget_bytes;  /* --host-budget; 0: auto (UVMRT_HOST_BUDGET's default), UINT64_MAX: none */
 } cli_common_t;
 
 /* A program's own flag. key is the program's (passed back to cli_spec_t.flag). */
