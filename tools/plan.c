@@ -198,7 +198,7 @@ static int record_load(const char *path, record_t *r)
     memset(r, 0, sizeof *r);
     json_t *root = record_json_load(path), *layers, *tensors, *calls;
     const char *fmt = NULL, *profile = "", *ignored;
-    json_int_t budget = 0, version = 1;
+    json_int_t budget = 0, version = 1, host_ext = 0, unused = 0;
     int discard = 1, remote = 1;
     id_index_t *ids = NULL;
     unsigned *seen = NULL;
@@ -213,6 +213,10 @@ static int record_load(const char *path, record_t *r)
         rec_str(path, "", root, "uvmrt_version", 0, "", &ignored) || rec_str(path, "", root, "backend", 0, "", &ignored) ||
         rec_str(path, "", root, "profile", 0, "", &profile) ||
         rec_int(path, "", root, "budget_bytes", 0, 0, (json_int_t)REC_MAX_TOTAL, 0, &budget) ||
+        rec_int(path, "", root, "host_external_bytes", 0, 0, (json_int_t)REC_MAX_TOTAL, 0, &host_ext) ||
+        rec_int(path, "", root, "host_budget_bytes", 0, 0, (json_int_t)REC_MAX_TOTAL, 0, &unused) ||
+        rec_int(path, "", root, "peak_host_bytes", 0, 0, (json_int_t)REC_MAX_TOTAL, 0, &unused) ||
+        rec_int(path, "", root, "plan_host_bytes", 0, 0, (json_int_t)REC_MAX_TOTAL, 0, &unused) ||
         rec_bool(path, root, "discard", 1, &discard) || rec_bool(path, root, "remote", 1, &remote))
         goto fail;
     layers = json_object_get(root, "layers");
@@ -227,6 +231,7 @@ static int record_load(const char *path, record_t *r)
     r->profile = strdup(profile);
     r->source = strdup(path);
     r->budget = (uint64_t)budget;
+    r->host_external = (uint64_t)host_ext;
     r->discard = discard;
     r->remote = remote;
     r->n_layers = json_array_size(layers);
@@ -537,6 +542,7 @@ static int predict(const record_t *r, const char *profile, uint64_t budget, cons
         int id = -1;
         st = uvmrt_layer_add(ctx, r->layers[l], &id);
     }
+    if (st == UVMRT_OK && r->host_external > 0) st = uvmrt_context_set_host_external_bytes(ctx, r->host_external);
     if (st == UVMRT_OK) st = alloc_all(ctx, r, ts);
     for (int s = 0; s < REPLAY_STEPS && st == UVMRT_OK; s++) st = replay_step(ctx, r, ts, uses);
     p->status = st;
