@@ -399,7 +399,11 @@ typedef struct uvmrt_tensor_desc {
  * the order given, into one contiguous arena per layer whose base is 2 MiB aligned;
  * each tensor of 1 MiB or more starts on a 2 MiB boundary (the driver's block), so
  * tensors used together move with one prefetch call. On failure nothing is
- * allocated and out[] is untouched. Not allowed inside a step. */
+ * allocated and out[] is untouched. Not allowed inside a step. UVMRT_ERR_BUDGET,
+ * logged with the bytes needed on the GPU and the host and what would fit, when the
+ * live tensors with these would need more host memory than the host budget
+ * (UVMRT_HOST_BUDGET): their footprints beyond the device budget (the choice's plan
+ * budget), plus uvmrt_context_set_host_external_bytes. */
 uvmrt_status_t uvmrt_tensors_alloc(uvmrt_context_t *ctx, size_t n,
                                    const uvmrt_tensor_desc_t *descs,
                                    uvmrt_tensor_t **out);
@@ -853,8 +857,9 @@ uvmrt_status_t uvmrt_memory_summary(const uvmrt_context_t *ctx, uvmrt_tensor_inf
 /* Current and peak resident bytes, with totals per role. */
 uvmrt_status_t uvmrt_memory_stats_get(const uvmrt_context_t *ctx, uvmrt_memory_stats_t *out);
 /* Starts the peak over from the bytes resident now (like
- * torch.cuda.reset_peak_memory_stats()): peak_resident_bytes of the summary, the
- * memory stats, the reports and the live monitor. The per-step peaks
+ * torch.cuda.reset_peak_memory_stats()): peak_resident_bytes (and peak_host_bytes,
+ * from the host bytes now) of the summary, the memory stats, the reports and the
+ * live monitor. The per-step peaks
  * (uvmrt_step_stats_t) are not changed. */
 uvmrt_status_t uvmrt_memory_peak_reset(uvmrt_context_t *ctx);
 

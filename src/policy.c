@@ -338,9 +338,10 @@ static uvmrt_status_t plan_host_check(uvmrt_context_t *ctx, const uint64_t *fp)
     uint64_t need = host + ctx->choice.host_external_bytes;
     ctx->sched.plan_host_bytes = host;
     if (ctx->host_budget == 0 || need <= ctx->host_budget) return UVMRT_OK; /* 0: no limit */
-    ctx->sched.host_refused++;
     double g = 1073741824.0;
-    LOG_ERROR(&ctx->log, "plan refused: it needs %.2f GiB on the GPU (budget %.2f GiB) and %.2f GiB of host memory "
+    /* every step tries again (the same record gives the same plan): said once at error level */
+    uvmrt_log_level_t level = ctx->sched.host_refused++ == 0 ? UVMRT_LOG_ERROR : UVMRT_LOG_DEBUG;
+    UVMRT_LOG(&ctx->log, level, "plan refused: it needs %.2f GiB on the GPU (budget %.2f GiB) and %.2f GiB of host memory "
                          "(%.2f GiB of tensors, %.2f GiB declared outside uvmrt), over the host budget of %.2f GiB: "
                          "raise UVMRT_HOST_BUDGET (--host-budget) to %.2f GiB, or the GPU budget by %.2f GiB",
               uvmrt__plan_budget(ctx) / g, ctx->budget / g, need / g, host / g, ctx->choice.host_external_bytes / g,

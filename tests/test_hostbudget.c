@@ -263,6 +263,10 @@ static uint64_t plan_host_unlimited(uint64_t *total)
     cr_expect_eq(m.host_bytes, *total - m.resident_bytes);
     cr_expect(m.peak_host_bytes >= m.host_bytes);
     cr_expect(m.peak_host_bytes >= *total - 16 * MIB);
+    cr_expect_eq(m.peak_host_bytes, *total, "every tensor starts in host memory");
+    cr_assert_eq(uvmrt_memory_peak_reset(ctx), UVMRT_OK);
+    cr_assert_eq(uvmrt_memory_stats_get(ctx, &m), UVMRT_OK);
+    cr_expect_eq(m.peak_host_bytes, m.host_bytes);
     net_free(net);
     uvmrt_context_destroy(ctx);
     return m.plan_host_bytes;
@@ -292,6 +296,9 @@ Test(hostbudget, a_plan_over_the_host_budget_is_refused)
     cr_expect_eq(s.plans_built, 0);
     cr_expect_eq(s.plan_host_bytes, 0);
     cr_expect(log_contains("plan refused") && log_contains("UVMRT_HOST_BUDGET"), "%s", log_text());
+    int said = 0;
+    for (const char *p = log_text(); (p = strstr(p, "plan refused")) != NULL; p++) said++;
+    cr_expect_eq(said, 1, "said once, not at every step: %s", log_text());
     net_free(net);
     uvmrt_context_destroy(ctx);
 }
