@@ -1624,6 +1624,16 @@ Test(plantool, host_budget_bounds_the_plan_and_the_batch)
     }
     cr_assert_gt(largest[0], 0);
     cr_assert_leq(largest[1], largest[0]);
+    /* each fitting row says its host need, which a larger batch does not lower */
+    snprintf(args, sizeof args, "--model '%s' --profile h200 --budget 4G --batch-max 4 --host-budget none --json",
+             GPT_MODEL);
+    json_t *rows = run_json(args), *arr = json_object_get(rows, "batches");
+    cr_assert_geq(json_array_size(arr), 2);
+    json_t *r1 = json_array_get(arr, 0), *r2 = json_array_get(arr, 1);
+    cr_assert(json_is_true(json_object_get(r1, "fits")) && json_is_true(json_object_get(r2, "fits")));
+    cr_assert_gt(jint(r1, "host_bytes_needed"), (json_int_t)(20ull << 30), "1.5e9 parameters' AdamW beyond 4 GiB");
+    cr_assert_geq(jint(r2, "host_bytes_needed"), jint(r1, "host_bytes_needed"));
+    json_decref(rows);
     cr_assert_eq(largest[2], 0, "the tensors alone need more than 1 GiB of host memory");
 
     /* bad values */

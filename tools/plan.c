@@ -1079,6 +1079,7 @@ typedef struct batch_row {
     uint64_t batch;
     int fits, bound;
     uint64_t step_ns;
+    uint64_t host_bytes; /* fits: the plan's host need */
 } batch_row_t;
 
 /* The batches whose throughput is predicted: every one up to 64, then powers of two
@@ -1122,12 +1123,12 @@ static int batch_finder(const model_t *m, const char *src, const char *profile, 
     for (size_t i = 0; i < nc; i++) {
         if (predict_batch(m, cand[i], profile, budget, &p) != 0) return 1;
         free(p.layer_mech);
-        rows[nr] = (batch_row_t){cand[i], p.fits, p.bound, p.step_ns};
+        rows[nr] = (batch_row_t){cand[i], p.fits, p.bound, p.step_ns, p.host_bytes_needed};
         double sps = p.fits && p.step_ns > 0 ? (double)cand[i] * 1e9 / (double)p.step_ns : 0;
         if (sps > best_sps) best_sps = sps, best = cand[i];
         nr++;
     }
-    if (largest < nmax) rows[nr++] = (batch_row_t){largest + 1, 0, 0, 0}; /* where it stops fitting */
+    if (largest < nmax) rows[nr++] = (batch_row_t){largest + 1, 0, 0, 0, 0}; /* where it stops fitting */
     uint64_t min1 = 0;
     if (largest == 0) { /* what batch 1 would need */
         record_t r;
@@ -1141,11 +1142,12 @@ static int batch_finder(const model_t *m, const char *src, const char *profile, 
         for (size_t i = 0; i < nr; i++) {
             const batch_row_t *b = &rows[i];
             json_array_append_new(
-                arr, json_pack("{s:I, s:b, s:o, s:o, s:o}", "batch", (json_int_t)b->batch, "fits", b->fits,
+                arr, json_pack("{s:I, s:b, s:o, s:o, s:o, s:o}", "batch", (json_int_t)b->batch, "fits", b->fits,
                                "predicted_step_ns", b->fits ? json_integer((json_int_t)b->step_ns) : json_null(),
                                "predicted_samples_per_s",
                                b->fits && b->step_ns ? json_real((double)b->batch * 1e9 / (double)b->step_ns) : json_null(),
-                               "bound", b->fits ? json_string(bound_names[b->bound]) : json_null()));
+                               "bound", b->fits ? json_string(bound_names[b->bound]) : json_null(),
+                               "host_bytes_needed", b->fits ? json_integer((json_int_t)b->host_bytes) : json_null()));
         }
         json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:o}", "label", "predicted", "model", model_name(m),
                               "profile", profile, "budget_bytes", (json_int_t)budget, "batch_max", (json_int_t)nmax,
@@ -1167,12 +1169,14 @@ static int batch_finder(const model_t *m, const char *src, const char *profile, 
     model_facts(m, 0, 0, NULL);
     printf("host budget: %s\n", host_note);
     profile_warn(profile, NULL);
-    printf("%-10s %-6s %-18s %-22s %s\n", "batch", "fits", "predicted_ms/step", "predicted_samples/s", "bound");
+    printf("%-10s %-6s %-18s %-22s %-12s %s\n", "batch", "fits", "predicted_ms/step", "predicted_samples/s", "bound",
+           "host_GiB");
     for (size_t i = 0; i < nr; i++) {
         const batch_row_t *b = &rows[i];
         if (b->fits)
-            printf("%-10llu %-6s %-18.3f %-22.2f %s\n", (unsigned long long)b->batch, "yes", b->step_ns / 1e6,
-                   b->step_ns ? (double)b->batch * 1e9 / (double)b->step_ns : 0.0, bound_names[b->bound]);
+            printf("%-10llu %-6s %-18.3f %-22.2f %-12s %.2f\n", (unsigned long long)b->batch, "yes", b->step_ns / 1e6,
+                   b->step_ns ? (double)b->batch * 1e9 / (double)b->step_ns : 0.0, bound_names[b->bound],
+                   b->host_bytes / GIB_D);
         else printf("%-10llu %-6s\n", (unsigned long long)b->batch, "no");
     }
     if (largest == 0)
