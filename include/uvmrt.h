@@ -34,6 +34,7 @@
  *         uvmrt_context_policy       UVMRT_POLICY_PREFETCH
  *         uvmrt_context_backend      UVMRT_BACKEND_CUDA
  *         uvmrt_context_budget, uvmrt_context_external_bytes, uvmrt_layer_count,
+ *         uvmrt_context_host_budget, uvmrt_context_host_external_bytes,
  *         uvmrt_choice_count, uvmrt_tensor_recomputes          0
  *         uvmrt_context_profile      the built-in "consumer-8g" (never NULL)
  *         uvmrt_choice_candidate_recompute   -1 (also for i out of range)
@@ -116,7 +117,7 @@ size_t uvmrt_abi_struct_size(const char *name);
     X(UVMRT_ERR_INVALID, -1, "invalid argument")                                 \
     X(UVMRT_ERR_CONFIG, -2, "invalid configuration value")                       \
     X(UVMRT_ERR_NOMEM, -3, "out of memory")                                      \
-    X(UVMRT_ERR_BUDGET, -4, "a layer's working set exceeds the device budget")   \
+    X(UVMRT_ERR_BUDGET, -4, "over the device or host budget")                   \
     X(UVMRT_ERR_STATE, -5, "call not allowed in this state")                     \
     X(UVMRT_ERR_NOT_FOUND, -6, "no such object (already freed, or not ours)")    \
     X(UVMRT_ERR_NO_DEVICE, -7, "no usable GPU")                                  \
@@ -290,6 +291,16 @@ const uvmrt_profile_t *uvmrt_profile_find(const char *name);
  *                         the first three planned steps, with their measured call times,
  *                         for uvmrt-plan(1) (which documents the format); a failed write
  *                         only warns                               (default none)
+ *   UVMRT_HOST_BUDGET     SIZE | auto | none: host memory the plan may need (tensors not on the
+ *                         GPU, staging, and uvmrt_context_set_host_external_bytes);
+ *                         allocations and plans that need more fail with
+ *                         UVMRT_ERR_BUDGET. auto: the machine's memory (the cgroup's
+ *                         limit when one is set: memory.max, v1 memory.limit_in_bytes;
+ *                         else /proc/meminfo MemTotal) less a reserve of 10% of it,
+ *                         at least 2 GiB (half of it on a machine of 4 GiB or less);
+ *                         on the sim backend, auto sets no limit (the modelled machine
+ *                         is not this one): give a size to model one; none: no
+ *                         limit                                    (default auto)
  *
  * An invalid value makes uvmrt_context_create() fail with UVMRT_ERR_CONFIG and a
  * message naming the variable and what was expected.
@@ -312,6 +323,8 @@ typedef struct uvmrt_params {
     int fault_stats;               /* 1: unified-memory counters (CUPTI on cuda, the model on sim) */
     int fault_sample_every;        /* steps that collect them: 0 = auto, N = every Nth step */
     const char *trace;             /* trace-event JSON written at destroy; copied; NULL = none */
+    uint64_t host_budget_bytes;    /* host bytes the plan may need (UVMRT_HOST_BUDGET); 0 = auto,
+                                      UINT64_MAX = none (no limit) */
 } uvmrt_params_t;
 
 void uvmrt_params_init(uvmrt_params_t *params);
@@ -338,6 +351,16 @@ void uvmrt_context_print_config(const uvmrt_context_t *ctx, FILE *out);
 uvmrt_policy_t uvmrt_context_policy(const uvmrt_context_t *ctx);
 uvmrt_backend_kind_t uvmrt_context_backend(const uvmrt_context_t *ctx);
 uint64_t uvmrt_context_budget(const uvmrt_context_t *ctx);
+/* The resolved host budget (UVMRT_HOST_BUDGET / params.host_budget_bytes; auto: the
+ * machine's memory less the reserve, see UVMRT_HOST_BUDGET); 0: no limit (auto on sim). */
+uint64_t uvmrt_context_host_budget(const uvmrt_context_t *ctx);
+/* This machine's host memory as UVMRT_HOST_BUDGET=auto reads it, without a context (for
+ * a planner, uvmrt-plan(1)): *total_bytes, the smallest of /proc/meminfo's MemTotal and
+ * the limits of this process's cgroups (v2 memory.max, v1 memory.limit_in_bytes, its own
+ * and its parents'); *budget_bytes, that less the reserve (10%, at least 2 GiB, at most
+ * half). Either pointer may be NULL. UVMRT_ERR_IO when /proc/meminfo has no MemTotal
+ * (nothing is written). Any thread. */
+uvmrt_status_t uvmrt_host_memory(uint64_t *total_bytes, uint64_t *budget_bytes);
 /* The device profile in use: the sim backend's model, or on cuda the planner's model of
  * the GPU (the profile UVMRT_PROFILE names; auto: the GPU's built-in profile, by name,
  * else the estimate nearest its memory size). Never NULL. A profile file's copy
@@ -376,7 +399,11 @@ typedef struct uvmrt_tensor_desc {
  * the order given, into one contiguous arena per layer whose base is 2 MiB aligned;
  * each tensor of 1 MiB or more starts on a 2 MiB boundary (the driver's block), so
  * tensors used together move with one prefetch call. On failure nothing is
- * allocated and out[] is untouched. Not allowed inside a step. */
+ * allocated and out[] is untouched. Not allowed inside a step. UVMRT_ERR_BUDGET,
+ * logged with the bytes needed on the GPU and the host and what would fit, when the
+ * live tensors with these would need more host memory than the host budget
+ * (UVMRT_HOST_BUDGET): their footprints beyond the device budget (the choice's plan
+ * budget), plus uvmrt_context_set_host_external_bytes. */
 uvmrt_status_t uvmrt_tensors_alloc(uvmrt_context_t *ctx, size_t n,
                                    const uvmrt_tensor_desc_t *descs,
                                    uvmrt_tensor_t **out);
@@ -679,6 +706,8 @@ typedef struct uvmrt_summary {
                                      * program that exits 0 only when its outputs are written checks it.
                                      * (UVMRT_REPORT and UVMRT_TRACE are written at destroy; their
                                      * failures are logged as errors.) */
+    /* host memory (uvmrt_memory_stats_t's fields of the same names) */
+    uint64_t host_bytes, peak_host_bytes, host_budget_bytes, host_external_bytes, plan_host_bytes;
 } uvmrt_summary_t;
 
 /* The three calls copy into *out (caller-owned); UVMRT_ERR_INVALID, logged, for a NULL
@@ -808,6 +837,14 @@ typedef struct uvmrt_memory_stats {
     uint64_t role_size_bytes[UVMRT_ROLE_COUNT];      /* sizes as requested */
     uint64_t role_footprint_bytes[UVMRT_ROLE_COUNT];
     uint64_t role_resident_bytes[UVMRT_ROLE_COUNT];  /* footprints counted resident now */
+    /* host memory: footprints of the live tensors not resident on the GPU (host-homed,
+     * evicted, never moved) plus uvmrt_context_set_host_external_bytes */
+    uint64_t host_bytes;            /* now */
+    uint64_t peak_host_bytes;       /* since creation or the last uvmrt_memory_peak_reset() */
+    uint64_t host_budget_bytes;     /* uvmrt_context_host_budget (0: no limit) */
+    uint64_t host_external_bytes;   /* declared by uvmrt_context_set_host_external_bytes */
+    uint64_t plan_host_bytes;       /* the current plan's peak host need (with the external
+                                       bytes); 0 without a plan */
 } uvmrt_memory_stats_t;
 
 /* Fills out[0..*n) with every live tensor in allocation order, like
@@ -820,8 +857,9 @@ uvmrt_status_t uvmrt_memory_summary(const uvmrt_context_t *ctx, uvmrt_tensor_inf
 /* Current and peak resident bytes, with totals per role. */
 uvmrt_status_t uvmrt_memory_stats_get(const uvmrt_context_t *ctx, uvmrt_memory_stats_t *out);
 /* Starts the peak over from the bytes resident now (like
- * torch.cuda.reset_peak_memory_stats()): peak_resident_bytes of the summary, the
- * memory stats, the reports and the live monitor. The per-step peaks
+ * torch.cuda.reset_peak_memory_stats()): peak_resident_bytes (and peak_host_bytes,
+ * from the host bytes now) of the summary, the memory stats, the reports and the
+ * live monitor. The per-step peaks
  * (uvmrt_step_stats_t) are not changed. */
 uvmrt_status_t uvmrt_memory_peak_reset(uvmrt_context_t *ctx);
 
@@ -840,6 +878,16 @@ uvmrt_status_t uvmrt_context_set_total_steps(uvmrt_context_t *ctx, uint64_t step
 uvmrt_status_t uvmrt_context_set_external_bytes(uvmrt_context_t *ctx, uint64_t bytes);
 /* The bytes declared by uvmrt_context_set_external_bytes (0: none). */
 uint64_t uvmrt_context_external_bytes(const uvmrt_context_t *ctx);
+/* The same for host memory: declares the host bytes the program keeps outside uvmrt
+ * (a CPU optimizer's state, pinned staging, a framework's host tensors), which count
+ * against the host budget (UVMRT_HOST_BUDGET) beside the tensors the plan keeps off the
+ * GPU. Outside a step (UVMRT_ERR_STATE inside one); UVMRT_ERR_BUDGET, logged with what
+ * is needed and what the budget is, when these bytes and the host bytes the tensors
+ * need at least (their footprints less the device budget) exceed the host budget. On
+ * failure nothing changes. A changed value re-plans at the next step; 0 withdraws it. */
+uvmrt_status_t uvmrt_context_set_host_external_bytes(uvmrt_context_t *ctx, uint64_t bytes);
+/* The bytes declared by uvmrt_context_set_host_external_bytes (0: none). */
+uint64_t uvmrt_context_host_external_bytes(const uvmrt_context_t *ctx);
 
 
 /* ------------------------------------------------------------------ choices (uvmrt_choose(3)) */

@@ -82,6 +82,37 @@ uint64_t uvmrt_context_external_bytes(const uvmrt_context_t *ctx)
     return ctx ? ctx->choice.external_bytes : 0;
 }
 
+uvmrt_status_t uvmrt_context_set_host_external_bytes(uvmrt_context_t *ctx, uint64_t bytes)
+{
+    if (ctx == NULL) return UVMRT_ERR_INVALID;
+    if (ctx->sched.in_step) {
+        LOG_ERROR(&ctx->log, "uvmrt_context_set_host_external_bytes: not allowed inside a step");
+        return UVMRT_ERR_STATE;
+    }
+    uint64_t need = uvmrt__host_need_min(ctx, 0, bytes);
+    if (need < bytes || (ctx->host_budget != 0 && need > ctx->host_budget)) { /* need < bytes: the sum wrapped */
+        double g = 1073741824.0;
+        uint64_t tensors = uvmrt__host_need_min(ctx, 0, 0);
+        LOG_ERROR(&ctx->log, "uvmrt_context_set_host_external_bytes: %.2f GiB held in host memory outside uvmrt "
+                             "and %.2f GiB of tensors the GPU budget cannot hold exceed the host budget of %.2f GiB: "
+                             "expected at most %.2f GiB (or raise UVMRT_HOST_BUDGET, --host-budget)",
+                  bytes / g, tensors / g, ctx->host_budget / g,
+                  (ctx->host_budget > tensors ? ctx->host_budget - tensors : 0) / g);
+        return UVMRT_ERR_BUDGET;
+    }
+    if (bytes != ctx->choice.host_external_bytes) {
+        ctx->choice.host_external_bytes = bytes;
+        uvmrt__host_note(ctx);
+        uvmrt__plan_drop(ctx); /* the next step checks the plan against the budget again */
+    }
+    return UVMRT_OK;
+}
+
+uint64_t uvmrt_context_host_external_bytes(const uvmrt_context_t *ctx)
+{
+    return ctx ? ctx->choice.host_external_bytes : 0;
+}
+
 uint64_t uvmrt__choice_scaled(const uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, uint64_t ns)
 {
     size_t i = (size_t)layer * UVMRT_PHASE_COUNT + (size_t)phase;
@@ -182,12 +213,13 @@ static uvmrt_status_t rehearse(uvmrt_context_t *ctx, search_t *s, const int *val
     }
     model->choice.n_scale = s->scale != NULL || s->host_ns != NULL ? s->n_scale : 0;
     model->choice.host_slowdown = s->host_slowdown;
+    model->choice.host_external_bytes = ctx->choice.host_external_bytes; /* the trainer's host state */
     s->rehearsals++;
     model->choice.choice.recompute_tensors = s->n_knobs > s->n_user ? values[s->n_user] : 0;
     st = s->fn(model, values, REHEARSAL_STEPS, s->user);
     s->n_recomputable = uvmrt__recomputable_count(model);
-    if (st == UVMRT_ERR_BUDGET) {
-        st = UVMRT_OK; /* a layer's working set is over this budget: does not fit */
+    if (st == UVMRT_ERR_BUDGET || (st == UVMRT_OK && model->sched.host_refused > 0)) {
+        st = UVMRT_OK; /* a layer's working set is over this budget, or the plan over the host's: does not fit */
     } else if (st == UVMRT_OK) {
         uint64_t done = uvmrt__steps_done(model);
         uvmrt_step_stats_t a, b;

@@ -32,6 +32,7 @@ typedef struct uvmrt_choice_state {
     double *cand_ns;                /* 0: did not fit */
     uint64_t plan_budget;           /* 0: plan with the context's budget */
     uint64_t external_bytes;        /* uvmrt_context_set_external_bytes: held outside uvmrt */
+    uint64_t host_external_bytes;   /* uvmrt_context_set_host_external_bytes: host, outside uvmrt */
     double planned_ns[UVMRT_CHOICE_STEPS_KEPT]; /* planned steps since the choice (the first ones) */
     size_t n_planned;
     /* a re-plan that changed the values: the first ones, their measurement and budget,

@@ -9,6 +9,7 @@
 #include "backend_select.h"
 #include "faults.h"
 #include "profile_file.h"
+#include "hostmem.h"
 #include "internal.h"
 #include "monitor.h"
 #include "steady.h"
@@ -55,6 +56,30 @@ static uvmrt_status_t resolve_budget(uvmrt_context_t *ctx)
     return UVMRT_OK;
 }
 
+/* auto: the machine's memory (a cgroup's limit counts) less the reserve (hostmem.h). */
+static uvmrt_status_t resolve_host_budget(uvmrt_context_t *ctx)
+{
+    if (ctx->cfg.host_budget_bytes != 0) { /* UINT64_MAX: none, no limit (0) */
+        ctx->host_budget = ctx->cfg.host_budget_bytes == UINT64_MAX ? 0 : ctx->cfg.host_budget_bytes;
+        return UVMRT_OK;
+    }
+    if (ctx->cfg.backend == UVMRT_BACKEND_SIM) {
+        ctx->host_budget = 0; /* the modelled machine is not this one: no limit unless one is set */
+        return UVMRT_OK;
+    }
+    uint64_t total = 0;
+    char source[64];
+    if (uvmrt__host_memory(NULL, &total, source, sizeof source) != 0) {
+        LOG_ERROR(&ctx->log, "host budget auto: /proc/meminfo has no MemTotal to read: set UVMRT_HOST_BUDGET "
+                             "(a size such as 48G)");
+        return UVMRT_ERR_CONFIG;
+    }
+    ctx->host_budget = total - uvmrt__host_reserve(total);
+    LOG_INFO(&ctx->log, "host budget %.1f GiB: %s %.1f GiB less the reserve (10%%, at least 2 GiB)",
+             ctx->host_budget / 1073741824.0, source, total / 1073741824.0);
+    return UVMRT_OK;
+}
+
 /* model: a context for uvmrt_choose's rehearsals (choose.c): nothing published, reported,
  * recorded or traced, whatever the environment says. */
 static uvmrt_status_t create(const uvmrt_params_t *params, const uvmrt_backend_ops_t *ops, int model,
@@ -95,6 +120,7 @@ static uvmrt_status_t create(const uvmrt_params_t *params, const uvmrt_backend_o
     uvmrt_backend_config_t bcfg = {ctx->cfg.device, ctx->profile, &ctx->log};
     if ((st = uvmrt__be_open(ctx, ops, &bcfg)) != UVMRT_OK) goto fail;
     if ((st = resolve_budget(ctx)) != UVMRT_OK) goto fail;
+    if ((st = resolve_host_budget(ctx)) != UVMRT_OK) goto fail;
     if ((st = uvmrt__exec_init(ctx)) != UVMRT_OK) goto fail;
     uvmrt__faults_open(ctx);
     LOG_INFO(&ctx->log, "context: backend %s, policy %s, budget %llu bytes", ops->name,
@@ -129,6 +155,7 @@ uvmrt_status_t uvmrt__context_create_model(const uvmrt_context_t *parent, uint64
     p.profile = uvmrt__profile_label(&parent->cfg, parent->profile); /* the model of the GPU the parent plans for */
     p.policy = parent->cfg.policy;
     p.budget_bytes = budget;
+    p.host_budget_bytes = parent->host_budget ? parent->host_budget : UINT64_MAX; /* the parent's machine */
     p.discard_dead = parent->cfg.discard_dead;
     p.remote = parent->cfg.remote;
     /* the model's own notices (budget above the modelled device, ...) would repeat
@@ -174,6 +201,12 @@ void uvmrt_context_print_config(const uvmrt_context_t *ctx, FILE *out)
         fprintf(out, ", profile %s: %s", ctx->profile->name, ctx->profile->description);
     fprintf(out, "\n  budget %.3f GiB (%llu bytes)%s\n", (double)ctx->budget / (1u << 30),
             (unsigned long long)ctx->budget, ctx->cfg.budget_bytes == 0 ? ", auto: free memory minus reserve" : "");
+    if (ctx->host_budget == 0)
+        fprintf(out, "  host budget none (auto on sim: the modelled machine is not this one)\n");
+    else
+        fprintf(out, "  host budget %.3f GiB (%llu bytes)%s\n", (double)ctx->host_budget / (1u << 30),
+                (unsigned long long)ctx->host_budget,
+                ctx->cfg.host_budget_bytes == 0 ? ", auto: the machine's memory minus 10% (at least 2 GiB)" : "");
 }
 
 /* NULL gives the defaults (and the default profile), so callers need no checks. */
@@ -186,6 +219,7 @@ uvmrt_backend_kind_t uvmrt_context_backend(const uvmrt_context_t *ctx)
     return ctx ? ctx->cfg.backend : UVMRT_BACKEND_CUDA;
 }
 uint64_t uvmrt_context_budget(const uvmrt_context_t *ctx) { return ctx ? ctx->budget : 0; }
+uint64_t uvmrt_context_host_budget(const uvmrt_context_t *ctx) { return ctx ? ctx->host_budget : 0; }
 const uvmrt_profile_t *uvmrt_context_profile(const uvmrt_context_t *ctx)
 {
     return ctx ? ctx->profile : uvmrt_profile_find("consumer-8g");

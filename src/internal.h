@@ -30,11 +30,12 @@
  * part goes into its list too). */
 struct uvmrt_context {
     uvmrt_config_t cfg;
-    uvmrt_config_source_t sources[16];
+    uvmrt_config_source_t sources[UVMRT_CONFIG_ENTRIES_MAX];
     uvmrt_log_t log;
     const uvmrt_profile_t *profile;
     uvmrt_profile_t *profile_owned; /* a loaded profile file (UVMRT_PROFILE=FILE), or NULL */
     uint64_t budget;
+    uint64_t host_budget;           /* resolved UVMRT_HOST_BUDGET */
     int created;                    /* creation completed (a failed create writes no report) */
 
     uvmrt_be_front_t be;            /* backend.h, backend.c: the ops table, state, absorbed errors */

@@ -199,6 +199,11 @@ uvmrt_status_t uvmrt_memory_stats_get(const uvmrt_context_t *ctx, uvmrt_memory_s
         if (t->resident) m.role_resident_bytes[r] += t->footprint;
         if (t->host_homed) m.host_homed_bytes += t->footprint;
     }
+    m.host_bytes = uvmrt__host_bytes(ctx);
+    m.peak_host_bytes = ctx->res.host_peak_bytes;
+    m.host_budget_bytes = ctx->host_budget;
+    m.host_external_bytes = ctx->choice.host_external_bytes;
+    m.plan_host_bytes = uvmrt__plan_host_bytes(ctx);
     *out = m;
     return UVMRT_OK;
 }
@@ -211,6 +216,38 @@ uvmrt_status_t uvmrt_memory_peak_reset(uvmrt_context_t *ctx)
 }
 
 /* ------------------------------------------------------------------ report sections */
+void uvmrt__memsum_layer_host(const uvmrt_context_t *ctx, int l, uint64_t *now, uint64_t *plan)
+{
+    *now = *plan = 0;
+    const uvmrt_layer_t *L = &ctx->tensors.layers[l];
+    for (int i = 0; i < L->n_owned; i++) {
+        const uvmrt_tensor_t *t = ctx->tensors.by_id[L->owned[i]];
+        if (t->magic != UVMRT_TENSOR_MAGIC) continue;
+        if (!t->resident) *now += t->footprint;
+        if (ctx->sched.have_plan && ctx->sched.plan_off_gpu && t->id < ctx->sched.plan.n_tensors &&
+            ctx->sched.plan_off_gpu[t->id])
+            *plan += t->footprint;
+    }
+}
+
+static void host_text(const uvmrt_context_t *ctx, const uvmrt_memory_stats_t *m, FILE *f)
+{
+    char hb[32] = "none";
+    if (m->host_budget_bytes) snprintf(hb, sizeof hb, "%.1f MiB", m->host_budget_bytes / MIB);
+    fprintf(f, "host memory: now %.1f MiB, peak %.1f MiB, the plan's need %.1f MiB, declared outside uvmrt %.1f MiB, "
+               "host budget %s\n",
+            m->host_bytes / MIB, m->peak_host_bytes / MIB, m->plan_host_bytes / MIB, m->host_external_bytes / MIB, hb);
+    if (ctx->tensors.n_layers == 0) return;
+    fprintf(f, "%-16s %12s %12s\n", "layer", "host MiB", "plan host");
+    for (int l = 0; l < ctx->tensors.n_layers; l++) {
+        uint64_t now, plan;
+        uvmrt__memsum_layer_host(ctx, l, &now, &plan);
+        char *lname = uvmrt__report_text_name(ctx->tensors.layers[l].name, 16);
+        if (lname != NULL) fprintf(f, "%s %12.1f %12.1f\n", lname, now / MIB, plan / MIB);
+        free(lname);
+    }
+}
+
 void uvmrt__memsum_text(const uvmrt_context_t *ctx, FILE *f)
 {
     uvmrt_memory_stats_t m;
@@ -226,6 +263,7 @@ void uvmrt__memsum_text(const uvmrt_context_t *ctx, FILE *f)
                 (unsigned long long)m.role_tensors[r], m.role_size_bytes[r] / MIB, m.role_footprint_bytes[r] / MIB,
                 m.role_resident_bytes[r] / MIB);
     }
+    host_text(ctx, &m, f);
     size_t n = 0;
     if (uvmrt_memory_summary(ctx, NULL, 0, &n) != UVMRT_OK || n == 0) return;
     uvmrt_tensor_info_t *ti = malloc(n * sizeof *ti);
@@ -320,6 +358,26 @@ json_t *uvmrt__memsum_json(const uvmrt_context_t *ctx)
     jset(o, "peak_resident_bytes", ju64(m.peak_resident_bytes), &bad);
     jset(o, "allocated_bytes", ju64(m.allocated_bytes), &bad);
     jset(o, "host_homed_bytes", ju64(m.host_homed_bytes), &bad);
+    json_t *host = json_object(), *hl = json_array();
+    jset(host, "bytes", ju64(m.host_bytes), &bad);
+    jset(host, "peak_bytes", ju64(m.peak_host_bytes), &bad);
+    jset(host, "plan_bytes", ju64(m.plan_host_bytes), &bad);
+    jset(host, "external_bytes", ju64(m.host_external_bytes), &bad);
+    jset(host, "budget_bytes", ju64(m.host_budget_bytes), &bad);
+    for (int l = 0; l < ctx->tensors.n_layers && !bad; l++) {
+        uint64_t now, plan;
+        uvmrt__memsum_layer_host(ctx, l, &now, &plan);
+        json_t *lo = json_object();
+        char cut[sizeof ((uvmrt_tensor_info_t *)0)->name]; /* json_name's room; a cut character becomes U+FFFD */
+        snprintf(cut, sizeof cut, "%s", ctx->tensors.layers[l].name);
+        jset(lo, "layer", json_name(cut), &bad);
+        jset(lo, "bytes", ju64(now), &bad);
+        jset(lo, "plan_bytes", ju64(plan), &bad);
+        if (hl == NULL) json_decref(lo);
+        if (lo == NULL || hl == NULL || json_array_append_new(hl, lo) != 0) bad = 1;
+    }
+    jset(host, "layers", hl, &bad);
+    jset(o, "host", host, &bad);
     for (int r = 0; r < UVMRT_ROLE_COUNT; r++) {
         json_t *ro = json_object();
         jset(ro, "tensors", ju64(m.role_tensors[r]), &bad);

@@ -22,6 +22,9 @@ void uvmrt__copy_utf8(char *dst, size_t cap, const char *src);
  * tensor in the text report; the "memory" object in the JSON report (NULL on no
  * memory). */
 void uvmrt__memsum_text(const uvmrt_context_t *ctx, FILE *f);
+/* Layer l's host bytes: *now, its tensors not resident now; *plan, those the plan
+ * keeps in host memory at some point of the step (0 without a plan). */
+void uvmrt__memsum_layer_host(const uvmrt_context_t *ctx, int l, uint64_t *now, uint64_t *plan);
 struct json_t;
 struct json_t *uvmrt__memsum_json(const uvmrt_context_t *ctx);
 

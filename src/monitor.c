@@ -247,6 +247,20 @@ void uvmrt__monitor_publish(uvmrt_context_t *ctx)
     s->total_steps = ctx->total_steps;
     s->in_step = (uint64_t)ctx->sched.in_step;
     s->plans_built = ctx->sched.plans_built;
+    s->host_bytes = uvmrt__host_bytes(ctx);
+    s->peak_host_bytes = ctx->res.host_peak_bytes;
+    s->plan_host_bytes = uvmrt__plan_host_bytes(ctx);
+    s->host_external_bytes = ctx->choice.host_external_bytes;
+    s->host_budget_bytes = ctx->host_budget;
+    for (uint32_t l = 0; l < n_layers; l++) rows[l].host_bytes = rows[l].plan_host_bytes = 0;
+    for (int id = 0; id < ctx->tensors.n; id++) {
+        const uvmrt_tensor_t *t = ctx->tensors.by_id[id];
+        if (t->magic != UVMRT_TENSOR_MAGIC || t->layer < 0 || t->layer >= (int)n_layers) continue;
+        if (!t->resident) rows[t->layer].host_bytes += t->footprint;
+        if (ctx->sched.have_plan && ctx->sched.plan_off_gpu && id < ctx->sched.plan.n_tensors &&
+            ctx->sched.plan_off_gpu[id])
+            rows[t->layer].plan_host_bytes += t->footprint;
+    }
     uvmrt__copy_utf8(s->fault_source, sizeof s->fault_source, uvmrt__faults_source(ctx));
     if (s->step > 0) {
         /* called by step_end after the fold, before the step's counters are cleared */

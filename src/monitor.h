@@ -26,7 +26,7 @@
 #include <stdint.h>
 
 #define UVMRT_MON_MAGIC 0x314e4f4d544d5655ull /* "UVMTMON1" read as little-endian bytes */
-#define UVMRT_MON_VERSION 1u
+#define UVMRT_MON_VERSION 2u /* 2: host memory (snap host_*, row host_bytes) */
 #define UVMRT_MON_PREFIX "uvmrt." /* segment names: "/" UVMRT_MON_PREFIX "<uid>.<pid>[.<n>]" */
 #define UVMRT_MON_NAME_MAX 64
 #define UVMRT_MON_LAYERS0 64      /* rows in a new segment; doubled as layers are added */
@@ -42,6 +42,8 @@ typedef struct uvmrt_mon_layer {
     uint64_t fault_count, fault_bytes; /* uvmrt's own: tensors used while not resident */
     uint64_t remote_read_bytes, remote_write_bytes;
     uint64_t gpu_faults;         /* the driver's (CUPTI or the sim model), when collected */
+    uint64_t host_bytes;         /* its tensors not resident on the GPU now */
+    uint64_t plan_host_bytes;    /* its tensors the plan keeps in host memory at some point */
 } uvmrt_mon_layer_t;
 
 /* The process-level part, copied whole by readers. Steps are numbered from 1. */
@@ -70,6 +72,8 @@ typedef struct uvmrt_mon_snap {
     /* the steady state (steps 2..step), for the ETA */
     uint64_t steady_steps, steady_ns;
     uint64_t plans_built;
+    /* host memory (uvmrt_memory_stats_t's fields of the same names) */
+    uint64_t host_bytes, peak_host_bytes, plan_host_bytes, host_external_bytes, host_budget_bytes;
 } uvmrt_mon_snap_t;
 
 typedef struct uvmrt_mon_header {

@@ -471,3 +471,34 @@ done:
     free(cand);
     return st;
 }
+
+uint64_t uvmrt__plan_host_peak(const uvmrt_plan_t *p, const uint64_t *footprint, uint8_t *off_gpu)
+{
+    size_t nt = (size_t)p->n_tensors;
+    uint8_t *res = malloc(nt + 1);
+    uint64_t total = 0, cur = 0;
+    for (size_t t = 0; t < nt; t++) {
+        total += footprint[t];
+        int r = p->start_resident[t] && !p->host_homed[t];
+        if (res) res[t] = (uint8_t)r;
+        if (off_gpu) off_gpu[t] = (uint8_t)!r;
+        if (r) cur += footprint[t];
+    }
+    if (res == NULL) return total; /* no memory to walk the plan: the most it could need */
+    uint64_t least = cur;
+    /* each point's evictions first (the least resident), then its prefetches */
+    for (int q = 0; q <= p->m; q++) {
+        for (int pass = 0; pass < 2; pass++)
+            for (size_t a = p->point_first[q]; a < p->point_first[q + 1]; a++) {
+                const uvmrt_action_t *x = &p->actions[a];
+                int in = x->kind == UVMRT_ACT_PREFETCH;
+                if (in != pass || res[x->tensor] == in) continue;
+                res[x->tensor] = (uint8_t)in;
+                cur = in ? cur + footprint[x->tensor] : cur - footprint[x->tensor];
+                if (!in && off_gpu) off_gpu[x->tensor] = 1;
+            }
+        if (cur < least) least = cur;
+    }
+    free(res);
+    return total - least;
+}

@@ -86,6 +86,13 @@ typedef struct uvmrt_plan {
 uvmrt_status_t uvmrt__plan_build(const uvmrt_plan_input_t *in, uvmrt_plan_t *out, int *bad_event);
 void uvmrt__plan_free(uvmrt_plan_t *plan);
 
+/* The host bytes plan p needs at its peak: the footprints of the tensors it does not
+ * hold on the GPU at its point of least residency (each point's evictions before its
+ * prefetches). off_gpu (NULL or n_tensors bytes) receives 1 for each tensor the plan
+ * keeps in host memory at some point of the step (homed, evicted or not resident at
+ * the start). */
+uint64_t uvmrt__plan_host_peak(const uvmrt_plan_t *p, const uint64_t *footprint, uint8_t *off_gpu);
+
 /* Next use of tensor t after event e: the smallest d in 1..m with t used by event
  * (e + d) mod m, or UVMRT_NEVER. A binary search of t's events: O(log uses of t). */
 int32_t uvmrt__plan_next_use(const uvmrt_plan_t *p, int e, int t);

@@ -56,6 +56,8 @@ static uvmrt_status_t adopt_homing(uvmrt_context_t *ctx)
     return st;
 }
 
+static uvmrt_status_t plan_host_check(uvmrt_context_t *ctx, const uint64_t *fp);
+
 /* Builds (or rebuilds) the plan from the record when residency left its path. */
 uvmrt_status_t uvmrt__ensure_plan(uvmrt_context_t *ctx)
 {
@@ -99,6 +101,11 @@ uvmrt_status_t uvmrt__ensure_plan(uvmrt_context_t *ctx)
                                  pr->remote_read_bps, pr->remote_write_bps};
         int bad = -1;
         st = uvmrt__plan_build(&in, &ctx->sched.plan, &bad);
+        if (st == UVMRT_OK) {
+            ctx->sched.have_plan = 1;
+            st = plan_host_check(ctx, fp);
+            if (st != UVMRT_OK) uvmrt__plan_drop(ctx);
+        }
         if (st == UVMRT_OK) {
             ctx->sched.have_plan = 1;
             ctx->sched.plans_built++;
@@ -310,6 +317,36 @@ void uvmrt__plan_drop(uvmrt_context_t *ctx)
     if (!ctx->sched.have_plan) return;
     uvmrt__plan_free(&ctx->sched.plan);
     ctx->sched.have_plan = 0;
+    free(ctx->sched.plan_off_gpu);
+    ctx->sched.plan_off_gpu = NULL;
+    ctx->sched.plan_host_bytes = 0;
+}
+
+uint64_t uvmrt__plan_host_bytes(const uvmrt_context_t *ctx)
+{
+    return ctx->sched.have_plan ? ctx->sched.plan_host_bytes + ctx->choice.host_external_bytes : 0;
+}
+
+/* The plan just built needs host memory within the host budget; over it, the plan is
+ * refused (UVMRT_ERR_BUDGET) with what it needs where and what would make it fit. */
+static uvmrt_status_t plan_host_check(uvmrt_context_t *ctx, const uint64_t *fp)
+{
+    free(ctx->sched.plan_off_gpu);
+    ctx->sched.plan_off_gpu = malloc((size_t)ctx->tensors.n + 1);
+    if (ctx->sched.plan_off_gpu == NULL) return UVMRT_ERR_NOMEM;
+    uint64_t host = uvmrt__plan_host_peak(&ctx->sched.plan, fp, ctx->sched.plan_off_gpu);
+    uint64_t need = host + ctx->choice.host_external_bytes;
+    ctx->sched.plan_host_bytes = host;
+    if (ctx->host_budget == 0 || need <= ctx->host_budget) return UVMRT_OK; /* 0: no limit */
+    double g = 1073741824.0;
+    /* every step tries again (the same record gives the same plan): said once at error level */
+    uvmrt_log_level_t level = ctx->sched.host_refused++ == 0 ? UVMRT_LOG_ERROR : UVMRT_LOG_DEBUG;
+    UVMRT_LOG(&ctx->log, level, "plan refused: it needs %.2f GiB on the GPU (budget %.2f GiB) and %.2f GiB of host memory "
+                         "(%.2f GiB of tensors, %.2f GiB declared outside uvmrt), over the host budget of %.2f GiB: "
+                         "raise UVMRT_HOST_BUDGET (--host-budget) to %.2f GiB, or the GPU budget by %.2f GiB",
+              uvmrt__plan_budget(ctx) / g, ctx->budget / g, need / g, host / g, ctx->choice.host_external_bytes / g,
+              ctx->host_budget / g, need / g, (need - ctx->host_budget) / g);
+    return UVMRT_ERR_BUDGET;
 }
 
 void uvmrt__sched_tensors_added(uvmrt_context_t *ctx)

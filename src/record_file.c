@@ -96,11 +96,17 @@ static json_t *record_json(uvmrt_context_t *ctx, const uvmrt_sequence_t *timed)
     json_t *layers = json_array();
     for (int l = 0; layers && l < ctx->tensors.n_layers; l++)
         json_array_append_new(layers, json_string(ctx->tensors.layers[l].name));
-    return json_pack("{s:s, s:i, s:s, s:s, s:s, s:I, s:b, s:b, s:o, s:o, s:o}", "format", "uvmrt-record", "version", 1,
-                     "uvmrt_version", uvmrt_version_string(), "backend", uvmrt_backend_name(ctx->cfg.backend),
-                     "profile", uvmrt__profile_label(&ctx->cfg, ctx->profile), /* name or file path: what uvmrt-plan --profile takes */ "budget_bytes",
-                     (json_int_t)ctx->budget, "discard", ctx->cfg.discard_dead, "remote", ctx->cfg.remote, "layers",
-                     layers, "tensors", tensors_json(ctx), "calls", calls_json(ctx, timed));
+    /* host memory: the budget (0: none), the bytes declared outside uvmrt, the peak seen
+     * so far and the current plan's need (0 before a plan) */
+    return json_pack("{s:s, s:i, s:s, s:s, s:s, s:I, s:b, s:b, s:I, s:I, s:I, s:I, s:o, s:o, s:o}", "format",
+                     "uvmrt-record", "version", 1, "uvmrt_version", uvmrt_version_string(), "backend",
+                     uvmrt_backend_name(ctx->cfg.backend), "profile",
+                     uvmrt__profile_label(&ctx->cfg, ctx->profile), /* name or file path: what uvmrt-plan --profile takes */
+                     "budget_bytes", (json_int_t)ctx->budget, "discard", ctx->cfg.discard_dead, "remote", ctx->cfg.remote,
+                     "host_budget_bytes", (json_int_t)ctx->host_budget, "host_external_bytes",
+                     (json_int_t)ctx->choice.host_external_bytes, "peak_host_bytes", (json_int_t)ctx->res.host_peak_bytes,
+                     "plan_host_bytes", (json_int_t)uvmrt__plan_host_bytes(ctx), "layers", layers, "tensors",
+                     tensors_json(ctx), "calls", calls_json(ctx, timed));
 }
 
 void uvmrt__record_write(uvmrt_context_t *ctx, const uvmrt_sequence_t *timed)

@@ -267,6 +267,11 @@ static uvmrt_status_t write_text(const uvmrt_context_t *ctx, FILE *f)
                "steps %llu, fault statistics: %s\n",
             ctx->budget / GIB, ctx->tensors.allocated_bytes / GIB, ctx->res.peak_bytes / GIB,
             sum.host_homed_bytes / GIB, (unsigned long long)sum.steps, sum.fault_stats_source);
+    char hb[32] = "none";
+    if (sum.host_budget_bytes) snprintf(hb, sizeof hb, "%.2f GiB", sum.host_budget_bytes / GIB);
+    fprintf(f, "host memory: peak %.2f GiB, the plan's need %.2f GiB (with %.2f GiB declared outside uvmrt), "
+               "host budget %s\n",
+            sum.peak_host_bytes / GIB, sum.plan_host_bytes / GIB, sum.host_external_bytes / GIB, hb);
     if (uvmrt__faults_active(ctx) && sum.steps > 0) {
         fprintf(f, "driver's counters from %llu of %llu steps (", (unsigned long long)sum.fault_sampled_steps,
                 (unsigned long long)sum.steps);
@@ -380,6 +385,11 @@ static json_t *build_json(const uvmrt_context_t *ctx)
     uvmrt_summary_t sum;
     uvmrt_summary_get(ctx, &sum);
     jb_set(b, root, "host_homed_bytes", json_u64(sum.host_homed_bytes));
+    jb_set(b, root, "host_bytes", json_u64(sum.host_bytes));
+    jb_set(b, root, "peak_host_bytes", json_u64(sum.peak_host_bytes));
+    jb_set(b, root, "plan_host_bytes", json_u64(sum.plan_host_bytes));
+    jb_set(b, root, "host_external_bytes", json_u64(sum.host_external_bytes));
+    jb_set(b, root, "host_budget_bytes", json_u64(sum.host_budget_bytes));
     jb_set(b, root, "plans_built", json_u64(ctx->sched.plans_built));
     jb_set(b, root, "fault_stats_source", jb_str(b, sum.fault_stats_source));
     json_t *fsam = jb_obj(b);
@@ -448,7 +458,7 @@ static uvmrt_status_t write_csv(const uvmrt_context_t *ctx, FILE *f)
     fprintf(f, "policy,backend,fault_stats_source,step,layer,name,phase");
     for (size_t c = 0; c < N_COUNTERS; c++)
         if (counter_cols[c].csv) fprintf(f, ",%s", counter_cols[c].name);
-    fprintf(f, ",step_ns,fault_sampled\n");
+    fprintf(f, ",step_ns,fault_sampled,plan_host_bytes\n");
     for (size_t i = 0; i < ctx->hist.n_rows; i++) {
         const uvmrt_step_row_t *r = &ctx->hist.rows[i];
         /* the backend's and the layer's names are the user's: quoted when they could need it */
@@ -463,7 +473,10 @@ static uvmrt_status_t write_csv(const uvmrt_context_t *ctx, FILE *f)
         for (size_t c = 0; c < N_COUNTERS; c++)
             if (counter_cols[c].csv) fprintf(f, ",%llu", (unsigned long long)counter_of(&r->s, &counter_cols[c]));
         const uvmrt_step_stats_t *st = uvmrt__report_kept_step(ctx, r->step);
-        fprintf(f, ",%llu,%d\n", (unsigned long long)(st ? st->step_ns : 0), st ? st->fault_sampled : 0);
+        uint64_t host_now, host_plan;
+        uvmrt__memsum_layer_host(ctx, r->layer, &host_now, &host_plan);
+        fprintf(f, ",%llu,%d,%llu\n", (unsigned long long)(st ? st->step_ns : 0), st ? st->fault_sampled : 0,
+                (unsigned long long)host_plan);
     }
     return UVMRT_OK;
 }

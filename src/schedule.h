@@ -54,6 +54,9 @@ typedef struct uvmrt_schedule {
     int deviated;                   /* this step left the record */
     uvmrt_plan_t plan;
     int have_plan;
+    uint64_t plan_host_bytes;       /* the plan's peak host need, tensors only (uvmrt__plan_host_peak) */
+    uint8_t *plan_off_gpu;          /* per tensor: the plan keeps it in host memory at some point */
+    uint64_t host_refused;          /* plans refused for needing more host memory than the budget */
     uint8_t *scratch_resident;      /* tensors.n bytes */
     uint64_t plans_built;
     int planned_since_record;       /* planned steps since the record was taken (UVMRT_RECORD rewrites) */
@@ -67,6 +70,8 @@ void uvmrt__sched_init(uvmrt_context_t *ctx);
 /* policy.c. The plan no longer fits the tensors (a placement changed): it is
  * dropped and built again at the next step begin. */
 void uvmrt__plan_drop(uvmrt_context_t *ctx);
+/* The current plan's peak host need with the declared host bytes; 0 without a plan. */
+uint64_t uvmrt__plan_host_bytes(const uvmrt_context_t *ctx);
 /* Tensors were added: the plan is dropped and the residency scratch resized. */
 void uvmrt__sched_tensors_added(uvmrt_context_t *ctx);
 /* A tensor was freed: the record and the plan name it, so both are dropped

@@ -111,6 +111,26 @@ static void format_budget(const uvmrt_config_t *c, char *b, size_t n)
     else format_size(c->budget_bytes, b, n);
 }
 
+/* auto (0), none (UINT64_MAX: no limit), or a size of at least 1 MiB: a smaller host
+ * budget is a typo (8 for 8G) */
+static uvmrt_status_t parse_host_budget(uvmrt_config_t *c, const char *t)
+{
+    if (strcmp(t, "auto") == 0 || strcmp(t, "none") == 0) {
+        c->host_budget_bytes = t[0] == 'a' ? 0 : UINT64_MAX;
+        return UVMRT_OK;
+    }
+    uint64_t v;
+    if (uvmrt_size_parse(t, &v) != UVMRT_OK || v < (1ull << 20)) return UVMRT_ERR_CONFIG;
+    c->host_budget_bytes = v;
+    return UVMRT_OK;
+}
+static void format_host_budget(const uvmrt_config_t *c, char *b, size_t n)
+{
+    if (c->host_budget_bytes == 0) snprintf(b, n, "auto");
+    else if (c->host_budget_bytes == UINT64_MAX) snprintf(b, n, "none");
+    else format_size(c->host_budget_bytes, b, n);
+}
+
 static uvmrt_status_t parse_reserve(uvmrt_config_t *c, const char *t)
 {
     return uvmrt_size_parse(t, &c->budget_reserve_bytes) == UVMRT_OK ? UVMRT_OK : UVMRT_ERR_CONFIG;
@@ -271,8 +291,14 @@ static const uvmrt_config_entry_t table[] = {
     {"RECORD", "none", "none or a file path, as written (no blanks around it; not -, stderr, auto, 0, 1, on, off... in any case)",
      "the prefetch policy's recorded step, written as JSON for uvmrt-plan(1) whenever it is (re)recorded",
      parse_record, format_record},
+    {"HOST_BUDGET", "auto", "a size of at least 1M such as 48G (K, M, G, T suffixes), auto or none",
+     "host bytes the plan may need (tensors off the GPU, staging, declared host bytes); auto = the "
+     "machine's memory (a cgroup's limit when set, else MemTotal) less 10%, at least 2 GiB (none on sim); "
+     "none: no limit",
+     parse_host_budget, format_host_budget},
 };
 #define TABLE_LEN (sizeof table / sizeof table[0])
+_Static_assert(TABLE_LEN <= UVMRT_CONFIG_ENTRIES_MAX, "uvmrt_context_t.sources holds every entry");
 
 const uvmrt_config_entry_t *uvmrt__config_table(size_t *count)
 {
@@ -329,6 +355,9 @@ static uvmrt_status_t apply_params(uvmrt_config_t *c, const uvmrt_params_t *p, c
     if (p->fault_stats != 0 && p->fault_stats != 1) BAD_PARAM("fault_stats", "%d", p->fault_stats, "0 or 1");
     if (p->fault_sample_every < 0 || p->fault_sample_every > UVMRT_FAULT_SAMPLE_MAX)
         BAD_PARAM("fault_sample_every", "%d", p->fault_sample_every, "0 (auto) or a step period from 1 to 1000000");
+    if (p->host_budget_bytes != 0 && p->host_budget_bytes < (1ull << 20))
+        BAD_PARAM("host_budget_bytes", "%llu", (unsigned long long)p->host_budget_bytes,
+                  "0 (auto), UINT64_MAX (none) or at least 1 MiB");
     if (p->trace != NULL && parse_trace(c, p->trace) != UVMRT_OK)
         BAD_PARAM("trace", "'%s'", p->trace, expected_of("TRACE"));
     if (p->profile != NULL && parse_profile(c, p->profile) != UVMRT_OK)
@@ -341,6 +370,7 @@ static uvmrt_status_t apply_params(uvmrt_config_t *c, const uvmrt_params_t *p, c
     c->policy = p->policy;
     c->budget_bytes = p->budget_bytes;
     c->budget_reserve_bytes = p->budget_reserve_bytes;
+    c->host_budget_bytes = p->host_budget_bytes;
     c->discard_dead = p->discard_dead;
     c->remote = p->remote;
     c->fault_stats = p->fault_stats;

@@ -11,6 +11,7 @@
 
 #define UVMRT_REPORT_MAX 4096
 #define UVMRT_FAULT_SAMPLE_MAX 1000000
+#define UVMRT_CONFIG_ENTRIES_MAX 24 /* the table's length at most (uvmrt_context_t.sources) */
 
 typedef enum uvmrt_config_source {
     UVMRT_SRC_DEFAULT = 0,
@@ -37,6 +38,7 @@ typedef struct uvmrt_config {
     int history;                   /* steps kept in the per-step history (UVMRT_HISTORY) */
     int monitor;                   /* 1: publish a snapshot for uvmrt-top at every step end */
     char record[UVMRT_REPORT_MAX]; /* "none" or a path: the recorded step as JSON (UVMRT_RECORD) */
+    uint64_t host_budget_bytes;    /* 0 = auto (UVMRT_HOST_BUDGET) */
 } uvmrt_config_t;
 
 typedef struct uvmrt_config_entry {

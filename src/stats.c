@@ -82,11 +82,28 @@ int uvmrt__grow(void **arr, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
-void uvmrt__resident_peak_reset(uvmrt_context_t *ctx) { ctx->res.peak_bytes = ctx->res.bytes; }
+void uvmrt__resident_peak_reset(uvmrt_context_t *ctx)
+{
+    ctx->res.peak_bytes = ctx->res.bytes;
+    ctx->res.host_peak_bytes = uvmrt__host_bytes(ctx);
+}
+
+uint64_t uvmrt__host_bytes(const uvmrt_context_t *ctx)
+{
+    uint64_t a = ctx->tensors.allocated_bytes, r = ctx->res.bytes;
+    return (a > r ? a - r : 0) + ctx->choice.host_external_bytes;
+}
+
+void uvmrt__host_note(uvmrt_context_t *ctx)
+{
+    uint64_t h = uvmrt__host_bytes(ctx);
+    if (h > ctx->res.host_peak_bytes) ctx->res.host_peak_bytes = h;
+}
 
 void uvmrt__resident_add(uvmrt_context_t *ctx, int64_t delta)
 {
     ctx->res.bytes = (uint64_t)((int64_t)ctx->res.bytes + delta);
+    uvmrt__host_note(ctx);
     if (ctx->res.bytes > ctx->res.peak_bytes) ctx->res.peak_bytes = ctx->res.bytes;
     if (ctx->res.bytes > ctx->stats.cur.peak_resident_bytes)
         ctx->stats.cur.peak_resident_bytes = ctx->res.bytes;
@@ -219,5 +236,10 @@ uvmrt_status_t uvmrt_summary_get(const uvmrt_context_t *ctx, uvmrt_summary_t *ou
     for (int t = 0; t < ctx->tensors.n; t++)
         if (ctx->tensors.by_id[t]->magic == UVMRT_TENSOR_MAGIC && ctx->tensors.by_id[t]->host_homed)
             out->host_homed_bytes += ctx->tensors.by_id[t]->footprint;
+    out->host_bytes = uvmrt__host_bytes(ctx);
+    out->peak_host_bytes = ctx->res.host_peak_bytes;
+    out->host_budget_bytes = ctx->host_budget;
+    out->host_external_bytes = ctx->choice.host_external_bytes;
+    out->plan_host_bytes = uvmrt__plan_host_bytes(ctx);
     return UVMRT_OK;
 }

@@ -19,6 +19,7 @@
  * managed pages): the sum of the footprints of the tensors marked resident. */
 typedef struct uvmrt_residency {
     uint64_t bytes, peak_bytes;
+    uint64_t host_peak_bytes;       /* the peak of uvmrt__host_bytes */
 } uvmrt_residency_t;
 
 /* The step in progress: cleared by each step end. */
@@ -40,8 +41,14 @@ void uvmrt__stat_add_fc(uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, co
 void uvmrt__fc_into_layer(uvmrt_layer_stats_t *l, const uvmrt_fcount_t *fc);
 /* Residency changed by delta bytes; the peaks (context and step) follow. */
 void uvmrt__resident_add(uvmrt_context_t *ctx, int64_t delta);
-/* The peak starts over from the resident bytes now (uvmrt_memory_peak_reset). */
+/* The peak starts over from the resident bytes now (uvmrt_memory_peak_reset); the
+ * host peak too. */
 void uvmrt__resident_peak_reset(uvmrt_context_t *ctx);
+/* Host bytes now: footprints of the live tensors not resident on the GPU, plus the
+ * bytes declared by uvmrt_context_set_host_external_bytes. */
+uint64_t uvmrt__host_bytes(const uvmrt_context_t *ctx);
+/* The host bytes may have grown (an allocation, a declaration): the peak follows. */
+void uvmrt__host_note(uvmrt_context_t *ctx);
 /* Step begin: one (layer, phase) row per layer and phase (zeroed when new);
  * UVMRT_ERR_NOMEM (logged) changes nothing. */
 uvmrt_status_t uvmrt__stats_rows_reserve(uvmrt_context_t *ctx, int nrows);

@@ -39,6 +39,8 @@ void uvmrt__sched_free(uvmrt_context_t *ctx)
     free(ctx->sched.record.use_access);
     free(ctx->sched.scratch_resident);
     free(ctx->sched.sync_slots);
+    free(ctx->sched.plan_off_gpu);
+    ctx->sched.plan_off_gpu = NULL;
     uvmrt__plan_free(&ctx->sched.plan);
     memset(&ctx->sched.cur, 0, sizeof ctx->sched.cur);
     memset(&ctx->sched.record, 0, sizeof ctx->sched.record);

@@ -15,6 +15,8 @@
 
 #include "internal.h"
 
+#define GIB_D 1073741824.0
+
 /* Sizes the layout arithmetic (size_t) holds with room to spare: a tensor of
  * at most 2^50 bytes (1 PiB), an arena of at most 2^52. */
 #define UVMRT_TENSOR_MAX_BYTES ((size_t)1 << 50)
@@ -175,6 +177,34 @@ static uvmrt_status_t check_desc(const uvmrt_context_t *ctx, const uvmrt_tensor_
     return UVMRT_OK;
 }
 
+/* The host bytes the tensors need at least, with `more` bytes more: what the device
+ * budget cannot hold, plus the declared host bytes. */
+uint64_t uvmrt__host_need_min(const uvmrt_context_t *ctx, uint64_t more, uint64_t host_external)
+{
+    uint64_t a = ctx->tensors.allocated_bytes + more, b = uvmrt__plan_budget(ctx);
+    if (ctx->cfg.policy == UVMRT_POLICY_NONE) b = ctx->budget;
+    return (a > b ? a - b : 0) + host_external;
+}
+
+/* The new arenas (n of them, bytes[]) keep the host need within the host budget, or
+ * UVMRT_ERR_BUDGET with what is needed where and what would make it fit. */
+static uvmrt_status_t host_fits(uvmrt_context_t *ctx, const size_t *bytes, size_t n)
+{
+    uint64_t more = 0;
+    for (size_t i = 0; i < n; i++) more += bytes[i];
+    uint64_t need = uvmrt__host_need_min(ctx, more, ctx->choice.host_external_bytes);
+    if (ctx->host_budget == 0 || need <= ctx->host_budget) return UVMRT_OK; /* 0: no limit */
+    uint64_t total = ctx->tensors.allocated_bytes + more, gpu = uvmrt__plan_budget(ctx);
+    uint64_t over = need - ctx->host_budget;
+    LOG_ERROR(&ctx->log, "uvmrt_tensors_alloc: %.2f GiB of tensors (%.2f GiB in this call) with a GPU budget of "
+                         "%.2f GiB need %.2f GiB of host memory (%.2f GiB declared outside uvmrt), over the host "
+                         "budget of %.2f GiB: it fits with a host budget of at least %.2f GiB (UVMRT_HOST_BUDGET, "
+                         "--host-budget), a GPU budget of %.2f GiB, or %.2f GiB less of tensors",
+              total / GIB_D, more / GIB_D, gpu / GIB_D, need / GIB_D, ctx->choice.host_external_bytes / GIB_D,
+              ctx->host_budget / GIB_D, need / GIB_D, (gpu + over) / GIB_D, over / GIB_D);
+    return UVMRT_ERR_BUDGET;
+}
+
 uvmrt_status_t uvmrt_tensors_alloc(uvmrt_context_t *ctx, size_t n, const uvmrt_tensor_desc_t *descs,
                                    uvmrt_tensor_t **out)
 {
@@ -232,6 +262,8 @@ uvmrt_status_t uvmrt_tensors_alloc(uvmrt_context_t *ctx, size_t n, const uvmrt_t
         }
     }
     free(arena_by_layer);
+    if ((st = host_fits(ctx, arena_bytes, (size_t)n_new)) != UVMRT_OK) goto fail;
+    st = UVMRT_ERR_NOMEM;
     uvmrt_tensor_table_t *tt = &ctx->tensors;
     if (grow((void **)&tt->arenas, &tt->cap_arenas, tt->n_arenas + n_new, sizeof *tt->arenas) ||
         grow((void **)&tt->by_id, &tt->cap, tt->n + (int)n, sizeof *tt->by_id) ||
@@ -293,6 +325,7 @@ uvmrt_status_t uvmrt_tensors_alloc(uvmrt_context_t *ctx, size_t n, const uvmrt_t
         out[i] = t;
     }
     ctx->tensors.n_arenas += n_new;
+    uvmrt__host_note(ctx);
     uvmrt__sched_tensors_added(ctx);
     st = UVMRT_OK;
     goto done;
@@ -346,9 +379,11 @@ uvmrt_status_t uvmrt_tensor_free(uvmrt_context_t *ctx, uvmrt_tensor_t *tensor)
                 return st;
             }
         }
+        ctx->tensors.allocated_bytes -= t->footprint; /* first: the host bytes never rise here */
         uvmrt__resident_add(ctx, -(int64_t)t->footprint);
+    } else {
+        ctx->tensors.allocated_bytes -= t->footprint;
     }
-    ctx->tensors.allocated_bytes -= t->footprint;
     if (t->layer >= 0) {
         uvmrt_layer_t *L = &ctx->tensors.layers[t->layer];
         for (int i = 0; i < L->n_owned; i++)

@@ -532,6 +532,7 @@ static uvmrt_status_t c_params(fix_t *f, const mcase_t *c, result_t *r)
     else if (strcmp(a, "report") == 0) p.report = s;
     else if (strcmp(a, "trace") == 0) p.trace = s;
     else if (strcmp(a, "budget_reserve_bytes") == 0) p.budget_bytes = 0, p.budget_reserve_bytes = c->u;
+    else if (strcmp(a, "host_budget_bytes") == 0) p.host_budget_bytes = c->u;
     uvmrt_status_t st = create_checked(&p, r);
     free(text);
     return st;
@@ -628,6 +629,7 @@ static uvmrt_status_t c_null_ctx(fix_t *f, const mcase_t *c, result_t *r)
     if (strcmp(a, "step_stats_get") == 0) return uvmrt_step_stats_get(NULL, 0, &ss);
     if (strcmp(a, "summary_get") == 0) return uvmrt_summary_get(NULL, &sum);
     if (strcmp(a, "report_write") == 0) return uvmrt_report_write(NULL, "text", "r.txt");
+    if (strcmp(a, "set_host_external_bytes") == 0) return uvmrt_context_set_host_external_bytes(NULL, 1);
     return UVMRT_OK;
 }
 
@@ -780,6 +782,13 @@ static uvmrt_status_t c_tensor_free(fix_t *f, const mcase_t *c, result_t *r)
     if (t == NULL && strcmp(c->a, "null") != 0) SETUP_FAIL(r, "preparing the %s tensor failed", c->a);
     mark(f);
     return uvmrt_tensor_free(f->ctx, t);
+}
+
+/* uvmrt_context_set_host_external_bytes(ctx, c->u) */
+static uvmrt_status_t c_host_external(fix_t *f, const mcase_t *c, result_t *r)
+{
+    (void)r;
+    return uvmrt_context_set_host_external_bytes(f->ctx, c->u);
 }
 
 static uvmrt_status_t c_set_placement(fix_t *f, const mcase_t *c, result_t *r)
@@ -1247,7 +1256,21 @@ static const mcase_t cases[] = {
     NULLCTX("step_begin"), NULLCTX("step_end"), NULLCTX("layer_begin"), NULLCTX("layer_end"),
     NULLCTX("layer_add"), NULLCTX("tensors_alloc"), NULLCTX("tensor_alloc"), NULLCTX("tensor_free"),
     NULLCTX("set_placement"), NULLCTX("layer_stats_get"), NULLCTX("step_stats_get"), NULLCTX("summary_get"),
-    NULLCTX("report_write"),
+    NULLCTX("report_write"), NULLCTX("set_host_external_bytes"),
+
+    /* ---- the host budget (UVMRT_HOST_BUDGET, params.host_budget_bytes) and declared host bytes */
+    ENV("env_host_budget_junk", "UVMRT_HOST_BUDGET", "junk"),
+    ENV("env_host_budget_zero", "UVMRT_HOST_BUDGET", "0"),
+    ENV("env_host_budget_below_1m", "UVMRT_HOST_BUDGET", "512K"),
+    ENV("env_host_budget_negative", "UVMRT_HOST_BUDGET", "-8G"),
+    ENV("env_host_budget_upper_case_auto", "UVMRT_HOST_BUDGET", "AUTO"),
+    ENV("env_host_budget_overflow", "UVMRT_HOST_BUDGET", "16777216T"),
+    {.name = "params_host_budget_below_1m", .run = c_params, .a = "host_budget_bytes", .u = 4096,
+     .expect = EXPECT_ANY_ERROR, .needle = "host_budget_bytes"},
+    {.name = "host_external_wraps", .run = c_host_external, .fix = FIX_IDLE, .u = UINT64_MAX,
+     .expect = UVMRT_ERR_BUDGET, .needle = "host budget"},
+    {.name = "host_external_in_step", .run = c_host_external, .fix = FIX_STEP, .u = MIB,
+     .expect = UVMRT_ERR_STATE, .needle = "inside a step"},
 
     /* ---- layers */
     {.name = "layer_add_null_name", .run = c_layer_add, .fix = FIX_IDLE, .n = 1, .expect = UVMRT_ERR_INVALID,

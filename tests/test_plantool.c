@@ -57,6 +57,12 @@ static json_t *run_json(const char *args)
     return j;
 }
 
+/* The predictions here are compared with the trainers' sim runs, which have no host
+ * limit (auto on sim): the tool's default, this machine's memory, would make them
+ * depend on the machine. The host budget's own tests give --host-budget. */
+static void no_host_limit(void) { setenv("UVMRT_HOST_BUDGET", "none", 1); }
+TestSuite(plantool, .init = no_host_limit);
+
 /* A sim context (prefetch, budget, profile; NULL: the default) that writes its
  * recorded step to path (UVMRT_RECORD), with the monitor off. */
 static uvmrt_context_t *recording_ctx(const char *path, uint64_t budget, const char *profile)
@@ -1567,4 +1573,92 @@ Test(plantool, hf_mistral_and_qwen2_count_their_published_parameters)
         json_decref(j);
         remove_record(path);
     }
+}
+
+/* --host-budget: a plan that needs more host memory does not fit, says what it needs
+ * where, and the batch finder keeps to it (issue 24 §3). */
+Test(plantool, host_budget_bounds_the_plan_and_the_batch)
+{
+    char args[700];
+    snprintf(args, sizeof args, "--model '%s' --profile h200 --budget 8G --batch 8 --json", GPT_MODEL);
+    json_t *free_host = run_json(args); /* UVMRT_HOST_BUDGET=none (the suite's) */
+    cr_assert(json_is_true(json_object_get(free_host, "fits")));
+    json_int_t need = jint(free_host, "host_bytes_needed"), tensors = jint(free_host, "tensor_bytes");
+    cr_assert(need >= tensors - (json_int_t)(8ull << 30) && need <= tensors, "need %lld of %lld", (long long)need,
+              (long long)tensors);
+    cr_assert(jint(free_host, "gpu_bytes_needed") <= (json_int_t)(8ull << 30));
+    cr_assert(json_is_null(json_object_get(free_host, "host_budget_bytes")));
+    json_decref(free_host);
+
+    /* 1 GiB less than the plan needs: does not fit, because of the host */
+    char hb[32];
+    snprintf(hb, sizeof hb, "%lldM", (long long)(need >> 20) - 1024);
+    snprintf(args, sizeof args, "--model '%s' --profile h200 --budget 8G --batch 8 --host-budget %s --json", GPT_MODEL,
+             hb);
+    json_t *j = run_json(args);
+    cr_assert(json_is_false(json_object_get(j, "fits")));
+    cr_assert(json_is_true(json_object_get(j, "host_limited")));
+    cr_assert_gt(jint(j, "host_bytes_needed"), jint(j, "host_budget_bytes"));
+    cr_assert_gt(jint(j, "min_budget_bytes"), (json_int_t)(8ull << 30), "a larger GPU budget makes it fit");
+    cr_assert_not_null(strstr(json_string_value(json_object_get(j, "why")), "does not fit: needs "));
+    json_decref(j);
+    /* the same from the environment, and in text */
+    char *out = NULL;
+    snprintf(args, sizeof args, "--model '%s' --profile h200 --budget 8G --batch 8", GPT_MODEL);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "UVMRT_HOST_BUDGET=%s '%s' %s 2>&1", hb, UVMRT_PLAN_PATH, args);
+    cr_assert_eq(run_capture(cmd, &out), 0, "%s", out);
+    cr_assert_not_null(strstr(out, "does not fit: needs "), "%s", out);
+    cr_assert_not_null(strstr(out, "(UVMRT_HOST_BUDGET)"), "%s", out);
+    free(out);
+
+    /* the batch finder: a host budget never fits a larger batch, a small one none */
+    json_int_t largest[3];
+    const char *hosts[] = {"none", "12G", "1G"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(args, sizeof args, "--model '%s' --profile h200 --budget 4G --batch-max 32 --host-budget %s --json",
+                 GPT_MODEL, hosts[i]);
+        json_t *b = run_json(args);
+        largest[i] = jint(b, "largest_fitting_batch");
+        json_decref(b);
+    }
+    cr_assert_gt(largest[0], 0);
+    cr_assert_leq(largest[1], largest[0]);
+    /* each fitting row says its host need, which a larger batch does not lower */
+    snprintf(args, sizeof args, "--model '%s' --profile h200 --budget 4G --batch-max 4 --host-budget none --json",
+             GPT_MODEL);
+    json_t *rows = run_json(args), *arr = json_object_get(rows, "batches");
+    cr_assert_geq(json_array_size(arr), 2);
+    json_t *r1 = json_array_get(arr, 0), *r2 = json_array_get(arr, 1);
+    cr_assert(json_is_true(json_object_get(r1, "fits")) && json_is_true(json_object_get(r2, "fits")));
+    cr_assert_gt(jint(r1, "host_bytes_needed"), (json_int_t)(20ull << 30), "1.5e9 parameters' AdamW beyond 4 GiB");
+    cr_assert_geq(jint(r2, "host_bytes_needed"), jint(r1, "host_bytes_needed"));
+    json_decref(rows);
+    cr_assert_eq(largest[2], 0, "the tensors alone need more than 1 GiB of host memory");
+
+    /* bad values */
+    cr_assert_eq(run_tool("--model x --host-budget 512K", &out), 2);
+    cr_assert_not_null(strstr(out, "--host-budget '512K'"), "%s", out);
+    free(out);
+}
+
+/* A built-in estimate warns that it does not know the host, and points to uvmrt-calibrate. */
+Test(plantool, estimated_profiles_warn_what_they_did_not_measure)
+{
+    char args[600];
+    snprintf(args, sizeof args, "--model '%s' --profile rtx4090 --json", GPT_MODEL);
+    json_t *j = run_json(args);
+    json_t *w = json_object_get(j, "warnings");
+    cr_assert(json_is_array(w) && json_array_size(w) == 1);
+    cr_assert_not_null(strstr(json_string_value(json_array_get(w, 0)), "uvmrt-calibrate"));
+    json_decref(j);
+    snprintf(args, sizeof args, "--model '%s' --profile h200 --json", GPT_MODEL);
+    j = run_json(args);
+    cr_assert_null(json_object_get(j, "warnings"), "h200 is measured");
+    json_decref(j);
+    char *out = NULL;
+    snprintf(args, sizeof args, "--model '%s' --profile consumer-8g", GPT_MODEL);
+    cr_assert_eq(run_tool(args, &out), 0, "%s", out);
+    cr_assert_not_null(strstr(out, "warning: profile consumer-8g is an estimate"), "%s", out);
+    free(out);
 }

@@ -517,7 +517,8 @@ static const char *const LIST_STEP[] = {UVMRT_COUNTERS(STEP_NAME) "step_ns", "pe
                                         "d2h_busy_ns", "fault_sampled"};
 static const char *const LIST_UNATTR[] = {UVMRT_COUNTERS(DRIVER_NAME) "records"};
 static const char *const LIST_CSV[] = {"policy", "backend", "fault_stats_source", "step", "layer", "name", "phase",
-                                       UVMRT_COUNTERS(CSV_NAME) "step_ns", "fault_sampled"};
+                                       UVMRT_COUNTERS(CSV_NAME) "step_ns", "fault_sampled",
+                                       "plan_host_bytes"};
 #define LEN(a) (sizeof a / sizeof a[0])
 
 static void expect_exact_keys(json_t *o, const char *const *keys, size_t n, const char *what)

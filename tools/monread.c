@@ -353,6 +353,8 @@ static json_t *layer_json(uint32_t i, const uvmrt_mon_layer_t *r)
     json_object_set_new(o, "remote_read_bytes", ju(r->remote_read_bytes));
     json_object_set_new(o, "remote_write_bytes", ju(r->remote_write_bytes));
     json_object_set_new(o, "gpu_faults", ju(r->gpu_faults));
+    json_object_set_new(o, "host_bytes", ju(r->host_bytes));
+    json_object_set_new(o, "plan_host_bytes", ju(r->plan_host_bytes));
     return o;
 }
 
@@ -394,6 +396,11 @@ static json_t *proc_json(const uvmrt_mon_proc_t *p, uint64_t now)
     json_object_set_new(o, "gpu_faults", ju(s->gpu_faults));
     json_object_set_new(o, "fault_stats_source", jtext(s->fault_source, sizeof s->fault_source));
     json_object_set_new(o, "plans_built", ju(s->plans_built));
+    json_object_set_new(o, "host_bytes", ju(s->host_bytes));
+    json_object_set_new(o, "peak_host_bytes", ju(s->peak_host_bytes));
+    json_object_set_new(o, "plan_host_bytes", ju(s->plan_host_bytes));
+    json_object_set_new(o, "host_external_bytes", ju(s->host_external_bytes));
+    json_object_set_new(o, "host_budget_bytes", ju(s->host_budget_bytes));
     json_object_set_new(o, "age_s", json_real(now > s->publish_unix_ns ? (now - s->publish_unix_ns) / 1e9 : 0.0));
     json_t *layers = json_array();
     for (uint32_t i = 0; i < s->n_layers; i++) json_array_append_new(layers, layer_json(i, &p->layers[i]));

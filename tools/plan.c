@@ -24,6 +24,7 @@
 #include "uvmrt.h"
 
 #define MIB (1024.0 * 1024.0)
+#define GIB_D (1024.0 * MIB)
 #define GRAIN (2ull << 20) /* --fit's granularity: the driver's 2 MiB block */
 #define REPLAY_STEPS 3
 
@@ -197,7 +198,7 @@ static int record_load(const char *path, record_t *r)
     memset(r, 0, sizeof *r);
     json_t *root = record_json_load(path), *layers, *tensors, *calls;
     const char *fmt = NULL, *profile = "", *ignored;
-    json_int_t budget = 0, version = 1;
+    json_int_t budget = 0, version = 1, host_ext = 0, unused = 0;
     int discard = 1, remote = 1;
     id_index_t *ids = NULL;
     unsigned *seen = NULL;
@@ -212,6 +213,10 @@ static int record_load(const char *path, record_t *r)
         rec_str(path, "", root, "uvmrt_version", 0, "", &ignored) || rec_str(path, "", root, "backend", 0, "", &ignored) ||
         rec_str(path, "", root, "profile", 0, "", &profile) ||
         rec_int(path, "", root, "budget_bytes", 0, 0, (json_int_t)REC_MAX_TOTAL, 0, &budget) ||
+        rec_int(path, "", root, "host_external_bytes", 0, 0, (json_int_t)REC_MAX_TOTAL, 0, &host_ext) ||
+        rec_int(path, "", root, "host_budget_bytes", 0, 0, (json_int_t)REC_MAX_TOTAL, 0, &unused) ||
+        rec_int(path, "", root, "peak_host_bytes", 0, 0, (json_int_t)REC_MAX_TOTAL, 0, &unused) ||
+        rec_int(path, "", root, "plan_host_bytes", 0, 0, (json_int_t)REC_MAX_TOTAL, 0, &unused) ||
         rec_bool(path, root, "discard", 1, &discard) || rec_bool(path, root, "remote", 1, &remote))
         goto fail;
     layers = json_object_get(root, "layers");
@@ -226,6 +231,7 @@ static int record_load(const char *path, record_t *r)
     r->profile = strdup(profile);
     r->source = strdup(path);
     r->budget = (uint64_t)budget;
+    r->host_external = (uint64_t)host_ext;
     r->discard = discard;
     r->remote = remote;
     r->n_layers = json_array_size(layers);
@@ -363,7 +369,16 @@ typedef struct prediction {
     double floor_ns[N_BOUNDS]; /* bound_names */
     int bound;
     unsigned *layer_mech; /* per layer, UVMRT_MECH_* */
+    uint64_t tensor_bytes;        /* footprints of every tensor */
+    uint64_t gpu_bytes;           /* fits: the peak resident bytes of the planned steps */
+    uint64_t host_bytes_needed;   /* fits: the plan's host need; else at least what the GPU budget cannot hold */
+    int host_limited;             /* 1: it does not fit because of the host budget */
 } prediction_t;
+
+/* The host budget every replay has (--host-budget, UVMRT_HOST_BUDGET, else this machine's
+ * memory less the reserve); 0: none. host_note says where it came from. */
+static uint64_t g_host_budget;
+static char host_note[160];
 
 /* The floor's terms: the resources a step's time is bounded by (uvmrt-plan(1)). */
 static const char *const bound_names[N_BOUNDS] = {"gpu_compute", "link_h2d", "link_d2h", "host_memory", "cpu"};
@@ -496,6 +511,7 @@ static int predict(const record_t *r, const char *profile, uint64_t budget, cons
     prm.remote = r->remote;
     prm.log_level = UVMRT_LOG_ERROR;
     prm.log_fn = log_none;
+    prm.host_budget_bytes = g_host_budget ? g_host_budget : UINT64_MAX; /* auto on sim is none */
     /* --trace is written below with uvmrt_report_write, not by prm.trace at destroy:
      * a failure there would be logged to log_none and lost */
     uvmrt_context_t *ctx = NULL;
@@ -526,6 +542,7 @@ static int predict(const record_t *r, const char *profile, uint64_t budget, cons
         int id = -1;
         st = uvmrt_layer_add(ctx, r->layers[l], &id);
     }
+    if (st == UVMRT_OK && r->host_external > 0) st = uvmrt_context_set_host_external_bytes(ctx, r->host_external);
     if (st == UVMRT_OK) st = alloc_all(ctx, r, ts);
     for (int s = 0; s < REPLAY_STEPS && st == UVMRT_OK; s++) st = replay_step(ctx, r, ts, uses);
     p->status = st;
@@ -542,11 +559,15 @@ static int predict(const record_t *r, const char *profile, uint64_t budget, cons
         p->layer_mech = NULL;
         return -1;
     }
+    for (size_t i = 0; i < r->n_tensors; i++) p->tensor_bytes = sat_add(p->tensor_bytes, r->tensors[i].footprint);
+    p->host_bytes_needed = p->tensor_bytes > budget ? p->tensor_bytes - budget : 0;
     if (p->fits) {
         uvmrt_step_stats_t ss;
         uvmrt_summary_t sum;
         if (uvmrt_step_stats_get(ctx, REPLAY_STEPS - 1, &ss) == UVMRT_OK && uvmrt_summary_get(ctx, &sum) == UVMRT_OK) {
             p->fits = sum.plans_built > 0;
+            p->gpu_bytes = sum.peak_resident_bytes;
+            if (p->fits) p->host_bytes_needed = sum.plan_host_bytes;
             p->step_ns = ss.step_ns;
             p->prefetch_bytes = ss.prefetch_bytes;
             p->evict_bytes = ss.evict_bytes;
@@ -585,6 +606,15 @@ static int predict(const record_t *r, const char *profile, uint64_t budget, cons
             for (size_t i = 0; i < n; i++)
                 if (info[i].layer >= 0 && (size_t)info[i].layer < r->n_layers) p->layer_mech[info[i].layer] |= info[i].mechanism;
         free(info);
+    }
+    if (!p->fits && g_host_budget > 0) {
+        /* the library's refusal says what the plan needed (src/policy.c's message) */
+        const char *refused = strstr(last_error, "plan refused: it needs ");
+        double gpu_gib, budget_gib, host_gib;
+        if (refused && sscanf(refused, "plan refused: it needs %lf GiB on the GPU (budget %lf GiB) and %lf GiB of host",
+                              &gpu_gib, &budget_gib, &host_gib) == 3)
+            p->host_bytes_needed = (uint64_t)(host_gib * GIB_D);
+        p->host_limited = refused != NULL || p->host_bytes_needed > g_host_budget;
     }
     int rc = trace != NULL ? trace_write(ctx, trace) : 0;
     uvmrt_context_destroy(ctx);
@@ -645,6 +675,12 @@ static int fit_budget(const record_t *r, const char *profile, uint64_t *out)
 static json_t *prediction_json(const record_t *r, const prediction_t *p)
 {
     json_t *o = json_pack("{s:b, s:I}", "fits", p->fits, "budget_bytes", (json_int_t)p->budget);
+    json_object_set_new(o, "host_budget_bytes", g_host_budget ? json_integer((json_int_t)g_host_budget) : json_null());
+    json_object_set_new(o, "host_budget_source", json_string(host_note));
+    json_object_set_new(o, "tensor_bytes", json_integer((json_int_t)p->tensor_bytes));
+    json_object_set_new(o, "host_bytes_needed", json_integer((json_int_t)p->host_bytes_needed));
+    json_object_set_new(o, "gpu_bytes_needed", p->fits ? json_integer((json_int_t)p->gpu_bytes) : json_null());
+    json_object_set_new(o, "host_limited", json_boolean(p->host_limited));
     if (!p->fits) { /* the keys are always there: no step, no bound, no plan */
         json_object_set_new(o, "label", json_string("predicted"));
         json_object_set_new(o, "predicted_step_ns", json_null());
@@ -675,7 +711,15 @@ static void print_text(const record_t *r, const prediction_t *p, const char *pro
     printf("uvmrt-plan: predicted by the sim model (profile %s); nothing here is measured\n", profile);
     printf("budget %.1f MiB: %s (predicted)\n", p->budget / MIB, p->fits ? "fits" : "does not fit");
     printf("predicted smallest budget that fits: %.1f MiB\n", min_budget / MIB);
+    printf("host budget: %s\n", host_note);
+    if (p->host_limited)
+        printf("does not fit: needs %.2f GiB host, budget %.2f GiB (%.2f GiB of tensors, %.2f GiB of GPU budget); "
+               "a GPU budget of %.1f MiB, or a host budget of %.2f GiB (--host-budget), would fit\n",
+               p->host_bytes_needed / GIB_D, g_host_budget / GIB_D, p->tensor_bytes / GIB_D, p->budget / GIB_D,
+               min_budget / MIB, p->host_bytes_needed / GIB_D + 0.005);
     if (!p->fits) return;
+    printf("predicted memory: GPU %.2f GiB (peak resident), host %.2f GiB (the plan's need; %.2f GiB of tensors)\n",
+           p->gpu_bytes / GIB_D, p->host_bytes_needed / GIB_D, p->tensor_bytes / GIB_D);
     printf("predicted step time: %.3f ms, bound by %s\n", p->step_ns / 1e6, bound_names[p->bound]);
     printf("predicted floor terms (ms):");
     for (int b = 0; b < N_BOUNDS; b++) printf("%s %s %.3f", b ? "," : "", bound_names[b], p->floor_ns[b] / 1e6);
@@ -855,6 +899,63 @@ static void model_facts(const model_t *m, uint64_t batch, int batch_given, json_
     if (budget_note[0]) printf("budget: %s\n", budget_note);
 }
 
+/* For a built-in profile that estimates (not measured) and leaves out the host's
+ * figures: what the prediction does not know, and how to measure it; NULL otherwise. */
+static const char *profile_estimate_note(const char *profile)
+{
+    static char note[512];
+    const uvmrt_profile_t *p = uvmrt_profile_find(profile);
+    if (p == NULL || p->measured || (p->host_mem_bps > 0 && p->cpu_adamw_params_per_s > 0)) return NULL;
+    snprintf(note, sizeof note,
+             "profile %s is an estimate: it has no measured CPU AdamW rate or host memory bandwidth, so the CPU "
+             "optimizer and host memory take no time in this prediction; run uvmrt-calibrate on the machine "
+             "(uvmrt-calibrate --output FILE) and pass its file with --profile FILE", profile);
+    return note;
+}
+
+/* The warning of profile_estimate_note: on stderr (o NULL), or in o's "warnings". */
+static void profile_warn(const char *profile, json_t *o)
+{
+    const char *note = profile_estimate_note(profile);
+    if (note == NULL) return;
+    if (o == NULL) fprintf(stderr, "uvmrt-plan: warning: %s\n", note);
+    else json_object_set_new(o, "warnings", json_pack("[s]", note));
+}
+
+/* Resolves the host budget (g_host_budget, host_note) from --host-budget (arg, may be
+ * NULL), else UVMRT_HOST_BUDGET, else this machine's memory less the reserve. -1 after
+ * a message on a bad value. */
+static int host_budget_resolve(const char *arg)
+{
+    const char *from = "--host-budget", *v = arg;
+    if (v == NULL && (v = getenv("UVMRT_HOST_BUDGET")) != NULL) from = "UVMRT_HOST_BUDGET";
+    if (v != NULL && strcmp(v, "none") == 0) {
+        g_host_budget = 0;
+        snprintf(host_note, sizeof host_note, "none (%s none)", from);
+        return 0;
+    }
+    if (v != NULL && strcmp(v, "auto") != 0) {
+        uint64_t b = 0;
+        if (uvmrt_size_parse(v, &b) != UVMRT_OK || b < (1u << 20)) {
+            fprintf(stderr, "uvmrt-plan: %s '%s': expected auto, none or a size of at least 1M such as 48G\n", from, v);
+            return -1;
+        }
+        g_host_budget = b;
+        snprintf(host_note, sizeof host_note, "%.2f GiB (%s)", b / GIB_D, from);
+        return 0;
+    }
+    uint64_t total = 0, b = 0;
+    if (uvmrt_host_memory(&total, &b) != UVMRT_OK) {
+        g_host_budget = 0;
+        snprintf(host_note, sizeof host_note, "none (this machine's memory could not be read: give --host-budget)");
+        return 0;
+    }
+    g_host_budget = b;
+    snprintf(host_note, sizeof host_note, "%.2f GiB, this machine's memory (%.2f GiB) less 10%%, at least 2 GiB", b / GIB_D,
+             total / GIB_D);
+    return 0;
+}
+
 /* --profile list: the built-in profiles, their memory and whether they were measured. */
 static int profile_list(void)
 {
@@ -925,10 +1026,15 @@ static int report_one(const record_t *r, const char *src, const model_t *m, uint
             json_object_set_new(o, "predicted_samples_per_s", p.fits ? json_real(sps) : json_null());
         }
         if (p.fits) json_object_set_new(o, "device_memory_bytes", json_integer((json_int_t)p.device_bytes));
+        profile_warn(profile, o);
         json_object_set_new(o, "largest_working_set", json_pack("{s:I, s:s, s:s}", "bytes", (json_int_t)ws, "layer",
                                                                  wlayer, "phase", wphase));
         if (!p.fits) {
             char why[512];
+            if (p.host_limited)
+                snprintf(why, sizeof why, "does not fit: needs %.2f GiB host, budget %.2f GiB; the smallest GPU budget "
+                         "that fits is %.1f MiB", p.host_bytes_needed / GIB_D, g_host_budget / GIB_D, min_budget / MIB);
+            else
             snprintf(why, sizeof why, "layer '%s' %s needs %.1f MiB resident at once; the smallest budget that fits is %.1f MiB",
                      wlayer, wphase, ws / MIB, min_budget / MIB);
             json_object_set_new(o, "why", json_string(why));
@@ -937,12 +1043,13 @@ static int report_one(const record_t *r, const char *src, const model_t *m, uint
         putchar('\n');
         json_decref(o);
     } else {
+        profile_warn(profile, NULL);
         if (m != NULL) printf("model %s (%s), batch %llu\n", model_name(m), src, (unsigned long long)batch);
         if (m != NULL) model_facts(m, batch, batch_given, NULL);
         print_text(r, &p, profile, min_budget);
         if (m != NULL && p.fits) printf("predicted throughput: %.2f samples/s\n", sps);
         printf("largest working set: %.1f MiB, layer '%s' %s\n", ws / MIB, wlayer, wphase);
-        if (!p.fits)
+        if (!p.fits && !p.host_limited)
             printf("does not fit because layer '%s' %s needs %.1f MiB resident at once (budget %.1f MiB); "
                    "the predicted smallest budget that fits is %.1f MiB\n",
                    wlayer, wphase, ws / MIB, budget / MIB, min_budget / MIB);
@@ -972,6 +1079,7 @@ typedef struct batch_row {
     uint64_t batch;
     int fits, bound;
     uint64_t step_ns;
+    uint64_t host_bytes; /* fits: the plan's host need */
 } batch_row_t;
 
 /* The batches whose throughput is predicted: every one up to 64, then powers of two
@@ -1015,12 +1123,12 @@ static int batch_finder(const model_t *m, const char *src, const char *profile, 
     for (size_t i = 0; i < nc; i++) {
         if (predict_batch(m, cand[i], profile, budget, &p) != 0) return 1;
         free(p.layer_mech);
-        rows[nr] = (batch_row_t){cand[i], p.fits, p.bound, p.step_ns};
+        rows[nr] = (batch_row_t){cand[i], p.fits, p.bound, p.step_ns, p.host_bytes_needed};
         double sps = p.fits && p.step_ns > 0 ? (double)cand[i] * 1e9 / (double)p.step_ns : 0;
         if (sps > best_sps) best_sps = sps, best = cand[i];
         nr++;
     }
-    if (largest < nmax) rows[nr++] = (batch_row_t){largest + 1, 0, 0, 0}; /* where it stops fitting */
+    if (largest < nmax) rows[nr++] = (batch_row_t){largest + 1, 0, 0, 0, 0}; /* where it stops fitting */
     uint64_t min1 = 0;
     if (largest == 0) { /* what batch 1 would need */
         record_t r;
@@ -1034,17 +1142,21 @@ static int batch_finder(const model_t *m, const char *src, const char *profile, 
         for (size_t i = 0; i < nr; i++) {
             const batch_row_t *b = &rows[i];
             json_array_append_new(
-                arr, json_pack("{s:I, s:b, s:o, s:o, s:o}", "batch", (json_int_t)b->batch, "fits", b->fits,
+                arr, json_pack("{s:I, s:b, s:o, s:o, s:o, s:o}", "batch", (json_int_t)b->batch, "fits", b->fits,
                                "predicted_step_ns", b->fits ? json_integer((json_int_t)b->step_ns) : json_null(),
                                "predicted_samples_per_s",
                                b->fits && b->step_ns ? json_real((double)b->batch * 1e9 / (double)b->step_ns) : json_null(),
-                               "bound", b->fits ? json_string(bound_names[b->bound]) : json_null()));
+                               "bound", b->fits ? json_string(bound_names[b->bound]) : json_null(),
+                               "host_bytes_needed", b->fits ? json_integer((json_int_t)b->host_bytes) : json_null()));
         }
         json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:o}", "label", "predicted", "model", model_name(m),
                               "profile", profile, "budget_bytes", (json_int_t)budget, "batch_max", (json_int_t)nmax,
                               "largest_fitting_batch", (json_int_t)largest, "best_batch", (json_int_t)best, "batches",
                               arr);
         if (largest == 0) json_object_set_new(o, "batch1_min_budget_bytes", json_integer((json_int_t)min1));
+        json_object_set_new(o, "host_budget_bytes", g_host_budget ? json_integer((json_int_t)g_host_budget) : json_null());
+        json_object_set_new(o, "host_budget_source", json_string(host_note));
+        profile_warn(profile, o);
         model_facts(m, 0, 0, o);
         json_dumpf(o, stdout, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
         putchar('\n');
@@ -1055,12 +1167,16 @@ static int batch_finder(const model_t *m, const char *src, const char *profile, 
            "nothing here is measured\n",
            model_name(m), src, budget / MIB, (unsigned long long)nmax, profile);
     model_facts(m, 0, 0, NULL);
-    printf("%-10s %-6s %-18s %-22s %s\n", "batch", "fits", "predicted_ms/step", "predicted_samples/s", "bound");
+    printf("host budget: %s\n", host_note);
+    profile_warn(profile, NULL);
+    printf("%-10s %-6s %-18s %-22s %-12s %s\n", "batch", "fits", "predicted_ms/step", "predicted_samples/s", "bound",
+           "host_GiB");
     for (size_t i = 0; i < nr; i++) {
         const batch_row_t *b = &rows[i];
         if (b->fits)
-            printf("%-10llu %-6s %-18.3f %-22.2f %s\n", (unsigned long long)b->batch, "yes", b->step_ns / 1e6,
-                   b->step_ns ? (double)b->batch * 1e9 / (double)b->step_ns : 0.0, bound_names[b->bound]);
+            printf("%-10llu %-6s %-18.3f %-22.2f %-12s %.2f\n", (unsigned long long)b->batch, "yes", b->step_ns / 1e6,
+                   b->step_ns ? (double)b->batch * 1e9 / (double)b->step_ns : 0.0, bound_names[b->bound],
+                   b->host_bytes / GIB_D);
         else printf("%-10llu %-6s\n", (unsigned long long)b->batch, "no");
     }
     if (largest == 0)
@@ -1107,6 +1223,10 @@ static void usage(FILE *f)
                "                      consumer-8g for a model); --profile list prints the built-in ones\n"
                "  --budget SIZE       device budget, e.g. 8G, 512M (default: the record's; for a model,\n"
                "                      the profile's GPU memory)\n"
+               "  --host-budget SIZE|auto|none\n"
+               "                      host memory the plan may need: a plan or batch needing more does\n"
+               "                      not fit (default: UVMRT_HOST_BUDGET, else auto: this machine's\n"
+               "                      memory, or its cgroup's limit, less 10%%, at least 2 GiB)\n"
                "  --fit               predict at the smallest budget that fits (2 MiB steps)\n"
                "  --sweep A:B[:STEP]  a table over budgets A to B (STEP default (B-A)/8)\n"
                "  --plot FILE.png     with --sweep: a chart, when gnuplot is on PATH\n"
@@ -1159,6 +1279,7 @@ static int plan_main(int argc, char **argv)
     const char *record_path = NULL, *model_path = NULL, *profile = NULL, *plot = NULL, *sweep_arg = NULL,
                *trace_path = NULL;
     uint64_t budget = 0, batch = 0, batch_max = 0, seq = 0;
+    const char *host_arg = NULL;
     int fit = 0, json = 0, have_budget = 0, batch_given = 0;
     static const struct option longopts[] = {
         {"record", required_argument, NULL, 'r'},    {"model", required_argument, NULL, 'm'},
@@ -1167,6 +1288,7 @@ static int plan_main(int argc, char **argv)
         {"fit", no_argument, NULL, 'f'},             {"sweep", required_argument, NULL, 's'},
         {"plot", required_argument, NULL, 'P'},      {"json", no_argument, NULL, 'j'},
         {"trace", required_argument, NULL, 't'},     {"seq", required_argument, NULL, 'T'},
+        {"host-budget", required_argument, NULL, 'H'},
         {"help", no_argument, NULL, 'h'},            {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0}};
     opterr = 0;
@@ -1186,6 +1308,7 @@ static int plan_main(int argc, char **argv)
             if (parse_count("--batch-max", optarg, 1000000, &batch_max) != 0) return 2;
             break;
         case 'p': profile = optarg; break;
+        case 'H': host_arg = optarg; break;
         case 'b':
             if (parse_size("--budget", optarg, &budget) != 0) return 2;
             if (budget == 0) {
@@ -1220,6 +1343,7 @@ static int plan_main(int argc, char **argv)
         return 2;
     }
     if (profile != NULL && strcmp(profile, "list") == 0) return profile_list();
+    if (host_budget_resolve(host_arg) != 0) return 2;
     if ((record_path == NULL) == (model_path == NULL)) {
         fprintf(stderr, "uvmrt-plan: give one of --record FILE (a run with UVMRT_RECORD=FILE writes one) and "
                         "--model FILE (a model description, uvmrt-plan(1))\n");

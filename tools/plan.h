@@ -41,6 +41,7 @@ typedef struct record {
     char *source; /* the file it came from, for messages */
     char *profile;
     uint64_t budget;
+    uint64_t host_external; /* a record's host_external_bytes: the trainer's host memory outside uvmrt */
     int discard, remote;
     size_t n_layers, n_tensors, n_calls;
     char **layers;

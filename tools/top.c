@@ -133,17 +133,22 @@ static void print_proc(FILE *f, const uvmrt_mon_proc_t *p, uint64_t now)
     fprintf(f, "  budget %.2f GiB  resident %.2f GiB  peak %.2f GiB  tensors %.2f GiB  host-homed %.2f GiB\n",
             s->budget_bytes / GIB, s->resident_bytes / GIB, s->peak_resident_bytes / GIB, s->allocated_bytes / GIB,
             s->host_homed_bytes / GIB);
+    char hb[32] = "none";
+    if (s->host_budget_bytes) snprintf(hb, sizeof hb, "%.2f GiB", s->host_budget_bytes / GIB);
+    fprintf(f, "  host %.2f GiB  peak %.2f GiB  plan needs %.2f GiB  declared %.2f GiB  host budget %s\n",
+            s->host_bytes / GIB, s->peak_host_bytes / GIB, s->plan_host_bytes / GIB, s->host_external_bytes / GIB, hb);
     fprintf(f, "  link, last step: to GPU %.1f MiB (%.2f GB/s)  to host %.1f MiB (%.2f GB/s)  wait %.2f ms  "
                "faults %llu\n",
             s->to_device_bytes / MIB, sec > 0 ? s->to_device_bytes / sec / 1e9 : 0.0, s->to_host_bytes / MIB,
             sec > 0 ? s->to_host_bytes / sec / 1e9 : 0.0, s->wait_ns / 1e6, (unsigned long long)s->fault_count);
-    fprintf(f, "  %-4s %-20s %-32s %9s %9s %9s %9s %8s\n", "#", "layer", "mechanism", "time ms", "wait ms", "in MiB",
-            "out MiB", "faults");
+    fprintf(f, "  %-4s %-20s %-32s %9s %9s %9s %9s %8s %9s\n", "#", "layer", "mechanism", "time ms", "wait ms",
+            "in MiB", "out MiB", "faults", "host MiB");
     for (uint32_t i = 0; i < s->n_layers; i++) {
         const uvmrt_mon_layer_t *r = &p->layers[i];
-        fprintf(f, "  %-4u %-20.20s %-32.32s %9.2f %9.2f %9.1f %9.1f %8llu\n", i, r->name, r->mechanism,
+        fprintf(f, "  %-4u %-20.20s %-32.32s %9.2f %9.2f %9.1f %9.1f %8llu %9.1f\n", i, r->name, r->mechanism,
                 r->duration_ns / 1e6, r->wait_ns / 1e6, (r->prefetch_bytes + r->fault_bytes + r->remote_read_bytes) / MIB,
-                (r->evict_bytes + r->remote_write_bytes) / MIB, (unsigned long long)r->fault_count);
+                (r->evict_bytes + r->remote_write_bytes) / MIB, (unsigned long long)r->fault_count,
+                r->host_bytes / MIB);
     }
 }
 

@@ -101,7 +101,7 @@ void cli_note_env_overrides(void)
     static const char *const vars[][2] = {
         {"UVMRT_BACKEND", "--backend"}, {"UVMRT_PROFILE", "--profile"},
         {"UVMRT_POLICY", "--policy"},   {"UVMRT_BUDGET", "--budget"},
-        {"UVMRT_LOG_LEVEL", "--log-level"},
+        {"UVMRT_LOG_LEVEL", "--log-level"}, {"UVMRT_HOST_BUDGET", "--host-budget"},
     };
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         const char *v = getenv(vars[i][0]);
@@ -268,6 +268,10 @@ static const cli_common_flag_t CLI_COMMON[CLI_F_COUNT] = {
     {CLI_F_LOG_LEVEL, "log-level", "LEVEL", 0,
      "uvmrt's messages: error, warn, info or debug (default warn)"},
     {CLI_F_QUIET, "quiet", NULL, 'q', "no configuration or per-layer report"},
+    {CLI_F_HOST_BUDGET, "host-budget", "SIZE|auto|none", 0,
+     "host memory the plan may need: tensors off the GPU, staging, the CPU\n"
+     "optimizer's state (default auto: the machine's memory, or its cgroup's\n"
+     "limit, less 10%, at least 2 GiB; no limit on sim); none: no limit"},
 };
 
 const char *cli_common_help(unsigned bit)
@@ -385,6 +389,11 @@ static void common_flag(const cli_spec_t *spec, cli_common_t *c, unsigned bit, c
         c->budget_bytes = cli_parse_size("--budget", arg, 1);
         c->budget_given = 1;
         break;
+    case CLI_F_HOST_BUDGET:
+        c->host_budget_bytes = strcmp(arg, "none") == 0 ? UINT64_MAX : cli_parse_size("--host-budget", arg, 1);
+        if (c->host_budget_bytes != 0 && c->host_budget_bytes < (1ull << 20))
+            cli_usage_error("--host-budget '%s': expected auto, none or a size of at least 1M such as 48G", arg);
+        break;
     case CLI_F_STEPS: c->steps = (int)cli_parse_int("--steps", arg, spec->steps_min, spec->steps_max); break;
     case CLI_F_SEED: c->seed = cli_parse_u64("--seed", arg); break;
     case CLI_F_REPORT: cli_parse_report("--report", arg, &c->report_format, &c->report_path); break;
@@ -447,12 +456,29 @@ void cli_parse(int argc, char **argv, const cli_spec_t *spec, cli_common_t *comm
     }
 }
 
+int cli_host_fits(const uvmrt_context_t *ctx, uint64_t planned_bytes)
+{
+    const double gib = 1073741824.0;
+    uint64_t host = uvmrt_context_host_budget(ctx), gpu = uvmrt_context_budget(ctx);
+    uint64_t ext = uvmrt_context_host_external_bytes(ctx);
+    uint64_t need = (planned_bytes > gpu ? planned_bytes - gpu : 0) + ext;
+    if (host == 0 || need <= host) return 0;
+    fprintf(stderr,
+            "%s: does not fit: %.2f GiB of tensors with a GPU budget of %.2f GiB need %.2f GiB of host memory "
+            "(%.2f GiB declared outside uvmrt), host budget %.2f GiB; it fits with --host-budget %.2fG (if the "
+            "machine has it), a GPU budget of %.2f GiB, or a smaller model or batch\n",
+            cli_program, planned_bytes / gib, gpu / gib, need / gib, ext / gib, host / gib, need / gib + 0.005,
+            (gpu + need - host) / gib);
+    return -1;
+}
+
 void cli_params_apply(const cli_common_t *common, uvmrt_params_t *params)
 {
     params->backend = common->backend;
     params->profile = common->profile;
     params->policy = common->policy;
     params->budget_bytes = common->policy == UVMRT_POLICY_NONE ? 0 : common->budget_bytes;
+    params->host_budget_bytes = common->host_budget_bytes;
     if (common->log_level >= 0) params->log_level = (uvmrt_log_level_t)common->log_level;
 }
 

@@ -67,9 +67,10 @@ enum {
     CLI_F_RESULT_JSON = 1u << 9, /* --result-json PATH */
     CLI_F_LOG_LEVEL = 1u << 10,  /* --log-level error|warn|info|debug */
     CLI_F_QUIET = 1u << 11,      /* -q, --quiet */
+    CLI_F_HOST_BUDGET = 1u << 12, /* --host-budget SIZE|auto|none */
     /* --help and --version are always taken */
 };
-#define CLI_F_COUNT 12
+#define CLI_F_COUNT 13
 
 /* What the shared flags said. The program fills in its defaults before cli_parse. */
 typedef struct cli_common {
@@ -89,6 +90,7 @@ typedef struct cli_common {
     const char *result_json;     /* NULL: none */
     int log_level;               /* uvmrt_log_level_t; -1: not given (the library's default) */
     int quiet;
+    uint64_t host_budget_bytes;  /* --host-budget; 0: auto (UVMRT_HOST_BUDGET's default), UINT64_MAX: none */
 } cli_common_t;
 
 /* A program's own flag. key is the program's (passed back to cli_spec_t.flag). */
@@ -124,7 +126,13 @@ typedef struct cli_spec {
  * defaults on entry), the program's through spec->flag. --help prints and exits 0,
  * --version too; a bad value or a stray argument exits 2. */
 void cli_parse(int argc, char **argv, const cli_spec_t *spec, cli_common_t *common);
-/* Copies backend, profile, policy, budget and log level from common into params
+/* Before allocating tensors of planned_bytes in all: whether the host memory they need
+ * (what ctx's device budget cannot hold, plus the bytes declared with
+ * uvmrt_context_set_host_external_bytes) is within ctx's host budget. When not, says on
+ * stderr what is needed where and what would make it fit, and returns -1 (0: fits, or
+ * no host budget). */
+int cli_host_fits(const uvmrt_context_t *ctx, uint64_t planned_bytes);
+/* Copies backend, profile, policy, budget, host budget and log level from common into params
  * (budget 0 for policy none, which runs without one). */
 void cli_params_apply(const cli_common_t *common, uvmrt_params_t *params);
 /* The standard help line of a shared flag (CLI_F_* bit), for a program's man page

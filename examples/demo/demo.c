@@ -124,7 +124,7 @@ static void options_parse(int argc, char **argv, demo_options_t *opt) {
                    "prefetch, and compare their step times, traffic and results.",
         .common = CLI_F_BACKEND | CLI_F_PROFILE | CLI_F_POLICY | CLI_F_BUDGET | CLI_F_STEPS |
                   CLI_F_SEED | CLI_F_REPORT | CLI_F_TRACE | CLI_F_RESULT_JSON | CLI_F_LOG_LEVEL |
-                  CLI_F_QUIET,
+                  CLI_F_QUIET | CLI_F_HOST_BUDGET,
         .common_help = {
             [0] = "backend (default cuda; without a usable GPU: sim, profile\n"
                   FALLBACK_PROFILE ", unless --backend was given)",
@@ -384,6 +384,8 @@ static void run_open_gpu(demo_run_t *run) {
 
 static void net_alloc(demo_run_t *run) {
     const demo_options_t *opt = run->opt;
+    if (cli_host_fits(run->ctx, total_tensor_bytes(opt)) != 0)
+        run_fail(run, "nothing allocated: the tensors do not fit the host budget");
     demo_net_t *net = &run->net;
     net->layers = opt->layers;
     net->tensor_bytes = (size_t)(opt->layer_mib / 4 * MIB);

@@ -928,6 +928,8 @@ int main(int argc, char **argv) {
         uvmrt_context_print_config(run.uv.ctx, stdout);
         fflush(stdout);
     }
+    if (cli_host_fits(run.uv.ctx, gpt_planned_managed_bytes(&run)) != 0)
+        gpt_run_fail(&run, "nothing allocated: the tensors do not fit the host budget");
     if (run.uv.backend == UVMRT_BACKEND_CUDA) {
         if (!gpt_gpu_built())
             gpt_run_fail(&run, "UVMRT_BACKEND selected the cuda backend, but " PROG

@@ -840,6 +840,8 @@ int main(int argc, char **argv) {
     else
         printf("sim backend: the schedule only, no arithmetic (no losses); times and traffic "
                "are the model's\n");
+    if (cli_host_fits(run.ctx, mlp_planned_managed_bytes(&opt)) != 0)
+        run_fail(&run, "nothing allocated: the tensors do not fit the host budget");
     net_alloc(&run);
     run.recompute = recompute_count(&run); /* the runtime's answers, block by block */
     if (run.gpu)

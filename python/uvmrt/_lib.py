@@ -52,12 +52,16 @@ def _fields(which, source):
             if src == source and (step if which == "step" else summ)]
 
 
+# host memory, at the end of uvmrt_summary_t (uvmrt_memory_stats_t has the same, in the same order)
+HOST_FIELDS = ("host_bytes", "peak_host_bytes", "host_budget_bytes", "host_external_bytes", "plan_host_bytes")
+
+
 class Params(ctypes.Structure):
     _fields_ = [("struct_size", c_size), ("device", c_int), ("backend", c_int), ("profile", c_char_p),
                 ("policy", c_int), ("budget_bytes", c_u64), ("budget_reserve_bytes", c_u64),
                 ("discard_dead", c_int), ("remote", c_int), ("log_level", c_int), ("log_fn", c_void_p),
                 ("log_user", c_void_p), ("report", c_char_p), ("ignore_env", c_int), ("fault_stats", c_int),
-                ("fault_sample_every", c_int), ("trace", c_char_p)]
+                ("fault_sample_every", c_int), ("trace", c_char_p), ("host_budget_bytes", c_u64)]
 
 
 class TensorDesc(ctypes.Structure):
@@ -94,14 +98,16 @@ class Summary(ctypes.Structure):
                  ("unattributed_cpu_faults", c_u64), ("fault_stats_source", c_char_p),
                  ("fault_sampled_steps", c_u64), ("fault_sample_every", c_int),
                  ("fault_sample_period", ctypes.c_uint), ("fault_sample_overhead", c_double),
-                 ("fault_records_lost", c_u64), ("backend_errors", c_u64), ("output_errors", c_u64)])
+                 ("fault_records_lost", c_u64), ("backend_errors", c_u64), ("output_errors", c_u64)] +
+                [(n, c_u64) for n in HOST_FIELDS])
 
 
 class MemoryStats(ctypes.Structure):
     _fields_ = [("budget_bytes", c_u64), ("resident_bytes", c_u64), ("peak_resident_bytes", c_u64),
                 ("allocated_bytes", c_u64), ("host_homed_bytes", c_u64), ("tensors", c_u64),
                 ("role_tensors", c_u64 * 5), ("role_size_bytes", c_u64 * 5),
-                ("role_footprint_bytes", c_u64 * 5), ("role_resident_bytes", c_u64 * 5)]
+                ("role_footprint_bytes", c_u64 * 5), ("role_resident_bytes", c_u64 * 5)] + [
+                (n, c_u64) for n in HOST_FIELDS]
 
 
 class TensorInfo(ctypes.Structure):
@@ -172,6 +178,9 @@ _SIGNATURES = {
     "uvmrt_context_set_total_steps": (c_int, [c_void_p, c_u64]),
     "uvmrt_context_set_external_bytes": (c_int, [c_void_p, c_u64]),
     "uvmrt_context_external_bytes": (c_u64, [c_void_p]),
+    "uvmrt_context_set_host_external_bytes": (c_int, [c_void_p, c_u64]),
+    "uvmrt_context_host_external_bytes": (c_u64, [c_void_p]),
+    "uvmrt_context_host_budget": (c_u64, [c_void_p]),
     "uvmrt_layer_add": (c_int, [c_void_p, c_char_p, ctypes.POINTER(c_int)]),
     "uvmrt_layer_count": (c_int, [c_void_p]),
     "uvmrt_host_work_measured": (c_int, [c_void_p, c_int, c_int, c_u64]),
