@@ -561,6 +561,14 @@ uvmrt_status_t uvmrt__spill_wait(uvmrt_spill_t *sp, uvmrt_spill_req_t *r)
     return st;
 }
 
+int uvmrt__spill_done(uvmrt_spill_t *sp, const uvmrt_spill_req_t *r)
+{
+    pthread_mutex_lock(&sp->mu);
+    int done = r->finished;
+    pthread_mutex_unlock(&sp->mu);
+    return done;
+}
+
 uvmrt_status_t uvmrt__spill_transfer(uvmrt_spill_t *sp, int file, int write, void *buf, uint64_t bytes)
 {
     uvmrt_spill_req_t *r;

@@ -83,6 +83,8 @@ uvmrt_status_t uvmrt__spill_submit(uvmrt_spill_t *sp, int file, int write, void 
  * when any part failed; then a write's buffer is as it was, a read's is not valid.
  * NULL req: UVMRT_OK. */
 uvmrt_status_t uvmrt__spill_wait(uvmrt_spill_t *sp, uvmrt_spill_req_t *req);
+/* 1 when req has finished (uvmrt__spill_wait will not block). */
+int uvmrt__spill_done(uvmrt_spill_t *sp, const uvmrt_spill_req_t *req);
 /* Both, for one transfer. */
 uvmrt_status_t uvmrt__spill_transfer(uvmrt_spill_t *sp, int file, int write, void *buf, uint64_t bytes);
 

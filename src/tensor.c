@@ -348,6 +348,7 @@ uvmrt_status_t uvmrt_tensor_free(uvmrt_context_t *ctx, uvmrt_tensor_t *tensor)
         }
         uvmrt__resident_add(ctx, -(int64_t)t->footprint);
     }
+    uvmrt__tier_forget(ctx, t); /* its file goes with it */
     ctx->tensors.allocated_bytes -= t->footprint;
     if (t->layer >= 0) {
         uvmrt_layer_t *L = &ctx->tensors.layers[t->layer];
@@ -427,6 +428,11 @@ uvmrt_status_t uvmrt_tensor_set_placement(uvmrt_context_t *ctx, uvmrt_tensor_t *
         return UVMRT_ERR_STATE;
     }
     if ((t->placed_host != 0) == (placement == UVMRT_PLACE_HOST)) return UVMRT_OK;
+    if (t->on_disk) {
+        LOG_ERROR(&ctx->log, "uvmrt_tensor_set_placement('%s', auto): the tensor is on the disk tier: expected "
+                             "uvmrt_tensor_set_tier(UVMRT_TIER_MEMORY) first", t->name);
+        return UVMRT_ERR_STATE;
+    }
     uvmrt_status_t st = uvmrt__exec_place(ctx, t, placement == UVMRT_PLACE_HOST);
     if (st != UVMRT_OK)
         LOG_ERROR(&ctx->log, "uvmrt_tensor_set_placement('%s', host): placement unchanged: %s", t->name,

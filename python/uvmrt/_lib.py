@@ -44,6 +44,7 @@ COUNTERS = [
     ("prefetch_htod_bytes", 1, 1, "DRIVER"), ("driver_prefetch_htod_bytes", 1, 1, "DRIVER"),
     ("evict_dtoh_bytes", 1, 1, "DRIVER"), ("thrashing", 1, 1, "DRIVER"), ("throttling", 1, 1, "DRIVER"),
     ("remote_map", 1, 1, "DRIVER"), ("cpu_faults", 1, 1, "DRIVER"), ("sampled_calls", 0, 0, "CALL"),
+    ("spill_read_bytes", 1, 1, "OWN"), ("spill_write_bytes", 1, 1, "OWN"),
 ]
 
 
