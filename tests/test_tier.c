@@ -18,6 +18,8 @@
 #include <sys/mount.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "helpers.h"
 #include "internal.h"
 
@@ -217,6 +219,26 @@ static void train(int tier, int block_uring, float *losses)
         uvmrt_layer_stats_t ls;
         cr_assert_eq(uvmrt_layer_stats_get(n->ctx, 1, UVMRT_PHASE_OPTIMIZER, &ls), UVMRT_OK);
         cr_assert_eq(ls.spill_write_bytes, STEPS * (tier == 1 ? 2 : 3) * fp);
+        /* the reports: traffic per step and the drive wear it projects */
+        char path[400], *text = NULL;
+        snprintf(path, sizeof path, "%s.json", spill_dir);
+        cr_assert_eq(uvmrt_report_write(n->ctx, "json", path), UVMRT_OK);
+        json_error_t err;
+        json_t *root = json_load_file(path, 0, &err), *dt = json_object_get(root, "disk_tier");
+        cr_assert_not_null(dt, "a disk_tier object");
+        cr_assert_str_eq(json_string_value(json_object_get(dt, "engine")), block_uring ? "threads" : uvmrt__spill_engine(n->ctx->tier.sp));
+        cr_assert_eq(json_real_value(json_object_get(dt, "write_bytes_per_step")), (double)writes);
+        cr_assert_eq(json_real_value(json_object_get(dt, "read_bytes_per_step")), (double)reads);
+        cr_assert_gt(json_real_value(json_object_get(dt, "tb_written_per_day")), 0.0);
+        json_decref(root);
+        snprintf(path, sizeof path, "%s.txt", spill_dir);
+        cr_assert_eq(uvmrt_report_write(n->ctx, "text", path), UVMRT_OK);
+        text = file_slurp(path);
+        cr_assert(strstr(text, "disk tier (") && strstr(text, "TB written per day"), "%s", text);
+        free(text);
+        unlink(path);
+        snprintf(path, sizeof path, "%s.json", spill_dir);
+        unlink(path);
         /* between steps, with the write-backs done, the host pages hold nothing: the
          * next step's bytes come from the files */
         cr_assert_eq(uvmrt__tier_poll(n->ctx, 1), UVMRT_OK);
