@@ -235,6 +235,12 @@ typedef struct uvmrt_profile {
      * then only host_mem_shared_bps limits the CPU beside the link). */
     double host_mem_cpu_beside_h2d_bps;
     double host_mem_cpu_beside_d2h_bps;
+    /* The disk tier's directory (UVMRT_SPILL_DIR), measured by uvmrt-calibrate --spill-dir
+     * (0: not measured): large aligned transfers between host memory and a file, O_DIRECT
+     * where the filesystem allows it, through the engine the tier uses there. */
+    double disk_read_bps;         /* file to host memory */
+    double disk_write_bps;        /* host memory to file */
+    int disk_io_uring;            /* 1: io_uring worked (0: blocked, or not measured) */
 } uvmrt_profile_t;
 
 /* The built-in profiles; *count receives their number. Never NULL. */
