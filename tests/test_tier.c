@@ -20,6 +20,7 @@
 
 #include <jansson.h>
 
+#include "faultinject.h"
 #include "helpers.h"
 #include "internal.h"
 
@@ -71,14 +72,21 @@ static int entries(const char *dir)
     return n;
 }
 
-/* tier: 0 none, 1 the moments, 2 the moments and the weights */
-static mlp_t *mlp_create(int tier, const char *dir)
+/* tier: 0 none, 1 the moments, 2 the moments and the weights; fi: over the
+ * fault-injecting backend (tests/faultinject.c) around sim */
+static uvmrt_backend_ops_t fi_ops;
+static mlp_t *mlp_create_on(int tier, const char *dir, int fi_backend)
 {
     mlp_t *n = calloc(1, sizeof *n);
     uvmrt_params_t p;
     sim_params(&p, UVMRT_POLICY_PREFETCH, 0, NULL);
     p.log_level = UVMRT_LOG_INFO;
-    cr_assert_eq(uvmrt_context_create(&p, &n->ctx), UVMRT_OK, "%s", log_text());
+    if (fi_backend) {
+        fi_ops = fi_wrap(&uvmrt__backend_sim);
+        cr_assert_eq(uvmrt__context_create_with(&p, &fi_ops, &n->ctx), UVMRT_OK, "%s", log_text());
+    } else {
+        cr_assert_eq(uvmrt_context_create(&p, &n->ctx), UVMRT_OK, "%s", log_text());
+    }
     if (dir != NULL) snprintf(n->ctx->cfg.spill_dir, sizeof n->ctx->cfg.spill_dir, "%s", dir); /* as UVMRT_SPILL_DIR */
     uvmrt__tier_set_ops(n->ctx, &seam_ops);
     uint64_t s = 12345;
@@ -110,13 +118,18 @@ static mlp_t *mlp_create(int tier, const char *dir)
     }
     return n;
 }
+static mlp_t *mlp_create(int tier, const char *dir) { return mlp_create_on(tier, dir, 0); }
 
 /* A failure of the disk tier (UVMRT_ERR_IO) inside a step is counted, its message
  * checked, and the same call made again, as a trainer that retries would: the failed
  * call changed nothing, so the run goes on as if it had not failed. */
-static int io_failures;
+static int io_failures, backend_failures;
 static uvmrt_status_t retried(uvmrt_status_t st, const char *what)
 {
+    if (st == UVMRT_ERR_BACKEND && fi.last_failed) { /* an injected backend failure: the same */
+        backend_failures++;
+        return UVMRT_ERR_IO;
+    }
     if (st != UVMRT_ERR_IO) return st;
     io_failures++;
     cr_assert(log_contains("adam_") && log_contains("block") && log_contains("uvmrt-spill."),
@@ -131,6 +144,13 @@ static uvmrt_status_t call(mlp_t *n, int l, uvmrt_phase_t ph)
     uvmrt_layer_call_init(&c, l, ph, NULL);
     uvmrt_status_t st = uvmrt_layer_begin(n->ctx, &c);
     if (retried(st, "uvmrt_layer_begin") == UVMRT_ERR_IO) st = uvmrt_layer_begin(n->ctx, &c);
+    return st;
+}
+
+static uvmrt_status_t end_call(mlp_t *n)
+{
+    uvmrt_status_t st = uvmrt_layer_end(n->ctx);
+    if (retried(st, "uvmrt_layer_end") == UVMRT_ERR_IO) st = uvmrt_layer_end(n->ctx);
     return st;
 }
 
@@ -149,7 +169,7 @@ static float mlp_step(mlp_t *n, uint64_t t, uvmrt_status_t *st)
                 for (int k = 0; k < H; k++) a += n->act[l][r * H + k] * w[k * H + j];
                 n->act[l + 1][r * H + j] = tanhf(a);
             }
-        if ((*st = uvmrt_layer_end(n->ctx)) != UVMRT_OK) return NAN;
+        if ((*st = end_call(n)) != UVMRT_OK) return NAN;
     }
     float loss = 0;
     for (int i = 0; i < N * H; i++) {
@@ -175,7 +195,7 @@ static float mlp_step(mlp_t *n, uint64_t t, uvmrt_status_t *st)
                 n->dnext[r * H + k] = a;
             }
         memcpy(n->dact, n->dnext, sizeof n->dact);
-        if ((*st = uvmrt_layer_end(n->ctx)) != UVMRT_OK) return NAN;
+        if ((*st = end_call(n)) != UVMRT_OK) return NAN;
     }
     for (int l = 0; l < L; l++) {
         if ((*st = call(n, l, UVMRT_PHASE_OPTIMIZER)) != UVMRT_OK) return NAN;
@@ -187,7 +207,7 @@ static float mlp_step(mlp_t *n, uint64_t t, uvmrt_status_t *st)
         *st = uvmrt_adamw_cpu(&hp, uvmrt_tensor_ptr(n->w[l]), uvmrt_tensor_ptr(n->m[l]), uvmrt_tensor_ptr(n->v[l]),
                               uvmrt_tensor_ptr(n->g[l]), H * H, NULL);
         cr_assert_eq(*st, UVMRT_OK);
-        if ((*st = uvmrt_layer_end(n->ctx)) != UVMRT_OK) return NAN;
+        if ((*st = end_call(n)) != UVMRT_OK) return NAN;
     }
     *st = uvmrt_step_end(n->ctx);
     if (retried(*st, "uvmrt_step_end") == UVMRT_ERR_IO) *st = uvmrt_step_end(n->ctx);
@@ -308,6 +328,49 @@ static void fail_sweep(int write)
         uvmrt_context_destroy(n->ctx);
         free(n);
         seam.fail_write_at = seam.fail_read_at = 0;
+    }
+    rmdir(spill_dir);
+}
+
+/* Every backend call the disk tier adds (the stream sync before a write-back) and the
+ * others of the same steps fail once, for every k: the call fails and changes nothing,
+ * made again it succeeds, and the losses are those of a run without failures. */
+Test(tier, kth_backend_call_fails_for_every_k_with_the_tier_on)
+{
+    make_dir();
+    float base[STEPS];
+    train(0, 0, base);
+    mlp_t *n = mlp_create_on(1, spill_dir, 1);
+    fi_arm(-1, 0, 0, 0);
+    for (int s = 0; s < STEPS; s++) {
+        uvmrt_status_t st;
+        mlp_step(n, (uint64_t)s + 1, &st);
+        cr_assert_eq(st, UVMRT_OK);
+    }
+    uint64_t syncs = fi.calls[FI_STREAM_SYNC];
+    uvmrt_context_destroy(n->ctx);
+    free(n);
+    cr_assert_geq(syncs, (uint64_t)(STEPS * L), "a sync before each write-back call at least");
+    for (uint64_t k = 1; k <= syncs; k++) {
+        n = mlp_create_on(1, spill_dir, 1);
+        fi_arm(FI_STREAM_SYNC, k, 0, 0);
+        backend_failures = io_failures = 0;
+        log_reset();
+        for (int s = 0; s < STEPS; s++) {
+            uvmrt_status_t st;
+            float loss = mlp_step(n, (uint64_t)s + 1, &st);
+            cr_assert_eq(st, UVMRT_OK, "k=%llu step %d: %s", (unsigned long long)k, s, log_text());
+            cr_assert(memcmp(&loss, &base[s], sizeof loss) == 0, "k=%llu step %d", (unsigned long long)k, s);
+        }
+        /* it failed a call (made again), or a call completed without it (counted) */
+        uvmrt_summary_t sum;
+        cr_assert_eq(uvmrt_summary_get(n->ctx, &sum), UVMRT_OK);
+        cr_assert(fi.fired);
+        cr_assert_eq(backend_failures + (int)sum.backend_errors, 1, "k=%llu: %d failures, %llu absorbed: %s",
+                     (unsigned long long)k, backend_failures, (unsigned long long)sum.backend_errors, log_text());
+        cr_assert_eq(io_failures, 0);
+        uvmrt_context_destroy(n->ctx);
+        free(n);
     }
     rmdir(spill_dir);
 }
