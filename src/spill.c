@@ -42,7 +42,7 @@ struct uvmrt_spill_req {
     int file, write;
     char *buf;
     uint64_t bytes;
-    uint64_t handed;     /* bytes given to the engine so far */
+    uint64_t handed; /* bytes given to the engine so far */
     uint64_t n_chunks, done_chunks;
     int finished;
     /* the first failure: -errno, or a short count (res >= 0 below len) at err_off */
@@ -122,8 +122,7 @@ static int run_is_gone(const char *name)
     unsigned long long start;
     unsigned n;
     char tail;
-    if (sscanf(name + strlen(UVMRT_SPILL_PREFIX), "%d.%llu.%u%c", &pid, &start, &n, &tail) != 3 || pid <= 0)
-        return 0;
+    if (sscanf(name + strlen(UVMRT_SPILL_PREFIX), "%d.%llu.%u%c", &pid, &start, &n, &tail) != 3 || pid <= 0) return 0;
     if (kill(pid, 0) != 0) return errno == ESRCH;
     unsigned long long now = proc_start(pid);
     return now != 0 && now != start;
@@ -390,8 +389,10 @@ uvmrt_status_t uvmrt__spill_open(const char *dir, const uvmrt_spill_ops_t *ops, 
     pthread_cond_init(&sp->done, NULL);
     int r = make_private_dir(sp, dir);
     if (r != 0) {
-        LOG_ERROR(log, "UVMRT_SPILL_DIR=%s: cannot create a private subdirectory there: %s (expected an existing "
-                       "directory this user may write)", dir, strerror(-r));
+        LOG_ERROR(log,
+                  "UVMRT_SPILL_DIR=%s: cannot create a private subdirectory there: %s (expected an existing "
+                  "directory this user may write)",
+                  dir, strerror(-r));
         spill_free(sp);
         return r == -ENOMEM ? UVMRT_ERR_NOMEM : UVMRT_ERR_IO;
     }
@@ -443,8 +444,10 @@ static int open_new(uvmrt_spill_t *sp, const char *name, const char *label)
     int fd = sp->ops.open_file(sp->dirfd, name, flags | O_DIRECT, 0600);
     if (fd != -EINVAL) return fd;
     if (sp->direct)
-        LOG_WARN(sp->log, "spill: %s/%s ('%s'): the filesystem refuses O_DIRECT; its files are read and written "
-                          "through the page cache instead", sp->path, name, label);
+        LOG_WARN(sp->log,
+                 "spill: %s/%s ('%s'): the filesystem refuses O_DIRECT; its files are read and written "
+                 "through the page cache instead",
+                 sp->path, name, label);
     sp->direct = 0;
     return sp->ops.open_file(sp->dirfd, name, flags, 0600);
 }
@@ -453,12 +456,12 @@ static void space_error(uvmrt_spill_t *sp, const char *name, const char *label, 
 {
     struct statvfs v;
     if (fstatvfs(sp->dirfd, &v) == 0)
-        LOG_ERROR(sp->log, "spill: cannot reserve %" PRIu64 " bytes for '%s' in %s/%s: %s (%" PRIu64
-                           " bytes free there)", need, label, sp->path, name, strerror(err),
-                  (uint64_t)v.f_bavail * v.f_frsize);
+        LOG_ERROR(sp->log,
+                  "spill: cannot reserve %" PRIu64 " bytes for '%s' in %s/%s: %s (%" PRIu64 " bytes free there)", need,
+                  label, sp->path, name, strerror(err), (uint64_t)v.f_bavail * v.f_frsize);
     else
-        LOG_ERROR(sp->log, "spill: cannot reserve %" PRIu64 " bytes for '%s' in %s/%s: %s", need, label, sp->path,
-                  name, strerror(err));
+        LOG_ERROR(sp->log, "spill: cannot reserve %" PRIu64 " bytes for '%s' in %s/%s: %s", need, label, sp->path, name,
+                  strerror(err));
 }
 
 uvmrt_status_t uvmrt__spill_file_create(uvmrt_spill_t *sp, const char *label, uint64_t bytes, int *out)
@@ -519,8 +522,10 @@ uvmrt_status_t uvmrt__spill_submit(uvmrt_spill_t *sp, int file, int write, void 
     uint64_t have = uvmrt__spill_file_bytes(sp, file);
     if (have == 0 || buf == NULL || bytes == 0 || bytes > have || bytes % UVMRT_SPILL_ALIGN != 0 ||
         (uintptr_t)buf % UVMRT_SPILL_ALIGN != 0) {
-        LOG_ERROR(sp->log, "spill: transfer of %" PRIu64 " bytes at %p to file %d: expected a live file of at least "
-                           "that size and a buffer and length aligned to %u", bytes, buf, file, UVMRT_SPILL_ALIGN);
+        LOG_ERROR(sp->log,
+                  "spill: transfer of %" PRIu64 " bytes at %p to file %d: expected a live file of at least "
+                  "that size and a buffer and length aligned to %u",
+                  bytes, buf, file, UVMRT_SPILL_ALIGN);
         return UVMRT_ERR_INVALID;
     }
     uvmrt_spill_req_t *r = calloc(1, sizeof *r);
@@ -549,8 +554,8 @@ uvmrt_status_t uvmrt__spill_wait(uvmrt_spill_t *sp, uvmrt_spill_req_t *r)
         char cause[128];
         if (r->err_res < 0) snprintf(cause, sizeof cause, "%s", strerror((int)-r->err_res));
         else
-            snprintf(cause, sizeof cause, "short %s: %zd of %" PRIu64 " bytes", r->write ? "write" : "read",
-                     r->err_res, r->err_len);
+            snprintf(cause, sizeof cause, "short %s: %zd of %" PRIu64 " bytes", r->write ? "write" : "read", r->err_res,
+                     r->err_len);
         LOG_ERROR(sp->log, "spill: %s '%s' %s %s/%s failed at byte %" PRIu64 ": %s; %s",
                   r->write ? "writing" : "reading", f->label, r->write ? "to" : "from", sp->path, f->name, r->err_off,
                   cause,

@@ -24,10 +24,10 @@
 #include "log.h"
 #include "uvmrt.h"
 
-#define UVMRT_SPILL_ALIGN 4096u            /* O_DIRECT buffer, length and offset alignment */
-#define UVMRT_SPILL_CHUNK (8u << 20)       /* bytes per read or write call */
-#define UVMRT_SPILL_DEPTH 16u              /* chunks in flight (ring entries, pool threads / 4) */
-#define UVMRT_SPILL_PREFIX "uvmrt-spill."  /* private subdirectories: PREFIX<pid>.<start>.<n> */
+#define UVMRT_SPILL_ALIGN 4096u           /* O_DIRECT buffer, length and offset alignment */
+#define UVMRT_SPILL_CHUNK (8u << 20)      /* bytes per read or write call */
+#define UVMRT_SPILL_DEPTH 16u             /* chunks in flight on io_uring (the pool: 4 threads) */
+#define UVMRT_SPILL_PREFIX "uvmrt-spill." /* private subdirectories: PREFIX<pid>.<start>.<n> */
 
 /* The system calls the spill makes that can fail: the test seam (tests/test_spill.c
  * fails the k-th of each kind). Each returns what the system call does, with -errno
@@ -35,7 +35,7 @@
 typedef struct uvmrt_spill_ops {
     int (*open_file)(int dirfd, const char *name, int flags, mode_t mode); /* fd or -errno */
     int (*fallocate)(int fd, off_t bytes);                                 /* 0 or -errno */
-    int (*uring_probe)(void);  /* 0: io_uring may be used, -errno: it is blocked */
+    int (*uring_probe)(void); /* 0: io_uring may be used, -errno: it is blocked */
     /* Every read or write chunk's result passes here before it is judged (res: bytes
      * moved or -errno); the seam replaces it with an error or a short count. */
     ssize_t (*result)(int write, ssize_t res);

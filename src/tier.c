@@ -57,8 +57,10 @@ static uvmrt_status_t finish_write(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
     t->file_valid = st == UVMRT_OK;
     if (st == UVMRT_OK) drop_host(ctx, t);
     else
-        LOG_ERROR(&ctx->log, "tensor '%s': its write-back to the disk tier failed; its contents stay in host memory "
-                             "and are written again after its next use", t->name);
+        LOG_ERROR(&ctx->log,
+                  "tensor '%s': its write-back to the disk tier failed; its contents stay in host memory "
+                  "and are written again after its next use",
+                  t->name);
     return st;
 }
 
@@ -160,13 +162,17 @@ static uvmrt_status_t to_disk(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
 {
     uvmrt_tier_state_t *s = &ctx->tier;
     if (strcmp(ctx->cfg.spill_dir, "none") == 0) {
-        LOG_ERROR(&ctx->log, "uvmrt_tensor_set_tier('%s', disk): no spill directory: set UVMRT_SPILL_DIR to a "
-                             "directory on a fast local disk", t->name);
+        LOG_ERROR(&ctx->log,
+                  "uvmrt_tensor_set_tier('%s', disk): no spill directory: set UVMRT_SPILL_DIR to a "
+                  "directory on a fast local disk",
+                  t->name);
         return UVMRT_ERR_CONFIG;
     }
     if (!t->placed_host) {
-        LOG_ERROR(&ctx->log, "uvmrt_tensor_set_tier('%s', disk): the tensor is not placed in host memory: expected "
-                             "uvmrt_tensor_set_placement(UVMRT_PLACE_HOST) first", t->name);
+        LOG_ERROR(&ctx->log,
+                  "uvmrt_tensor_set_tier('%s', disk): the tensor is not placed in host memory: expected "
+                  "uvmrt_tensor_set_placement(UVMRT_PLACE_HOST) first",
+                  t->name);
         return UVMRT_ERR_STATE;
     }
     if (s->sp == NULL) {

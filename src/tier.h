@@ -20,7 +20,7 @@ typedef struct uvmrt_tier_state {
     const uvmrt_spill_ops_t *ops; /* tests: the spill's system calls (NULL: the real ones) */
     int *writing;                 /* ids of the tensors with a write-back in flight */
     int n_writing, cap_writing;
-    int n_disk;                   /* live tensors on the disk tier */
+    int n_disk; /* live tensors on the disk tier */
 } uvmrt_tier_state_t;
 
 /* Before layer call c opens (step.c, staged uses [first, first + n)): every disk tensor

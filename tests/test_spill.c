@@ -27,18 +27,15 @@ static const uvmrt_log_t test_log = {UVMRT_LOG_DEBUG, log_capture, NULL};
 /* ------------------------------------------------------------------ the seam */
 enum { K_OPEN, K_FALLOCATE, K_READ, K_WRITE, K_N };
 static struct {
-    int fail_kind;      /* K_*, or -1 */
-    int fail_at;        /* 1-based call of that kind that fails */
-    ssize_t fail_with;  /* -errno, or a short count when >= 0 */
+    int fail_kind;     /* K_*, or -1 */
+    int fail_at;       /* 1-based call of that kind that fails */
+    ssize_t fail_with; /* -errno, or a short count when >= 0 */
     int calls[K_N];
-    int refuse_direct;  /* open with O_DIRECT gives EINVAL (tmpfs before Linux 6.6) */
-    int block_uring;    /* io_uring_queue_init would be refused (seccomp) */
+    int refuse_direct; /* open with O_DIRECT gives EINVAL (tmpfs before Linux 6.6) */
+    int block_uring;   /* io_uring_queue_init would be refused (seccomp) */
 } seam;
 
-static int hit(int kind)
-{
-    return ++seam.calls[kind] == seam.fail_at && seam.fail_kind == kind;
-}
+static int hit(int kind) { return ++seam.calls[kind] == seam.fail_at && seam.fail_kind == kind; }
 static int seam_open(int dirfd, const char *name, int flags, mode_t mode)
 {
     if (seam.refuse_direct && (flags & O_DIRECT)) return -EINVAL;
@@ -52,10 +49,7 @@ static int seam_fallocate(int fd, off_t bytes)
     return fallocate(fd, 0, 0, bytes) == 0 ? 0 : -errno;
 }
 static int seam_probe(void) { return seam.block_uring ? -EPERM : 0; }
-static ssize_t seam_result(int write, ssize_t res)
-{
-    return hit(write ? K_WRITE : K_READ) ? seam.fail_with : res;
-}
+static ssize_t seam_result(int write, ssize_t res) { return hit(write ? K_WRITE : K_READ) ? seam.fail_with : res; }
 static const uvmrt_spill_ops_t seam_ops = {seam_open, seam_fallocate, seam_probe, seam_result};
 
 static void seam_arm(int kind, int k, ssize_t with)

@@ -246,7 +246,8 @@ static void train(int tier, int block_uring, float *losses)
         json_error_t err;
         json_t *root = json_load_file(path, 0, &err), *dt = json_object_get(root, "disk_tier");
         cr_assert_not_null(dt, "a disk_tier object");
-        cr_assert_str_eq(json_string_value(json_object_get(dt, "engine")), block_uring ? "threads" : uvmrt__spill_engine(n->ctx->tier.sp));
+        cr_assert_str_eq(json_string_value(json_object_get(dt, "engine")),
+                         block_uring ? "threads" : uvmrt__spill_engine(n->ctx->tier.sp));
         cr_assert_eq(json_real_value(json_object_get(dt, "write_bytes_per_step")), (double)writes);
         cr_assert_eq(json_real_value(json_object_get(dt, "read_bytes_per_step")), (double)reads);
         cr_assert_gt(json_real_value(json_object_get(dt, "tb_written_per_day")), 0.0);

@@ -9,12 +9,12 @@
 #include <stdint.h>
 
 typedef struct disk_rates {
-    double read_bps, write_bps; /* medians of the timed repetitions */
+    double read_bps, write_bps;           /* medians of the timed repetitions */
     double *read_samples, *write_samples; /* reps each, bytes/s (caller frees) */
-    int io_uring;               /* 1: the io_uring engine ran */
-    int direct;                 /* 1: O_DIRECT (0: the filesystem refused it, buffered) */
-    char why[160];              /* why that engine */
-    uint64_t bytes;             /* bytes per transfer */
+    int io_uring;                         /* 1: the io_uring engine ran */
+    int direct;                           /* 1: O_DIRECT (0: the filesystem refused it, buffered) */
+    char why[160];                        /* why that engine */
+    uint64_t bytes;                       /* bytes per transfer */
 } disk_rates_t;
 
 /* Writes then reads a file of bytes (rounded to 4 KiB; less when the disk has less than
