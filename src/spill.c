@@ -449,6 +449,9 @@ static int open_new(uvmrt_spill_t *sp, const char *name, const char *label)
                  "through the page cache instead",
                  sp->path, name, label);
     sp->direct = 0;
+    /* a filesystem without direct I/O may have created the file before refusing the
+     * flag (ramfs does): the name is ours, in our private directory */
+    unlinkat(sp->dirfd, name, 0);
     return sp->ops.open_file(sp->dirfd, name, flags, 0600);
 }
 

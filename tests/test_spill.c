@@ -344,8 +344,18 @@ Test(spill, kth_write_is_short) { sweep(1, 4096, "short write: 4096 of"); }
 Test(spill, kth_read_fails_eio) { sweep(0, -EIO, "the host copy is not valid"); }
 Test(spill, kth_read_is_short) { sweep(0, 0, "short read: 0 of"); }
 
+/* After the mounting test, even one that failed: nothing left mounted. */
+static void unmount_base(void)
+{
+    if (base_dir[0] == '\0') return;
+    umount2(base_dir, MNT_DETACH);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", base_dir);
+    if (system(cmd) != 0) fprintf(stderr, "test_spill: could not remove %s\n", base_dir);
+}
+
 /* A real full disk: a 1 MiB tmpfs (root only; skipped otherwise). */
-Test(spill, full_disk_is_a_clear_error)
+Test(spill, full_disk_is_a_clear_error, .fini = unmount_base)
 {
     make_base();
     if (geteuid() != 0) {

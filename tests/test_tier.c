@@ -31,6 +31,7 @@ static struct {
     int fail_write_at, fail_read_at; /* 1-based chunk results that fail with EIO; 0: none */
     int writes, reads;
     int block_uring;
+    int refuse_direct; /* open with O_DIRECT gives EINVAL, as on a filesystem without it */
 } seam;
 static int seam_probe(void) { return seam.block_uring ? -EPERM : 0; }
 static ssize_t seam_result(int write, ssize_t res)
@@ -39,7 +40,13 @@ static ssize_t seam_result(int write, ssize_t res)
     if (!write && ++seam.reads == seam.fail_read_at) return -EIO;
     return res;
 }
-static const uvmrt_spill_ops_t seam_ops = {NULL, NULL, seam_probe, seam_result};
+static int seam_open(int dirfd, const char *name, int flags, mode_t mode)
+{
+    if (seam.refuse_direct && (flags & O_DIRECT)) return -EINVAL;
+    int fd = openat(dirfd, name, flags, mode);
+    return fd < 0 ? -errno : fd;
+}
+static const uvmrt_spill_ops_t seam_ops = {seam_open, NULL, seam_probe, seam_result};
 
 /* ------------------------------------------------------------------ the model */
 typedef struct mlp {
@@ -442,9 +449,19 @@ Test(tier, spill_dir_checked_at_creation)
     rmdir(spill_dir);
 }
 
+/* After a test that mounts on spill_dir, even one that failed: nothing left mounted. */
+static void unmount_dir(void)
+{
+    if (spill_dir[0] == '\0') return;
+    umount2(spill_dir, MNT_DETACH);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", spill_dir);
+    if (system(cmd) != 0) fprintf(stderr, "test_tier: could not remove %s\n", spill_dir);
+}
+
 /* A real full disk (a 160 KiB tmpfs: two files of 64 KiB; root only): the tensor that does not fit is refused
  * with a message naming it, the bytes needed and free, and is as it was. */
-Test(tier, full_disk_refuses_the_tensor_and_changes_nothing)
+Test(tier, full_disk_refuses_the_tensor_and_changes_nothing, .fini = unmount_dir)
 {
     make_dir();
     if (geteuid() != 0 || mount("uvmrt-tier-test", spill_dir, "tmpfs", 0, "size=160k,mode=0700") != 0) {
@@ -482,5 +499,24 @@ Test(tier, full_disk_refuses_the_tensor_and_changes_nothing)
     uvmrt_context_destroy(ctx);
     free(n);
     cr_assert_eq(umount(spill_dir), 0);
+    rmdir(spill_dir);
+}
+
+/* A directory on a filesystem without O_DIRECT (ramfs when root, which has no direct
+ * I/O; otherwise the seam refuses it): a warning, buffered files, and the run's losses
+ * as without the tier. */
+Test(tier, a_filesystem_without_o_direct_falls_back_to_buffered, .fini = unmount_dir)
+{
+    make_dir();
+    float base[STEPS], buffered[STEPS];
+    train(0, 0, base);
+    int mounted = geteuid() == 0 && mount("uvmrt-tier-ramfs", spill_dir, "ramfs", 0, "mode=0700") == 0;
+    if (!mounted) seam.refuse_direct = 1;
+    log_reset();
+    train(2, 0, buffered);
+    cr_assert(log_contains("refuses O_DIRECT") && log_contains("page cache"), "%s", log_text());
+    for (int s = 0; s < STEPS; s++) cr_assert(memcmp(&base[s], &buffered[s], sizeof(float)) == 0, "step %d", s);
+    if (mounted) cr_assert_eq(umount(spill_dir), 0);
+    seam.refuse_direct = 0;
     rmdir(spill_dir);
 }
