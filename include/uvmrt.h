@@ -441,8 +441,9 @@ typedef enum uvmrt_tier {
  * (io_uring, or a pool of pread/pwrite threads where io_uring is blocked; O_DIRECT,
  * or buffered where the filesystem refuses it; the choice is logged at info). On sim
  * its host pages are given back between uses (a read of them outside its calls gives
- * zeros); on cuda the managed pages stay, so no host memory is saved there yet. The counters spill_read_bytes and spill_write_bytes count the
- * bytes per (layer, phase) and step. Back to UVMRT_TIER_MEMORY: the contents are read
+ * zeros); on cuda the managed pages stay, so no host memory is saved there yet. The
+ * counters spill_read_bytes and spill_write_bytes count the bytes per (layer, phase)
+ * and step. Back to UVMRT_TIER_MEMORY: the contents are read
  * back and the file removed. Files are removed at uvmrt_tensor_free and destroy, and a
  * later run removes those of a run that was killed. Not allowed inside a step
  * (UVMRT_ERR_STATE, also for a tensor not placed on the host); UVMRT_ERR_CONFIG without
@@ -451,8 +452,8 @@ typedef enum uvmrt_tier {
  * write that fails inside a step is UVMRT_ERR_IO from uvmrt_layer_begin (the call is
  * not opened; its file is unchanged) or, for a write-back, from a later
  * uvmrt_layer_begin or uvmrt_step_end (the contents stay in host memory and are
- * written again after the next use),
- * logged with the tensor, its layer and the file: nothing is lost. */
+ * written again after the next use), logged with the tensor, its layer and the file:
+ * nothing is lost. */
 uvmrt_status_t uvmrt_tensor_set_tier(uvmrt_context_t *ctx, uvmrt_tensor_t *tensor, uvmrt_tier_t tier);
 uvmrt_tier_t uvmrt_tensor_tier(const uvmrt_tensor_t *tensor);
 
