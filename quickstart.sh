@@ -17,7 +17,7 @@
 set -euo pipefail
 
 DEPS=(autoconf automake libtool pkg-config make gcc g++
-      libcriterion-dev libjansson-dev libnuma-dev mandoc python3 python3-venv)
+      libcriterion-dev libjansson-dev libnuma-dev liburing-dev mandoc python3 python3-venv)
 
 usage() {
     sed -n '2,16s/^# \{0,1\}//p' "$0"

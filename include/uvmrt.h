@@ -44,6 +44,7 @@
  *         uvmrt_tensor_layer         -1
  *         uvmrt_tensor_role          UVMRT_ROLE_WORKSPACE
  *         uvmrt_tensor_placement     UVMRT_PLACE_AUTO
+ *         uvmrt_tensor_tier          UVMRT_TIER_MEMORY
  *    5. Names return a static string, never NULL (not to be freed; "?",
  *       "unknown status" or "UVMRT_UNKNOWN" for a value outside the enum):
  *       uvmrt_status_str, uvmrt_status_name, uvmrt_policy_name, uvmrt_backend_name,
@@ -235,6 +236,12 @@ typedef struct uvmrt_profile {
      * then only host_mem_shared_bps limits the CPU beside the link). */
     double host_mem_cpu_beside_h2d_bps;
     double host_mem_cpu_beside_d2h_bps;
+    /* The disk tier's directory (UVMRT_SPILL_DIR), measured by uvmrt-calibrate --spill-dir
+     * (0: not measured): large aligned transfers between host memory and a file, O_DIRECT
+     * where the filesystem allows it, through the engine the tier uses there. */
+    double disk_read_bps;         /* file to host memory */
+    double disk_write_bps;        /* host memory to file */
+    int disk_io_uring;            /* 1: io_uring worked (0: blocked, or not measured) */
 } uvmrt_profile_t;
 
 /* The built-in profiles; *count receives their number. Never NULL. */
@@ -286,6 +293,9 @@ const uvmrt_profile_t *uvmrt_profile_find(const char *name);
  *                         shared-memory segment /uvmrt.<uid>.<pid> (mode 0600, removed
  *                         at destroy; a context that cannot create it warns and runs
  *                         on unmonitored)                          (default 1)
+ *   UVMRT_SPILL_DIR       none | DIR: an existing directory (checked at creation) where
+ *                         tensors put on the disk tier (uvmrt_tensor_set_tier) live in
+ *                         files of a private subdirectory   (default none)
  *   UVMRT_RECORD          none | FILE: the prefetch policy's recorded step written as JSON
  *                         whenever it is (re)recorded and, on cuda, again after each of
  *                         the first three planned steps, with their measured call times,
@@ -443,6 +453,36 @@ typedef enum uvmrt_placement {
 uvmrt_status_t uvmrt_tensor_set_placement(uvmrt_context_t *ctx, uvmrt_tensor_t *tensor,
                                           uvmrt_placement_t placement);
 uvmrt_placement_t uvmrt_tensor_placement(const uvmrt_tensor_t *tensor);
+
+typedef enum uvmrt_tier {
+    UVMRT_TIER_MEMORY = 0, /* its contents live in memory (the default) */
+    UVMRT_TIER_DISK = 1    /* they live in a file of UVMRT_SPILL_DIR, in host memory only around its uses */
+} uvmrt_tier_t;
+
+/* Puts a host-placed tensor (uvmrt_tensor_set_placement(UVMRT_PLACE_HOST) first) on the
+ * disk tier, e.g. the fp32 master weights and AdamW moments of a CPU optimizer: its
+ * contents are written now to a file (0600, space reserved with fallocate) in a private
+ * subdirectory of UVMRT_SPILL_DIR, and from then on read back into its host memory
+ * when a layer call that uses it begins and written back when the call ends (after
+ * the call's stream; CPU work on it must be done by uvmrt_layer_end), on CPU threads
+ * (io_uring, or a pool of pread/pwrite threads where io_uring is blocked; O_DIRECT,
+ * or buffered where the filesystem refuses it; the choice is logged at info). On sim
+ * its host pages are given back between uses (a read of them outside its calls gives
+ * zeros); on cuda the managed pages stay, so no host memory is saved there yet. The
+ * counters spill_read_bytes and spill_write_bytes count the bytes per (layer, phase)
+ * and step. Back to UVMRT_TIER_MEMORY: the contents are read
+ * back and the file removed. Files are removed at uvmrt_tensor_free and destroy, and a
+ * later run removes those of a run that was killed. Not allowed inside a step
+ * (UVMRT_ERR_STATE, also for a tensor not placed on the host); UVMRT_ERR_CONFIG without
+ * UVMRT_SPILL_DIR; UVMRT_ERR_IO (logged, naming the file, the bytes needed and free)
+ * when the disk lacks the space or the write fails; nothing changed then. A read or
+ * write that fails inside a step is UVMRT_ERR_IO from uvmrt_layer_begin (the call is
+ * not opened; its file is unchanged) or, for a write-back, from a later
+ * uvmrt_layer_begin or uvmrt_step_end (the contents stay in host memory and are
+ * written again after the next use), logged with the tensor, its layer and the file:
+ * nothing is lost. */
+uvmrt_status_t uvmrt_tensor_set_tier(uvmrt_context_t *ctx, uvmrt_tensor_t *tensor, uvmrt_tier_t tier);
+uvmrt_tier_t uvmrt_tensor_tier(const uvmrt_tensor_t *tensor);
 
 /* Declares that the trainer can recompute the tensor (an activation its forward writes
  * and its backward reads) instead of keeping it, at `flops` of GPU work (for an
@@ -632,7 +672,11 @@ uvmrt_status_t uvmrt_layer_end(uvmrt_context_t *ctx);
     X(cpu_faults,                 CPU_FAULTS,           DRIVER, 1, 1, 1,   0, "",         "",       0, COUNT)  \
     /* calls in steps that collected the driver's counters (UVMRT_FAULT_SAMPLE): the                         \
      * DRIVER counters cover these */                                                                          \
-    X(sampled_calls,              SAMPLED_CALLS,        CALL,   0, 0, 0,   0, "",         "",       0, COUNT)
+    X(sampled_calls,              SAMPLED_CALLS,        CALL,   0, 0, 0,   0, "",         "",       0, COUNT)  \
+    /* read from the disk tier into host memory for this call (uvmrt_tensor_set_tier) */                      \
+    X(spill_read_bytes,           SPILL_READ,           OWN,    1, 1, 1,   0, "",         "",       0, MIB)    \
+    /* written back to the disk tier after this call */                                                        \
+    X(spill_write_bytes,          SPILL_WRITE,          OWN,    1, 1, 1,   0, "",         "",       0, MIB)
 
 /* Helpers for expanding UVMRT_COUNTERS: UVMRT__IF_<0|1>(code) keeps code when 1;
  * UVMRT__<SOURCE>_<source>(code) keeps code when source is SOURCE. */

@@ -174,6 +174,7 @@ void uvmrt_context_destroy(uvmrt_context_t *ctx)
         if (uvmrt__in_step(ctx)) LOG_WARN(&ctx->log, "context destroyed inside a step: the step is not counted");
         uvmrt__exec_fini(ctx); /* waits for copy streams, harvests timings */
         if (ctx->created) uvmrt__report_at_destroy(ctx); /* not for a create that failed */
+        uvmrt__tier_close(ctx); /* write-backs waited for, the spill's files removed */
         uvmrt__tensors_release_all(ctx);
         uvmrt__events_close_streams(ctx);
         uvmrt__be_close(ctx);

@@ -20,6 +20,7 @@
 #include "settings.h"
 #include "stats.h"
 #include "tensor.h"
+#include "tier.h"
 #include "uvmrt.h"
 
 /* The context: configuration, logging and the budget here; everything else in
@@ -47,6 +48,7 @@ struct uvmrt_context {
     uvmrt_history_t hist;           /* history.h, history.c: completed steps, rows, spans, attribution */
     uvmrt_faults_t faults;          /* faults.h, faults.c: the record source, sampler, pending records */
     uvmrt_choice_state_t choice;    /* choose.h, choose.c: the trainer's choices, the plan budget */
+    uvmrt_tier_state_t tier;        /* tier.h, tier.c: the disk tier's spill and write-backs in flight */
 
     /* the live snapshot for uvmrt-top (monitor.c; NULL: not publishing) */
     struct uvmrt_monitor *monitor;

@@ -21,6 +21,7 @@
 typedef enum key_kind {
     K_STRING,  /* const char * */
     K_FLAG,    /* int, 0 or 1 */
+    K_FLAG1,   /* int, 0 or 1, written only when 1 (absent: 0) */
     K_BYTES,   /* uint64_t, an integer > 0 */
     K_NS,      /* uint64_t, an integer >= 0 */
     K_RATE     /* double, a number > 0 (bytes/s, FLOP/s, params/s) */
@@ -58,6 +59,9 @@ static const pkey_t keys[] = {
     KEY(gpu_bf16_flops, K_RATE, 0),
     KEY(host_mem_cpu_beside_h2d_bps, K_RATE, 0),
     KEY(host_mem_cpu_beside_d2h_bps, K_RATE, 0),
+    KEY(disk_read_bps, K_RATE, 0),
+    KEY(disk_write_bps, K_RATE, 0),
+    KEY(disk_io_uring, K_FLAG1, 0),
 };
 #undef KEY
 #define N_KEYS (sizeof keys / sizeof keys[0])
@@ -94,7 +98,8 @@ static const char *expected_of(key_kind_t k)
 {
     switch (k) {
     case K_STRING: return "a non-empty string";
-    case K_FLAG: return "0 or 1";
+    case K_FLAG:
+    case K_FLAG1: return "0 or 1";
     case K_BYTES: return "an integer > 0 (bytes)";
     case K_NS: return "an integer >= 0 (nanoseconds)";
     case K_RATE: return "a number > 0 (per second)";
@@ -113,6 +118,7 @@ static int read_key(const pkey_t *k, const json_t *v, uvmrt_profile_t *p)
         *(const char **)field = json_string_value(v);
         return 0;
     case K_FLAG:
+    case K_FLAG1:
         if (!json_is_integer(v) || (json_integer_value(v) != 0 && json_integer_value(v) != 1)) return -1;
         *(int *)field = (int)json_integer_value(v);
         return 0;
@@ -272,6 +278,7 @@ static json_t *key_value(const pkey_t *k, const uvmrt_profile_t *p)
         return s && s[0] ? json_string(s) : NULL;
     }
     case K_FLAG: return json_integer(*(const int *)field);
+    case K_FLAG1: return *(const int *)field ? json_integer(1) : NULL;
     case K_BYTES:
     case K_NS: return json_integer((json_int_t)*(const uint64_t *)field);
     case K_RATE: {

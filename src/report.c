@@ -252,6 +252,26 @@ static void text_steps_shown(const uvmrt_context_t *ctx, FILE *f);
 static uvmrt_status_t text_recording_step(const uvmrt_context_t *ctx, FILE *f, const counter_col_t *const *cols,
                                           size_t n);
 
+/* The disk tier's traffic over the kept steps: bytes per step each way and the writes
+ * per day this rate projects (drive wear, TB of 1e12 bytes). 0 when the tier is unused. */
+typedef struct spill_rates {
+    double read_per_step, write_per_step, tb_written_per_day;
+} spill_rates_t;
+static int spill_rates(const uvmrt_context_t *ctx, spill_rates_t *r)
+{
+    double rd = 0, wr = 0, ns = 0;
+    for (uint64_t i = 0; i < ctx->hist.n_steps; i++) {
+        rd += (double)ctx->hist.steps[i].spill_read_bytes;
+        wr += (double)ctx->hist.steps[i].spill_write_bytes;
+        ns += (double)ctx->hist.steps[i].step_ns;
+    }
+    if (ctx->tier.sp == NULL || ctx->hist.n_steps == 0) return 0;
+    r->read_per_step = rd / (double)ctx->hist.n_steps;
+    r->write_per_step = wr / (double)ctx->hist.n_steps;
+    r->tb_written_per_day = ns > 0 ? wr / (ns / 1e9) * 86400.0 / 1e12 : 0;
+    return 1;
+}
+
 /* UVMRT_ERR_NOMEM when a name could not be made; write errors are left to ferror. */
 static uvmrt_status_t write_text(const uvmrt_context_t *ctx, FILE *f)
 {
@@ -281,6 +301,13 @@ static uvmrt_status_t write_text(const uvmrt_context_t *ctx, FILE *f)
             fprintf(f, "; a collecting step took %+.1f%% longer than one that did not", 100.0 * sum.fault_sample_overhead);
         fprintf(f, "): the driver columns cover those steps only\n");
     }
+    spill_rates_t sr;
+    if (spill_rates(ctx, &sr))
+        fprintf(f, "disk tier (%s, engine %s, %s): %.1f MiB read and %.1f MiB written per step; at this rate "
+                   "%.3g TB written per day\n",
+                uvmrt__spill_path(ctx->tier.sp), uvmrt__spill_engine(ctx->tier.sp),
+                uvmrt__spill_direct(ctx->tier.sp) ? "O_DIRECT" : "buffered", sr.read_per_step / MIB,
+                sr.write_per_step / MIB, sr.tb_written_per_day);
     const counter_col_t *cols[N_COUNTERS];
     size_t n = text_columns(cols);
     text_steps_shown(ctx, f); /* which steps the table sums (steady.c) */
@@ -391,6 +418,17 @@ static json_t *build_json(const uvmrt_context_t *ctx)
     jb_set(b, root, "host_external_bytes", json_u64(sum.host_external_bytes));
     jb_set(b, root, "host_budget_bytes", json_u64(sum.host_budget_bytes));
     jb_set(b, root, "plans_built", json_u64(ctx->sched.plans_built));
+    spill_rates_t sr;
+    if (spill_rates(ctx, &sr)) {
+        json_t *dt = jb_obj(b);
+        jb_set(b, dt, "engine", jb_str(b, uvmrt__spill_engine(ctx->tier.sp)));
+        jb_set(b, dt, "engine_why", jb_str(b, uvmrt__spill_engine_why(ctx->tier.sp)));
+        jb_set(b, dt, "direct", json_boolean(uvmrt__spill_direct(ctx->tier.sp)));
+        jb_set(b, dt, "read_bytes_per_step", json_real(sr.read_per_step));
+        jb_set(b, dt, "write_bytes_per_step", json_real(sr.write_per_step));
+        jb_set(b, dt, "tb_written_per_day", json_real(sr.tb_written_per_day));
+        jb_set(b, root, "disk_tier", dt);
+    }
     jb_set(b, root, "fault_stats_source", jb_str(b, sum.fault_stats_source));
     json_t *fsam = jb_obj(b);
     jb_set(b, fsam, "every", sum.fault_sample_every > 0 ? json_integer(sum.fault_sample_every) : jb_str(b, "auto"));

@@ -74,6 +74,22 @@ static int output_ok(const uvmrt_context_t *ctx, const char *var, const char *pa
     return 0;
 }
 
+/* UVMRT_SPILL_DIR names an existing directory this user may write (the disk tier makes
+ * its subdirectory there only when a tensor is put on it: a run learns it now). */
+static int spill_dir_ok(const uvmrt_context_t *ctx)
+{
+    const char *d = ctx->cfg.spill_dir;
+    if (strcmp(d, "none") == 0) return 1;
+    struct stat st;
+    const char *why = NULL;
+    if (stat(d, &st) != 0) why = strerror(errno);
+    else if (!S_ISDIR(st.st_mode)) why = "not a directory";
+    else if (access(d, W_OK | X_OK) != 0) why = strerror(errno);
+    if (why == NULL) return 1;
+    LOG_ERROR(&ctx->log, "UVMRT_SPILL_DIR: '%s': %s; expected an existing directory this user may write", d, why);
+    return 0;
+}
+
 uvmrt_status_t uvmrt__outputs_check(const uvmrt_context_t *ctx)
 {
     const char *t = ctx->cfg.trace, *r = ctx->cfg.report, *rec = ctx->cfg.record;
@@ -84,6 +100,7 @@ uvmrt_status_t uvmrt__outputs_check(const uvmrt_context_t *ctx)
     if (strcmp(r, "stderr") != 0 && strcmp(r, "none") != 0 && colon != NULL)
         ok &= output_ok(ctx, "UVMRT_REPORT (or params.report)", colon + 1);
     if (strcmp(rec, "none") != 0) ok &= output_ok(ctx, "UVMRT_RECORD", rec);
+    ok &= spill_dir_ok(ctx);
     return ok ? UVMRT_OK : UVMRT_ERR_CONFIG;
 }
 

@@ -235,6 +235,16 @@ static uvmrt_status_t parse_record(uvmrt_config_t *c, const char *t)
 }
 static void format_record(const uvmrt_config_t *c, char *b, size_t n) { snprintf(b, n, "%s", c->record); }
 
+/* none, or a directory: checked when the context is created (context.c) */
+static uvmrt_status_t parse_spill_dir(uvmrt_config_t *c, const char *t)
+{
+    int ok = strcmp(t, "none") == 0 || (strcmp(t, "-") != 0 && report_path_ok(t));
+    if (!ok || strlen(t) >= sizeof c->spill_dir) return UVMRT_ERR_CONFIG;
+    snprintf(c->spill_dir, sizeof c->spill_dir, "%s", t);
+    return UVMRT_OK;
+}
+static void format_spill_dir(const uvmrt_config_t *c, char *b, size_t n) { snprintf(b, n, "%s", c->spill_dir); }
+
 static uvmrt_status_t parse_monitor(uvmrt_config_t *c, const char *t) { return parse_01(t, &c->monitor); }
 static void format_monitor(const uvmrt_config_t *c, char *b, size_t n) { snprintf(b, n, "%d", c->monitor); }
 
@@ -296,6 +306,9 @@ static const uvmrt_config_entry_t table[] = {
      "machine's memory (a cgroup's limit when set, else MemTotal) less 10%, at least 2 GiB (none on sim); "
      "none: no limit",
      parse_host_budget, format_host_budget},
+    {"SPILL_DIR", "none", "none or an existing directory this user may write, as written (no blanks around it)",
+     "the disk tier: tensors put there (uvmrt_tensor_set_tier) live in files of a private subdirectory of it",
+     parse_spill_dir, format_spill_dir},
 };
 #define TABLE_LEN (sizeof table / sizeof table[0])
 _Static_assert(TABLE_LEN <= UVMRT_CONFIG_ENTRIES_MAX, "uvmrt_context_t.sources holds every entry");

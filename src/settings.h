@@ -39,6 +39,7 @@ typedef struct uvmrt_config {
     int monitor;                   /* 1: publish a snapshot for uvmrt-top at every step end */
     char record[UVMRT_REPORT_MAX]; /* "none" or a path: the recorded step as JSON (UVMRT_RECORD) */
     uint64_t host_budget_bytes;    /* 0 = auto (UVMRT_HOST_BUDGET) */
+    char spill_dir[UVMRT_REPORT_MAX]; /* "none" or the directory of the disk tier (UVMRT_SPILL_DIR) */
 } uvmrt_config_t;
 
 typedef struct uvmrt_config_entry {

@@ -243,6 +243,7 @@ uvmrt_status_t uvmrt_step_end(uvmrt_context_t *ctx)
      * streams: their prefetches for the next step may still run), reserve memory,
      * copy the record. On failure the step is still open, as before the call. */
     uvmrt_status_t st = sync_compute_streams(ctx);
+    if (st == UVMRT_OK) st = uvmrt__tier_poll(ctx, 0); /* a failed write-back surfaces (its data stays in host memory) */
     if (st == UVMRT_OK) st = uvmrt__history_reserve(ctx, ctx->sched.cur.n_calls, (size_t)ctx->stats.n_cur_rows);
     int rerecord = ctx->cfg.policy == UVMRT_POLICY_PREFETCH &&
                    (!ctx->sched.have_record || ctx->sched.deviated ||
@@ -454,6 +455,8 @@ uvmrt_status_t uvmrt_layer_begin(uvmrt_context_t *ctx, const uvmrt_layer_call_t 
         st = UVMRT_ERR_BUDGET;
     }
     if (st == UVMRT_OK) st = uvmrt__timing_event(ctx, (int)(3 * s->n_calls + 2));
+    /* disk-tier tensors read back into host memory (nothing else changes) */
+    if (st == UVMRT_OK) st = uvmrt__tier_before_call(ctx, call->layer, call->phase, first, s->n_uses - first);
     if (st != UVMRT_OK) {
         s->n_uses = first; /* nothing changed */
         return st;
@@ -567,6 +570,7 @@ uvmrt_status_t uvmrt_layer_end(uvmrt_context_t *ctx)
         for (size_t k = 0; k < c->n_uses; k++) /* a later event than before: safe to keep even on failure */
             ctx->tensors.by_id[ctx->sched.cur.use_tensor[c->use_first + k]]->last_use = done;
     if (st == UVMRT_OK && uvmrt__plan_active(ctx) && i < ctx->sched.plan.m) st = uvmrt__run_point(ctx, i + 1);
+    if (st == UVMRT_OK) st = uvmrt__tier_after_call(ctx, c); /* disk-tier write-backs start */
     if (st != UVMRT_OK) {
         LOG_ERROR(&ctx->log, "uvmrt_layer_end: layer '%s' %s is still open: %s", ctx->tensors.layers[c->layer].name,
                   uvmrt_phase_name(c->phase), uvmrt_status_str(st));

@@ -384,6 +384,7 @@ uvmrt_status_t uvmrt_tensor_free(uvmrt_context_t *ctx, uvmrt_tensor_t *tensor)
     } else {
         ctx->tensors.allocated_bytes -= t->footprint;
     }
+    uvmrt__tier_forget(ctx, t); /* its file goes with it */
     if (t->layer >= 0) {
         uvmrt_layer_t *L = &ctx->tensors.layers[t->layer];
         for (int i = 0; i < L->n_owned; i++)
@@ -462,6 +463,11 @@ uvmrt_status_t uvmrt_tensor_set_placement(uvmrt_context_t *ctx, uvmrt_tensor_t *
         return UVMRT_ERR_STATE;
     }
     if ((t->placed_host != 0) == (placement == UVMRT_PLACE_HOST)) return UVMRT_OK;
+    if (t->on_disk) {
+        LOG_ERROR(&ctx->log, "uvmrt_tensor_set_placement('%s', auto): the tensor is on the disk tier: expected "
+                             "uvmrt_tensor_set_tier(UVMRT_TIER_MEMORY) first", t->name);
+        return UVMRT_ERR_STATE;
+    }
     uvmrt_status_t st = uvmrt__exec_place(ctx, t, placement == UVMRT_PLACE_HOST);
     if (st != UVMRT_OK)
         LOG_ERROR(&ctx->log, "uvmrt_tensor_set_placement('%s', host): placement unchanged: %s", t->name,

@@ -48,6 +48,12 @@ struct uvmrt_tensor {
     uvmrt_evref_t ready;      /* the prefetch that made it resident */
     uvmrt_evref_t leaving;    /* the eviction that made it non-resident */
     uvmrt_evref_t last_use;   /* end of the last layer call that used it */
+    /* the disk tier (uvmrt_tensor_set_tier; changed by tier.c only, see tier.c) */
+    int on_disk;
+    int spill_file;           /* its file in the spill */
+    int host_valid;           /* its host memory holds the contents */
+    int file_valid;           /* its file holds the contents */
+    struct uvmrt_spill_req *wb; /* its write-back in flight, or NULL */
 };
 
 typedef struct uvmrt_layer {

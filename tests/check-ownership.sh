@@ -32,6 +32,7 @@ stats stats.c
 hist history.c
 faults faults.c
 choice choose.c
+tier tier.c
 PARTS
 [ $status -eq 0 ] && echo "check-ownership: every context part is changed by its owner only"
 exit $status

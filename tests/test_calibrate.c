@@ -3,7 +3,8 @@
  * used: CUDA_VISIBLE_DEVICES is emptied, so even on a GPU machine the tool must
  * find none, say so and exit 1 without writing a file. (The measurements
  * themselves need a GPU; their file format is tested in test_profile.c through
- * the same writer.)
+ * the same writer. The disk tier's measurement needs no GPU: tools/diskmeasure.c is
+ * tested here directly.)
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "diskmeasure.h"
 #include "helpers.h"
 
 #ifndef UVMRT_CALIBRATE_PATH
@@ -75,4 +77,41 @@ Test(calibrate, help_version_and_usage_errors)
     cr_assert_eq(run_tool("stray", &out), 2);
     cr_assert_not_null(strstr(out, "unexpected argument 'stray'"), "%s", out);
     free(out);
+}
+
+/* --spill-dir is checked before measuring, like --output. */
+Test(calibrate, a_missing_spill_dir_fails_before_measuring)
+{
+    char *out = NULL;
+    cr_assert_eq(run_tool("--quick -o /tmp/uvmrt-calib-never.json --spill-dir /nonexistent-spill", &out), 1, "%s",
+                 out);
+    cr_assert(strstr(out, "--spill-dir /nonexistent-spill") && strstr(out, "nothing was measured"), "%s", out);
+    free(out);
+    cr_assert_eq(run_tool("--spill-dir ''", &out), 2);
+    free(out);
+    cr_assert_eq(run_tool("--help", &out), 0);
+    cr_assert_not_null(strstr(out, "--spill-dir"), "%s", out);
+    free(out);
+}
+
+/* The disk measurement (what --spill-dir adds to the profile): both rates measured and
+ * positive, the engine and the reason given, the directory left as it was. */
+Test(calibrate, disk_measure_gives_both_rates_and_the_engine)
+{
+    char dir[] = "/tmp/uvmrt-disk-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    disk_rates_t r;
+    char err[256] = "";
+    cr_assert_eq(disk_measure(dir, 16u << 20, 3, &r, err, sizeof err), 0, "%s", err);
+    cr_assert_gt(r.read_bps, 0);
+    cr_assert_gt(r.write_bps, 0);
+    cr_assert_eq(r.bytes, 16u << 20);
+    cr_assert(r.io_uring == 0 || r.io_uring == 1);
+    cr_assert_neq(r.why[0], '\0');
+    for (int i = 0; i < 3; i++) cr_assert_gt(r.read_samples[i], 0);
+    free(r.read_samples);
+    free(r.write_samples);
+    cr_assert_eq(rmdir(dir), 0, "the measurement leaves nothing behind");
+    cr_assert_eq(disk_measure("/nonexistent-spill", 16u << 20, 3, &r, err, sizeof err), -1);
+    cr_assert_not_null(strstr(err, "/nonexistent-spill"), "%s", err);
 }

@@ -60,16 +60,17 @@ static void assert_profiles_equal(const uvmrt_profile_t *a, const uvmrt_profile_
     cr_assert_eq(a->fault_group_bytes, b->fault_group_bytes);
     cr_assert_eq(a->prefetch_call_ns, b->prefetch_call_ns);
     cr_assert_eq(a->fault_trace_ns, b->fault_trace_ns);
+    cr_assert_eq(a->disk_io_uring, b->disk_io_uring);
     const double da[] = {a->prefetch_h2d_bps, a->evict_d2h_bps, a->pinned_h2d_bps, a->pinned_d2h_bps,
                          a->fault_bps, a->remote_read_bps, a->remote_write_bps, a->flops, a->hbm_bps,
                          a->pinned_bidir_bps, a->host_mem_bps, a->host_mem_shared_bps,
                          a->cpu_adamw_params_per_s, a->gpu_bf16_flops, a->host_mem_cpu_beside_h2d_bps,
-                         a->host_mem_cpu_beside_d2h_bps};
+                         a->host_mem_cpu_beside_d2h_bps, a->disk_read_bps, a->disk_write_bps};
     const double db[] = {b->prefetch_h2d_bps, b->evict_d2h_bps, b->pinned_h2d_bps, b->pinned_d2h_bps,
                          b->fault_bps, b->remote_read_bps, b->remote_write_bps, b->flops, b->hbm_bps,
                          b->pinned_bidir_bps, b->host_mem_bps, b->host_mem_shared_bps,
                          b->cpu_adamw_params_per_s, b->gpu_bf16_flops, b->host_mem_cpu_beside_h2d_bps,
-                         b->host_mem_cpu_beside_d2h_bps};
+                         b->host_mem_cpu_beside_d2h_bps, b->disk_read_bps, b->disk_write_bps};
     for (size_t i = 0; i < sizeof da / sizeof da[0]; i++)
         cr_assert_eq(da[i], db[i], "rate %zu: %.17g != %.17g", i, da[i], db[i]); /* exact */
 }
@@ -143,6 +144,9 @@ Test(profile, calibrated_file_round_trips_with_its_metadata)
     p.host_mem_shared_bps = 1.0 / 3.0 * 4.2e11;
     p.host_mem_cpu_beside_h2d_bps = 6.1e10 / 7.0; /* the optional per-direction CPU figures */
     p.host_mem_cpu_beside_d2h_bps = 5.3e10;
+    p.disk_read_bps = 2.06e9 / 3.0; /* the disk tier's directory (--spill-dir) */
+    p.disk_write_bps = 1.53e9;
+    p.disk_io_uring = 1;
     uvmrt_profile_meta_t m = {"2026-12-01T09:30:00Z", "NVIDIA H200", 13000, 13000, "uvmrt-calibrate 0.1.0",
                               "{\"pinned_h2d\": {\"bytes\": 1073741824, \"ns\": [19342000, 19350000]}}"};
     const char *path = tmp_path("cal.json");
@@ -172,6 +176,7 @@ Test(profile, writer_leaves_out_what_was_not_measured)
     cr_assert_eq(uvmrt__profile_file_save(&p, NULL, path, &capture_log), UVMRT_OK);
     char *text = file_slurp(path);
     cr_assert_null(strstr(text, "host_mem_bps"), "%s", text);
+    cr_assert_null(strstr(text, "disk_"), "%s", text);
     cr_assert_not_null(strstr(text, "\"hbm_bps\""));
     free(text);
 }

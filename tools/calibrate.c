@@ -69,6 +69,7 @@ typedef struct calib_options {
     int quick;          /* smaller sizes, fewer reps: < 30 s */
     int device;
     int reps;           /* 0: the mode's default */
+    const char *spill_dir; /* the disk tier's directory to measure, or NULL */
 } calib_options_t;
 
 static void usage(FILE *out) {
@@ -82,6 +83,9 @@ static void usage(FILE *out) {
         "      --quick        smaller transfers and fewer repetitions (under 30 s)\n"
         "      --reps N       timed repetitions per measurement (default 5; --quick 3)\n"
         "      --device N     CUDA device ordinal (default 0)\n"
+        "      --spill-dir DIR  also measure the disk tier's directory (default\n"
+        "                     $UVMRT_SPILL_DIR when set): O_DIRECT read and write\n"
+        "                     bandwidth, and whether io_uring works there\n"
         "  -h, --help         this help\n"
         "  -V, --version      version\n"
         "\n"
@@ -97,18 +101,21 @@ static void usage_error(const char *flag, const char *text, const char *expected
 }
 
 static void options_parse(int argc, char **argv, calib_options_t *opt) {
-    enum { O_NAME = 256, O_QUICK, O_REPS, O_DEVICE };
+    enum { O_NAME = 256, O_QUICK, O_REPS, O_DEVICE, O_SPILL };
     static const struct option longopts[] = {
         {"output", required_argument, NULL, 'o'},
         {"name", required_argument, NULL, O_NAME},
         {"quick", no_argument, NULL, O_QUICK},
         {"reps", required_argument, NULL, O_REPS},
         {"device", required_argument, NULL, O_DEVICE},
+        {"spill-dir", required_argument, NULL, O_SPILL},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
     *opt = (calib_options_t){.output = "uvmrt-profile.json", .name = "calibrated"};
+    const char *env_spill = getenv("UVMRT_SPILL_DIR");
+    if (env_spill != NULL && env_spill[0] != '\0' && strcmp(env_spill, "none") != 0) opt->spill_dir = env_spill;
     int c;
     while ((c = getopt_long(argc, argv, "o:hV", longopts, NULL)) != -1) {
         switch (c) {
@@ -131,6 +138,11 @@ static void options_parse(int argc, char **argv, calib_options_t *opt) {
             if (tool_int_parse(optarg, 0, 1023, &opt->device))
                 usage_error("--device", optarg, "a device ordinal from 0 to 1023");
             break;
+        case O_SPILL:
+            if (optarg[0] == '\0')
+                usage_error("--spill-dir", optarg, "a directory");
+            opt->spill_dir = optarg;
+            break;
         case 'h': usage(stdout); exit(0);
         case 'V': printf(PROG " (uvmrt) " VERSION "\n"); exit(0);
         default:
@@ -146,6 +158,11 @@ static void options_parse(int argc, char **argv, calib_options_t *opt) {
     char why[600]; /* the profile file's path, checked before minutes of measuring */
     if (uvmrt__outfile_check(opt->output, 0, why, sizeof why) != 0) {
         fprintf(stderr, PROG ": --output %s: cannot write it: %s (nothing was measured)\n", opt->output, why);
+        exit(1);
+    }
+    struct stat sd;
+    if (opt->spill_dir != NULL && (stat(opt->spill_dir, &sd) != 0 || !S_ISDIR(sd.st_mode))) {
+        fprintf(stderr, PROG ": --spill-dir %s: not an existing directory (nothing was measured)\n", opt->spill_dir);
         exit(1);
     }
 }
@@ -181,6 +198,7 @@ int main(int argc, char **argv) {
 
 #include "adamw_cpu.h"
 #include "calibrate_kernels.h"
+#include "diskmeasure.h"
 #include "linkmeasure.h"
 
 static const double GIB = 1024.0 * 1024.0 * 1024.0;
@@ -924,6 +942,27 @@ int main(int argc, char **argv) {
     managed_rates_t man = measure_prefetch(&c);
     kernel_rates_t ker = measure_kernels(&c);
     double gemm = measure_gemm(&c);
+    disk_rates_t disk = {0};
+    if (c.opt.spill_dir != NULL) {
+        char err[512];
+        progress(&c, "the disk tier's directory: O_DIRECT write and read");
+        if (disk_measure(c.opt.spill_dir, c.opt.quick ? 256u << 20 : 1u << 30, c.reps, &disk, err, sizeof err) != 0)
+            fprintf(stderr, PROG ": --spill-dir %s: not measured: %s\n", c.opt.spill_dir, err);
+        else {
+            json_t *rd = json_array(), *wr = json_array();
+            for (int i = 0; i < c.reps; i++) {
+                json_array_append_new(rd, json_real(disk.read_samples[i]));
+                json_array_append_new(wr, json_real(disk.write_samples[i]));
+            }
+            json_object_set_new(c.raw, "disk_read_bps", rd);
+            json_object_set_new(c.raw, "disk_write_bps", wr);
+            json_object_set_new(c.raw, "disk_transfer_bytes", json_integer((json_int_t)disk.bytes));
+            json_object_set_new(c.raw, "disk_engine_why", json_string(disk.why));
+            json_object_set_new(c.raw, "disk_direct", json_integer(disk.direct));
+            free(disk.read_samples);
+            free(disk.write_samples);
+        }
+    }
 
     /* the profile: measured fields, and the two this tool cannot measure taken from h200 */
     const uvmrt_profile_t *ref = uvmrt_profile_find("h200");
@@ -963,6 +1002,9 @@ int main(int argc, char **argv) {
                                                   host.adamw_beside_h2d.h2d, link.h2d),
         .host_mem_cpu_beside_d2h_bps = beside_bps(host.triad, host.adamw, host.adamw_beside_d2h.cpu_units_per_s,
                                                   host.adamw_beside_d2h.d2h, link.d2h),
+        .disk_read_bps = disk.read_bps,
+        .disk_write_bps = disk.write_bps,
+        .disk_io_uring = disk.io_uring,
     };
     json_object_set_new(c.raw, "not_measured", json_string("fault_group_bytes and fault_trace_ns need CUPTI: "
                                                            "taken from the built-in h200 profile"));
@@ -1004,6 +1046,10 @@ int main(int argc, char **argv) {
            host.adamw_beside_h2d.cpu_units_per_s / 1e9, host.adamw_beside_h2d.h2d / GB,
            host.adamw_beside_d2h.cpu_units_per_s / 1e9, host.adamw_beside_d2h.d2h / GB);
     printf("  GPU                   %7.1f TFLOP/s bf16 GEMM, %7.0f GB/s HBM read\n", gemm / 1e12, ker.hbm / GB);
+    if (disk.read_bps > 0)
+        printf("  disk tier             %7.2f GB/s read, %7.2f write (%s, engine %s: %s)\n", disk.read_bps / GB,
+               disk.write_bps / GB, disk.direct ? "O_DIRECT" : "buffered", disk.io_uring ? "io_uring" : "threads",
+               disk.why);
     printf("profile '%s' written to %s; use it with UVMRT_PROFILE=%s%s\n", p.name, c.opt.output,
            strchr(c.opt.output, '/') ? "" : "./", c.opt.output);
 

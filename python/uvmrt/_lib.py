@@ -44,6 +44,7 @@ COUNTERS = [
     ("prefetch_htod_bytes", 1, 1, "DRIVER"), ("driver_prefetch_htod_bytes", 1, 1, "DRIVER"),
     ("evict_dtoh_bytes", 1, 1, "DRIVER"), ("thrashing", 1, 1, "DRIVER"), ("throttling", 1, 1, "DRIVER"),
     ("remote_map", 1, 1, "DRIVER"), ("cpu_faults", 1, 1, "DRIVER"), ("sampled_calls", 0, 0, "CALL"),
+    ("spill_read_bytes", 1, 1, "OWN"), ("spill_write_bytes", 1, 1, "OWN"),
 ]
 
 
@@ -136,7 +137,8 @@ class Profile(ctypes.Structure):
                 ("flops", c_double), ("hbm_bps", c_double), ("fault_trace_ns", c_u64),
                 ("pinned_bidir_bps", c_double), ("host_mem_bps", c_double), ("host_mem_shared_bps", c_double),
                 ("cpu_adamw_params_per_s", c_double), ("gpu_bf16_flops", c_double),
-                ("host_mem_cpu_beside_h2d_bps", c_double), ("host_mem_cpu_beside_d2h_bps", c_double)]
+                ("host_mem_cpu_beside_h2d_bps", c_double), ("host_mem_cpu_beside_d2h_bps", c_double),
+                ("disk_read_bps", c_double), ("disk_write_bps", c_double), ("disk_io_uring", c_int)]
 
 
 class AdamW(ctypes.Structure):

@@ -1,0 +1,266 @@
+/*
+ * tier.c -- tensors on the disk tier (tier.h, uvmrt_tensor_set_tier).
+ *
+ * A disk tensor's contents are in its file, in its host memory, or both:
+ *   file_valid  the file holds them (a write-back completed, or no use wrote since)
+ *   host_valid  the host memory holds them (read back, or not yet dropped)
+ * At least one is always true: the host copy is dropped only after the file holds
+ * the contents, and a failed write leaves the host copy in place.
+ */
+#define _GNU_SOURCE
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "internal.h"
+#include "tier.h"
+
+/* Its file's label in messages: the tensor and its layer. */
+static void label_of(const uvmrt_context_t *ctx, const uvmrt_tensor_t *t, char *b, size_t n)
+{
+    if (t->layer >= 0) snprintf(b, n, "%s' of layer '%s", t->name, ctx->tensors.layers[t->layer].name);
+    else snprintf(b, n, "%s", t->name);
+}
+
+/* Drops the host copy: on sim the pages go back to the system (a later read of them
+ * gives zeros until the file is read back); on cuda the managed pages stay (managed
+ * memory has no way to give host pages back without freeing the range), so the copy
+ * stays valid there and no read is needed. */
+static void drop_host(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
+{
+    if (ctx->cfg.backend != UVMRT_BACKEND_SIM) return;
+    if (madvise(t->ptr, t->footprint, MADV_DONTNEED) == 0) t->host_valid = 0;
+}
+
+static int writing_add(uvmrt_context_t *ctx, int id)
+{
+    uvmrt_tier_state_t *s = &ctx->tier;
+    if (s->n_writing == s->cap_writing) {
+        int cap = s->cap_writing ? 2 * s->cap_writing : 16;
+        int *w = realloc(s->writing, (size_t)cap * sizeof *w);
+        if (w == NULL) return -1;
+        s->writing = w;
+        s->cap_writing = cap;
+    }
+    s->writing[s->n_writing++] = id;
+    return 0;
+}
+
+/* Waits for t's write-back: the file holds the contents and the host copy goes, or it
+ * failed (logged by the spill) and the host copy stays. */
+static uvmrt_status_t finish_write(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
+{
+    uvmrt_status_t st = uvmrt__spill_wait(ctx->tier.sp, t->wb);
+    t->wb = NULL;
+    t->file_valid = st == UVMRT_OK;
+    if (st == UVMRT_OK) drop_host(ctx, t);
+    else
+        LOG_ERROR(&ctx->log,
+                  "tensor '%s': its write-back to the disk tier failed; its contents stay in host memory "
+                  "and are written again after its next use",
+                  t->name);
+    return st;
+}
+
+uvmrt_status_t uvmrt__tier_poll(uvmrt_context_t *ctx, int block)
+{
+    uvmrt_tier_state_t *s = &ctx->tier;
+    uvmrt_status_t worst = UVMRT_OK;
+    int kept = 0;
+    for (int i = 0; i < s->n_writing; i++) {
+        uvmrt_tensor_t *t = ctx->tensors.by_id[s->writing[i]];
+        if (t->wb == NULL) continue; /* waited for elsewhere */
+        if (!block && !uvmrt__spill_done(s->sp, t->wb)) {
+            s->writing[kept++] = s->writing[i];
+            continue;
+        }
+        if (finish_write(ctx, t) != UVMRT_OK) worst = UVMRT_ERR_IO;
+    }
+    s->n_writing = kept;
+    return worst;
+}
+
+/* ------------------------------------------------------------------ layer calls */
+uvmrt_status_t uvmrt__tier_before_call(uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, size_t first, size_t n)
+{
+    if (ctx->tier.n_disk == 0) return UVMRT_OK;
+    uvmrt_status_t st = uvmrt__tier_poll(ctx, 0);
+    const uvmrt_sequence_t *q = &ctx->sched.cur;
+    /* this call's own tensors still being written: their write must finish first
+     * (a failed one keeps the host copy, which is all this call needs) */
+    for (size_t k = 0; k < n; k++) {
+        uvmrt_tensor_t *t = ctx->tensors.by_id[q->use_tensor[first + k]];
+        if (t->on_disk && t->wb != NULL && finish_write(ctx, t) != UVMRT_OK) st = UVMRT_ERR_IO;
+    }
+    uvmrt_spill_req_t **reqs = calloc(n ? n : 1, sizeof *reqs);
+    if (reqs == NULL) return UVMRT_ERR_NOMEM;
+    uint64_t bytes = 0;
+    for (size_t k = 0; k < n; k++) {
+        uvmrt_tensor_t *t = ctx->tensors.by_id[q->use_tensor[first + k]];
+        if (!t->on_disk || t->host_valid) continue;
+        int dup = 0; /* a tensor named twice in one call is read once */
+        for (size_t j = 0; j < k; j++) dup |= q->use_tensor[first + j] == t->id;
+        if (dup) continue;
+        uvmrt_status_t r = uvmrt__spill_submit(ctx->tier.sp, t->spill_file, 0, t->ptr, t->footprint, &reqs[k]);
+        if (r != UVMRT_OK) st = r;
+    }
+    for (size_t k = 0; k < n; k++) {
+        if (reqs[k] == NULL) continue;
+        uvmrt_tensor_t *t = ctx->tensors.by_id[q->use_tensor[first + k]];
+        if (uvmrt__spill_wait(ctx->tier.sp, reqs[k]) == UVMRT_OK) {
+            t->host_valid = 1;
+            bytes += t->footprint;
+        } else {
+            char lab[300];
+            label_of(ctx, t, lab, sizeof lab);
+            LOG_ERROR(&ctx->log, "layer '%s' %s: reading '%s' from the disk tier failed; its file is unchanged",
+                      ctx->tensors.layers[layer].name, uvmrt_phase_name(phase), lab);
+            st = UVMRT_ERR_IO;
+        }
+    }
+    free(reqs);
+    if (bytes > 0) uvmrt__stat_add(ctx, layer, phase, STAT_SPILL_READ, bytes);
+    return st;
+}
+
+uvmrt_status_t uvmrt__tier_after_call(uvmrt_context_t *ctx, const uvmrt_call_t *c)
+{
+    if (ctx->tier.n_disk == 0) return UVMRT_OK;
+    const uvmrt_sequence_t *q = &ctx->sched.cur;
+    int any = 0;
+    for (size_t k = 0; k < c->n_uses; k++) any |= ctx->tensors.by_id[q->use_tensor[c->use_first + k]]->on_disk;
+    if (!any) return UVMRT_OK;
+    /* the call's work on them is done before their bytes are taken or dropped */
+    uvmrt_status_t st = uvmrt__be_stream_sync(ctx, c->stream);
+    if (st != UVMRT_OK) return st;
+    uint64_t bytes = 0;
+    for (size_t k = 0; k < c->n_uses && st == UVMRT_OK; k++) {
+        uvmrt_tensor_t *t = ctx->tensors.by_id[q->use_tensor[c->use_first + k]];
+        unsigned acc = q->use_access[c->use_first + k];
+        if (!t->on_disk || !t->host_valid || t->wb != NULL) continue; /* a retried end: already written */
+        if (!(acc & UVMRT_USE_WRITE) && t->file_valid) {
+            drop_host(ctx, t);
+            continue;
+        }
+        if (writing_add(ctx, t->id) != 0) return UVMRT_ERR_NOMEM;
+        st = uvmrt__spill_submit(ctx->tier.sp, t->spill_file, 1, t->ptr, t->footprint, &t->wb);
+        if (st != UVMRT_OK) {
+            ctx->tier.n_writing--;
+            break;
+        }
+        t->file_valid = 0;
+        bytes += t->footprint;
+    }
+    if (bytes > 0) uvmrt__stat_add(ctx, c->layer, c->phase, STAT_SPILL_WRITE, bytes);
+    return st;
+}
+
+/* ------------------------------------------------------------------ the public call */
+static uvmrt_status_t to_disk(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
+{
+    uvmrt_tier_state_t *s = &ctx->tier;
+    if (strcmp(ctx->cfg.spill_dir, "none") == 0) {
+        LOG_ERROR(&ctx->log,
+                  "uvmrt_tensor_set_tier('%s', disk): no spill directory: set UVMRT_SPILL_DIR to a "
+                  "directory on a fast local disk",
+                  t->name);
+        return UVMRT_ERR_CONFIG;
+    }
+    if (!t->placed_host) {
+        LOG_ERROR(&ctx->log,
+                  "uvmrt_tensor_set_tier('%s', disk): the tensor is not placed in host memory: expected "
+                  "uvmrt_tensor_set_placement(UVMRT_PLACE_HOST) first",
+                  t->name);
+        return UVMRT_ERR_STATE;
+    }
+    if (s->sp == NULL) {
+        uvmrt_status_t st = uvmrt__spill_open(ctx->cfg.spill_dir, s->ops, &ctx->log, &s->sp);
+        if (st != UVMRT_OK) return st;
+    }
+    char lab[300];
+    label_of(ctx, t, lab, sizeof lab);
+    int f;
+    uvmrt_status_t st = uvmrt__spill_file_create(s->sp, lab, t->footprint, &f);
+    if (st == UVMRT_OK) {
+        st = uvmrt__spill_transfer(s->sp, f, 1, t->ptr, t->footprint);
+        if (st != UVMRT_OK) uvmrt__spill_file_remove(s->sp, f);
+    }
+    if (st != UVMRT_OK) return st;
+    t->on_disk = 1;
+    t->spill_file = f;
+    t->file_valid = t->host_valid = 1;
+    s->n_disk++;
+    drop_host(ctx, t);
+    return UVMRT_OK;
+}
+
+static uvmrt_status_t to_memory(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
+{
+    uvmrt_tier_state_t *s = &ctx->tier;
+    if (t->wb != NULL) (void)finish_write(ctx, t); /* a failure keeps the host copy: all we need */
+    if (!t->host_valid) {
+        uvmrt_status_t st = uvmrt__spill_transfer(s->sp, t->spill_file, 0, t->ptr, t->footprint);
+        if (st != UVMRT_OK) return st;
+        t->host_valid = 1;
+    }
+    uvmrt__spill_file_remove(s->sp, t->spill_file);
+    t->on_disk = 0;
+    t->spill_file = -1;
+    s->n_disk--;
+    return UVMRT_OK;
+}
+
+uvmrt_status_t uvmrt_tensor_set_tier(uvmrt_context_t *ctx, uvmrt_tensor_t *tensor, uvmrt_tier_t tier)
+{
+    if (ctx == NULL) return UVMRT_ERR_INVALID;
+    uvmrt_tensor_t *t = uvmrt__tensor_checked(ctx, tensor);
+    if (t == NULL) {
+        LOG_ERROR(&ctx->log, "uvmrt_tensor_set_tier(%p): not a live tensor of this context", (void *)tensor);
+        return UVMRT_ERR_NOT_FOUND;
+    }
+    if ((unsigned)tier > UVMRT_TIER_DISK) {
+        LOG_ERROR(&ctx->log, "uvmrt_tensor_set_tier('%s'): tier %d: expected UVMRT_TIER_MEMORY or UVMRT_TIER_DISK",
+                  t->name, (int)tier);
+        return UVMRT_ERR_INVALID;
+    }
+    if (uvmrt__in_step(ctx)) {
+        LOG_ERROR(&ctx->log, "uvmrt_tensor_set_tier('%s') inside a step: change tiers between steps", t->name);
+        return UVMRT_ERR_STATE;
+    }
+    if (t->on_disk == (tier == UVMRT_TIER_DISK)) return UVMRT_OK;
+    uvmrt_status_t st = tier == UVMRT_TIER_DISK ? to_disk(ctx, t) : to_memory(ctx, t);
+    if (st != UVMRT_OK)
+        LOG_ERROR(&ctx->log, "uvmrt_tensor_set_tier('%s', %s): tier unchanged: %s", t->name,
+                  tier == UVMRT_TIER_DISK ? "disk" : "memory", uvmrt_status_str(st));
+    return st;
+}
+
+uvmrt_tier_t uvmrt_tensor_tier(const uvmrt_tensor_t *t)
+{
+    return t && t->magic == UVMRT_TENSOR_MAGIC && t->on_disk ? UVMRT_TIER_DISK : UVMRT_TIER_MEMORY;
+}
+
+/* ------------------------------------------------------------------ lifetime */
+void uvmrt__tier_forget(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
+{
+    if (!t->on_disk) return;
+    if (t->wb != NULL) {
+        (void)uvmrt__spill_wait(ctx->tier.sp, t->wb); /* its contents die with it */
+        t->wb = NULL;
+    }
+    uvmrt__spill_file_remove(ctx->tier.sp, t->spill_file);
+    t->on_disk = 0;
+    ctx->tier.n_disk--;
+}
+
+void uvmrt__tier_close(uvmrt_context_t *ctx)
+{
+    if (ctx->tier.sp != NULL) (void)uvmrt__tier_poll(ctx, 1);
+    uvmrt__spill_close(ctx->tier.sp);
+    free(ctx->tier.writing);
+    memset(&ctx->tier, 0, sizeof ctx->tier);
+}
+
+void uvmrt__tier_set_ops(uvmrt_context_t *ctx, const uvmrt_spill_ops_t *ops) { ctx->tier.ops = ops; }

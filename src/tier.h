@@ -1,0 +1,49 @@
+/*
+ * tier.h -- tensors on the disk tier (uvmrt_tensor_set_tier): each has a file of the
+ * spill (spill.h); the executor reads it into the tensor's host memory before a layer
+ * call that uses it and writes it back after, and the host copy is dropped once the
+ * file holds the contents (internal; tier.c owns ctx->tier and the tensors' tier
+ * fields).
+ */
+#ifndef UVMRT_TIER_H
+#define UVMRT_TIER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "schedule.h"
+#include "spill.h"
+#include "uvmrt.h"
+
+typedef struct uvmrt_tier_state {
+    uvmrt_spill_t *sp;            /* opened at the first tensor put on the disk tier */
+    const uvmrt_spill_ops_t *ops; /* tests: the spill's system calls (NULL: the real ones) */
+    int *writing;                 /* ids of the tensors with a write-back in flight */
+    int n_writing, cap_writing;
+    int n_disk; /* live tensors on the disk tier */
+} uvmrt_tier_state_t;
+
+/* Before layer call c opens (step.c, staged uses [first, first + n)): every disk tensor
+ * it uses is in host memory once this returns UVMRT_OK (read back, the call's reads in
+ * flight together), its bytes counted to (layer, phase). UVMRT_ERR_IO (logged with the
+ * tensor, its layer and the file) when a read failed: the file is as it was, the call
+ * is not opened. A write-back that failed surfaces here or at step end (its host copy
+ * is kept, so nothing is lost). */
+uvmrt_status_t uvmrt__tier_before_call(uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, size_t first, size_t n);
+/* After layer call c's work (step.c, before it closes): waits for its stream, starts
+ * the write-back of the disk tensors it wrote (the host copy stays until the write
+ * completed) and drops the host copy of those it only read. Retried calls do not
+ * write twice. */
+uvmrt_status_t uvmrt__tier_after_call(uvmrt_context_t *ctx, const uvmrt_call_t *c);
+/* Completed write-backs: drops their host copies; block: waits for all. UVMRT_ERR_IO
+ * when one failed (logged; its tensor keeps its host copy and writes again after its
+ * next use). */
+uvmrt_status_t uvmrt__tier_poll(uvmrt_context_t *ctx, int block);
+/* A tensor being freed: its write-back waited for, its file removed. */
+void uvmrt__tier_forget(uvmrt_context_t *ctx, uvmrt_tensor_t *t);
+/* At destroy, after the tensors: the spill's files and directory removed. */
+void uvmrt__tier_close(uvmrt_context_t *ctx);
+/* Tests: the spill's system calls (before the first tensor goes to disk). */
+void uvmrt__tier_set_ops(uvmrt_context_t *ctx, const uvmrt_spill_ops_t *ops);
+
+#endif

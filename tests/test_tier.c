@@ -1,0 +1,522 @@
+/*
+ * test_tier.c -- tensors on the disk tier (uvmrt_tensor_set_tier, src/tier.c) on sim:
+ * a small MLP trained with its AdamW moments (and its weights) in files gives losses
+ * bit for bit those without the tier, on both engines; the host pages are given back
+ * between uses (so the bytes really come from the files); the counters count the
+ * bytes each way per step; a failed read or write-back inside a step is an error that
+ * names the tensor and layer and loses nothing; the API's refusals change nothing.
+ */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "faultinject.h"
+#include "helpers.h"
+#include "internal.h"
+
+enum { L = 3, H = 96, N = 8, STEPS = 5 };
+
+/* ------------------------------------------------------------------ the seam */
+static struct {
+    int fail_write_at, fail_read_at; /* 1-based chunk results that fail with EIO; 0: none */
+    int writes, reads;
+    int block_uring;
+    int refuse_direct; /* open with O_DIRECT gives EINVAL, as on a filesystem without it */
+} seam;
+static int seam_probe(void) { return seam.block_uring ? -EPERM : 0; }
+static ssize_t seam_result(int write, ssize_t res)
+{
+    if (write && ++seam.writes == seam.fail_write_at) return -EIO;
+    if (!write && ++seam.reads == seam.fail_read_at) return -EIO;
+    return res;
+}
+static int seam_open(int dirfd, const char *name, int flags, mode_t mode)
+{
+    if (seam.refuse_direct && (flags & O_DIRECT)) return -EINVAL;
+    int fd = openat(dirfd, name, flags, mode);
+    return fd < 0 ? -errno : fd;
+}
+static const uvmrt_spill_ops_t seam_ops = {seam_open, NULL, seam_probe, seam_result};
+
+/* ------------------------------------------------------------------ the model */
+typedef struct mlp {
+    uvmrt_context_t *ctx;
+    uvmrt_tensor_t *w[L], *g[L], *m[L], *v[L];
+    float x[N * H], y[N * H];
+    float act[L + 1][N * H]; /* activations: the trainer's own memory */
+    float dact[N * H], dnext[N * H];
+} mlp_t;
+
+static char spill_dir[256];
+
+static void make_dir(void)
+{
+    const char *t = getenv("TMPDIR");
+    snprintf(spill_dir, sizeof spill_dir, "%s/uvmrt-test-tier.XXXXXX", t && *t ? t : "/tmp");
+    cr_assert_not_null(mkdtemp(spill_dir));
+    memset(&seam, 0, sizeof seam);
+    log_reset();
+}
+
+static int entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    closedir(d);
+    return n;
+}
+
+/* tier: 0 none, 1 the moments, 2 the moments and the weights; fi: over the
+ * fault-injecting backend (tests/faultinject.c) around sim */
+static uvmrt_backend_ops_t fi_ops;
+static mlp_t *mlp_create_on(int tier, const char *dir, int fi_backend)
+{
+    mlp_t *n = calloc(1, sizeof *n);
+    uvmrt_params_t p;
+    sim_params(&p, UVMRT_POLICY_PREFETCH, 0, NULL);
+    p.log_level = UVMRT_LOG_INFO;
+    if (fi_backend) {
+        fi_ops = fi_wrap(&uvmrt__backend_sim);
+        cr_assert_eq(uvmrt__context_create_with(&p, &fi_ops, &n->ctx), UVMRT_OK, "%s", log_text());
+    } else {
+        cr_assert_eq(uvmrt_context_create(&p, &n->ctx), UVMRT_OK, "%s", log_text());
+    }
+    if (dir != NULL) snprintf(n->ctx->cfg.spill_dir, sizeof n->ctx->cfg.spill_dir, "%s", dir); /* as UVMRT_SPILL_DIR */
+    uvmrt__tier_set_ops(n->ctx, &seam_ops);
+    uint64_t s = 12345;
+    for (int l = 0; l < L; l++) {
+        char name[32];
+        snprintf(name, sizeof name, "block%d", l);
+        int layer;
+        cr_assert_eq(uvmrt_layer_add(n->ctx, name, &layer), UVMRT_OK);
+        uvmrt_tensor_desc_t d[4] = {{"w", layer, UVMRT_ROLE_WEIGHT, H * H * 4},
+                                    {"g", layer, UVMRT_ROLE_GRADIENT, H * H * 4},
+                                    {"adam_m", layer, UVMRT_ROLE_OPTIMIZER_STATE, H * H * 4},
+                                    {"adam_v", layer, UVMRT_ROLE_OPTIMIZER_STATE, H * H * 4}};
+        uvmrt_tensor_t *t[4];
+        cr_assert_eq(uvmrt_tensors_alloc(n->ctx, 4, d, t), UVMRT_OK);
+        n->w[l] = t[0], n->g[l] = t[1], n->m[l] = t[2], n->v[l] = t[3];
+        float *w = uvmrt_tensor_ptr(t[0]);
+        for (int i = 0; i < H * H; i++) w[i] = ((float)(xorshift64(&s) % 2001) - 1000.0f) / 1000.0f / sqrtf(H);
+        memset(uvmrt_tensor_ptr(t[2]), 0, H * H * 4);
+        memset(uvmrt_tensor_ptr(t[3]), 0, H * H * 4);
+        uvmrt_tensor_t *on_disk[3] = {t[2], t[3], t[0]};
+        for (int k = 0; k < (tier == 0 ? 0 : tier == 1 ? 2 : 3); k++) {
+            cr_assert_eq(uvmrt_tensor_set_placement(n->ctx, on_disk[k], UVMRT_PLACE_HOST), UVMRT_OK);
+            cr_assert_eq(uvmrt_tensor_set_tier(n->ctx, on_disk[k], UVMRT_TIER_DISK), UVMRT_OK, "%s", log_text());
+        }
+    }
+    for (int i = 0; i < N * H; i++) {
+        n->x[i] = sinf((float)i * 0.37f);
+        n->y[i] = cosf((float)i * 0.11f) * 0.5f;
+    }
+    return n;
+}
+static mlp_t *mlp_create(int tier, const char *dir) { return mlp_create_on(tier, dir, 0); }
+
+/* A failure of the disk tier (UVMRT_ERR_IO) inside a step is counted, its message
+ * checked, and the same call made again, as a trainer that retries would: the failed
+ * call changed nothing, so the run goes on as if it had not failed. */
+static int io_failures, backend_failures;
+static uvmrt_status_t retried(uvmrt_status_t st, const char *what)
+{
+    if (st == UVMRT_ERR_BACKEND && fi.last_failed) { /* an injected backend failure: the same */
+        backend_failures++;
+        return UVMRT_ERR_IO;
+    }
+    if (st != UVMRT_ERR_IO) return st;
+    io_failures++;
+    cr_assert(log_contains("adam_") && log_contains("block") && log_contains("uvmrt-spill."),
+              "%s: the message names the tensor, its layer and the file: %s", what, log_text());
+    log_reset();
+    return UVMRT_ERR_IO;
+}
+
+static uvmrt_status_t call(mlp_t *n, int l, uvmrt_phase_t ph)
+{
+    uvmrt_layer_call_t c;
+    uvmrt_layer_call_init(&c, l, ph, NULL);
+    uvmrt_status_t st = uvmrt_layer_begin(n->ctx, &c);
+    if (retried(st, "uvmrt_layer_begin") == UVMRT_ERR_IO) st = uvmrt_layer_begin(n->ctx, &c);
+    return st;
+}
+
+static uvmrt_status_t end_call(mlp_t *n)
+{
+    uvmrt_status_t st = uvmrt_layer_end(n->ctx);
+    if (retried(st, "uvmrt_layer_end") == UVMRT_ERR_IO) st = uvmrt_layer_end(n->ctx);
+    return st;
+}
+
+/* One step; returns the loss (NAN when a call failed: *st says which status). */
+static float mlp_step(mlp_t *n, uint64_t t, uvmrt_status_t *st)
+{
+    *st = uvmrt_step_begin(n->ctx);
+    if (*st != UVMRT_OK) return NAN;
+    memcpy(n->act[0], n->x, sizeof n->x);
+    for (int l = 0; l < L; l++) {
+        if ((*st = call(n, l, UVMRT_PHASE_FORWARD)) != UVMRT_OK) return NAN;
+        const float *w = uvmrt_tensor_ptr(n->w[l]);
+        for (int r = 0; r < N; r++)
+            for (int j = 0; j < H; j++) {
+                float a = 0;
+                for (int k = 0; k < H; k++) a += n->act[l][r * H + k] * w[k * H + j];
+                n->act[l + 1][r * H + j] = tanhf(a);
+            }
+        if ((*st = end_call(n)) != UVMRT_OK) return NAN;
+    }
+    float loss = 0;
+    for (int i = 0; i < N * H; i++) {
+        float d = n->act[L][i] - n->y[i];
+        loss += d * d;
+        n->dact[i] = 2 * d / (N * H);
+    }
+    for (int l = L - 1; l >= 0; l--) {
+        if ((*st = call(n, l, UVMRT_PHASE_BACKWARD)) != UVMRT_OK) return NAN;
+        const float *w = uvmrt_tensor_ptr(n->w[l]);
+        float *g = uvmrt_tensor_ptr(n->g[l]);
+        for (int i = 0; i < N * H; i++) n->dact[i] *= 1 - n->act[l + 1][i] * n->act[l + 1][i]; /* through tanh */
+        for (int k = 0; k < H; k++)
+            for (int j = 0; j < H; j++) {
+                float a = 0;
+                for (int r = 0; r < N; r++) a += n->act[l][r * H + k] * n->dact[r * H + j];
+                g[k * H + j] = a;
+            }
+        for (int r = 0; r < N; r++)
+            for (int k = 0; k < H; k++) {
+                float a = 0;
+                for (int j = 0; j < H; j++) a += n->dact[r * H + j] * w[k * H + j];
+                n->dnext[r * H + k] = a;
+            }
+        memcpy(n->dact, n->dnext, sizeof n->dact);
+        if ((*st = end_call(n)) != UVMRT_OK) return NAN;
+    }
+    for (int l = 0; l < L; l++) {
+        if ((*st = call(n, l, UVMRT_PHASE_OPTIMIZER)) != UVMRT_OK) return NAN;
+        uvmrt_adamw_t hp;
+        uvmrt_adamw_init(&hp);
+        hp.lr = 1e-2;
+        hp.step = t;
+        hp.threads = 1;
+        *st = uvmrt_adamw_cpu(&hp, uvmrt_tensor_ptr(n->w[l]), uvmrt_tensor_ptr(n->m[l]), uvmrt_tensor_ptr(n->v[l]),
+                              uvmrt_tensor_ptr(n->g[l]), H * H, NULL);
+        cr_assert_eq(*st, UVMRT_OK);
+        if ((*st = end_call(n)) != UVMRT_OK) return NAN;
+    }
+    *st = uvmrt_step_end(n->ctx);
+    if (retried(*st, "uvmrt_step_end") == UVMRT_ERR_IO) *st = uvmrt_step_end(n->ctx);
+    return loss;
+}
+
+static void train(int tier, int block_uring, float *losses)
+{
+    seam.block_uring = block_uring;
+    mlp_t *n = mlp_create(tier, tier ? spill_dir : NULL);
+    for (int s = 0; s < STEPS; s++) {
+        uvmrt_status_t st;
+        losses[s] = mlp_step(n, (uint64_t)s + 1, &st);
+        cr_assert_eq(st, UVMRT_OK, "tier %d step %d: %s", tier, s, log_text());
+    }
+    if (tier) {
+        uvmrt_summary_t sum;
+        cr_assert_eq(uvmrt_summary_get(n->ctx, &sum), UVMRT_OK);
+        /* every disk tensor read once per call that uses it and written after its update */
+        uint64_t fp = footprint_of(H * H * 4);
+        uint64_t reads = tier == 1 ? 2 * L * fp : 5 * L * fp; /* w: forward, backward, optimizer */
+        uint64_t writes = tier == 1 ? 2 * L * fp : 3 * L * fp;
+        cr_assert_eq(sum.spill_read_bytes, STEPS * reads, "read %llu", (unsigned long long)sum.spill_read_bytes);
+        cr_assert_eq(sum.spill_write_bytes, STEPS * writes);
+        uvmrt_step_stats_t ss;
+        cr_assert_eq(uvmrt_step_stats_get(n->ctx, 2, &ss), UVMRT_OK);
+        cr_assert_eq(ss.spill_read_bytes, reads);
+        cr_assert_eq(ss.spill_write_bytes, writes);
+        uvmrt_layer_stats_t ls;
+        cr_assert_eq(uvmrt_layer_stats_get(n->ctx, 1, UVMRT_PHASE_OPTIMIZER, &ls), UVMRT_OK);
+        cr_assert_eq(ls.spill_write_bytes, STEPS * (tier == 1 ? 2 : 3) * fp);
+        /* the reports: traffic per step and the drive wear it projects */
+        char path[400], *text = NULL;
+        snprintf(path, sizeof path, "%s.json", spill_dir);
+        cr_assert_eq(uvmrt_report_write(n->ctx, "json", path), UVMRT_OK);
+        json_error_t err;
+        json_t *root = json_load_file(path, 0, &err), *dt = json_object_get(root, "disk_tier");
+        cr_assert_not_null(dt, "a disk_tier object");
+        cr_assert_str_eq(json_string_value(json_object_get(dt, "engine")),
+                         block_uring ? "threads" : uvmrt__spill_engine(n->ctx->tier.sp));
+        cr_assert_eq(json_real_value(json_object_get(dt, "write_bytes_per_step")), (double)writes);
+        cr_assert_eq(json_real_value(json_object_get(dt, "read_bytes_per_step")), (double)reads);
+        cr_assert_gt(json_real_value(json_object_get(dt, "tb_written_per_day")), 0.0);
+        json_decref(root);
+        snprintf(path, sizeof path, "%s.txt", spill_dir);
+        cr_assert_eq(uvmrt_report_write(n->ctx, "text", path), UVMRT_OK);
+        text = file_slurp(path);
+        cr_assert(strstr(text, "disk tier (") && strstr(text, "TB written per day"), "%s", text);
+        free(text);
+        unlink(path);
+        snprintf(path, sizeof path, "%s.json", spill_dir);
+        unlink(path);
+        /* between steps, with the write-backs done, the host pages hold nothing: the
+         * next step's bytes come from the files */
+        cr_assert_eq(uvmrt__tier_poll(n->ctx, 1), UVMRT_OK);
+        const float *m = uvmrt_tensor_ptr(n->m[0]);
+        float sum_abs = 0;
+        for (int i = 0; i < H * H; i++) sum_abs += fabsf(m[i]);
+        cr_assert_eq(sum_abs, 0.0f, "the host copy of a disk tensor was given back");
+        cr_assert_eq(uvmrt_tensor_tier(n->m[0]), UVMRT_TIER_DISK);
+        /* back to memory: the contents return */
+        cr_assert_eq(uvmrt_tensor_set_tier(n->ctx, n->m[0], UVMRT_TIER_MEMORY), UVMRT_OK);
+        sum_abs = 0;
+        for (int i = 0; i < H * H; i++) sum_abs += fabsf(m[i]);
+        cr_assert_gt(sum_abs, 0.0f);
+        cr_assert_eq(entries(spill_dir), 1, "one private subdirectory");
+        cr_assert(log_contains(block_uring ? "engine threads" : "engine "), "%s", log_text());
+    }
+    uvmrt_context_destroy(n->ctx);
+    free(n);
+    if (tier) cr_assert_eq(entries(spill_dir), 0, "the spill directory is removed at destroy");
+}
+
+Test(tier, mlp_losses_bitwise_equal_with_the_moments_and_weights_on_disk)
+{
+    make_dir();
+    float base[STEPS], moments[STEPS], all[STEPS], threads[STEPS];
+    train(0, 0, base);
+    train(1, 0, moments);
+    train(2, 0, all);
+    train(2, 1, threads);
+    cr_assert_lt(base[STEPS - 1], base[0], "the loss falls");
+    for (int s = 0; s < STEPS; s++) {
+        cr_assert(memcmp(&base[s], &moments[s], sizeof(float)) == 0, "step %d: %.9g vs %.9g", s, base[s], moments[s]);
+        cr_assert(memcmp(&base[s], &all[s], sizeof(float)) == 0, "step %d: %.9g vs %.9g", s, base[s], all[s]);
+        cr_assert(memcmp(&base[s], &threads[s], sizeof(float)) == 0, "step %d", s);
+    }
+    rmdir(spill_dir);
+}
+
+/* The k-th read or write chunk fails, for every k over the run: the call or step end
+ * where it surfaces fails with UVMRT_ERR_IO naming the tensor, its layer and the file,
+ * exactly once; made again, the run goes on, and its losses equal those of a run
+ * without failures bit for bit (a failed read left the file as it was; a failed write
+ * kept the host copy, written again after its next use). */
+static void fail_sweep(int write)
+{
+    make_dir();
+    float base[STEPS];
+    train(0, 0, base);
+    const int per_run = STEPS * 2 * L; /* one chunk per moment tensor and step */
+    for (int k = 1; k <= per_run; k++) {
+        mlp_t *n = mlp_create(1, spill_dir);
+        seam.reads = seam.writes = 0; /* set_tier's own writes are not counted */
+        if (write) seam.fail_write_at = k;
+        else seam.fail_read_at = k;
+        io_failures = 0;
+        log_reset();
+        for (int s = 0; s < STEPS; s++) {
+            uvmrt_status_t st;
+            float loss = mlp_step(n, (uint64_t)s + 1, &st);
+            cr_assert_eq(st, UVMRT_OK, "k=%d step %d: %s", k, s, log_text());
+            cr_assert(memcmp(&loss, &base[s], sizeof loss) == 0, "k=%d step %d: %.9g vs %.9g", k, s, loss, base[s]);
+        }
+        /* a write-back of the last step fails after its end: it surfaces when waited for */
+        if (retried(uvmrt__tier_poll(n->ctx, 1), "the last write-backs") == UVMRT_ERR_IO)
+            cr_assert(write, "k=%d: only a write can fail after the step", k);
+        cr_assert_eq(io_failures, 1, "k=%d: the injected failure surfaced once (%d)", k, io_failures);
+        uvmrt_context_destroy(n->ctx);
+        free(n);
+        seam.fail_write_at = seam.fail_read_at = 0;
+    }
+    rmdir(spill_dir);
+}
+
+/* Every backend call the disk tier adds (the stream sync before a write-back) and the
+ * others of the same steps fail once, for every k: the call fails and changes nothing,
+ * made again it succeeds, and the losses are those of a run without failures. */
+Test(tier, kth_backend_call_fails_for_every_k_with_the_tier_on)
+{
+    make_dir();
+    float base[STEPS];
+    train(0, 0, base);
+    mlp_t *n = mlp_create_on(1, spill_dir, 1);
+    fi_arm(-1, 0, 0, 0);
+    for (int s = 0; s < STEPS; s++) {
+        uvmrt_status_t st;
+        mlp_step(n, (uint64_t)s + 1, &st);
+        cr_assert_eq(st, UVMRT_OK);
+    }
+    uint64_t syncs = fi.calls[FI_STREAM_SYNC];
+    uvmrt_context_destroy(n->ctx);
+    free(n);
+    cr_assert_geq(syncs, (uint64_t)(STEPS * L), "a sync before each write-back call at least");
+    for (uint64_t k = 1; k <= syncs; k++) {
+        n = mlp_create_on(1, spill_dir, 1);
+        fi_arm(FI_STREAM_SYNC, k, 0, 0);
+        backend_failures = io_failures = 0;
+        log_reset();
+        for (int s = 0; s < STEPS; s++) {
+            uvmrt_status_t st;
+            float loss = mlp_step(n, (uint64_t)s + 1, &st);
+            cr_assert_eq(st, UVMRT_OK, "k=%llu step %d: %s", (unsigned long long)k, s, log_text());
+            cr_assert(memcmp(&loss, &base[s], sizeof loss) == 0, "k=%llu step %d", (unsigned long long)k, s);
+        }
+        /* it failed a call (made again), or a call completed without it (counted) */
+        uvmrt_summary_t sum;
+        cr_assert_eq(uvmrt_summary_get(n->ctx, &sum), UVMRT_OK);
+        cr_assert(fi.fired);
+        cr_assert_eq(backend_failures + (int)sum.backend_errors, 1, "k=%llu: %d failures, %llu absorbed: %s",
+                     (unsigned long long)k, backend_failures, (unsigned long long)sum.backend_errors, log_text());
+        cr_assert_eq(io_failures, 0);
+        uvmrt_context_destroy(n->ctx);
+        free(n);
+    }
+    rmdir(spill_dir);
+}
+
+Test(tier, kth_write_back_fails_for_every_k) { fail_sweep(1); }
+Test(tier, kth_read_fails_for_every_k) { fail_sweep(0); }
+
+Test(tier, refusals_change_nothing)
+{
+    make_dir();
+    mlp_t *n = mlp_create(0, NULL);
+    uvmrt_context_t *ctx = n->ctx;
+    cr_assert_eq(uvmrt_tensor_set_tier(ctx, n->m[0], UVMRT_TIER_DISK), UVMRT_ERR_CONFIG, "no UVMRT_SPILL_DIR");
+    cr_assert(log_contains("UVMRT_SPILL_DIR"), "%s", log_text());
+    snprintf(ctx->cfg.spill_dir, sizeof ctx->cfg.spill_dir, "%s", spill_dir);
+    cr_assert_eq(uvmrt_tensor_set_tier(ctx, n->m[0], UVMRT_TIER_DISK), UVMRT_ERR_STATE, "not placed on the host");
+    cr_assert(log_contains("UVMRT_PLACE_HOST"), "%s", log_text());
+    cr_assert_eq(uvmrt_tensor_set_tier(ctx, n->m[0], (uvmrt_tier_t)7), UVMRT_ERR_INVALID);
+    cr_assert_eq(uvmrt_tensor_set_tier(ctx, (uvmrt_tensor_t *)n, UVMRT_TIER_DISK), UVMRT_ERR_NOT_FOUND);
+    cr_assert_eq(uvmrt_tensor_set_tier(NULL, n->m[0], UVMRT_TIER_DISK), UVMRT_ERR_INVALID);
+    cr_assert_eq(uvmrt_tensor_tier(NULL), UVMRT_TIER_MEMORY);
+    cr_assert_eq(uvmrt_tensor_tier(n->m[0]), UVMRT_TIER_MEMORY);
+    cr_assert_eq(entries(spill_dir), 0, "nothing created by refused calls");
+    cr_assert_eq(uvmrt_tensor_set_placement(ctx, n->m[0], UVMRT_PLACE_HOST), UVMRT_OK);
+    cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
+    cr_assert_eq(uvmrt_tensor_set_tier(ctx, n->m[0], UVMRT_TIER_DISK), UVMRT_ERR_STATE, "inside a step");
+    cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK);
+    float *m = uvmrt_tensor_ptr(n->m[0]);
+    for (int i = 0; i < H * H; i++) m[i] = (float)i;
+    cr_assert_eq(uvmrt_tensor_set_tier(ctx, n->m[0], UVMRT_TIER_DISK), UVMRT_OK);
+    cr_assert_eq(uvmrt_tensor_set_placement(ctx, n->m[0], UVMRT_PLACE_AUTO), UVMRT_ERR_STATE, "on disk: stays host");
+    cr_assert_eq(uvmrt_tensor_placement(n->m[0]), UVMRT_PLACE_HOST);
+    cr_assert_eq(m[5], 0.0f, "the host pages were given back");
+    cr_assert_eq(uvmrt_tensor_set_tier(ctx, n->m[0], UVMRT_TIER_MEMORY), UVMRT_OK);
+    for (int i = 0; i < H * H; i++) cr_assert_eq(m[i], (float)i);
+    /* a freed disk tensor takes its file with it */
+    cr_assert_eq(uvmrt_tensor_set_tier(ctx, n->m[0], UVMRT_TIER_DISK), UVMRT_OK);
+    char sub[600];
+    snprintf(sub, sizeof sub, "%s", uvmrt__spill_path(ctx->tier.sp));
+    cr_assert_eq(entries(sub), 1);
+    cr_assert_eq(uvmrt_tensor_free(ctx, n->m[0]), UVMRT_OK);
+    cr_assert_eq(entries(sub), 0);
+    uvmrt_context_destroy(ctx);
+    free(n);
+    cr_assert_eq(entries(spill_dir), 0);
+    rmdir(spill_dir);
+}
+
+Test(tier, spill_dir_checked_at_creation)
+{
+    uvmrt_params_t p;
+    sim_params(&p, UVMRT_POLICY_PREFETCH, 0, NULL);
+    p.ignore_env = 0;
+    env_clear_uvmrt();
+    setenv("UVMRT_SPILL_DIR", "/nonexistent/uvmrt-spill", 1);
+    uvmrt_context_t *ctx = NULL;
+    log_reset();
+    cr_assert_eq(uvmrt_context_create(&p, &ctx), UVMRT_ERR_CONFIG);
+    cr_assert(log_contains("UVMRT_SPILL_DIR") && log_contains("/nonexistent/uvmrt-spill"), "%s", log_text());
+    setenv("UVMRT_SPILL_DIR", "AUTO", 1);
+    cr_assert_eq(uvmrt_context_create(&p, &ctx), UVMRT_ERR_CONFIG);
+    make_dir();
+    setenv("UVMRT_SPILL_DIR", spill_dir, 1);
+    cr_assert_eq(uvmrt_context_create(&p, &ctx), UVMRT_OK, "%s", log_text());
+    cr_assert_eq(entries(spill_dir), 0, "nothing is made before a tensor goes to disk");
+    uvmrt_context_destroy(ctx);
+    unsetenv("UVMRT_SPILL_DIR");
+    rmdir(spill_dir);
+}
+
+/* After a test that mounts on spill_dir, even one that failed: nothing left mounted. */
+static void unmount_dir(void)
+{
+    if (spill_dir[0] == '\0') return;
+    umount2(spill_dir, MNT_DETACH);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", spill_dir);
+    if (system(cmd) != 0) fprintf(stderr, "test_tier: could not remove %s\n", spill_dir);
+}
+
+/* A real full disk (a 160 KiB tmpfs: two files of 64 KiB; root only): the tensor that does not fit is refused
+ * with a message naming it, the bytes needed and free, and is as it was. */
+Test(tier, full_disk_refuses_the_tensor_and_changes_nothing, .fini = unmount_dir)
+{
+    make_dir();
+    if (geteuid() != 0 || mount("uvmrt-tier-test", spill_dir, "tmpfs", 0, "size=160k,mode=0700") != 0) {
+        rmdir(spill_dir);
+        cr_skip_test("no small tmpfs (needs root)");
+    }
+    mlp_t *n = mlp_create(0, spill_dir);
+    uvmrt_context_t *ctx = n->ctx;
+    int ok = 0, refused = 0;
+    for (int l = 0; l < L; l++)
+        for (int k = 0; k < 2; k++) {
+            uvmrt_tensor_t *t = k ? n->v[l] : n->m[l];
+            float *p = uvmrt_tensor_ptr(t);
+            for (int i = 0; i < H * H; i++) p[i] = (float)(i + l);
+            cr_assert_eq(uvmrt_tensor_set_placement(ctx, t, UVMRT_PLACE_HOST), UVMRT_OK);
+            log_reset();
+            uvmrt_status_t st = uvmrt_tensor_set_tier(ctx, t, UVMRT_TIER_DISK);
+            if (st == UVMRT_OK) {
+                ok++;
+                continue;
+            }
+            refused++;
+            cr_assert_eq(st, UVMRT_ERR_IO);
+            cr_assert(log_contains("adam_") && log_contains("bytes free") && log_contains("No space left"), "%s",
+                      log_text());
+            cr_assert_eq(uvmrt_tensor_tier(t), UVMRT_TIER_MEMORY);
+            for (int i = 0; i < H * H; i++) cr_assert_eq(p[i], (float)(i + l), "the data stays in memory");
+        }
+    cr_assert_gt(ok, 0);
+    cr_assert_gt(refused, 0);
+    /* the run trains on with what fits */
+    uvmrt_status_t st;
+    mlp_step(n, 1, &st);
+    cr_assert_eq(st, UVMRT_OK, "%s", log_text());
+    uvmrt_context_destroy(ctx);
+    free(n);
+    cr_assert_eq(umount(spill_dir), 0);
+    rmdir(spill_dir);
+}
+
+/* A directory on a filesystem without O_DIRECT (ramfs when root, which has no direct
+ * I/O; otherwise the seam refuses it): a warning, buffered files, and the run's losses
+ * as without the tier. */
+Test(tier, a_filesystem_without_o_direct_falls_back_to_buffered, .fini = unmount_dir)
+{
+    make_dir();
+    float base[STEPS], buffered[STEPS];
+    train(0, 0, base);
+    int mounted = geteuid() == 0 && mount("uvmrt-tier-ramfs", spill_dir, "ramfs", 0, "mode=0700") == 0;
+    if (!mounted) seam.refuse_direct = 1;
+    log_reset();
+    train(2, 0, buffered);
+    cr_assert(log_contains("refuses O_DIRECT") && log_contains("page cache"), "%s", log_text());
+    for (int s = 0; s < STEPS; s++) cr_assert(memcmp(&base[s], &buffered[s], sizeof(float)) == 0, "step %d", s);
+    if (mounted) cr_assert_eq(umount(spill_dir), 0);
+    seam.refuse_direct = 0;
+    rmdir(spill_dir);
+}
