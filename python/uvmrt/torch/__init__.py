@@ -169,6 +169,7 @@ def step_stats(model, step=None):
     out["step_ms"] = st.step_ns / 1e6
     out["predicted_step_ms"] = e.choice.predicted_step_ns / 1e6 if e.choice is not None else None
     out["cpu_layers"] = sum(1 for l in e.layers if l.cpu_opt)
+    out["cpu_params"] = sum(p.numel() for l in e.layers if l.cpu_opt for _, p in l.owned if p.requires_grad)
     out["recompute_layers"] = sum(1 for l in e.layers if l.recompute)
     out["torch_bytes"] = e.ctx_external if hasattr(e, "ctx_external") else None
     return out
