@@ -33,6 +33,7 @@
 #endif
 #include <unistd.h>
 
+#include "abi.h"        /* defines: UVMRT__ABI_READ */
 #include "adamw_math.h" /* defines: uvmrt__adamw_coef_t, uvmrt__adamw_elem, uvmrt__f32_to_bf16 */
 #include "log.h"        /* defines: LOG_ERROR, LOG_WARN */
 #include "uvmrt.h"
@@ -233,11 +234,6 @@ void uvmrt_adamw_init(uvmrt_adamw_t *hp) {
     } while (0)
 
 static uvmrt_status_t check_hp(const uvmrt_adamw_t *hp) {
-    if (hp == NULL)
-        BAD("hp is NULL: expected a uvmrt_adamw_t set up by uvmrt_adamw_init");
-    if (hp->struct_size != sizeof(uvmrt_adamw_t))
-        BAD("hp->struct_size %zu: expected %zu (sizeof(uvmrt_adamw_t); call uvmrt_adamw_init)",
-            hp->struct_size, sizeof(uvmrt_adamw_t));
     if (!(isfinite(hp->lr) && hp->lr >= 0.0))
         BAD("lr %g: expected a finite value >= 0", hp->lr);
     if (!(hp->beta1 >= 0.0 && hp->beta1 < 1.0))
@@ -260,6 +256,14 @@ static uvmrt_status_t check_hp(const uvmrt_adamw_t *hp) {
 
 uvmrt_status_t uvmrt_adamw_cpu(const uvmrt_adamw_t *hp, float *w, float *m, float *v,
                                const float *g, size_t n, uint16_t *half_out) {
+    if (hp == NULL)
+        BAD("hp is NULL: expected a uvmrt_adamw_t set up by uvmrt_adamw_init");
+    /* The caller's struct up to its struct_size; fields past it take the defaults. */
+    uvmrt_adamw_t full;
+    uvmrt_adamw_init(&full);
+    if (UVMRT__ABI_READ(&stderr_log, "uvmrt_adamw_cpu", uvmrt_adamw_t, hp, &full) != UVMRT_OK)
+        return UVMRT_ERR_INVALID;
+    hp = &full;
     uvmrt_status_t st = check_hp(hp);
     if (st != UVMRT_OK)
         return st;

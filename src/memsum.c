@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 
+#include "abi.h"
 #include "exec.h"
 #include "memsum.h"
 #include "report.h"
@@ -147,6 +148,8 @@ uvmrt_status_t uvmrt_memory_summary(const uvmrt_context_t *ctx, uvmrt_tensor_inf
                   cap);
         return UVMRT_ERR_INVALID;
     }
+    if (out != NULL && UVMRT__ABI_CHECK(&ctx->log, "uvmrt_memory_summary", uvmrt_tensor_info_t, &out[0]) != UVMRT_OK)
+        return UVMRT_ERR_INVALID;
     size_t live = live_tensors(ctx);
     if (out == NULL) {
         *n = live;
@@ -165,10 +168,13 @@ uvmrt_status_t uvmrt_memory_summary(const uvmrt_context_t *ctx, uvmrt_tensor_inf
         return UVMRT_ERR_NOMEM;
     }
     uvmrt__mechanisms(ctx, bits);
-    size_t k = 0;
+    size_t k = 0, stride = UVMRT__SIZE_OF(&out[0]); /* the caller's sizeof(uvmrt_tensor_info_t) */
     for (int id = 0; id < ctx->tensors.n; id++) {
         const uvmrt_tensor_t *t = ctx->tensors.by_id[id];
-        if (t->magic == UVMRT_TENSOR_MAGIC) info_of(ctx, t, bits[id], &out[k++]);
+        if (t->magic != UVMRT_TENSOR_MAGIC) continue;
+        uvmrt_tensor_info_t full;
+        info_of(ctx, t, bits[id], &full);
+        uvmrt__abi_write((char *)out + k++ * stride, &full, stride);
     }
     free(bits);
     *n = k;
@@ -182,6 +188,8 @@ uvmrt_status_t uvmrt_memory_stats_get(const uvmrt_context_t *ctx, uvmrt_memory_s
         LOG_ERROR(&ctx->log, "uvmrt_memory_stats_get: out is NULL: expected a uvmrt_memory_stats_t");
         return UVMRT_ERR_INVALID;
     }
+    if (UVMRT__ABI_CHECK(&ctx->log, "uvmrt_memory_stats_get", uvmrt_memory_stats_t, out) != UVMRT_OK)
+        return UVMRT_ERR_INVALID;
     uvmrt_memory_stats_t m;
     memset(&m, 0, sizeof m);
     m.budget_bytes = ctx->budget;
@@ -199,7 +207,7 @@ uvmrt_status_t uvmrt_memory_stats_get(const uvmrt_context_t *ctx, uvmrt_memory_s
         if (t->resident) m.role_resident_bytes[r] += t->footprint;
         if (t->host_homed) m.host_homed_bytes += t->footprint;
     }
-    *out = m;
+    UVMRT__ABI_WRITE(out, &m);
     return UVMRT_OK;
 }
 
@@ -213,7 +221,7 @@ uvmrt_status_t uvmrt_memory_peak_reset(uvmrt_context_t *ctx)
 /* ------------------------------------------------------------------ report sections */
 void uvmrt__memsum_text(const uvmrt_context_t *ctx, FILE *f)
 {
-    uvmrt_memory_stats_t m;
+    uvmrt_memory_stats_t m = UVMRT_STRUCT_INIT(uvmrt_memory_stats_t);
     if (uvmrt_memory_stats_get(ctx, &m) != UVMRT_OK) return;
     fprintf(f, "\nmemory: budget %.1f MiB, resident now %.1f MiB, peak %.1f MiB, tensors %.1f MiB (%llu), "
                "kept in host memory %.1f MiB\n",
@@ -229,6 +237,7 @@ void uvmrt__memsum_text(const uvmrt_context_t *ctx, FILE *f)
     size_t n = 0;
     if (uvmrt_memory_summary(ctx, NULL, 0, &n) != UVMRT_OK || n == 0) return;
     uvmrt_tensor_info_t *ti = malloc(n * sizeof *ti);
+    if (ti != NULL) ti[0].struct_size = sizeof *ti;
     if (ti == NULL || uvmrt_memory_summary(ctx, ti, n, &n) != UVMRT_OK) {
         fprintf(f, "(no memory for the per-tensor table)\n");
         free(ti);
@@ -304,11 +313,12 @@ static json_t *ju64(uint64_t v) { return json_integer((json_int_t)v); }
  * can fail the report with UVMRT_ERR_NOMEM rather than write it short. */
 json_t *uvmrt__memsum_json(const uvmrt_context_t *ctx)
 {
-    uvmrt_memory_stats_t m;
+    uvmrt_memory_stats_t m = UVMRT_STRUCT_INIT(uvmrt_memory_stats_t);
     size_t n = 0;
     if (uvmrt_memory_stats_get(ctx, &m) != UVMRT_OK || uvmrt_memory_summary(ctx, NULL, 0, &n) != UVMRT_OK)
         return NULL;
     uvmrt_tensor_info_t *ti = malloc((n ? n : 1) * sizeof *ti);
+    if (ti != NULL) ti[0].struct_size = sizeof *ti;
     if (ti == NULL || uvmrt_memory_summary(ctx, ti, n, &n) != UVMRT_OK) {
         free(ti);
         return NULL;

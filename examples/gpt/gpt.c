@@ -596,6 +596,7 @@ static const unsigned R = UVMRT_USE_READ, W = UVMRT_USE_WRITE, RW = UVMRT_USE_RE
 static void layer_open(gpt_run_t *run, int layer, uvmrt_phase_t phase, const use_list_t *uses,
                        double flops, uint64_t bytes) {
     uvmrt_layer_call_t call = {
+        .struct_size = sizeof(uvmrt_layer_call_t),
         .layer = layer, .phase = phase, .stream = run->stream, .uses = uses->u,
         .n_uses = uses->n, .no_default_uses = 1, .flops = flops,
     };
@@ -1031,6 +1032,7 @@ static void optimizer(gpt_run_t *run, int l, const mlp_adamw_coef_t *cd,
  * host memory with the link's transfers; cuda: declared only (the thread does it). */
 static void cpu_optimizer_declare(gpt_run_t *run, int l) {
     uvmrt_layer_call_t call = {
+        .struct_size = sizeof(uvmrt_layer_call_t),
         .layer = l, .phase = UVMRT_PHASE_OPTIMIZER, .stream = run->cpu_stream,
         .no_default_uses = 1, .host_bytes = cli_adamw_host_bytes(run->profile, run->lp[l].n),
         .after = run->stream, /* the thread starts once the backward is done */
@@ -1325,6 +1327,7 @@ static void run_steps(gpt_run_t *run, FILE *loss_log) {
             run->norms[s] = run->clip_host[0];
         }
         uvmrt_step_stats_t *st = &run->stats[s];
+        st->struct_size = sizeof *st;
         UV_CHECK(run, uvmrt_step_stats_get(run->ctx, run->uv_steps - 1, st));
         double ms = (double)st->step_ns / 1e6;
         double in = (double)(st->prefetch_bytes + st->remote_read_bytes) / GB;
@@ -1648,7 +1651,7 @@ int main(int argc, char **argv) {
     if (loss_log && cli_output_close("--loss-log", opt.c.loss_log, loss_log) != 0)
         status = 1;
 
-    uvmrt_summary_t sum;
+    uvmrt_summary_t sum = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     UV_CHECK(&run, uvmrt_summary_get(run.ctx, &sum));
     medians_t m = gpt_run_medians(&run);
     if (gpt_outputs_write(&run, &m, &sum) != 0)

@@ -132,6 +132,7 @@ void gpt_choose_auto(gpt_run_t *run) {
     }
     if (n == 0)
         return;
+    run->choice.struct_size = sizeof run->choice;
     uvmrt_status_t st = uvmrt_choose(run->ctx, knobs, n, rehearse, run, &run->choice);
     if (st != UVMRT_OK)
         gpt_run_fail(run, "uvmrt_choose (%s auto) failed: %s (%s); give explicit values",
@@ -226,6 +227,7 @@ void gpt_choice_review(gpt_run_t *run, int s) {
     run->reviewed = 1;
     run->review_again = 0;
     int changed = 0;
+    run->choice.struct_size = sizeof run->choice;
     uvmrt_status_t st = uvmrt_choice_review(run->ctx, &run->choice, &changed);
     if (st != UVMRT_OK) {
         fprintf(stderr, PROG ": note: uvmrt_choice_review failed: %s (%s); keeping the "
