@@ -335,6 +335,13 @@ Test(abi, a_shorter_output_struct_is_written_up_to_its_size)
         }                                                                                                     \
     } while (0)
 
+static uvmrt_status_t no_rehearsal(uvmrt_context_t *model, const int *values, int steps, void *user)
+{
+    (void)model, (void)values, (void)steps, (void)user;
+    cr_assert_fail("uvmrt_choose rehearsed with an out it refuses");
+    return UVMRT_ERR_INVALID;
+}
+
 Test(abi, a_newer_output_struct_is_refused_by_name_and_sizes)
 {
     net_t n = net_make();
@@ -345,6 +352,7 @@ Test(abi, a_newer_output_struct_is_refused_by_name_and_sizes)
     EXPECT_REFUSED(uvmrt_layer_stats_t, uvmrt_layer_stats_get(n.ctx, 0, UVMRT_PHASE_FORWARD, out));
     EXPECT_REFUSED(uvmrt_memory_stats_t, uvmrt_memory_stats_get(n.ctx, out));
     EXPECT_REFUSED(uvmrt_tensor_info_t, uvmrt_memory_summary(n.ctx, out, 1, &k));
+    EXPECT_REFUSED(uvmrt_choice_t, uvmrt_choose(n.ctx, NULL, 0, no_rehearsal, NULL, out));
     uvmrt_context_destroy(n.ctx);
 }
 
