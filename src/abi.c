@@ -26,11 +26,12 @@ uvmrt_status_t uvmrt__abi_size_check(const uvmrt_log_t *log, const char *fn, con
     char how[96];
     how_to_set(type, how, sizeof how);
     if (size == 0)
-        LOG_ERROR(log, "%s: %s.struct_size is 0: expected sizeof(%s) (%zu bytes in this library; %s)", fn, type,
-                  type, lib_size, how);
+        LOG_ERROR(log, "%s: %s.struct_size is 0: expected sizeof(%s) (%zu bytes in this library; %s)", fn, type, type,
+                  lib_size, how);
     else if (size > lib_size)
-        LOG_ERROR(log, "%s: %s.struct_size is %zu bytes, larger than this library's %s (%zu bytes): the program "
-                       "was built against a newer uvmrt.h than the library it runs with (%s); expected at most %zu",
+        LOG_ERROR(log,
+                  "%s: %s.struct_size is %zu bytes, larger than this library's %s (%zu bytes): the program "
+                  "was built against a newer uvmrt.h than the library it runs with (%s); expected at most %zu",
                   fn, type, size, type, lib_size, uvmrt_version_string(), lib_size);
     else
         LOG_ERROR(log, "%s: %s.struct_size is %zu bytes: expected %zu to %zu (sizeof(%s) in this library; %s)", fn,

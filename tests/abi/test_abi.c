@@ -89,8 +89,8 @@ static net_t net_make(void)
 static void one_call(net_t *n, int l, uvmrt_phase_t phase)
 {
     /* both ways of setting struct_size: the init function and a designated initialiser */
-    uvmrt_layer_call_t c = {.struct_size = sizeof(uvmrt_layer_call_t), .layer = n->layer[l], .phase = phase,
-                            .sim_duration_ns = 1000};
+    uvmrt_layer_call_t c = {
+        .struct_size = sizeof(uvmrt_layer_call_t), .layer = n->layer[l], .phase = phase, .sim_duration_ns = 1000};
     if (phase == UVMRT_PHASE_BACKWARD) {
         uvmrt_layer_call_init(&c, n->layer[l], phase, NULL);
         c.flops = 1e9;
@@ -193,14 +193,17 @@ Test(abi, a_program_built_against_the_frozen_header_runs)
 /* Every struct of the frozen header is the library's, or a prefix of it. */
 Test(abi, every_struct_of_the_frozen_header_fits_the_library)
 {
-#define GROWS(type) cr_expect_leq(sizeof(type), uvmrt_abi_struct_size(#type), #type ": %zu bytes here, %zu in the library", \
-                                  sizeof(type), uvmrt_abi_struct_size(#type));
-#define FIXED(type) cr_expect_eq(sizeof(type), uvmrt_abi_struct_size(#type), #type ": %zu bytes here, %zu in the library", \
-                                 sizeof(type), uvmrt_abi_struct_size(#type));
-    GROWS(uvmrt_params_t) GROWS(uvmrt_layer_call_t) GROWS(uvmrt_layer_stats_t) GROWS(uvmrt_step_stats_t)
-    GROWS(uvmrt_summary_t) GROWS(uvmrt_memory_stats_t) GROWS(uvmrt_tensor_info_t) GROWS(uvmrt_choice_t)
-    GROWS(uvmrt_profile_t) GROWS(uvmrt_profile_meta_t) GROWS(uvmrt_adamw_t)
-    FIXED(uvmrt_tensor_desc_t) FIXED(uvmrt_use_t) FIXED(uvmrt_knob_t)
+#define GROWS(type)                                                                                         \
+    cr_expect_leq(sizeof(type), uvmrt_abi_struct_size(#type), #type ": %zu bytes here, %zu in the library", \
+                  sizeof(type), uvmrt_abi_struct_size(#type));
+#define FIXED(type)                                                                                        \
+    cr_expect_eq(sizeof(type), uvmrt_abi_struct_size(#type), #type ": %zu bytes here, %zu in the library", \
+                 sizeof(type), uvmrt_abi_struct_size(#type));
+    GROWS(uvmrt_params_t)
+    GROWS(uvmrt_layer_call_t) GROWS(uvmrt_layer_stats_t) GROWS(uvmrt_step_stats_t) GROWS(uvmrt_summary_t)
+        GROWS(uvmrt_memory_stats_t) GROWS(uvmrt_tensor_info_t) GROWS(uvmrt_choice_t) GROWS(uvmrt_profile_t)
+            GROWS(uvmrt_profile_meta_t) GROWS(uvmrt_adamw_t) FIXED(uvmrt_tensor_desc_t) FIXED(uvmrt_use_t)
+                FIXED(uvmrt_knob_t)
 #undef GROWS
 #undef FIXED
 }
@@ -241,7 +244,8 @@ Test(abi, a_shorter_input_struct_is_read_up_to_its_size)
 
     /* a profile without its last two figures: saved without them, read back as 0 */
     uvmrt_profile_t prof = *uvmrt_profile_find("h200");
-    uvmrt_profile_t *short_prof = block(sizeof prof, offsetof(uvmrt_profile_t, host_mem_cpu_beside_h2d_bps), &prof, 0xFF);
+    uvmrt_profile_t *short_prof =
+        block(sizeof prof, offsetof(uvmrt_profile_t, host_mem_cpu_beside_h2d_bps), &prof, 0xFF);
     char path[] = "/tmp/uvmrt-abi-XXXXXX";
     int fd = mkstemp(path);
     cr_assert_geq(fd, 0);
@@ -299,8 +303,7 @@ Test(abi, a_shorter_output_struct_is_written_up_to_its_size)
     cr_assert_not_null(arr);
     memset(arr, 0xAB, stride * count + 64);
     memcpy(arr, &stride, sizeof stride);
-    cr_assert_eq(uvmrt_memory_summary(n.ctx, (uvmrt_tensor_info_t *)(void *)arr, count, &got), UVMRT_OK, "%s",
-                 log_buf);
+    cr_assert_eq(uvmrt_memory_summary(n.ctx, (uvmrt_tensor_info_t *)(void *)arr, count, &got), UVMRT_OK, "%s", log_buf);
     cr_assert_eq(got, count);
     for (size_t i = 0; i < count; i++) {
         uvmrt_tensor_info_t e;
@@ -317,22 +320,22 @@ Test(abi, a_shorter_output_struct_is_written_up_to_its_size)
 /* ------------------------------------------------------------------ a newer header */
 /* A struct_size larger than the library knows: UVMRT_ERR_INVALID naming the struct and
  * both sizes, nothing written; 0 (not set): the same. */
-#define EXPECT_REFUSED(type, call_with_out)                                                                   \
-    do {                                                                                                      \
-        size_t lib = uvmrt_abi_struct_size(#type), sizes[2] = {lib + 16, 0};                                  \
-        for (int i = 0; i < 2; i++) {                                                                         \
-            unsigned char *b = malloc(lib + 16);                                                              \
-            memset(b, 0xAB, lib + 16);                                                                        \
-            memcpy(b, &sizes[i], sizeof sizes[i]);                                                            \
-            type *out = (type *)(void *)b;                                                                    \
-            log_len = 0;                                                                                      \
-            log_buf[0] = '\0';                                                                                \
-            cr_expect_eq(call_with_out, UVMRT_ERR_INVALID, #type " struct_size %zu", sizes[i]);               \
-            cr_expect(log_has(#type ".struct_size is %zu", sizes[i]), "log: %s", log_buf);                    \
-            cr_expect(log_has("%zu bytes", lib), "the library's size named; log: %s", log_buf);              \
-            cr_expect(all_bytes(b + sizeof(size_t), lib + 16 - sizeof(size_t), 0xAB), #type ": written");     \
-            free(b);                                                                                          \
-        }                                                                                                     \
+#define EXPECT_REFUSED(type, call_with_out)                                                               \
+    do {                                                                                                  \
+        size_t lib = uvmrt_abi_struct_size(#type), sizes[2] = {lib + 16, 0};                              \
+        for (int i = 0; i < 2; i++) {                                                                     \
+            unsigned char *b = malloc(lib + 16);                                                          \
+            memset(b, 0xAB, lib + 16);                                                                    \
+            memcpy(b, &sizes[i], sizeof sizes[i]);                                                        \
+            type *out = (type *)(void *)b;                                                                \
+            log_len = 0;                                                                                  \
+            log_buf[0] = '\0';                                                                            \
+            cr_expect_eq(call_with_out, UVMRT_ERR_INVALID, #type " struct_size %zu", sizes[i]);           \
+            cr_expect(log_has(#type ".struct_size is %zu", sizes[i]), "log: %s", log_buf);                \
+            cr_expect(log_has("%zu bytes", lib), "the library's size named; log: %s", log_buf);           \
+            cr_expect(all_bytes(b + sizeof(size_t), lib + 16 - sizeof(size_t), 0xAB), #type ": written"); \
+            free(b);                                                                                      \
+        }                                                                                                 \
     } while (0)
 
 static uvmrt_status_t no_rehearsal(uvmrt_context_t *model, const int *values, int steps, void *user)
@@ -368,7 +371,9 @@ Test(abi, a_newer_input_struct_is_refused_and_nothing_changes)
     cr_expect_eq(uvmrt_context_create((uvmrt_params_t *)(void *)big, &ctx), UVMRT_ERR_INVALID);
     cr_expect_null(ctx);
     cr_expect(log_has("uvmrt_params_t.struct_size is %zu bytes, larger than this library's uvmrt_params_t (%zu "
-                      "bytes)", lib + 16, lib), "log: %s", log_buf);
+                      "bytes)",
+                      lib + 16, lib),
+              "log: %s", log_buf);
     free(big);
 
     net_t n = net_make();

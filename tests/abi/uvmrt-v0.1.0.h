@@ -143,8 +143,8 @@ size_t uvmrt_abi_struct_size(const char *name);
  * uvmrt_tensor_desc_t, uvmrt_use_t and uvmrt_knob_t are small array elements that stay
  * as they are: what a tensor or a call may need later comes with functions of its own
  * (uvmrt_tensor_set_placement, uvmrt_tensor_set_recompute). */
-#ifdef __cplusplus
-#define UVMRT_STRUCT_INIT(type) {sizeof(type)}
+#ifdef __cplusplus /* C++11: every other field value-initialised, without a warning */
+#define UVMRT_STRUCT_INIT(type) ([] { type v_{}; v_.struct_size = sizeof(type); return v_; }())
 #else
 #define UVMRT_STRUCT_INIT(type) {.struct_size = sizeof(type)}
 #endif
