@@ -148,7 +148,8 @@ uvmrt_status_t uvmrt_memory_summary(const uvmrt_context_t *ctx, uvmrt_tensor_inf
                   cap);
         return UVMRT_ERR_INVALID;
     }
-    if (out != NULL && UVMRT__ABI_CHECK(&ctx->log, "uvmrt_memory_summary", uvmrt_tensor_info_t, &out[0]) != UVMRT_OK)
+    /* out[0].struct_size: the caller's sizeof(uvmrt_tensor_info_t), the array's stride */
+    if (cap > 0 && UVMRT__ABI_CHECK(&ctx->log, "uvmrt_memory_summary", uvmrt_tensor_info_t, &out[0]) != UVMRT_OK)
         return UVMRT_ERR_INVALID;
     size_t live = live_tensors(ctx);
     if (out == NULL) {
@@ -168,7 +169,7 @@ uvmrt_status_t uvmrt_memory_summary(const uvmrt_context_t *ctx, uvmrt_tensor_inf
         return UVMRT_ERR_NOMEM;
     }
     uvmrt__mechanisms(ctx, bits);
-    size_t k = 0, stride = UVMRT__SIZE_OF(&out[0]); /* the caller's sizeof(uvmrt_tensor_info_t) */
+    size_t k = 0, stride = cap > 0 ? UVMRT__SIZE_OF(&out[0]) : 0; /* cap 0: no live tensor to write */
     for (int id = 0; id < ctx->tensors.n; id++) {
         const uvmrt_tensor_t *t = ctx->tensors.by_id[id];
         if (t->magic != UVMRT_TENSOR_MAGIC) continue;
