@@ -946,6 +946,36 @@ static uvmrt_status_t c_summary_null(fix_t *f, const mcase_t *c, result_t *r)
     return uvmrt_summary_get(f->ctx, NULL);
 }
 
+/* A struct_size the library refuses (uvmrt.h, "structs that grow"): .a names the struct,
+ * .n is the size given, -1 for the library's sizeof + 8 (a program of a newer header). */
+static uvmrt_status_t c_struct_size(fix_t *f, const mcase_t *c, result_t *r)
+{
+    (void)r;
+    char type[48];
+    snprintf(type, sizeof type, "uvmrt_%s_t", c->a);
+    size_t lib = uvmrt_abi_struct_size(type), size = c->n < 0 ? lib + 8 : (size_t)c->n;
+    union {
+        size_t struct_size;
+        uvmrt_layer_call_t call;
+        unsigned char bytes[2048];
+    } u;
+    cr_assert_leq(lib + 8, sizeof u, "%s", type);
+    memset(&u, 0, sizeof u);
+    if (strcmp(c->a, "layer_call") == 0) uvmrt_layer_call_init(&u.call, 0, UVMRT_PHASE_FORWARD, NULL);
+    u.struct_size = size;
+    size_t n = 0;
+    if (strcmp(c->a, "layer_call") == 0) return uvmrt_layer_begin(f->ctx, &u.call);
+    if (strcmp(c->a, "summary") == 0) return uvmrt_summary_get(f->ctx, (uvmrt_summary_t *)(void *)&u);
+    if (strcmp(c->a, "step_stats") == 0) return uvmrt_step_stats_get(f->ctx, 0, (uvmrt_step_stats_t *)(void *)&u);
+    if (strcmp(c->a, "layer_stats") == 0)
+        return uvmrt_layer_stats_get(f->ctx, 0, UVMRT_PHASE_FORWARD, (uvmrt_layer_stats_t *)(void *)&u);
+    if (strcmp(c->a, "memory_stats") == 0)
+        return uvmrt_memory_stats_get(f->ctx, (uvmrt_memory_stats_t *)(void *)&u);
+    if (strcmp(c->a, "tensor_info") == 0)
+        return uvmrt_memory_summary(f->ctx, (uvmrt_tensor_info_t *)(void *)&u, 1, &n);
+    return UVMRT_OK;
+}
+
 /* ------------------------------------------------------------------ cases: reports */
 static int is_kind(const char *path, mode_t kind)
 {
@@ -1417,6 +1447,18 @@ static const mcase_t cases[] = {
      .expect = UVMRT_ERR_INVALID, .needle = "out"},
     {.name = "summary_null_out", .run = c_summary_null, .fix = FIX_IDLE, .expect = UVMRT_ERR_INVALID,
      .needle = "out"},
+
+    /* ---- struct_size: 0 (not set), less than the field, more than the library knows */
+#define SIZE_CASES(s_, fix_)                                                                                     \
+    {.name = "struct_size_" s_ "_zero", .run = c_struct_size, .fix = fix_, .a = s_, .n = 0,                    \
+     .expect = UVMRT_ERR_INVALID, .needle = "uvmrt_" s_ "_t.struct_size is 0"},                                \
+    {.name = "struct_size_" s_ "_short", .run = c_struct_size, .fix = fix_, .a = s_, .n = 4,                   \
+     .expect = UVMRT_ERR_INVALID, .needle = "uvmrt_" s_ "_t.struct_size is 4 bytes"},                          \
+    {.name = "struct_size_" s_ "_newer", .run = c_struct_size, .fix = fix_, .a = s_, .n = -1,                  \
+     .expect = UVMRT_ERR_INVALID, .needle = "newer uvmrt.h"}
+    SIZE_CASES("layer_call", FIX_STEP), SIZE_CASES("summary", FIX_IDLE), SIZE_CASES("step_stats", FIX_IDLE),
+    SIZE_CASES("layer_stats", FIX_IDLE), SIZE_CASES("memory_stats", FIX_IDLE), SIZE_CASES("tensor_info", FIX_IDLE),
+#undef SIZE_CASES
 
     /* ---- report_write */
     {.name = "report_null_format", .run = c_report_format, .fix = FIX_IDLE, .n = 1, .b = "r.txt",
