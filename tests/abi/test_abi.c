@@ -200,10 +200,10 @@ Test(abi, every_struct_of_the_frozen_header_fits_the_library)
     cr_expect_eq(sizeof(type), uvmrt_abi_struct_size(#type), #type ": %zu bytes here, %zu in the library", \
                  sizeof(type), uvmrt_abi_struct_size(#type));
     GROWS(uvmrt_params_t)
-    GROWS(uvmrt_layer_call_t) GROWS(uvmrt_layer_stats_t) GROWS(uvmrt_step_stats_t) GROWS(uvmrt_summary_t)
-        GROWS(uvmrt_memory_stats_t) GROWS(uvmrt_tensor_info_t) GROWS(uvmrt_choice_t) GROWS(uvmrt_profile_t)
-            GROWS(uvmrt_profile_meta_t) GROWS(uvmrt_adamw_t) FIXED(uvmrt_tensor_desc_t) FIXED(uvmrt_use_t)
-                FIXED(uvmrt_knob_t)
+    GROWS(uvmrt_layer_call_t)
+    GROWS(uvmrt_layer_stats_t) GROWS(uvmrt_step_stats_t) GROWS(uvmrt_summary_t) GROWS(uvmrt_memory_stats_t)
+        GROWS(uvmrt_tensor_info_t) GROWS(uvmrt_choice_t) GROWS(uvmrt_profile_t) GROWS(uvmrt_profile_meta_t)
+            GROWS(uvmrt_adamw_t) FIXED(uvmrt_tensor_desc_t) FIXED(uvmrt_use_t) FIXED(uvmrt_knob_t)
 #undef GROWS
 #undef FIXED
 }
@@ -404,4 +404,25 @@ Test(abi, a_newer_input_struct_is_refused_and_nothing_changes)
     cr_expect_eq(uvmrt_adamw_cpu((uvmrt_adamw_t *)(void *)hb, &w, &m, &v, &g, 1, NULL), UVMRT_ERR_INVALID);
     cr_expect_eq(w, 1.0f, "nothing updated");
     free(hb);
+
+    /* a profile or its metadata of a newer header: no file written */
+    char path[] = "/tmp/uvmrt-abi-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    unlink(path);
+    lib = uvmrt_abi_struct_size("uvmrt_profile_t");
+    unsigned char *pb = calloc(1, lib + 8);
+    memcpy(pb, uvmrt_profile_find("h200"), sizeof(uvmrt_profile_t));
+    memcpy(pb, &(size_t){lib + 8}, sizeof(size_t));
+    cr_expect_eq(uvmrt_profile_save((uvmrt_profile_t *)(void *)pb, NULL, path), UVMRT_ERR_INVALID);
+    uvmrt_profile_meta_t meta = UVMRT_STRUCT_INIT(uvmrt_profile_meta_t);
+    meta.struct_size = uvmrt_abi_struct_size("uvmrt_profile_meta_t") + 8;
+    unsigned char *mb = calloc(1, meta.struct_size);
+    memcpy(mb, &meta, sizeof meta);
+    cr_expect_eq(uvmrt_profile_save(uvmrt_profile_find("h200"), (uvmrt_profile_meta_t *)(void *)mb, path),
+                 UVMRT_ERR_INVALID);
+    cr_expect_neq(access(path, F_OK), 0, "a file was written");
+    free(pb);
+    free(mb);
 }
