@@ -141,7 +141,7 @@ CYCLE_LEN = 61
 
 
 def splitmix64(x):
-    """mlp_math.h's mlp_splitmix64 over numpy uint64 arrays (wrapping arithmetic)."""
+    """train_math.h's mlp_splitmix64 over numpy uint64 arrays (wrapping arithmetic)."""
     with np.errstate(over="ignore"):
         x = x + np.uint64(0x9E3779B97F4A7C15)
         x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)

@@ -49,6 +49,7 @@
 # RUN_LIMIT=570 and still end with the table.
 #
 # Variables: BUILD (build folder, default .), PYTHON, WHEELS, DS_SITE, ROW_TIMEOUT,
+# TRAIN_ARGS (more arguments for every torch_train.py row, e.g. --memory-sites),
 # DEVICE (default cuda; cpu runs the resident and compute-only rows on the CPU, for tests;
 # no free-memory check then), FLOOR_BYTES (the floor row's buffer size, default 1 GiB),
 # STEPS/WARMUP (peers, default 6/2), UVMRT_STEPS/UVMRT_WARMUP (uvmrt.torch rows, default
@@ -279,6 +280,8 @@ run_py() {
         status=1
         return
     fi
+    # shellcheck disable=SC2086 # TRAIN_ARGS: words on purpose
+    set -- "$@" ${TRAIN_ARGS:-}
     echo "== $row (timeout $t s): $python $train $*"
     timeout --kill-after=20 "$t" "$python" "$train" --name "$row" --json "$json" "$@" \
         2>&1 | tee "$outdir/torch.$row.log"

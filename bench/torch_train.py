@@ -214,6 +214,49 @@ def descendants(pid):
     return out
 
 
+def memory_peak_sites(step, top=14):
+    """One more step under torch's allocator history: what was allocated at the step's
+    peak, by the first frame outside torch's own files (where the tensor was made)."""
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.memory._record_memory_history(enabled="all", context="alloc", stacks="python",
+                                             max_entries=1 << 20)
+    try:
+        step()
+        torch.cuda.synchronize()
+        snap = torch.cuda.memory._snapshot()
+    finally:
+        torch.cuda.memory._record_memory_history(enabled=None)
+    live, cur, peak, at_peak = {}, 0, 0, {}
+    for ev in snap["device_traces"][0] if snap.get("device_traces") else []:
+        act = ev.get("action")
+        if act == "alloc":
+            live[ev["addr"]] = (ev["size"], ev.get("frames") or [])
+            cur += ev["size"]
+            if cur > peak:
+                peak, at_peak = cur, dict(live)
+        elif act in ("free_completed",) and ev["addr"] in live:
+            cur -= live.pop(ev["addr"])[0]
+
+    def site(frames):
+        for f in frames:
+            fn = f.get("filename", "")
+            if "/torch/" not in fn and "<" not in fn:
+                return f"{fn.split('/site-packages/')[-1].split('/python/')[-1]}:{f.get('line')} {f.get('name')}"
+        return "(torch internals)"
+    sites = {}
+    for size, frames in at_peak.values():
+        k = site(frames)
+        n, b = sites.get(k, (0, 0))
+        sites[k] = (n + 1, b + size)
+    rows = sorted(sites.items(), key=lambda kv: -kv[1][1])[:top]
+    text = [f"memory peak of one more step: {(base + peak) / 2**30:.2f} GiB allocated "
+            f"({base / 2**30:.2f} before the step, {peak / 2**30:.2f} made in it), live at the peak by site:"]
+    text += [f"  {b / 2**30:7.3f} GiB in {n:5d} blocks  {k}" for k, (n, b) in rows]
+    return {"base_bytes": base, "peak_step_bytes": peak, "sites": [[k, n, b] for k, (n, b) in rows],
+            "text": text}
+
+
 def host_rss():
     """(sum of VmHWM over this process and its live descendants, per-process list)."""
     me = os.getpid()
@@ -601,6 +644,14 @@ def train(a, res):
                 res["uvmrt_report"] = a.uvmrt_report
             except Exception as e:
                 res["uvmrt_report_error"] = f"{type(e).__name__}: {e}"
+    if a.memory_sites and dev == "cuda":
+        try:
+            res["memory_peak"] = memory_peak_sites(lambda: r.step(batches[a.steps % len(batches)]))
+            for line in res["memory_peak"]["text"]:
+                print(line, flush=True)
+        except Exception as e:
+            res["memory_peak_error"] = f"{type(e).__name__}: {e}"
+            print(f"{prog()}: memory peak not traced: {res['memory_peak_error']}", file=sys.stderr)
     if a.count_link_bytes and dev == "cuda" and a.row != "uvmrt":
         try:
             res["link_bytes"] = count_link_bytes(lambda: r.step(batches[a.steps]))
@@ -686,6 +737,9 @@ def main(argv=None):
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--warmup", type=int, default=2, help="first steps left out of the median")
+    ap.add_argument("--memory-sites", action="store_true",
+                    help="after the timed steps, one more under torch's allocator history: what "
+                         "was allocated at its peak, by the code that made it (GPU only)")
     ap.add_argument("--budget", default=None, help="uvmrt budget (8G, 16G, ...)")
     ap.add_argument("--checkpointing", action="store_true",
                     help="transformers' activation checkpointing (non-reentrant)")

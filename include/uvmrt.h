@@ -554,8 +554,8 @@ typedef struct uvmrt_layer_call {
 
 /* Fills *call for one layer call: layer, phase and stream as given, struct_size, every
  * other field zero (no extra uses, default uses on, no sim timing). For C++ (and C89),
- * where the compound literal `&(uvmrt_layer_call_t){.layer = l, ...}` used in
- * the examples does not compile:
+ * where the compound literal `&(uvmrt_layer_call_t){.struct_size = sizeof(uvmrt_layer_call_t),
+ * .layer = l, ...}` used in the examples does not compile:
  *     uvmrt_layer_call_t call;
  *     uvmrt_layer_call_init(&call, l0, UVMRT_PHASE_FORWARD, stream);
  *     call.flops = 2.0 * rows * in * out;   // optional fields afterwards

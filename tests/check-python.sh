@@ -28,6 +28,7 @@ if nm -D "$so" 2>/dev/null | grep -q ' U __asan_init'; then
 fi
 UVMRT_LIBRARY=$so
 UVMRT_BACKEND=sim
-export UVMRT_LIBRARY UVMRT_BACKEND
+UVMRT_TOP=$PWD/tools/uvmrt-top  # the tests run it on a Python process they start
+export UVMRT_LIBRARY UVMRT_BACKEND UVMRT_TOP
 # the tests' own temporary files stay out of the source tree
 exec "$py" -m pytest -q -p no:cacheprovider "$srcdir/python/tests"

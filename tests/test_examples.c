@@ -211,6 +211,22 @@ Test(examples_flags, profile_list_on_both) {
 /* Each output that cannot be written fails the run (exit 1) with the flag, the path
  * and why: one whose folder cannot take it before any step (issue 21, item 4), one
  * whose write fails at the end after the others are written. */
+/* One default sim profile: without a usable GPU (and no --backend) both programs fall
+ * back to the sim with consumer-8g, the profile --backend sim gets by default. */
+Test(examples_flags, fallback_and_backend_sim_model_one_profile) {
+    static const char *const args[2] = {"--layers 2 --steps 2 --policy none -q",
+                                        "--layers 2 --hidden 256 --rows 256 --steps 2 -q"};
+    for (int k = 0; k < 2; k++) {
+        const char *prog = k == 0 ? demo_path() : mlp_path();
+        cr_assert_eq(run(prog, "%s", args[k]), 0, "%s", out);
+        if (!has("no usable GPU"))
+            continue; /* a GPU ran it: no fallback to look at */
+        cr_expect(has("running on the sim backend with profile consumer-8g"), "%s", out);
+        cr_assert_eq(run(prog, "--backend sim %s", args[k]), 0, "%s", out);
+        cr_expect(has("on sim, profile consumer-8g"), "%s", out);
+    }
+}
+
 Test(examples_outputs, mlp_fails_when_an_output_cannot_be_written) {
     char *dir = tmpdir();
     int st = run(mlp_path(), MLP_SMALL " --trace /nonexistent-dir/t.json --result-json %s/r.json "

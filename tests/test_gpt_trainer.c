@@ -34,6 +34,7 @@
  */
 #define _GNU_SOURCE
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -222,6 +223,49 @@ Test(gpt_trainer, progress_line_has_every_field) {
     }
 }
 
+/* Without a usable GPU (and no --backend) it falls back to the sim with consumer-8g, the
+ * profile of every example program's fallback and of --backend sim. */
+Test(gpt_trainer, fallback_uses_the_one_default_sim_profile) {
+    const char *args = "--layers 2 --channels 128 --heads 2 --batch 2 --seq 64 --steps 2 -q";
+    cr_assert_eq(gpt("%s", args), 0, "%s", out);
+    if (strstr(out, "no usable GPU") == NULL)
+        cr_skip_test("a GPU ran it: no fallback to look at");
+    cr_expect(strstr(out, "running on the sim backend with profile consumer-8g") != NULL, "%s",
+              out);
+    cr_assert_eq(gpt("--backend sim %s", args), 0, "%s", out);
+    cr_expect(strstr(out, "on sim, profile consumer-8g") != NULL, "%s", out);
+}
+
+/* uvmrt-gpt declares the uvmrt steps it will make, so uvmrt-top shows its step count and
+ * an ETA: one per training step and val_n per validation pass (--val-every 10, 2
+ * batches: 200000 + 20000 * 2). Read from the running trainer with uvmrt-top --json. */
+Test(gpt_trainer, declares_its_step_count_for_uvmrt_top) {
+    char cmd[2048];
+    env_clear_uvmrt();
+    snprintf(cmd, sizeof cmd, "'%s' %s --text '%s' --steps 200000 --val-every 10 "
+             "--val-batches 2 >/dev/null 2>&1 & echo $!", gpt_path(), SMALL, GPT_CORPUS_PATH);
+    char *text;
+    cr_assert_eq(run_capture(cmd, &text), 0);
+    int pid = atoi(text);
+    free(text);
+    cr_assert_gt(pid, 0);
+    long long total = -1;
+    for (int tries = 0; tries < 1000 && total < 0; tries++) { /* up to 20 s to start */
+        snprintf(cmd, sizeof cmd, "'%s' --once --json -p %d", UVMRT_TOP_PATH, pid);
+        cr_assert_geq(run_capture(cmd, &text), 0);
+        json_t *j = json_loads(text, JSON_DISABLE_EOF_CHECK, NULL);
+        free(text);
+        json_t *p = json_array_get(json_object_get(j, "processes"), 0);
+        if (json_is_integer(json_object_get(p, "total_steps")))
+            total = json_integer_value(json_object_get(p, "total_steps"));
+        json_decref(j);
+        if (total < 0)
+            usleep(20 * 1000);
+    }
+    kill(pid, SIGTERM);
+    cr_assert_eq(total, 240000, "uvmrt-top shows total_steps %lld", total);
+}
+
 Test(gpt_trainer, log_level_reaches_the_library) {
     cr_assert_eq(gpt(SMALL " --steps 2 --log-level debug"), 0, "%s", out);
     cr_expect(strstr(out, "uvmrt debug: ") || strstr(out, "uvmrt info: "), "%s", out);
@@ -391,6 +435,21 @@ Test(gpt_trainer, validation_steps_never_run_on_the_training_plan) {
 static void shards(void) {
     tokens_file("train_000.bin", 400, 1, 500);  /* 3 batches of 2 x 64 + 1 */
     tokens_file("train_001.bin", 300, 2, 500);  /* 2 batches: epoch 1 starts at step 6 */
+}
+
+/* --checkpoint naming a regular file fails at start, before step 1, naming the path. */
+Test(gpt_trainer, checkpoint_that_is_a_file_fails_before_step_1) {
+    scratch();
+    char path[512];
+    snprintf(path, sizeof path, "%s/ck", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fclose(f);
+    int st = gpt(SMALL " --vocab 512 --steps 2 --checkpoint %s", path);
+    cr_expect_eq(st, 1, "exit %d:\n%s", st, out);
+    cr_expect(strstr(out, path) && strstr(out, "not a directory"), "%s", out);
+    cr_expect(strstr(out, "step 1/") == NULL, "a step ran:\n%s", out);
+    scratch_done();
 }
 
 Test(gpt_trainer, checkpoints_are_written_and_the_newest_kept) {
@@ -1021,7 +1080,7 @@ Test(gpt_trainer, auto_chooses_only_the_knobs_left_auto) {
 
 /* A changed choice is applied between steps: the CPU's layers and their placement, each
  * block's own activations freed or allocated; the runtime records the next step again.
- * On sim the review never re-plans, so the test hook UVMRT_GPT_TEST_REPLAN applies
+ * On sim the review never re-plans, so the test hook UVMRT_TEST_REPLAN applies
  * given values as if it had; the run ends with the tensors an explicit run of those
  * values has. */
 Test(gpt_trainer, auto_applies_a_changed_choice_between_steps) {
@@ -1032,10 +1091,10 @@ Test(gpt_trainer, auto_applies_a_changed_choice_between_steps) {
     for (size_t i = 0; i < sizeof to / sizeof to[0]; i++) {
         char hook[32], args[96];
         snprintf(hook, sizeof hook, "%d,%d", to[i].k, to[i].n);
-        setenv("UVMRT_GPT_TEST_REPLAN", hook, 1);
+        setenv("UVMRT_TEST_REPLAN", hook, 1);
         json_t *a = auto_run("", 7);
-        unsetenv("UVMRT_GPT_TEST_REPLAN");
-        cr_expect(strstr(out, "UVMRT_GPT_TEST_REPLAN (a test hook): applying") != NULL, "%s",
+        unsetenv("UVMRT_TEST_REPLAN");
+        cr_expect(strstr(out, "UVMRT_TEST_REPLAN (a test hook): applying") != NULL, "%s",
                   out);
         const char *s5 = strstr(out, "step 5/7"), *s6 = strstr(out, "step 6/7");
         const char *rec = s5 ? strstr(s5, "(recording step)") : NULL;
@@ -1051,9 +1110,9 @@ Test(gpt_trainer, auto_applies_a_changed_choice_between_steps) {
                      "bytes, an explicit run has %lld", hook, managed, jint(e, "managed_bytes"));
         json_decref(e);
     }
-    setenv("UVMRT_GPT_TEST_REPLAN", "7,0", 1);
+    setenv("UVMRT_TEST_REPLAN", "7,0", 1);
     int st = gpt(AUTO " --steps 5");
-    unsetenv("UVMRT_GPT_TEST_REPLAN");
-    cr_expect(st == 1 && strstr(out, "UVMRT_GPT_TEST_REPLAN '7,0'"), "exit %d:\n%s", st, out);
+    unsetenv("UVMRT_TEST_REPLAN");
+    cr_expect(st == 1 && strstr(out, "UVMRT_TEST_REPLAN '7,0'"), "exit %d:\n%s", st, out);
     scratch_done();
 }

@@ -1,7 +1,7 @@
 /*
  * test_mlp.c -- uvmrt-mlp's training math and schedule, without a GPU.
  *
- *  - the shared math (mlp_math.h): GELU and its derivative against fp64 and finite
+ *  - the shared math (train_math.h): GELU and its derivative against fp64 and finite
  *    differences; bf16/fp16 rounding against known patterns and F16C; one AdamW
  *    element against fp64;
  *  - the fp32 reference trainer (mlp_ref.c, the same formulas as the GPU kernels)
@@ -30,7 +30,7 @@
 
 #include "adamw_cpu.h"
 #include "helpers.h"
-#include "mlp_math.h"
+#include "train_math.h"
 #include "mlp_ref.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -509,7 +509,7 @@ Test(mlp_sim, review_on_sim_does_not_replan) {
     json_decref(r);
 }
 
-/* A re-plan applied between steps (forced with MLP_TEST_REPLAN: on sim the review
+/* A re-plan applied between steps (forced with UVMRT_TEST_REPLAN: on sim the review
  * finds no error): from the step after the review the run uses the new values, with
  * the tensors of a run started with them (its managed bytes); step 5 runs them
  * unplanned (faults, recorded again) and from step 6 on they are planned (step 7
@@ -519,9 +519,9 @@ static void replan_applies(const char *to, int cpu, int rc) {
     char args[512];
     snprintf(args, sizeof args, "%s --cpu-layers %d --recompute %d", base, cpu, rc);
     json_t *ref = run_sim_on("h200", args, "replan-ref");
-    setenv("MLP_TEST_REPLAN", to, 1);
+    setenv("UVMRT_TEST_REPLAN", to, 1);
     json_t *r = run_sim_on("h200", base, "replan");
-    unsetenv("MLP_TEST_REPLAN");
+    unsetenv("UVMRT_TEST_REPLAN");
     json_t *choice = json_object_get(r, "choice");
     cr_assert(json_is_true(json_object_get(choice, "replanned")));
     cr_assert_eq(jint(r, "cpu_layers"), cpu);

@@ -11,6 +11,11 @@
 
 #include "uvmrt.h"
 
+/* The sim's profile when a program falls back without a usable GPU (and no --backend):
+ * one for every program, and the library's own default on sim (UVMRT_PROFILE auto), so
+ * a fallback and --backend sim model the same machine. --profile h200 models the H200. */
+#define CLI_SIM_PROFILE "consumer-8g"
+
 /* The name messages start with; set once at the start of main. */
 extern const char *cli_program;
 

@@ -50,7 +50,7 @@ static const uint64_t GPU_SAFETY_BYTES = 4ull << 30;
 static const double GIB = 1024.0 * 1024.0 * 1024.0; /* sizes: GiB */
 static const double GB = 1e9;                        /* traffic: GB, as in FACTS.md */
 static const uint64_t MIB = 1024u * 1024u;
-#define FALLBACK_PROFILE "consumer-8g"
+#define FALLBACK_PROFILE CLI_SIM_PROFILE
 
 /* ----------------------------------------------------------------------------
  * options */

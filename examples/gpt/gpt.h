@@ -1,9 +1,11 @@
 /*
  * gpt.h -- uvmrt-gpt's own (private) header: the run (its shape, tensors, CPU
  * optimizer, data and choice), and what its files share. gpt.c holds the model's
- * layer calls and the training loop; gpt_auto.c the automatic choice
- * (uvmrt_choose(3) and its review); gpt_ckpt.c the checkpoints of a run;
- * gpt_results.c the medians and the result JSON.
+ * layer calls and the training loop; gpt_tensors.c the tensors; gpt_weights.c the
+ * weights' initialisation and files; gpt_side.c validation and sampling; gpt_open.c
+ * opening and closing a run; gpt_auto.c the automatic choice (uvmrt_choose(3) and
+ * its review, through examples/common/autochoice.c); gpt_ckpt.c the checkpoints of a
+ * run; gpt_results.c the medians and the result JSON.
  */
 #ifndef UVMRT_GPT_H
 #define UVMRT_GPT_H
@@ -15,8 +17,9 @@
 #include <jansson.h>
 
 #include "uvmrt.h"
+#include "../common/autochoice.h"
 #include "../common/cli.h"
-#include "../mlp/adamw_cpu.h"
+#include "../common/adamw_cpu.h"
 #include "data.h"
 #include "gpt_cpuopt.h"
 #include "gpt_flags.h"
@@ -26,6 +29,7 @@
 
 #define GIB (1024.0 * 1024.0 * 1024.0) /* sizes: GiB */
 #define GB 1e9                          /* traffic: GB */
+enum { CHUNK_ROWS = 2048 };             /* classifier rows per chunk */
 /* kept free on the GPU beyond our allocations: real oversubscription can hang it */
 #define GPU_SAFETY_BYTES (4ull << 30)
 
@@ -59,20 +63,9 @@ typedef struct block_acts {
 } block_acts_t;
 #define ACTS_COUNT 10
 
-typedef struct gpt_run {
-    const gpt_options_t *opt;
-    jmp_buf *rehearsal;       /* a rehearsal (compute-less run on uvmrt's model): run_fail
-                                 jumps here instead of exiting */
-    uvmrt_context_t *ctx;
-    uvmrt_backend_kind_t backend;
-    uvmrt_policy_t policy;
-    const uvmrt_profile_t *profile;
-    int compute;              /* 1: the GPU does the arithmetic */
-    gpt_gpu_t *gpu;
-    uvmrt_stream_t stream;
-    uvmrt_stream_t cpu_stream; /* names the CPU optimizer's layer calls (nothing runs on it) */
-    int cpu_layers;           /* K: the top K layers' AdamW on the CPU */
-    int recompute;            /* N: blocks 1..N recompute in their backward */
+/* The model: its shape and its uvmrt tensors (parameters, saved activations, the
+ * workspace all layers share). */
+typedef struct gpt_model {
     int L, C, NH, V, Vp, maxT, B, T, N, nl; /* nl = L + 2 layers */
     size_t boff[P_BLOCK], bsize[P_BLOCK];   /* a block's tensors in its array */
     layer_params_t *lp;       /* (nl) */
@@ -96,7 +89,45 @@ typedef struct gpt_run {
     int chunk;                /* classifier rows per chunk */
     uint64_t managed_bytes;
     uint64_t device_bytes;
+} gpt_model_t;
+
+/* The run's settings: the flags, and the knob values in use (given, or chosen by
+ * uvmrt; a review may change them between steps). */
+typedef struct gpt_settings {
+    const gpt_options_t *opt;
+    int compute;            /* 1: the GPU does the arithmetic */
+    int cpu_layers;         /* K: the top K layers' AdamW on the CPU */
+    int recompute;          /* N: blocks 1..N recompute in their backward */
+    int knob_cpu, knob_rec; /* their index in uv.ac.choice.values; -1: explicit */
+    int first, stop;        /* training steps [first, stop) run in this process */
+} gpt_settings_t;
+
+/* What the run holds of uvmrt: the context, its streams, its steps and the choice. */
+typedef struct gpt_uvmrt {
+    jmp_buf *rehearsal; /* a rehearsal (compute-less run on uvmrt's model): run_fail
+                                 jumps here instead of exiting */
+    uvmrt_context_t *ctx;
+    uvmrt_backend_kind_t backend;
+    uvmrt_policy_t policy;
+    const uvmrt_profile_t *profile;
+    uvmrt_stream_t stream;
+    uvmrt_stream_t cpu_stream; /* names the CPU optimizer's layer calls (nothing runs on it) */
     uint64_t gpu_room;        /* cuda: managed bytes the GPU can take (free less the safety) */
+    uint64_t uv_steps;        /* uvmrt steps so far: training, validation, sampling */
+    int side_step; /* 1: a validation or sampling step ran since the last training step */
+    uvmrt_step_stats_t *stats; /* (steps) training steps only */
+    unsigned char *recording;  /* (steps) 1: the step recorded uvmrt's schedule */
+    autochoice_t ac;           /* the choice and its review (ac.made: uvmrt chose) */
+    uvmrt_status_t fail_st;    /* the uvmrt status a rehearsal failed with */
+} gpt_uvmrt_t;
+
+/* A run: the model, its settings, its uvmrt state, and the training's own state (the
+ * GPU side, host buffers, CPU optimizer, data, sampler, checkpoints). */
+typedef struct gpt_run {
+    gpt_model_t model;
+    gpt_settings_t set;
+    gpt_uvmrt_t uv;
+    gpt_gpu_t *gpu;
     int *tok_host;            /* pinned (5N+1) */
     int nbuckets;
     double *loss_host;        /* mapped (steps + validation batches + 1) */
@@ -106,13 +137,8 @@ typedef struct gpt_run {
     mlp_isa_t isa;
     double *losses_out;       /* (steps) */
     float *norms;             /* (steps) */
-    uvmrt_step_stats_t *stats; /* (steps) training steps only */
-    unsigned char *recording; /* (steps) 1: the step recorded uvmrt's schedule */
     long adam_t;              /* AdamW updates done (its bias correction's t) */
-    int first, stop;          /* training steps [first, stop) run in this process */
     int cpu_last;             /* last step (local count) given to the CPU optimizer; -1 */
-    uint64_t uv_steps;        /* uvmrt steps so far: training, validation, sampling */
-    int side_step;            /* 1: a validation or sampling step ran since the last training step */
     gpt_data_t *train, *val;  /* --data / --text; NULL: synthetic tokens */
     int val_n;                /* batches per validation pass */
     int n_val;                /* validation passes done */
@@ -124,15 +150,7 @@ typedef struct gpt_run {
     char ckpt_last[4096];     /* the last checkpoint written or loaded */
     uint64_t run_id;          /* written into its checkpoints; a resumed run keeps its own */
     int ckpt_replace;         /* 1: remove the checkpoints of another run after the first save */
-    /* auto */
-    int auto_knobs;           /* knobs chosen by uvmrt (0: none) */
-    int knob_cpu, knob_rec;   /* their index in choice.values; -1: explicit */
-    uvmrt_choice_t choice;
-    int reviewed;             /* 1: uvmrt_choice_review ran */
-    int review_again;         /* 1: it applied a re-plan: a second review measures it */
-    int planned;              /* planned training steps since the choice */
     double cpu_busy_s;        /* AdamW seconds of CPU threads already stopped */
-    uvmrt_status_t fail_st;   /* the uvmrt status a rehearsal failed with */
 } gpt_run_t;
 
 /* The sim's stream handles for the CPU optimizer's calls and the GPU's (distinct
@@ -141,25 +159,29 @@ extern const char gpt_sim_cpu_stream, gpt_sim_gpu_stream;
 
 /* A failure: the message and exit 1, or, in a rehearsal, the message and a jump
  * back to the rehearsal (gpt_auto.c), which frees what it made and fails the choice. */
+/* Releases everything the run holds (cli_fail's cleanup). */
+void gpt_run_close_cb(void *run);
 void gpt_run_fail(gpt_run_t *run, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 
 /* cli.h's check, keeping the status for a rehearsal's return. */
 #undef UV_CHECK
-#define UV_CHECK(run, expr)                                                                    \
-    do {                                                                                       \
-        uvmrt_status_t st_ = (expr);                                                           \
-        if (st_ != UVMRT_OK) {                                                                 \
-            (run)->fail_st = st_;                                                              \
-            gpt_run_fail((run), "%s failed: %s (%s)", #expr, uvmrt_status_str(st_),            \
-                         uvmrt_status_name(st_));                                              \
-        }                                                                                      \
+#define UV_CHECK(run, expr)                                                         \
+    do {                                                                            \
+        uvmrt_status_t st_ = (expr);                                                \
+        if (st_ != UVMRT_OK) {                                                      \
+            (run)->uv.fail_st = st_;                                                \
+            gpt_run_fail((run), "%s failed: %s (%s)", #expr, uvmrt_status_str(st_), \
+                         uvmrt_status_name(st_));                                   \
+        }                                                                           \
     } while (0)
 
 /* Layer l's AdamW runs on the CPU: the top cpu_layers of the nl layers. */
-static inline int on_cpu(const gpt_run_t *run, int l) { return l >= run->nl - run->cpu_layers; }
+static inline int on_cpu(const gpt_run_t *run, int l) {
+    return l >= run->model.nl - run->set.cpu_layers;
+}
 
 /* Block layer l (1..L) recomputes its activations in its backward. */
-static inline int recomputes(const gpt_run_t *run, int l) { return l - 1 < run->recompute; }
+static inline int recomputes(const gpt_run_t *run, int l) { return l - 1 < run->set.recompute; }
 
 static inline void *ptr(uvmrt_tensor_t *t) { return t ? uvmrt_tensor_ptr(t) : NULL; }
 static inline float *f32(uvmrt_tensor_t *t) { return (float *)ptr(t); }
@@ -191,6 +213,39 @@ void gpt_cpu_drain(gpt_run_t *run);
 void gpt_cpu_opt_open(gpt_run_t *run);
 void gpt_wh_from_master_host(gpt_run_t *run, int l);
 double gpt_step_flops(const gpt_run_t *run);
+
+/* the pieces of a step that the side steps (gpt_side.c) use too: the batch's token
+ * index, uvmrt's step bounds, the forward (side: a validation or sampling step's) and
+ * the layers of one */
+void gpt_tokens_index(gpt_run_t *run);
+void gpt_uv_step_begin(gpt_run_t *run);
+void gpt_uv_step_end(gpt_run_t *run);
+void gpt_forward(gpt_run_t *run, double *loss_dst, int side);
+void gpt_embed_forward(gpt_run_t *run, int side);
+void gpt_block_forward(gpt_run_t *run, int l);
+void gpt_head_sample(gpt_run_t *run, int row);
+
+/* gpt_weights.c: GPT-2's initialisation and the llm.c-order weight files (which: 0 the
+ * weights, 1 the gradients) */
+void gpt_weights_init(gpt_run_t *run);
+void gpt_weights_dump(gpt_run_t *run, const char *path, int which);
+void gpt_weights_load(gpt_run_t *run, const char *path);
+
+/* gpt_side.c: the side steps after training step s */
+void gpt_validate(gpt_run_t *run, int s);
+void gpt_sample_run(gpt_run_t *run, int s);
+/* 1 when a validation pass (sampling) follows training step s */
+int gpt_validates_after(const gpt_run_t *run, int s);
+int gpt_samples_after(const gpt_run_t *run, int s);
+/* The uvmrt steps the loop makes: one per training step, val_n per validation pass,
+ * one per sampled token (none on sim, which does not sample). */
+uint64_t gpt_uv_steps_planned(const gpt_run_t *run);
+
+/* gpt_open.c: opening and closing a run */
+uvmrt_context_t *gpt_context_open(gpt_options_t *opt);
+void gpt_run_data_open(gpt_run_t *run);
+void gpt_run_open_gpu(gpt_run_t *run);
+void gpt_run_close(gpt_run_t *run);
 
 /* gpt_auto.c: --cpu-layers auto, --recompute auto */
 void gpt_choose_auto(gpt_run_t *run);

@@ -46,14 +46,14 @@ typedef struct ckpt_bufs {
 } ckpt_bufs_t;
 
 static void ckpt_bufs_make(gpt_run_t *run, ckpt_bufs_t *cb) {
-    cb->n = 4 * run->nl;
+    cb->n = 4 * run->model.nl;
     cb->b = calloc((size_t)cb->n, sizeof *cb->b);
     cb->names = calloc((size_t)cb->n, sizeof *cb->names);
     if (!cb->b || !cb->names)
         gpt_run_fail(run, "out of host memory");
     static const char *const kind[4] = {"w", "wh", "m", "v"};
-    for (int l = 0; l < run->nl; l++) {
-        const layer_params_t *p = &run->lp[l];
+    for (int l = 0; l < run->model.nl; l++) {
+        const layer_params_t *p = &run->model.lp[l];
         uvmrt_tensor_t *t[4] = {p->w, p->wh, p->m, p->v};
         uint64_t bytes[4] = {p->n * 4, p->n * 2, p->n * 4, p->n * 4};
         for (int k = 0; k < 4; k++) {
@@ -70,11 +70,28 @@ static void ckpt_bufs_free(ckpt_bufs_t *cb) {
 }
 
 static void ckpt_meta_make(const gpt_run_t *run, ckpt_meta_t *m, int steps_done) {
-    const gpt_options_t *o = run->opt;
+    const gpt_options_t *o = run->set.opt;
     memset(m, 0, sizeof *m);
-    *m = (ckpt_meta_t){CKPT_META_MAGIC, sizeof *m, run->L, run->C, run->NH, run->V, run->Vp,
-                       run->maxT, run->B, run->T, (int32_t)o->source, o->c.steps, o->warmup,
-                       0, o->lr, o->c.seed, (uint64_t)steps_done, run->adam_t, run->rng, {0}};
+    *m = (ckpt_meta_t){CKPT_META_MAGIC,
+                       sizeof *m,
+                       run->model.L,
+                       run->model.C,
+                       run->model.NH,
+                       run->model.V,
+                       run->model.Vp,
+                       run->model.maxT,
+                       run->model.B,
+                       run->model.T,
+                       (int32_t)o->source,
+                       o->c.steps,
+                       o->warmup,
+                       0,
+                       o->lr,
+                       o->c.seed,
+                       (uint64_t)steps_done,
+                       run->adam_t,
+                       run->rng,
+                       {0}};
     if (run->train)
         gpt_data_tell(run->train, &m->data);
 }
@@ -101,7 +118,7 @@ static void ckpt_entries_print(const gpt_ckpt_entry_t *e, int n) {
  * run id and must not find another run's checkpoints there (it would replace and
  * prune them) unless --overwrite-checkpoints says so. */
 void gpt_run_ckpt_start(gpt_run_t *run) {
-    const gpt_options_t *o = run->opt;
+    const gpt_options_t *o = run->set.opt;
     char err[1024];
     if (!o->ckpt_dir)
         return;
@@ -134,7 +151,7 @@ void gpt_run_ckpt_start(gpt_run_t *run) {
 /* --overwrite-checkpoints without --resume, after the first save: DIR's checkpoints
  * of other runs go (regular files and links; anything else stays, with a warning). */
 static void ckpt_remove_others(gpt_run_t *run) {
-    const char *dir = run->opt->ckpt_dir;
+    const char *dir = run->set.opt->ckpt_dir;
     char err[1024];
     gpt_ckpt_entry_t *e;
     int n, removed = 0;
@@ -168,25 +185,26 @@ void gpt_run_ckpt_save(gpt_run_t *run, int s) {
     gpt_cpu_drain(run);
     /* a CPU layer's bf16 copy is made in its next forward (weights_ready): bring the
      * saved one up to date, so that a run resumed with that layer on the GPU reads it */
-    for (int l = 0; run->compute && l < run->nl; l++)
+    for (int l = 0; run->set.compute && l < run->model.nl; l++)
         if (on_cpu(run, l))
             gpt_wh_from_master_host(run, l);
     ckpt_bufs_t cb;
     ckpt_bufs_make(run, &cb);
     ckpt_meta_t meta;
     ckpt_meta_make(run, &meta, s + 1);
-    gpt_ckpt_save_options_t so = {.run_id = run->run_id, .keep = run->opt->keep,
-                                  .overwrite = run->opt->ckpt_overwrite};
+    gpt_ckpt_save_options_t so = {.run_id = run->run_id,
+                                  .keep = run->set.opt->keep,
+                                  .overwrite = run->set.opt->ckpt_overwrite};
     double t0 = cli_now_s();
     uint64_t bytes = 0;
     for (int i = 0; i < cb.n; i++)
         bytes += cb.b[i].bytes;
-    int rc = gpt_ckpt_save(run->opt->ckpt_dir, (uint64_t)(s + 1), cb.b, cb.n, &meta, sizeof meta,
-                           &so, err, sizeof err);
+    int rc = gpt_ckpt_save(run->set.opt->ckpt_dir, (uint64_t)(s + 1), cb.b, cb.n, &meta,
+                           sizeof meta, &so, err, sizeof err);
     ckpt_bufs_free(&cb);
     if (rc != 0)
         gpt_run_fail(run, "--checkpoint: saving step %d: %s", s + 1, err);
-    gpt_ckpt_path(run->ckpt_last, sizeof run->ckpt_last, run->opt->ckpt_dir, (uint64_t)(s + 1));
+    gpt_ckpt_path(run->ckpt_last, sizeof run->ckpt_last, run->set.opt->ckpt_dir, (uint64_t)(s + 1));
     printf("checkpoint step %d: %s (%.2f GiB, %.1f s)\n", s + 1, run->ckpt_last,
            (double)bytes / GIB, cli_now_s() - t0);
     if (run->ckpt_replace)
@@ -206,7 +224,7 @@ void gpt_run_ckpt_save(gpt_run_t *run, int s) {
  * this run did not write would be replaced by one of its saves: refused before step 1
  * unless --overwrite-checkpoints. */
 static void ckpt_future_check(gpt_run_t *run, uint64_t step) {
-    const gpt_options_t *o = run->opt;
+    const gpt_options_t *o = run->set.opt;
     char err[1024];
     gpt_ckpt_entry_t *e;
     int n, bad = 0;
@@ -231,7 +249,7 @@ static void ckpt_future_check(gpt_run_t *run, uint64_t step) {
 
 /* --resume: the newest valid checkpoint in DIR, or none (then from step 1). */
 void gpt_run_ckpt_resume(gpt_run_t *run) {
-    const gpt_options_t *o = run->opt;
+    const gpt_options_t *o = run->set.opt;
     char err[1024];
     ckpt_bufs_t cb;
     ckpt_bufs_make(run, &cb);
@@ -279,7 +297,7 @@ void gpt_run_ckpt_resume(gpt_run_t *run) {
                 "%016llx; --keep never removes the version-1 files\n", run->ckpt_last,
                 (unsigned long long)run->run_id);
     ckpt_future_check(run, step);
-    run->first = (int)step;
+    run->set.first = (int)step;
     run->adam_t = (long)m.adam_t;
     run->rng = m.rng;
     printf("resume: %s: step %llu done, continuing at step %llu of %d (run %016llx)\n",

@@ -297,7 +297,7 @@ void gpt_options_parse(int argc, char **argv, gpt_options_t *opt) {
                   CLI_F_LOG_LEVEL | CLI_F_QUIET,
         .common_help = {
             [0] = "backend (default cuda; without a usable GPU: sim, profile\n"
-                  "h200, unless --backend was given)",
+                  CLI_SIM_PROFILE ", unless --backend was given)",
             [3] = "device bytes uvmrt may keep resident (default auto; not\n"
                   "applied to policy none)",
             [4] = "training steps of the run (default 10); step 1 records the\n"

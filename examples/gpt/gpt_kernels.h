@@ -20,7 +20,7 @@
 
 #include "uvmrt.h"
 
-#include "../mlp/mlp_math.h"
+#include "../common/train_math.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -82,8 +82,7 @@ int gpt_bias_grad_f32_launch(float *dbias, float *scratch, const float *dout, in
 /* Fused causal attention (flash-style online softmax; no T x T matrix) on the tensor
  * cores (bf16, fp32 accumulate): qkv (B,T,3C) bf16, out (B,T,C) bf16, lse (B,NH,T)
  * fp32 natural log-sum-exp of the scaled scores. C / NH == GPT_HEAD_SIZE. The
- * trainer's choice of the implementations below (gpt_attention_kind() names it:
- * "wmma", or "mma" when gpt_kernels.cu is built with -DGPT_ATTENTION_MMA=1). */
+ * trainer's: the mma kernels below (gpu_check_attention.h has the earlier ones). */
 int gpt_attention_forward_launch(uint16_t *out, float *lse, const uint16_t *qkv, int B, int T,
                                  int C, int NH, uvmrt_stream_t stream);
 /* dqkv (B,T,3C) bf16 (overwritten) from dout (B,T,C) bf16, recomputing the
@@ -92,7 +91,6 @@ int gpt_attention_forward_launch(uint16_t *out, float *lse, const uint16_t *qkv,
 int gpt_attention_backward_launch(uint16_t *dqkv, float *delta, const uint16_t *dout,
                                   const uint16_t *out, const uint16_t *qkv, const float *lse,
                                   int B, int T, int C, int NH, uvmrt_stream_t stream);
-const char *gpt_attention_kind(void);
 /* FlashAttention-2 style: mma.sync m16n8k16 issued per warp, scores and
  * probabilities kept in registers, K/V tiles double-buffered with cp.async;
  * T up to 64 * 65535. */
@@ -106,22 +104,6 @@ int gpt_attention_forward_mma_tiles_launch(uint16_t *out, float *lse, const uint
 int gpt_attention_backward_mma_launch(uint16_t *dqkv, float *delta, const uint16_t *dout,
                                       const uint16_t *out, const uint16_t *qkv, const float *lse,
                                       int B, int T, int C, int NH, uvmrt_stream_t stream);
-/* The earlier WMMA kernels (score tiles through shared memory),
- * kept for gpt-gpu-check's comparison and timings. */
-int gpt_attention_forward_wmma_launch(uint16_t *out, float *lse, const uint16_t *qkv, int B,
-                                      int T, int C, int NH, uvmrt_stream_t stream);
-int gpt_attention_backward_wmma_launch(uint16_t *dqkv, float *delta, const uint16_t *dout,
-                                       const uint16_t *out, const uint16_t *qkv,
-                                       const float *lse, int B, int T, int C, int NH,
-                                       uvmrt_stream_t stream);
-/* The same with scalar fp32 kernels (no tensor cores): the first, simpler version,
- * kept as a second implementation for gpt-gpu-check. */
-int gpt_attention_forward_simple_launch(uint16_t *out, float *lse, const uint16_t *qkv, int B,
-                                        int T, int C, int NH, uvmrt_stream_t stream);
-int gpt_attention_backward_simple_launch(uint16_t *dqkv, float *delta, const uint16_t *dout,
-                                         const uint16_t *out, const uint16_t *qkv,
-                                         const float *lse, int B, int T, int C, int NH,
-                                         uvmrt_stream_t stream);
 /* Cross-entropy of R rows of logits (R,Vp) bf16, the first V columns real, Vp % 8 == 0:
  * losses (R,) fp32; logits replaced in place by dlogits = (softmax - onehot) * dscale
  * (0 in the padded columns). */

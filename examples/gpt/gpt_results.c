@@ -19,16 +19,17 @@
 medians_t gpt_run_medians(const gpt_run_t *run) {
     medians_t m = {0};
     size_t n = 0;
-    double *v = malloc((size_t)(run->stop - run->first) * 4 * sizeof *v + sizeof *v);
+    double *v = malloc((size_t)(run->set.stop - run->set.first) * 4 * sizeof *v + sizeof *v);
     if (v == NULL)
         return m;
-    double *ms = v, *in = ms + (run->stop - run->first), *out = in + (run->stop - run->first);
-    double *faults = out + (run->stop - run->first);
+    double *ms = v, *in = ms + (run->set.stop - run->set.first),
+           *out = in + (run->set.stop - run->set.first);
+    double *faults = out + (run->set.stop - run->set.first);
     for (int pass = 0; pass < 2 && n == 0; pass++) /* only recording steps: use them */
-        for (int s = run->first; s < run->stop; s++) {
-            if (pass == 0 && run->recording[s])
+        for (int s = run->set.first; s < run->set.stop; s++) {
+            if (pass == 0 && run->uv.recording[s])
                 continue;
-            const uvmrt_step_stats_t *st = &run->stats[s];
+            const uvmrt_step_stats_t *st = &run->uv.stats[s];
             ms[n] = (double)st->step_ns / 1e6;
             in[n] = (double)(st->prefetch_bytes + st->remote_read_bytes) / GB;
             out[n] = (double)(st->evict_bytes + st->remote_write_bytes) / GB;
@@ -48,49 +49,47 @@ const char *gpt_source_name(gpt_source_t s) {
 
 /* "choice": what auto chose and what the review found (null without auto). */
 static json_t *choice_json(const gpt_run_t *run) {
-    if (!run->auto_knobs)
+    if (!run->uv.ac.made)
         return json_null();
-    const uvmrt_choice_t *c = &run->choice;
+    const uvmrt_choice_t *c = &run->uv.ac.choice;
     int k, n;
     gpt_knob_values(run, c->values, &k, &n);
     json_t *values = json_object();
-    if (run->knob_cpu >= 0)
+    if (run->set.knob_cpu >= 0)
         json_object_set_new(values, "cpu_layers", json_integer(k));
-    if (run->knob_rec >= 0)
+    if (run->set.knob_rec >= 0)
         json_object_set_new(values, "recompute", json_integer(n));
-    return json_pack("{s:f, s:o, s:f, s:b, s:I, s:b, s:I, s:o, s:o, s:b}",
-                     "predicted_ms", c->predicted_step_ns / 1e6,
-                     "measured_ms", run->reviewed ? json_real(c->measured_step_ns / 1e6)
-                                                  : json_null(),
-                     "first_predicted_ms", (run->reviewed ? c->first_predicted_step_ns
-                                                          : c->predicted_step_ns) / 1e6,
-                     "replanned", c->replanned, "plan_budget_bytes",
-                     (json_int_t)c->plan_budget_bytes, "fits", c->fits,
-                     "rehearsals", (json_int_t)c->rehearsals, "values", values,
-                     "replanned_measured_ms", c->replanned_measured_step_ns > 0
-                                                  ? json_real(c->replanned_measured_step_ns / 1e6)
-                                                  : json_null(),
-                     "reverted", c->reverted);
+    return json_pack(
+        "{s:f, s:o, s:f, s:b, s:I, s:b, s:I, s:o, s:o, s:b}", "predicted_ms",
+        c->predicted_step_ns / 1e6, "measured_ms",
+        run->uv.ac.reviewed ? json_real(c->measured_step_ns / 1e6) : json_null(),
+        "first_predicted_ms",
+        (run->uv.ac.reviewed ? c->first_predicted_step_ns : c->predicted_step_ns) / 1e6,
+        "replanned", c->replanned, "plan_budget_bytes", (json_int_t)c->plan_budget_bytes, "fits",
+        c->fits, "rehearsals", (json_int_t)c->rehearsals, "values", values, "replanned_measured_ms",
+        c->replanned_measured_step_ns > 0 ? json_real(c->replanned_measured_step_ns / 1e6)
+                                          : json_null(),
+        "reverted", c->reverted);
 }
 
 /* --result-json: medians, totals, the per-step losses and times of this process's
  * steps, validation losses, the data position and the checkpoint. 0, or -1. */
 static int result_write(gpt_run_t *run, const char *path, const medians_t *m,
                         const uvmrt_summary_t *sum) {
-    const gpt_options_t *o = run->opt;
+    const gpt_options_t *o = run->set.opt;
     double tflops = m->ms > 0 ? gpt_step_flops(run) / (m->ms * 1e-3) / 1e12 : 0.0;
     uint64_t late = 0;
     json_t *losses = json_array(), *step_ms = json_array(), *val = json_array();
-    for (int s = run->first; s < run->stop; s++) {
-        if (!run->recording[s])
-            late += run->stats[s].fault_count;
-        json_array_append_new(losses, json_real(run->compute ? run->losses_out[s] : 0.0));
-        json_array_append_new(step_ms, json_real((double)run->stats[s].step_ns / 1e6));
+    for (int s = run->set.first; s < run->set.stop; s++) {
+        if (!run->uv.recording[s])
+            late += run->uv.stats[s].fault_count;
+        json_array_append_new(losses, json_real(run->set.compute ? run->losses_out[s] : 0.0));
+        json_array_append_new(step_ms, json_real((double)run->uv.stats[s].step_ns / 1e6));
     }
     for (int k = 0; k < run->n_val; k++)
-        json_array_append_new(val, json_pack("{s:i, s:o}", "step", run->val_step[k], "loss",
-                                             run->compute ? json_real(run->val_loss[k])
-                                                          : json_null()));
+        json_array_append_new(
+            val, json_pack("{s:i, s:o}", "step", run->val_step[k], "loss",
+                           run->set.compute ? json_real(run->val_loss[k]) : json_null()));
     json_t *data = json_pack("{s:s}", "source", gpt_source_name(o->source));
     if (run->train && data) {
         gpt_data_pos_t pos;
@@ -102,42 +101,44 @@ static int result_write(gpt_run_t *run, const char *path, const medians_t *m,
     json_t *root = json_pack(
         "{s:s, s:s, s:s, s:s, s:I, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:s, s:b,"
         " s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:s?}",
-        "program", PROG, "version", uvmrt_version_string(),
-        "backend", uvmrt_backend_name(run->backend), "policy", uvmrt_policy_name(run->policy),
-        "budget_bytes", (json_int_t)sum->budget_bytes,
-        "layers", run->L, "channels", run->C, "heads", run->NH, "vocab", run->V,
-        "batch", run->B, "seq", run->T, "steps", o->c.steps,
-        "first_step", run->first + 1, "last_step", run->stop,
-        "optimizer_on", run->cpu_layers == 0 ? "gpu" : run->cpu_layers == run->nl ? "cpu"
-                                                                                 : "mixed",
-        "recompute", run->recompute == 0 ? "none" : run->recompute == run->L ? "all" : "partial",
-        "arithmetic", run->compute,
-        "ms_per_step_median", m->ms, "tokens_per_s", m->ms > 0 ? run->N / (m->ms * 1e-3) : 0.0,
-        "tflops", tflops, "gb_in_per_step", m->in_gb, "gb_out_per_step", m->out_gb,
-        "faults_per_step", m->faults,
-        "managed_bytes", (json_int_t)run->managed_bytes,
-        "peak_resident_bytes", (json_int_t)sum->peak_resident_bytes,
-        "device_workspace_bytes", (json_int_t)run->device_bytes,
-        "faults_after_step1", (json_int_t)late,
-        "losses", losses, "step_ms", step_ms, "val", val, "data", data,
-        "checkpoint", run->ckpt_last[0] ? run->ckpt_last : NULL);
+        "program", PROG, "version", uvmrt_version_string(), "backend",
+        uvmrt_backend_name(run->uv.backend), "policy", uvmrt_policy_name(run->uv.policy),
+        "budget_bytes", (json_int_t)sum->budget_bytes, "layers", run->model.L, "channels",
+        run->model.C, "heads", run->model.NH, "vocab", run->model.V, "batch", run->model.B, "seq",
+        run->model.T, "steps", o->c.steps, "first_step", run->set.first + 1, "last_step",
+        run->set.stop, "optimizer_on",
+        run->set.cpu_layers == 0               ? "gpu"
+        : run->set.cpu_layers == run->model.nl ? "cpu"
+                                               : "mixed",
+        "recompute",
+        run->set.recompute == 0              ? "none"
+        : run->set.recompute == run->model.L ? "all"
+                                             : "partial",
+        "arithmetic", run->set.compute, "ms_per_step_median", m->ms, "tokens_per_s",
+        m->ms > 0 ? run->model.N / (m->ms * 1e-3) : 0.0, "tflops", tflops, "gb_in_per_step",
+        m->in_gb, "gb_out_per_step", m->out_gb, "faults_per_step", m->faults, "managed_bytes",
+        (json_int_t)run->model.managed_bytes, "peak_resident_bytes",
+        (json_int_t)sum->peak_resident_bytes, "device_workspace_bytes",
+        (json_int_t)run->model.device_bytes, "faults_after_step1", (json_int_t)late, "losses",
+        losses, "step_ms", step_ms, "val", val, "data", data, "checkpoint",
+        run->ckpt_last[0] ? run->ckpt_last : NULL);
     if (root) {
-        json_object_set_new(root, "cpu_layers", json_integer(run->cpu_layers));
-        json_object_set_new(root, "recompute_blocks", json_integer(run->recompute));
+        json_object_set_new(root, "cpu_layers", json_integer(run->set.cpu_layers));
+        json_object_set_new(root, "recompute_blocks", json_integer(run->set.recompute));
         json_object_set_new(root, "choice", choice_json(run));
         json_object_set_new(root, "predicted_step_ms",
-                            run->auto_knobs ? json_real(run->choice.predicted_step_ns / 1e6)
+                            run->uv.ac.made ? json_real(run->uv.ac.choice.predicted_step_ns / 1e6)
                                             : json_null());
     }
-    cli_json_final_steps(root, run->recording, run->stats, run->first, run->stop);
+    cli_json_final_steps(root, run->uv.recording, run->uv.stats, run->set.first, run->set.stop);
     return cli_json_write("--result-json", path, root);
 }
 
 /* The outputs the flags asked for, after the steps: each that fails is reported
  * and the others are still written. 0, or -1 when any failed. */
 int gpt_outputs_write(gpt_run_t *run, const medians_t *m, const uvmrt_summary_t *sum) {
-    const cli_common_t *c = &run->opt->c;
-    int bad = cli_reports_write(run->ctx, c) != 0;
+    const cli_common_t *c = &run->set.opt->c;
+    int bad = cli_reports_write(run->uv.ctx, c) != 0;
     if (c->result_json)
         bad |= result_write(run, c->result_json, m, sum);
     return bad ? -1 : 0;
@@ -147,8 +148,8 @@ int gpt_outputs_write(gpt_run_t *run, const medians_t *m, const uvmrt_summary_t 
 void gpt_steps_free(gpt_run_t *run) {
     free(run->losses_out);
     free(run->norms);
-    free(run->stats);
-    free(run->recording);
+    free(run->uv.stats);
+    free(run->uv.recording);
     free(run->val_step);
     free(run->val_loss);
 }

@@ -16,7 +16,7 @@
 
 #include <stdint.h>
 
-#include "../mlp/mlp_math.h"
+#include "../common/train_math.h"
 
 #define GPT_TOKENS_SEED_XOR 0x70c3e5ull
 

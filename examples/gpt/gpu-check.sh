@@ -88,7 +88,7 @@ else note "auto: no choice line in $OUT/train-d12-auto-1g.txt"; fail=1; fi
 # a changed choice applied between steps (the CPU thread's layers, placements, per-block
 # activations): the test hook makes the review apply cpu_layers 3, recompute 2 after step 4;
 # the losses must equal the mixed run's (where AdamW runs and recompute change no bits)
-UVMRT_GPT_TEST_REPLAN=3,2 $G/uvmrt-gpt --depth 12 --batch 4 --seq 256 --steps 10 --lr 1e-3 \
+UVMRT_TEST_REPLAN=3,2 $G/uvmrt-gpt --depth 12 --batch 4 --seq 256 --steps 10 --lr 1e-3 \
     --warmup 2 -q --budget 1G --loss-log "$OUT/loss-d12-replan-1g.txt" \
     >"$OUT/train-d12-replan-1g.txt" 2>&1 || fail=1
 grep "^auto:" "$OUT/train-d12-replan-1g.txt" | tee -a "$OUT/summary.txt"

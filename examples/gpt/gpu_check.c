@@ -28,12 +28,13 @@
 
 #include <cuda_runtime_api.h>
 
-#include "../mlp/adamw_cpu.h"
-#include "../mlp/mlp_math.h"
+#include "../common/adamw_cpu.h"
+#include "../common/train_math.h"
 #include "gpt_gpu.h"
 #include "gpt_kernels.h"
 #include "gpt_ref.h"
 #include "gpt_tokens.h"
+#include "gpu_check_attention.h"
 
 static int failures;
 static uint64_t rng = 88172645463325252ull;
@@ -625,7 +626,7 @@ static int attn_suite(void) {
                                     {1, 3, 2047, 0}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         attn_shape(shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3]);
-    printf("the trainer's attention in this build: %s\n", gpt_attention_kind());
+    printf("the trainer's attention: mma (gpt_kernels.cu)\n");
     printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
     return failures ? 1 : 0;
 }

@@ -507,16 +507,40 @@ static uvmrt_status_t mlp_rehearse(uvmrt_context_t *model, const int *values, in
     return st;
 }
 
-/* The chosen values in "cpu_layers 12, recompute 0" form (the auto ones only; rc:
- * the number of recomputing blocks). */
-static void knob_text(char *buf, size_t cap, const mlp_run_t *run, const int *values, int rc) {
+/* autochoice_ops_t.text: "cpu_layers 12, recompute 0" (the auto ones only; rc: the
+ * number of recomputing blocks). */
+static void knob_text(void *user, const int *values, int rc, char *buf, size_t cap) {
+    const mlp_run_t *run = user;
     int n = 0;
     buf[0] = '\0';
     if (run->knob_cpu >= 0)
         n = snprintf(buf, cap, "cpu_layers %d", values[run->knob_cpu]);
-    if (run->rc_auto && n >= 0 && (size_t)n < cap)
+    if (run->opt->recompute == MLP_AUTO && n >= 0 && (size_t)n < cap) /* also after the hook */
         snprintf(buf + n, cap - (size_t)n, "%srecompute %d", n ? ", " : "", rc);
 }
+
+/* autochoice_ops_t.hook: K and N for the auto flags (N: blocks 0..N-1 from now on, as
+ * if given, since the runtime's answers follow its own choice). */
+static int hook_values(void *user, uvmrt_choice_t *c, int k, int n, char *why, size_t cap) {
+    mlp_run_t *run = user;
+    if (k < 0 || k > run->net.L || n < 0 || n > run->net.L) {
+        snprintf(why, cap, "each 0 to --layers (%d)", run->net.L);
+        return -1;
+    }
+    if (run->knob_cpu >= 0)
+        c->values[run->knob_cpu] = k;
+    if (run->rc_auto) {
+        c->recompute_tensors = n;
+        run->rc_auto = 0;
+        run->recompute = n;
+    }
+    return 0;
+}
+
+static void choice_apply(void *user, const uvmrt_choice_t *c, int s);
+
+static const autochoice_ops_t auto_ops = {knob_text, hook_values, choice_apply,
+                                          mlp_run_close_cb};
 
 static int add_distinct(int *v, int n, int x) {
     for (int k = 0; k < n; k++)
@@ -545,128 +569,23 @@ static void choose_auto(mlp_run_t *run) {
         return;
     /* with --recompute auto the rehearsal declares each Z recomputable, and the
      * runtime rehearses each number of them recomputing: 0, L/8, ..., L */
-    run->choice.struct_size = sizeof run->choice;
-    uvmrt_status_t st = uvmrt_choose(run->ctx, knobs, n, mlp_rehearse, run, &run->choice);
-    if (st != UVMRT_OK)
-        run_fail(run, "uvmrt_choose (%s%s%s) failed: %s (%s); give the values instead",
-                 run->knob_cpu >= 0 ? "--cpu-layers auto" : "", n && run->rc_auto ? ", " : "",
-                 run->rc_auto ? "--recompute auto" : "", uvmrt_status_str(st),
-                 uvmrt_status_name(st));
-    run->have_choice = 1;
+    run->ac = (autochoice_t){.ctx = run->ctx, .ops = &auto_ops, .user = run,
+                             .quiet = opt->c.quiet};
+    autochoice_choose(&run->ac, knobs, n, mlp_rehearse, run,
+                      n && run->rc_auto       ? "--cpu-layers auto, --recompute auto"
+                      : run->knob_cpu >= 0 ? "--cpu-layers auto"
+                                           : "--recompute auto");
     if (run->knob_cpu >= 0)
-        run->cpu_layers = run->choice.values[run->knob_cpu];
-    char vals[96];
-    knob_text(vals, sizeof vals, run, run->choice.values, run->choice.recompute_tensors);
-    if (run->choice.fits)
-        printf("auto: %s (predicted %.1f ms/step at a %.2f GiB plan budget; %zu rehearsals)\n",
-               vals, run->choice.predicted_step_ns / 1e6,
-               (double)run->choice.plan_budget_bytes / GIB, run->choice.rehearsals);
-    else
-        printf("auto: %s (predicted: no combination fits the %.2f GiB budget; %zu rehearsals)\n",
-               vals, (double)uvmrt_context_budget(run->ctx) / GIB, run->choice.rehearsals);
-    if (!opt->c.quiet) {
-        size_t nc = uvmrt_choice_count(run->ctx);
-        for (size_t k = 0; k < nc; k++) {
-            int v[UVMRT_KNOBS_MAX] = {0};
-            double ns = 0;
-            if (uvmrt_choice_candidate(run->ctx, k, v, &ns) != UVMRT_OK)
-                continue;
-            knob_text(vals, sizeof vals, run, v, uvmrt_choice_candidate_recompute(run->ctx, k));
-            if (ns > 0)
-                printf("  candidate %s: predicted %.1f ms/step\n", vals, ns / 1e6);
-            else
-                printf("  candidate %s: does not fit (predicted)\n", vals);
-        }
-    }
-    fflush(stdout);
-}
-
-/* After step s (0-based) the review: after 3 planned steps (the 4th step), or the
- * last step of a shorter run with at least 2 planned steps. */
-static int review_due(const mlp_run_t *run, int s) {
-    int S = run->opt->c.steps, at = S - 1 < 3 ? S - 1 : 3;
-    if (run->review_again_at > 0) /* a re-plan's values: 3 planned steps after the change */
-        return s == run->review_again_at;
-    return run->have_choice && !run->reviewed && at >= 2 && s == at;
-}
-
-/* MLP_TEST_REPLAN=K,N (tests only; the sim never re-plans): the review acts as if it
- * had re-planned to cpu_layers K and recompute N (for the auto flags; N: blocks
- * 0..N-1, as if given, since the runtime's answers follow its own choice), so that
- * the applying of new values between steps is tested. 1 when it applies. */
-static int test_replan(mlp_run_t *run, uvmrt_choice_t *c) {
-    const char *e = getenv("MLP_TEST_REPLAN");
-    int k = -1, n = -1;
-    if (e == NULL || *e == '\0')
-        return 0;
-    if (sscanf(e, "%d,%d", &k, &n) != 2 || k < 0 || k > run->net.L || n < 0 || n > run->net.L)
-        run_fail(run, "MLP_TEST_REPLAN '%s': expected K,N with each 0 to --layers (%d)", e,
-                 run->net.L);
-    if (run->knob_cpu >= 0)
-        c->values[run->knob_cpu] = k;
-    if (run->rc_auto) {
-        c->recompute_tensors = n;
-        run->rc_auto = 0; /* blocks 0..N-1 from now on */
-        run->recompute = n;
-    }
-    c->replanned = 1;
-    printf("auto: MLP_TEST_REPLAN: as if re-planned\n");
-    return 1;
+        run->cpu_layers = run->ac.choice.values[run->knob_cpu];
 }
 
 /* The choice's values from step s + 1 on (uvmrt records that step again). */
-static void choice_apply(mlp_run_t *run, int s) {
-    const uvmrt_choice_t *c = &run->choice;
+static void choice_apply(void *user, const uvmrt_choice_t *c, int s) {
+    mlp_run_t *run = user;
     run->recording[s + 1] = 1;
     if (run->knob_cpu >= 0 && c->values[run->knob_cpu] != run->cpu_layers)
         cpu_layers_apply(run, c->values[run->knob_cpu], s + 1);
     run->recompute = recompute_count(run); /* the runtime's new answers, if auto */
-}
-
-/* Compares the prediction with the measured steps; a re-plan's values apply from
- * step s + 1 on. Called again 3 planned steps after applying one, when the
- * measurements decide between the re-plan's values and the first. */
-static void review(mlp_run_t *run, int s) {
-    int changed = 0, second = run->review_again_at > 0;
-    run->reviewed = 1;
-    run->review_again_at = 0;
-    run->choice.struct_size = sizeof run->choice;
-    UV_CHECK(run, uvmrt_choice_review(run->ctx, &run->choice, &changed));
-    const uvmrt_choice_t *c = &run->choice;
-    if (second) {
-        printf("auto: the re-planned values measured %.1f ms/step, the first ones %.1f: %s\n",
-               c->replanned_measured_step_ns / 1e6, c->measured_step_ns / 1e6,
-               c->reverted ? "back to the first ones" : "kept");
-        if (changed && s + 1 < run->opt->c.steps)
-            choice_apply(run, s);
-        return;
-    }
-    int hooked = test_replan(run, &run->choice);
-    changed |= hooked;
-    double err = c->measured_step_ns > 0
-                     ? (c->first_predicted_step_ns - c->measured_step_ns) / c->measured_step_ns * 100
-                     : 0.0;
-    printf("auto: predicted %.1f ms/step, measured %.1f ms/step (error %+.1f%%)",
-           c->first_predicted_step_ns / 1e6, c->measured_step_ns / 1e6, err);
-    if (!c->replanned && c->predicted_step_ns != c->first_predicted_step_ns)
-        printf("; the values stay, predicted with the measured work: %.1f ms/step",
-               c->predicted_step_ns / 1e6);
-    if (c->replanned) {
-        char vals[96];
-        knob_text(vals, sizeof vals, run, c->values, c->recompute_tensors);
-        printf("; re-planned: %s (predicted %.1f ms/step)%s", vals, c->predicted_step_ns / 1e6,
-               changed ? (s + 1 < run->opt->c.steps ? ", from the next step on" : ", no step left")
-                       : ", unchanged");
-    }
-    printf("\n");
-    if (!changed)
-        return;
-    if (s + 1 >= run->opt->c.steps) /* no step left to run them: the values that ran stay */
-        return;
-    /* the step after the change records; 3 planned steps later the second review */
-    if (!hooked && s + 4 < run->opt->c.steps)
-        run->review_again_at = s + 4;
-    choice_apply(run, s);
 }
 
 /* After step s: the CPU optimizer's AdamW time of each block in step s - 1 (done by
@@ -711,8 +630,7 @@ static void run_steps(mlp_run_t *run, FILE *loss_log) {
             fprintf(loss_log, "%d %a %a%s\n", s + 1, run->losses[s], scale_used,
                     run->skipped[s] ? " skipped" : "");
         host_work_report(run, s);
-        if (review_due(run, s))
-            review(run, s);
+        autochoice_after_step(&run->ac, s, s == 0 || run->recording[s], s + 1 == S);
     }
     if (run->gpu)
         mlp_gpu_finish(run);
@@ -760,7 +678,7 @@ static mlp_medians_t run_medians(const mlp_run_t *run) {
 /* The choice in the result JSON: "predicted_step_ms" and "choice" (with each
  * rehearsed candidate at the run's budget). */
 static void choice_json(const mlp_run_t *run, json_t *root) {
-    const uvmrt_choice_t *c = &run->choice;
+    const uvmrt_choice_t *c = &run->ac.choice;
     json_t *values = json_object(), *cands = json_array();
     if (run->knob_cpu >= 0)
         json_object_set_new(values, "cpu_layers", json_integer(c->values[run->knob_cpu]));
@@ -785,7 +703,7 @@ static void choice_json(const mlp_run_t *run, json_t *root) {
         root, "choice",
         json_pack("{s:f, s:o, s:f, s:b, s:b, s:I, s:I, s:o, s:o, s:o, s:b}", "predicted_ms",
                   c->predicted_step_ns / 1e6, "measured_ms",
-                  run->reviewed ? json_real(c->measured_step_ns / 1e6) : json_null(),
+                  run->ac.reviewed ? json_real(c->measured_step_ns / 1e6) : json_null(),
                   "first_predicted_ms", c->first_predicted_step_ns / 1e6, "replanned", c->replanned,
                   "fits", c->fits, "plan_budget_bytes", (json_int_t)c->plan_budget_bytes,
                   "rehearsals", (json_int_t)c->rehearsals, "values", values, "candidates", cands,
@@ -827,7 +745,7 @@ static int result_write(const mlp_run_t *run, const char *path, const mlp_median
         "device_workspace_bytes", (json_int_t)run->device_workspace_bytes,
         "faults_after_step1", (json_int_t)late_faults,
         "losses", losses, "step_ms", step_ms);
-    if (root && run->have_choice) /* every time in it but measured_ms is predicted */
+    if (root && run->ac.made) /* every time in it but measured_ms is predicted */
         choice_json(run, root);
     double adamw_ms, wait_ms;
     if (root && mlp_gpu_cpu_times(run, 0, &adamw_ms, &wait_ms)) { /* the CPU optimizer's own times */
@@ -918,7 +836,7 @@ int main(int argc, char **argv) {
         run.staged = mlp_gpu_can_stage(); /* the rehearsals model the same path */
     choose_auto(&run);
     if (run.rc_auto) /* the first ones in the runtime's order: blocks 0..N-1 (equal Z's) */
-        run.recompute = run.choice.recompute_tensors;
+        run.recompute = run.ac.choice.recompute_tensors;
     header_print(&run);
 
     if (run.backend == UVMRT_BACKEND_CUDA)

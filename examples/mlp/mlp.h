@@ -16,15 +16,16 @@
 #include <stdint.h>
 
 #include "uvmrt.h"
+#include "../common/autochoice.h"
 #include "../common/cli.h"
 
-#include "adamw_cpu.h"
-#include "mlp_math.h"
+#include "../common/adamw_cpu.h"
+#include "../common/train_math.h"
 
 #define PROG "uvmrt-mlp"
 
 /* the sim profile when falling back without a GPU */
-#define MLP_FALLBACK_PROFILE "consumer-8g"
+#define MLP_FALLBACK_PROFILE CLI_SIM_PROFILE
 
 /* ----------------------------------------------------------------------------
  * options */
@@ -122,10 +123,7 @@ typedef struct mlp_run {
                                     not wait for the CPU: applying K waited) */
     /* --cpu-layers auto / --recompute auto */
     int knob_cpu;                /* the cpu_layers knob's index in the choice; -1: given */
-    int have_choice;             /* 1: uvmrt_choose ran (choice below) */
-    int reviewed;                /* 1: uvmrt_choice_review ran */
-    int review_again_at;         /* >0: the step whose end reviews a re-plan's values */
-    uvmrt_choice_t choice;       /* the choice, and after the review its measurement */
+    autochoice_t ac;             /* the choice and its review (ac.made: uvmrt_choose ran) */
     double loss_scale;           /* fp16: current scale; bf16: 1 */
     int good_steps;              /* fp16: steps since the scale last changed */
     long adam_t;                 /* AdamW updates done (GPU optimizer) */

@@ -2,9 +2,9 @@
  * mlp_kernels.cu -- uvmrt-mlp's elementwise GPU kernels: GELU forward and backward,
  * MSE loss and its gradient, AdamW, the inf/NaN check, initialisation and copies.
  *
- * The math is mlp_math.h's (shared with the CPU optimizer and the CPU reference):
+ * The math is train_math.h's (shared with the CPU optimizer and the CPU reference):
  * AdamW here and on the CPU give the same bits. 16-bit data is moved as uint4 (8
- * values) and converted with mlp_math.h's round-to-nearest-even helpers. Grid-stride
+ * values) and converted with train_math.h's round-to-nearest-even helpers. Grid-stride
  * loops; launchers at the end.
  */
 #include <cuda_runtime.h>

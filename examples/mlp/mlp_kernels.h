@@ -16,7 +16,7 @@
 
 #include "uvmrt.h"
 
-#include "mlp_math.h"
+#include "../common/train_math.h"
 
 #ifdef __cplusplus
 extern "C" {

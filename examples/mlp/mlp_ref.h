@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "adamw_cpu.h"
+#include "../common/adamw_cpu.h"
 
 #ifdef __cplusplus
 extern "C" {

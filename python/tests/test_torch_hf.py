@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import uvmrt.torch as ut
+from uvmrt import _lib as L
 
 transformers = pytest.importorskip("transformers")
 
@@ -80,3 +81,111 @@ def test_llama_cpu_adamw_follows_torch_adamw():
     got = train(model, opt, b)
     for a, r in zip(got, ref):
         assert abs(a - r) <= 1e-5 * abs(r), (got, ref)
+
+
+# ---------------------------------------------------------------- working copies under autocast
+
+def train_autocast(model, opt, batches, micro=1):
+    out = []
+    for x in batches:
+        for _ in range(micro):
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = model(input_ids=x, labels=x).loss
+            loss.backward()
+        opt.step()
+        opt.zero_grad()
+        out.append(loss.item())
+    return out
+
+
+@pytest.mark.parametrize("make", [gpt2, llama], ids=["gpt2", "llama"])
+@pytest.mark.parametrize("recompute", [False, True])
+def test_working_copies_give_autocasts_results_bitwise(make, recompute):
+    b = data()
+    ref_model = make()
+    ref = train_autocast(ref_model, torch.optim.AdamW(ref_model.parameters(), lr=1e-3, foreach=False), b)
+    model, opt = ut.offload(make(), torch.optim.AdamW, lr=1e-3, foreach=False, budget="256M",
+                            cpu_optimizer=False, recompute=recompute)
+    assert train_autocast(model, opt, b) == ref
+    e = ut.engine_of(model)
+    assert e.half.used_bf16
+    # between forwards the modules hold their fp32 parameters again
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    assert model.lm_head.weight is model.transformer.wte.weight if make is gpt2 else True
+
+
+def test_working_copies_accumulate_gradients_as_autocast_does():
+    b = data(4)
+    ref_model = llama()
+    ref = train_autocast(ref_model, torch.optim.AdamW(ref_model.parameters(), lr=1e-3, foreach=False), b, micro=2)
+    model, opt = ut.offload(llama(), torch.optim.AdamW, lr=1e-3, foreach=False, budget="256M",
+                            cpu_optimizer=False, recompute=False)
+    assert train_autocast(model, opt, b, micro=2) == ref
+
+
+@pytest.mark.parametrize("make", [gpt2, llama], ids=["gpt2", "llama"])
+def test_cpu_layers_forwards_read_the_bf16_copies_adamw_writes(make):
+    """With the optimizer on the CPU, the forwards read the bf16 copies uvmrt_adamw_cpu
+    writes beside the fp32 weights: the same losses as casting the fp32 weights."""
+    b = data()
+    runs = []
+    for half in (False, True):
+        model, opt = ut.offload(make(), torch.optim.AdamW, lr=1e-3, budget="256M", cpu_optimizer=True,
+                                recompute=False, half_weights=half)
+        runs.append(train_autocast(model, opt, b))
+        e = ut.engine_of(model)
+        if half:
+            blk = e.blocks()[0]
+            assert blk.cpu_opt
+            uses, only = e.gpu_uses(blk, L.PHASE_FORWARD)
+            names = {e.slots[id(p)].handles.get("weight16"): fqn for fqn, p in blk.owned}
+            read16 = [names[h] for h, _ in uses if h in names and h is not None]
+            assert only and read16, "a CPU block's forward names its bf16 copies"
+            s = next(e.slots[id(p)] for _, p in blk.owned if "weight16" in e.slots[id(p)].kinds)
+            assert torch.equal(s.hviews["weight16"], s.hviews["weight"].to(torch.bfloat16))
+        ut.close(model)
+    assert runs[0] == runs[1]
+
+
+def test_loading_weights_reaches_the_cpu_layers_copies():
+    b = data(4)
+    model, opt = ut.offload(gpt2(), torch.optim.AdamW, lr=1e-3, budget="256M", cpu_optimizer=True)
+    train_autocast(model, opt, b[:2])
+    fresh = gpt2(seed=5)
+    model.load_state_dict(fresh.state_dict())
+    e = ut.engine_of(model)
+    for slot in e.slots.values():
+        if "weight16" in slot.hviews:
+            assert torch.equal(slot.hviews["weight16"], slot.hviews["weight"].to(torch.bfloat16))
+    ut.close(model)
+
+
+def test_a_recomputing_blocks_copies_are_freed_with_its_activations(monkeypatch):
+    """The 16-bit copies are not leaves held by the graph until the backward: in a
+    checkpointed block they die when its forward ends, as its other activations do."""
+    import weakref
+    from uvmrt.torch import _half
+    made = []
+    orig = _half._HalfCopy.forward
+
+    def forward(ctx, param, src, dtype):
+        out = orig(ctx, param, src, dtype)
+        made.append(weakref.ref(out))
+        return out
+    monkeypatch.setattr(_half._HalfCopy, "forward", staticmethod(forward))
+    model, opt = ut.offload(gpt2(), torch.optim.AdamW, lr=1e-3, budget="256M", cpu_optimizer=False,
+                            recompute=True)
+    x = data(1)[0]
+    train_autocast(model, opt, [x])  # the recorded step (on sim it keeps every block)
+    assert all(b.recompute for b in ut.engine_of(model).blocks())
+    made.clear()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = model(input_ids=x, labels=x).loss
+    n = len(made)
+    assert n >= 3 * 8  # 3 blocks x (4 Linear-like modules x weight and bias)
+    assert all(r() is None for r in made), "a recomputing block's copies outlive its forward"
+    loss.backward()
+    assert len(made) == 2 * n  # the recompute made them again
+    opt.step()
+    opt.zero_grad()
+    ut.close(model)

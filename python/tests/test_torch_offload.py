@@ -346,3 +346,40 @@ def test_gradient_accumulation_over_two_micro_batches(cpu):
         assert got == ref
     e = ut.engine_of(model)
     assert e.ctx.layer_stats(e.layers[1].index, L.PHASE_FORWARD).calls == 2 * e.ctx.summary().steps
+
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+
+
+def test_uvmrt_top_shows_a_python_process_and_its_modules(tmp_path):
+    """uvmrt-top (tools/uvmrt-top, found through UVMRT_TOP as make check sets it) reads the
+    monitor snapshot of a Python training process: its steps and its modules by name."""
+    import json
+    top = os.environ.get("UVMRT_TOP")
+    if not top or not os.path.exists(top):
+        pytest.skip("UVMRT_TOP (the build's tools/uvmrt-top) not set")
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import sys, time, torch\n"
+        f"sys.path[:0] = [{os.path.dirname(TESTS)!r}, {TESTS!r}]\n"
+        "import models, uvmrt.torch as ut\n"
+        "model, opt = ut.offload(models.make(), torch.optim.AdamW, budget='64M')\n"
+        "data = models.batches(1)\n"
+        "for i in range(600):\n"
+        "    models.train(model, opt, data)\n"
+        "    if i == 2: print('ready', flush=True)\n"
+        "    time.sleep(0.05)\n")
+    env = dict(os.environ, UVMRT_MONITOR="1")
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, env=env, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        out = subprocess.run([top, "--once", "--json", "-p", str(proc.pid)], capture_output=True, text=True,
+                             timeout=30, env=env)
+        assert out.returncode == 0, out.stderr
+        procs = json.loads(out.stdout)["processes"]
+        assert [p["pid"] for p in procs] == [proc.pid]
+        assert procs[0]["step"] >= 3
+        assert [l["name"] for l in procs[0]["layers"]][:3] == ["emb", "blocks.0", "blocks.1"]
+    finally:
+        proc.kill()
+        proc.wait()

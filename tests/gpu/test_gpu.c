@@ -523,7 +523,7 @@ Test(gpu, mlp_losses_bitwise_resident_vs_budget_fp16, .timeout = 600)
                                                   "fp16");
 }
 
-/* The CPU and GPU AdamW round every operation alike (mlp_math.h), so the two
+/* The CPU and GPU AdamW round every operation alike (train_math.h), so the two
  * placements train to the same bits too. */
 Test(gpu, mlp_losses_bitwise_gpu_vs_cpu_optimizer, .timeout = 600)
 {

@@ -152,12 +152,16 @@ def test_state_dict_round_trip(tmp_path):
                             cpu_optimizer=True, recompute=False)
     full = run(model, opt, data)
     ut.close(model)
+    del model, opt  # closed models hold ordinary GPU tensors: the next recorded step would count them
+    release()
     model, opt = ut.offload(gpt2(), torch.optim.AdamW, lr=3e-4, budget="4G", max_grad_norm=1.0,
                             cpu_optimizer=True, recompute=False)
     first = run(model, opt, data[:10])
     torch.save({"m": model.state_dict(), "o": opt.state_dict()}, tmp_path / "ck.pt")
     ut.close(model)
-    ck = torch.load(tmp_path / "ck.pt")
+    del model, opt
+    release()
+    ck = torch.load(tmp_path / "ck.pt", map_location="cpu")
     model, opt = ut.offload(gpt2(), torch.optim.AdamW, lr=3e-4, budget="4G", max_grad_norm=1.0,
                             cpu_optimizer=True, recompute=False)
     model.load_state_dict(ck["m"])

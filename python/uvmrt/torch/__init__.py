@@ -50,7 +50,7 @@ engine_of = _engine
 def offload(model, optimizer_class=torch.optim.AdamW, *, budget=None, param_groups=None, max_grad_norm=None,
             cpu_optimizer="auto", recompute="auto", layers=None, backend=None, profile=None, log_level=None,
             report=None, trace=None, device=None, review=True, workspace_bytes=None, verbose=False,
-            **optimizer_kwargs):
+            half_weights=True, **optimizer_kwargs):
     """Trains `model` with uvmrt: returns (model, optimizer).
 
     model            a torch.nn.Module (on the CPU, or on the GPU uvmrt runs on); it is
@@ -72,6 +72,11 @@ def offload(model, optimizer_class=torch.optim.AdamW, *, budget=None, param_grou
     review           review the choice after three planned steps (uvmrt_choice_review)
     workspace_bytes  device memory kept free for PyTorch beyond the peak the first step
                      measured (default: 128 MiB on a GPU, 0 on sim)
+    half_weights     under torch.autocast (bf16 or fp16), the forwards of nn.Linear and
+                     transformers Conv1D modules read 16-bit working copies of their
+                     weights instead of autocast's cached casts (the same values, so the
+                     same results; less of PyTorch's memory and, for the layers whose
+                     optimizer runs on the CPU, half the link bytes); False: autocast's own
     **optimizer_kwargs  the optimizer's own arguments (lr, betas, weight_decay, ...)
 
     A failure leaves the model and its parameters as they were.
@@ -94,7 +99,7 @@ def offload(model, optimizer_class=torch.optim.AdamW, *, budget=None, param_grou
     s.budget, s.max_grad_norm = budget, (None if max_grad_norm is None else float(max_grad_norm))
     s.cpu_optimizer, s.recompute, s.layers = cpu_optimizer, recompute, layers
     s.backend, s.profile, s.log_level, s.report, s.trace = backend, profile, log_level, report, trace
-    s.review, s.verbose = review, verbose
+    s.review, s.verbose, s.half_weights = review, verbose, bool(half_weights)
     s.workspace_bytes = None if workspace_bytes is None else int(workspace_bytes)
     if device is None:
         s.device_index = torch.cuda.current_device() if torch.cuda.is_available() and backend != "sim" else 0

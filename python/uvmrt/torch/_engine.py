@@ -26,6 +26,7 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from .. import _lib as L
 from .._context import Context
+from ._half import HalfWeights, half_candidates
 from ._layers import find_layers
 
 _SIM_GPU_STREAM = ctypes.c_char(0)
@@ -73,11 +74,18 @@ class Slot:
         self.shape, self.dtype = tuple(param.shape), param.dtype
         self.nbytes = param.numel() * param.element_size()
         self.trainable = param.requires_grad
-        self.kinds = []         # its uvmrt tensors: weight, grad, exp_avg, exp_avg_sq (in this order)
+        self.kinds = []         # its uvmrt tensors: weight, grad, exp_avg, exp_avg_sq, weight16 (in this order)
+        self.half = None        # (module, attribute) when a working copy replaces it in forwards (_half.py)
         self.handles = {}       # kind -> uvmrt tensor handle
         self.views = {}         # kind -> device view
         self.hviews = {}        # kind -> host view (the same memory, for the CPU)
         self.norm = None        # the gradient's 2-norm (0-d tensor) of the last backward
+
+    def kind_dtype(self, kind):
+        return torch.bfloat16 if kind == "weight16" else self.dtype
+
+    def kind_nbytes(self, kind):
+        return self.param.numel() * 2 if kind == "weight16" else self.nbytes
 
 
 # ----------------------------------------------------------------------------
@@ -154,6 +162,7 @@ class Engine:
         self.cpu = CpuWorker(self)
         self.ctx_external = 0
         self.measured_with_recompute = False
+        self.half = HalfWeights(self, settings.half_weights)
 
     # ------------------------------------------------------------ setup
     def open_context(self):
@@ -188,6 +197,7 @@ class Engine:
         """Every layer's tensors, filled from the parameters; nothing of the model changes
         until all succeeded (a failure frees what was made)."""
         made = []
+        half = half_candidates(self.model) if self.s.half_weights else {}
         try:
             for l in self.layers:
                 l.index = self.ctx.layer_add(l.name)
@@ -195,6 +205,10 @@ class Engine:
                     slot = Slot(fqn, p)
                     slot.kinds = ["weight"] + (["grad"] + (["exp_avg", "exp_avg_sq"] if adam_state else [])
                                                if slot.trainable else [])
+                    if p.dtype == torch.float32 and id(p) in half:
+                        slot.half = half[id(p)]
+                        if slot.trainable and adam_state and self.s.cpu_capable:
+                            slot.kinds.append("weight16")  # written by the CPU's AdamW (host-homed)
                     self.slots[id(p)] = slot
                     self.owner[id(p)] = l
                 descs, order = self.layer_descs(l)
@@ -205,14 +219,18 @@ class Engine:
                 for (slot, kind), h in zip(order, handles):
                     ptr = self.ctx.tensor_ptr(h)
                     slot.handles[kind] = h
-                    slot.hviews[kind] = host_view(ptr, slot.nbytes, slot.dtype, slot.shape)
-                    slot.views[kind] = device_view(ptr, slot.nbytes, slot.dtype, slot.shape, self.device)
+                    n, dt = slot.kind_nbytes(kind), slot.kind_dtype(kind)
+                    slot.hviews[kind] = host_view(ptr, n, dt, slot.shape)
+                    slot.views[kind] = device_view(ptr, n, dt, slot.shape, self.device)
+                    if kind == "weight16":
+                        self.ctx.set_placement(h, True)
             with torch.no_grad():
                 for slot in self.slots.values():
                     slot.hviews["weight"].copy_(slot.param.detach().to("cpu"))
                     for kind in ("exp_avg", "exp_avg_sq"):
                         if kind in slot.hviews:
                             slot.hviews[kind].zero_()
+                self.half.refresh(self.slots.values())
         except BaseException:
             for h in made:
                 try:
@@ -230,7 +248,10 @@ class Engine:
         for fqn, p in l.owned:
             slot = self.slots[id(p)]
             for kind in slot.kinds:
-                descs.append((fqn if kind == "weight" else f"{fqn}.{kind}", l.index, _ROLE[kind], slot.nbytes))
+                # the working copy belongs to no layer: only the calls that read it name it
+                layer = -1 if kind == "weight16" else l.index
+                descs.append((fqn if kind == "weight" else f"{fqn}.{kind}", layer, _ROLE[kind],
+                              slot.kind_nbytes(kind)))
                 order.append((slot, kind))
         return descs, order
 
@@ -247,6 +268,7 @@ class Engine:
     def install_hooks(self):
         for l in self.layers:
             m = l.module
+            self.install_forward(l)
             self.hooks.append(m.register_forward_pre_hook(
                 lambda mod, args, kwargs, l=l: self.pre_forward(l, args, kwargs), with_kwargs=True))
             self.hooks.append(m.register_forward_hook(
@@ -256,10 +278,45 @@ class Engine:
         self.hooks.append(self.model.register_state_dict_pre_hook(lambda *a, **k: self.cpu.wait()))
         if hasattr(self.model, "register_load_state_dict_pre_hook"):
             self.hooks.append(self.model.register_load_state_dict_pre_hook(lambda *a, **k: self.cpu.wait()))
+        # loaded weights reach the CPU layers' working copies
+        self.hooks.append(self.model.register_load_state_dict_post_hook(lambda *a, **k: self.refresh_half()))
         for slot in self.slots.values():
             if slot.trainable:
                 self.hooks.append(slot.param.register_post_accumulate_grad_hook(
                     lambda p, slot=slot: self.grad_ready(slot)))
+
+    def install_forward(self, l):
+        """l's forward, run with its working copies (_half.py) and, when l.recompute,
+        through a non-reentrant checkpoint whose recompute swaps them in again."""
+        m = l.module
+        orig = m.forward
+        l.fwd_orig = orig
+
+        def run(*args, **kwargs):
+            with self.half.swapped(l):
+                return orig(*args, **kwargs)
+
+        def forward(*args, **kwargs):
+            if l.recompute:
+                return torch.utils.checkpoint.checkpoint(run, *args, use_reentrant=False, **kwargs)
+            return run(*args, **kwargs)
+        m.forward = forward
+
+    def restore_forwards(self):
+        for l in self.layers:
+            if getattr(l, "fwd_orig", None) is not None:
+                m = l.module
+                if "forward" in m.__dict__:
+                    del m.__dict__["forward"]
+                if m.forward != l.fwd_orig:
+                    m.forward = l.fwd_orig
+                l.fwd_orig = None
+
+    def refresh_half(self):
+        self.cpu.wait()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        self.half.refresh([self.slots[id(p)] for l in self.layers if l.cpu_opt for _, p in l.owned])
 
     # ------------------------------------------------------------ streams and calls
     def stream(self):
@@ -320,6 +377,25 @@ class Engine:
             c.after = after
         return c
 
+    def gpu_uses(self, l, phase, handles=None, fresh=True):
+        """The uses of l's forward or backward call and whether they replace the defaults:
+        a CPU layer whose forwards read bf16 working copies names what the GPU touches
+        (the copies, its other weights, its gradients), not the fp32 weights of the copies."""
+        uses = self.borrowed_uses(l, handles)
+
+        def h(slot, kind):
+            return slot.handles[kind] if handles is None else handles[(id(slot.param), kind)]
+        slots = [self.slots[id(p)] for _, p in l.owned]
+        if not (l.cpu_opt and self.half.used_bf16 and any("weight16" in s.kinds for s in slots)):
+            if phase == L.PHASE_BACKWARD and not fresh:
+                uses += [(h(s, "grad"), L.USE_READWRITE) for s in slots if s.trainable]
+            return uses, False
+        for s in slots:
+            uses.append((h(s, "weight16" if "weight16" in s.kinds else "weight"), L.USE_READ))
+            if phase == L.PHASE_BACKWARD and s.trainable:
+                uses.append((h(s, "grad"), L.USE_WRITE if fresh else L.USE_READWRITE))
+        return uses, True
+
     def borrowed_uses(self, l, handles=None):
         """The weights l uses but another layer owns (handles: a model's, by (id, kind))."""
         out = []
@@ -370,7 +446,8 @@ class Engine:
                 self.fwd_order.append(l)
             self.rec_calls.append((l, L.PHASE_FORWARD))
             self.measure_inputs(l, args, kwargs)
-        call = self.make_call(l, L.PHASE_FORWARD, self.stream(), uses=self.borrowed_uses(l),
+        uses, only = self.gpu_uses(l, L.PHASE_FORWARD)
+        call = self.make_call(l, L.PHASE_FORWARD, self.stream(), uses=uses, no_default=only,
                               **self.forward_work(l))
         self.begin(l, L.PHASE_FORWARD, call)
         if self.recording and not inference and self.measure is not None:
@@ -405,16 +482,10 @@ class Engine:
             torch.autograd.Variable._execution_engine.queue_callback(self.on_backward_done)
         if self.recording:
             self.rec_calls.append((l, L.PHASE_BACKWARD))
-        uses = self.borrowed_uses(l)
-        fresh = True
-        for _, p in l.owned:
-            slot = self.slots[id(p)]
-            if slot.trainable and p.grad is not None:
-                fresh = False
-        if not fresh:
-            uses += [(self.slots[id(p)].handles["grad"], L.USE_READWRITE) for _, p in l.owned
-                     if self.slots[id(p)].trainable]
-        call = self.make_call(l, L.PHASE_BACKWARD, self.stream(), uses=uses, **self.backward_work(l, l.recompute))
+        fresh = not any(self.slots[id(p)].trainable and p.grad is not None for _, p in l.owned)
+        uses, only = self.gpu_uses(l, L.PHASE_BACKWARD, fresh=fresh)
+        call = self.make_call(l, L.PHASE_BACKWARD, self.stream(), uses=uses, no_default=only,
+                              **self.backward_work(l, l.recompute))
         self.begin(l, L.PHASE_BACKWARD, call)
 
     def on_post_backward(self, l):
@@ -615,7 +686,12 @@ class Engine:
                 for _, p in l.owned:
                     slot = self.slots[id(p)]
                     for kind, h in slot.handles.items():
-                        self.ctx.set_placement(h, want)
+                        if kind != "weight16":  # always host-homed
+                            self.ctx.set_placement(h, want)
+                if want:  # the GPU's updates reach the working copies the CPU keeps from now on
+                    if self.device.type == "cuda":
+                        torch.cuda.synchronize(self.device)
+                    self.half.refresh([self.slots[id(p)] for _, p in l.owned])
                 l.cpu_opt = want
 
     def apply(self, values):
@@ -633,21 +709,7 @@ class Engine:
                                f"the budget ({fmt_bytes(self.ctx.budget)}): give a larger budget") from e
 
     def set_recompute(self, l, on):
-        m = l.module
-        if on and l.ckpt_orig is None:
-            orig = m.forward
-            l.ckpt_orig = orig
-
-            def checkpointed(*args, **kwargs):
-                return torch.utils.checkpoint.checkpoint(orig, *args, use_reentrant=False, **kwargs)
-            m.forward = checkpointed
-        elif not on and l.ckpt_orig is not None:
-            if "forward" in m.__dict__:
-                del m.__dict__["forward"]
-            if m.forward != l.ckpt_orig:
-                m.forward = l.ckpt_orig
-            l.ckpt_orig = None
-        l.recompute = on
+        l.recompute = on  # the forward install_forward made reads it
 
     def rehearse(self, handle, values, steps):
         """uvmrt_rehearse_fn: the recorded step's calls, with these values, on the model context
@@ -665,7 +727,7 @@ class Engine:
                     continue
                 for (slot, kind), h in zip(order, model.tensors_alloc(descs)):
                     handles[(id(slot.param), kind)] = h
-                    if l in cpu:
+                    if l in cpu or kind == "weight16":
                         model.set_placement(h, True)
             model.set_external_bytes(self.external_bytes(rec))
             gpu = ctypes.cast(ctypes.pointer(_SIM_GPU_STREAM), ctypes.c_void_p)
@@ -682,13 +744,19 @@ class Engine:
                 model.step_begin()
                 seen = set()
                 for l, phase in calls:  # the recorded step's calls, micro-batches and all
-                    uses = self.borrowed_uses(l, handles)
+                    was, l.cpu_opt = l.cpu_opt, l in cpu  # gpu_uses reads it
+                    try:
+                        uses, only = self.gpu_uses(l, phase, handles)
+                    finally:
+                        l.cpu_opt = was
                     if phase == L.PHASE_FORWARD:
                         after = cpus if (l in cpu and s > 0 and l not in seen) else None
                         seen.add(l)
-                        run(self.make_call(l, phase, gpu, uses, after=after, **self.forward_work(l)))
+                        run(self.make_call(l, phase, gpu, uses, after=after, no_default=only,
+                                           **self.forward_work(l)))
                     else:
-                        run(self.make_call(l, phase, gpu, uses, **self.backward_work(l, l in rec)))
+                        run(self.make_call(l, phase, gpu, uses, no_default=only,
+                                           **self.backward_work(l, l in rec)))
                 for l in self.opt_layers():
                     if l not in cpu:
                         run(self.make_call(l, L.PHASE_OPTIMIZER, gpu, **self.gpu_adam_work(l)))
@@ -706,6 +774,7 @@ class Engine:
         for h in self.hooks:
             h.remove()
         self.hooks = []
+        self.restore_forwards()
         if self.ctx is not None:
             self.ctx.close()
 
@@ -803,7 +872,7 @@ class CpuWorker:
 _PHASES = {L.PHASE_FORWARD: "forward", L.PHASE_BACKWARD: "backward", L.PHASE_OPTIMIZER: "optimizer step"}
 
 _ROLE = {"weight": L.ROLE_WEIGHT, "grad": L.ROLE_GRADIENT, "exp_avg": L.ROLE_OPTIMIZER_STATE,
-         "exp_avg_sq": L.ROLE_OPTIMIZER_STATE}
+         "exp_avg_sq": L.ROLE_OPTIMIZER_STATE, "weight16": L.ROLE_WEIGHT}
 
 
 class _CudaMeasure:

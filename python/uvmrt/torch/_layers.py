@@ -29,7 +29,7 @@ class Layer:
         # the choice
         self.cpu_opt = False
         self.recompute = False
-        self.ckpt_orig = None    # the forward replaced by the checkpointing one
+        self.fwd_orig = None     # the module's own forward (the engine's wraps it)
 
     def __repr__(self):
         return f"Layer({self.name!r}, {len(self.owned)} params)"

@@ -207,8 +207,9 @@ class OffloadedOptimizer(torch.optim.Optimizer):
                 step = int(st["step"].item()) + 1
                 hp.step = step
                 h = slot.hviews
+                half = h["weight16"].data_ptr() if "weight16" in h else None  # the forwards' bf16 copy
                 L.check("uvmrt_adamw_cpu",
                         lib.uvmrt_adamw_cpu(ctypes.byref(hp), h["weight"].data_ptr(), h["exp_avg"].data_ptr(),
-                                            h["exp_avg_sq"].data_ptr(), h["grad"].data_ptr(), p.numel(), None),
+                                            h["exp_avg_sq"].data_ptr(), h["grad"].data_ptr(), p.numel(), half),
                         slot.fqn)
                 st["step"].fill_(step)

@@ -3,13 +3,13 @@
  * (uvmrt_adamw_cpu(3)): the name of the path it takes, the inf/NaN check of fp16
  * loss scaling, and pinning the optimizer's thread near the GPU.
  */
-#ifndef UVMRT_MLP_ADAMW_CPU_H
-#define UVMRT_MLP_ADAMW_CPU_H
+#ifndef UVMRT_EXAMPLES_ADAMW_CPU_H
+#define UVMRT_EXAMPLES_ADAMW_CPU_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "mlp_math.h"
+#include "train_math.h"
 #include "uvmrt.h"
 
 #ifdef __cplusplus
@@ -43,4 +43,4 @@ int mlp_cpu_pin_node(int node, const char **why);
 #ifdef __cplusplus
 }
 #endif
-#endif /* UVMRT_MLP_ADAMW_CPU_H */
+#endif /* UVMRT_EXAMPLES_ADAMW_CPU_H */

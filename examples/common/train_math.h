@@ -1,5 +1,5 @@
 /*
- * mlp_math.h -- the training math of uvmrt-mlp that the CPU and the GPU share.
+ * train_math.h -- the training math that the CPU and the GPU share (uvmrt-mlp and uvmrt-gpt).
  *
  * Header-only and includable from C and CUDA: the counter-based initialisation
  * hash, fp32 -> bf16/fp16 rounding, GELU and its derivative, and one AdamW
@@ -13,8 +13,8 @@
  * this header are compiled with -ffp-contract=off), and the SIMD paths of
  * src/adamw.c repeat exactly the AdamW's order of operations.
  */
-#ifndef UVMRT_MLP_MATH_H
-#define UVMRT_MLP_MATH_H
+#ifndef UVMRT_TRAIN_MATH_H
+#define UVMRT_TRAIN_MATH_H
 
 #include <math.h>
 #include <stdint.h>
@@ -172,4 +172,4 @@ MLP_HD void mlp_adamw_elem(float *w, float *m, float *v, float grad, const mlp_a
     uvmrt__adamw_elem(w, m, v, grad, c);
 }
 
-#endif /* UVMRT_MLP_MATH_H */
+#endif /* UVMRT_TRAIN_MATH_H */
