@@ -281,7 +281,7 @@ static uvmrt_status_t write_text(const uvmrt_context_t *ctx, FILE *f)
             backend);
     free(backend);
     if (ctx->cfg.backend == UVMRT_BACKEND_SIM) fprintf(f, " (profile %s)", ctx->profile->name);
-    uvmrt_summary_t sum;
+    uvmrt_summary_t sum = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     uvmrt_summary_get(ctx, &sum);
     fprintf(f, ", budget %.2f GiB, tensors %.2f GiB, peak resident %.2f GiB, kept in host memory %.2f GiB, "
                "steps %llu, fault statistics: %s\n",
@@ -409,7 +409,7 @@ static json_t *build_json(const uvmrt_context_t *ctx)
     jb_set(b, root, "budget_bytes", json_u64(ctx->budget));
     jb_set(b, root, "allocated_bytes", json_u64(ctx->tensors.allocated_bytes));
     jb_set(b, root, "peak_resident_bytes", json_u64(ctx->res.peak_bytes));
-    uvmrt_summary_t sum;
+    uvmrt_summary_t sum = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     uvmrt_summary_get(ctx, &sum);
     jb_set(b, root, "host_homed_bytes", json_u64(sum.host_homed_bytes));
     jb_set(b, root, "host_bytes", json_u64(sum.host_bytes));

@@ -420,7 +420,7 @@ typedef struct bad_case {
 #define SPOIL(fn, stmt) \
     static void fn(uvmrt_adamw_t *hp) { stmt; }
 SPOIL(size_zero, hp->struct_size = 0)
-SPOIL(size_small, hp->struct_size = sizeof *hp - 1)
+SPOIL(size_small, hp->struct_size = sizeof hp->struct_size - 1) /* less than the field itself */
 SPOIL(size_big, hp->struct_size = sizeof *hp + 8)
 SPOIL(step_zero, hp->step = 0)
 SPOIL(lr_negative, hp->lr = -1e-3)
@@ -447,7 +447,7 @@ SPOIL(order_unknown, hp->order = 2)
 SPOIL(order_negative, hp->order = -1)
 
 static const bad_case_t BAD_CASES[] = {
-    {"struct_size 0", size_zero, "struct_size 0"},
+    {"struct_size 0", size_zero, "struct_size is 0"},
     {"struct_size too small", size_small, "struct_size"},
     {"struct_size too big", size_big, "struct_size"},
     {"step 0", step_zero, "step 0"},
