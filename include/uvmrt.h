@@ -715,9 +715,9 @@ uvmrt_status_t uvmrt_layer_end(uvmrt_context_t *ctx);
      * DRIVER counters cover these */                                                                          \
     X(sampled_calls,              SAMPLED_CALLS,        CALL,   0, 0, 0,   0, "",         "",       0, COUNT)  \
     /* read from the disk tier into host memory for this call (uvmrt_tensor_set_tier) */                      \
-    X(spill_read_bytes,           SPILL_READ,           OWN,    1, 1, 1,   0, "",         "",       0, MIB)    \
+    X(spill_read_bytes,           SPILL_READ,           LATE,    1, 1, 1,   0, "",         "",       0, MIB)    \
     /* written back to the disk tier after this call */                                                        \
-    X(spill_write_bytes,          SPILL_WRITE,          OWN,    1, 1, 1,   0, "",         "",       0, MIB)
+    X(spill_write_bytes,          SPILL_WRITE,          LATE,    1, 1, 1,   0, "",         "",       0, MIB)
 
 /* Helpers for expanding UVMRT_COUNTERS: UVMRT__IF_<0|1>(code) keeps code when 1;
  * UVMRT__<SOURCE>_<source>(code) keeps code when source is SOURCE. */
@@ -729,6 +729,14 @@ uvmrt_status_t uvmrt_layer_end(uvmrt_context_t *ctx);
 #define UVMRT__DRIVER_CALL(...)
 #define UVMRT__DRIVER_OWN(...)
 #define UVMRT__DRIVER_DRIVER(...) __VA_ARGS__
+/* LATE: uvmrt's own counters added after the first ABI (libuvmrt.so.1): they come at
+ * the end of uvmrt_step_stats_t and uvmrt_summary_t, so those structs only grow */
+#define UVMRT__OWN_LATE(...)
+#define UVMRT__DRIVER_LATE(...)
+#define UVMRT__LATE_CALL(...)
+#define UVMRT__LATE_OWN(...)
+#define UVMRT__LATE_DRIVER(...)
+#define UVMRT__LATE_LATE(...) __VA_ARGS__
 #define UVMRT__FIELD(name, tag, src, step, sum, ...) uint64_t name;
 #define UVMRT__STEP_FIELD_OF(want, name, tag, src, step) UVMRT__IF_##step(UVMRT__##want##_##src(uint64_t name;))
 #define UVMRT__STEP_OWN_FIELD(name, tag, src, step, sum, ...) UVMRT__STEP_FIELD_OF(OWN, name, tag, src, step)
@@ -736,6 +744,8 @@ uvmrt_status_t uvmrt_layer_end(uvmrt_context_t *ctx);
 #define UVMRT__SUM_FIELD_OF(want, name, tag, src, sum) UVMRT__IF_##sum(UVMRT__##want##_##src(uint64_t name;))
 #define UVMRT__SUM_OWN_FIELD(name, tag, src, step, sum, ...) UVMRT__SUM_FIELD_OF(OWN, name, tag, src, sum)
 #define UVMRT__SUM_DRIVER_FIELD(name, tag, src, step, sum, ...) UVMRT__SUM_FIELD_OF(DRIVER, name, tag, src, sum)
+#define UVMRT__STEP_LATE_FIELD(name, tag, src, step, sum, ...) UVMRT__STEP_FIELD_OF(LATE, name, tag, src, step)
+#define UVMRT__SUM_LATE_FIELD(name, tag, src, step, sum, ...) UVMRT__SUM_FIELD_OF(LATE, name, tag, src, sum)
 
 /* Counters of one (layer, phase), summed over all steps: every UVMRT_COUNTERS entry.
  * Prefetches and the evictions that made room for them count for the call that
@@ -757,6 +767,7 @@ typedef struct uvmrt_step_stats {
     uint64_t d2h_busy_ns;      /* time the copy stream spent evicting */
     UVMRT_COUNTERS(UVMRT__STEP_DRIVER_FIELD)   /* gpu_faults ... cpu_faults */
     int fault_sampled;         /* 1: this step collected the driver's counters; 0: they read 0 */
+    UVMRT_COUNTERS(UVMRT__STEP_LATE_FIELD)     /* spill_read_bytes, spill_write_bytes */
 } uvmrt_step_stats_t;
 
 /* The whole run: the entries of UVMRT_COUNTERS with summary = 1, summed over every
@@ -796,6 +807,7 @@ typedef struct uvmrt_summary {
                                      * failures are logged as errors.) */
     /* host memory (uvmrt_memory_stats_t's fields of the same names) */
     uint64_t host_bytes, peak_host_bytes, host_budget_bytes, host_external_bytes, plan_host_bytes;
+    UVMRT_COUNTERS(UVMRT__SUM_LATE_FIELD)      /* spill_read_bytes, spill_write_bytes */
 } uvmrt_summary_t;
 
 /* The three calls copy into *out (caller-owned, its struct_size set); UVMRT_ERR_INVALID,

@@ -15,8 +15,8 @@
 /* Each OWN counter of UVMRT_COUNTERS: to the (layer, phase) totals, the row of the
  * step in progress (when kept) and, when it has a step field, the step. */
 #define ADD_OWN(name, tag, src, step, ...)                                                 \
-    UVMRT__OWN_##src(case STAT_##tag: l->name += v; if (r) r->name += v;                   \
-                     UVMRT__IF_##step(s->name += v;) break;)
+    UVMRT__MINE_##src(case STAT_##tag: l->name += v; if (r) r->name += v;                  \
+                      UVMRT__IF_##step(s->name += v;) break;)
 
 void uvmrt__stat_add(uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, int kind, uint64_t v)
 {

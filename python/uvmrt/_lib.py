@@ -44,7 +44,7 @@ COUNTERS = [
     ("prefetch_htod_bytes", 1, 1, "DRIVER"), ("driver_prefetch_htod_bytes", 1, 1, "DRIVER"),
     ("evict_dtoh_bytes", 1, 1, "DRIVER"), ("thrashing", 1, 1, "DRIVER"), ("throttling", 1, 1, "DRIVER"),
     ("remote_map", 1, 1, "DRIVER"), ("cpu_faults", 1, 1, "DRIVER"), ("sampled_calls", 0, 0, "CALL"),
-    ("spill_read_bytes", 1, 1, "OWN"), ("spill_write_bytes", 1, 1, "OWN"),
+    ("spill_read_bytes", 1, 1, "LATE"), ("spill_write_bytes", 1, 1, "LATE"),
 ]
 
 
@@ -99,7 +99,7 @@ class LayerStats(_Sized):
 class StepStats(_Sized):
     _fields_ = (SIZE + [("step_ns", c_u64)] + _fields("step", "OWN") +
                 [("peak_resident_bytes", c_u64), ("h2d_busy_ns", c_u64), ("d2h_busy_ns", c_u64)] +
-                _fields("step", "DRIVER") + [("fault_sampled", c_int)])
+                _fields("step", "DRIVER") + [("fault_sampled", c_int)] + _fields("step", "LATE"))
 
 
 class Summary(_Sized):
@@ -112,7 +112,7 @@ class Summary(_Sized):
                  ("fault_sampled_steps", c_u64), ("fault_sample_every", c_int),
                  ("fault_sample_period", ctypes.c_uint), ("fault_sample_overhead", c_double),
                  ("fault_records_lost", c_u64), ("backend_errors", c_u64), ("output_errors", c_u64)] +
-                [(n, c_u64) for n in HOST_FIELDS])
+                [(n, c_u64) for n in HOST_FIELDS] + _fields("summary", "LATE"))
 
 
 class MemoryStats(_Sized):
