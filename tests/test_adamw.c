@@ -442,7 +442,6 @@ SPOIL(beta2_nan, hp->beta2 = NAN)
 SPOIL(scale_nan, hp->grad_scale = NAN)
 SPOIL(scale_inf, hp->grad_scale = -INFINITY)
 SPOIL(threads_negative, hp->threads = -1)
-SPOIL(size_zero, hp->struct_size = 0)
 SPOIL(order_unknown, hp->order = 2)
 SPOIL(order_negative, hp->order = -1)
 
@@ -470,7 +469,6 @@ static const bad_case_t BAD_CASES[] = {
     {"grad_scale NaN", scale_nan, "grad_scale nan"},
     {"grad_scale -inf", scale_inf, "grad_scale -inf"},
     {"threads -1", threads_negative, "threads -1"},
-    {"struct_size 0", size_zero, "struct_size"},
     {"order 2", order_unknown, "order 2"},
     {"order -1", order_negative, "order -1"},
 };
