@@ -294,7 +294,7 @@ static void table_print(const bench_t *b, const char *device_name, const bench_o
                100.0 * bps(p, p->mean_ns) / bps(h, h->mean_ns));
 }
 
-/* By the report rules (src/outfile.h): a new or regular file through a temporary file
+/* By the report rules (src/base/outfile.h): a new or regular file through a temporary file
  * and a rename, so a reader never sees half a file; a FIFO or a device in place. */
 static int json_write(const bench_t *b, const char *device_name, const bench_options_t *opt) {
     uvmrt__outfile_t o;

@@ -7,7 +7,7 @@ cuda) with the capped rule of commit 185bae3, for records made by older binaries
 A call with link traffic (its duration_ns below its measured_ns) gets at most its
 modelled work times the clean calls' efficiency (measured over modelled of the calls
 without link traffic or CPU work: its phase's, else the step's), as the runtime now
-computes it (src/step.c, uvmrt__step_work). With drop-host, the calls' host_ns are
+computes it (src/exec/step.c, uvmrt__step_work). With drop-host, the calls' host_ns are
 left out (the model's CPU time instead). Then: uvmrt-plan --record OUT.json.
 """
 import json,sys

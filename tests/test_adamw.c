@@ -1,9 +1,9 @@
 /*
- * test_adamw.c -- uvmrt_adamw_cpu(3), the library's CPU AdamW (src/adamw.c).
+ * test_adamw.c -- uvmrt_adamw_cpu(3), the library's CPU AdamW (src/api/adamw.c).
  *
  *  - in both orders (uvmrt's, torch's), every instruction set this CPU has
  *    (UVMRT_ADAMW_ISA narrows the path) and thread counts 1, 2 and 3 give bit for bit
- *    what the scalar reference gives (the element formula of src/adamw_math.h, one
+ *    what the scalar reference gives (the element formula of src/base/adamw_math.h, one
  *    element at a time), on sizes 0, 1, 7, 15, 16, 17 and 1000003, over three steps,
  *    with and without half_out, including zero and infinite gradients and a loss scale;
  *  - torch's order equals a reference written here from torch's kernels (fmaf), in

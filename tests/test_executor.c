@@ -1,5 +1,5 @@
 /*
- * test_executor.c -- the executor (src/step.c, policy.c, migrate.c, history.c) on
+ * test_executor.c -- the executor (src/exec/step.c, policy.c, migrate.c, history.c) on
  * the sim backend under each policy: the budget at every layer boundary, residency
  * when a layer starts, no faults in steady state, deviations from the record,
  * budget errors, host homing, placement, data surviving evictions, and step_end's

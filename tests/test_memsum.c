@@ -1,5 +1,5 @@
 /*
- * test_memsum.c -- the memory summary (src/memsum.c): every live tensor once
+ * test_memsum.c -- the memory summary (src/observe/memsum.c): every live tensor once
  * with its bytes, where it is and its mechanism; per-role totals that balance
  * with the residency accounting; the peak and its reset; failed calls change
  * nothing and say why; the report sections.

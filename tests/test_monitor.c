@@ -1,5 +1,5 @@
 /*
- * test_monitor.c -- the live snapshot (src/monitor.c) read back through the
+ * test_monitor.c -- the live snapshot (src/observe/monitor.c) read back through the
  * reader uvmrt-top uses (tools/monread.c): it matches the step's statistics and
  * report, is named and created 0600, grows past its first rows, is never read
  * torn, is removed at destroy, is not made with UVMRT_MONITOR=0, and a sim

@@ -1,5 +1,5 @@
 /*
- * test_outfile.c -- src/outfile.c, the one way every output file reaches its path
+ * test_outfile.c -- src/base/outfile.c, the one way every output file reaches its path
  * (issue 21): the check before a run, and open/close by the report rules.
  */
 #include <criterion/criterion.h>

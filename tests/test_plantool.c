@@ -1,5 +1,5 @@
 /*
- * test_plantool.c -- UVMRT_RECORD (src/record_file.c) and uvmrt-plan, run by path:
+ * test_plantool.c -- UVMRT_RECORD (src/observe/record_file.c) and uvmrt-plan, run by path:
  * a sim run's recorded step, re-played by the tool, predicts that run's own step
  * time (the sim is the model), --fit finds the smallest budget, a budget below the
  * largest working set names the layer, more budget never predicts slower, and bad

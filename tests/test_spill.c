@@ -1,5 +1,5 @@
 /*
- * test_spill.c -- the disk tier's files and engines (src/spill.c): data written and
+ * test_spill.c -- the disk tier's files and engines (src/host/spill.c): data written and
  * read back through both engines, the private directory and the files' modes, stale
  * directories of killed runs removed, O_DIRECT refused (buffered fallback), a full
  * disk (a 1 MiB tmpfs, when root), and the k-th fallocate, read or write failing or

@@ -1,5 +1,5 @@
 /*
- * test_steady.c -- the recording step kept apart (src/steady.c): the text
+ * test_steady.c -- the recording step kept apart (src/model/steady.c): the text
  * report's per-layer table and its marks sum steps 2..N, step 1 has its own
  * table and JSON object, and steps are numbered from 1 in the CSV and trace.
  */

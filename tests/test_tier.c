@@ -1,5 +1,5 @@
 /*
- * test_tier.c -- tensors on the disk tier (uvmrt_tensor_set_tier, src/tier.c) on sim:
+ * test_tier.c -- tensors on the disk tier (uvmrt_tensor_set_tier, src/exec/tier.c) on sim:
  * a small MLP trained with its AdamW moments (and its weights) in files gives losses
  * bit for bit those without the tier, on both engines; the host pages are given back
  * between uses (so the bytes really come from the files); the counters count the

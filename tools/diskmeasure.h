@@ -1,6 +1,6 @@
 /*
  * diskmeasure.h -- the disk tier's bandwidth in a directory, measured through the
- * tier's own spill module (src/spill.h): for uvmrt-calibrate --spill-dir.
+ * tier's own spill module (src/host/spill.h): for uvmrt-calibrate --spill-dir.
  */
 #ifndef UVMRT_DISKMEASURE_H
 #define UVMRT_DISKMEASURE_H

@@ -609,7 +609,7 @@ static int predict(const record_t *r, const char *profile, uint64_t budget, cons
         free(info);
     }
     if (!p->fits && g_host_budget > 0) {
-        /* the library's refusal says what the plan needed (src/policy.c's message) */
+        /* the library's refusal says what the plan needed (src/exec/policy.c's message) */
         const char *refused = strstr(last_error, "plan refused: it needs ");
         double gpu_gib, budget_gib, host_gib;
         if (refused && sscanf(refused, "plan refused: it needs %lf GiB on the GPU (budget %lf GiB) and %lf GiB of host",
@@ -758,7 +758,7 @@ static int gnuplot_found(void)
 /* The sweep's chart: gnuplot draws it into a temporary file of ours (so the user's
  * path never enters the script, where a quote would end the string and the rest
  * would run as gnuplot commands), which is then written to plot by the report rules
- * (src/outfile.h). 0, or -1 after saying why. */
+ * (src/base/outfile.h). 0, or -1 after saying why. */
 static int plot_write(const char *plot, const char *profile, const char *datpath)
 {
     char gp[] = "/tmp/uvmrt-plan-gp.XXXXXX", png[] = "/tmp/uvmrt-plan-png.XXXXXX", cmd[128], title[256];
@@ -1188,7 +1188,7 @@ static int batch_finder(const model_t *m, const char *src, const char *profile, 
 }
 
 /* ------------------------------------------------------------------ outputs */
-/* 0 when path (NULL: none) can be written by the report rules (src/outfile.h), else
+/* 0 when path (NULL: none) can be written by the report rules (src/base/outfile.h), else
  * -1 after saying why. */
 static int output_check(const char *flag, const char *path)
 {

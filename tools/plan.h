@@ -52,7 +52,7 @@ typedef struct record {
 void record_free(record_t *r);
 
 /* What the library counts resident for a tensor of size bytes: the size rounded up to
- * 2 MiB from 1 MiB on, to 64 KiB below (src/tensor.c packs tensors so). */
+ * 2 MiB from 1 MiB on, to 64 KiB below (src/exec/tensor.c packs tensors so). */
 uint64_t plan_footprint(uint64_t size);
 
 /* ------------------------------------------------------------------ model files */

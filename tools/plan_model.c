@@ -30,7 +30,7 @@
 #define MAX_LAYERS 10000    /* layers after repeats: a record that size replays in seconds */
 #define MAX_STATES 8        /* optimizer state tensors per layer */
 #define MAX_BATCH 10000000  /* samples per step */
-#define MAX_TENSOR (1ull << 50) /* the library's largest tensor (src/tensor.c) */
+#define MAX_TENSOR (1ull << 50) /* the library's largest tensor (src/exec/tensor.c) */
 #define CPU_STREAM 1        /* the CPU optimizer's calls: a timeline of their own */
 #define HALF_STREAM 2       /* staged_half_copy: the GPU's copies of the CPU's updates */
 

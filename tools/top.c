@@ -1,7 +1,7 @@
 /*
  * top.c -- uvmrt-top: a live view of the running uvmrt programs of this user,
  * refreshed every second like `nvidia-smi -l 1`. Each program publishes a
- * snapshot at every step end (src/monitor.c); this reads them (monread.c).
+ * snapshot at every step end (src/observe/monitor.c); this reads them (monread.c).
  * See uvmrt-top(1).
  */
 #include <errno.h>

@@ -1,6 +1,6 @@
 /*
  * adamw_cpu.c -- see adamw_cpu.h. The AdamW itself is the library's
- * (uvmrt_adamw_cpu, src/adamw.c).
+ * (uvmrt_adamw_cpu, src/api/adamw.c).
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"

@@ -500,7 +500,7 @@ int cli_report_write(const uvmrt_context_t *ctx, const char *flag, const char *f
 }
 
 /* The files cli_output_open has open: their FILE and how each reaches its path
- * (src/outfile.h). A program writes a few at once. */
+ * (src/base/outfile.h). A program writes a few at once. */
 static uvmrt__outfile_t cli_open_files[8];
 
 void cli_output_check(const char *flag, const char *path)

@@ -147,7 +147,7 @@ const char *cli_common_help(unsigned bit);
 /* Writes ctx's report in format to path ("-": stdout) for flag. */
 int cli_report_write(const uvmrt_context_t *ctx, const char *flag, const char *format,
                      const char *path);
-/* Every output file follows uvmrt_report_write's rules (src/outfile.h): a new or
+/* Every output file follows uvmrt_report_write's rules (src/base/outfile.h): a new or
  * regular file (or a link's target) is written to a temporary file beside it and
  * renamed at close; a FIFO (with a reader) or a character device is written in place;
  * anything else is refused. */

@@ -3,7 +3,7 @@
  *
  * Header-only and includable from C and CUDA: the counter-based initialisation
  * hash, fp32 -> bf16/fp16 rounding, GELU and its derivative, and one AdamW
- * element update (the library's, src/adamw_math.h). The GPU kernels
+ * element update (the library's, src/base/adamw_math.h). The GPU kernels
  * (mlp_kernels.cu), the library's CPU AdamW (uvmrt_adamw_cpu) and the CPU reference
  * trainer (mlp_ref.c) all use these, so a weight updated on the CPU is
  * bit-identical to one updated on the GPU.
@@ -11,7 +11,7 @@
  * No fused multiply-add: every product and sum is rounded on its own (the
  * MLP_MUL/MLP_ADD macros are __fmul_rn/__fadd_rn on the GPU; C files that use
  * this header are compiled with -ffp-contract=off), and the SIMD paths of
- * src/adamw.c repeat exactly the AdamW's order of operations.
+ * src/api/adamw.c repeat exactly the AdamW's order of operations.
  */
 #ifndef UVMRT_TRAIN_MATH_H
 #define UVMRT_TRAIN_MATH_H
@@ -150,7 +150,7 @@ MLP_HD float mlp_gelu_grad(float x) {
 
 /* ----------------------------------------------------------------------------
  * AdamW (PyTorch's torch.optim.AdamW, foreach=False, amsgrad=False): the library's
- * element update (src/adamw_math.h), the one definition the GPU kernels and
+ * element update (src/base/adamw_math.h), the one definition the GPU kernels and
  * uvmrt_adamw_cpu(3) share. */
 
 typedef uvmrt__adamw_coef_t mlp_adamw_coef_t;

@@ -113,7 +113,7 @@ void uvmrt__record_write(uvmrt_context_t *ctx, const uvmrt_sequence_t *timed)
 {
     const char *path = ctx->cfg.record;
     if (path[0] == '\0' || strcmp(path, "none") == 0 || !ctx->sched.have_record) return;
-    /* the report rules (src/outfile.h): a device, a FIFO or a link is never replaced */
+    /* the report rules (src/base/outfile.h): a device, a FIFO or a link is never replaced */
     json_t *root = record_json(ctx, timed);
     uvmrt__outfile_t o;
     char why[512] = "out of memory";

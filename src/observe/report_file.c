@@ -19,7 +19,7 @@
 #include "outfile.h"
 #include "report.h"
 
-/* What happens depends on what is at path: src/outfile.h has the rules (stdout for
+/* What happens depends on what is at path: src/base/outfile.h has the rules (stdout for
  * "-"; a new or regular file, or a link's target, replaced through a temporary file
  * and a rename; a FIFO or character device written in place; anything else refused). */
 static uvmrt_status_t write_to(const uvmrt_context_t *ctx, const char *path, int fmt)

@@ -355,7 +355,7 @@ uvmrt_status_t uvmrt__profile_file_save(const uvmrt_profile_t *p, const uvmrt_pr
     if (m != NULL) m = &mf;
     json_t *o = profile_json(p, m, path, log);
     if (o == NULL) return UVMRT_ERR_INVALID;
-    /* the report rules (src/outfile.h): a new or regular file (or a link's target)
+    /* the report rules (src/base/outfile.h): a new or regular file (or a link's target)
      * replaced through a temporary file, a FIFO or a device written in place */
     uvmrt__outfile_t out;
     char why[512];

@@ -1,6 +1,6 @@
 /*
  * adamw_math.h -- the one definition of an AdamW element update, for the library's
- * CPU AdamW (src/adamw.c, uvmrt_adamw_cpu(3)) and the trainers' GPU kernels (through
+ * CPU AdamW (src/api/adamw.c, uvmrt_adamw_cpu(3)) and the trainers' GPU kernels (through
  * examples/mlp/mlp_math.h), so a weight updated on the CPU is bit-identical to one
  * updated on the GPU.
  *
@@ -11,7 +11,7 @@
  *  - torch's (uvmrt__adamw_elem_torch): what torch.optim.AdamW(foreach=False) computes
  *    on CUDA, with its three fused multiply-adds (lerp, addcmul, addcdiv), each
  *    correctly rounded (fmaf / __fmaf_rn).
- * sqrt and division are correctly rounded everywhere. The SIMD paths of src/adamw.c
+ * sqrt and division are correctly rounded everywhere. The SIMD paths of src/api/adamw.c
  * repeat exactly these orders of operations.
  *
  * AdamW (PyTorch's torch.optim.AdamW, foreach=False, amsgrad=False):

@@ -146,7 +146,7 @@ uvmrt_status_t uvmrt__step_work(uvmrt_context_t *ctx, const uvmrt_sequence_t *q,
 
 /* report.c */
 /* report_file.c: whether the files UVMRT_TRACE, UVMRT_REPORT and UVMRT_RECORD name
- * can be written (src/outfile.h), checked when the context is created so that a run
+ * can be written (src/base/outfile.h), checked when the context is created so that a run
  * does not learn it at its end; UVMRT_ERR_CONFIG, each problem logged, when not. */
 uvmrt_status_t uvmrt__outputs_check(const uvmrt_context_t *ctx);
 uvmrt_status_t uvmrt__report_at_destroy(const uvmrt_context_t *ctx);
