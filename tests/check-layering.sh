@@ -32,8 +32,6 @@ stats.c faults.c           # summary reads faults_active/faults_source: observer
 stats.c policy.c           # uvmrt__plan_host_bytes: the plan's host bytes handed to stats by the step
 events.c faults.c          # uvmrt__faults_anchor: the clock anchor handed to faults at step end
 events.c history.c         # uvmrt__history_add_copy: copy timings collected by history from the ring at step end
-policy.c choose.c          # uvmrt__plan_budget: the plan budget moves into the scheduler's own state
-tensor.c choose.c          # uvmrt__plan_budget: as above
 step.c choose.c            # host_ns/scaled/step_done: the scaled model becomes a property of the model context
 step.c faults.c            # faults_step_done/switch: the observers' list at step end
 step.c history.c           # history_add_step and spans: the observers' list at step end

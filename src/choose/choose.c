@@ -51,13 +51,6 @@ typedef struct search {
     size_t rehearsals;
 } search_t;
 
-uint64_t uvmrt__plan_budget(const uvmrt_context_t *ctx)
-{
-    uint64_t b = ctx->choice.plan_budget;
-    b = b > 0 && b < ctx->budget ? b : ctx->budget;
-    return b > ctx->choice.external_bytes ? b - ctx->choice.external_bytes : 0;
-}
-
 uvmrt_status_t uvmrt_context_set_external_bytes(uvmrt_context_t *ctx, uint64_t bytes)
 {
     if (ctx == NULL) return UVMRT_ERR_INVALID;
@@ -71,16 +64,13 @@ uvmrt_status_t uvmrt_context_set_external_bytes(uvmrt_context_t *ctx, uint64_t b
                   (unsigned long long)bytes, (unsigned long long)ctx->budget);
         return UVMRT_ERR_BUDGET;
     }
-    if (bytes != ctx->choice.external_bytes) {
-        ctx->choice.external_bytes = bytes;
-        uvmrt__plan_drop(ctx);
-    }
+    uvmrt__sched_set_external_bytes(ctx, bytes);
     return UVMRT_OK;
 }
 
 uint64_t uvmrt_context_external_bytes(const uvmrt_context_t *ctx)
 {
-    return ctx ? ctx->choice.external_bytes : 0;
+    return ctx ? ctx->sched.external_bytes : 0;
 }
 
 uvmrt_status_t uvmrt_context_set_host_external_bytes(uvmrt_context_t *ctx, uint64_t bytes)
@@ -365,16 +355,6 @@ static void log_choice(uvmrt_context_t *ctx, const uvmrt_choice_state_t *c, cons
                  (unsigned long long)ctx->budget, c->choice.rehearsals);
 }
 
-/* The new plan budget: a changed one drops the plan (built again at the next step). */
-static void set_plan_budget(uvmrt_context_t *ctx, uint64_t b)
-{
-    uint64_t v = b < ctx->budget ? b : 0;
-    if (v != ctx->choice.plan_budget) {
-        ctx->choice.plan_budget = v;
-        uvmrt__plan_drop(ctx);
-    }
-}
-
 static const char *knob_name(const uvmrt_knob_t *k) { return k->name ? k->name : "(unnamed)"; }
 
 uvmrt_status_t uvmrt_choose(uvmrt_context_t *ctx, const uvmrt_knob_t *knobs, size_t n_knobs,
@@ -448,7 +428,7 @@ uvmrt_status_t uvmrt_choose(uvmrt_context_t *ctx, const uvmrt_knob_t *knobs, siz
     c->confirmed = 0;
     c->have = 1;
     result_of(&s, &c->choice);
-    set_plan_budget(ctx, c->choice.fits ? s.plan_budget : 0);
+    uvmrt__sched_set_plan_budget(ctx, c->choice.fits ? s.plan_budget : 0);
     log_choice(ctx, c, "uvmrt_choose");
     uvmrt_choice_t r = c->choice;
     UVMRT__ABI_WRITE(out, &r);
@@ -647,7 +627,7 @@ uvmrt_status_t uvmrt_choice_review(uvmrt_context_t *ctx, uvmrt_choice_t *out, in
             r.plan_budget_bytes = c->first_plan_budget;
             r.reverted = 1;
             differ = 1;
-            set_plan_budget(ctx, c->first_plan_budget);
+            uvmrt__sched_set_plan_budget(ctx, c->first_plan_budget);
             c->n_planned = 0;
             LOG_INFO(&ctx->log, "uvmrt_choice_review: the re-planned values measured %.1f ms/step against %.1f for "
                                 "the first ones: back to the first", measured / 1e6, c->first_measured_ns / 1e6);
@@ -695,7 +675,7 @@ uvmrt_status_t uvmrt_choice_review(uvmrt_context_t *ctx, uvmrt_choice_t *out, in
         c->cand_ns = s.cand_ns;
         c->n_cand = s.n_cand;
         r = n;
-        set_plan_budget(ctx, r.plan_budget_bytes);
+        uvmrt__sched_set_plan_budget(ctx, r.plan_budget_bytes);
         c->n_planned = 0;
         c->confirmed = !differ; /* the same values: nothing to compare later */
         c->choice = r;

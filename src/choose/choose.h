@@ -30,8 +30,6 @@ typedef struct uvmrt_choice_state {
     size_t n_cand;                  /* candidates at the context's budget */
     int *cand_values;               /* n_cand x (n_knobs + has_rc) */
     double *cand_ns;                /* 0: did not fit */
-    uint64_t plan_budget;           /* 0: plan with the context's budget */
-    uint64_t external_bytes;        /* uvmrt_context_set_external_bytes: held outside uvmrt */
     uint64_t host_external_bytes;   /* uvmrt_context_set_host_external_bytes: host, outside uvmrt */
     double planned_ns[UVMRT_CHOICE_STEPS_KEPT]; /* planned steps since the choice (the first ones) */
     size_t n_planned;
@@ -50,9 +48,6 @@ typedef struct uvmrt_choice_state {
     double host_slowdown;
 } uvmrt_choice_state_t;
 
-/* The budget the policy plans with: the choice's, or the context's, less the device
- * memory the program holds outside uvmrt (uvmrt_context_set_external_bytes). */
-uint64_t uvmrt__plan_budget(const uvmrt_context_t *ctx);
 /* A modelled duration as the model context scales it (1.0 outside a review's model). */
 uint64_t uvmrt__choice_scaled(const uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, uint64_t ns);
 /* The time a model context gives a call's CPU work: its layer's measurement from a

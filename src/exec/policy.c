@@ -322,6 +322,30 @@ void uvmrt__plan_drop(uvmrt_context_t *ctx)
     ctx->sched.plan_host_bytes = 0;
 }
 
+uint64_t uvmrt__plan_budget(const uvmrt_context_t *ctx)
+{
+    uint64_t b = ctx->sched.plan_budget;
+    b = b > 0 && b < ctx->budget ? b : ctx->budget;
+    return b > ctx->sched.external_bytes ? b - ctx->sched.external_bytes : 0;
+}
+
+void uvmrt__sched_set_plan_budget(uvmrt_context_t *ctx, uint64_t bytes)
+{
+    uint64_t v = bytes < ctx->budget ? bytes : 0;
+    if (v != ctx->sched.plan_budget) {
+        ctx->sched.plan_budget = v;
+        uvmrt__plan_drop(ctx);
+    }
+}
+
+void uvmrt__sched_set_external_bytes(uvmrt_context_t *ctx, uint64_t bytes)
+{
+    if (bytes != ctx->sched.external_bytes) {
+        ctx->sched.external_bytes = bytes;
+        uvmrt__plan_drop(ctx);
+    }
+}
+
 uint64_t uvmrt__plan_host_bytes(const uvmrt_context_t *ctx)
 {
     return ctx->sched.have_plan ? ctx->sched.plan_host_bytes + ctx->choice.host_external_bytes : 0;

@@ -60,6 +60,8 @@ typedef struct uvmrt_schedule {
     uint8_t *scratch_resident;      /* tensors.n bytes */
     uint64_t plans_built;
     int planned_since_record;       /* planned steps since the record was taken (UVMRT_RECORD rewrites) */
+    uint64_t plan_budget;           /* the choice's budget (uvmrt__sched_set_plan_budget); 0: the context's */
+    uint64_t external_bytes;        /* uvmrt_context_set_external_bytes: device memory held outside uvmrt */
     /* step_end scratch, grown only: distinct-stream slots */
     size_t *sync_slots;
     size_t cap_sync_slots;
@@ -70,6 +72,14 @@ void uvmrt__sched_init(uvmrt_context_t *ctx);
 /* policy.c. The plan no longer fits the tensors (a placement changed): it is
  * dropped and built again at the next step begin. */
 void uvmrt__plan_drop(uvmrt_context_t *ctx);
+/* The budget the policy plans with: the choice's, or the context's, less the device
+ * memory the program holds outside uvmrt (uvmrt_context_set_external_bytes). */
+uint64_t uvmrt__plan_budget(const uvmrt_context_t *ctx);
+/* The choice's plan budget (0 or not below the context's budget: the context's). A
+ * changed one drops the plan, built again at the next step. */
+void uvmrt__sched_set_plan_budget(uvmrt_context_t *ctx, uint64_t bytes);
+/* The device bytes held outside uvmrt (checked by the caller). A change drops the plan. */
+void uvmrt__sched_set_external_bytes(uvmrt_context_t *ctx, uint64_t bytes);
 /* The current plan's peak host need with the declared host bytes; 0 without a plan. */
 uint64_t uvmrt__plan_host_bytes(const uvmrt_context_t *ctx);
 /* Tensors were added: the plan is dropped and the residency scratch resized. */
