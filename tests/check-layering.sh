@@ -27,7 +27,6 @@
 # Today's calls from a lower part into a higher one, each to remove; the reason
 # says what removes it. from.c to.c  # reason
 ALLOWED=$(sed 's/#.*//' <<'ALLOW'
-backend.c tensor.c         # uvmrt__describe_ptr: the sim's error messages name the tensor; pass a describer down
 stats.c faults.c           # summary reads faults_active/faults_source: observers fill their own rows at step end
 stats.c policy.c           # uvmrt__plan_host_bytes: the plan's host bytes handed to stats by the step
 events.c faults.c          # uvmrt__faults_anchor: the clock anchor handed to faults at step end

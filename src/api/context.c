@@ -141,6 +141,7 @@ static uvmrt_status_t create(const uvmrt_params_t *params, const uvmrt_backend_o
         goto fail;
     uvmrt_backend_config_t bcfg = {ctx->cfg.device, ctx->profile, &ctx->log};
     if ((st = uvmrt__be_open(ctx, ops, &bcfg)) != UVMRT_OK) goto fail;
+    uvmrt__be_set_describer(ctx, uvmrt__describe_ptr);
     if ((st = resolve_budget(ctx)) != UVMRT_OK) goto fail;
     if ((st = resolve_host_budget(ctx)) != UVMRT_OK) goto fail;
     if ((st = uvmrt__exec_init(ctx)) != UVMRT_OK) goto fail;

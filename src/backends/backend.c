@@ -39,7 +39,8 @@ static void trace_ranges(uvmrt_context_t *ctx, const char *what, const uvmrt_ran
                     : (size_t)snprintf(line, sizeof line, "%s:", what);
     for (size_t i = 0; i < n && len < sizeof line - 64; i++) {
         char where[64];
-        uvmrt__describe_ptr(ctx, r[i].ptr, where, sizeof where);
+        if (ctx->be.describe_fn) ctx->be.describe_fn(ctx, r[i].ptr, where, sizeof where);
+        else snprintf(where, sizeof where, "%p", r[i].ptr);
         len += (size_t)snprintf(line + len, sizeof line - len, " [%s %zu]", where, r[i].bytes);
     }
     ctx->be.trace_fn(ctx->be.trace_user, line);
@@ -252,6 +253,12 @@ void uvmrt__be_um_drain(uvmrt_context_t *ctx, void (*sink)(void *user, const uvm
                         void *user)
 {
     if (uvmrt__be_has_um(ctx)) ctx->be.ops->um_drain(ctx->be.state, sink, user);
+}
+
+void uvmrt__be_set_describer(uvmrt_context_t *ctx,
+                             void (*fn)(const uvmrt_context_t *ctx, const void *ptr, char *buf, size_t len))
+{
+    ctx->be.describe_fn = fn;
 }
 
 void uvmrt__set_trace(uvmrt_context_t *ctx, void (*fn)(void *user, const char *line), void *user)

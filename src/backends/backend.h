@@ -144,6 +144,9 @@ typedef struct uvmrt_be_front {
     /* trace hook: the calls the scheduler makes to the backend, backend-neutral */
     void (*trace_fn)(void *user, const char *line);
     void *trace_user;
+    /* names an address in a trace line (the tensors' arenas, set from above by
+     * uvmrt__be_set_describer so the seam does not call up); NULL: the address */
+    void (*describe_fn)(const uvmrt_context_t *ctx, const void *ptr, char *buf, size_t len);
 } uvmrt_be_front_t;
 
 extern const uvmrt_backend_ops_t uvmrt__backend_sim;

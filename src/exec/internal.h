@@ -80,6 +80,9 @@ uvmrt_status_t uvmrt__context_create_model(const uvmrt_context_t *parent, uint64
 /* Every backend call the scheduler makes is described to fn, one line each, with
  * pointers as arena offsets, so traces from different backends compare equal. */
 void uvmrt__set_trace(uvmrt_context_t *ctx, void (*fn)(void *user, const char *line), void *user);
+/* How trace lines name an address (context.c gives tensor.c's uvmrt__describe_ptr). */
+void uvmrt__be_set_describer(uvmrt_context_t *ctx,
+                             void (*fn)(const uvmrt_context_t *ctx, const void *ptr, char *buf, size_t len));
 
 /* backend.c: the front end. Every backend call goes through these; failures are
  * logged (op, arguments, the backend's error name) and returned. */
