@@ -27,8 +27,6 @@
 # Today's calls from a lower part into a higher one, each to remove; the reason
 # says what removes it. from.c to.c  # reason
 ALLOWED=$(sed 's/#.*//' <<'ALLOW'
-stats.c faults.c           # summary reads faults_active/faults_source: observers fill their own rows at step end
-stats.c policy.c           # uvmrt__plan_host_bytes: the plan's host bytes handed to stats by the step
 events.c faults.c          # uvmrt__faults_anchor: the clock anchor handed to faults at step end
 events.c history.c         # uvmrt__history_add_copy: copy timings collected by history from the ring at step end
 step.c choose.c            # host_ns/scaled/step_done: the scaled model becomes a property of the model context
