@@ -238,7 +238,7 @@ static int join(coll_t *c, const launch_t *l) {
     }
     if (settle(c, "ncclCommInitRank", r) != 0) {
         char why[sizeof c->err - LAUNCH_COMM_ID_MAX / 2];
-        snprintf(why, sizeof why, "%s", c->err);
+        snprintf(why, sizeof why, "%.300s", c->err);
         ncclCommAbort(n->comm);
         n->comm = NULL;
         snprintf(c->err, sizeof c->err, "%s (bootstrap at %.100s, launched by %s)", why,
