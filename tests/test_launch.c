@@ -2,7 +2,8 @@
  * test_launch.c -- rank, world and NCCL's bootstrap address from the launcher's
  * environment (examples/common/launch.c), through a fake environment.
  *
- *  - torchrun's, mpirun's and Slurm's variables; none of them: one process;
+ *  - torchrun's, mpirun's and srun's variables; none of them: one process; an sbatch
+ *    script (SLURM_PROCID and SLURM_NTASKS without step variables): one process;
  *  - the first launcher present wins (torchrun inside a Slurm job);
  *  - partial sets, numbers that are not, ranks out of range: refused, naming them;
  *  - NCCL_COMM_ID as given, else MASTER_ADDR with UVMRT_NCCL_PORT or MASTER_PORT + 1,
@@ -95,7 +96,8 @@ Test(launch, mpirun_and_slurm) {
     cr_assert_eq(l.world, 6);
     cr_assert_eq(l.local_rank, 1);
     cr_assert_eq(l.local_world, 2);
-    const char *slurm[] = {"SLURM_PROCID=2", "SLURM_NTASKS=4", "SLURM_LOCALID=0",
+    const char *slurm[] = {"SLURM_PROCID=2", "SLURM_NTASKS=8", "SLURM_STEP_NUM_TASKS=4",
+                           "SLURM_LOCALID=0",
                            "MASTER_ADDR=h", "UVMRT_NCCL_PORT=7", NULL};
     cr_assert_eq(from(&l, slurm), 0, "%s", err);
     cr_assert_str_eq(l.launcher, "slurm");
@@ -105,8 +107,18 @@ Test(launch, mpirun_and_slurm) {
     cr_assert_str_eq(l.comm_id, "h:7");
 }
 
+Test(launch, an_sbatch_script_is_one_process) {
+    const char *env[] = {"SLURM_PROCID=0", "SLURM_NTASKS=4", "SLURM_LOCALID=0",
+                         "SLURM_JOB_ID=7", NULL};
+    launch_t l;
+    cr_assert_eq(from(&l, env), 0, "%s", err);
+    cr_assert_str_eq(l.launcher, "none");
+    cr_assert_eq(l.world, 1);
+    cr_assert_eq(l.rank, 0);
+}
+
 Test(launch, torchrun_inside_a_slurm_job_wins) {
-    const char *env[] = {"SLURM_PROCID=0", "SLURM_NTASKS=1", "SLURM_LOCALID=0", "RANK=1",
+    const char *env[] = {"SLURM_PROCID=0", "SLURM_STEP_NUM_TASKS=1", "SLURM_LOCALID=0", "RANK=1",
                          "WORLD_SIZE=2", "LOCAL_RANK=1", "MASTER_ADDR=h", "MASTER_PORT=9",
                          NULL};
     launch_t l;
@@ -142,7 +154,7 @@ Test(launch, bad_values_are_refused_by_name) {
     const char *lw[] = {"RANK=3", "WORLD_SIZE=4", "LOCAL_RANK=2", "LOCAL_WORLD_SIZE=2",
                         "MASTER_ADDR=h", "MASTER_PORT=1", NULL};
     assert_refused(lw, "LOCAL_RANK=2 is not below LOCAL_WORLD_SIZE=2", NULL);
-    const char *trail[] = {"SLURM_PROCID=1 ", "SLURM_NTASKS=2", "SLURM_LOCALID=0", NULL};
+    const char *trail[] = {"SLURM_PROCID=1 ", "SLURM_STEP_NUM_TASKS=2", "SLURM_LOCALID=0", NULL};
     assert_refused(trail, "SLURM_PROCID=\"1 \"", NULL);
 }
 

@@ -34,13 +34,16 @@ static const char *env_default(const char *name, void *arg) {
 typedef struct {
     const char *launcher;
     const char *rank, *world, *local_rank, *local_world; /* local_world may be NULL */
+    int world_marks_it; /* only the world variable says the launcher started this process */
 } names_t;
 
 static const names_t launchers[] = {
-    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
+    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", 0},
     {"mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-     "OMPI_COMM_WORLD_LOCAL_SIZE"},
-    {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", NULL},
+     "OMPI_COMM_WORLD_LOCAL_SIZE", 0},
+    /* srun sets SLURM_STEP_NUM_TASKS; an sbatch script, one process, has SLURM_PROCID=0,
+     * SLURM_LOCALID=0 and SLURM_NTASKS = the job's task count, but no step variables */
+    {"slurm", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", NULL, 1},
 };
 
 /* A whole number in [min, max]; -1 with a message naming the variable otherwise. */
@@ -61,7 +64,7 @@ static int read_set(const names_t *n, launch_getenv_fn get, void *arg, launch_t 
                     size_t errlen) {
     const char *r = get(n->rank, arg), *w = get(n->world, arg), *lr = get(n->local_rank, arg);
     const char *lw = n->local_world ? get(n->local_world, arg) : NULL;
-    if (r == NULL && w == NULL)
+    if (w == NULL && (r == NULL || n->world_marks_it))
         return 0;
     if (r == NULL || w == NULL || lr == NULL)
         return fail(err, errlen, "%s launch: %s, %s and %s must all be set (%s=%s, %s=%s, %s=%s)",

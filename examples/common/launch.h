@@ -6,7 +6,8 @@
  * inside a Slurm job sets its own, and the job's then describe the job, not this process):
  *   torchrun   RANK, WORLD_SIZE, LOCAL_RANK (LOCAL_WORLD_SIZE when set)
  *   mpirun     OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK (_LOCAL_SIZE when set)
- *   Slurm      SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID
+ *   srun       SLURM_PROCID, SLURM_STEP_NUM_TASKS, SLURM_LOCALID (only in an srun step: an
+ *              sbatch script is one process, whatever SLURM_NTASKS and SLURM_PROCID say)
  * None of them: one process (rank 0 of 1). A set that is only partly present, a value
  * that is not a whole number, a rank outside 0..world-1, a local rank above the rank or
  * outside the local world is an error naming the variables and their values.
