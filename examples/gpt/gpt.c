@@ -67,6 +67,7 @@
 #include "uvmrt.h"
 #include "../common/cli.h"
 #include "../common/input_file.h"
+#include "../common/launch.h"
 
 #include <jansson.h>
 
@@ -869,6 +870,24 @@ static void run_steps(gpt_run_t *run, FILE *loss_log) {
 /* ----------------------------------------------------------------------------
  * setup, results, main */
 
+/* Training on several GPUs is not built yet (README: Several GPUs (in progress)): N
+ * processes would each train the whole model on the same data. A launcher's variables
+ * that say so, or that contradict themselves, end the run before any work. */
+static void refuse_several_processes(void) {
+    launch_t l;
+    char err[1024];
+    if (launch_from_env(&l, NULL, NULL, err, sizeof err) != 0) {
+        fprintf(stderr, PROG ": the launch environment: %s\n", err);
+        exit(2);
+    }
+    if (l.world > 1) {
+        fprintf(stderr, PROG ": launched as rank %d of %d (%s): training on several GPUs is not "
+                "built yet (README: Several GPUs (in progress)); run one process\n", l.rank,
+                l.world, l.launcher);
+        exit(2);
+    }
+}
+
 int main(int argc, char **argv) {
     cli_program = PROG;
     gpt_options_t opt;
@@ -877,6 +896,7 @@ int main(int argc, char **argv) {
     cli_output_check("--dump-weights", opt.dump_weights);
     cli_output_check("--dump-grads", opt.dump_grads);
     cli_note_env_overrides();
+    refuse_several_processes();
 
     gpt_run_t run = {.set = {.opt = &opt, .knob_cpu = -1, .knob_rec = -1},
                      .cpu_last = -1,
