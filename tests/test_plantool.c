@@ -696,7 +696,7 @@ static double mlp_sim_step_ms(const char *flags, const char *budget, const char 
 static double model_predicted_ms(const char *model, const char *budget)
 {
     char args[700];
-    snprintf(args, sizeof args, "--model '%s' --profile h200 --budget %s --json", model, budget);
+    snprintf(args, sizeof args, "--model '%s' --no-search --profile h200 --budget %s --json", model, budget);
     json_t *j = run_json(args);
     cr_assert(json_is_true(json_object_get(j, "fits")), "%s", json_dumps(j, 0));
     double ms = (double)jint(j, "predicted_step_ns") / 1e6;
@@ -829,7 +829,7 @@ Test(plantool, model_fits_at_budgets_computed_by_hand)
                 {GPT_MODEL, "", "optimizer", gpt8},
                 {GPT_MODEL, "--batch 32", "backward", gpt32}};
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-        snprintf(args, sizeof args, "--model '%s' %s --fit --json", rows[i].model, rows[i].batch);
+        snprintf(args, sizeof args, "--model '%s' %s --no-search --fit --json", rows[i].model, rows[i].batch);
         json_t *j = run_json(args);
         cr_assert(json_is_true(json_object_get(j, "fits")));
         cr_assert_eq(jint(j, "min_budget_bytes"), (json_int_t)rows[i].ws, "%s %s: min budget %lld, by hand %llu",
@@ -840,7 +840,7 @@ Test(plantool, model_fits_at_budgets_computed_by_hand)
         cr_assert_str_eq(json_string_value(json_object_get(lw, "phase")), rows[i].phase);
         json_decref(j);
         /* 2 MiB less does not fit, and says which call */
-        snprintf(args, sizeof args, "--model '%s' %s --budget %llu --json", rows[i].model, rows[i].batch,
+        snprintf(args, sizeof args, "--model '%s' %s --no-search --budget %llu --json", rows[i].model, rows[i].batch,
                  (unsigned long long)(rows[i].ws - 2 * MiB));
         j = run_json(args);
         cr_assert(json_is_false(json_object_get(j, "fits")), "%s", json_dumps(j, 0));
@@ -865,7 +865,7 @@ Test(plantool, batch_max_equals_a_direct_check_per_batch)
                 " \"flops_per_sample\": 2097152}]}");
     const int N = 40;
     const char *budget = "24M";
-    snprintf(args, sizeof args, "--model '%s' --budget %s --batch-max %d --json", path, budget, N);
+    snprintf(args, sizeof args, "--model '%s' --no-search --budget %s --batch-max %d --json", path, budget, N);
     json_t *bm = run_json(args);
     cr_assert_str_eq(json_string_value(json_object_get(bm, "label")), "predicted");
     json_int_t largest = jint(bm, "largest_fitting_batch"), best = jint(bm, "best_batch");
@@ -874,7 +874,7 @@ Test(plantool, batch_max_equals_a_direct_check_per_batch)
     double best_sps = 0;
     json_int_t direct_best = 0;
     for (int b = 1; b <= N; b++) {
-        snprintf(args, sizeof args, "--model '%s' --budget %s --batch %d --json", path, budget, b);
+        snprintf(args, sizeof args, "--model '%s' --no-search --budget %s --batch %d --json", path, budget, b);
         json_t *j = run_json(args);
         int fits = json_is_true(json_object_get(j, "fits"));
         cr_assert_eq(jint(j, "batch"), b);
@@ -905,7 +905,7 @@ Test(plantool, batch_max_equals_a_direct_check_per_batch)
     json_decref(bm);
     /* text: a table, every number labelled */
     char *out = NULL;
-    snprintf(args, sizeof args, "--model '%s' --budget %s --batch-max %d", path, budget, N);
+    snprintf(args, sizeof args, "--model '%s' --no-search --budget %s --batch-max %d", path, budget, N);
     cr_assert_eq(run_tool(args, &out), 0, "%s", out);
     cr_assert_not_null(strstr(out, "predicted_ms/step"), "%s", out);
     char want[64];
@@ -913,7 +913,7 @@ Test(plantool, batch_max_equals_a_direct_check_per_batch)
     cr_assert_not_null(strstr(out, want), "%s", out);
     free(out);
     /* nothing fits: says what batch 1 needs */
-    snprintf(args, sizeof args, "--model '%s' --budget 1M --batch-max 8 --json", path);
+    snprintf(args, sizeof args, "--model '%s' --no-search --budget 1M --batch-max 8 --json", path);
     json_t *none = run_json(args);
     cr_assert_eq(jint(none, "largest_fitting_batch"), 0);
     cr_assert_eq(jint(none, "best_batch"), 0);
@@ -971,7 +971,7 @@ Test(plantool, model_json_and_text_fields)
     cr_assert_gt(json_real_value(json_object_get(j, "predicted_samples_per_s")), 0);
     json_decref(j);
     /* not fitting: the same keys, null where there is no step */
-    snprintf(args, sizeof args, "--model '%s' --budget 1G --json", GPT_MODEL);
+    snprintf(args, sizeof args, "--model '%s' --no-search --budget 1G --json", GPT_MODEL);
     j = run_json(args);
     cr_assert(json_is_false(json_object_get(j, "fits")));
     cr_assert(json_is_null(json_object_get(j, "predicted_step_ns")) && json_is_null(json_object_get(j, "bound")));
@@ -1580,7 +1580,7 @@ Test(plantool, hf_mistral_and_qwen2_count_their_published_parameters)
 Test(plantool, host_budget_bounds_the_plan_and_the_batch)
 {
     char args[700];
-    snprintf(args, sizeof args, "--model '%s' --profile h200 --budget 8G --batch 8 --json", GPT_MODEL);
+    snprintf(args, sizeof args, "--model '%s' --no-search --profile h200 --budget 8G --batch 8 --json", GPT_MODEL);
     json_t *free_host = run_json(args); /* UVMRT_HOST_BUDGET=none (the suite's) */
     cr_assert(json_is_true(json_object_get(free_host, "fits")));
     json_int_t need = jint(free_host, "host_bytes_needed"), tensors = jint(free_host, "tensor_bytes");
@@ -1593,8 +1593,8 @@ Test(plantool, host_budget_bounds_the_plan_and_the_batch)
     /* 1 GiB less than the plan needs: does not fit, because of the host */
     char hb[32];
     snprintf(hb, sizeof hb, "%lldM", (long long)(need >> 20) - 1024);
-    snprintf(args, sizeof args, "--model '%s' --profile h200 --budget 8G --batch 8 --host-budget %s --json", GPT_MODEL,
-             hb);
+    snprintf(args, sizeof args, "--model '%s' --no-search --profile h200 --budget 8G --batch 8 --host-budget %s --json",
+             GPT_MODEL, hb);
     json_t *j = run_json(args);
     cr_assert(json_is_false(json_object_get(j, "fits")));
     cr_assert(json_is_true(json_object_get(j, "host_limited")));
@@ -1604,7 +1604,7 @@ Test(plantool, host_budget_bounds_the_plan_and_the_batch)
     json_decref(j);
     /* the same from the environment, and in text */
     char *out = NULL;
-    snprintf(args, sizeof args, "--model '%s' --profile h200 --budget 8G --batch 8", GPT_MODEL);
+    snprintf(args, sizeof args, "--model '%s' --no-search --profile h200 --budget 8G --batch 8", GPT_MODEL);
     char cmd[1200];
     snprintf(cmd, sizeof cmd, "UVMRT_HOST_BUDGET=%s '%s' %s 2>&1", hb, UVMRT_PLAN_PATH, args);
     cr_assert_eq(run_capture(cmd, &out), 0, "%s", out);
@@ -1625,8 +1625,8 @@ Test(plantool, host_budget_bounds_the_plan_and_the_batch)
     cr_assert_gt(largest[0], 0);
     cr_assert_leq(largest[1], largest[0]);
     /* each fitting row says its host need, which a larger batch does not lower */
-    snprintf(args, sizeof args, "--model '%s' --profile h200 --budget 4G --batch-max 4 --host-budget none --json",
-             GPT_MODEL);
+    snprintf(args, sizeof args,
+             "--model '%s' --no-search --profile h200 --budget 4G --batch-max 4 --host-budget none --json", GPT_MODEL);
     json_t *rows = run_json(args), *arr = json_object_get(rows, "batches");
     cr_assert_geq(json_array_size(arr), 2);
     json_t *r1 = json_array_get(arr, 0), *r2 = json_array_get(arr, 1);
