@@ -1143,10 +1143,22 @@ static int need_of(const model_t *m, uint64_t batch, const char *profile, uint64
     n->at_budget = n->gpu_min > budget ? n->gpu_min : budget;
     for (int i = 0; i < 2 && rc == 0; i++) {
         prediction_t p;
+        g_host_budget = 0;
         if ((rc = predict(&r[i], profile, n->at_budget, NULL, &p)) != 0) break;
         free(p.layer_mech);
-        if (p.fits && (n->host_min == 0 || p.host_bytes_needed < n->host_min)) {
-            n->host_min = p.host_bytes_needed;
+        uint64_t h = p.host_bytes_needed;
+        /* The last plan's need (what the prediction reports) can be less than an earlier
+         * plan of the same run needed, which the host budget refuses: with h as the
+         * budget, the refusal says what was needed; again, until it fits (a few times). */
+        for (int k = 0; k < 4 && p.fits && rc == 0; k++) {
+            g_host_budget = h;
+            if ((rc = predict(&r[i], profile, n->at_budget, NULL, &p)) != 0) break;
+            free(p.layer_mech);
+            if (p.fits || p.host_bytes_needed <= h) break;
+            h = p.host_bytes_needed + (8u << 20); /* the refusal says GiB to 0.01: up to 5 MiB short */
+        }
+        if (rc == 0 && p.fits && (n->host_min == 0 || h < n->host_min)) {
+            n->host_min = h;
             n->host_mech = i == 0 ? search_lightest(m) : (mech_t){1, 0, search_lightest(m).recompute};
         }
     }
