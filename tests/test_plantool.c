@@ -8,7 +8,9 @@
  * hand; --batch-max against a direct check of every batch; bad and damaged files.
  * Hugging Face config.json files: GPT-2 XL's predicts what gpt2-1.5b.json does, a Llama
  * config's parameters, bad configs name the key. --profile list, and a model without
- * --budget at the profile's GPU memory.
+ * --budget at the profile's GPU memory. The search of a model's mechanisms (uvmrt_choose):
+ * CPU layers when the budget is tight, none when roomy, the best candidate chosen, what a
+ * model that fits no way needs where, --batch-max within both budgets, tokens per second.
  */
 #include <criterion/criterion.h>
 #include <jansson.h>
@@ -1828,4 +1830,35 @@ Test(plantool, search_reports_tokens_per_second)
     double tps = json_real_value(json_object_get(j, "predicted_tokens_per_s"));
     cr_assert(sps > 0 && fabs(tps - 512 * sps) <= 1e-6 * tps, "%f samples/s, %f tokens/s", sps, tps);
     json_decref(j);
+}
+
+/* A profile that measured the disk says the disk is not modelled yet (and plans nothing
+ * on it); one without its figures says nothing of it. */
+Test(plantool, a_measured_disk_is_said_to_be_not_modelled_yet)
+{
+    char dir[] = "/tmp/uvmrt-plantool-disk-XXXXXX", prof[300], args[800];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(prof, sizeof prof, "%s/p.json", dir);
+    json_t *p = json_load_file(UVMRT_TEST_DATA_DIR "/h200-calibrated.profile.json", 0, NULL);
+    cr_assert_not_null(p);
+    json_object_set_new(p, "disk_read_bps", json_real(6.5e9));
+    json_object_set_new(p, "disk_write_bps", json_real(4.5e9));
+    cr_assert_eq(json_dump_file(p, prof, 0), 0);
+    json_decref(p);
+    snprintf(args, sizeof args, "--model '%s' --profile '%s' --budget 8G --json", W1_MODEL, prof);
+    json_t *j = run_json(args), *d = json_object_get(j, "disk");
+    cr_assert(json_is_object(d) && json_is_false(json_object_get(d, "modelled")), "%s", json_dumps(j, 0));
+    cr_assert_eq(json_real_value(json_object_get(d, "read_bps")), 6.5e9);
+    json_decref(j);
+    char *out = NULL;
+    snprintf(args, sizeof args, "--model '%s' --profile '%s' --budget 8G", W1_MODEL, prof);
+    cr_assert_eq(run_tool(args, &out), 0, "%s", out);
+    cr_assert_not_null(strstr(out, "disk: not modelled yet"), "%s", out);
+    free(out);
+    snprintf(args, sizeof args, "--model '%s' --profile h200 --budget 8G --json", W1_MODEL);
+    j = run_json(args);
+    cr_assert_null(json_object_get(j, "disk"));
+    json_decref(j);
+    unlink(prof);
+    rmdir(dir);
 }

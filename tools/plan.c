@@ -1254,16 +1254,17 @@ static void need_text(const need_t *nd, uint64_t budget, uint64_t min_budget, ch
                               "MiB resident at once", nd->gpu_min / MIB, budget / MIB, nd->ws_layer, nd->ws_phase,
                               nd->ws / MIB);
     if (g_host_budget > 0 && nd->host_min > g_host_budget && k < cap)
-        k += (size_t)snprintf(buf + k, cap - k, "%s at a GPU budget of %.1f MiB a plan needs at least %.2f GiB of "
-                              "host memory (AdamW on the %s, every layer recomputing), over the host budget of %.2f GiB",
-                              nd->gpu_min > budget ? ";" : ":", nd->at_budget / MIB, nd->host_min / GIB_D,
-                              nd->host_mech.cpu_layers ? "CPU" : "GPU", g_host_budget / GIB_D);
+        k += (size_t)snprintf(buf + k, cap - k, "%s at a GPU budget of %.1f MiB the plans that need the least memory "
+                              "(every layer recomputing, AdamW on the %s) need %.2f GiB of host memory, over the host "
+                              "budget of %.2f GiB: a host budget of %.2f GiB would fit",
+                              nd->gpu_min > budget ? ";" : ":", nd->at_budget / MIB,
+                              nd->host_mech.cpu_layers ? "CPU" : "GPU", nd->host_min / GIB_D, g_host_budget / GIB_D,
+                              nd->host_min / GIB_D + 0.005);
     if (k >= cap) return;
     if (min_budget > 0)
         snprintf(buf + k, cap - k, "; the smallest GPU budget that fits is %.1f MiB", min_budget / MIB);
     else if (g_host_budget > 0)
-        snprintf(buf + k, cap - k, "; no GPU budget fits the host budget: a host budget of %.2f GiB would, at a GPU "
-                 "budget of %.1f MiB", nd->host_min / GIB_D + 0.005, nd->at_budget / MIB);
+        snprintf(buf + k, cap - k, "; no GPU budget fits the host budget of %.2f GiB", g_host_budget / GIB_D);
 }
 
 /* ------------------------------------------------------------------ one budget */
@@ -1581,14 +1582,17 @@ static int output_check(const char *flag, const char *path)
 /* ------------------------------------------------------------------ main */
 static void usage(FILE *f)
 {
-    fprintf(f, "Usage: uvmrt-plan (--record FILE | --model FILE [--batch N] [--seq T]) [--profile NAME|FILE]\n"
-               "                  [--budget SIZE | --fit | --sweep A:B[:STEP]] [--json] [--plot FILE.png] [--trace FILE]\n"
-               "       uvmrt-plan --model FILE [--budget SIZE] --batch-max N [--profile NAME|FILE] [--json]\n"
+    fprintf(f, "Usage: uvmrt-plan (--record FILE | --model FILE [--batch N] [--seq T] [--no-search])\n"
+               "                  [--profile NAME|FILE] [--budget SIZE | --fit | --sweep A:B[:STEP]]\n"
+               "                  [--host-budget SIZE|auto|none] [--json] [--plot FILE.png] [--trace FILE]\n"
+               "       uvmrt-plan --model FILE [--budget SIZE] --batch-max N [--no-search] [--profile NAME|FILE] [--json]\n"
                "       uvmrt-plan --profile list\n"
                "What if: re-plays a recorded step (written by a run with UVMRT_RECORD=FILE), or the\n"
                "training step of a model description, on the sim model with the planner the library\n"
                "uses, and predicts whether it fits, the step time, what bounds it, the bytes each way\n"
-               "and each layer's mechanisms. Every number is a prediction, not a measurement.\n"
+               "and each layer's mechanisms. For a model it first searches the mechanisms the trainers\n"
+               "choose (how many top layers run AdamW on the CPU, how many layers recompute) with\n"
+               "uvmrt_choose, and predicts the best plan. Every number is a prediction, not a measurement.\n"
                "\n"
                "  --record FILE       the recorded step (uvmrt-plan(1) documents the format)\n"
                "  --model FILE        a model description (uvmrt-plan(1), MODEL FILES), or a Hugging\n"
@@ -1599,6 +1603,8 @@ static void usage(FILE *f)
                "                      positions, at most 2048)\n"
                "  --batch-max N       with --model: the largest batch in 1..N that fits the budget\n"
                "                      and the one with the best predicted samples/s\n"
+               "  --no-search         with --model: the mechanisms as the file says (each layer's\n"
+               "                      optimizer and recompute keys), not searched\n"
                "  --profile NAME|FILE a built-in profile or a profile file (default: the record's;\n"
                "                      consumer-8g for a model); --profile list prints the built-in ones\n"
                "  --budget SIZE       device budget, e.g. 8G, 512M (default: the record's; for a model,\n"
