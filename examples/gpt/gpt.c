@@ -179,6 +179,7 @@ static const unsigned R = UVMRT_USE_READ, W = UVMRT_USE_WRITE, RW = UVMRT_USE_RE
 static void layer_open(gpt_run_t *run, int layer, uvmrt_phase_t phase, const use_list_t *uses,
                        double flops, uint64_t bytes) {
     uvmrt_layer_call_t call = {
+        .struct_size = sizeof(uvmrt_layer_call_t),
         .layer = layer,
         .phase = phase,
         .stream = run->uv.stream,
@@ -649,6 +650,7 @@ static void optimizer(gpt_run_t *run, int l, const mlp_adamw_coef_t *cd,
  * host memory with the link's transfers; cuda: declared only (the thread does it). */
 static void cpu_optimizer_declare(gpt_run_t *run, int l) {
     uvmrt_layer_call_t call = {
+        .struct_size = sizeof(uvmrt_layer_call_t),
         .layer = l,
         .phase = UVMRT_PHASE_OPTIMIZER,
         .stream = run->uv.cpu_stream,
@@ -820,6 +822,7 @@ static void run_steps(gpt_run_t *run, FILE *loss_log) {
             run->norms[s] = run->clip_host[0];
         }
         uvmrt_step_stats_t *st = &run->uv.stats[s];
+        st->struct_size = sizeof *st;
         UV_CHECK(run, uvmrt_step_stats_get(run->uv.ctx, run->uv.uv_steps - 1, st));
         double ms = (double)st->step_ns / 1e6;
         double in = (double)(st->prefetch_bytes + st->remote_read_bytes) / GB;
@@ -982,7 +985,7 @@ int main(int argc, char **argv) {
     if (loss_log && cli_output_close("--loss-log", opt.c.loss_log, loss_log) != 0)
         status = 1;
 
-    uvmrt_summary_t sum;
+    uvmrt_summary_t sum = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     UV_CHECK(&run, uvmrt_summary_get(run.uv.ctx, &sum));
     medians_t m = gpt_run_medians(&run);
     if (gpt_outputs_write(&run, &m, &sum) != 0)
