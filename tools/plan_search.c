@@ -83,7 +83,7 @@ uvmrt_status_t plan_search(uvmrt_context_t *ctx, search_t *s)
         s->knob_rc = (int)n;
         knobs[n++] = (uvmrt_knob_t){"recompute", levels(s->n_recomputable, s->quick ? 2 : 4, rc_v), rc_v};
     }
-    uvmrt_choice_t c;
+    uvmrt_choice_t c = UVMRT_STRUCT_INIT(uvmrt_choice_t);
     uvmrt_status_t st = uvmrt_choose(ctx, knobs, n, rehearse, s, &c);
     if (st != UVMRT_OK) return st;
     s->fits = c.fits;
