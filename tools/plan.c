@@ -519,8 +519,9 @@ static uvmrt_context_t *sim_context(const char *profile, uint64_t budget, int di
     uvmrt_context_t *ctx = NULL;
     uvmrt_status_t st = uvmrt_context_create(&prm, &ctx);
     if (st == UVMRT_OK) return ctx;
-    fprintf(stderr, "uvmrt-plan: --profile '%s': cannot make a sim context with it (%s): expected a built-in "
-                    "profile name (uvmrt-plan --profile list) or a profile file (uvmrt-profile(5)); %s\n",
+    fprintf(stderr,
+            "uvmrt-plan: --profile '%s': cannot make a sim context with it (%s): expected a built-in "
+            "profile name (uvmrt-plan --profile list) or a profile file (uvmrt-profile(5)); %s\n",
             profile, uvmrt_status_str(st), last_error);
     return NULL;
 }
@@ -876,9 +877,9 @@ static int sweep(const record_t *r, const model_t *m, uint64_t batch, const char
         dat = fd >= 0 ? fdopen(fd, "w") : NULL;
         if (dat == NULL && fd >= 0) close(fd), unlink(datpath);
     }
-    if (!json) printf("%-12s %-18s %-12s %-14s %-14s %s(all predicted, profile %s)\n", "budget_MiB",
-                      "predicted_ms/step", "bound", "predicted_GB_in", "predicted_GB_out",
-                      m ? "cpu_layers recompute " : "", profile);
+    if (!json)
+        printf("%-12s %-18s %-12s %-14s %-14s %s(all predicted, profile %s)\n", "budget_MiB", "predicted_ms/step",
+               "bound", "predicted_GB_in", "predicted_GB_out", m ? "cpu_layers recompute " : "", profile);
     for (uint64_t budget = a; budget <= b; budget += step) {
         prediction_t p;
         record_t mr;
@@ -898,7 +899,8 @@ static int sweep(const record_t *r, const model_t *m, uint64_t batch, const char
             if (m) json_object_set_new(row, "choice", choice_json(m, rr, &p, &srch));
             json_array_append_new(rows, row);
         } else if (p.fits) {
-            printf("%-12.1f %-18.3f %-12s %-14.3f %-14.3f", budget / MIB, p.step_ns / 1e6, bound_names[p.bound], in, out);
+            printf("%-12.1f %-18.3f %-12s %-14.3f %-14.3f", budget / MIB, p.step_ns / 1e6, bound_names[p.bound], in,
+                   out);
             if (m) printf(" %-10d %d", srch.mech.cpu_layers, srch.mech.recompute);
             putchar('\n');
         } else printf("%-12.1f %-18s\n", budget / MIB, "does not fit");
@@ -1064,8 +1066,9 @@ static int predict_model(const model_t *m, uint64_t batch, const char *profile, 
     s->batch = batch;
     uvmrt_status_t st = plan_search(ctx, s);
     if (st != UVMRT_OK) {
-        fprintf(stderr, "uvmrt-plan: %s: the search of the mechanisms (uvmrt_choose) failed at batch %llu, budget "
-                        "%.1f MiB: %s: %s\n",
+        fprintf(stderr,
+                "uvmrt-plan: %s: the search of the mechanisms (uvmrt_choose) failed at batch %llu, budget "
+                "%.1f MiB: %s: %s\n",
                 model_name(m), (unsigned long long)batch, budget / MIB, uvmrt_status_str(st), last_error);
         uvmrt_context_destroy(ctx);
         return -1;
@@ -1192,7 +1195,8 @@ static void mech_text(const model_t *m, const record_t *r, char *buf, size_t cap
     size_t nc = flagged(r, r->cpu_opt, &f, &l), nr = flagged(r, r->recomputes, &rf, &rl);
     size_t np = model_placeable_layers(m), nrc = model_recomputable_layers(m);
     int k = snprintf(buf, cap, "AdamW on the CPU for %zu of %zu layers", nc, np);
-    if (nc > 0 && k > 0 && (size_t)k < cap) k += snprintf(buf + k, cap - (size_t)k, " (%s%s%s)", f, nc > 1 ? " to " : "", nc > 1 ? l : "");
+    if (nc > 0 && k > 0 && (size_t)k < cap)
+        k += snprintf(buf + k, cap - (size_t)k, " (%s%s%s)", f, nc > 1 ? " to " : "", nc > 1 ? l : "");
     if (k > 0 && (size_t)k < cap) k += snprintf(buf + k, cap - (size_t)k, ", %zu of %zu layers recompute", nr, nrc);
     if (nr > 0 && k > 0 && (size_t)k < cap)
         snprintf(buf + k, cap - (size_t)k, " (%s%s%s)", rf, nr > 1 ? " to " : "", nr > 1 ? rl : "");
@@ -1209,21 +1213,21 @@ static json_t *choice_json(const model_t *m, const record_t *r, const prediction
         if (r->recomputes && r->recomputes[i]) json_array_append_new(rec, json_string(r->layers[i]));
     }
     json_t *o = json_pack("{s:b, s:I, s:I, s:I, s:I, s:o, s:o}", "searched", s != NULL, "cpu_layers", (json_int_t)nc,
-                          "placeable_layers", (json_int_t)model_placeable_layers(m), "recompute_layers",
-                          (json_int_t)nr, "recomputable_layers", (json_int_t)model_recomputable_layers(m),
-                          "cpu_layer_names", cpu, "recompute_layer_names", rec);
+                          "placeable_layers", (json_int_t)model_placeable_layers(m), "recompute_layers", (json_int_t)nr,
+                          "recomputable_layers", (json_int_t)model_recomputable_layers(m), "cpu_layer_names", cpu,
+                          "recompute_layer_names", rec);
     json_object_set_new(o, "host_homed_bytes", p->fits ? json_integer((json_int_t)p->host_homed_bytes) : json_null());
     if (s == NULL) return o;
     json_t *cands = json_array();
     for (size_t i = 0; i < s->n_cand; i++)
-        json_array_append_new(cands, json_pack("{s:i, s:i, s:o}", "cpu_layers", s->cand[i].cpu_layers, "recompute_layers",
-                                               s->cand[i].recompute, "predicted_step_ns",
-                                               s->cand_ns[i] > 0 ? json_integer((json_int_t)s->cand_ns[i]) : json_null()));
+        json_array_append_new(cands,
+                              json_pack("{s:i, s:i, s:o}", "cpu_layers", s->cand[i].cpu_layers, "recompute_layers",
+                                        s->cand[i].recompute, "predicted_step_ns",
+                                        s->cand_ns[i] > 0 ? json_integer((json_int_t)s->cand_ns[i]) : json_null()));
     json_object_set_new(o, "fits", json_boolean(s->fits));
     json_object_set_new(o, "plan_budget_bytes", s->fits ? json_integer((json_int_t)s->plan_budget) : json_null());
     json_object_set_new(o, "rehearsals", json_integer((json_int_t)s->rehearsals));
     json_object_set_new(o, "candidates", cands);
-    (void)nc;
     return o;
 }
 
@@ -1232,12 +1236,14 @@ static void disk_note(const prediction_t *p, json_t *o)
 {
     if (p->disk_read_bps <= 0 && p->disk_write_bps <= 0) return;
     if (o != NULL) {
-        json_object_set_new(o, "disk", json_pack("{s:b, s:f, s:f}", "modelled", 0, "read_bps", p->disk_read_bps,
-                                                 "write_bps", p->disk_write_bps));
+        json_object_set_new(
+            o, "disk",
+            json_pack("{s:b, s:f, s:f}", "modelled", 0, "read_bps", p->disk_read_bps, "write_bps", p->disk_write_bps));
         return;
     }
-    printf("disk: not modelled yet (the profile's disk reads %.2f GB/s, writes %.2f GB/s); no tensor is planned on it\n",
-           p->disk_read_bps / 1e9, p->disk_write_bps / 1e9);
+    printf(
+        "disk: not modelled yet (the profile's disk reads %.2f GB/s, writes %.2f GB/s); no tensor is planned on it\n",
+        p->disk_read_bps / 1e9, p->disk_write_bps / 1e9);
 }
 
 /* The tokens a step of m at batch trains (0: the model does not say). */
@@ -1249,20 +1255,21 @@ static void need_text(const need_t *nd, uint64_t budget, uint64_t min_budget, ch
 {
     size_t k = (size_t)snprintf(buf, cap, "does not fit any way (predicted)");
     if (nd->gpu_min > budget && k < cap)
-        k += (size_t)snprintf(buf + k, cap - k, ": a plan needs a GPU budget of at least %.1f MiB (budget %.1f MiB): "
+        k += (size_t)snprintf(buf + k, cap - k,
+                              ": a plan needs a GPU budget of at least %.1f MiB (budget %.1f MiB): "
                               "even with every AdamW on the CPU and every layer recomputing, layer '%s' %s needs %.1f "
-                              "MiB resident at once", nd->gpu_min / MIB, budget / MIB, nd->ws_layer, nd->ws_phase,
-                              nd->ws / MIB);
+                              "MiB resident at once",
+                              nd->gpu_min / MIB, budget / MIB, nd->ws_layer, nd->ws_phase, nd->ws / MIB);
     if (g_host_budget > 0 && nd->host_min > g_host_budget && k < cap)
-        k += (size_t)snprintf(buf + k, cap - k, "%s at a GPU budget of %.1f MiB the plans that need the least memory "
+        k += (size_t)snprintf(buf + k, cap - k,
+                              "%s at a GPU budget of %.1f MiB the plans that need the least memory "
                               "(every layer recomputing, AdamW on the %s) need %.2f GiB of host memory, over the host "
                               "budget of %.2f GiB: a host budget of %.2f GiB would fit",
                               nd->gpu_min > budget ? ";" : ":", nd->at_budget / MIB,
                               nd->host_mech.cpu_layers ? "CPU" : "GPU", nd->host_min / GIB_D, g_host_budget / GIB_D,
                               nd->host_min / GIB_D + 0.005);
     if (k >= cap) return;
-    if (min_budget > 0)
-        snprintf(buf + k, cap - k, "; the smallest GPU budget that fits is %.1f MiB", min_budget / MIB);
+    if (min_budget > 0) snprintf(buf + k, cap - k, "; the smallest GPU budget that fits is %.1f MiB", min_budget / MIB);
     else if (g_host_budget > 0)
         snprintf(buf + k, cap - k, "; no GPU budget fits the host budget of %.2f GiB", g_host_budget / GIB_D);
 }
@@ -1276,7 +1283,8 @@ static void report_out(const record_t *r, const char *src, const model_t *m, uin
 {
     uint64_t budget = p->budget;
     if (p->fits && p->device_bytes > 0 && budget > p->device_bytes)
-        fprintf(stderr, "uvmrt-plan: warning: budget %.1f MiB is more than the device memory of profile %s (%.1f MiB)\n",
+        fprintf(stderr,
+                "uvmrt-plan: warning: budget %.1f MiB is more than the device memory of profile %s (%.1f MiB)\n",
                 budget / MIB, profile, p->device_bytes / MIB);
     size_t wcall;
     uint64_t ws = largest_working_set(r, &wcall);
@@ -1287,11 +1295,14 @@ static void report_out(const record_t *r, const char *src, const model_t *m, uin
     char why[768] = "";
     if (nd != NULL) need_text(nd, budget, min_budget, why, sizeof why);
     else if (!p->fits && p->host_limited)
-        snprintf(why, sizeof why, "does not fit: needs %.2f GiB host, budget %.2f GiB; the smallest GPU budget "
-                 "that fits is %.1f MiB", p->host_bytes_needed / GIB_D, g_host_budget / GIB_D, min_budget / MIB);
+        snprintf(why, sizeof why,
+                 "does not fit: needs %.2f GiB host, budget %.2f GiB; the smallest GPU budget "
+                 "that fits is %.1f MiB",
+                 p->host_bytes_needed / GIB_D, g_host_budget / GIB_D, min_budget / MIB);
     else if (!p->fits)
-        snprintf(why, sizeof why, "layer '%s' %s needs %.1f MiB resident at once; the smallest budget that fits is %.1f MiB",
-                 wlayer, wphase, ws / MIB, min_budget / MIB);
+        snprintf(why, sizeof why,
+                 "layer '%s' %s needs %.1f MiB resident at once; the smallest budget that fits is %.1f MiB", wlayer,
+                 wphase, ws / MIB, min_budget / MIB);
     if (json) {
         json_t *o = prediction_json(r, p);
         json_object_set_new(o, "min_budget_bytes", json_integer((json_int_t)min_budget));
@@ -1310,12 +1321,12 @@ static void report_out(const record_t *r, const char *src, const model_t *m, uin
         json_object_set_new(o, "largest_working_set", json_pack("{s:I, s:s, s:s}", "bytes", (json_int_t)ws, "layer",
                                                                  wlayer, "phase", wphase));
         if (nd != NULL)
-            json_object_set_new(o, "needed", json_pack("{s:I, s:I, s:o, s:b, s:b}", "gpu_budget_bytes",
-                                                       (json_int_t)nd->gpu_min, "at_budget_bytes",
-                                                       (json_int_t)nd->at_budget, "host_bytes",
-                                                       nd->host_min ? json_integer((json_int_t)nd->host_min) : json_null(),
-                                                       "gpu_limited", nd->gpu_min > budget, "host_limited",
-                                                       g_host_budget > 0 && nd->host_min > g_host_budget));
+            json_object_set_new(o, "needed",
+                                json_pack("{s:I, s:I, s:o, s:b, s:b}", "gpu_budget_bytes", (json_int_t)nd->gpu_min,
+                                          "at_budget_bytes", (json_int_t)nd->at_budget, "host_bytes",
+                                          nd->host_min ? json_integer((json_int_t)nd->host_min) : json_null(),
+                                          "gpu_limited", nd->gpu_min > budget, "host_limited",
+                                          g_host_budget > 0 && nd->host_min > g_host_budget));
         if (!p->fits) json_object_set_new(o, "why", json_string(why));
         json_dumpf(o, stdout, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
         putchar('\n');
@@ -1330,11 +1341,15 @@ static void report_out(const record_t *r, const char *src, const model_t *m, uin
         char mt[512];
         mech_text(m, r, mt, sizeof mt);
         if (s != NULL && s->fits)
-            snprintf(chose, sizeof chose, "chose (uvmrt_choose, %zu combinations, %zu rehearsals on the sim model): %s; "
-                     "plan budget %.1f MiB", s->n_cand, s->rehearsals, mt, s->plan_budget / MIB);
+            snprintf(chose, sizeof chose,
+                     "chose (uvmrt_choose, %zu combinations, %zu rehearsals on the sim model): %s; "
+                     "plan budget %.1f MiB",
+                     s->n_cand, s->rehearsals, mt, s->plan_budget / MIB);
         else if (s != NULL)
-            snprintf(chose, sizeof chose, "searched (uvmrt_choose, %zu combinations, %zu rehearsals on the sim model): "
-                     "none fits; shown: %s", s->n_cand, s->rehearsals, mt);
+            snprintf(chose, sizeof chose,
+                     "searched (uvmrt_choose, %zu combinations, %zu rehearsals on the sim model): "
+                     "none fits; shown: %s",
+                     s->n_cand, s->rehearsals, mt);
         else snprintf(chose, sizeof chose, "mechanisms as the model file says (--no-search): %s", mt);
     }
     print_text(r, p, profile, min_budget, nd != NULL, m != NULL ? chose : NULL);
@@ -1387,8 +1402,10 @@ static int report_search(const model_t *m, const char *src, uint64_t batch, int 
     uint64_t min_budget = 0;
     if (search_min_budget(m, batch, profile, &min_budget) != 0) return 1;
     if (fit && min_budget == 0) {
-        fprintf(stderr, "uvmrt-plan: %s: no mechanisms fit the host budget (%s) at any GPU budget: give a larger "
-                        "--host-budget\n", src, host_note);
+        fprintf(stderr,
+                "uvmrt-plan: %s: no mechanisms fit the host budget (%s) at any GPU budget: give a larger "
+                "--host-budget\n",
+                src, host_note);
         return 1;
     }
     if (fit) budget = min_budget;
@@ -1508,16 +1525,17 @@ static int batch_finder(const model_t *m, const char *src, const char *profile, 
         json_t *arr = json_array();
         for (size_t i = 0; i < nr; i++) {
             const batch_row_t *b = &rows[i];
-            json_t *row = json_pack("{s:I, s:b, s:o, s:o, s:o, s:o}", "batch", (json_int_t)b->batch, "fits", b->fits,
-                               "predicted_step_ns", b->fits ? json_integer((json_int_t)b->step_ns) : json_null(),
-                               "predicted_samples_per_s",
-                               b->fits && b->step_ns ? json_real((double)b->batch * 1e9 / (double)b->step_ns) : json_null(),
-                               "bound", b->fits ? json_string(bound_names[b->bound]) : json_null(),
-                               "host_bytes_needed", b->fits ? json_integer((json_int_t)b->host_bytes) : json_null());
+            json_t *row = json_pack(
+                "{s:I, s:b, s:o, s:o, s:o, s:o}", "batch", (json_int_t)b->batch, "fits", b->fits, "predicted_step_ns",
+                b->fits ? json_integer((json_int_t)b->step_ns) : json_null(), "predicted_samples_per_s",
+                b->fits && b->step_ns ? json_real((double)b->batch * 1e9 / (double)b->step_ns) : json_null(), "bound",
+                b->fits ? json_string(bound_names[b->bound]) : json_null(), "host_bytes_needed",
+                b->fits ? json_integer((json_int_t)b->host_bytes) : json_null());
             if (search)
-                json_object_set_new(row, "choice", b->fits ? json_pack("{s:i, s:i}", "cpu_layers", b->chose.cpu_layers,
-                                                                       "recompute_layers", b->chose.recompute)
-                                                           : json_null());
+                json_object_set_new(row, "choice",
+                                    b->fits ? json_pack("{s:i, s:i}", "cpu_layers", b->chose.cpu_layers,
+                                                        "recompute_layers", b->chose.recompute)
+                                            : json_null());
             json_array_append_new(arr, row);
         }
         json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:o}", "label", "predicted", "model", model_name(m),
@@ -1545,8 +1563,8 @@ static int batch_finder(const model_t *m, const char *src, const char *profile, 
         printf("mechanisms: searched for each batch (uvmrt_choose): cpu_layers of %zu, recompute of %zu layers\n",
                model_placeable_layers(m), model_recomputable_layers(m));
     else printf("mechanisms: as the model file says (--no-search)\n");
-    printf("%-10s %-6s %-18s %-22s %-12s %-9s%s\n", "batch", "fits", "predicted_ms/step", "predicted_samples/s", "bound",
-           "host_GiB", search ? " cpu_layers recompute" : "");
+    printf("%-10s %-6s %-18s %-22s %-12s %-9s%s\n", "batch", "fits", "predicted_ms/step", "predicted_samples/s",
+           "bound", "host_GiB", search ? " cpu_layers recompute" : "");
     for (size_t i = 0; i < nr; i++) {
         const batch_row_t *b = &rows[i];
         if (b->fits) {
@@ -1582,48 +1600,50 @@ static int output_check(const char *flag, const char *path)
 /* ------------------------------------------------------------------ main */
 static void usage(FILE *f)
 {
-    fprintf(f, "Usage: uvmrt-plan (--record FILE | --model FILE [--batch N] [--seq T] [--no-search])\n"
-               "                  [--profile NAME|FILE] [--budget SIZE | --fit | --sweep A:B[:STEP]]\n"
-               "                  [--host-budget SIZE|auto|none] [--json] [--plot FILE.png] [--trace FILE]\n"
-               "       uvmrt-plan --model FILE [--budget SIZE] --batch-max N [--no-search] [--profile NAME|FILE] [--json]\n"
-               "       uvmrt-plan --profile list\n"
-               "What if: re-plays a recorded step (written by a run with UVMRT_RECORD=FILE), or the\n"
-               "training step of a model description, on the sim model with the planner the library\n"
-               "uses, and predicts whether it fits, the step time, what bounds it, the bytes each way\n"
-               "and each layer's mechanisms. For a model it first searches the mechanisms the trainers\n"
-               "choose (how many top layers run AdamW on the CPU, how many layers recompute) with\n"
-               "uvmrt_choose, and predicts the best plan. Every number is a prediction, not a measurement.\n"
-               "\n"
-               "  --record FILE       the recorded step (uvmrt-plan(1) documents the format)\n"
-               "  --model FILE        a model description (uvmrt-plan(1), MODEL FILES), or a Hugging\n"
-               "                      Face config.json of a GPT-2, Llama, Mistral or Qwen2 model\n"
-               "  --batch N           with --model: samples per step (default: the file's batch; 1\n"
-               "                      for a config.json)\n"
-               "  --seq T             with a config.json: tokens per sample (default: the config's\n"
-               "                      positions, at most 2048)\n"
-               "  --batch-max N       with --model: the largest batch in 1..N that fits the budget\n"
-               "                      and the one with the best predicted samples/s\n"
-               "  --no-search         with --model: the mechanisms as the file says (each layer's\n"
-               "                      optimizer and recompute keys), not searched\n"
-               "  --profile NAME|FILE a built-in profile or a profile file (default: the record's;\n"
-               "                      consumer-8g for a model); --profile list prints the built-in ones\n"
-               "  --budget SIZE       device budget, e.g. 8G, 512M (default: the record's; for a model,\n"
-               "                      the profile's GPU memory)\n"
-               "  --host-budget SIZE|auto|none\n"
-               "                      host memory the plan may need: a plan or batch needing more does\n"
-               "                      not fit (default: UVMRT_HOST_BUDGET, else auto: this machine's\n"
-               "                      memory, or its cgroup's limit, less 10%%, at least 2 GiB)\n"
-               "  --fit               predict at the smallest budget that fits (2 MiB steps)\n"
-               "  --sweep A:B[:STEP]  a table over budgets A to B (STEP default (B-A)/8)\n"
-               "  --plot FILE.png     with --sweep: a chart, when gnuplot is on PATH\n"
-               "  --trace FILE        with --budget (or a record's own): the re-play's model timeline as\n"
-               "                      trace-event JSON (chrome://tracing, Perfetto): its %d steps, the\n"
-               "                      last the predicted one\n"
-               "  --json              JSON output\n"
-               "  -h, --help          this help\n"
-               "  -V, --version       the version\n"
-               "Exit status: 0 done (fits or not), 1 a bad record, model or profile, 2 a usage error.\n",
-            REPLAY_STEPS);
+    fprintf(
+        f,
+        "Usage: uvmrt-plan (--record FILE | --model FILE [--batch N] [--seq T] [--no-search])\n"
+        "                  [--profile NAME|FILE] [--budget SIZE | --fit | --sweep A:B[:STEP]]\n"
+        "                  [--host-budget SIZE|auto|none] [--json] [--plot FILE.png] [--trace FILE]\n"
+        "       uvmrt-plan --model FILE [--budget SIZE] --batch-max N [--no-search] [--profile NAME|FILE] [--json]\n"
+        "       uvmrt-plan --profile list\n"
+        "What if: re-plays a recorded step (written by a run with UVMRT_RECORD=FILE), or the\n"
+        "training step of a model description, on the sim model with the planner the library\n"
+        "uses, and predicts whether it fits, the step time, what bounds it, the bytes each way\n"
+        "and each layer's mechanisms. For a model it first searches the mechanisms the trainers\n"
+        "choose (how many top layers run AdamW on the CPU, how many layers recompute) with\n"
+        "uvmrt_choose, and predicts the best plan. Every number is a prediction, not a measurement.\n"
+        "\n"
+        "  --record FILE       the recorded step (uvmrt-plan(1) documents the format)\n"
+        "  --model FILE        a model description (uvmrt-plan(1), MODEL FILES), or a Hugging\n"
+        "                      Face config.json of a GPT-2, Llama, Mistral or Qwen2 model\n"
+        "  --batch N           with --model: samples per step (default: the file's batch; 1\n"
+        "                      for a config.json)\n"
+        "  --seq T             with a config.json: tokens per sample (default: the config's\n"
+        "                      positions, at most 2048)\n"
+        "  --batch-max N       with --model: the largest batch in 1..N that fits the budget\n"
+        "                      and the one with the best predicted samples/s\n"
+        "  --no-search         with --model: the mechanisms as the file says (each layer's\n"
+        "                      optimizer and recompute keys), not searched\n"
+        "  --profile NAME|FILE a built-in profile or a profile file (default: the record's;\n"
+        "                      consumer-8g for a model); --profile list prints the built-in ones\n"
+        "  --budget SIZE       device budget, e.g. 8G, 512M (default: the record's; for a model,\n"
+        "                      the profile's GPU memory)\n"
+        "  --host-budget SIZE|auto|none\n"
+        "                      host memory the plan may need: a plan or batch needing more does\n"
+        "                      not fit (default: UVMRT_HOST_BUDGET, else auto: this machine's\n"
+        "                      memory, or its cgroup's limit, less 10%%, at least 2 GiB)\n"
+        "  --fit               predict at the smallest budget that fits (2 MiB steps)\n"
+        "  --sweep A:B[:STEP]  a table over budgets A to B (STEP default (B-A)/8)\n"
+        "  --plot FILE.png     with --sweep: a chart, when gnuplot is on PATH\n"
+        "  --trace FILE        with --budget (or a record's own): the re-play's model timeline as\n"
+        "                      trace-event JSON (chrome://tracing, Perfetto): its %d steps, the\n"
+        "                      last the predicted one\n"
+        "  --json              JSON output\n"
+        "  -h, --help          this help\n"
+        "  -V, --version       the version\n"
+        "Exit status: 0 done (fits or not), 1 a bad record, model or profile, 2 a usage error.\n",
+        REPLAY_STEPS);
 }
 
 static int parse_size(const char *flag, const char *v, uint64_t *out)
@@ -1667,16 +1687,23 @@ static int plan_main(int argc, char **argv)
     uint64_t budget = 0, batch = 0, batch_max = 0, seq = 0;
     const char *host_arg = NULL;
     int fit = 0, json = 0, have_budget = 0, batch_given = 0, search = 1;
-    static const struct option longopts[] = {
-        {"record", required_argument, NULL, 'r'},    {"model", required_argument, NULL, 'm'},
-        {"batch", required_argument, NULL, 'B'},     {"batch-max", required_argument, NULL, 'M'},
-        {"profile", required_argument, NULL, 'p'},   {"budget", required_argument, NULL, 'b'},
-        {"fit", no_argument, NULL, 'f'},             {"sweep", required_argument, NULL, 's'},
-        {"plot", required_argument, NULL, 'P'},      {"json", no_argument, NULL, 'j'},
-        {"trace", required_argument, NULL, 't'},     {"seq", required_argument, NULL, 'T'},
-        {"host-budget", required_argument, NULL, 'H'}, {"no-search", no_argument, NULL, 'N'},
-        {"help", no_argument, NULL, 'h'},            {"version", no_argument, NULL, 'V'},
-        {NULL, 0, NULL, 0}};
+    static const struct option longopts[] = {{"record", required_argument, NULL, 'r'},
+                                             {"model", required_argument, NULL, 'm'},
+                                             {"batch", required_argument, NULL, 'B'},
+                                             {"batch-max", required_argument, NULL, 'M'},
+                                             {"profile", required_argument, NULL, 'p'},
+                                             {"budget", required_argument, NULL, 'b'},
+                                             {"fit", no_argument, NULL, 'f'},
+                                             {"sweep", required_argument, NULL, 's'},
+                                             {"plot", required_argument, NULL, 'P'},
+                                             {"json", no_argument, NULL, 'j'},
+                                             {"trace", required_argument, NULL, 't'},
+                                             {"seq", required_argument, NULL, 'T'},
+                                             {"host-budget", required_argument, NULL, 'H'},
+                                             {"no-search", no_argument, NULL, 'N'},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {"version", no_argument, NULL, 'V'},
+                                             {NULL, 0, NULL, 0}};
     opterr = 0;
     int ch;
     while ((ch = getopt_long(argc, argv, ":hV", longopts, NULL)) != -1) {
@@ -1816,9 +1843,9 @@ static int plan_main(int argc, char **argv)
             return rc;
         }
         if (search) { /* the mechanisms the trainers would choose */
-            int rc = sweep_arg != NULL ? sweep(NULL, model, batch, profile, sa, sb, sstep, json, plot)
-                                       : report_search(model, model_path, batch, batch_given, profile, budget, fit,
-                                                       json, trace_path);
+            int rc = sweep_arg != NULL
+                         ? sweep(NULL, model, batch, profile, sa, sb, sstep, json, plot)
+                         : report_search(model, model_path, batch, batch_given, profile, budget, fit, json, trace_path);
             model_free(model);
             return rc;
         }
@@ -1831,9 +1858,9 @@ static int plan_main(int argc, char **argv)
         if (profile == NULL) profile = rec.profile[0] ? rec.profile : "consumer-8g";
         if (!have_budget) budget = rec.budget;
     }
-    int rc = sweep_arg != NULL ? sweep(&rec, NULL, 0, profile, sa, sb, sstep, json, plot)
-                               : report_one(&rec, src, model, batch, batch_given, profile, budget, fit, json,
-                                            trace_path);
+    int rc = sweep_arg != NULL
+                 ? sweep(&rec, NULL, 0, profile, sa, sb, sstep, json, plot)
+                 : report_one(&rec, src, model, batch, batch_given, profile, budget, fit, json, trace_path);
     record_free(&rec);
     model_free(model);
     return rc;
