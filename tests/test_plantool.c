@@ -1863,3 +1863,26 @@ Test(plantool, a_measured_disk_is_said_to_be_not_modelled_yet)
     unlink(prof);
     rmdir(dir);
 }
+
+/* --sweep searches at each budget: every row carries its choice, and none predicts
+ * slower than the file's own mechanisms (one of the candidates) at that budget. */
+Test(plantool, sweep_searches_at_each_budget)
+{
+    char args[600];
+    snprintf(args, sizeof args, "--model '%s' --profile h200 --sweep 2G:8G:3G --json", GPT_MODEL);
+    json_t *s = run_json(args), *rows = json_object_get(s, "sweep");
+    snprintf(args, sizeof args, "--model '%s' --profile h200 --sweep 2G:8G:3G --no-search --json", GPT_MODEL);
+    json_t *f = run_json(args), *frows = json_object_get(f, "sweep");
+    cr_assert_eq(json_array_size(rows), 3);
+    cr_assert_eq(json_array_size(frows), 3);
+    for (size_t i = 0; i < 3; i++) {
+        json_t *r = json_array_get(rows, i), *fr = json_array_get(frows, i);
+        cr_assert(json_is_true(json_object_get(json_object_get(r, "choice"), "searched")), "%s", json_dumps(r, 0));
+        cr_assert_null(json_object_get(fr, "choice"), "a record-like row of the file's mechanisms");
+        cr_assert(json_is_true(json_object_get(r, "fits")), "%s", json_dumps(r, 0));
+        if (json_is_true(json_object_get(fr, "fits")))
+            cr_assert_leq(jint(r, "predicted_step_ns"), jint(fr, "predicted_step_ns"), "row %zu", i);
+    }
+    json_decref(s);
+    json_decref(f);
+}
