@@ -476,16 +476,20 @@ Test(gpt_trainer, sim_small_model_trains_and_samples_on_the_cpu) {
 
 /* Where the AdamW runs and which blocks recompute change the schedule, not the
  * numbers: the same losses to the bit (uvmrt_adamw_cpu on either side; a recompute
- * makes the same rounded activations). */
+ * makes the same rounded activations), also when a changed choice applies mid-run. */
 Test(gpt_trainer, sim_losses_do_not_depend_on_cpu_layers_or_recompute) {
     static const char *const knobs[] = {"--cpu-layers 0 --recompute none",
                                         "--cpu-layers 4 --recompute all",
-                                        "--cpu-layers 1 --recompute 1"};
+                                        "--cpu-layers 1 --recompute 1", "(auto, re-planned)"};
     char *first = NULL;
     scratch();
     for (size_t k = 0; k < sizeof knobs / sizeof knobs[0]; k++) {
-        int st = gpt(TINY " --steps 3 --text %s %s --loss-log %s/loss.txt", GPT_CORPUS_PATH,
-                     knobs[k], dir);
+        /* the last: auto, then a changed choice applied after step 4 (the test hook) */
+        if (k == 3)
+            snprintf(gpt_env, sizeof gpt_env, "UVMRT_TEST_REPLAN=3,1");
+        int st = gpt(TINY " --steps 6 --text %s %s --loss-log %s/loss.txt", GPT_CORPUS_PATH,
+                     k == 3 ? "" : knobs[k], dir);
+        cr_expect(k < 3 || strstr(out, "UVMRT_TEST_REPLAN (a test hook): applying"), "%s", out);
         cr_assert_eq(st, 0, "%s: %s", knobs[k], out);
         char path[512];
         snprintf(path, sizeof path, "%s/loss.txt", dir);

@@ -298,6 +298,8 @@ static void weights_ready(gpt_run_t *run, int l) {
     if (run->set.compute && on_cpu(run, l))
         kcheck(run, gpt_f32_to_bf16_launch(b16(p->wh), f32(p->w), p->n, run->uv.stream),
                "weights to bf16", l);
+    else if (run->ref && on_cpu(run, l))
+        gpt_wh_from_master_host(run, l);
 }
 
 void gpt_embed_forward(gpt_run_t *run, int side) {

@@ -280,8 +280,9 @@ void gpt_simref_embed_backward(gpt_run_t *run) {
     run->clip_host[0] = norm, run->clip_host[1] = clip;
 }
 
-/* Layer l's AdamW (hp: the step's, weight decay on the 2-D part), clipped; the new
- * bf16 working copy from it. */
+/* Layer l's AdamW (hp: the step's, weight decay on the 2-D part), clipped; on the
+ * GPU's call the new bf16 working copy too (a CPU layer's is made in its forward, as
+ * its uses declare). */
 void gpt_simref_adamw(gpt_run_t *run, int l, const uvmrt_adamw_t *hp) {
     const layer_params_t *p = &run->model.lp[l];
     uvmrt_adamw_t hd = *hp, hn;
@@ -290,9 +291,10 @@ void gpt_simref_adamw(gpt_run_t *run, int l, const uvmrt_adamw_t *hp) {
     hn.weight_decay = 0.0;
     float *w = f32(p->w), *m = f32(p->m), *v = f32(p->v), *g = f32(p->g);
     size_t nd = p->n_decay;
-    uvmrt_status_t st = uvmrt_adamw_cpu(&hd, w, m, v, g, nd, b16(p->wh));
+    uint16_t *wh = on_cpu(run, l) ? NULL : b16(p->wh);
+    uvmrt_status_t st = uvmrt_adamw_cpu(&hd, w, m, v, g, nd, wh);
     if (st == UVMRT_OK)
-        st = uvmrt_adamw_cpu(&hn, w + nd, m + nd, v + nd, g + nd, p->n - nd, b16(p->wh) + nd);
+        st = uvmrt_adamw_cpu(&hn, w + nd, m + nd, v + nd, g + nd, p->n - nd, wh ? wh + nd : NULL);
     if (st != UVMRT_OK)
         gpt_run_fail(run, "layer %d: uvmrt_adamw_cpu failed: %s (%s)", l, uvmrt_status_str(st),
                      uvmrt_status_name(st));

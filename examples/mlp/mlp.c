@@ -259,6 +259,8 @@ static void cpu_layers_apply(mlp_run_t *run, int K, int s) {
     /* blocks back on the GPU: their Wh was last made by a forward from an older W */
     for (int i = L - old; run->gpu && i < L - K; i++)
         mlp_gpu_half_from_master(run, i);
+    for (int i = L - old; run->ref && i < L - K; i++)
+        mlp_simref_half(run, i);
     run->cpu_layers = K;
     run->cpu_since_step = s;
 }
@@ -431,6 +433,8 @@ static uvmrt_status_t stage_half(mlp_run_t *run, int i, int s) {
     TRY(call_begin(run, &call, "the half copy of the CPU's update"));
     if (run->gpu)
         mlp_gpu_stage_half(run, i);
+    else if (run->ref)
+        mlp_simref_half(run, i);
     return layer_close(run, i, UVMRT_PHASE_OPTIMIZER);
 }
 

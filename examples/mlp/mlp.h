@@ -166,6 +166,7 @@ void mlp_simref_close(mlp_run_t *run);
 void mlp_simref_forward(mlp_run_t *run, int i, int s);
 void mlp_simref_backward(mlp_run_t *run, int i);
 void mlp_simref_adamw(mlp_run_t *run, int i);
+void mlp_simref_half(mlp_run_t *run, int i);
 
 /* The run computes losses: on the GPU, or on sim with the CPU reference. */
 static inline int mlp_computes(const mlp_run_t *run) { return run->gpu || run->ref; }

@@ -108,6 +108,8 @@ static void pre_activation(mlp_run_t *run, int i, uvmrt_tensor_t *z) {
 void mlp_simref_forward(mlp_run_t *run, int i, int s) {
     mlp_net_t *net = &run->net;
     struct mlp_simref *r = run->ref;
+    if (mlp_block_on_cpu(run, i) && !run->staged) /* a CPU block: Wh from the W its AdamW wrote */
+        mlp_simref_half(run, i);
     pre_activation(run, i, mlp_block_z(run, i));
     for (size_t k = 0; k < net->nh; k++)
         r->a[k] = mlp_gelu(r->z[k]);
@@ -150,13 +152,24 @@ void mlp_simref_backward(mlp_run_t *run, int i) {
     store(net->dA[(i - 1) & 1], r->d, net->nh);
 }
 
-/* Block i's AdamW (on the GPU's or the CPU's call) and its new bf16 working copy. */
+/* Wh = bf16(W) of block i: a CPU block's, in its forward or its staged copy. */
+void mlp_simref_half(mlp_run_t *run, int i) {
+    const mlp_block_t *b = &run->net.blocks[i];
+    const float *w = uvmrt_tensor_ptr(b->W);
+    uint16_t *wh = uvmrt_tensor_ptr(b->Wh);
+    for (size_t k = 0; k < run->net.hh; k++)
+        wh[k] = mlp_f32_to_bf16(w[k]);
+}
+
+/* Block i's AdamW; on the GPU's call its new bf16 working copy too (a CPU block's is
+ * made by the call that declares it: its forward or its staged copy). */
 void mlp_simref_adamw(mlp_run_t *run, int i) {
     const mlp_block_t *b = &run->net.blocks[i];
     uvmrt_adamw_t hp = mlp_adamw_hp(run->opt->lr, MLP_ADAMW_WD, run->adam_t + 1, run->loss_scale);
     uvmrt_status_t st = uvmrt_adamw_cpu(&hp, uvmrt_tensor_ptr(b->W), uvmrt_tensor_ptr(b->m),
                                         uvmrt_tensor_ptr(b->v), uvmrt_tensor_ptr(b->dW),
-                                        run->net.hh, uvmrt_tensor_ptr(b->Wh));
+                                        run->net.hh,
+                                        mlp_block_on_cpu(run, i) ? NULL : uvmrt_tensor_ptr(b->Wh));
     if (st != UVMRT_OK)
         run_fail(run, "block %d: uvmrt_adamw_cpu failed: %s (%s)", i, uvmrt_status_str(st),
                  uvmrt_status_name(st));
