@@ -38,8 +38,9 @@
  * of one chunk; the cross-entropy kernel turns them into dlogits in place, then
  * the chunk's dlnf and dwte are made), inside the head's forward call.
  *
- * Without a GPU it runs the same schedule on uvmrt's sim backend (no arithmetic,
- * durations from the declared FLOPs) and says so.
+ * Without a GPU it runs the same schedule on uvmrt's sim backend (durations from the
+ * declared work) and says so; there the CPU reference computes a small shape inside
+ * the same layer calls (gpt_simref.c), and a larger one computes nothing.
  *
  * This file is the model's layer calls, the optimizer, the training loop and main; the
  * tensors (shape, allocation, a changed choice) are in gpt_tensors.c, the weights'

@@ -5,7 +5,8 @@
  * weights' initialisation and files; gpt_side.c validation and sampling; gpt_open.c
  * opening and closing a run; gpt_auto.c the automatic choice (uvmrt_choose(3) and
  * its review, through examples/common/autochoice.c); gpt_ckpt.c the checkpoints of a
- * run; gpt_results.c the medians and the result JSON.
+ * run; gpt_results.c the medians and the result JSON; gpt_simref.c the arithmetic
+ * on sim (the CPU reference, a small shape only).
  */
 #ifndef UVMRT_GPT_H
 #define UVMRT_GPT_H

@@ -44,7 +44,8 @@
  * This file is the model and the training loop; the flags are in mlp_flags.c and
  * the GPU's work (cuBLAS, kernels, initialisation) behind mlp_gpu.h, so nothing
  * here depends on how the program was built. Without a GPU it runs the same
- * schedule on uvmrt's sim backend, with no arithmetic, and says so.
+ * schedule on uvmrt's sim backend and says so; there the CPU reference computes a
+ * small bf16 network inside the same layer calls (mlp_simref.c), a larger one nothing.
  */
 #define _GNU_SOURCE
 

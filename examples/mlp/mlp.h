@@ -8,6 +8,7 @@
  *                  of each layer call (built with CUDA and cuBLAS)
  *   mlp_cpu_opt.c  the CPU optimizer thread (--optimizer-on cpu, with the GPU side)
  *   mlp_nogpu.c    stands in for the two above in a build without CUDA or cuBLAS
+ *   mlp_simref.c   the arithmetic on sim: the CPU reference's, a small network only
  */
 #ifndef UVMRT_MLP_H
 #define UVMRT_MLP_H
