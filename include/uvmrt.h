@@ -51,7 +51,7 @@
  *       uvmrt_role_name, uvmrt_phase_name, uvmrt_log_level_name, uvmrt_where_name,
  *       uvmrt_version_string, uvmrt_adamw_isa.
  *    6. Lookups in the library's own tables return the entry, which belongs to
- *       the library: uvmrt_profiles (the table, never NULL; count may be NULL),
+ *       the library: uvmrt_profile_builtin (NULL past the last one),
  *       uvmrt_profile_find (NULL for an unknown or NULL name),
  *       uvmrt_version_number, uvmrt_abi_struct_size (0 for an unknown or NULL name).
  *    7. Formatters that cannot fail: uvmrt_context_print_config returns void
@@ -110,6 +110,43 @@ int uvmrt_version_number(void);
  * linked, or 0 for a name it does not know: a binding that mirrors the structs (the
  * Python package) checks its copies against the library it loaded. */
 size_t uvmrt_abi_struct_size(const char *name);
+
+/* ------------------------------------------------------------------ structs that grow */
+/* Every public struct that may gain fields in a later version starts with
+ * `size_t struct_size`: sizeof the struct as the caller's uvmrt.h declares it. New
+ * fields are only ever appended, so a program built against an older header keeps
+ * working with a newer library (the SONAME policy: uvmrt(3), README "Versions and ABI"):
+ *  - a struct the program gives the library (uvmrt_params_t, uvmrt_layer_call_t,
+ *    uvmrt_adamw_t, uvmrt_profile_t and uvmrt_profile_meta_t to uvmrt_profile_save) is
+ *    read up to its struct_size; the fields past it take their defaults (those of the
+ *    struct's init function, or 0);
+ *  - a struct the library fills (uvmrt_summary_t, uvmrt_step_stats_t,
+ *    uvmrt_layer_stats_t, uvmrt_memory_stats_t, uvmrt_tensor_info_t, uvmrt_choice_t)
+ *    is written up to its struct_size only, which the library leaves as it was;
+ *  - a struct_size of 0 (not set), one smaller than the field itself, or one larger
+ *    than the library's own sizeof (a program built against a newer header than the
+ *    library it runs with) fails with UVMRT_ERR_INVALID and a message naming the struct
+ *    and both sizes; nothing is read or written.
+ * Set struct_size with the struct's init function (uvmrt_params_init,
+ * uvmrt_layer_call_init, uvmrt_adamw_init) or, for the others, UVMRT_STRUCT_INIT:
+ *     uvmrt_summary_t sum = UVMRT_STRUCT_INIT(uvmrt_summary_t);
+ *     uvmrt_summary_get(ctx, &sum);
+ * In C a designated initialiser names it first:
+ *     uvmrt_layer_call_t call = {.struct_size = sizeof(uvmrt_layer_call_t), .layer = l0};
+ * Profiles the library hands out (uvmrt_profile_find, uvmrt_profile_builtin,
+ * uvmrt_context_profile, uvmrt_profile_load) carry the library's struct_size: a program
+ * built against a newer header reads a field only when UVMRT_HAS_FIELD says it is there.
+ * uvmrt_tensor_desc_t, uvmrt_use_t and uvmrt_knob_t are small array elements that stay
+ * as they are: what a tensor or a call may need later comes with functions of its own
+ * (uvmrt_tensor_set_placement, uvmrt_tensor_set_recompute). */
+#ifdef __cplusplus /* C++11: every other field value-initialised, without a warning */
+#define UVMRT_STRUCT_INIT(type) ([] { type v_{}; v_.struct_size = sizeof(type); return v_; }())
+#else
+#define UVMRT_STRUCT_INIT(type) {.struct_size = sizeof(type)}
+#endif
+/* 1 when *ptr (of the given type, e.g. from the library) holds field. */
+#define UVMRT_HAS_FIELD(type, ptr, field) \
+    ((ptr)->struct_size >= offsetof(type, field) + sizeof(((type *)0)->field))
 
 /* ------------------------------------------------------------------ status */
 /* One list yields the enum and the strings (uvmrt_status_str). */
@@ -208,6 +245,7 @@ typedef void (*uvmrt_log_fn)(uvmrt_log_level_t level, const char *message, void 
  * sim backend and as the planner's reference (uvmrt-profile(5) documents each one,
  * and the sources of the built-in estimates). */
 typedef struct uvmrt_profile {
+    size_t struct_size;           /* sizeof(uvmrt_profile_t): see "structs that grow" */
     const char *name;             /* "h200", "consumer-8g", ... */
     const char *description;      /* one line; says "estimate" when not measured */
     int measured;                 /* 1: measured on real hardware (FACTS.md) */
@@ -244,8 +282,10 @@ typedef struct uvmrt_profile {
     int disk_io_uring;            /* 1: io_uring worked (0: blocked, or not measured) */
 } uvmrt_profile_t;
 
-/* The built-in profiles; *count receives their number. Never NULL. */
-const uvmrt_profile_t *uvmrt_profiles(size_t *count);
+/* Built-in profile i (0, 1, ... in a fixed order), or NULL past the last one:
+ *     for (size_t i = 0; (p = uvmrt_profile_builtin(i)) != NULL; i++) ...
+ * (one at a time, not as an array, because uvmrt_profile_t may grow). */
+const uvmrt_profile_t *uvmrt_profile_builtin(size_t i);
 /* A built-in profile by name, or NULL. */
 const uvmrt_profile_t *uvmrt_profile_find(const char *name);
 /* Profile files (JSON, uvmrt-profile(5)) are read with uvmrt_profile_load and
@@ -534,6 +574,7 @@ typedef struct uvmrt_use {
  * uses[] adds to them (e.g. the previous layer's activation as input) or, for a
  * tensor the defaults already name, replaces its access. */
 typedef struct uvmrt_layer_call {
+    size_t struct_size;        /* sizeof(uvmrt_layer_call_t); set by uvmrt_layer_call_init */
     int layer;
     uvmrt_phase_t phase;
     uvmrt_stream_t stream;     /* the stream the layer's work runs on */
@@ -578,10 +619,10 @@ typedef struct uvmrt_layer_call {
     uint64_t hbm_bytes;
 } uvmrt_layer_call_t;
 
-/* Fills *call for one layer call: layer, phase and stream as given, every other
- * field zero (no extra uses, default uses on, no sim timing). For C++ (and C89),
- * where the compound literal `&(uvmrt_layer_call_t){.layer = l, ...}` used in
- * the examples does not compile:
+/* Fills *call for one layer call: layer, phase and stream as given, struct_size, every
+ * other field zero (no extra uses, default uses on, no sim timing). For C++ (and C89),
+ * where the compound literal `&(uvmrt_layer_call_t){.struct_size = sizeof(uvmrt_layer_call_t),
+ * .layer = l, ...}` used in the examples does not compile:
  *     uvmrt_layer_call_t call;
  *     uvmrt_layer_call_init(&call, l0, UVMRT_PHASE_FORWARD, stream);
  *     call.flops = 2.0 * rows * in * out;   // optional fields afterwards
@@ -674,9 +715,9 @@ uvmrt_status_t uvmrt_layer_end(uvmrt_context_t *ctx);
      * DRIVER counters cover these */                                                                          \
     X(sampled_calls,              SAMPLED_CALLS,        CALL,   0, 0, 0,   0, "",         "",       0, COUNT)  \
     /* read from the disk tier into host memory for this call (uvmrt_tensor_set_tier) */                      \
-    X(spill_read_bytes,           SPILL_READ,           OWN,    1, 1, 1,   0, "",         "",       0, MIB)    \
+    X(spill_read_bytes,           SPILL_READ,           LATE,    1, 1, 1,   0, "",         "",       0, MIB)    \
     /* written back to the disk tier after this call */                                                        \
-    X(spill_write_bytes,          SPILL_WRITE,          OWN,    1, 1, 1,   0, "",         "",       0, MIB)
+    X(spill_write_bytes,          SPILL_WRITE,          LATE,    1, 1, 1,   0, "",         "",       0, MIB)
 
 /* Helpers for expanding UVMRT_COUNTERS: UVMRT__IF_<0|1>(code) keeps code when 1;
  * UVMRT__<SOURCE>_<source>(code) keeps code when source is SOURCE. */
@@ -688,6 +729,14 @@ uvmrt_status_t uvmrt_layer_end(uvmrt_context_t *ctx);
 #define UVMRT__DRIVER_CALL(...)
 #define UVMRT__DRIVER_OWN(...)
 #define UVMRT__DRIVER_DRIVER(...) __VA_ARGS__
+/* LATE: uvmrt's own counters added after the first ABI (libuvmrt.so.1): they come at
+ * the end of uvmrt_step_stats_t and uvmrt_summary_t, so those structs only grow */
+#define UVMRT__OWN_LATE(...)
+#define UVMRT__DRIVER_LATE(...)
+#define UVMRT__LATE_CALL(...)
+#define UVMRT__LATE_OWN(...)
+#define UVMRT__LATE_DRIVER(...)
+#define UVMRT__LATE_LATE(...) __VA_ARGS__
 #define UVMRT__FIELD(name, tag, src, step, sum, ...) uint64_t name;
 #define UVMRT__STEP_FIELD_OF(want, name, tag, src, step) UVMRT__IF_##step(UVMRT__##want##_##src(uint64_t name;))
 #define UVMRT__STEP_OWN_FIELD(name, tag, src, step, sum, ...) UVMRT__STEP_FIELD_OF(OWN, name, tag, src, step)
@@ -695,18 +744,22 @@ uvmrt_status_t uvmrt_layer_end(uvmrt_context_t *ctx);
 #define UVMRT__SUM_FIELD_OF(want, name, tag, src, sum) UVMRT__IF_##sum(UVMRT__##want##_##src(uint64_t name;))
 #define UVMRT__SUM_OWN_FIELD(name, tag, src, step, sum, ...) UVMRT__SUM_FIELD_OF(OWN, name, tag, src, sum)
 #define UVMRT__SUM_DRIVER_FIELD(name, tag, src, step, sum, ...) UVMRT__SUM_FIELD_OF(DRIVER, name, tag, src, sum)
+#define UVMRT__STEP_LATE_FIELD(name, tag, src, step, sum, ...) UVMRT__STEP_FIELD_OF(LATE, name, tag, src, step)
+#define UVMRT__SUM_LATE_FIELD(name, tag, src, step, sum, ...) UVMRT__SUM_FIELD_OF(LATE, name, tag, src, sum)
 
 /* Counters of one (layer, phase), summed over all steps: every UVMRT_COUNTERS entry.
  * Prefetches and the evictions that made room for them count for the call that
  * needs the data, even when issued earlier; the DRIVER counters are per time span
  * and cover the calls in sampled_calls (see uvmrt-report(5)). */
 typedef struct uvmrt_layer_stats {
+    size_t struct_size;        /* sizeof(uvmrt_layer_stats_t): set it, see "structs that grow" */
     UVMRT_COUNTERS(UVMRT__FIELD)
 } uvmrt_layer_stats_t;
 
 /* One step: the entries of UVMRT_COUNTERS with step = 1, summed over the step's
  * calls, and what only a step has. */
 typedef struct uvmrt_step_stats {
+    size_t struct_size;        /* sizeof(uvmrt_step_stats_t): set it, see "structs that grow" */
     uint64_t step_ns;
     UVMRT_COUNTERS(UVMRT__STEP_OWN_FIELD)      /* prefetch_bytes ... wait_ns */
     uint64_t peak_resident_bytes;
@@ -714,11 +767,13 @@ typedef struct uvmrt_step_stats {
     uint64_t d2h_busy_ns;      /* time the copy stream spent evicting */
     UVMRT_COUNTERS(UVMRT__STEP_DRIVER_FIELD)   /* gpu_faults ... cpu_faults */
     int fault_sampled;         /* 1: this step collected the driver's counters; 0: they read 0 */
+    UVMRT_COUNTERS(UVMRT__STEP_LATE_FIELD)     /* spill_read_bytes, spill_write_bytes */
 } uvmrt_step_stats_t;
 
 /* The whole run: the entries of UVMRT_COUNTERS with summary = 1, summed over every
  * layer and phase, and what only the run has. */
 typedef struct uvmrt_summary {
+    size_t struct_size;        /* sizeof(uvmrt_summary_t): set it, see "structs that grow" */
     uint64_t steps;            /* completed steps */
     uint64_t budget_bytes;
     uint64_t resident_bytes;   /* now, by uvmrt's accounting */
@@ -752,10 +807,11 @@ typedef struct uvmrt_summary {
                                      * failures are logged as errors.) */
     /* host memory (uvmrt_memory_stats_t's fields of the same names) */
     uint64_t host_bytes, peak_host_bytes, host_budget_bytes, host_external_bytes, plan_host_bytes;
+    UVMRT_COUNTERS(UVMRT__SUM_LATE_FIELD)      /* spill_read_bytes, spill_write_bytes */
 } uvmrt_summary_t;
 
-/* The three calls copy into *out (caller-owned); UVMRT_ERR_INVALID, logged, for a NULL
- * out or an index out of range. */
+/* The three calls copy into *out (caller-owned, its struct_size set); UVMRT_ERR_INVALID,
+ * logged, for a NULL out, a bad out->struct_size or an index out of range. */
 uvmrt_status_t uvmrt_layer_stats_get(const uvmrt_context_t *ctx, int layer,
                                      uvmrt_phase_t phase, uvmrt_layer_stats_t *out);
 /* step is 0-based; UVMRT_ERR_INVALID past the completed steps; UVMRT_ERR_NOT_FOUND
@@ -792,6 +848,7 @@ uvmrt_status_t uvmrt_report_write(const uvmrt_context_t *ctx, const char *format
 
 /* What a file says about where and how it was measured, besides the profile. */
 typedef struct uvmrt_profile_meta {
+    size_t struct_size;         /* sizeof(uvmrt_profile_meta_t): UVMRT_STRUCT_INIT */
     const char *date;           /* ISO 8601 UTC, e.g. "2026-12-01T09:30:00Z"; NULL: left out */
     const char *gpu_name;       /* cudaDeviceProp.name; NULL: left out */
     int driver_version;         /* cudaDriverGetVersion (13000 = 13.0); 0: left out */
@@ -856,6 +913,7 @@ size_t uvmrt_mechanism_name(unsigned mechanism, char *buf, size_t len);
 
 /* One live tensor, as uvmrt_memory_summary() sees it. */
 typedef struct uvmrt_tensor_info {
+    size_t struct_size;        /* sizeof(uvmrt_tensor_info_t): set it in out[0], see below */
     char name[128];            /* the tensor's name, cut at 127 bytes on a UTF-8 boundary */
     int id;                    /* allocation order (0, 1, ...; freed tensors keep their number) */
     int layer;                 /* owning layer, or -1 */
@@ -870,6 +928,7 @@ typedef struct uvmrt_tensor_info {
  * count footprints (uvmrt's own accounting; cudaMemGetInfo does not see managed
  * pages leave the GPU). */
 typedef struct uvmrt_memory_stats {
+    size_t struct_size;             /* sizeof(uvmrt_memory_stats_t): UVMRT_STRUCT_INIT */
     uint64_t budget_bytes;
     uint64_t resident_bytes;        /* now */
     uint64_t peak_resident_bytes;   /* since creation or the last uvmrt_memory_peak_reset() */
@@ -893,9 +952,12 @@ typedef struct uvmrt_memory_stats {
 
 /* Fills out[0..*n) with every live tensor in allocation order, like
  * torch.cuda.memory_summary(). *n receives the number of live tensors. out may
- * be NULL with cap 0 to ask for that number. When cap is smaller than it, the
- * call fails with UVMRT_ERR_INVALID, writes nothing to out and still sets *n.
- * UVMRT_ERR_INVALID (logged) for a NULL n, or a NULL out with cap > 0. */
+ * be NULL with cap 0 to ask for that number. out[0].struct_size is the size of
+ * every element of the array (the caller's sizeof(uvmrt_tensor_info_t)): set it in
+ * out[0] at least; each element written gets it. When cap is smaller than the number
+ * of live tensors, the call fails with UVMRT_ERR_INVALID, writes nothing to out and
+ * still sets *n. UVMRT_ERR_INVALID (logged) for a NULL n, a NULL out with cap > 0, or a
+ * bad out[0].struct_size. */
 uvmrt_status_t uvmrt_memory_summary(const uvmrt_context_t *ctx, uvmrt_tensor_info_t *out, size_t cap,
                                     size_t *n);
 /* Current and peak resident bytes, with totals per role. */
@@ -962,6 +1024,7 @@ typedef uvmrt_status_t (*uvmrt_rehearse_fn)(uvmrt_context_t *model, const int *v
 /* What uvmrt_choose chose, and what the review found. Every time here is the model's
  * prediction except measured_step_ns. */
 typedef struct uvmrt_choice {
+    size_t struct_size;             /* sizeof(uvmrt_choice_t): UVMRT_STRUCT_INIT */
     int values[UVMRT_KNOBS_MAX];    /* the chosen value of each knob */
     double predicted_step_ns;       /* predicted step time of the choice at plan_budget_bytes */
     uint64_t plan_budget_bytes;     /* the budget the plan uses: the context's, or a smaller
@@ -1031,8 +1094,8 @@ int uvmrt_choice_candidate_recompute(const uvmrt_context_t *ctx, size_t i);
 
 /* ------------------------------------------------------------------ CPU optimizer (uvmrt_adamw_cpu(3)) */
 /* Hyperparameters of one AdamW update (torch.optim.AdamW's, amsgrad off). Start from
- * uvmrt_adamw_init(); struct_size lets the struct grow without breaking programs (a
- * library accepts the struct_size of every earlier version of this struct). */
+ * uvmrt_adamw_init(); struct_size lets the struct grow without breaking programs (see
+ * "structs that grow"). */
 typedef struct uvmrt_adamw {
     size_t struct_size;   /* sizeof(uvmrt_adamw_t); set by uvmrt_adamw_init */
     double lr;            /* default 1e-3 */
@@ -1077,7 +1140,7 @@ void uvmrt_adamw_init(uvmrt_adamw_t *hp);
  * tensors), must not overlap, and are not touched by the library after the call.
  * n 0: nothing happens (UVMRT_OK).
  * UVMRT_ERR_INVALID (logged; nothing changed) for a NULL hp, a NULL w, m, v or g with
- * n > 0, a wrong struct_size, step 0, lr/eps/weight_decay negative or not finite, beta
+ * n > 0, a bad struct_size (0, or over this library's sizeof), step 0, lr/eps/weight_decay negative or not finite, beta
  * outside [0, 1), grad_scale not finite, threads negative, an unknown order. */
 uvmrt_status_t uvmrt_adamw_cpu(const uvmrt_adamw_t *hp, float *w, float *m, float *v, const float *g,
                                size_t n, uint16_t *half_out);

@@ -38,6 +38,7 @@
 #endif
 #include <unistd.h>
 
+#include "abi.h"        /* defines: UVMRT__ABI_READ */
 #include "adamw_math.h" /* defines: uvmrt__adamw_coef_t, uvmrt__adamw_elem(_torch), uvmrt__f32_to_bf16 */
 #include "log.h"        /* defines: LOG_ERROR, LOG_WARN */
 #include "uvmrt.h"
@@ -344,24 +345,6 @@ void uvmrt_adamw_init(uvmrt_adamw_t *hp) {
         return UVMRT_ERR_INVALID;                                                 \
     } while (0)
 
-/* The struct_size of a uvmrt_adamw_t from before the order field. */
-#define SIZE_BEFORE_ORDER offsetof(uvmrt_adamw_t, order)
-
-/* The caller's struct, read up to its struct_size, into *hp: order, when the caller's
- * struct ends before it, is UVMRT_ADAMW_ORDER_UVMRT. */
-static uvmrt_status_t read_hp(const uvmrt_adamw_t *in, uvmrt_adamw_t *hp) {
-    if (in == NULL)
-        BAD("hp is NULL: expected a uvmrt_adamw_t set up by uvmrt_adamw_init");
-    if (in->struct_size != sizeof(uvmrt_adamw_t) && in->struct_size != SIZE_BEFORE_ORDER)
-        BAD("hp->struct_size %zu: expected %zu (sizeof(uvmrt_adamw_t); call uvmrt_adamw_init) or "
-            "%zu (the struct before its order field)",
-            in->struct_size, sizeof(uvmrt_adamw_t), (size_t)SIZE_BEFORE_ORDER);
-    uvmrt_adamw_init(hp);
-    memcpy(hp, in, in->struct_size);
-    hp->struct_size = sizeof *hp;
-    return UVMRT_OK;
-}
-
 static uvmrt_status_t check_hp(const uvmrt_adamw_t *hp) {
     if (!(isfinite(hp->lr) && hp->lr >= 0.0))
         BAD("lr %g: expected a finite value >= 0", hp->lr);
@@ -388,13 +371,18 @@ static uvmrt_status_t check_hp(const uvmrt_adamw_t *hp) {
 
 uvmrt_status_t uvmrt_adamw_cpu(const uvmrt_adamw_t *given, float *w, float *m, float *v,
                                const float *g, size_t n, uint16_t *half_out) {
+    if (given == NULL)
+        BAD("hp is NULL: expected a uvmrt_adamw_t set up by uvmrt_adamw_init");
+    /* The caller's struct up to its struct_size; fields past it take the defaults (a struct
+     * that ends before order: UVMRT_ADAMW_ORDER_UVMRT). */
     uvmrt_adamw_t full;
-    uvmrt_status_t st = read_hp(given, &full);
-    if (st == UVMRT_OK)
-        st = check_hp(&full);
+    uvmrt_adamw_init(&full);
+    if (UVMRT__ABI_READ(&stderr_log, "uvmrt_adamw_cpu", uvmrt_adamw_t, given, &full) != UVMRT_OK)
+        return UVMRT_ERR_INVALID;
+    const uvmrt_adamw_t *hp = &full;
+    uvmrt_status_t st = check_hp(hp);
     if (st != UVMRT_OK)
         return st;
-    const uvmrt_adamw_t *hp = &full;
     if (n > 0 && (w == NULL || m == NULL || v == NULL || g == NULL))
         BAD("%s is NULL with n = %zu: expected %zu floats",
             w == NULL ? "w" : m == NULL ? "m" : v == NULL ? "v" : "g", n, n);

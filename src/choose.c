@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "abi.h"
 #include "internal.h"
 #include "profile_file.h"
 
@@ -222,7 +223,7 @@ static uvmrt_status_t rehearse(uvmrt_context_t *ctx, search_t *s, const int *val
         st = UVMRT_OK; /* a layer's working set is over this budget, or the plan over the host's: does not fit */
     } else if (st == UVMRT_OK) {
         uint64_t done = uvmrt__steps_done(model);
-        uvmrt_step_stats_t a, b;
+        uvmrt_step_stats_t a = UVMRT_STRUCT_INIT(uvmrt_step_stats_t), b = a;
         if (done < REHEARSAL_STEPS) {
             LOG_ERROR(&ctx->log, "uvmrt_choose: the rehearsal ran %llu steps: expected %d",
                       (unsigned long long)done, REHEARSAL_STEPS);
@@ -385,6 +386,7 @@ uvmrt_status_t uvmrt_choose(uvmrt_context_t *ctx, const uvmrt_knob_t *knobs, siz
                   fn == NULL ? "the trainer's rehearsal function" : out == NULL ? "a uvmrt_choice_t to fill" : "an array of knobs");
         return UVMRT_ERR_INVALID;
     }
+    if (UVMRT__ABI_CHECK(&ctx->log, "uvmrt_choose", uvmrt_choice_t, out) != UVMRT_OK) return UVMRT_ERR_INVALID;
     if (n_knobs > UVMRT_KNOBS_MAX) {
         LOG_ERROR(&ctx->log, "uvmrt_choose: n_knobs %zu: expected 0 to %d", n_knobs, UVMRT_KNOBS_MAX);
         return UVMRT_ERR_INVALID;
@@ -448,7 +450,8 @@ uvmrt_status_t uvmrt_choose(uvmrt_context_t *ctx, const uvmrt_knob_t *knobs, siz
     result_of(&s, &c->choice);
     set_plan_budget(ctx, c->choice.fits ? s.plan_budget : 0);
     log_choice(ctx, c, "uvmrt_choose");
-    *out = c->choice;
+    uvmrt_choice_t r = c->choice;
+    UVMRT__ABI_WRITE(out, &r);
     return UVMRT_OK;
 }
 
@@ -591,6 +594,8 @@ uvmrt_status_t uvmrt_choice_review(uvmrt_context_t *ctx, uvmrt_choice_t *out, in
         LOG_ERROR(&ctx->log, "uvmrt_choice_review: out is NULL: expected a uvmrt_choice_t to fill");
         return UVMRT_ERR_INVALID;
     }
+    if (UVMRT__ABI_CHECK(&ctx->log, "uvmrt_choice_review", uvmrt_choice_t, out) != UVMRT_OK)
+        return UVMRT_ERR_INVALID;
     if (!c->have) {
         LOG_ERROR(&ctx->log, "uvmrt_choice_review: no choice to review (call uvmrt_choose first)");
         return UVMRT_ERR_INVALID;
@@ -649,7 +654,7 @@ uvmrt_status_t uvmrt_choice_review(uvmrt_context_t *ctx, uvmrt_choice_t *out, in
         }
         c->choice = r;
         if (changed) *changed = differ;
-        *out = r;
+        UVMRT__ABI_WRITE(out, &r);
         return UVMRT_OK;
     }
     if (!r.replanned) r.measured_step_ns = measured;
@@ -711,14 +716,16 @@ uvmrt_status_t uvmrt_choice_review(uvmrt_context_t *ctx, uvmrt_choice_t *out, in
         c->choice = r;
     }
     if (changed) *changed = differ;
-    *out = r;
+    UVMRT__ABI_WRITE(out, &r);
     return UVMRT_OK;
 }
 
 uvmrt_status_t uvmrt_choice_get(const uvmrt_context_t *ctx, uvmrt_choice_t *out)
 {
     if (ctx == NULL || out == NULL || !ctx->choice.have) return UVMRT_ERR_INVALID;
-    *out = ctx->choice.choice;
+    if (UVMRT__ABI_CHECK(&ctx->log, "uvmrt_choice_get", uvmrt_choice_t, out) != UVMRT_OK) return UVMRT_ERR_INVALID;
+    uvmrt_choice_t r = ctx->choice.choice;
+    UVMRT__ABI_WRITE(out, &r);
     return UVMRT_OK;
 }
 

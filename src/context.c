@@ -2,10 +2,12 @@
  * context.c -- context lifecycle: params and environment into a configuration,
  * the backend opened, the budget resolved; layers declared.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "abi.h"
 #include "backend_select.h"
 #include "faults.h"
 #include "profile_file.h"
@@ -80,19 +82,39 @@ static uvmrt_status_t resolve_host_budget(uvmrt_context_t *ctx)
     return UVMRT_OK;
 }
 
+/* The log of a context not made yet: the caller's log function, unless their
+ * struct_size is a valid one that stops before it (a struct_size that is not valid,
+ * such as 0 for a struct not set up, says nothing: the struct the caller declared has
+ * every field of the first uvmrt_params_t, the log function among them). */
+static uvmrt_log_t caller_log(const uvmrt_params_t *params)
+{
+    uvmrt_log_t log = {UVMRT_LOG_WARN, NULL, NULL};
+    if (params == NULL) return log;
+    size_t size = params->struct_size, log_end = offsetof(uvmrt_params_t, log_user) + sizeof params->log_user;
+    if (size >= log_end || size < sizeof(size_t)) log = (uvmrt_log_t){params->log_level, params->log_fn, params->log_user};
+    return log;
+}
+
 /* model: a context for uvmrt_choose's rehearsals (choose.c): nothing published, reported,
  * recorded or traced, whatever the environment says. */
 static uvmrt_status_t create(const uvmrt_params_t *params, const uvmrt_backend_ops_t *ops, int model,
                              uvmrt_context_t **out)
 {
+    uvmrt_log_t early = caller_log(params); /* no context yet */
     if (out == NULL) {
-        /* no context yet: log through the caller's log function, if any */
-        uvmrt_log_t log = {params ? params->log_level : UVMRT_LOG_WARN, params ? params->log_fn : NULL,
-                           params ? params->log_user : NULL};
-        LOG_ERROR(&log, "uvmrt_context_create: out is NULL: expected a uvmrt_context_t * to receive the context");
+        LOG_ERROR(&early, "uvmrt_context_create: out is NULL: expected a uvmrt_context_t * to receive the context");
         return UVMRT_ERR_INVALID;
     }
     *out = NULL;
+    /* The caller's params up to their struct_size; the fields a newer library added
+     * take uvmrt_params_init's defaults. */
+    uvmrt_params_t full;
+    if (params != NULL) {
+        uvmrt_params_init(&full);
+        if (UVMRT__ABI_READ(&early, "uvmrt_context_create", uvmrt_params_t, params, &full) != UVMRT_OK)
+            return UVMRT_ERR_INVALID;
+        params = &full;
+    }
     uvmrt_context_t *ctx = calloc(1, sizeof *ctx);
     if (ctx == NULL) return UVMRT_ERR_NOMEM;
     ctx->log.level = params ? params->log_level : UVMRT_LOG_WARN;

@@ -9,7 +9,12 @@
 
 #include "uvmrt.h"
 
-#define UVMRT__STAT_ENUM(name, tag, src, ...) UVMRT__OWN_##src(STAT_##tag, )
+/* uvmrt's own counters: OWN and LATE (LATE only places the fields at the structs' ends) */
+#define UVMRT__MINE_CALL(...)
+#define UVMRT__MINE_OWN(...) __VA_ARGS__
+#define UVMRT__MINE_DRIVER(...)
+#define UVMRT__MINE_LATE(...) __VA_ARGS__
+#define UVMRT__STAT_ENUM(name, tag, src, ...) UVMRT__MINE_##src(STAT_##tag, )
 #define UVMRT__FC_ENUM(name, tag, src, ...) UVMRT__DRIVER_##src(FC_##tag, )
 
 /* uvmrt's own counters, for uvmrt__stat_add; STAT_CALL counts a layer call (calls,

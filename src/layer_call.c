@@ -15,6 +15,7 @@ void uvmrt_layer_call_init(uvmrt_layer_call_t *call, int layer, uvmrt_phase_t ph
      * (no extra uses, default uses on, no sim timing), as a designated
      * initialiser would give. */
     memset(call, 0, sizeof *call);
+    call->struct_size = sizeof *call;
     call->layer = layer;
     call->phase = phase;
     call->stream = stream;

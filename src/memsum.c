@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 
+#include "abi.h"
 #include "exec.h"
 #include "memsum.h"
 #include "report.h"
@@ -147,6 +148,9 @@ uvmrt_status_t uvmrt_memory_summary(const uvmrt_context_t *ctx, uvmrt_tensor_inf
                   cap);
         return UVMRT_ERR_INVALID;
     }
+    /* out[0].struct_size: the caller's sizeof(uvmrt_tensor_info_t), the array's stride */
+    if (cap > 0 && UVMRT__ABI_CHECK(&ctx->log, "uvmrt_memory_summary", uvmrt_tensor_info_t, &out[0]) != UVMRT_OK)
+        return UVMRT_ERR_INVALID;
     size_t live = live_tensors(ctx);
     if (out == NULL) {
         *n = live;
@@ -165,10 +169,13 @@ uvmrt_status_t uvmrt_memory_summary(const uvmrt_context_t *ctx, uvmrt_tensor_inf
         return UVMRT_ERR_NOMEM;
     }
     uvmrt__mechanisms(ctx, bits);
-    size_t k = 0;
+    size_t k = 0, stride = cap > 0 ? UVMRT__SIZE_OF(&out[0]) : 0; /* cap 0: no live tensor to write */
     for (int id = 0; id < ctx->tensors.n; id++) {
         const uvmrt_tensor_t *t = ctx->tensors.by_id[id];
-        if (t->magic == UVMRT_TENSOR_MAGIC) info_of(ctx, t, bits[id], &out[k++]);
+        if (t->magic != UVMRT_TENSOR_MAGIC) continue;
+        uvmrt_tensor_info_t full;
+        info_of(ctx, t, bits[id], &full);
+        uvmrt__abi_write((char *)out + k++ * stride, &full, stride);
     }
     free(bits);
     *n = k;
@@ -182,6 +189,8 @@ uvmrt_status_t uvmrt_memory_stats_get(const uvmrt_context_t *ctx, uvmrt_memory_s
         LOG_ERROR(&ctx->log, "uvmrt_memory_stats_get: out is NULL: expected a uvmrt_memory_stats_t");
         return UVMRT_ERR_INVALID;
     }
+    if (UVMRT__ABI_CHECK(&ctx->log, "uvmrt_memory_stats_get", uvmrt_memory_stats_t, out) != UVMRT_OK)
+        return UVMRT_ERR_INVALID;
     uvmrt_memory_stats_t m;
     memset(&m, 0, sizeof m);
     m.budget_bytes = ctx->budget;
@@ -204,7 +213,7 @@ uvmrt_status_t uvmrt_memory_stats_get(const uvmrt_context_t *ctx, uvmrt_memory_s
     m.host_budget_bytes = ctx->host_budget;
     m.host_external_bytes = ctx->choice.host_external_bytes;
     m.plan_host_bytes = uvmrt__plan_host_bytes(ctx);
-    *out = m;
+    UVMRT__ABI_WRITE(out, &m);
     return UVMRT_OK;
 }
 
@@ -250,7 +259,7 @@ static void host_text(const uvmrt_context_t *ctx, const uvmrt_memory_stats_t *m,
 
 void uvmrt__memsum_text(const uvmrt_context_t *ctx, FILE *f)
 {
-    uvmrt_memory_stats_t m;
+    uvmrt_memory_stats_t m = UVMRT_STRUCT_INIT(uvmrt_memory_stats_t);
     if (uvmrt_memory_stats_get(ctx, &m) != UVMRT_OK) return;
     fprintf(f, "\nmemory: budget %.1f MiB, resident now %.1f MiB, peak %.1f MiB, tensors %.1f MiB (%llu), "
                "kept in host memory %.1f MiB\n",
@@ -267,6 +276,7 @@ void uvmrt__memsum_text(const uvmrt_context_t *ctx, FILE *f)
     size_t n = 0;
     if (uvmrt_memory_summary(ctx, NULL, 0, &n) != UVMRT_OK || n == 0) return;
     uvmrt_tensor_info_t *ti = malloc(n * sizeof *ti);
+    if (ti != NULL) ti[0].struct_size = sizeof *ti;
     if (ti == NULL || uvmrt_memory_summary(ctx, ti, n, &n) != UVMRT_OK) {
         fprintf(f, "(no memory for the per-tensor table)\n");
         free(ti);
@@ -342,11 +352,12 @@ static json_t *ju64(uint64_t v) { return json_integer((json_int_t)v); }
  * can fail the report with UVMRT_ERR_NOMEM rather than write it short. */
 json_t *uvmrt__memsum_json(const uvmrt_context_t *ctx)
 {
-    uvmrt_memory_stats_t m;
+    uvmrt_memory_stats_t m = UVMRT_STRUCT_INIT(uvmrt_memory_stats_t);
     size_t n = 0;
     if (uvmrt_memory_stats_get(ctx, &m) != UVMRT_OK || uvmrt_memory_summary(ctx, NULL, 0, &n) != UVMRT_OK)
         return NULL;
     uvmrt_tensor_info_t *ti = malloc((n ? n : 1) * sizeof *ti);
+    if (ti != NULL) ti[0].struct_size = sizeof *ti;
     if (ti == NULL || uvmrt_memory_summary(ctx, ti, n, &n) != UVMRT_OK) {
         free(ti);
         return NULL;

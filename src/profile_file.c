@@ -13,6 +13,7 @@
 
 #include <jansson.h>
 
+#include "abi.h"
 #include "backend_select.h"
 #include "outfile.h"
 #include "profile_file.h"
@@ -165,6 +166,7 @@ static uvmrt_profile_t *profile_own(const uvmrt_profile_t *p)
     uvmrt_profile_t *o = malloc(sizeof *o + nn + nd);
     if (o == NULL) return NULL;
     *o = *p;
+    o->struct_size = sizeof *o;
     char *s = (char *)(o + 1);
     memcpy(s, p->name, nn);
     memcpy(s + nn, p->description, nd);
@@ -343,6 +345,14 @@ uvmrt_status_t uvmrt__profile_file_save(const uvmrt_profile_t *p, const uvmrt_pr
         LOG_ERROR(log, "profile file: profile and a non-empty path are required");
         return UVMRT_ERR_INVALID;
     }
+    /* The caller's structs up to their struct_size; the fields past it are 0 (left out). */
+    uvmrt_profile_t pf = {0};
+    uvmrt_profile_meta_t mf = {0};
+    if (UVMRT__ABI_READ(log, "uvmrt_profile_save", uvmrt_profile_t, p, &pf) != UVMRT_OK) return UVMRT_ERR_INVALID;
+    if (m != NULL && UVMRT__ABI_READ(log, "uvmrt_profile_save", uvmrt_profile_meta_t, m, &mf) != UVMRT_OK)
+        return UVMRT_ERR_INVALID;
+    p = &pf;
+    if (m != NULL) m = &mf;
     json_t *o = profile_json(p, m, path, log);
     if (o == NULL) return UVMRT_ERR_INVALID;
     /* the report rules (src/outfile.h): a new or regular file (or a link's target)

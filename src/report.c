@@ -24,7 +24,7 @@
 
 /* ------------------------------------------------------------------ the counters */
 /* UVMRT_COUNTERS as a table, for the columns of the text and CSV reports. */
-enum { SRC_CALL, SRC_OWN, SRC_DRIVER };
+enum { SRC_CALL, SRC_OWN, SRC_DRIVER, SRC_LATE }; /* LATE: own counters at the structs' ends */
 enum { SCALE_COUNT, SCALE_MIB, SCALE_MS };
 typedef struct counter_col {
     const char *name;
@@ -228,7 +228,7 @@ static void text_header(FILE *f, const counter_col_t *const *cols, size_t n)
     size_t pos = TEXT_LEAD, end = 0;
     memset(groups, ' ', sizeof groups);
     for (size_t i = 0; i < n && pos + (size_t)cols[i]->text_width < sizeof groups; i++) {
-        const char *label = cols[i]->source == SRC_OWN ? "|-- uvmrt's own" : "|-- the driver's";
+        const char *label = cols[i]->source != SRC_DRIVER ? "|-- uvmrt's own" : "|-- the driver's";
         if (cols[i]->source != SRC_CALL && (i == 0 || cols[i - 1]->source != cols[i]->source)) {
             size_t span = 0; /* up to the next run: the label must not run into it */
             for (size_t j = i; j < n && cols[j]->source == cols[i]->source; j++) span += cols[j]->text_width + 1u;
@@ -281,7 +281,7 @@ static uvmrt_status_t write_text(const uvmrt_context_t *ctx, FILE *f)
             backend);
     free(backend);
     if (ctx->cfg.backend == UVMRT_BACKEND_SIM) fprintf(f, " (profile %s)", ctx->profile->name);
-    uvmrt_summary_t sum;
+    uvmrt_summary_t sum = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     uvmrt_summary_get(ctx, &sum);
     fprintf(f, ", budget %.2f GiB, tensors %.2f GiB, peak resident %.2f GiB, kept in host memory %.2f GiB, "
                "steps %llu, fault statistics: %s\n",
@@ -383,6 +383,7 @@ static json_t *step_json(jb_t *b, const uvmrt_step_stats_t *s)
 #define J_STEP_OF(want, name, src, step) UVMRT__IF_##step(UVMRT__##want##_##src(jb_set(b, o, #name, json_u64(s->name));))
 #define J_STEP_OWN(name, tag, src, step, ...) J_STEP_OF(OWN, name, src, step)
 #define J_STEP_DRIVER(name, tag, src, step, ...) J_STEP_OF(DRIVER, name, src, step)
+#define J_STEP_LATE(name, tag, src, step, ...) J_STEP_OF(LATE, name, src, step)
     jb_set(b, o, "step_ns", json_u64(s->step_ns));
     UVMRT_COUNTERS(J_STEP_OWN)
     jb_set(b, o, "peak_resident_bytes", json_u64(s->peak_resident_bytes));
@@ -390,6 +391,8 @@ static json_t *step_json(jb_t *b, const uvmrt_step_stats_t *s)
     jb_set(b, o, "d2h_busy_ns", json_u64(s->d2h_busy_ns));
     jb_set(b, o, "fault_sampled", json_boolean(s->fault_sampled));
     UVMRT_COUNTERS(J_STEP_DRIVER)
+    UVMRT_COUNTERS(J_STEP_LATE)
+#undef J_STEP_LATE
 #undef J_STEP_OF
 #undef J_STEP_OWN
 #undef J_STEP_DRIVER
@@ -409,7 +412,7 @@ static json_t *build_json(const uvmrt_context_t *ctx)
     jb_set(b, root, "budget_bytes", json_u64(ctx->budget));
     jb_set(b, root, "allocated_bytes", json_u64(ctx->tensors.allocated_bytes));
     jb_set(b, root, "peak_resident_bytes", json_u64(ctx->res.peak_bytes));
-    uvmrt_summary_t sum;
+    uvmrt_summary_t sum = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     uvmrt_summary_get(ctx, &sum);
     jb_set(b, root, "host_homed_bytes", json_u64(sum.host_homed_bytes));
     jb_set(b, root, "host_bytes", json_u64(sum.host_bytes));

@@ -341,14 +341,10 @@ static const char *expected_of(const char *name)
     return "?";
 }
 
-/* Copies params into cfg, checking each field; bad fields are named. */
+/* Copies params (the library's whole struct: context.c reads the caller's) into cfg,
+ * checking each field; bad fields are named. */
 static uvmrt_status_t apply_params(uvmrt_config_t *c, const uvmrt_params_t *p, const uvmrt_log_t *log)
 {
-    if (p->struct_size != sizeof(uvmrt_params_t)) {
-        LOG_ERROR(log, "params.struct_size = %zu: expected %zu (call uvmrt_params_init first)",
-                  p->struct_size, sizeof(uvmrt_params_t));
-        return UVMRT_ERR_INVALID;
-    }
 #define BAD_PARAM(field, fmt, value, expected)                                          \
     do {                                                                                \
         LOG_ERROR(log, "params." field " = " fmt ": expected %s", value, expected);     \

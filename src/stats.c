@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "abi.h"
 #include "faults.h"
 #include "internal.h"
 
@@ -14,8 +15,8 @@
 /* Each OWN counter of UVMRT_COUNTERS: to the (layer, phase) totals, the row of the
  * step in progress (when kept) and, when it has a step field, the step. */
 #define ADD_OWN(name, tag, src, step, ...)                                                 \
-    UVMRT__OWN_##src(case STAT_##tag: l->name += v; if (r) r->name += v;                   \
-                     UVMRT__IF_##step(s->name += v;) break;)
+    UVMRT__MINE_##src(case STAT_##tag: l->name += v; if (r) r->name += v;                  \
+                      UVMRT__IF_##step(s->name += v;) break;)
 
 void uvmrt__stat_add(uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, int kind, uint64_t v)
 {
@@ -162,12 +163,15 @@ uvmrt_status_t uvmrt_layer_stats_get(const uvmrt_context_t *ctx, int layer, uvmr
         LOG_ERROR(&ctx->log, "uvmrt_layer_stats_get: out is NULL: expected a uvmrt_layer_stats_t to fill");
         return UVMRT_ERR_INVALID;
     }
+    if (UVMRT__ABI_CHECK(&ctx->log, "uvmrt_layer_stats_get", uvmrt_layer_stats_t, out) != UVMRT_OK)
+        return UVMRT_ERR_INVALID;
     if (layer < 0 || layer >= ctx->tensors.n_layers || (unsigned)phase >= UVMRT_PHASE_COUNT) {
         LOG_ERROR(&ctx->log, "uvmrt_layer_stats_get: layer %d phase %d: expected layer 0..%d and a phase", layer,
                   (int)phase, ctx->tensors.n_layers - 1);
         return UVMRT_ERR_INVALID;
     }
-    *out = ctx->tensors.layers[layer].stats[phase];
+    uvmrt_layer_stats_t s = ctx->tensors.layers[layer].stats[phase];
+    UVMRT__ABI_WRITE(out, &s);
     return UVMRT_OK;
 }
 
@@ -178,6 +182,8 @@ uvmrt_status_t uvmrt_step_stats_get(const uvmrt_context_t *ctx, uint64_t step, u
         LOG_ERROR(&ctx->log, "uvmrt_step_stats_get: out is NULL: expected a uvmrt_step_stats_t to fill");
         return UVMRT_ERR_INVALID;
     }
+    if (UVMRT__ABI_CHECK(&ctx->log, "uvmrt_step_stats_get", uvmrt_step_stats_t, out) != UVMRT_OK)
+        return UVMRT_ERR_INVALID;
     if (step >= uvmrt__steps_done(ctx)) {
         LOG_ERROR(&ctx->log, "uvmrt_step_stats_get: step %llu: expected 0..%lld (completed steps)",
                   (unsigned long long)step, (long long)uvmrt__steps_done(ctx) - 1);
@@ -189,7 +195,8 @@ uvmrt_status_t uvmrt_step_stats_get(const uvmrt_context_t *ctx, uint64_t step, u
                   (unsigned long long)step, (unsigned long long)ctx->hist.steps_before, ctx->cfg.history);
         return UVMRT_ERR_NOT_FOUND;
     }
-    *out = ctx->hist.steps[step - ctx->hist.steps_before];
+    uvmrt_step_stats_t s = ctx->hist.steps[step - ctx->hist.steps_before];
+    UVMRT__ABI_WRITE(out, &s);
     return UVMRT_OK;
 }
 
@@ -200,6 +207,9 @@ uvmrt_status_t uvmrt_summary_get(const uvmrt_context_t *ctx, uvmrt_summary_t *ou
         LOG_ERROR(&ctx->log, "uvmrt_summary_get: out is NULL: expected a uvmrt_summary_t to fill");
         return UVMRT_ERR_INVALID;
     }
+    if (UVMRT__ABI_CHECK(&ctx->log, "uvmrt_summary_get", uvmrt_summary_t, out) != UVMRT_OK) return UVMRT_ERR_INVALID;
+    uvmrt_summary_t *caller = out, full;
+    out = &full; /* filled whole, then written up to the caller's struct_size */
     memset(out, 0, sizeof *out);
     out->steps = uvmrt__steps_done(ctx);
     out->budget_bytes = ctx->budget;
@@ -241,5 +251,6 @@ uvmrt_status_t uvmrt_summary_get(const uvmrt_context_t *ctx, uvmrt_summary_t *ou
     out->host_budget_bytes = ctx->host_budget;
     out->host_external_bytes = ctx->choice.host_external_bytes;
     out->plan_host_bytes = uvmrt__plan_host_bytes(ctx);
+    UVMRT__ABI_WRITE(caller, out);
     return UVMRT_OK;
 }

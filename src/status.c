@@ -19,11 +19,12 @@ const char *uvmrt_version_string(void)
 
 int uvmrt_version_number(void) { return UVMRT_VERSION_NUMBER; }
 
-/* One line per public struct a binding may mirror (python/uvmrt/_lib.py checks them). */
+/* Every public struct (python/uvmrt/_lib.py checks its copies against them). */
 #define UVMRT_ABI_STRUCTS(X)                                                                  \
     X(uvmrt_params_t) X(uvmrt_tensor_desc_t) X(uvmrt_use_t) X(uvmrt_layer_call_t)             \
     X(uvmrt_layer_stats_t) X(uvmrt_step_stats_t) X(uvmrt_summary_t) X(uvmrt_memory_stats_t)   \
-    X(uvmrt_tensor_info_t) X(uvmrt_knob_t) X(uvmrt_choice_t) X(uvmrt_profile_t)
+    X(uvmrt_tensor_info_t) X(uvmrt_knob_t) X(uvmrt_choice_t) X(uvmrt_profile_t)               \
+    X(uvmrt_profile_meta_t) X(uvmrt_adamw_t)
 
 size_t uvmrt_abi_struct_size(const char *name)
 {

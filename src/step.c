@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "abi.h"
 #include "exec.h"
 #include "faults.h"
 #include "monitor.h"
@@ -414,6 +415,12 @@ uvmrt_status_t uvmrt_layer_begin(uvmrt_context_t *ctx, const uvmrt_layer_call_t 
         LOG_ERROR(&ctx->log, "uvmrt_layer_begin: call is NULL: expected a uvmrt_layer_call_t");
         return UVMRT_ERR_INVALID;
     }
+    /* The caller's struct up to its struct_size; the fields of a newer library than
+     * the program's header take their defaults (0). */
+    uvmrt_layer_call_t full = {0};
+    if (UVMRT__ABI_READ(&ctx->log, "uvmrt_layer_begin", uvmrt_layer_call_t, call, &full) != UVMRT_OK)
+        return UVMRT_ERR_INVALID;
+    call = &full;
     if (!ctx->sched.in_step) {
         LOG_ERROR(&ctx->log, "uvmrt_layer_begin outside a step (call uvmrt_step_begin first)");
         return UVMRT_ERR_STATE;

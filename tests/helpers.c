@@ -252,6 +252,7 @@ static void one_call(net_t *net, int index, int i, uvmrt_phase_t phase, net_obse
         if (sf) extra[n_extra++] = (uvmrt_use_t){net->a[i], UVMRT_USE_READ | sf};
     }
     uvmrt_layer_call_t call = {
+        .struct_size = sizeof(uvmrt_layer_call_t),
         .layer = net->layer[i],
         .phase = phase,
         .stream = net->stream,
@@ -301,7 +302,7 @@ void run_steps(net_t *net, int n, net_observer_fn obs, void *user)
 void observe_invariants(net_t *net, const net_event_t *ev, void *user)
 {
     invariant_count_t *count = user;
-    uvmrt_summary_t sum;
+    uvmrt_summary_t sum = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     cr_assert_eq(uvmrt_summary_get(net->ctx, &sum), UVMRT_OK);
     if (uvmrt_context_policy(net->ctx) != UVMRT_POLICY_NONE)
         cr_assert_leq(sum.resident_bytes, sum.budget_bytes,
@@ -501,7 +502,7 @@ int run_capture(const char *cmd, char **out)
 
 double rehearsed_step_ns(const uvmrt_context_t *ctx)
 {
-    uvmrt_step_stats_t a, b;
+    uvmrt_step_stats_t a = UVMRT_STRUCT_INIT(uvmrt_step_stats_t), b = a;
     cr_assert_eq(uvmrt_step_stats_get(ctx, 2, &a), UVMRT_OK, "no step 3");
     cr_assert_eq(uvmrt_step_stats_get(ctx, 3, &b), UVMRT_OK, "no step 4");
     return 0.5 * ((double)a.step_ns + (double)b.step_ns);

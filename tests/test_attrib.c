@@ -174,18 +174,18 @@ static uvmrt_summary_t run_net(uvmrt_policy_t policy, uint64_t budget, int fault
     net_spec_t spec = net_spec_default();
     net_t *net = net_create(ctx, &spec);
     run_steps(net, steps, NULL, NULL);
-    uvmrt_summary_t s;
+    uvmrt_summary_t s = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     cr_assert_eq(uvmrt_summary_get(ctx, &s), UVMRT_OK);
     /* per layer stats sum to the summary; per step stats sum to the layers */
     uint64_t gpu = 0, steps_gpu = 0;
     for (int l = 0; l < uvmrt_layer_count(ctx); l++)
         for (int ph = 0; ph < UVMRT_PHASE_COUNT; ph++) {
-            uvmrt_layer_stats_t ls;
+            uvmrt_layer_stats_t ls = UVMRT_STRUCT_INIT(uvmrt_layer_stats_t);
             cr_assert_eq(uvmrt_layer_stats_get(ctx, l, (uvmrt_phase_t)ph, &ls), UVMRT_OK);
             gpu += ls.gpu_faults;
         }
     for (int i = 0; i < steps; i++) {
-        uvmrt_step_stats_t st;
+        uvmrt_step_stats_t st = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
         cr_assert_eq(uvmrt_step_stats_get(ctx, (uint64_t)i, &st), UVMRT_OK);
         steps_gpu += st.gpu_faults;
     }
@@ -216,7 +216,7 @@ Test(attrib, sim_source_prefetch_steady_state)
     net_spec_t spec = net_spec_default();
     net_t *net = net_create(ctx, &spec);
     run_steps(net, 4, NULL, NULL);
-    uvmrt_step_stats_t st;
+    uvmrt_step_stats_t st = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
     cr_assert_eq(uvmrt_step_stats_get(ctx, 3, &st), UVMRT_OK);
     cr_expect_eq(st.gpu_faults, 0, "steady state faults: %llu", (unsigned long long)st.gpu_faults);
     cr_expect_gt(st.prefetch_htod_bytes, 0);

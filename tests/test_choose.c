@@ -114,7 +114,7 @@ Test(choose, picks_the_least_predicted_and_predictions_equal_the_sim)
     uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_PREFETCH, budget, "h200");
     toy_t t = {1.0, 0, 0};
     uvmrt_knob_t k = {"keep", 4, keep_values};
-    uvmrt_choice_t c;
+    uvmrt_choice_t c = UVMRT_STRUCT_INIT(uvmrt_choice_t);
     cr_assert_eq(uvmrt_choose(ctx, &k, 1, toy_rehearse, &t, &c), UVMRT_OK, "%s", log_text());
     cr_assert(c.fits);
     cr_assert_eq(uvmrt_choice_count(ctx), 4);
@@ -144,7 +144,7 @@ Test(choose, more_budget_never_predicts_slower_than_half)
         uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_PREFETCH, budgets[i], "h200");
         toy_t t = {1.0, 0, 0};
         uvmrt_knob_t k = {"keep", 4, keep_values};
-        uvmrt_choice_t c;
+        uvmrt_choice_t c = UVMRT_STRUCT_INIT(uvmrt_choice_t);
         cr_assert_eq(uvmrt_choose(ctx, &k, 1, toy_rehearse, &t, &c), UVMRT_OK);
         cr_assert(c.fits);
         if (prev > 0)
@@ -160,7 +160,7 @@ Test(choose, none_fits)
     uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_PREFETCH, 512 * MIB, "h200"); /* one weight + act + grad > */
     toy_t t = {1.0, 0, 0};
     uvmrt_knob_t k = {"keep", 4, keep_values};
-    uvmrt_choice_t c;
+    uvmrt_choice_t c = UVMRT_STRUCT_INIT(uvmrt_choice_t);
     cr_assert_eq(uvmrt_choose(ctx, &k, 1, toy_rehearse, &t, &c), UVMRT_OK, "%s", log_text());
     cr_assert_eq(c.fits, 0);
     cr_assert_eq(c.values[0], 0);
@@ -174,7 +174,7 @@ Test(choose, bad_arguments_and_failures_change_nothing)
     uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_PREFETCH, 3 * GIB, "h200");
     toy_t t = {1.0, 0, 0};
     uvmrt_knob_t k = {"keep", 4, keep_values}, empty = {"empty", 0, keep_values};
-    uvmrt_choice_t c;
+    uvmrt_choice_t c = UVMRT_STRUCT_INIT(uvmrt_choice_t);
     cr_assert_eq(uvmrt_choose(NULL, &k, 1, toy_rehearse, &t, &c), UVMRT_ERR_INVALID);
     cr_assert_eq(uvmrt_choose(ctx, &k, 1, NULL, &t, &c), UVMRT_ERR_INVALID);
     cr_assert(log_contains("rehearse is NULL"));
@@ -194,7 +194,7 @@ Test(choose, bad_arguments_and_failures_change_nothing)
     cr_assert_eq(uvmrt_choice_get(ctx, &c), UVMRT_ERR_INVALID);
     /* a first choice, then one whose third rehearsal fails: the first stays */
     cr_assert_eq(uvmrt_choose(ctx, &k, 1, toy_rehearse, &t, &c), UVMRT_OK);
-    uvmrt_choice_t before, after;
+    uvmrt_choice_t before = UVMRT_STRUCT_INIT(uvmrt_choice_t), after = before;
     cr_assert_eq(uvmrt_choice_get(ctx, &before), UVMRT_OK);
     uint64_t pb = uvmrt__plan_budget(ctx);
     t.calls = 0;
@@ -228,7 +228,7 @@ Test(choose, review_on_sim_agrees_and_does_not_replan)
     uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_PREFETCH, 3 * GIB, "h200");
     toy_t t = {1.0, 0, 0};
     uvmrt_knob_t k = {"keep", 4, keep_values};
-    uvmrt_choice_t c;
+    uvmrt_choice_t c = UVMRT_STRUCT_INIT(uvmrt_choice_t);
     int changed = -1;
     cr_assert_eq(uvmrt_choice_review(ctx, &c, &changed), UVMRT_ERR_INVALID);
     cr_assert(log_contains("no choice to review"));
@@ -263,7 +263,7 @@ static uvmrt_context_t *toy_chosen(uvmrt_choice_t *c, toy_net_t *n)
  * is made again with the measured work (the first stays in first_predicted_step_ns). */
 Test(choose, review_within_ten_percent_predicts_again_with_the_measured_work)
 {
-    uvmrt_choice_t c;
+    uvmrt_choice_t c = UVMRT_STRUCT_INIT(uvmrt_choice_t);
     toy_net_t n;
     uvmrt_context_t *ctx = toy_chosen(&c, &n);
     double first = c.predicted_step_ns;
@@ -282,7 +282,7 @@ Test(choose, review_within_ten_percent_predicts_again_with_the_measured_work)
     cr_assert(err_first > 0.02 && err_first < 0.10, "measured %.0f, first predicted %.0f", c.measured_step_ns, first);
     cr_assert(fabs(err) < 0.01, "measured %.0f, predicted again %.0f (first %.0f)", c.measured_step_ns,
               c.predicted_step_ns, first);
-    uvmrt_choice_t got;
+    uvmrt_choice_t got = UVMRT_STRUCT_INIT(uvmrt_choice_t);
     cr_assert_eq(uvmrt_choice_get(ctx, &got), UVMRT_OK);
     cr_assert_eq(got.predicted_step_ns, c.predicted_step_ns);
     uvmrt_context_destroy(ctx);
@@ -290,7 +290,7 @@ Test(choose, review_within_ten_percent_predicts_again_with_the_measured_work)
 
 Test(choose, review_replans_once_with_the_measured_work)
 {
-    uvmrt_choice_t c;
+    uvmrt_choice_t c = UVMRT_STRUCT_INIT(uvmrt_choice_t);
     toy_net_t n;
     uvmrt_context_t *ctx = toy_chosen(&c, &n);
     double first = c.predicted_step_ns;
@@ -315,7 +315,7 @@ Test(choose, review_replans_once_with_the_measured_work)
         return;
     }
     run_real(ctx, &n, c.values[0], 3, 3.0);
-    uvmrt_choice_t c2;
+    uvmrt_choice_t c2 = UVMRT_STRUCT_INIT(uvmrt_choice_t);
     cr_assert_eq(uvmrt_choice_review(ctx, &c2, &changed), UVMRT_OK);
     cr_assert_eq(c2.replanned, 1);
     cr_assert_eq(c2.predicted_step_ns, c.predicted_step_ns);
@@ -332,7 +332,7 @@ static uint64_t two_streams_step(int with_after)
     int l;
     cr_assert_eq(uvmrt_layer_add(ctx, "L", &l), UVMRT_OK);
     uvmrt_stream_t gpu = (uvmrt_stream_t)0x10, cpu = (uvmrt_stream_t)0x20;
-    uvmrt_step_stats_t st;
+    uvmrt_step_stats_t st = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
     cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
     uvmrt_layer_call_t c;
     uvmrt_layer_call_init(&c, l, UVMRT_PHASE_BACKWARD, gpu);
@@ -420,7 +420,7 @@ static uvmrt_context_t *liar_replanned(uvmrt_choice_t *c, int *changed)
 
 Test(choose, review_after_a_replan_keeps_the_faster_measured)
 {
-    uvmrt_choice_t c;
+    uvmrt_choice_t c = UVMRT_STRUCT_INIT(uvmrt_choice_t);
     int changed = -1;
     uvmrt_context_t *ctx = liar_replanned(&c, &changed);
     double first = c.measured_step_ns;
@@ -442,7 +442,7 @@ Test(choose, review_after_a_replan_keeps_the_faster_measured)
     cr_assert(err < 0.1 && err > -0.1, "v = 1 predicted %.0f after the revert, measured %.0f", c.predicted_step_ns, first);
     /* once decided, later reviews only compare */
     cr_assert_eq(liar_steps(ctx, 1, 3, 1.0, 3.0), UVMRT_OK);
-    uvmrt_choice_t again;
+    uvmrt_choice_t again = UVMRT_STRUCT_INIT(uvmrt_choice_t);
     cr_assert_eq(uvmrt_choice_review(ctx, &again, &changed), UVMRT_OK);
     cr_assert_eq(changed, 0);
     cr_assert_eq(again.values[0], 1);
@@ -453,7 +453,7 @@ Test(choose, review_after_a_replan_keeps_the_faster_measured)
  * with their own measured work (their first prediction came from the first values'). */
 Test(choose, review_predicts_kept_replanned_values_with_their_own_measured_work)
 {
-    uvmrt_choice_t c;
+    uvmrt_choice_t c = UVMRT_STRUCT_INIT(uvmrt_choice_t);
     int changed = -1;
     uvmrt_context_t *ctx = liar_replanned(&c, &changed);
     double replanned = c.predicted_step_ns;
@@ -491,7 +491,7 @@ Test(choose, external_bytes_lower_what_the_plan_keeps_resident)
     cr_expect_eq(uvmrt_context_external_bytes(ctx), external);
     cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK);
     cr_assert_eq(toy_steps(ctx, &n, NL, 3, 1.0), UVMRT_OK, "%s", log_text());
-    uvmrt_summary_t s;
+    uvmrt_summary_t s = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     cr_assert_eq(uvmrt_summary_get(ctx, &s), UVMRT_OK);
     cr_expect_leq(s.peak_resident_bytes, budget - external, "peak %llu over %llu",
                   (unsigned long long)s.peak_resident_bytes, (unsigned long long)(budget - external));

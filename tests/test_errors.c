@@ -13,17 +13,17 @@
 /* The context still runs normal steps, and they keep the invariants. */
 static void still_usable(net_t *net)
 {
-    uvmrt_summary_t before;
+    uvmrt_summary_t before = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     cr_assert_eq(uvmrt_summary_get(net->ctx, &before), UVMRT_OK);
     run_steps(net, 2, observe_invariants, NULL);
-    uvmrt_summary_t after;
+    uvmrt_summary_t after = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     cr_assert_eq(uvmrt_summary_get(net->ctx, &after), UVMRT_OK);
     cr_expect_eq(after.steps, before.steps + 2);
 }
 
 static uvmrt_layer_call_t call_of(const net_t *net, int i, uvmrt_phase_t phase)
 {
-    return (uvmrt_layer_call_t){.layer = net->layer[i], .phase = phase, .sim_duration_ns = 1000};
+    return (uvmrt_layer_call_t){.struct_size = sizeof(uvmrt_layer_call_t), .layer = net->layer[i], .phase = phase, .sim_duration_ns = 1000};
 }
 
 /* ------------------------------------------------------------------ NULL handles */
@@ -46,7 +46,7 @@ Test(errors, null_handles)
     cr_expect_eq(uvmrt_tensor_alloc(NULL, &d, &t), UVMRT_ERR_INVALID);
     cr_expect_null(t);
     cr_expect_eq(uvmrt_tensor_free(NULL, NULL), UVMRT_OK);
-    uvmrt_summary_t s;
+    uvmrt_summary_t s = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     cr_expect_eq(uvmrt_summary_get(NULL, &s), UVMRT_ERR_INVALID);
     cr_expect_eq(uvmrt_report_write(NULL, "text", NULL), UVMRT_ERR_INVALID);
     uvmrt_context_destroy(NULL);
@@ -86,7 +86,7 @@ Test(errors, layer_begin_outside_step)
     cr_expect_eq(uvmrt_layer_begin(net->ctx, &c), UVMRT_ERR_STATE);
     cr_expect(log_contains("outside a step"), "%s", log_text());
     cr_expect(log_contains("uvmrt_layer_begin"), "%s", log_text());
-    uvmrt_summary_t s;
+    uvmrt_summary_t s = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     cr_assert_eq(uvmrt_summary_get(net->ctx, &s), UVMRT_OK);
     cr_expect_eq(s.resident_bytes, 0, "a rejected begin made tensors resident");
     still_usable(net);
@@ -99,7 +99,7 @@ Test(errors, step_end_without_begin)
     log_reset();
     cr_expect_eq(uvmrt_step_end(net->ctx), UVMRT_ERR_STATE);
     cr_expect(log_contains("uvmrt_step_end"), "%s", log_text());
-    uvmrt_summary_t s;
+    uvmrt_summary_t s = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     cr_assert_eq(uvmrt_summary_get(net->ctx, &s), UVMRT_OK);
     cr_expect_eq(s.steps, 0, "a rejected step_end counted a step");
     still_usable(net);
@@ -128,7 +128,7 @@ Test(errors, layer_begin_while_open)
     cr_assert_eq(uvmrt_step_begin(net->ctx), UVMRT_OK);
     uvmrt_layer_call_t a = call_of(net, 0, UVMRT_PHASE_FORWARD), b = call_of(net, 1, UVMRT_PHASE_FORWARD);
     cr_assert_eq(uvmrt_layer_begin(net->ctx, &a), UVMRT_OK);
-    uvmrt_summary_t s0, s1;
+    uvmrt_summary_t s0 = UVMRT_STRUCT_INIT(uvmrt_summary_t), s1 = s0;
     cr_assert_eq(uvmrt_summary_get(net->ctx, &s0), UVMRT_OK);
     log_reset();
     cr_expect_eq(uvmrt_layer_begin(net->ctx, &b), UVMRT_ERR_STATE);
@@ -155,7 +155,7 @@ Test(errors, layer_end_without_begin)
     cr_assert_eq(uvmrt_layer_end(net->ctx), UVMRT_OK);
     cr_expect_eq(uvmrt_layer_end(net->ctx), UVMRT_ERR_STATE, "ended twice");
     cr_assert_eq(uvmrt_step_end(net->ctx), UVMRT_OK);
-    uvmrt_layer_stats_t ls;
+    uvmrt_layer_stats_t ls = UVMRT_STRUCT_INIT(uvmrt_layer_stats_t);
     cr_assert_eq(uvmrt_layer_stats_get(net->ctx, net->layer[0], UVMRT_PHASE_FORWARD, &ls), UVMRT_OK);
     cr_expect_eq(ls.calls, 1, "the extra end was counted as a call");
     still_usable(net);
@@ -172,7 +172,7 @@ Test(errors, step_end_with_open_layer)
     log_reset();
     cr_expect_eq(uvmrt_step_end(net->ctx), UVMRT_ERR_STATE);
     cr_expect(log_contains("layer0"), "message does not name the open layer:\n%s", log_text());
-    uvmrt_summary_t s;
+    uvmrt_summary_t s = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     cr_assert_eq(uvmrt_summary_get(net->ctx, &s), UVMRT_OK);
     cr_expect_eq(s.steps, 2, "a rejected step_end counted the step");
     cr_assert_eq(uvmrt_layer_end(net->ctx), UVMRT_OK);
@@ -210,7 +210,7 @@ Test(errors, bad_layer_and_phase)
     cr_assert_eq(uvmrt_step_end(net->ctx), UVMRT_OK);
     /* the rejected calls left the record alone: steady state, no faults */
     still_usable(net);
-    uvmrt_step_stats_t st;
+    uvmrt_step_stats_t st = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
     cr_assert_eq(uvmrt_step_stats_get(net->ctx, 4, &st), UVMRT_OK);
     cr_expect_eq(st.fault_count, 0);
     net_destroy(net);
@@ -222,7 +222,7 @@ static void expect_use_rejected(net_t *net, uvmrt_use_t use, const char *needle)
     uvmrt_use_t u[2] = {{net->a[0], UVMRT_USE_READ}, use};
     c.uses = u;
     c.n_uses = 2;
-    uvmrt_summary_t s0, s1;
+    uvmrt_summary_t s0 = UVMRT_STRUCT_INIT(uvmrt_summary_t), s1 = s0;
     cr_assert_eq(uvmrt_summary_get(net->ctx, &s0), UVMRT_OK);
     log_reset();
     cr_expect_eq(uvmrt_layer_begin(net->ctx, &c), UVMRT_ERR_INVALID, "%s", needle);
@@ -264,7 +264,7 @@ Test(errors, errors_mid_step_keep_plan)
 {
     net_t *net = net_default_on_sim(UVMRT_POLICY_PREFETCH, 16 * MIB);
     run_steps(net, 3, NULL, NULL);
-    uvmrt_summary_t s0;
+    uvmrt_summary_t s0 = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     cr_assert_eq(uvmrt_summary_get(net->ctx, &s0), UVMRT_OK);
     /* a full step, with rejected calls sprinkled between its calls */
     cr_assert_eq(uvmrt_step_begin(net->ctx), UVMRT_OK);
@@ -298,10 +298,10 @@ Test(errors, errors_mid_step_keep_plan)
         cr_assert_eq(uvmrt_layer_end(net->ctx), UVMRT_OK);
     }
     cr_assert_eq(uvmrt_step_end(net->ctx), UVMRT_OK);
-    uvmrt_step_stats_t st;
+    uvmrt_step_stats_t st = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
     cr_assert_eq(uvmrt_step_stats_get(net->ctx, 3, &st), UVMRT_OK);
     cr_expect_eq(st.fault_count, 0, "the step with rejected calls faulted: the plan was dropped");
-    uvmrt_summary_t s1;
+    uvmrt_summary_t s1 = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     cr_assert_eq(uvmrt_summary_get(net->ctx, &s1), UVMRT_OK);
     cr_expect_eq(s1.plans_built, s0.plans_built, "rejected calls caused a re-plan");
     still_usable(net);

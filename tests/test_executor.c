@@ -16,14 +16,14 @@
 
 static uvmrt_summary_t summary(uvmrt_context_t *ctx)
 {
-    uvmrt_summary_t s;
+    uvmrt_summary_t s = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     cr_assert_eq(uvmrt_summary_get(ctx, &s), UVMRT_OK);
     return s;
 }
 
 static uvmrt_step_stats_t step_stats(uvmrt_context_t *ctx, uint64_t step)
 {
-    uvmrt_step_stats_t s;
+    uvmrt_step_stats_t s = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
     cr_assert_eq(uvmrt_step_stats_get(ctx, step, &s), UVMRT_OK, "step %llu", (unsigned long long)step);
     return s;
 }
@@ -159,7 +159,7 @@ Test(executor, none_accepts_layer_over_budget)
     uvmrt_tensor_t *t;
     cr_assert_eq(uvmrt_tensor_alloc(ctx, &d, &t), UVMRT_OK);
     cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
-    uvmrt_layer_call_t c = {.layer = l, .phase = UVMRT_PHASE_FORWARD};
+    uvmrt_layer_call_t c = {.struct_size = sizeof(uvmrt_layer_call_t), .layer = l, .phase = UVMRT_PHASE_FORWARD};
     cr_expect_eq(uvmrt_layer_begin(ctx, &c), UVMRT_OK, "%s", log_text());
     cr_expect_eq(uvmrt_layer_end(ctx), UVMRT_OK);
     cr_expect_eq(uvmrt_step_end(ctx), UVMRT_OK);
@@ -234,7 +234,7 @@ Test(executor, short_step_then_full_steps)
     run_steps(net, 2, observe_invariants, NULL);
     cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
     uvmrt_use_t x = {net->x, UVMRT_USE_READ};
-    uvmrt_layer_call_t c = {.layer = net->layer[0], .phase = UVMRT_PHASE_FORWARD, .uses = &x, .n_uses = 1,
+    uvmrt_layer_call_t c = {.struct_size = sizeof(uvmrt_layer_call_t), .layer = net->layer[0], .phase = UVMRT_PHASE_FORWARD, .uses = &x, .n_uses = 1,
                             .sim_duration_ns = 1000};
     cr_assert_eq(uvmrt_layer_begin(ctx, &c), UVMRT_OK);
     cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK);
@@ -253,7 +253,7 @@ Test(executor, longer_step_then_full_steps)
     cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
     for (int i = 0; i < 2; i++) { /* forward of layer 0, twice */
         uvmrt_use_t x = {net->x, UVMRT_USE_READ};
-        uvmrt_layer_call_t c = {.layer = net->layer[0], .phase = UVMRT_PHASE_FORWARD, .uses = &x, .n_uses = 1};
+        uvmrt_layer_call_t c = {.struct_size = sizeof(uvmrt_layer_call_t), .layer = net->layer[0], .phase = UVMRT_PHASE_FORWARD, .uses = &x, .n_uses = 1};
         cr_assert_eq(uvmrt_layer_begin(ctx, &c), UVMRT_OK);
         cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK);
     }
@@ -288,7 +288,7 @@ static void accounting_observer(net_t *net, const net_event_t *ev, void *user)
     (void)user;
     observe_invariants(net, ev, NULL);
     if (!ev->is_end) return;
-    uvmrt_summary_t s;
+    uvmrt_summary_t s = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     cr_assert_eq(uvmrt_summary_get(net->ctx, &s), UVMRT_OK);
     uint64_t dev = sim_device_bytes(net->ctx);
     cr_assert_eq(dev, s.resident_bytes, "after layer %d %s (call %d): the sim device holds %llu bytes, uvmrt counts %llu",
@@ -350,12 +350,12 @@ Test(executor, layer_over_budget_error)
     cr_assert_eq(uvmrt_tensors_alloc(ctx, 4, d, t), UVMRT_OK);
     for (int step = 0; step < 3; step++) {
         cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
-        uvmrt_layer_call_t cs = {.layer = small, .phase = UVMRT_PHASE_FORWARD, .sim_duration_ns = 1000};
+        uvmrt_layer_call_t cs = {.struct_size = sizeof(uvmrt_layer_call_t), .layer = small, .phase = UVMRT_PHASE_FORWARD, .sim_duration_ns = 1000};
         cr_assert_eq(uvmrt_layer_begin(ctx, &cs), UVMRT_OK);
         cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK);
         uint64_t resident = summary(ctx).resident_bytes;
         log_reset();
-        uvmrt_layer_call_t cb = {.layer = big, .phase = UVMRT_PHASE_FORWARD};
+        uvmrt_layer_call_t cb = {.struct_size = sizeof(uvmrt_layer_call_t), .layer = big, .phase = UVMRT_PHASE_FORWARD};
         cr_expect_eq(uvmrt_layer_begin(ctx, &cb), UVMRT_ERR_BUDGET);
         cr_expect(log_contains("hugelayer"), "message does not name the layer:\n%s", log_text());
         cr_expect(log_contains("18874368"), "message does not give the working set (18874368 bytes):\n%s", log_text());
@@ -364,12 +364,12 @@ Test(executor, layer_over_budget_error)
         cr_expect_eq(uvmrt_tensor_is_resident(t[2]), 0);
         cr_expect_eq(uvmrt_layer_end(ctx), UVMRT_ERR_STATE, "no layer is open after a failed begin");
         /* the step goes on */
-        uvmrt_layer_call_t cs2 = {.layer = small, .phase = UVMRT_PHASE_BACKWARD, .sim_duration_ns = 1000};
+        uvmrt_layer_call_t cs2 = {.struct_size = sizeof(uvmrt_layer_call_t), .layer = small, .phase = UVMRT_PHASE_BACKWARD, .sim_duration_ns = 1000};
         cr_assert_eq(uvmrt_layer_begin(ctx, &cs2), UVMRT_OK, "%s", log_text());
         cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK);
         cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK);
     }
-    uvmrt_layer_stats_t ls;
+    uvmrt_layer_stats_t ls = UVMRT_STRUCT_INIT(uvmrt_layer_stats_t);
     cr_assert_eq(uvmrt_layer_stats_get(ctx, big, UVMRT_PHASE_FORWARD, &ls), UVMRT_OK);
     cr_expect_eq(ls.calls, 0, "the rejected call was counted");
     cr_assert_eq(uvmrt_layer_stats_get(ctx, small, UVMRT_PHASE_FORWARD, &ls), UVMRT_OK);
@@ -390,12 +390,12 @@ Test(executor, working_set_counts_extra_uses_once)
     cr_assert_eq(uvmrt_tensors_alloc(ctx, 3, d, t), UVMRT_OK);
     cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
     uvmrt_use_t u[2] = {{t[0], UVMRT_USE_READWRITE}, {t[1], UVMRT_USE_READ}}; /* replace the defaults' access */
-    uvmrt_layer_call_t c = {.layer = l, .phase = UVMRT_PHASE_FORWARD, .uses = u, .n_uses = 2};
+    uvmrt_layer_call_t c = {.struct_size = sizeof(uvmrt_layer_call_t), .layer = l, .phase = UVMRT_PHASE_FORWARD, .uses = u, .n_uses = 2};
     cr_expect_eq(uvmrt_layer_begin(ctx, &c), UVMRT_OK, "w and a named twice were counted twice: %s", log_text());
     cr_expect_eq(summary(ctx).resident_bytes, 4 * MIB);
     cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK);
     uvmrt_use_t ux = {t[2], UVMRT_USE_READ};
-    uvmrt_layer_call_t cx = {.layer = l, .phase = UVMRT_PHASE_FORWARD, .uses = &ux, .n_uses = 1};
+    uvmrt_layer_call_t cx = {.struct_size = sizeof(uvmrt_layer_call_t), .layer = l, .phase = UVMRT_PHASE_FORWARD, .uses = &ux, .n_uses = 1};
     cr_expect_eq(uvmrt_layer_begin(ctx, &cx), UVMRT_ERR_BUDGET, "8 MiB working set in a 6 MiB budget");
     /* no_default_uses: only x */
     cx.no_default_uses = 1;
@@ -451,7 +451,7 @@ static void rnet_step(rnet_t *r, int check_resident)
         uvmrt_use_t u[8];
         for (int i = 0; i < r->s.count[e]; i++)
             u[i] = (uvmrt_use_t){r->t[r->s.tensor[r->s.first[e] + i]], r->s.access[r->s.first[e] + i]};
-        uvmrt_layer_call_t c = {.layer = r->layer[e], .phase = UVMRT_PHASE_FORWARD, .uses = u,
+        uvmrt_layer_call_t c = {.struct_size = sizeof(uvmrt_layer_call_t), .layer = r->layer[e], .phase = UVMRT_PHASE_FORWARD, .uses = u,
                                 .n_uses = (size_t)r->s.count[e], .no_default_uses = 1, .sim_duration_ns = 50000};
         cr_assert_eq(uvmrt_layer_begin(ctx, &c), UVMRT_OK, "event %d: %s", e, log_text());
         uvmrt_summary_t s = summary(ctx);
@@ -615,7 +615,7 @@ Test(executor, weights_never_discarded)
     run_steps(net, 4, NULL, NULL);
     uint64_t discard = 0;
     for (int i = 0; i < net->L; i++) {
-        uvmrt_layer_stats_t ls;
+        uvmrt_layer_stats_t ls = UVMRT_STRUCT_INIT(uvmrt_layer_stats_t);
         for (int p = 0; p < UVMRT_PHASE_COUNT; p++) {
             cr_assert_eq(uvmrt_layer_stats_get(ctx, net->layer[i], (uvmrt_phase_t)p, &ls), UVMRT_OK);
             discard += ls.discard_bytes;
@@ -666,13 +666,13 @@ static void placement_host(uvmrt_policy_t policy)
         cr_expect(uvmrt_tensor_is_host_homed(net->g[i]), "g%d left the host", i);
         cr_expect(!uvmrt_tensor_is_resident(net->g[i]), "g%d counted resident", i);
     }
-    uvmrt_summary_t sum;
+    uvmrt_summary_t sum = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     cr_assert_eq(uvmrt_summary_get(ctx, &sum), UVMRT_OK);
     cr_expect_leq(sum.peak_resident_bytes, budget);
     cr_expect_gt(sum.remote_write_bytes, 0, "gradients were not written over the link");
     cr_expect_gt(sum.remote_read_bytes, 0, "gradients were not read over the link");
     for (uint64_t s = 1; s < 4; s++) {
-        uvmrt_step_stats_t st;
+        uvmrt_step_stats_t st = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
         cr_assert_eq(uvmrt_step_stats_get(ctx, s, &st), UVMRT_OK);
         if (policy == UVMRT_POLICY_PREFETCH) cr_expect_eq(st.fault_count, 0, "step %llu faulted", (unsigned long long)s);
     }
@@ -729,7 +729,7 @@ Test(executor, step_end_syncs_each_stream_once_linear_in_calls)
     const int n = 40000;
     cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
     for (int i = 0; i < n; i++) {
-        uvmrt_layer_call_t c = {.layer = layer, .stream = (uvmrt_stream_t)(uintptr_t)(1 + i % 3), .sim_duration_ns = 10};
+        uvmrt_layer_call_t c = {.struct_size = sizeof(uvmrt_layer_call_t), .layer = layer, .stream = (uvmrt_stream_t)(uintptr_t)(1 + i % 3), .sim_duration_ns = 10};
         cr_assert_eq(uvmrt_layer_begin(ctx, &c), UVMRT_OK);
         cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK);
     }
@@ -742,7 +742,7 @@ Test(executor, step_end_syncs_each_stream_once_linear_in_calls)
     for (int k = 1; k <= 3; k++) cr_expect_eq(syncs_of[k], 1, "stream %d synced %d times", k, syncs_of[k]);
     /* a quadratic scan of 40 000 calls takes seconds; linear work takes milliseconds */
     cr_expect_lt(s, 0.5, "step_end of %d calls took %.3f s", n, s);
-    uvmrt_layer_stats_t ls;
+    uvmrt_layer_stats_t ls = UVMRT_STRUCT_INIT(uvmrt_layer_stats_t);
     cr_assert_eq(uvmrt_layer_stats_get(ctx, layer, UVMRT_PHASE_FORWARD, &ls), UVMRT_OK);
     cr_expect_eq(ls.calls, (uint64_t)n);
     uvmrt_context_destroy(ctx);
@@ -789,7 +789,7 @@ Test(executor, history_bounded_over_a_million_steps, .timeout = 120)
     uint64_t cap_steps = 0, total_ns = 0;
     for (uint64_t s = 0; s < steps; s++) {
         cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
-        uvmrt_layer_call_t c = {.layer = layer, .sim_duration_ns = 1000};
+        uvmrt_layer_call_t c = {.struct_size = sizeof(uvmrt_layer_call_t), .layer = layer, .sim_duration_ns = 1000};
         cr_assert_eq(uvmrt_layer_begin(ctx, &c), UVMRT_OK);
         cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK);
         cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK);

@@ -94,6 +94,7 @@ static void snap_take(const run_t *r, snap_t *s)
     s->allocated = c->tensors.allocated_bytes;
     s->n_tensors = c->tensors.n;
     s->n_layers = c->tensors.n_layers;
+    s->choice.struct_size = sizeof s->choice;
     (void)uvmrt_choice_get(c, &s->choice);
     s->n_planned = c->choice.n_planned;
     for (int i = 0; i < r->n_t; i++) {
@@ -200,7 +201,7 @@ static uvmrt_tensor_t *T(run_t *r, int kind, int layer) { return r->t[1 + 4 * la
 
 static void layer_after(run_t *r, int i, uvmrt_phase_t ph, uvmrt_use_t *uses, size_t n, uvmrt_stream_t after)
 {
-    uvmrt_layer_call_t c = {.layer = r->layer[i], .phase = ph, .uses = uses, .n_uses = n,
+    uvmrt_layer_call_t c = {.struct_size = sizeof(uvmrt_layer_call_t), .layer = r->layer[i], .phase = ph, .uses = uses, .n_uses = n,
                             .sim_duration_ns = r->call_ns ? r->call_ns : 100000, .after = after};
     CALL(r, uvmrt_layer_begin(r->ctx, &c));
     CALL(r, uvmrt_layer_end(r->ctx));
@@ -216,7 +217,7 @@ static void layer(run_t *r, int i, uvmrt_phase_t ph, uvmrt_use_t *uses, size_t n
 #define CPU_STREAM ((uvmrt_stream_t)(uintptr_t)0x20)
 static void cpu_layer(run_t *r, int i)
 {
-    uvmrt_layer_call_t c = {.layer = r->layer[i], .phase = UVMRT_PHASE_OPTIMIZER, .stream = CPU_STREAM,
+    uvmrt_layer_call_t c = {.struct_size = sizeof(uvmrt_layer_call_t), .layer = r->layer[i], .phase = UVMRT_PHASE_OPTIMIZER, .stream = CPU_STREAM,
                             .no_default_uses = 1, .host_bytes = 1 << 20, .after = NULL};
     /* the layers' calls run on the legacy stream (NULL): a real stream for after */
     c.after = (uvmrt_stream_t)(uintptr_t)0x10;
@@ -271,13 +272,13 @@ static void choose(run_t *r)
 {
     static const int both[2] = {0, 1};
     const uvmrt_knob_t knob = {"unused", 2, both};
-    uvmrt_choice_t c;
+    uvmrt_choice_t c = UVMRT_STRUCT_INIT(uvmrt_choice_t);
     CALL(r, uvmrt_choose(r->ctx, &knob, 1, rehearse, r, &c));
 }
 
 static void review(run_t *r)
 {
-    uvmrt_choice_t c;
+    uvmrt_choice_t c = UVMRT_STRUCT_INIT(uvmrt_choice_t);
     int changed = 0;
     CALL(r, uvmrt_choice_review(r->ctx, &c, &changed));
     r->reviewed = c;
@@ -285,12 +286,12 @@ static void review(run_t *r)
 
 static void check_stats(run_t *r)
 {
-    uvmrt_summary_t sum;
+    uvmrt_summary_t sum = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     cr_assert_eq(uvmrt_summary_get(r->ctx, &sum), UVMRT_OK);
     uint64_t pre = r->ctx->stats.cur.prefetch_bytes, ev = r->ctx->stats.cur.evict_bytes,
              dis = r->ctx->stats.cur.discard_bytes;
     for (uint64_t k = 0; k < sum.steps; k++) {
-        uvmrt_step_stats_t s;
+        uvmrt_step_stats_t s = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
         cr_assert_eq(uvmrt_step_stats_get(r->ctx, k, &s), UVMRT_OK);
         pre += s.prefetch_bytes;
         ev += s.evict_bytes;
@@ -404,14 +405,14 @@ Test(faultinject, timing_failure_counted_and_named)
     create(&r);
     allocate(&r);
     step(&r, -1);
-    uvmrt_summary_t before;
+    uvmrt_summary_t before = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     cr_assert_eq(uvmrt_summary_get(r.ctx, &before), UVMRT_OK);
     cr_expect_eq(before.backend_errors, 0);
     fi.fail_op = FI_EVENT_ELAPSED;
     fi.fail_at = fi.calls[FI_EVENT_ELAPSED] + 1;
     step(&r, -1);
     cr_assert(fi.fired);
-    uvmrt_summary_t after;
+    uvmrt_summary_t after = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     cr_assert_eq(uvmrt_summary_get(r.ctx, &after), UVMRT_OK);
     cr_expect_eq(after.backend_errors, 1);
     cr_expect_eq(after.steps, 2);

@@ -214,6 +214,28 @@ Test(gpt_trainer, bad_usage_exits_2_naming_the_flag) {
     }
 }
 
+/* Several processes would each train the whole model (README: Several GPUs (in
+ * progress)): a launcher's variables saying so, or contradicting themselves, exit 2. */
+Test(gpt_trainer, several_processes_are_refused_until_built) {
+    snprintf(gpt_env, sizeof gpt_env, "RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 MASTER_ADDR=h "
+             "MASTER_PORT=9");
+    int st = gpt("%s --steps 1", SMALL);
+    cr_assert_eq(st, 2, "exited %d:\n%s", st, out);
+    cr_assert(strstr(out, "launched as rank 1 of 2 (torchrun): training on several GPUs is not "
+                     "built yet") != NULL, "%s", out);
+    snprintf(gpt_env, sizeof gpt_env, "RANK=1 WORLD_SIZE=2");
+    st = gpt("%s --steps 1", SMALL);
+    cr_assert_eq(st, 2, "exited %d:\n%s", st, out);
+    cr_assert(strstr(out, "LOCAL_RANK") != NULL, "%s", out);
+    /* one process, launched or in an sbatch script of several tasks: trains */
+    snprintf(gpt_env, sizeof gpt_env, "RANK=0 WORLD_SIZE=1 LOCAL_RANK=0");
+    st = gpt("%s --steps 1", SMALL);
+    cr_assert_eq(st, 0, "exited %d:\n%s", st, out);
+    snprintf(gpt_env, sizeof gpt_env, "SLURM_PROCID=0 SLURM_NTASKS=4 SLURM_LOCALID=0");
+    st = gpt("%s --steps 1", SMALL);
+    cr_assert_eq(st, 0, "exited %d:\n%s", st, out);
+}
+
 Test(gpt_trainer, progress_line_has_every_field) {
     cr_assert_eq(gpt(SMALL " --steps 2"), 0, "%s", out);
     const char *line = strstr(out, "step 2/2 ");

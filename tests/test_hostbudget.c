@@ -137,7 +137,7 @@ Test(hostbudget, auto_on_sim_is_no_limit_and_a_size_is_taken)
     uvmrt_context_destroy(ctx);
     cr_assert_eq(create_env("1G", 0, &ctx), UVMRT_OK, "%s", log_text());
     cr_expect_eq(uvmrt_context_host_budget(ctx), GIB);
-    uvmrt_memory_stats_t m;
+    uvmrt_memory_stats_t m = UVMRT_STRUCT_INIT(uvmrt_memory_stats_t);
     cr_assert_eq(uvmrt_memory_stats_get(ctx, &m), UVMRT_OK);
     cr_expect_eq(m.host_budget_bytes, GIB);
     uvmrt_context_destroy(ctx);
@@ -196,7 +196,7 @@ Test(hostbudget, allocation_over_the_host_budget_fails_and_changes_nothing)
     uvmrt_context_t *ctx = ctx_host(8 * MIB, 16 * MIB);
     uvmrt_tensor_t *a, *b = NULL;
     cr_assert_eq(alloc_mib(ctx, 20, &a), UVMRT_OK, "%s", log_text()); /* 12 MiB beyond the GPU budget */
-    uvmrt_memory_stats_t m0, m1;
+    uvmrt_memory_stats_t m0 = UVMRT_STRUCT_INIT(uvmrt_memory_stats_t), m1 = UVMRT_STRUCT_INIT(uvmrt_memory_stats_t);
     cr_assert_eq(uvmrt_memory_stats_get(ctx, &m0), UVMRT_OK);
     cr_expect_eq(m0.host_bytes, 20 * MIB); /* nothing resident yet */
     cr_expect_eq(m0.peak_host_bytes, 20 * MIB);
@@ -220,7 +220,7 @@ Test(hostbudget, host_external_bytes_count_and_a_refusal_changes_nothing)
     cr_assert_eq(alloc_mib(ctx, 20, &a), UVMRT_OK);
     cr_assert_eq(uvmrt_context_set_host_external_bytes(ctx, 10 * MIB), UVMRT_OK, "%s", log_text());
     cr_expect_eq(uvmrt_context_host_external_bytes(ctx), 10 * MIB);
-    uvmrt_memory_stats_t m;
+    uvmrt_memory_stats_t m = UVMRT_STRUCT_INIT(uvmrt_memory_stats_t);
     cr_assert_eq(uvmrt_memory_stats_get(ctx, &m), UVMRT_OK);
     cr_expect_eq(m.host_external_bytes, 10 * MIB);
     cr_expect_eq(m.host_bytes, 30 * MIB);
@@ -251,9 +251,9 @@ static uint64_t plan_host_unlimited(uint64_t *total)
     net_spec_t spec = net_spec_default();
     net_t *net = net_create(ctx, &spec);
     run_steps(net, 3, observe_invariants, NULL);
-    uvmrt_memory_stats_t m;
+    uvmrt_memory_stats_t m = UVMRT_STRUCT_INIT(uvmrt_memory_stats_t);
     cr_assert_eq(uvmrt_memory_stats_get(ctx, &m), UVMRT_OK);
-    uvmrt_summary_t s;
+    uvmrt_summary_t s = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     cr_assert_eq(uvmrt_summary_get(ctx, &s), UVMRT_OK);
     cr_expect_eq(s.plan_host_bytes, m.plan_host_bytes);
     cr_expect_eq(s.peak_host_bytes, m.peak_host_bytes);
@@ -291,7 +291,7 @@ Test(hostbudget, a_plan_over_the_host_budget_is_refused)
     net_spec_t spec = net_spec_default();
     net_t *net = net_create(ctx, &spec);
     run_steps(net, 3, NULL, NULL);
-    uvmrt_summary_t s;
+    uvmrt_summary_t s = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     cr_assert_eq(uvmrt_summary_get(ctx, &s), UVMRT_OK);
     cr_expect_eq(s.plans_built, 0);
     cr_expect_eq(s.plan_host_bytes, 0);
@@ -337,7 +337,7 @@ Test(hostbudget, a_rehearsal_over_the_host_budget_does_not_fit)
     uvmrt_context_t *ctx = ctx_host(8 * MIB, 32 * MIB);
     static const int mib[] = {16, 64};
     uvmrt_knob_t k = {"mib", 2, mib};
-    uvmrt_choice_t c;
+    uvmrt_choice_t c = UVMRT_STRUCT_INIT(uvmrt_choice_t);
     cr_assert_eq(uvmrt_choose(ctx, &k, 1, mib_rehearse, NULL, &c), UVMRT_OK, "%s", log_text());
     cr_expect(c.fits);
     cr_expect_eq(c.values[0], 16);

@@ -42,7 +42,7 @@ static uint64_t one_step_ns(uint64_t host_ns)
     cr_assert_eq(call(ctx, 0, UVMRT_PHASE_BACKWARD, 1 * MS, 0, 0), UVMRT_OK);
     cr_assert_eq(call(ctx, 0, UVMRT_PHASE_OPTIMIZER, 0, 1, host_ns), UVMRT_OK, "%s", log_text());
     cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK);
-    uvmrt_step_stats_t st;
+    uvmrt_step_stats_t st = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
     cr_assert_eq(uvmrt_step_stats_get(ctx, 0, &st), UVMRT_OK);
     uvmrt_context_destroy(ctx);
     return st.step_ns;
@@ -138,7 +138,7 @@ static uvmrt_context_t *placement_chosen(uvmrt_choice_t *c)
 
 Test(hostwork, review_replans_with_the_measured_cpu_time)
 {
-    uvmrt_choice_t c;
+    uvmrt_choice_t c = UVMRT_STRUCT_INIT(uvmrt_choice_t);
     uvmrt_context_t *ctx = placement_chosen(&c);
     /* the real CPU takes 60 ms per layer: the step is its chain of four */
     cr_assert_eq(placement_steps(ctx, 1, 4, 60 * MS, 1), UVMRT_OK, "%s", log_text());
@@ -159,7 +159,7 @@ Test(hostwork, review_replans_with_the_measured_cpu_time)
 
 Test(hostwork, review_without_measurements_keeps_the_models_cpu)
 {
-    uvmrt_choice_t c;
+    uvmrt_choice_t c = UVMRT_STRUCT_INIT(uvmrt_choice_t);
     uvmrt_context_t *ctx = placement_chosen(&c);
     /* the same slow CPU, but the trainer reports nothing: the review sees the step
      * slower than predicted, yet its re-plan has only the GPU's measurements, which
@@ -199,7 +199,7 @@ Test(hostwork, a_forward_waits_for_its_own_layers_cpu_update_only)
             cr_assert_eq(call(ctx, l, UVMRT_PHASE_OPTIMIZER, 0, 1, 10 * MS), UVMRT_OK, "%s", log_text());
         cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK);
     }
-    uvmrt_step_stats_t s1, s2;
+    uvmrt_step_stats_t s1 = UVMRT_STRUCT_INIT(uvmrt_step_stats_t), s2 = s1;
     cr_assert_eq(uvmrt_step_stats_get(ctx, 0, &s1), UVMRT_OK);
     cr_assert_eq(uvmrt_step_stats_get(ctx, 1, &s2), UVMRT_OK);
     cr_expect(s1.step_ns > 4 * MS - MS / 10 && s1.step_ns < 4 * MS + MS / 10, "step 1: %llu ns, expected 4 ms",

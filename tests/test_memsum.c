@@ -21,6 +21,7 @@ static uvmrt_tensor_info_t *summary(uvmrt_context_t *ctx, size_t *n)
     cr_assert_eq(uvmrt_memory_summary(ctx, NULL, 0, n), UVMRT_OK, "%s", log_text());
     uvmrt_tensor_info_t *ti = calloc(*n ? *n : 1, sizeof *ti);
     cr_assert_not_null(ti);
+    ti[0].struct_size = sizeof *ti;
     size_t m = 0;
     cr_assert_eq(uvmrt_memory_summary(ctx, ti, *n, &m), UVMRT_OK, "%s", log_text());
     cr_assert_eq(m, *n);
@@ -61,9 +62,9 @@ Test(memsum, role_totals_balance_with_the_accounting)
 {
     net_t *net = net_default_on_sim(UVMRT_POLICY_PREFETCH, BUDGET);
     run_steps(net, 2, NULL, NULL);
-    uvmrt_memory_stats_t m;
+    uvmrt_memory_stats_t m = UVMRT_STRUCT_INIT(uvmrt_memory_stats_t);
     cr_assert_eq(uvmrt_memory_stats_get(net->ctx, &m), UVMRT_OK);
-    uvmrt_summary_t s;
+    uvmrt_summary_t s = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     cr_assert_eq(uvmrt_summary_get(net->ctx, &s), UVMRT_OK);
     cr_assert_eq(m.budget_bytes, uvmrt_context_budget(net->ctx));
     cr_assert_eq(m.resident_bytes, s.resident_bytes);
@@ -93,14 +94,14 @@ Test(memsum, peak_reset_starts_over_from_now)
 {
     net_t *net = net_default_on_sim(UVMRT_POLICY_PREFETCH, BUDGET);
     run_steps(net, 2, NULL, NULL);
-    uvmrt_memory_stats_t m;
+    uvmrt_memory_stats_t m = UVMRT_STRUCT_INIT(uvmrt_memory_stats_t);
     cr_assert_eq(uvmrt_memory_stats_get(net->ctx, &m), UVMRT_OK);
     cr_assert_geq(m.peak_resident_bytes, m.resident_bytes);
-    uvmrt_step_stats_t before;
+    uvmrt_step_stats_t before = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
     cr_assert_eq(uvmrt_step_stats_get(net->ctx, 1, &before), UVMRT_OK);
     /* free the resident state so that the peak really drops */
     for (int i = 0; i < net->n_all; i++) cr_assert_eq(uvmrt_tensor_free(net->ctx, net->all[i]), UVMRT_OK);
-    uvmrt_memory_stats_t m2;
+    uvmrt_memory_stats_t m2 = UVMRT_STRUCT_INIT(uvmrt_memory_stats_t);
     cr_assert_eq(uvmrt_memory_stats_get(net->ctx, &m2), UVMRT_OK);
     cr_assert_eq(m2.resident_bytes, 0);
     cr_assert_eq(m2.peak_resident_bytes, m.peak_resident_bytes, "the peak stays until reset");
@@ -108,10 +109,10 @@ Test(memsum, peak_reset_starts_over_from_now)
     cr_assert_eq(uvmrt_memory_peak_reset(net->ctx), UVMRT_OK);
     cr_assert_eq(uvmrt_memory_stats_get(net->ctx, &m2), UVMRT_OK);
     cr_assert_eq(m2.peak_resident_bytes, 0);
-    uvmrt_summary_t s;
+    uvmrt_summary_t s = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     cr_assert_eq(uvmrt_summary_get(net->ctx, &s), UVMRT_OK);
     cr_assert_eq(s.peak_resident_bytes, 0);
-    uvmrt_step_stats_t after;
+    uvmrt_step_stats_t after = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
     cr_assert_eq(uvmrt_step_stats_get(net->ctx, 1, &after), UVMRT_OK);
     cr_assert_eq(after.peak_resident_bytes, before.peak_resident_bytes, "per-step peaks are history");
     cr_assert_eq(uvmrt_memory_peak_reset(NULL), UVMRT_ERR_INVALID);
@@ -129,6 +130,7 @@ Test(memsum, a_too_small_buffer_changes_nothing_and_says_why)
     cr_assert_eq(n, (size_t)net->n_all);
     uvmrt_tensor_info_t *ti = malloc(n * sizeof *ti), *copy = malloc(n * sizeof *ti);
     memset(ti, 0xAB, n * sizeof *ti);
+    ti[0].struct_size = sizeof *ti;
     memcpy(copy, ti, n * sizeof *ti);
     size_t got = 12345;
     log_reset();
@@ -146,7 +148,7 @@ Test(memsum, a_too_small_buffer_changes_nothing_and_says_why)
 Test(memsum, null_arguments_are_named)
 {
     uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_PREFETCH, BUDGET, NULL);
-    uvmrt_tensor_info_t one;
+    uvmrt_tensor_info_t one = UVMRT_STRUCT_INIT(uvmrt_tensor_info_t);
     size_t n = 0;
     log_reset();
     cr_assert_eq(uvmrt_memory_summary(ctx, &one, 1, NULL), UVMRT_ERR_INVALID);
@@ -158,7 +160,7 @@ Test(memsum, null_arguments_are_named)
     cr_assert_eq(uvmrt_memory_stats_get(ctx, NULL), UVMRT_ERR_INVALID);
     cr_assert(log_contains("uvmrt_memory_stats_get: out is NULL"), "%s", log_text());
     cr_assert_eq(uvmrt_memory_summary(NULL, &one, 1, &n), UVMRT_ERR_INVALID);
-    uvmrt_memory_stats_t m;
+    uvmrt_memory_stats_t m = UVMRT_STRUCT_INIT(uvmrt_memory_stats_t);
     cr_assert_eq(uvmrt_memory_stats_get(NULL, &m), UVMRT_ERR_INVALID);
     cr_assert_eq(uvmrt_context_set_total_steps(NULL, 5), UVMRT_ERR_INVALID);
     /* no tensors: an empty summary */

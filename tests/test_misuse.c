@@ -136,6 +136,7 @@ static uint64_t dev_bytes(uvmrt_context_t *ctx)
 static void snap_take(uvmrt_context_t *ctx, snap_t *s)
 {
     memset(s, 0, sizeof *s);
+    s->sum.struct_size = sizeof s->sum;
     s->sum_status = uvmrt_summary_get(ctx, &s->sum);
     s->layers = uvmrt_layer_count(ctx);
     s->n_tensors = ctx->tensors.n;
@@ -157,8 +158,10 @@ static void snap_take(uvmrt_context_t *ctx, snap_t *s)
                                        (uvmrt_tensor_placement(t) == UVMRT_PLACE_HOST) << 3);
     }
     for (int l = 0; l < s->layers && l < SNAP_LAYERS; l++)
-        for (int p = 0; p < UVMRT_PHASE_COUNT; p++)
+        for (int p = 0; p < UVMRT_PHASE_COUNT; p++) {
+            s->stats[l][p].struct_size = sizeof s->stats[l][p];
             uvmrt_layer_stats_get(ctx, l, (uvmrt_phase_t)p, &s->stats[l][p]);
+        }
 }
 
 /* Names what differs (empty when nothing does). */
@@ -211,7 +214,7 @@ static void call_of(const net_t *net, int k, int *i, uvmrt_phase_t *ph)
  * after a begin, each tensor the call uses is resident or host-homed, not both. */
 static int invariants(net_t *net, int i, uvmrt_phase_t ph, int is_end, char *why, size_t n)
 {
-    uvmrt_summary_t s;
+    uvmrt_summary_t s = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     if (uvmrt_summary_get(net->ctx, &s) != UVMRT_OK) return snprintf(why, n, "summary_get failed"), -1;
     if (s.resident_bytes > s.budget_bytes)
         return snprintf(why, n, "layer%d %s %s: resident %llu > budget %llu", i, uvmrt_phase_name(ph),
@@ -244,7 +247,7 @@ static int call_begin(net_t *net, int k, char *why, size_t n)
     size_t n_extra = 0;
     if (ph == UVMRT_PHASE_FORWARD) extra[n_extra++] = (uvmrt_use_t){i > 0 ? net->a[i - 1] : net->x, UVMRT_USE_READ};
     if (ph == UVMRT_PHASE_BACKWARD && i < net->L - 1) extra[n_extra++] = (uvmrt_use_t){net->g[i + 1], UVMRT_USE_READ};
-    uvmrt_layer_call_t call = {.layer = net->layer[i], .phase = ph, .stream = net->stream,
+    uvmrt_layer_call_t call = {.struct_size = sizeof(uvmrt_layer_call_t), .layer = net->layer[i], .phase = ph, .stream = net->stream,
                                .uses = n_extra ? extra : NULL, .n_uses = n_extra,
                                .sim_duration_ns = net->spec.sim_ns};
     uvmrt_status_t st = uvmrt_layer_begin(net->ctx, &call);
@@ -430,7 +433,7 @@ static void run_case(const mcase_t *c, result_t *r)
         }
         r->phase = PH_AFTER;
         /* finish the step the fixture (or the case) left open, then two normal steps */
-        uvmrt_summary_t s0, s1;
+        uvmrt_summary_t s0 = UVMRT_STRUCT_INIT(uvmrt_summary_t), s1 = s0;
         uvmrt_summary_get(f.ctx, &s0);
         char *why = r->after_what;
         size_t wn = sizeof r->after_what;
@@ -611,11 +614,11 @@ static uvmrt_status_t c_null_ctx(fix_t *f, const mcase_t *c, result_t *r)
     const char *a = c->a;
     uvmrt_tensor_t *t = f->net->w[0], *tout = NULL;
     uvmrt_tensor_desc_t d = {"t", -1, UVMRT_ROLE_WEIGHT, 4096};
-    uvmrt_layer_call_t call = {.layer = 0, .phase = UVMRT_PHASE_FORWARD};
+    uvmrt_layer_call_t call = {.struct_size = sizeof(uvmrt_layer_call_t), .layer = 0, .phase = UVMRT_PHASE_FORWARD};
     int l = 0;
-    uvmrt_layer_stats_t ls;
-    uvmrt_step_stats_t ss;
-    uvmrt_summary_t sum;
+    uvmrt_layer_stats_t ls = UVMRT_STRUCT_INIT(uvmrt_layer_stats_t);
+    uvmrt_step_stats_t ss = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
+    uvmrt_summary_t sum = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     if (strcmp(a, "step_begin") == 0) return uvmrt_step_begin(NULL);
     if (strcmp(a, "step_end") == 0) return uvmrt_step_end(NULL);
     if (strcmp(a, "layer_begin") == 0) return uvmrt_layer_begin(NULL, &call);
@@ -651,7 +654,7 @@ static uvmrt_status_t c_layer_name_report(fix_t *f, const mcase_t *c, result_t *
     int is_trace = strcmp(c->b, "trace") == 0;
     if (is_trace) { /* a call of that layer, so that the trace has a span named after it */
         char why[256];
-        uvmrt_layer_call_t call = {.layer = l, .phase = UVMRT_PHASE_FORWARD, .sim_duration_ns = 1000};
+        uvmrt_layer_call_t call = {.struct_size = sizeof(uvmrt_layer_call_t), .layer = l, .phase = UVMRT_PHASE_FORWARD, .sim_duration_ns = 1000};
         if (uvmrt_step_begin(f->ctx) != UVMRT_OK || uvmrt_layer_begin(f->ctx, &call) != UVMRT_OK ||
             uvmrt_layer_end(f->ctx) != UVMRT_OK || step_rest(f->net, 0, why, sizeof why) != 0) {
             snprintf(r->wrong, sizeof r->wrong, "a step with the new layer failed: %s", log_text());
@@ -816,7 +819,7 @@ static uvmrt_status_t c_state(fix_t *f, const mcase_t *c, result_t *r)
     }
     /* layer1 forward, as the net makes it */
     uvmrt_use_t in = {f->net->a[0], UVMRT_USE_READ};
-    uvmrt_layer_call_t call = {.layer = f->net->layer[1], .phase = UVMRT_PHASE_FORWARD, .uses = &in, .n_uses = 1,
+    uvmrt_layer_call_t call = {.struct_size = sizeof(uvmrt_layer_call_t), .layer = f->net->layer[1], .phase = UVMRT_PHASE_FORWARD, .uses = &in, .n_uses = 1,
                                .sim_duration_ns = 1000};
     return uvmrt_layer_begin(f->ctx, &call);
 }
@@ -826,7 +829,7 @@ static uvmrt_status_t c_layer_begin(fix_t *f, const mcase_t *c, result_t *r)
 {
     net_t *net = f->net;
     uvmrt_use_t uses[16];
-    uvmrt_layer_call_t call = {.layer = net->layer[0], .phase = UVMRT_PHASE_FORWARD, .uses = uses, .n_uses = 1,
+    uvmrt_layer_call_t call = {.struct_size = sizeof(uvmrt_layer_call_t), .layer = net->layer[0], .phase = UVMRT_PHASE_FORWARD, .uses = uses, .n_uses = 1,
                                .sim_duration_ns = 1000};
     uses[0] = (uvmrt_use_t){net->x, UVMRT_USE_READ};
     const char *a = c->a;
@@ -883,7 +886,7 @@ static uvmrt_status_t c_layer_end_after_failed_begin(fix_t *f, const mcase_t *c,
         uses[k++] = (uvmrt_use_t){net->w[i], UVMRT_USE_READ};
         uses[k++] = (uvmrt_use_t){net->o[i], UVMRT_USE_READ};
     }
-    uvmrt_layer_call_t call = {.layer = net->layer[0], .phase = UVMRT_PHASE_FORWARD, .uses = uses, .n_uses = k,
+    uvmrt_layer_call_t call = {.struct_size = sizeof(uvmrt_layer_call_t), .layer = net->layer[0], .phase = UVMRT_PHASE_FORWARD, .uses = uses, .n_uses = k,
                                .sim_duration_ns = 1000};
     if (uvmrt_layer_begin(f->ctx, &call) == UVMRT_OK) {
         uvmrt_layer_end(f->ctx);
@@ -935,14 +938,14 @@ static uvmrt_status_t c_print_config(fix_t *f, const mcase_t *c, result_t *r)
 static uvmrt_status_t c_layer_stats(fix_t *f, const mcase_t *c, result_t *r)
 {
     (void)r;
-    uvmrt_layer_stats_t s;
+    uvmrt_layer_stats_t s = UVMRT_STRUCT_INIT(uvmrt_layer_stats_t);
     return uvmrt_layer_stats_get(f->ctx, (int)c->n, (uvmrt_phase_t)c->k, c->a ? NULL : &s);
 }
 
 static uvmrt_status_t c_step_stats(fix_t *f, const mcase_t *c, result_t *r)
 {
     (void)r;
-    uvmrt_step_stats_t s;
+    uvmrt_step_stats_t s = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
     return uvmrt_step_stats_get(f->ctx, c->u, c->a ? NULL : &s);
 }
 
@@ -950,6 +953,36 @@ static uvmrt_status_t c_summary_null(fix_t *f, const mcase_t *c, result_t *r)
 {
     (void)c, (void)r;
     return uvmrt_summary_get(f->ctx, NULL);
+}
+
+/* A struct_size the library refuses (uvmrt.h, "structs that grow"): .a names the struct,
+ * .n is the size given, -1 for the library's sizeof + 8 (a program of a newer header). */
+static uvmrt_status_t c_struct_size(fix_t *f, const mcase_t *c, result_t *r)
+{
+    (void)r;
+    char type[48];
+    snprintf(type, sizeof type, "uvmrt_%s_t", c->a);
+    size_t lib = uvmrt_abi_struct_size(type), size = c->n < 0 ? lib + 8 : (size_t)c->n;
+    union {
+        size_t struct_size;
+        uvmrt_layer_call_t call;
+        unsigned char bytes[2048];
+    } u;
+    cr_assert_leq(lib + 8, sizeof u, "%s", type);
+    memset(&u, 0, sizeof u);
+    if (strcmp(c->a, "layer_call") == 0) uvmrt_layer_call_init(&u.call, 0, UVMRT_PHASE_FORWARD, NULL);
+    u.struct_size = size;
+    size_t n = 0;
+    if (strcmp(c->a, "layer_call") == 0) return uvmrt_layer_begin(f->ctx, &u.call);
+    if (strcmp(c->a, "summary") == 0) return uvmrt_summary_get(f->ctx, (uvmrt_summary_t *)(void *)&u);
+    if (strcmp(c->a, "step_stats") == 0) return uvmrt_step_stats_get(f->ctx, 0, (uvmrt_step_stats_t *)(void *)&u);
+    if (strcmp(c->a, "layer_stats") == 0)
+        return uvmrt_layer_stats_get(f->ctx, 0, UVMRT_PHASE_FORWARD, (uvmrt_layer_stats_t *)(void *)&u);
+    if (strcmp(c->a, "memory_stats") == 0)
+        return uvmrt_memory_stats_get(f->ctx, (uvmrt_memory_stats_t *)(void *)&u);
+    if (strcmp(c->a, "tensor_info") == 0)
+        return uvmrt_memory_summary(f->ctx, (uvmrt_tensor_info_t *)(void *)&u, 1, &n);
+    return UVMRT_OK;
 }
 
 /* ------------------------------------------------------------------ cases: reports */
@@ -1066,7 +1099,7 @@ static uvmrt_status_t c_record_dest(fix_t *f, const mcase_t *c, result_t *r)
     net_t *net = net_create(ctx, &spec);
     char why[256] = "";
     if (normal_steps(net, 2, why, sizeof why) != 0) snprintf(r->wrong, sizeof r->wrong, "the steps failed: %s", why);
-    uvmrt_summary_t sum;
+    uvmrt_summary_t sum = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     memset(&sum, 0, sizeof sum);
     uvmrt_summary_get(ctx, &sum);
     net_free(net);
@@ -1137,7 +1170,7 @@ static const mcase_t cases[] = {
     /* ---- params fields: creation fails, *out NULL, the field named */
     PARAM("params_struct_size_zero", "struct_size", 0, "struct_size"),
     PARAM("params_struct_size_larger", "struct_size", (long long)sizeof(uvmrt_params_t) + 8, "struct_size"),
-    PARAM("params_struct_size_smaller", "struct_size", (long long)sizeof(uvmrt_params_t) - 8, "struct_size"),
+    PARAM("params_struct_size_smaller", "struct_size", (long long)sizeof(size_t) - 1, "struct_size"),
     PARAM("params_device_negative", "device", -1, "device"),
     PARAM("params_device_too_big", "device", 1024, "device"),
     PARAM("params_backend_unknown", "backend", 7, "backend"),
@@ -1437,6 +1470,18 @@ static const mcase_t cases[] = {
      .expect = UVMRT_ERR_INVALID, .needle = "out"},
     {.name = "summary_null_out", .run = c_summary_null, .fix = FIX_IDLE, .expect = UVMRT_ERR_INVALID,
      .needle = "out"},
+
+    /* ---- struct_size: 0 (not set), less than the field, more than the library knows */
+#define SIZE_CASES(s_, fix_)                                                                                     \
+    {.name = "struct_size_" s_ "_zero", .run = c_struct_size, .fix = fix_, .a = s_, .n = 0,                    \
+     .expect = UVMRT_ERR_INVALID, .needle = "uvmrt_" s_ "_t.struct_size is 0"},                                \
+    {.name = "struct_size_" s_ "_short", .run = c_struct_size, .fix = fix_, .a = s_, .n = 4,                   \
+     .expect = UVMRT_ERR_INVALID, .needle = "uvmrt_" s_ "_t.struct_size is 4 bytes"},                          \
+    {.name = "struct_size_" s_ "_newer", .run = c_struct_size, .fix = fix_, .a = s_, .n = -1,                  \
+     .expect = UVMRT_ERR_INVALID, .needle = "newer uvmrt.h"}
+    SIZE_CASES("layer_call", FIX_STEP), SIZE_CASES("summary", FIX_IDLE), SIZE_CASES("step_stats", FIX_IDLE),
+    SIZE_CASES("layer_stats", FIX_IDLE), SIZE_CASES("memory_stats", FIX_IDLE), SIZE_CASES("tensor_info", FIX_IDLE),
+#undef SIZE_CASES
 
     /* ---- report_write */
     {.name = "report_null_format", .run = c_report_format, .fix = FIX_IDLE, .n = 1, .b = "r.txt",

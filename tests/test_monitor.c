@@ -50,7 +50,7 @@ static uvmrt_mon_proc_t read_ok(const char *name)
  * history rows (what the csv report prints). */
 static uvmrt_layer_stats_t row_sum(const uvmrt_context_t *ctx, uint64_t step, int layer)
 {
-    uvmrt_layer_stats_t s;
+    uvmrt_layer_stats_t s = UVMRT_STRUCT_INIT(uvmrt_layer_stats_t);
     memset(&s, 0, sizeof s);
     for (size_t i = 0; i < ctx->hist.n_rows; i++) {
         const uvmrt_step_row_t *r = &ctx->hist.rows[i];
@@ -94,8 +94,8 @@ Test(monitor, snapshot_matches_the_steps_statistics)
     run_steps(net, 3, NULL, NULL);
     p = read_ok(name);
     const uvmrt_mon_snap_t *s = &p.snap;
-    uvmrt_summary_t sum;
-    uvmrt_step_stats_t last;
+    uvmrt_summary_t sum = UVMRT_STRUCT_INIT(uvmrt_summary_t);
+    uvmrt_step_stats_t last = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
     cr_assert_eq(uvmrt_summary_get(ctx, &sum), UVMRT_OK);
     cr_assert_eq(uvmrt_step_stats_get(ctx, 2, &last), UVMRT_OK);
     cr_assert_eq(s->step, 3, "steps are numbered from 1: the third step is 3, got %llu", (unsigned long long)s->step);
@@ -228,7 +228,7 @@ Test(monitor, segment_grows_past_its_first_rows)
     for (int s = 0; s < 2; s++) {
         cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
         for (int i = 0; i < L; i++) {
-            uvmrt_layer_call_t c = {.layer = i, .phase = UVMRT_PHASE_FORWARD, .sim_duration_ns = 1000};
+            uvmrt_layer_call_t c = {.struct_size = sizeof(uvmrt_layer_call_t), .layer = i, .phase = UVMRT_PHASE_FORWARD, .sim_duration_ns = 1000};
             cr_assert_eq(uvmrt_layer_begin(ctx, &c), UVMRT_OK, "%s", log_text());
             cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK);
         }

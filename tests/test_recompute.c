@@ -158,7 +158,7 @@ Test(recompute, order_is_memory_per_flop_then_layer_then_allocation)
 static uvmrt_choice_t choose_at(uvmrt_context_t *ctx, uint64_t budget)
 {
     int calls = 0;
-    uvmrt_choice_t c;
+    uvmrt_choice_t c = UVMRT_STRUCT_INIT(uvmrt_choice_t);
     cr_assert_eq(uvmrt_choose(ctx, NULL, 0, toy_rehearse, &calls, &c), UVMRT_OK, "%s", log_text());
     cr_assert(c.fits);
     cr_assert_eq(c.recomputable_tensors, NL);
@@ -202,7 +202,7 @@ Test(recompute, choose_keeps_none_when_roomy_and_recomputes_when_tight)
     for (int l = 0; l < NL; l++)
         cr_assert_eq(uvmrt_tensor_recomputes(ctx, n.a[l]), l < c.recompute_tensors, "layer %d", l);
     cr_assert_eq(toy_steps(ctx, &n, NULL, 4), UVMRT_OK, "%s", log_text());
-    uvmrt_step_stats_t s;
+    uvmrt_step_stats_t s = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
     cr_assert_eq(uvmrt_step_stats_get(ctx, 3, &s), UVMRT_OK);
     cr_assert(s.peak_resident_bytes <= tight, "peak %llu over the budget", (unsigned long long)s.peak_resident_bytes);
     cr_assert(s.discard_bytes >= (uint64_t)c.recompute_tensors * ACT - ACT,
@@ -210,6 +210,7 @@ Test(recompute, choose_keeps_none_when_roomy_and_recomputes_when_tight)
     cr_assert_eq(s.gpu_faults, 0);
     /* the memory summary names the mechanism of the recomputing ones only */
     uvmrt_tensor_info_t info[2 * NL];
+    info[0].struct_size = sizeof info[0];
     size_t k = 0;
     cr_assert_eq(uvmrt_memory_summary(ctx, info, 2 * NL, &k), UVMRT_OK);
     cr_assert_eq(k, 2 * NL);
@@ -226,7 +227,7 @@ Test(recompute, choose_keeps_none_when_roomy_and_recomputes_when_tight)
     /* a later choice with none declared: nothing recomputes */
     for (int l = 0; l < NL; l++) cr_assert_eq(uvmrt_tensor_set_recompute(ctx, n.a[l], 0), UVMRT_OK);
     int calls = 0;
-    uvmrt_choice_t c2;
+    uvmrt_choice_t c2 = UVMRT_STRUCT_INIT(uvmrt_choice_t);
     cr_assert_eq(uvmrt_choose(ctx, NULL, 0, toy_rehearse, &calls, &c2), UVMRT_OK);
     for (int l = 0; l < NL; l++) cr_assert_eq(uvmrt_tensor_recomputes(ctx, n.a[l]), 0, "layer %d withdrawn", l);
     uvmrt_context_destroy(ctx);
@@ -249,7 +250,7 @@ Test(recompute, a_trainer_knob_and_the_count_combine)
     static const int v[2] = {0, 1};
     uvmrt_knob_t k = {"dummy", 2, v};
     int seen[2] = {0, 0};
-    uvmrt_choice_t c;
+    uvmrt_choice_t c = UVMRT_STRUCT_INIT(uvmrt_choice_t);
     cr_assert_eq(uvmrt_choose(ctx, &k, 1, knob_rehearse, seen, &c), UVMRT_OK, "%s", log_text());
     cr_assert(seen[0] && seen[1]);
     cr_assert_eq(uvmrt_choice_count(ctx), 2 * (NL + 1));

@@ -220,7 +220,7 @@ Test(report, env_trace_and_bad_format)
     p.ignore_env = 0;
     uvmrt_context_t *ctx = NULL;
     cr_assert_eq(uvmrt_context_create(&p, &ctx), UVMRT_OK, "%s", log_text());
-    uvmrt_summary_t s;
+    uvmrt_summary_t s = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     uvmrt_summary_get(ctx, &s);
     cr_expect_str_eq(s.fault_stats_source, "none");
     cr_expect_eq(uvmrt_report_write(ctx, "xml", "-"), UVMRT_ERR_INVALID);
@@ -686,7 +686,7 @@ static uvmrt_context_t *named_layers_run(void)
     for (int s = 0; s < 2; s++) {
         cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
         for (int i = 0; i < N_NAMES; i++) {
-            uvmrt_layer_call_t c = {.layer = layer[i], .phase = UVMRT_PHASE_FORWARD, .sim_duration_ns = 10000};
+            uvmrt_layer_call_t c = {.struct_size = sizeof(uvmrt_layer_call_t), .layer = layer[i], .phase = UVMRT_PHASE_FORWARD, .sim_duration_ns = 10000};
             cr_assert_eq(uvmrt_layer_begin(ctx, &c), UVMRT_OK);
             cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK);
         }

@@ -134,11 +134,15 @@ static void run_net(run_t *r, uvmrt_policy_t policy, int fault_stats, int every,
     net_t *net = net_create(ctx, &spec);
     run_steps(net, steps, NULL, NULL);
     memset(r, 0, sizeof *r);
+    r->sum.struct_size = sizeof r->sum;
     cr_assert_eq(uvmrt_summary_get(ctx, &r->sum), UVMRT_OK);
-    for (int i = 0; i < steps && i < 64; i++) cr_assert_eq(uvmrt_step_stats_get(ctx, (uint64_t)i, &r->steps[i]), UVMRT_OK);
+    for (int i = 0; i < steps && i < 64; i++) {
+        r->steps[i].struct_size = sizeof r->steps[i];
+        cr_assert_eq(uvmrt_step_stats_get(ctx, (uint64_t)i, &r->steps[i]), UVMRT_OK);
+    }
     for (int l = 0; l < uvmrt_layer_count(ctx); l++)
         for (int ph = 0; ph < UVMRT_PHASE_COUNT; ph++) {
-            uvmrt_layer_stats_t ls;
+            uvmrt_layer_stats_t ls = UVMRT_STRUCT_INIT(uvmrt_layer_stats_t);
             cr_assert_eq(uvmrt_layer_stats_get(ctx, l, (uvmrt_phase_t)ph, &ls), UVMRT_OK);
             r->calls += ls.calls;
             r->sampled_calls += ls.sampled_calls;
@@ -254,7 +258,7 @@ Test(sampling, env_values)
         p.ignore_env = 0;
         uvmrt_context_t *ctx = NULL;
         cr_assert_eq(uvmrt_context_create(&p, &ctx), UVMRT_OK, "'%s': %s", good[i], log_text());
-        uvmrt_summary_t s;
+        uvmrt_summary_t s = UVMRT_STRUCT_INIT(uvmrt_summary_t);
         uvmrt_summary_get(ctx, &s);
         cr_expect_eq(s.fault_sample_every, every[i], "'%s'", good[i]);
         uvmrt_context_destroy(ctx);

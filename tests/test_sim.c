@@ -23,7 +23,7 @@
 static uvmrt_profile_t test_profile(int shared)
 {
     uvmrt_profile_t p = {
-        .name = "hm-test", .description = "host-memory test (estimate)", .memory_bytes = 64 * GIB,
+        .struct_size = sizeof(uvmrt_profile_t), .name = "hm-test", .description = "host-memory test (estimate)", .memory_bytes = 64 * GIB,
         .prefetch_h2d_bps = LINK, .evict_d2h_bps = LINK, .pinned_h2d_bps = 50e9, .pinned_d2h_bps = 50e9,
         .fault_bps = 5e9, .fault_group_bytes = 716u << 10, .remote_read_bps = LINK, .remote_write_bps = LINK,
         .flops = 1e14, .hbm_bps = 1e12, .pinned_bidir_bps = 100e9, .host_mem_bps = CPU,
@@ -259,9 +259,9 @@ static uint64_t cpu_call_ns(int with_gpu_call, int gpu_first)
     cr_assert_eq(uvmrt_layer_add(ctx, "cpu", &cpu), UVMRT_OK);
     uvmrt_tensor_t *x = host_placed(ctx, 4 * GIB);
     uvmrt_use_t use = {x, UVMRT_USE_READ | UVMRT_USE_STREAM};
-    uvmrt_layer_call_t g = {.layer = gpu, .phase = UVMRT_PHASE_FORWARD, .stream = GPU_S, .uses = &use, .n_uses = 1,
+    uvmrt_layer_call_t g = {.struct_size = sizeof(uvmrt_layer_call_t), .layer = gpu, .phase = UVMRT_PHASE_FORWARD, .stream = GPU_S, .uses = &use, .n_uses = 1,
                             .no_default_uses = 1};
-    uvmrt_layer_call_t c = {.layer = cpu, .phase = UVMRT_PHASE_OPTIMIZER, .stream = CPU_S, .no_default_uses = 1,
+    uvmrt_layer_call_t c = {.struct_size = sizeof(uvmrt_layer_call_t), .layer = cpu, .phase = UVMRT_PHASE_OPTIMIZER, .stream = CPU_S, .no_default_uses = 1,
                             .host_bytes = H};
     cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
     for (int k = 0; k < 2; k++) {
@@ -271,10 +271,10 @@ static uint64_t cpu_call_ns(int with_gpu_call, int gpu_first)
         cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK, "%s", log_text());
     }
     cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK);
-    uvmrt_layer_stats_t st;
+    uvmrt_layer_stats_t st = UVMRT_STRUCT_INIT(uvmrt_layer_stats_t);
     cr_assert_eq(uvmrt_layer_stats_get(ctx, cpu, UVMRT_PHASE_OPTIMIZER, &st), UVMRT_OK);
     cr_assert_eq(st.calls, 1);
-    uvmrt_step_stats_t ss;
+    uvmrt_step_stats_t ss = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
     cr_assert_eq(uvmrt_step_stats_get(ctx, 0, &ss), UVMRT_OK);
     cr_assert_geq(ss.step_ns + 2, st.duration_ns, "the step waits for its CPU call");
     uvmrt_context_destroy(ctx);
@@ -309,7 +309,7 @@ Test(sim_hostmem, host_bytes_too_long_is_invalid)
     rmdir(dir);
     int l;
     cr_assert_eq(uvmrt_layer_add(ctx, "cpu", &l), UVMRT_OK);
-    uvmrt_layer_call_t c = {.layer = l, .phase = UVMRT_PHASE_OPTIMIZER, .stream = CPU_S, .no_default_uses = 1,
+    uvmrt_layer_call_t c = {.struct_size = sizeof(uvmrt_layer_call_t), .layer = l, .phase = UVMRT_PHASE_OPTIMIZER, .stream = CPU_S, .no_default_uses = 1,
                             .host_bytes = UINT64_MAX};
     cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
     log_reset();
@@ -408,7 +408,7 @@ Test(sim_remote, a_calls_own_work_leaves_its_link_traffic_out)
     uvmrt_tensor_t *x = host_placed(ctx, 1 * GIB);
     uvmrt_use_t use = {x, UVMRT_USE_READ | UVMRT_USE_STREAM};
     const uint64_t own_ns = 5000000; /* 5 ms */
-    uvmrt_layer_call_t g = {.layer = l, .phase = UVMRT_PHASE_FORWARD, .stream = GPU_S, .uses = &use, .n_uses = 1,
+    uvmrt_layer_call_t g = {.struct_size = sizeof(uvmrt_layer_call_t), .layer = l, .phase = UVMRT_PHASE_FORWARD, .stream = GPU_S, .uses = &use, .n_uses = 1,
                             .no_default_uses = 1, .sim_duration_ns = own_ns};
     three_steps(ctx, &g, 1);
     cr_assert(x->host_homed, "the host-placed tensor is host-homed");
@@ -431,10 +431,10 @@ Test(sim_remote, a_calls_work_is_its_flops_plus_its_hbm_bytes)
     int l;
     cr_assert_eq(uvmrt_layer_add(ctx, "L", &l), UVMRT_OK);
     /* 1 ms at 1e14 FLOP/s, then 2 ms at 1e12 bytes/s */
-    uvmrt_layer_call_t c = {.layer = l, .phase = UVMRT_PHASE_FORWARD, .stream = GPU_S, .no_default_uses = 1,
+    uvmrt_layer_call_t c = {.struct_size = sizeof(uvmrt_layer_call_t), .layer = l, .phase = UVMRT_PHASE_FORWARD, .stream = GPU_S, .no_default_uses = 1,
                             .flops = 1e11, .hbm_bytes = 2000000000ull};
     three_steps(ctx, &c, 1);
-    uvmrt_step_stats_t st;
+    uvmrt_step_stats_t st = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
     cr_assert_eq(uvmrt_step_stats_get(ctx, 2, &st), UVMRT_OK);
     cr_assert(fabs((double)st.step_ns - 3e6) <= 2, "step %llu ns, expected 3 ms", (unsigned long long)st.step_ns);
     cr_assert_eq(ctx->sched.cur.calls[0].declared_ns, 3000000, "declared %llu ns",
@@ -464,9 +464,9 @@ Test(sim_remote, a_link_bound_calls_leftover_is_capped_by_the_steps_efficiency)
     uvmrt_tensor_t *x = host_placed(ctx, 1 * GIB);
     uvmrt_use_t use = {x, UVMRT_USE_READ | UVMRT_USE_STREAM};
     const double flops = 1e11; /* 1 ms at the test profile's 1e14 FLOP/s */
-    uvmrt_layer_call_t clean = {.layer = l, .phase = UVMRT_PHASE_FORWARD, .stream = GPU_S, .flops = flops};
+    uvmrt_layer_call_t clean = {.struct_size = sizeof(uvmrt_layer_call_t), .layer = l, .phase = UVMRT_PHASE_FORWARD, .stream = GPU_S, .flops = flops};
     /* declared 1 ms, but it runs 6 ms beyond its traffic (as if it waited for the link) */
-    uvmrt_layer_call_t copy = {.layer = l, .phase = UVMRT_PHASE_OPTIMIZER, .stream = GPU_S, .uses = &use,
+    uvmrt_layer_call_t copy = {.struct_size = sizeof(uvmrt_layer_call_t), .layer = l, .phase = UVMRT_PHASE_OPTIMIZER, .stream = GPU_S, .uses = &use,
                                .n_uses = 1, .no_default_uses = 1, .flops = flops, .sim_duration_ns = 6000000};
     uvmrt_layer_call_t calls[2] = {clean, copy};
     three_steps(ctx, calls, 2);

@@ -17,7 +17,7 @@
 
 static uvmrt_summary_t summary(uvmrt_context_t *ctx)
 {
-    uvmrt_summary_t s;
+    uvmrt_summary_t s = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     cr_assert_eq(uvmrt_summary_get(ctx, &s), UVMRT_OK);
     return s;
 }
@@ -34,7 +34,7 @@ static void check_balance(uvmrt_policy_t policy, uint64_t budget, int steps)
         run_step(net, NULL, NULL);
         int64_t in = 0, out = 0;
         for (uint64_t i = 0; i <= (uint64_t)k; i++) {
-            uvmrt_step_stats_t st;
+            uvmrt_step_stats_t st = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
             cr_assert_eq(uvmrt_step_stats_get(ctx, i, &st), UVMRT_OK);
             in += (int64_t)(st.prefetch_bytes + st.fault_bytes);
             out += (int64_t)(st.evict_bytes + st.discard_bytes);
@@ -47,7 +47,7 @@ static void check_balance(uvmrt_policy_t policy, uint64_t budget, int steps)
         /* the summary's totals are the same sums */
         uint64_t pf = 0, ev = 0, dc = 0, fc = 0, fb = 0;
         for (uint64_t i = 0; i <= (uint64_t)k; i++) {
-            uvmrt_step_stats_t st;
+            uvmrt_step_stats_t st = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
             cr_assert_eq(uvmrt_step_stats_get(ctx, i, &st), UVMRT_OK);
             pf += st.prefetch_bytes;
             ev += st.evict_bytes;
@@ -87,7 +87,7 @@ Test(stats, balance_with_streamed_activations)
         int64_t in = 0, out = 0;
         uint64_t rr = 0, rw = 0;
         for (uint64_t i = 0; i < 5; i++) {
-            uvmrt_step_stats_t st;
+            uvmrt_step_stats_t st = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
             cr_assert_eq(uvmrt_step_stats_get(ctx, i, &st), UVMRT_OK);
             in += (int64_t)(st.prefetch_bytes + st.fault_bytes);
             out += (int64_t)(st.evict_bytes + st.discard_bytes);
@@ -111,11 +111,11 @@ static void check_layers_sum_to_steps(uvmrt_policy_t policy, uint64_t budget)
     uvmrt_context_t *ctx = net->ctx;
     const int steps = 4;
     run_steps(net, steps, NULL, NULL);
-    uvmrt_layer_stats_t sum;
+    uvmrt_layer_stats_t sum = UVMRT_STRUCT_INIT(uvmrt_layer_stats_t);
     memset(&sum, 0, sizeof sum);
     for (int i = 0; i < net->L; i++)
         for (int p = 0; p < UVMRT_PHASE_COUNT; p++) {
-            uvmrt_layer_stats_t ls;
+            uvmrt_layer_stats_t ls = UVMRT_STRUCT_INIT(uvmrt_layer_stats_t);
             cr_assert_eq(uvmrt_layer_stats_get(ctx, net->layer[i], (uvmrt_phase_t)p, &ls), UVMRT_OK);
             cr_expect_eq(ls.calls, (uint64_t)steps, "layer %d %s: %llu calls", i, uvmrt_phase_name((uvmrt_phase_t)p),
                          (unsigned long long)ls.calls);
@@ -128,11 +128,11 @@ static void check_layers_sum_to_steps(uvmrt_policy_t policy, uint64_t budget)
             sum.wait_ns += ls.wait_ns;
             sum.duration_ns += ls.duration_ns;
         }
-    uvmrt_step_stats_t tot;
+    uvmrt_step_stats_t tot = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
     memset(&tot, 0, sizeof tot);
     uint64_t step_ns = 0;
     for (uint64_t i = 0; i < (uint64_t)steps; i++) {
-        uvmrt_step_stats_t st;
+        uvmrt_step_stats_t st = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
         cr_assert_eq(uvmrt_step_stats_get(ctx, i, &st), UVMRT_OK);
         tot.prefetch_bytes += st.prefetch_bytes;
         tot.evict_bytes += st.evict_bytes;
@@ -163,8 +163,8 @@ Test(stats, bad_queries)
 {
     net_t *net = net_default_on_sim(UVMRT_POLICY_PREFETCH, 16 * MIB);
     uvmrt_context_t *ctx = net->ctx;
-    uvmrt_layer_stats_t ls;
-    uvmrt_step_stats_t st;
+    uvmrt_layer_stats_t ls = UVMRT_STRUCT_INIT(uvmrt_layer_stats_t);
+    uvmrt_step_stats_t st = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
     log_reset();
     cr_expect_eq(uvmrt_layer_stats_get(ctx, net->L, UVMRT_PHASE_FORWARD, &ls), UVMRT_ERR_INVALID);
     cr_expect(log_contains("layer 6"), "%s", log_text());
@@ -190,7 +190,7 @@ Test(stats, bad_queries)
     log_reset();
     cr_expect_eq(uvmrt_summary_get(ctx, NULL), UVMRT_ERR_INVALID);
     cr_expect(log_contains("uvmrt_summary_get: out is NULL"), "%s", log_text());
-    uvmrt_summary_t s;
+    uvmrt_summary_t s = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     cr_expect_eq(uvmrt_summary_get(NULL, &s), UVMRT_ERR_INVALID);
     /* the step in progress is not yet visible */
     cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
@@ -218,7 +218,7 @@ Test(stats, summary_fields)
     cr_expect_geq(s.plans_built, 1);
     uint64_t peak = 0;
     for (uint64_t i = 0; i < 3; i++) {
-        uvmrt_step_stats_t st;
+        uvmrt_step_stats_t st = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
         cr_assert_eq(uvmrt_step_stats_get(ctx, i, &st), UVMRT_OK);
         if (st.peak_resident_bytes > peak) peak = st.peak_resident_bytes;
     }
@@ -293,7 +293,7 @@ static void check_json(uvmrt_context_t *ctx, const net_t *net, const char *path,
     cr_assert(json_is_array(jsteps), "no 'steps' array");
     cr_assert_eq(json_array_size(jsteps), (size_t)steps);
     for (int i = 0; i < steps; i++) {
-        uvmrt_step_stats_t st;
+        uvmrt_step_stats_t st = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
         cr_assert_eq(uvmrt_step_stats_get(ctx, (uint64_t)i, &st), UVMRT_OK);
         json_t *v = json_array_get(step_ns, (size_t)i);
         cr_assert(json_is_integer(v));
@@ -320,7 +320,7 @@ static void check_json(uvmrt_context_t *ctx, const net_t *net, const char *path,
         for (int p = 0; p < UVMRT_PHASE_COUNT; p++) {
             json_t *po = json_object_get(lo, uvmrt_phase_name((uvmrt_phase_t)p));
             cr_assert(json_is_object(po), "layer %d has no '%s' object", i, uvmrt_phase_name((uvmrt_phase_t)p));
-            uvmrt_layer_stats_t ls;
+            uvmrt_layer_stats_t ls = UVMRT_STRUCT_INIT(uvmrt_layer_stats_t);
             cr_assert_eq(uvmrt_layer_stats_get(ctx, net->layer[i], (uvmrt_phase_t)p, &ls), UVMRT_OK);
             const uint64_t want[] = {ls.prefetch_bytes, ls.evict_bytes, ls.fault_count, ls.fault_bytes, ls.wait_ns,
                                      ls.duration_ns};
@@ -551,9 +551,9 @@ Test(stats, summary_and_fold_follow_the_list)
 #undef CHECK
     uvmrt_fcount_t fc;
     for (int i = 0; i < FC_COUNT; i++) fc.v[i] = 1000u + (uint64_t)i;
-    uvmrt_layer_stats_t l;
+    uvmrt_layer_stats_t l = UVMRT_STRUCT_INIT(uvmrt_layer_stats_t);
     memset(&l, 0, sizeof l);
-    uvmrt_step_stats_t st;
+    uvmrt_step_stats_t st = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
     memset(&st, 0, sizeof st);
     uvmrt__stat_add_fc(ctx, 3, UVMRT_PHASE_FORWARD, &fc, &st, &l);
 #define FOLD(name, tag, src, step, ...)                                                                          \
@@ -568,7 +568,7 @@ Test(stats, summary_and_fold_follow_the_list)
 /* Summing steps covers every step counter of the list and the step-only fields. */
 Test(stats, step_stats_add_follows_the_list)
 {
-    uvmrt_step_stats_t a, b;
+    uvmrt_step_stats_t a = UVMRT_STRUCT_INIT(uvmrt_step_stats_t), b = a;
     memset(&a, 0, sizeof a);
     memset(&b, 0, sizeof b);
     uint64_t k = 0;

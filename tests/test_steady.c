@@ -64,7 +64,7 @@ Test(steady, steady_rows_are_the_totals_less_step_1)
     cr_assert(uvmrt__steady_split(ctx));
     for (int l = 0; l < net->L; l++)
         for (int p = 0; p < UVMRT_PHASE_COUNT; p++) {
-            uvmrt_layer_stats_t all, st, rec, want;
+            uvmrt_layer_stats_t all = UVMRT_STRUCT_INIT(uvmrt_layer_stats_t), st = all, rec = all, want = all;
             cr_assert_eq(uvmrt_layer_stats_get(ctx, l, (uvmrt_phase_t)p, &all), UVMRT_OK);
             uvmrt__steady_layer(ctx, l, p, &st);
             uvmrt__steady_recording(ctx, l, p, &rec);
@@ -83,7 +83,7 @@ Test(steady, steady_rows_are_the_totals_less_step_1)
             cr_assert_eq(st.duration_ns, all.duration_ns - rec.duration_ns);
         }
     /* the plan brings everything in time: no steady-state faults, while step 1 faulted */
-    uvmrt_layer_stats_t st, rec;
+    uvmrt_layer_stats_t st = UVMRT_STRUCT_INIT(uvmrt_layer_stats_t), rec = st;
     uint64_t steady_faults = 0, rec_faults = 0;
     for (int l = 0; l < net->L; l++)
         for (int p = 0; p < UVMRT_PHASE_COUNT; p++) {

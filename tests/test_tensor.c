@@ -16,7 +16,7 @@ static uint64_t align_for(uint64_t size) { return size >= MIB ? 2 * MIB : 64 * K
 
 static uint64_t allocated(uvmrt_context_t *ctx)
 {
-    uvmrt_summary_t s;
+    uvmrt_summary_t s = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     cr_assert_eq(uvmrt_summary_get(ctx, &s), UVMRT_OK);
     return s.allocated_bytes;
 }
@@ -65,6 +65,7 @@ Test(tensor, many_tensors_of_one_layer_in_one_call)
     cr_assert_eq(uvmrt_tensors_alloc(ctx, N, d, t), UVMRT_OK, "%s", log_text());
     cr_assert_eq(uvmrt_tensors_alloc(ctx, N, d, t), UVMRT_OK, "%s", log_text());
     uvmrt_tensor_info_t info[2 * N];
+    info[0].struct_size = sizeof info[0];
     size_t n = 0;
     cr_assert_eq(uvmrt_memory_summary(ctx, info, 2 * N, &n), UVMRT_OK);
     cr_expect_eq(n, 2 * N);
@@ -271,9 +272,9 @@ Test(tensor, backend_alloc_failure_leaves_nothing)
     /* the layers' default uses did not gain the failed tensors */
     fa.allowed = 1000;
     cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
-    uvmrt_layer_call_t c = {.layer = l0, .phase = UVMRT_PHASE_FORWARD};
+    uvmrt_layer_call_t c = {.struct_size = sizeof(uvmrt_layer_call_t), .layer = l0, .phase = UVMRT_PHASE_FORWARD};
     cr_assert_eq(uvmrt_layer_begin(ctx, &c), UVMRT_OK);
-    uvmrt_summary_t s;
+    uvmrt_summary_t s = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     cr_assert_eq(uvmrt_summary_get(ctx, &s), UVMRT_OK);
     cr_expect_eq(s.resident_bytes, 2 * MIB, "layer a uses more than 'keep'");
     cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK);
@@ -359,9 +360,9 @@ Test(tensor, freed_tensor_leaves_default_uses)
     cr_assert_eq(uvmrt_tensors_alloc(ctx, 2, d, t), UVMRT_OK);
     cr_assert_eq(uvmrt_tensor_free(ctx, t[0]), UVMRT_OK);
     cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
-    uvmrt_layer_call_t c = {.layer = l, .phase = UVMRT_PHASE_FORWARD};
+    uvmrt_layer_call_t c = {.struct_size = sizeof(uvmrt_layer_call_t), .layer = l, .phase = UVMRT_PHASE_FORWARD};
     cr_assert_eq(uvmrt_layer_begin(ctx, &c), UVMRT_OK, "%s", log_text());
-    uvmrt_summary_t s;
+    uvmrt_summary_t s = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     cr_assert_eq(uvmrt_summary_get(ctx, &s), UVMRT_OK);
     cr_expect_eq(s.resident_bytes, 2 * MIB, "only 'a' should be used");
     cr_expect(uvmrt_tensor_is_resident(t[1]));
@@ -376,7 +377,7 @@ Test(tensor, free_resident_tensor_lowers_resident_bytes)
     net_spec_t spec = net_spec_default();
     net_t *net = net_create(ctx, &spec);
     run_step(net, NULL, NULL);
-    uvmrt_summary_t s0, s1;
+    uvmrt_summary_t s0 = UVMRT_STRUCT_INIT(uvmrt_summary_t), s1 = s0;
     cr_assert_eq(uvmrt_summary_get(ctx, &s0), UVMRT_OK);
     cr_assert(uvmrt_tensor_is_resident(net->o[0]));
     cr_assert_eq(uvmrt_tensor_free(ctx, net->o[0]), UVMRT_OK);
@@ -431,7 +432,7 @@ Test(tensor, new_tensor_not_resident)
     cr_expect_eq(uvmrt_tensor_size(t), 123456);
     cr_expect_eq(uvmrt_tensor_role(t), UVMRT_ROLE_GRADIENT);
     cr_expect_eq(uvmrt_tensor_layer(t), -1);
-    uvmrt_summary_t s;
+    uvmrt_summary_t s = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     cr_assert_eq(uvmrt_summary_get(ctx, &s), UVMRT_OK);
     cr_expect_eq(s.resident_bytes, 0);
     cr_expect_eq(s.allocated_bytes, footprint_of(123456));
@@ -447,7 +448,7 @@ Test(tensor, destroy_with_live_tensors_and_open_step)
     net_t *net = net_create(ctx, &spec);
     run_steps(net, 2, NULL, NULL);
     cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
-    uvmrt_layer_call_t c = {.layer = net->layer[0], .phase = UVMRT_PHASE_FORWARD};
+    uvmrt_layer_call_t c = {.struct_size = sizeof(uvmrt_layer_call_t), .layer = net->layer[0], .phase = UVMRT_PHASE_FORWARD};
     cr_assert_eq(uvmrt_layer_begin(ctx, &c), UVMRT_OK);
     uvmrt_context_destroy(ctx); /* inside a step, a layer open, tensors live: no crash */
     net_free(net);
@@ -478,7 +479,7 @@ Test(tensor, sizes_beyond_the_arithmetic_rejected)
     cr_expect_eq(uvmrt_tensors_alloc(ctx, 5, many, outs), UVMRT_ERR_INVALID);
     cr_expect(log_contains("add up to"), "%s", log_text());
     cr_expect_null(outs[0]);
-    uvmrt_summary_t sum;
+    uvmrt_summary_t sum = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     cr_assert_eq(uvmrt_summary_get(ctx, &sum), UVMRT_OK);
     cr_expect_eq(sum.allocated_bytes, 0);
     cr_expect_eq(ctx->tensors.n, 0);

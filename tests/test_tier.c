@@ -231,7 +231,7 @@ static void train(int tier, int block_uring, float *losses)
         cr_assert_eq(st, UVMRT_OK, "tier %d step %d: %s", tier, s, log_text());
     }
     if (tier) {
-        uvmrt_summary_t sum;
+        uvmrt_summary_t sum = UVMRT_STRUCT_INIT(uvmrt_summary_t);
         cr_assert_eq(uvmrt_summary_get(n->ctx, &sum), UVMRT_OK);
         /* every disk tensor read once per call that uses it and written after its update */
         uint64_t fp = footprint_of(H * H * 4);
@@ -239,11 +239,11 @@ static void train(int tier, int block_uring, float *losses)
         uint64_t writes = tier == 1 ? 2 * L * fp : 3 * L * fp;
         cr_assert_eq(sum.spill_read_bytes, STEPS * reads, "read %llu", (unsigned long long)sum.spill_read_bytes);
         cr_assert_eq(sum.spill_write_bytes, STEPS * writes);
-        uvmrt_step_stats_t ss;
+        uvmrt_step_stats_t ss = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
         cr_assert_eq(uvmrt_step_stats_get(n->ctx, 2, &ss), UVMRT_OK);
         cr_assert_eq(ss.spill_read_bytes, reads);
         cr_assert_eq(ss.spill_write_bytes, writes);
-        uvmrt_layer_stats_t ls;
+        uvmrt_layer_stats_t ls = UVMRT_STRUCT_INIT(uvmrt_layer_stats_t);
         cr_assert_eq(uvmrt_layer_stats_get(n->ctx, 1, UVMRT_PHASE_OPTIMIZER, &ls), UVMRT_OK);
         cr_assert_eq(ls.spill_write_bytes, STEPS * (tier == 1 ? 2 : 3) * fp);
         /* the reports: traffic per step and the drive wear it projects */
@@ -371,7 +371,7 @@ Test(tier, kth_backend_call_fails_for_every_k_with_the_tier_on)
             cr_assert(memcmp(&loss, &base[s], sizeof loss) == 0, "k=%llu step %d", (unsigned long long)k, s);
         }
         /* it failed a call (made again), or a call completed without it (counted) */
-        uvmrt_summary_t sum;
+        uvmrt_summary_t sum = UVMRT_STRUCT_INIT(uvmrt_summary_t);
         cr_assert_eq(uvmrt_summary_get(n->ctx, &sum), UVMRT_OK);
         cr_assert(fi.fired);
         cr_assert_eq(backend_failures + (int)sum.backend_errors, 1, "k=%llu: %d failures, %llu absorbed: %s",

@@ -116,7 +116,7 @@ static run_result_t run_scenario(const char *profile, int wrapped, int steps)
         if (wrapped) sb_appendf(&rec.log, "== step %d\n", s + 1);
         run_step(net, NULL, NULL);
     }
-    uvmrt_step_stats_t st;
+    uvmrt_step_stats_t st = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
     cr_assert_eq(uvmrt_step_stats_get(ctx, (uint64_t)steps - 1, &st), UVMRT_OK);
     r.last_step_ns = st.step_ns;
     net_destroy(net);
@@ -269,7 +269,7 @@ Test(trace, off_and_no_effect)
     run_step(nb, NULL, NULL);
     cr_expect_eq(trace.len, len, "lines after the trace was turned off");
     for (uint64_t i = 0; i < 4; i++) {
-        uvmrt_step_stats_t sa, sb;
+        uvmrt_step_stats_t sa = UVMRT_STRUCT_INIT(uvmrt_step_stats_t), sb = sa;
         cr_assert_eq(uvmrt_step_stats_get(a, i, &sa), UVMRT_OK);
         cr_assert_eq(uvmrt_step_stats_get(b, i, &sb), UVMRT_OK);
         cr_expect_eq(memcmp(&sa, &sb, sizeof sa), 0, "step %llu differs with the trace on", (unsigned long long)i + 1);

@@ -974,6 +974,7 @@ int main(int argc, char **argv) {
     snprintf(desc, sizeof desc, "%s, calibrated by " PROG " on %s (measured)", prop.name, date);
     snprintf(tool, sizeof tool, PROG " " VERSION);
     uvmrt_profile_t p = {
+        .struct_size = sizeof(uvmrt_profile_t),
         .name = c.opt.name,
         .description = desc,
         .measured = 1,
@@ -1015,7 +1016,7 @@ int main(int argc, char **argv) {
     char *raw = json_dumps(c.raw, JSON_COMPACT | JSON_REAL_PRECISION(17));
     if (raw == NULL)
         die("out of memory%s", "");
-    uvmrt_profile_meta_t meta = {date, prop.name, driver, runtime, tool, raw};
+    uvmrt_profile_meta_t meta = {sizeof meta, date, prop.name, driver, runtime, tool, raw};
     if (uvmrt_profile_save(&p, &meta, c.opt.output) != UVMRT_OK)
         die("cannot write the profile file '%s' (see above)", c.opt.output);
     /* self-check: the file reads back as what was measured (a regular file: a FIFO's

@@ -562,8 +562,8 @@ static int predict(const record_t *r, const char *profile, uint64_t budget, cons
     for (size_t i = 0; i < r->n_tensors; i++) p->tensor_bytes = sat_add(p->tensor_bytes, r->tensors[i].footprint);
     p->host_bytes_needed = p->tensor_bytes > budget ? p->tensor_bytes - budget : 0;
     if (p->fits) {
-        uvmrt_step_stats_t ss;
-        uvmrt_summary_t sum;
+        uvmrt_step_stats_t ss = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
+        uvmrt_summary_t sum = UVMRT_STRUCT_INIT(uvmrt_summary_t);
         if (uvmrt_step_stats_get(ctx, REPLAY_STEPS - 1, &ss) == UVMRT_OK && uvmrt_summary_get(ctx, &sum) == UVMRT_OK) {
             p->fits = sum.plans_built > 0;
             p->gpu_bytes = sum.peak_resident_bytes;
@@ -602,6 +602,7 @@ static int predict(const record_t *r, const char *profile, uint64_t budget, cons
         size_t n = 0;
         uvmrt_memory_summary(ctx, NULL, 0, &n);
         uvmrt_tensor_info_t *info = calloc(n + 1, sizeof *info);
+        if (info) info[0].struct_size = sizeof *info;
         if (info && uvmrt_memory_summary(ctx, info, n, &n) == UVMRT_OK)
             for (size_t i = 0; i < n; i++)
                 if (info[i].layer >= 0 && (size_t)info[i].layer < r->n_layers) p->layer_mech[info[i].layer] |= info[i].mechanism;
@@ -959,12 +960,11 @@ static int host_budget_resolve(const char *arg)
 /* --profile list: the built-in profiles, their memory and whether they were measured. */
 static int profile_list(void)
 {
-    size_t n = 0;
-    const uvmrt_profile_t *p = uvmrt_profiles(&n);
+    const uvmrt_profile_t *p;
     printf("%-16s %-12s %-10s %s\n", "profile", "memory_GiB", "measured", "description");
-    for (size_t i = 0; i < n; i++)
-        printf("%-16s %-12.1f %-10s %s\n", p[i].name, p[i].memory_bytes / (MIB * 1024), p[i].measured ? "yes" : "no",
-               p[i].description ? p[i].description : "");
+    for (size_t i = 0; (p = uvmrt_profile_builtin(i)) != NULL; i++)
+        printf("%-16s %-12.1f %-10s %s\n", p->name, p->memory_bytes / (MIB * 1024), p->measured ? "yes" : "no",
+               p->description ? p->description : "");
     printf("(or a profile file from uvmrt-calibrate(1), uvmrt-profile(5))\n");
     return 0;
 }

@@ -36,6 +36,7 @@ static void candidates_print(const autochoice_t *a) {
 
 void autochoice_choose(autochoice_t *a, const uvmrt_knob_t *knobs, size_t n,
                        uvmrt_rehearse_fn rehearse, void *rehearse_user, const char *flags) {
+    a->choice.struct_size = sizeof a->choice;
     uvmrt_status_t st = uvmrt_choose(a->ctx, knobs, n, rehearse, rehearse_user, &a->choice);
     if (st != UVMRT_OK)
         cli_fail(a->ops->cleanup, a->user,
@@ -119,6 +120,7 @@ void autochoice_after_step(autochoice_t *a, int s, int recorded, int last) {
     a->reviewed = 1;
     a->review_again = 0;
     int changed = 0;
+    a->choice.struct_size = sizeof a->choice;
     uvmrt_status_t st = uvmrt_choice_review(a->ctx, &a->choice, &changed);
     if (st != UVMRT_OK) {
         fprintf(stderr, "%s: note: uvmrt_choice_review failed: %s (%s); keeping the choice\n",

@@ -284,16 +284,15 @@ const char *cli_common_help(unsigned bit)
 static void profiles_list(FILE *out)
 {
     static const double GB = 1e9, GIB = 1024.0 * 1024.0 * 1024.0;
-    size_t count = 0;
-    const uvmrt_profile_t *p = uvmrt_profiles(&count);
+    const uvmrt_profile_t *p;
     /* bandwidths in GB/s: prefetch to GPU, eviction to host, demand faults, HBM */
     fprintf(out, "%-16s %-8s %10s %8s %8s %8s %8s  %s\n", "profile", "source", "memory", "prefetch",
             "evict", "fault", "HBM", "description");
-    for (size_t i = 0; i < count; i++)
-        fprintf(out, "%-16s %-8s %6.1f GiB %8.1f %8.1f %8.1f %8.0f  %s\n", p[i].name,
-                p[i].measured ? "measured" : "estimate", (double)p[i].memory_bytes / GIB,
-                p[i].prefetch_h2d_bps / GB, p[i].evict_d2h_bps / GB, p[i].fault_bps / GB,
-                p[i].hbm_bps / GB, p[i].description);
+    for (size_t i = 0; (p = uvmrt_profile_builtin(i)) != NULL; i++)
+        fprintf(out, "%-16s %-8s %6.1f GiB %8.1f %8.1f %8.1f %8.0f  %s\n", p->name,
+                p->measured ? "measured" : "estimate", (double)p->memory_bytes / GIB,
+                p->prefetch_h2d_bps / GB, p->evict_d2h_bps / GB, p->fault_bps / GB,
+                p->hbm_bps / GB, p->description);
     fprintf(out, "(bandwidths in GB/s)\n");
 }
 
@@ -364,10 +363,10 @@ static void common_flag(const cli_spec_t *spec, cli_common_t *c, unsigned bit, c
             uvmrt_profile_free(f);
         } else if (strcmp(arg, "auto") != 0 && uvmrt_profile_find(arg) == NULL) {
             char names[512] = "";
-            size_t count = 0, used = 0;
-            const uvmrt_profile_t *p = uvmrt_profiles(&count);
-            for (size_t i = 0; i < count && used < sizeof names; i++) {
-                int k = snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "", p[i].name);
+            size_t used = 0;
+            const uvmrt_profile_t *p;
+            for (size_t i = 0; (p = uvmrt_profile_builtin(i)) != NULL && used < sizeof names; i++) {
+                int k = snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "", p->name);
                 if (k < 0) break;
                 used += (size_t)k;
             }

@@ -509,6 +509,7 @@ static void layer_call(demo_run_t *run, int i, uvmrt_phase_t phase) {
         break;
     }
     uvmrt_layer_call_t call = {
+        .struct_size = sizeof(uvmrt_layer_call_t),
         .layer = i,
         .phase = phase,
         .stream = run->stream,
@@ -544,6 +545,7 @@ static void run_steps(demo_run_t *run) {
         UV_CHECK(run, uvmrt_step_end(run->ctx));
 
         uvmrt_step_stats_t *st = &run->res->step_stats[s];
+        st->struct_size = sizeof *st;
         UV_CHECK(run, uvmrt_step_stats_get(run->ctx, (uint64_t)s, st));
         printf("  step %d/%d  %.1f ms  in %.2f GB  out %.2f GB  discard %.2f GB  rd %.2f GB  "
                "wr %.2f GB  faults %" PRIu64 "  wait %.1f ms%s\n",
@@ -729,7 +731,7 @@ static void run_policy(demo_options_t *opt, uvmrt_policy_t policy, const char *l
     if (opt->verify && run.touch_data)
         run_checksums(&run);
 
-    uvmrt_summary_t sum;
+    uvmrt_summary_t sum = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     UV_CHECK(&run, uvmrt_summary_get(run.ctx, &sum));
     res->peak_resident_bytes = sum.peak_resident_bytes;
     res->done = 1;

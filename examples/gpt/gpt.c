@@ -68,6 +68,7 @@
 #include "uvmrt.h"
 #include "../common/cli.h"
 #include "../common/input_file.h"
+#include "../common/launch.h"
 
 #include <jansson.h>
 
@@ -180,6 +181,7 @@ static const unsigned R = UVMRT_USE_READ, W = UVMRT_USE_WRITE, RW = UVMRT_USE_RE
 static void layer_open(gpt_run_t *run, int layer, uvmrt_phase_t phase, const use_list_t *uses,
                        double flops, uint64_t bytes) {
     uvmrt_layer_call_t call = {
+        .struct_size = sizeof(uvmrt_layer_call_t),
         .layer = layer,
         .phase = phase,
         .stream = run->uv.stream,
@@ -666,6 +668,7 @@ static void optimizer(gpt_run_t *run, int l, const mlp_adamw_coef_t *cd,
  * host memory with the link's transfers; cuda: declared only (the thread does it). */
 static void cpu_optimizer_declare(gpt_run_t *run, int l, const uvmrt_adamw_t *hp) {
     uvmrt_layer_call_t call = {
+        .struct_size = sizeof(uvmrt_layer_call_t),
         .layer = l,
         .phase = UVMRT_PHASE_OPTIMIZER,
         .stream = run->uv.cpu_stream,
@@ -842,6 +845,7 @@ static void run_steps(gpt_run_t *run, FILE *loss_log) {
             run->norms[s] = run->clip_host[0];
         }
         uvmrt_step_stats_t *st = &run->uv.stats[s];
+        st->struct_size = sizeof *st;
         UV_CHECK(run, uvmrt_step_stats_get(run->uv.ctx, run->uv.uv_steps - 1, st));
         double ms = (double)st->step_ns / 1e6;
         double in = (double)(st->prefetch_bytes + st->remote_read_bytes) / GB;
@@ -901,9 +905,27 @@ static void sim_math_note(const gpt_run_t *run) {
     printf("sim backend: the schedule only, no arithmetic (no losses); times and traffic are "
            "the model's\n");
     printf("sim: no arithmetic: %.3g parameters x tokens per step is over the CPU "
-               "reference's %.3g (about a second a step on one core); a small shape computes, "
-               "e.g. --layers 2 --channels 64 --heads 4 --batch 4 --seq 64\n",
+           "reference's %.3g (about a second a step on one core); a small shape computes, "
+           "e.g. --layers 2 --channels 64 --heads 4 --batch 4 --seq 64\n",
            gpt_simref_work(run), GPT_SIM_MATH_MAX);
+}
+
+/* Training on several GPUs is not built yet (README: Several GPUs (in progress)): N
+ * processes would each train the whole model on the same data. A launcher's variables
+ * that say so, or that contradict themselves, end the run before any work. */
+static void refuse_several_processes(void) {
+    launch_t l;
+    char err[1024];
+    if (launch_from_env(&l, NULL, NULL, err, sizeof err) != 0) {
+        fprintf(stderr, PROG ": the launch environment: %s\n", err);
+        exit(2);
+    }
+    if (l.world > 1) {
+        fprintf(stderr, PROG ": launched as rank %d of %d (%s): training on several GPUs is not "
+                "built yet (README: Several GPUs (in progress)); run one process\n", l.rank,
+                l.world, l.launcher);
+        exit(2);
+    }
 }
 
 int main(int argc, char **argv) {
@@ -914,6 +936,7 @@ int main(int argc, char **argv) {
     cli_output_check("--dump-weights", opt.dump_weights);
     cli_output_check("--dump-grads", opt.dump_grads);
     cli_note_env_overrides();
+    refuse_several_processes();
 
     gpt_run_t run = {.set = {.opt = &opt, .knob_cpu = -1, .knob_rec = -1},
                      .cpu_last = -1,
@@ -1023,7 +1046,7 @@ int main(int argc, char **argv) {
     if (loss_log && cli_output_close("--loss-log", opt.c.loss_log, loss_log) != 0)
         status = 1;
 
-    uvmrt_summary_t sum;
+    uvmrt_summary_t sum = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     UV_CHECK(&run, uvmrt_summary_get(run.uv.ctx, &sum));
     medians_t m = gpt_run_medians(&run);
     if (gpt_outputs_write(&run, &m, &sum) != 0)

@@ -46,7 +46,9 @@ void gpt_run_data_open(gpt_run_t *run) {
                                  run->model.T,
                                  o->c.seed,
                                  1,
-                                 run->model.V};
+                                 run->model.V,
+                                 0, /* rank 0 of one: several GPUs are not built yet */
+                                 1};
         if (gpt_data_open(&run->train, &cfg, err, sizeof err) != 0)
             gpt_run_fail(run, "training data: %s", err);
         if (text || o->val_pattern) {

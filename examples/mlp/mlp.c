@@ -296,6 +296,7 @@ static uvmrt_status_t call_begin(mlp_run_t *run, const uvmrt_layer_call_t *call,
 static uvmrt_status_t layer_open(mlp_run_t *run, int i, uvmrt_phase_t phase,
                                  const use_list_t *uses, double flops, uint64_t gpu_bytes) {
     uvmrt_layer_call_t call = {
+        .struct_size = sizeof(uvmrt_layer_call_t),
         .layer = i, .phase = phase, .stream = run->stream, .uses = uses->u,
         .n_uses = uses->n, .no_default_uses = 1, .flops = flops,
     };
@@ -406,6 +407,7 @@ static uvmrt_status_t optimizer(mlp_run_t *run, int i, int step) {
  * beside the GPU's work, sharing host memory with the link. */
 static uvmrt_status_t optimizer_cpu(mlp_run_t *run, int i) {
     uvmrt_layer_call_t call = {
+        .struct_size = sizeof(uvmrt_layer_call_t),
         .layer = i, .phase = UVMRT_PHASE_OPTIMIZER, .stream = run->cpu_stream,
         .no_default_uses = 1, .host_bytes = cli_adamw_host_bytes(run->profile, (uint64_t)run->net.hh),
         .after = run->stream, /* the thread starts once backward i is done */
@@ -425,6 +427,7 @@ static uvmrt_status_t stage_half(mlp_run_t *run, int i, int s) {
     const mlp_block_t *b = &net->blocks[i];
     uvmrt_use_t u[2] = {{b->W, R | S}, {b->Wh, W | S}};
     uvmrt_layer_call_t call = {
+        .struct_size = sizeof(uvmrt_layer_call_t),
         .layer = i, .phase = UVMRT_PHASE_OPTIMIZER, .stream = run->half_stream, .uses = u,
         .n_uses = 2, .no_default_uses = 1, .after = run->cpu_stream,
         .hbm_bytes = (uint64_t)net->hh * 2, /* the GPU side: 2 bytes written per weight */
@@ -622,6 +625,7 @@ static void run_steps(mlp_run_t *run, FILE *loss_log) {
         double scale_used = run->loss_scale;
         loss_scale_update(run, s);
         uvmrt_step_stats_t *st = &run->stats[s];
+        st->struct_size = sizeof *st;
         UV_CHECK(run, uvmrt_step_stats_get(run->ctx, (uint64_t)s, st));
         double ms = (double)st->step_ns / 1e6;
         double in = (double)(st->prefetch_bytes + st->remote_read_bytes) / GB;
@@ -892,7 +896,7 @@ int main(int argc, char **argv) {
     if (loss_log && cli_output_close("--loss-log", opt.c.loss_log, loss_log) != 0)
         status = 1;
 
-    uvmrt_summary_t sum;
+    uvmrt_summary_t sum = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     UV_CHECK(&run, uvmrt_summary_get(run.ctx, &sum));
     mlp_medians_t m = run_medians(&run);
     if (outputs_write(&run, &m, &sum) != 0)

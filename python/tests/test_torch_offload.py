@@ -290,6 +290,28 @@ def test_version_and_a_missing_library():
     assert r.returncode == 1 and "could not be loaded" in r.stderr and "/nonexistent/libuvmrt.so" in r.stderr
 
 
+def test_the_struct_mirrors_set_their_struct_size():
+    # uvmrt.h "structs that grow": each mirror says its own size, which the library checks
+    sized = (L.LayerCall, L.LayerStats, L.StepStats, L.Summary, L.MemoryStats, L.TensorInfo, L.Choice,
+             L.Profile, L.AdamW)
+    for cls in sized:
+        assert cls().struct_size == ctypes.sizeof(cls), cls.__name__
+    lib = L.lib()
+    for name, cls in L._MIRRORS.items():
+        assert lib.uvmrt_abi_struct_size(name.encode()) == ctypes.sizeof(cls), name
+    p = L.Params()
+    lib.uvmrt_params_init(ctypes.byref(p))
+    p.backend, p.ignore_env, p.budget_bytes = L.BACKEND_SIM, 1, 64 << 20
+    ctx = ctypes.c_void_p()
+    assert lib.uvmrt_context_create(ctypes.byref(p), ctypes.byref(ctx)) == L.OK
+    bad = L.Summary()
+    bad.struct_size = 0  # not set: refused, not written
+    assert lib.uvmrt_summary_get(ctx, ctypes.byref(bad)) == L.ERR_INVALID
+    good = L.Summary()
+    assert lib.uvmrt_summary_get(ctx, ctypes.byref(good)) == L.OK and good.budget_bytes == 64 << 20
+    lib.uvmrt_context_destroy(ctx)
+
+
 def test_the_recorded_step_leaves_half_the_budget_to_pytorch():
     model, opt = ut.offload(models.make(n=8, d=128, vocab=512), torch.optim.AdamW, budget="16M",
                             cpu_optimizer=False)

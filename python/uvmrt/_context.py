@@ -156,6 +156,7 @@ class Context:
         n = ctypes.c_size_t()
         L.check("uvmrt_memory_summary", self._lib.uvmrt_memory_summary(self.handle, None, 0, ctypes.byref(n)))
         arr = (L.TensorInfo * max(1, n.value))()
+        arr[0].struct_size = ctypes.sizeof(L.TensorInfo)  # the array's stride (arrays skip __init__)
         L.check("uvmrt_memory_summary", self._lib.uvmrt_memory_summary(self.handle, arr, n.value,
                                                                         ctypes.byref(n)))
         return [arr[i] for i in range(n.value)]

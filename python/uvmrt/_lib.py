@@ -44,13 +44,25 @@ COUNTERS = [
     ("prefetch_htod_bytes", 1, 1, "DRIVER"), ("driver_prefetch_htod_bytes", 1, 1, "DRIVER"),
     ("evict_dtoh_bytes", 1, 1, "DRIVER"), ("thrashing", 1, 1, "DRIVER"), ("throttling", 1, 1, "DRIVER"),
     ("remote_map", 1, 1, "DRIVER"), ("cpu_faults", 1, 1, "DRIVER"), ("sampled_calls", 0, 0, "CALL"),
-    ("spill_read_bytes", 1, 1, "OWN"), ("spill_write_bytes", 1, 1, "OWN"),
+    ("spill_read_bytes", 1, 1, "LATE"), ("spill_write_bytes", 1, 1, "LATE"),
 ]
 
 
 def _fields(which, source):
     return [(n, c_u64) for n, step, summ, src in COUNTERS
             if src == source and (step if which == "step" else summ)]
+
+
+class _Sized(ctypes.Structure):
+    """A struct that grows (uvmrt.h, "structs that grow"): its first field, struct_size,
+    is set to the mirror's own size on creation, as UVMRT_STRUCT_INIT does in C."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.struct_size = ctypes.sizeof(self)
+
+
+SIZE = [("struct_size", c_size)]
 
 
 # host memory, at the end of uvmrt_summary_t (uvmrt_memory_stats_t has the same, in the same order)
@@ -73,25 +85,25 @@ class Use(ctypes.Structure):
     _fields_ = [("tensor", c_void_p), ("access", ctypes.c_uint)]
 
 
-class LayerCall(ctypes.Structure):
-    _fields_ = [("layer", c_int), ("phase", c_int), ("stream", c_void_p), ("uses", ctypes.POINTER(Use)),
+class LayerCall(_Sized):
+    _fields_ = SIZE + [("layer", c_int), ("phase", c_int), ("stream", c_void_p), ("uses", ctypes.POINTER(Use)),
                 ("n_uses", c_size), ("no_default_uses", c_int), ("flops", c_double),
                 ("sim_duration_ns", c_u64), ("host_bytes", c_u64), ("after", c_void_p),
                 ("host_ns", c_u64), ("hbm_bytes", c_u64)]
 
 
-class LayerStats(ctypes.Structure):
-    _fields_ = [(n, c_u64) for n, *_ in COUNTERS]
+class LayerStats(_Sized):
+    _fields_ = SIZE + [(n, c_u64) for n, *_ in COUNTERS]
 
 
-class StepStats(ctypes.Structure):
-    _fields_ = ([("step_ns", c_u64)] + _fields("step", "OWN") +
+class StepStats(_Sized):
+    _fields_ = (SIZE + [("step_ns", c_u64)] + _fields("step", "OWN") +
                 [("peak_resident_bytes", c_u64), ("h2d_busy_ns", c_u64), ("d2h_busy_ns", c_u64)] +
-                _fields("step", "DRIVER") + [("fault_sampled", c_int)])
+                _fields("step", "DRIVER") + [("fault_sampled", c_int)] + _fields("step", "LATE"))
 
 
-class Summary(ctypes.Structure):
-    _fields_ = ([("steps", c_u64), ("budget_bytes", c_u64), ("resident_bytes", c_u64),
+class Summary(_Sized):
+    _fields_ = (SIZE + [("steps", c_u64), ("budget_bytes", c_u64), ("resident_bytes", c_u64),
                  ("peak_resident_bytes", c_u64), ("allocated_bytes", c_u64)] + _fields("summary", "OWN") +
                 [("host_homed_bytes", c_u64), ("plans_built", c_u64)] + _fields("summary", "DRIVER") +
                 [("unattributed_records", c_u64), ("unattributed_gpu_faults", c_u64),
@@ -100,19 +112,21 @@ class Summary(ctypes.Structure):
                  ("fault_sampled_steps", c_u64), ("fault_sample_every", c_int),
                  ("fault_sample_period", ctypes.c_uint), ("fault_sample_overhead", c_double),
                  ("fault_records_lost", c_u64), ("backend_errors", c_u64), ("output_errors", c_u64)] +
-                [(n, c_u64) for n in HOST_FIELDS])
+                [(n, c_u64) for n in HOST_FIELDS] + _fields("summary", "LATE"))
 
 
-class MemoryStats(ctypes.Structure):
-    _fields_ = [("budget_bytes", c_u64), ("resident_bytes", c_u64), ("peak_resident_bytes", c_u64),
+class MemoryStats(_Sized):
+    _fields_ = SIZE + [("budget_bytes", c_u64), ("resident_bytes", c_u64), ("peak_resident_bytes", c_u64),
                 ("allocated_bytes", c_u64), ("host_homed_bytes", c_u64), ("tensors", c_u64),
                 ("role_tensors", c_u64 * 5), ("role_size_bytes", c_u64 * 5),
                 ("role_footprint_bytes", c_u64 * 5), ("role_resident_bytes", c_u64 * 5)] + [
                 (n, c_u64) for n in HOST_FIELDS]
 
 
-class TensorInfo(ctypes.Structure):
-    _fields_ = [("name", ctypes.c_char * 128), ("id", c_int), ("layer", c_int), ("role", c_int),
+class TensorInfo(_Sized):
+    # in an array (uvmrt_memory_summary) set arr[0].struct_size: ctypes arrays do not
+    # call __init__ on their elements
+    _fields_ = SIZE + [("name", ctypes.c_char * 128), ("id", c_int), ("layer", c_int), ("role", c_int),
                 ("size_bytes", c_size), ("footprint_bytes", c_size), ("where", c_int),
                 ("mechanism", ctypes.c_uint)]
 
@@ -121,16 +135,16 @@ class Knob(ctypes.Structure):
     _fields_ = [("name", c_char_p), ("n_values", c_size), ("values", ctypes.POINTER(c_int))]
 
 
-class Choice(ctypes.Structure):
-    _fields_ = [("values", c_int * KNOBS_MAX), ("predicted_step_ns", c_double), ("plan_budget_bytes", c_u64),
+class Choice(_Sized):
+    _fields_ = SIZE + [("values", c_int * KNOBS_MAX), ("predicted_step_ns", c_double), ("plan_budget_bytes", c_u64),
                 ("fits", c_int), ("rehearsals", c_size), ("measured_step_ns", c_double),
                 ("first_predicted_step_ns", c_double), ("replanned", c_int),
                 ("replanned_measured_step_ns", c_double), ("reverted", c_int),
                 ("recomputable_tensors", c_int), ("recompute_tensors", c_int)]
 
 
-class Profile(ctypes.Structure):
-    _fields_ = [("name", c_char_p), ("description", c_char_p), ("measured", c_int), ("memory_bytes", c_u64),
+class Profile(_Sized):
+    _fields_ = SIZE + [("name", c_char_p), ("description", c_char_p), ("measured", c_int), ("memory_bytes", c_u64),
                 ("prefetch_h2d_bps", c_double), ("evict_d2h_bps", c_double), ("pinned_h2d_bps", c_double),
                 ("pinned_d2h_bps", c_double), ("fault_bps", c_double), ("fault_group_bytes", c_u64),
                 ("prefetch_call_ns", c_u64), ("remote_read_bps", c_double), ("remote_write_bps", c_double),
@@ -141,8 +155,8 @@ class Profile(ctypes.Structure):
                 ("disk_read_bps", c_double), ("disk_write_bps", c_double), ("disk_io_uring", c_int)]
 
 
-class AdamW(ctypes.Structure):
-    _fields_ = [("struct_size", c_size), ("lr", c_double), ("beta1", c_double), ("beta2", c_double),
+class AdamW(_Sized):
+    _fields_ = SIZE + [("lr", c_double), ("beta1", c_double), ("beta2", c_double),
                 ("eps", c_double), ("weight_decay", c_double), ("step", c_u64), ("grad_scale", c_double),
                 ("threads", c_int), ("order", c_int)]
 
@@ -158,7 +172,7 @@ _MIRRORS = {"uvmrt_params_t": Params, "uvmrt_tensor_desc_t": TensorDesc, "uvmrt_
             "uvmrt_layer_call_t": LayerCall, "uvmrt_layer_stats_t": LayerStats,
             "uvmrt_step_stats_t": StepStats, "uvmrt_summary_t": Summary,
             "uvmrt_memory_stats_t": MemoryStats, "uvmrt_tensor_info_t": TensorInfo, "uvmrt_knob_t": Knob,
-            "uvmrt_choice_t": Choice, "uvmrt_profile_t": Profile}
+            "uvmrt_choice_t": Choice, "uvmrt_profile_t": Profile, "uvmrt_adamw_t": AdamW}
 
 # name: (restype, argtypes)
 _SIGNATURES = {
@@ -242,7 +256,7 @@ def _candidates():
     if found:
         out.append(("the system's libuvmrt", found))
     for d in ("/usr/local/lib", "/usr/lib"):
-        p = os.path.join(d, "libuvmrt.so.0")
+        p = os.path.join(d, "libuvmrt.so.1")
         if os.path.exists(p):
             out.append((d, p))
     return out

@@ -22,7 +22,7 @@
  * 1.83 x one), the fault and call costs are the H200's, host memory unknown (0). */
 #define CONSUMER(nm, desc, gib, link_gbs, bf16, hbm_gbs)                                  \
     {                                                                                   \
-        .name = nm, .description = desc, .memory_bytes = (uint64_t)(gib) * GIB,           \
+        .struct_size = sizeof(uvmrt_profile_t), .name = nm, .description = desc, .memory_bytes = (uint64_t)(gib) * GIB,           \
         .prefetch_h2d_bps = 0.86 * (link_gbs) * GB, .evict_d2h_bps = 0.23 * (link_gbs) * GB, \
         .pinned_h2d_bps = (link_gbs) * GB, .pinned_d2h_bps = (link_gbs) * GB,             \
         .fault_bps = 0.10 * (link_gbs) * GB, .fault_group_bytes = 716u << 10,             \
@@ -34,6 +34,7 @@
 
 static const uvmrt_profile_t profiles[] = {
     {
+        .struct_size = sizeof(uvmrt_profile_t),
         .name = "h200",
         .description = "NVIDIA H200, PCIe Gen5 x16 (measured, FACTS.md)",
         .measured = 1,
@@ -64,6 +65,7 @@ static const uvmrt_profile_t profiles[] = {
         .gpu_bf16_flops = 6.7e14,       /* the same, as uvmrt-calibrate writes it */
     },
     {
+        .struct_size = sizeof(uvmrt_profile_t),
         .name = "consumer-8g",
         .description = "8 GiB consumer GPU, PCIe 4.0 x16 (estimate)",
         .memory_bytes = 8 * GIB,
@@ -81,6 +83,7 @@ static const uvmrt_profile_t profiles[] = {
         .fault_trace_ns = 60000,       /* the H200's figure: driver work on the CPU */
     },
     {
+        .struct_size = sizeof(uvmrt_profile_t),
         .name = "consumer-12g",
         .description = "12 GiB consumer GPU, PCIe 4.0 x16 (estimate)",
         .memory_bytes = 12 * GIB,
@@ -98,6 +101,7 @@ static const uvmrt_profile_t profiles[] = {
         .fault_trace_ns = 60000,       /* the H200's figure: driver work on the CPU */
     },
     {
+        .struct_size = sizeof(uvmrt_profile_t),
         .name = "consumer-16g",
         .description = "16 GiB consumer GPU, PCIe 4.0 x16 (estimate)",
         .memory_bytes = 16 * GIB,
@@ -115,6 +119,7 @@ static const uvmrt_profile_t profiles[] = {
         .fault_trace_ns = 60000,       /* the H200's figure: driver work on the CPU */
     },
     {
+        .struct_size = sizeof(uvmrt_profile_t),
         .name = "consumer-24g",
         .description = "24 GiB consumer GPU, PCIe 4.0 x16 (estimate)",
         .memory_bytes = 24 * GIB,
@@ -140,10 +145,9 @@ static const uvmrt_profile_t profiles[] = {
     CONSUMER("rtx4090", "NVIDIA RTX 4090 24 GB, PCIe 4.0 x16 (estimate)", 24, 25.0, 1.65e14, 1008),
 };
 
-const uvmrt_profile_t *uvmrt_profiles(size_t *count)
+const uvmrt_profile_t *uvmrt_profile_builtin(size_t i)
 {
-    if (count) *count = sizeof profiles / sizeof profiles[0];
-    return profiles;
+    return i < sizeof profiles / sizeof profiles[0] ? &profiles[i] : NULL;
 }
 
 const uvmrt_profile_t *uvmrt_profile_find(const char *name)

@@ -183,19 +183,19 @@ Test(gpu, prefetch_overlaps_other_work, .timeout = 300)
                     extra.tensor = net->g[i + 1];
                     n_extra = 1;
                 }
-                uvmrt_layer_call_t c = {.layer = net->layer[i], .phase = (uvmrt_phase_t)phase, .stream = NULL,
+                uvmrt_layer_call_t c = {.struct_size = sizeof(uvmrt_layer_call_t), .layer = net->layer[i], .phase = (uvmrt_phase_t)phase, .stream = NULL,
                                         .uses = n_extra ? &extra : NULL, .n_uses = n_extra};
                 cr_assert_eq(uvmrt_layer_begin(ctx, &c), UVMRT_OK, "%s", log_text());
                 sleep_ns(work_ns);
                 cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK, "%s", log_text());
-                uvmrt_summary_t sum;
+                uvmrt_summary_t sum = UVMRT_STRUCT_INIT(uvmrt_summary_t);
                 cr_assert_eq(uvmrt_summary_get(ctx, &sum), UVMRT_OK);
                 cr_assert_leq(sum.resident_bytes, sum.budget_bytes);
             }
         cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK, "%s", log_text());
     }
     for (uint64_t s = 2; s < (uint64_t)steps; s++) {
-        uvmrt_step_stats_t st;
+        uvmrt_step_stats_t st = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
         cr_assert_eq(uvmrt_step_stats_get(ctx, s, &st), UVMRT_OK);
         cr_log_info("step %llu: %.1f ms, prefetch %.0f MiB, h2d busy %.2f ms, wait %.2f ms, faults %llu",
                     (unsigned long long)s + 1, st.step_ns / 1e6, st.prefetch_bytes / (double)MIB, st.h2d_busy_ns / 1e6,
@@ -240,7 +240,7 @@ static void same_trace_sim_and_cuda(int stream_acts)
     strbuf_t t_cuda = {0}, t_sim = {0};
     uvmrt_context_t *cu = cuda_ctx_or_skip(UVMRT_POLICY_PREFETCH, budget);
     run_traced(cu, stream_acts, steps, &t_cuda);
-    uvmrt_summary_t s;
+    uvmrt_summary_t s = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     cr_assert_eq(uvmrt_summary_get(cu, &s), UVMRT_OK);
     cr_assert_gt(s.evict_bytes + s.discard_bytes, 0, "the plan never evicted: the comparison proves little");
     uvmrt_context_destroy(cu);
@@ -405,7 +405,7 @@ Test(gpu, cupti_off_says_none, .timeout = 120)
     p.fault_stats = 0;
     uvmrt_context_t *ctx = NULL;
     cr_assert_eq(uvmrt_context_create(&p, &ctx), UVMRT_OK, "%s", log_text());
-    uvmrt_summary_t s;
+    uvmrt_summary_t s = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     uvmrt_summary_get(ctx, &s);
     cr_expect_str_eq(s.fault_stats_source, "none");
     uvmrt_context_destroy(ctx);
