@@ -187,7 +187,11 @@ void gpt_run_close(gpt_run_t *run) {
         gpt_gpu_host_free(run->logits_host);
     } else {
         free(run->tok_host);
+        free(run->loss_host);
+        free(run->clip_host);
+        free(run->logits_host);
     }
+    gpt_simref_close(run);
     run->tok_host = NULL, run->loss_host = NULL, run->clip_host = NULL, run->logits_host = NULL;
     gpt_gpu_close(run->gpu);
     run->gpu = NULL;
