@@ -5,7 +5,8 @@
 #   .ci/cuda12-toolkit.sh SERIES CACHE DIR     SERIES: 12.6 or 12.1
 #
 # Downloads (once, into CACHE) nvidia-cuda-runtime-cu12, -cuda-cupti-cu12,
-# -cublas-cu12 and -cuda-nvcc-cu12 of that series and lays them out as DIR
+# -cublas-cu12, -cuda-nvcc-cu12 of that series and nvidia-nccl-cu12 (2.21.5,
+# the oldest NCCL the collectives are checked against) and lays them out as DIR
 # with include/, lib64/ (unversioned .so links added: the wheels ship only
 # libX.so.12) and bin/nvcc.
 #
@@ -27,9 +28,11 @@ host_nvcc=${HOST_NVCC:-/usr/local/cuda/bin/nvcc}
 
 case $series in
     12.6) pkgs=(nvidia-cuda-runtime-cu12==12.6.77 nvidia-cuda-cupti-cu12==12.6.80
-                nvidia-cublas-cu12==12.6.4.1 nvidia-cuda-nvcc-cu12==12.6.85) ;;
+                nvidia-cublas-cu12==12.6.4.1 nvidia-cuda-nvcc-cu12==12.6.85
+                nvidia-nccl-cu12==2.21.5) ;;
     12.1) pkgs=(nvidia-cuda-runtime-cu12==12.1.105 nvidia-cuda-cupti-cu12==12.1.105
-                nvidia-cublas-cu12==12.1.3.1 nvidia-cuda-nvcc-cu12==12.1.105) ;;
+                nvidia-cublas-cu12==12.1.3.1 nvidia-cuda-nvcc-cu12==12.1.105
+                nvidia-nccl-cu12==2.21.5) ;;
     *) echo "$0: unknown series '$series' (want 12.6 or 12.1)" >&2; exit 2 ;;
 esac
 
@@ -53,7 +56,7 @@ mkdir -p "$dir/unpacked" "$dir/include" "$dir/lib64" "$dir/bin"
 for w in "$cache/$series"/*.whl; do
     python3 -m zipfile -e "$w" "$dir/unpacked"
 done
-for part in cuda_runtime cuda_nvcc cuda_cupti cublas; do
+for part in cuda_runtime cuda_nvcc cuda_cupti cublas nccl; do
     [ -d "$dir/unpacked/nvidia/$part/include" ] &&
         cp -Rn "$dir/unpacked/nvidia/$part/include/." "$dir/include/"
     [ -d "$dir/unpacked/nvidia/$part/lib" ] &&

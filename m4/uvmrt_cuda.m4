@@ -320,3 +320,71 @@ AC_DEFUN([UVMRT_CHECK_CUBLAS], [
     AC_SUBST([CUBLAS_LIBS])
     AM_CONDITIONAL([HAVE_CUBLAS], [test "$cublas_happy" = yes])
 ])
+
+# UVMRT_CHECK_NCCL
+# ----------------
+# --with-nccl[=DIR] (default: look in the CUDA toolkit, then /usr). Needs CUDA.
+# The collectives of the data-parallel examples (examples/common/collective_nccl.c).
+# AC_SUBSTs NCCL_CPPFLAGS NCCL_LDFLAGS NCCL_LIBS; defines UVMRT_HAVE_NCCL;
+# AM_CONDITIONAL HAVE_NCCL. Leaves nccl_happy, nccl_dir, nccl_version.
+AC_DEFUN([UVMRT_CHECK_NCCL], [
+    AC_REQUIRE([UVMRT_CHECK_CUDA])
+    AC_ARG_WITH([nccl],
+        [AS_HELP_STRING([--with-nccl@<:@=DIR@:>@],
+            [NCCL for the data-parallel examples, in DIR
+             (default: look in the CUDA toolkit, then /usr)])],
+        [], [with_nccl=check])
+    nccl_happy=no
+    nccl_dir=
+    nccl_version=
+    NCCL_CPPFLAGS=
+    NCCL_LDFLAGS=
+    NCCL_LIBS=
+    AS_IF([test "x$with_nccl" != xno], [
+        AS_IF([test "$cuda_happy" != yes], [
+            AS_IF([test "x$with_nccl" != xcheck],
+                  [AC_MSG_ERROR([--with-nccl needs CUDA, which was not found or disabled])])
+        ], [
+            AS_CASE([$with_nccl],
+                [yes|check], [uvmrt_nccl_dirs="$CUDA_HOME_DIR /usr"],
+                [uvmrt_nccl_dirs="$with_nccl"])
+            for uvmrt_dir in $uvmrt_nccl_dirs; do
+                AC_MSG_CHECKING([for NCCL in $uvmrt_dir])
+                _UVMRT_LIBDIR_OF([$uvmrt_dir], [nccl])
+                AS_IF([test -f "$uvmrt_dir/include/nccl.h" && test -n "$uvmrt_libdir"], [
+                    _UVMRT_LDFLAGS_FOR([$uvmrt_libdir])
+                    uvmrt_save_CPPFLAGS=$CPPFLAGS
+                    uvmrt_save_LDFLAGS=$LDFLAGS
+                    uvmrt_save_LIBS=$LIBS
+                    CPPFLAGS="-I$uvmrt_dir/include $CUDA_CPPFLAGS $CPPFLAGS"
+                    LDFLAGS="$uvmrt_ldflags $CUDA_LDFLAGS $LDFLAGS"
+                    LIBS="-lnccl $CUDA_LIBS $LIBS"
+                    AC_LINK_IFELSE(
+                        [AC_LANG_PROGRAM([[#include <nccl.h>]],
+                                         [[int v = 0; ncclCommAbort(0);
+                                           return (int)ncclGetVersion(&v);]])],
+                        [nccl_happy=yes])
+                    CPPFLAGS=$uvmrt_save_CPPFLAGS
+                    LDFLAGS=$uvmrt_save_LDFLAGS
+                    LIBS=$uvmrt_save_LIBS
+                ])
+                AC_MSG_RESULT([$nccl_happy])
+                AS_IF([test "$nccl_happy" = yes], [
+                    nccl_dir=$uvmrt_dir
+                    nccl_version=`$AWK '/^#define NCCL_(MAJOR|MINOR|PATCH) /{v = v sep $NF; sep = "."} END{print v}' "$uvmrt_dir/include/nccl.h"`
+                    AS_IF([test "$uvmrt_dir" != /usr], [NCCL_CPPFLAGS="-I$uvmrt_dir/include"])
+                    NCCL_LDFLAGS=$uvmrt_ldflags
+                    NCCL_LIBS="-lnccl"
+                    break])
+            done
+            AS_IF([test "$nccl_happy" != yes && test "x$with_nccl" != xcheck],
+                  [AC_MSG_ERROR([--with-nccl=$with_nccl requested but nccl.h/libnccl not usable (Debian: libnccl-dev); see config.log])])
+        ])
+    ])
+    AS_IF([test "$nccl_happy" = yes],
+          [AC_DEFINE([UVMRT_HAVE_NCCL], [1], [Define to 1 when NCCL is available.])])
+    AC_SUBST([NCCL_CPPFLAGS])
+    AC_SUBST([NCCL_LDFLAGS])
+    AC_SUBST([NCCL_LIBS])
+    AM_CONDITIONAL([HAVE_NCCL], [test "$nccl_happy" = yes])
+])

@@ -10,7 +10,11 @@
  *  - tell/seek: a second handle seeked to a saved position gives identical batches,
  *    across shard and epoch boundaries; a position of other data is refused;
  *  - a shard that fails to load later leaves the handle as it was;
- *  - text at byte level: 90/10 split, vocab 256.
+ *  - text at byte level: 90/10 split, vocab 256;
+ *  - data parallel: rank r of N gets batch k*N + r of the one-rank sequence (disjoint,
+ *    together all of it, seeded), every rank at the same position after each call, a
+ *    saved position resumes every rank, a bad rank or world is refused, and a rank
+ *    whose own shard fails to load changes nothing.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -378,4 +382,132 @@ Test(gpt_data, the_repository_corpus_trains_at_byte_level) {
         cr_assert(in[i] >= 0 && in[i] < 256);
     gpt_data_close(d);
     gpt_data_close(v);
+}
+
+/* Rank r of N (token files over shard and epoch ends, and text) against one rank. */
+static void check_sharding(gpt_data_config_t cfg, int N, int steps) {
+    gpt_data_t *one, *r[4];
+    cfg.rank = 0;
+    cfg.world = 0;
+    cr_assert_eq(gpt_data_open(&one, &cfg, err, sizeof err), 0, "%s", err);
+    for (int k = 0; k < N; k++) {
+        cfg.rank = k;
+        cfg.world = N;
+        cr_assert_eq(gpt_data_open(&r[k], &cfg, err, sizeof err), 0, "%s", err);
+    }
+    size_t bt = (size_t)cfg.B * (size_t)cfg.T;
+    int32_t in[64], tg[64], in1[64], tg1[64];
+    for (int s = 0; s < steps; s++) {
+        gpt_data_pos_t p0;
+        for (int k = 0; k < N; k++) {
+            cr_assert_eq(gpt_data_next(one, in1, tg1, err, sizeof err), 0, "%s", err);
+            cr_assert_eq(gpt_data_next(r[k], in, tg, err, sizeof err), 0, "%s", err);
+            cr_assert_eq(memcmp(in, in1, bt * sizeof *in), 0, "world %d rank %d step %d", N, k,
+                         s);
+            cr_assert_eq(memcmp(tg, tg1, bt * sizeof *tg), 0);
+            gpt_data_pos_t p;
+            gpt_data_tell(r[k], &p);
+            if (k == 0)
+                p0 = p;
+            cr_assert_eq(memcmp(&p, &p0, sizeof p), 0, "every rank at the same position");
+        }
+        gpt_data_pos_t p1;
+        gpt_data_tell(one, &p1);
+        cr_assert_eq(memcmp(&p0, &p1, sizeof p1), 0, "the one-rank reader's position too");
+    }
+    for (int k = 0; k < N; k++)
+        gpt_data_close(r[k]);
+    gpt_data_close(one);
+}
+
+Test(gpt_data, ranks_read_disjoint_batches_that_make_up_one_rank_sequence) {
+    for (int k = 0; k < 3; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "d%d.bin", k);
+        write_shard(name, k, 40 + 23 * k); /* 2, 3 and 5 batches of 16 */
+    }
+    for (int N = 1; N <= 4; N++)
+        check_sharding(tokens_cfg("d*.bin", 2, 8, 3), N, 17); /* 17 * N batches: epochs */
+    char path[512];
+    snprintf(path, sizeof path, "%s/t.txt", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    for (int i = 0; i < 300; i++)
+        fputc('a' + i % 26, f);
+    fclose(f);
+    gpt_data_config_t text = {.text = path, .split = GPT_DATA_TRAIN, .B = 1, .T = 10};
+    check_sharding(text, 3, 20);
+}
+
+Test(gpt_data, a_saved_position_resumes_every_rank) {
+    for (int k = 0; k < 3; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "e%d.bin", k);
+        write_shard(name, k, 50 + 17 * k);
+    }
+    for (int k = 0; k < 2; k++) {
+        gpt_data_config_t cfg = tokens_cfg("e*.bin", 2, 8, 11);
+        cfg.rank = k;
+        cfg.world = 2;
+        gpt_data_t *d, *e;
+        cr_assert_eq(gpt_data_open(&d, &cfg, err, sizeof err), 0, "%s", err);
+        cr_assert_eq(gpt_data_open(&e, &cfg, err, sizeof err), 0, "%s", err);
+        int32_t in[16], tg[16], in2[16], tg2[16];
+        for (int s = 0; s < 20; s++) {
+            gpt_data_pos_t p;
+            gpt_data_tell(d, &p);
+            cr_assert_eq(gpt_data_seek(e, &p, err, sizeof err), 0, "%s", err);
+            cr_assert_eq(gpt_data_next(d, in, tg, err, sizeof err), 0, "%s", err);
+            cr_assert_eq(gpt_data_next(e, in2, tg2, err, sizeof err), 0, "%s", err);
+            cr_assert_eq(memcmp(in, in2, sizeof in), 0, "rank %d step %d", k, s);
+        }
+        gpt_data_close(d);
+        gpt_data_close(e);
+    }
+}
+
+Test(gpt_data, a_bad_rank_or_world_is_refused) {
+    write_shard("w.bin", 0, 100);
+    int bad[][2] = {{2, 2}, {-1, 2}, {0, -1}, {1, 0}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        gpt_data_config_t cfg = tokens_cfg("w.bin", 2, 8, 1);
+        cfg.rank = bad[i][0];
+        cfg.world = bad[i][1];
+        gpt_data_t *d = (gpt_data_t *)&cfg;
+        cr_assert_eq(gpt_data_open(&d, &cfg, err, sizeof err), -1);
+        cr_assert_null(d);
+        char want[64];
+        snprintf(want, sizeof want, "rank %d of world %d", bad[i][0], bad[i][1]);
+        cr_assert_not_null(strstr(err, want), "%s", err);
+    }
+}
+
+Test(gpt_data, a_rank_whose_shard_fails_to_load_changes_nothing) {
+    write_shard("q0.bin", 0, 65); /* two batches of 32 */
+    uint16_t toks[65];
+    for (int i = 0; i < 65; i++)
+        toks[i] = (uint16_t)(1000 + i);
+    toks[40] = 60000; /* in q1's second batch */
+    char path[512];
+    snprintf(path, sizeof path, "%s/q1.bin", dir);
+    cr_assert_eq(gpt_data_write_tokens(path, toks, 65, err, sizeof err), 0);
+    int32_t in[32], tg[32];
+    for (int k = 0; k < 2; k++) {
+        gpt_data_config_t cfg = tokens_cfg("q*.bin", 2, 16, 1);
+        cfg.shuffle = 0;
+        cfg.rank = k;
+        cfg.world = 2;
+        gpt_data_t *d;
+        cr_assert_eq(gpt_data_open(&d, &cfg, err, sizeof err), 0, "%s", err);
+        cr_assert_eq(gpt_data_next(d, in, tg, err, sizeof err), 0, "%s", err);
+        cr_assert_eq(in[0], k * 32, "rank %d: batch %d of q0", k, k);
+        gpt_data_pos_t before, after;
+        gpt_data_tell(d, &before);
+        /* the next group is q1's two batches: q1 fails its token check on either rank */
+        cr_assert_eq(gpt_data_next(d, in, tg, err, sizeof err), -1);
+        cr_assert_not_null(strstr(err, "token 60000"), "%s", err);
+        gpt_data_tell(d, &after);
+        cr_assert_eq(memcmp(&before, &after, sizeof before), 0);
+        gpt_data_close(d);
+    }
 }

@@ -12,6 +12,9 @@
  *  - the loss falls on the teacher task;
  *  - uvmrt-mlp's schedule on the sim backend, both optimizer placements, never
  *    faults after the recording step under prefetch (the program is run by path);
+ *  - on sim a small bf16 model trains on the CPU reference (step 1's loss is
+ *    mlp_ref's, the loss falls, the same losses for any --cpu-layers/--recompute);
+ *    a larger shape or fp16 computes nothing, says why and writes null losses;
  *  - --recompute N keeps N blocks' pre-activations off the device for one shared workspace;
  *  - --cpu-layers auto / --recompute auto (the defaults) pick the combination that
  *    the explicit runs (same profile and budget) find fastest, with predictions equal
@@ -359,6 +362,11 @@ static void sim_schedule(const char *placement) {
     json_t *res = run_sim(args, tag);
     cr_assert_eq(json_integer_value(json_object_get(res, "steps")), 4);
     cr_assert(json_is_false(json_object_get(res, "arithmetic")));
+    /* too large for the CPU reference: no losses, and null says so (never 0) */
+    json_t *losses = json_object_get(res, "losses");
+    cr_assert_eq(json_array_size(losses), 4);
+    for (size_t i = 0; i < 4; i++)
+        cr_assert(json_is_null(json_array_get(losses, i)), "loss %zu is not null", i + 1);
     cr_assert_eq(json_integer_value(json_object_get(res, "faults_after_step1")), 0,
                  "prefetch faulted after the recording step (--optimizer-on %s)", placement);
     json_t *rep = json_object_get(res, "report");
@@ -384,6 +392,92 @@ static void sim_schedule(const char *placement) {
     cr_assert(json_is_false(json_object_get(res, "recompute_auto")));
     cr_assert_null(json_object_get(res, "choice"), "a choice with both values given");
     json_decref(res);
+}
+
+/* ----------------------------------------------------------------------------
+ * the arithmetic on sim: the CPU reference computes a small bf16 shape */
+
+#define MLP_TINY "--layers 4 --hidden 64 --rows 128 --steps 10 --lr 1e-3"
+
+/* The losses of a result JSON (n of them; NaN for a non-number). */
+static size_t losses_of(json_t *res, double *v, size_t cap) {
+    json_t *a = json_object_get(res, "losses");
+    size_t n = json_array_size(a);
+    for (size_t i = 0; i < n && i < cap; i++) {
+        json_t *e = json_array_get(a, i);
+        v[i] = json_is_number(e) ? json_number_value(e) : NAN;
+    }
+    return n;
+}
+
+/* uvmrt-mlp ARGS on sim, its output into *text (caller frees); the exit status. */
+static int run_text(const char *args, char **text) {
+    char cmd[2048];
+    env_clear_uvmrt();
+    snprintf(cmd, sizeof cmd, "'%s' --backend sim %s 2>&1", mlp_path(), args);
+    return run_capture(cmd, text);
+}
+
+/* A small model trains on sim: the note says so, step 1's loss is the fp32
+ * reference's (to bf16's precision: the trainer rounds as the GPU does) and the loss
+ * falls on the teacher task. */
+Test(mlp_sim, small_model_trains_on_the_cpu_reference) {
+    char *text = NULL;
+    cr_assert_eq(run_text(MLP_TINY " -q", &text), 0, "%s", text);
+    cr_expect(strstr(text, "sim: computing on the CPU with the reference implementation (slow)"),
+              "%s", text);
+    free(text);
+    json_t *res = run_sim(MLP_TINY, "tiny");
+    double loss[10];
+    cr_assert_eq(losses_of(res, loss, 10), 10);
+    for (int i = 0; i < 10; i++)
+        cr_assert(isfinite(loss[i]) && loss[i] > 0, "loss %d: %g", i + 1, loss[i]);
+    cr_assert(json_is_true(json_object_get(res, "arithmetic")));
+    mlp_ref_t r;
+    cr_assert_eq(mlp_ref_init(&r, 4, 64, 128, 1), 0);
+    double ref = mlp_ref_forward(&r);
+    mlp_ref_free(&r);
+    cr_expect(fabs(loss[0] - ref) < 0.02 * ref, "step 1's loss %.6g, the reference's %.6g",
+              loss[0], ref);
+    cr_expect(loss[9] < 0.8 * loss[0], "the loss did not fall: %.6g -> %.6g", loss[0], loss[9]);
+    json_decref(res);
+}
+
+/* Where AdamW runs and which blocks recompute change the schedule, not the numbers. */
+Test(mlp_sim, losses_do_not_depend_on_cpu_layers_or_recompute) {
+    static const char *const knobs[] = {"--cpu-layers 0 --recompute none",
+                                        "--cpu-layers 4 --recompute all",
+                                        "--cpu-layers 2 --recompute 2"};
+    double first[10];
+    for (size_t k = 0; k < 3; k++) {
+        char args[256];
+        snprintf(args, sizeof args, MLP_TINY " %s", knobs[k]);
+        json_t *res = run_sim(args, "knobs");
+        double loss[10];
+        cr_assert_eq(losses_of(res, loss, 10), 10);
+        for (int i = 0; i < 10; i++) {
+            if (k == 0)
+                first[i] = loss[i];
+            cr_expect(loss[i] == first[i], "%s: loss %d %.17g, %.17g without", knobs[k], i + 1,
+                      loss[i], first[i]);
+        }
+        json_decref(res);
+    }
+}
+
+/* Where nothing is computed the output says why: a shape over the limit, and fp16. */
+Test(mlp_sim, no_arithmetic_says_why) {
+    char *text = NULL;
+    cr_assert_eq(run_text("--layers 4 --hidden 1024 --rows 1024 --steps 1 -q", &text), 0, "%s",
+                 text);
+    cr_expect(strstr(text, "sim: no arithmetic:") && strstr(text, "over the CPU reference's"),
+              "%s", text);
+    cr_expect(strstr(text, "loss -") != NULL, "%s", text);
+    free(text);
+    cr_assert_eq(run_text("--layers 2 --hidden 64 --rows 64 --steps 1 --precision fp16 -q", &text),
+                 0, "%s", text);
+    cr_expect(strstr(text, "sim: no arithmetic:") && strstr(text, "bf16 only"), "%s", text);
+    free(text);
 }
 
 /* No Criterion .timeout here: under load, LeakSanitizer reported 48 bytes leaked inside

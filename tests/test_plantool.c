@@ -8,7 +8,9 @@
  * hand; --batch-max against a direct check of every batch; bad and damaged files.
  * Hugging Face config.json files: GPT-2 XL's predicts what gpt2-1.5b.json does, a Llama
  * config's parameters, bad configs name the key. --profile list, and a model without
- * --budget at the profile's GPU memory.
+ * --budget at the profile's GPU memory. The search of a model's mechanisms (uvmrt_choose):
+ * CPU layers when the budget is tight, none when roomy, the best candidate chosen, what a
+ * model that fits no way needs where, --batch-max within both budgets, tokens per second.
  */
 #include <criterion/criterion.h>
 #include <jansson.h>
@@ -696,7 +698,7 @@ static double mlp_sim_step_ms(const char *flags, const char *budget, const char 
 static double model_predicted_ms(const char *model, const char *budget)
 {
     char args[700];
-    snprintf(args, sizeof args, "--model '%s' --profile h200 --budget %s --json", model, budget);
+    snprintf(args, sizeof args, "--model '%s' --no-search --profile h200 --budget %s --json", model, budget);
     json_t *j = run_json(args);
     cr_assert(json_is_true(json_object_get(j, "fits")), "%s", json_dumps(j, 0));
     double ms = (double)jint(j, "predicted_step_ns") / 1e6;
@@ -829,7 +831,7 @@ Test(plantool, model_fits_at_budgets_computed_by_hand)
                 {GPT_MODEL, "", "optimizer", gpt8},
                 {GPT_MODEL, "--batch 32", "backward", gpt32}};
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-        snprintf(args, sizeof args, "--model '%s' %s --fit --json", rows[i].model, rows[i].batch);
+        snprintf(args, sizeof args, "--model '%s' %s --no-search --fit --json", rows[i].model, rows[i].batch);
         json_t *j = run_json(args);
         cr_assert(json_is_true(json_object_get(j, "fits")));
         cr_assert_eq(jint(j, "min_budget_bytes"), (json_int_t)rows[i].ws, "%s %s: min budget %lld, by hand %llu",
@@ -840,7 +842,7 @@ Test(plantool, model_fits_at_budgets_computed_by_hand)
         cr_assert_str_eq(json_string_value(json_object_get(lw, "phase")), rows[i].phase);
         json_decref(j);
         /* 2 MiB less does not fit, and says which call */
-        snprintf(args, sizeof args, "--model '%s' %s --budget %llu --json", rows[i].model, rows[i].batch,
+        snprintf(args, sizeof args, "--model '%s' %s --no-search --budget %llu --json", rows[i].model, rows[i].batch,
                  (unsigned long long)(rows[i].ws - 2 * MiB));
         j = run_json(args);
         cr_assert(json_is_false(json_object_get(j, "fits")), "%s", json_dumps(j, 0));
@@ -865,7 +867,7 @@ Test(plantool, batch_max_equals_a_direct_check_per_batch)
                 " \"flops_per_sample\": 2097152}]}");
     const int N = 40;
     const char *budget = "24M";
-    snprintf(args, sizeof args, "--model '%s' --budget %s --batch-max %d --json", path, budget, N);
+    snprintf(args, sizeof args, "--model '%s' --no-search --budget %s --batch-max %d --json", path, budget, N);
     json_t *bm = run_json(args);
     cr_assert_str_eq(json_string_value(json_object_get(bm, "label")), "predicted");
     json_int_t largest = jint(bm, "largest_fitting_batch"), best = jint(bm, "best_batch");
@@ -874,7 +876,7 @@ Test(plantool, batch_max_equals_a_direct_check_per_batch)
     double best_sps = 0;
     json_int_t direct_best = 0;
     for (int b = 1; b <= N; b++) {
-        snprintf(args, sizeof args, "--model '%s' --budget %s --batch %d --json", path, budget, b);
+        snprintf(args, sizeof args, "--model '%s' --no-search --budget %s --batch %d --json", path, budget, b);
         json_t *j = run_json(args);
         int fits = json_is_true(json_object_get(j, "fits"));
         cr_assert_eq(jint(j, "batch"), b);
@@ -905,7 +907,7 @@ Test(plantool, batch_max_equals_a_direct_check_per_batch)
     json_decref(bm);
     /* text: a table, every number labelled */
     char *out = NULL;
-    snprintf(args, sizeof args, "--model '%s' --budget %s --batch-max %d", path, budget, N);
+    snprintf(args, sizeof args, "--model '%s' --no-search --budget %s --batch-max %d", path, budget, N);
     cr_assert_eq(run_tool(args, &out), 0, "%s", out);
     cr_assert_not_null(strstr(out, "predicted_ms/step"), "%s", out);
     char want[64];
@@ -913,7 +915,7 @@ Test(plantool, batch_max_equals_a_direct_check_per_batch)
     cr_assert_not_null(strstr(out, want), "%s", out);
     free(out);
     /* nothing fits: says what batch 1 needs */
-    snprintf(args, sizeof args, "--model '%s' --budget 1M --batch-max 8 --json", path);
+    snprintf(args, sizeof args, "--model '%s' --no-search --budget 1M --batch-max 8 --json", path);
     json_t *none = run_json(args);
     cr_assert_eq(jint(none, "largest_fitting_batch"), 0);
     cr_assert_eq(jint(none, "best_batch"), 0);
@@ -971,7 +973,7 @@ Test(plantool, model_json_and_text_fields)
     cr_assert_gt(json_real_value(json_object_get(j, "predicted_samples_per_s")), 0);
     json_decref(j);
     /* not fitting: the same keys, null where there is no step */
-    snprintf(args, sizeof args, "--model '%s' --budget 1G --json", GPT_MODEL);
+    snprintf(args, sizeof args, "--model '%s' --no-search --budget 1G --json", GPT_MODEL);
     j = run_json(args);
     cr_assert(json_is_false(json_object_get(j, "fits")));
     cr_assert(json_is_null(json_object_get(j, "predicted_step_ns")) && json_is_null(json_object_get(j, "bound")));
@@ -1581,7 +1583,7 @@ Test(plantool, hf_mistral_and_qwen2_count_their_published_parameters)
 Test(plantool, host_budget_bounds_the_plan_and_the_batch)
 {
     char args[700];
-    snprintf(args, sizeof args, "--model '%s' --profile h200 --budget 8G --batch 8 --json", GPT_MODEL);
+    snprintf(args, sizeof args, "--model '%s' --no-search --profile h200 --budget 8G --batch 8 --json", GPT_MODEL);
     json_t *free_host = run_json(args); /* UVMRT_HOST_BUDGET=none (the suite's) */
     cr_assert(json_is_true(json_object_get(free_host, "fits")));
     json_int_t need = jint(free_host, "host_bytes_needed"), tensors = jint(free_host, "tensor_bytes");
@@ -1594,8 +1596,8 @@ Test(plantool, host_budget_bounds_the_plan_and_the_batch)
     /* 1 GiB less than the plan needs: does not fit, because of the host */
     char hb[32];
     snprintf(hb, sizeof hb, "%lldM", (long long)(need >> 20) - 1024);
-    snprintf(args, sizeof args, "--model '%s' --profile h200 --budget 8G --batch 8 --host-budget %s --json", GPT_MODEL,
-             hb);
+    snprintf(args, sizeof args, "--model '%s' --no-search --profile h200 --budget 8G --batch 8 --host-budget %s --json",
+             GPT_MODEL, hb);
     json_t *j = run_json(args);
     cr_assert(json_is_false(json_object_get(j, "fits")));
     cr_assert(json_is_true(json_object_get(j, "host_limited")));
@@ -1605,7 +1607,7 @@ Test(plantool, host_budget_bounds_the_plan_and_the_batch)
     json_decref(j);
     /* the same from the environment, and in text */
     char *out = NULL;
-    snprintf(args, sizeof args, "--model '%s' --profile h200 --budget 8G --batch 8", GPT_MODEL);
+    snprintf(args, sizeof args, "--model '%s' --no-search --profile h200 --budget 8G --batch 8", GPT_MODEL);
     char cmd[1200];
     snprintf(cmd, sizeof cmd, "UVMRT_HOST_BUDGET=%s '%s' %s 2>&1", hb, UVMRT_PLAN_PATH, args);
     cr_assert_eq(run_capture(cmd, &out), 0, "%s", out);
@@ -1626,8 +1628,8 @@ Test(plantool, host_budget_bounds_the_plan_and_the_batch)
     cr_assert_gt(largest[0], 0);
     cr_assert_leq(largest[1], largest[0]);
     /* each fitting row says its host need, which a larger batch does not lower */
-    snprintf(args, sizeof args, "--model '%s' --profile h200 --budget 4G --batch-max 4 --host-budget none --json",
-             GPT_MODEL);
+    snprintf(args, sizeof args,
+             "--model '%s' --no-search --profile h200 --budget 4G --batch-max 4 --host-budget none --json", GPT_MODEL);
     json_t *rows = run_json(args), *arr = json_object_get(rows, "batches");
     cr_assert_geq(json_array_size(arr), 2);
     json_t *r1 = json_array_get(arr, 0), *r2 = json_array_get(arr, 1);
@@ -1662,4 +1664,225 @@ Test(plantool, estimated_profiles_warn_what_they_did_not_measure)
     cr_assert_eq(run_tool(args, &out), 0, "%s", out);
     cr_assert_not_null(strstr(out, "warning: profile consumer-8g is an estimate"), "%s", out);
     free(out);
+}
+
+/* ------------------------------------------------------------------ the search (issue 24 §3) */
+/* A model's prediction at budget with its mechanisms searched (the default), as JSON. */
+static json_t *searched(const char *model, const char *more)
+{
+    char args[800];
+    snprintf(args, sizeof args, "--model '%s' --profile h200 %s --json", model, more);
+    json_t *j = run_json(args);
+    json_t *c = json_object_get(j, "choice");
+    cr_assert(json_is_object(c) && json_is_true(json_object_get(c, "searched")), "%s", json_dumps(j, 0));
+    return j;
+}
+
+/* The choice is uvmrt_choose's over the trainers' candidates: the chosen combination is
+ * the fastest of those rehearsed, the prediction is its, and no slower than the file's
+ * own mechanisms (a candidate too). A tight budget puts AdamW of the top layers on the
+ * CPU (the embedding's optimizer alone needs 1.6 GB of GPU memory at batch 8); a budget
+ * that holds everything keeps it all on the GPU and recomputes nothing. */
+Test(plantool, search_puts_adamw_on_the_cpu_when_tight_and_none_when_roomy)
+{
+    const char *budgets[] = {"2G", "8G", "100G"};
+    json_int_t cpu[3], rc[3];
+    for (int i = 0; i < 3; i++) {
+        char more[64];
+        snprintf(more, sizeof more, "--budget %s", budgets[i]);
+        json_t *j = searched(GPT_MODEL, more), *c = json_object_get(j, "choice");
+        cr_assert(json_is_true(json_object_get(j, "fits")), "%s: %s", budgets[i], json_dumps(j, 0));
+        cpu[i] = jint(c, "cpu_layers");
+        rc[i] = jint(c, "recompute_layers");
+        cr_assert_eq(jint(c, "placeable_layers"), 50);
+        cr_assert_eq(jint(c, "recomputable_layers"), 48); /* the blocks */
+        json_t *cands = json_object_get(c, "candidates");
+        cr_assert_eq(json_array_size(cands), 9 * 5, "the trainers' K in n/8 steps, N in quarters");
+        json_int_t best = 0, chosen = 0;
+        for (size_t k = 0; k < json_array_size(cands); k++) {
+            json_t *x = json_array_get(cands, k);
+            json_int_t ns = jint(x, "predicted_step_ns");
+            if (ns > 0 && (best == 0 || ns < best)) best = ns;
+            if (jint(x, "cpu_layers") == cpu[i] && jint(x, "recompute_layers") == rc[i]) chosen = ns;
+        }
+        cr_assert(chosen > 0 && chosen == best, "%s: chose a candidate of %lld ns, the best is %lld", budgets[i],
+                  (long long)chosen, (long long)best);
+        if (jint(c, "plan_budget_bytes") == jint(j, "budget_bytes")) /* the replay is the rehearsal's step */
+            cr_assert_eq(jint(j, "predicted_step_ns"), best, "%s", budgets[i]);
+        json_t *file = searched(GPT_MODEL, more);
+        json_decref(file);
+        char args[600];
+        snprintf(args, sizeof args, "--model '%s' --profile h200 --budget %s --no-search --json", GPT_MODEL, budgets[i]);
+        json_t *as = run_json(args);
+        cr_assert(json_is_false(json_object_get(json_object_get(as, "choice"), "searched")));
+        if (json_is_true(json_object_get(as, "fits")))
+            cr_assert_leq(jint(j, "predicted_step_ns"), jint(as, "predicted_step_ns"), "%s", budgets[i]);
+        json_decref(as);
+        /* the layers say where each AdamW runs and whether it recomputes, as the names do */
+        json_t *layers = json_object_get(j, "layers"), *names = json_object_get(c, "cpu_layer_names");
+        cr_assert_eq((json_int_t)json_array_size(names), cpu[i]);
+        json_int_t on_cpu = 0, recomputing = 0;
+        for (size_t l = 0; l < json_array_size(layers); l++) {
+            json_t *lo = json_array_get(layers, l);
+            int is_cpu = strcmp(json_string_value(json_object_get(lo, "adamw")), "cpu") == 0;
+            on_cpu += is_cpu;
+            recomputing += json_is_true(json_object_get(lo, "recompute"));
+            if (is_cpu) /* the top layers: the last in forward order */
+                cr_assert_geq(l, json_array_size(layers) - (size_t)cpu[i], "%s: layer %zu", budgets[i], l);
+        }
+        cr_assert_eq(on_cpu, cpu[i]);
+        cr_assert_eq(recomputing, rc[i]);
+        json_decref(j);
+    }
+    cr_assert_gt(cpu[0], 0, "2G: the embedding's AdamW does not fit the GPU");
+    cr_assert_gt(cpu[1], 0, "8G: tight for 1.56e9 parameters' AdamW");
+    cr_assert_eq(cpu[2], 0, "100G holds the whole model: no CPU layers");
+    cr_assert_eq(rc[2], 0, "100G holds every activation: nothing recomputes");
+    /* in text: what it chose, and the throughput in tokens (the file says 1024 per sample) */
+    char *out = NULL, args[600];
+    snprintf(args, sizeof args, "--model '%s' --profile h200 --budget 8G", GPT_MODEL);
+    cr_assert_eq(run_tool(args, &out), 0, "%s", out);
+    cr_assert(strstr(out, "chose (uvmrt_choose, 45 combinations") && strstr(out, "AdamW on the CPU for ") &&
+                  strstr(out, " tokens/s") && strstr(out, "bound by "),
+              "%s", out);
+    free(out);
+    snprintf(args, sizeof args, "--model '%s' --profile h200 --budget 8G --no-search", GPT_MODEL);
+    cr_assert_eq(run_tool(args, &out), 0, "%s", out);
+    cr_assert_not_null(strstr(out, "mechanisms as the model file says (--no-search): AdamW on the CPU for 0 of 50"),
+                       "%s", out);
+    free(out);
+}
+
+/* A model that fits no way says so, and what it needs where: below the lightest
+ * mechanisms' largest working set, the GPU budget it needs (and at that budget it
+ * fits); under a host budget too small for any plan, the host memory the least-hungry
+ * plan needs (and with that host budget it fits). */
+Test(plantool, a_model_that_fits_no_way_says_what_it_needs_where)
+{
+    json_t *j = searched(GPT_MODEL, "--budget 256M"), *nd = json_object_get(j, "needed");
+    cr_assert(json_is_false(json_object_get(j, "fits")));
+    cr_assert(json_is_false(json_object_get(json_object_get(j, "choice"), "fits")));
+    cr_assert(json_is_true(json_object_get(nd, "gpu_limited")), "%s", json_dumps(j, 0));
+    json_int_t gpu = jint(nd, "gpu_budget_bytes");
+    cr_assert_gt(gpu, (json_int_t)(256 * MiB));
+    const char *why = json_string_value(json_object_get(j, "why"));
+    cr_assert(why && strstr(why, "does not fit any way") && strstr(why, "GPU budget of at least"), "%s", why);
+    json_decref(j);
+    char more[160];
+    snprintf(more, sizeof more, "--budget %lld", (long long)gpu);
+    j = searched(GPT_MODEL, more);
+    cr_assert(json_is_true(json_object_get(j, "fits")), "at the GPU budget it named: %s", json_dumps(j, 0));
+    json_decref(j);
+
+    j = searched(GPT_MODEL, "--budget 8G --host-budget 4G");
+    nd = json_object_get(j, "needed");
+    cr_assert(json_is_false(json_object_get(j, "fits")));
+    cr_assert(json_is_true(json_object_get(nd, "host_limited")) && json_is_false(json_object_get(nd, "gpu_limited")),
+              "%s", json_dumps(j, 0));
+    json_int_t host = jint(nd, "host_bytes");
+    cr_assert_gt(host, (json_int_t)(4ull << 30));
+    why = json_string_value(json_object_get(j, "why"));
+    cr_assert(why && strstr(why, "of host memory") && strstr(why, "over the host budget of 4.00 GiB"), "%s", why);
+    json_decref(j);
+    snprintf(more, sizeof more, "--budget 8G --host-budget %lldM", (long long)(host >> 20) + 1);
+    j = searched(GPT_MODEL, more);
+    cr_assert(json_is_true(json_object_get(j, "fits")), "with the host memory it named: %s", json_dumps(j, 0));
+    cr_assert_leq(jint(j, "host_bytes_needed"), host + (json_int_t)MiB);
+    json_decref(j);
+    /* in text */
+    char *out = NULL, args[600];
+    snprintf(args, sizeof args, "--model '%s' --profile h200 --budget 8G --host-budget 4G", GPT_MODEL);
+    cr_assert_eq(run_tool(args, &out), 0, "%s", out);
+    cr_assert(strstr(out, "does not fit any way (predicted)") && strstr(out, "none fits"), "%s", out);
+    free(out);
+}
+
+/* --batch-max searches each batch: every fitting row keeps to both budgets and says
+ * what it chose; a host budget never fits a larger batch than none. */
+Test(plantool, batch_max_searches_within_both_budgets)
+{
+    json_int_t largest[2];
+    const char *hosts[] = {"none", "24G"};
+    for (int i = 0; i < 2; i++) {
+        char args[600];
+        snprintf(args, sizeof args, "--model '%s' --profile h200 --budget 4G --batch-max 24 --host-budget %s --json",
+                 GPT_MODEL, hosts[i]);
+        json_t *b = run_json(args), *rows = json_object_get(b, "batches");
+        cr_assert(json_is_true(json_object_get(b, "searched")));
+        largest[i] = jint(b, "largest_fitting_batch");
+        for (size_t k = 0; k < json_array_size(rows); k++) {
+            json_t *r = json_array_get(rows, k), *c = json_object_get(r, "choice");
+            if (!json_is_true(json_object_get(r, "fits"))) continue;
+            cr_assert(json_is_object(c) && jint(c, "cpu_layers") >= 0 && jint(c, "cpu_layers") <= 50, "%s",
+                      json_dumps(r, 0));
+            if (i == 1) cr_assert_leq(jint(r, "host_bytes_needed"), (json_int_t)(24ull << 30), "%s", json_dumps(r, 0));
+        }
+        json_decref(b);
+    }
+    cr_assert_gt(largest[1], 0);
+    cr_assert_leq(largest[1], largest[0]);
+}
+
+/* A Hugging Face config's tokens per sample are its seq: tokens/s = samples/s x seq. */
+Test(plantool, search_reports_tokens_per_second)
+{
+    json_t *j = searched(HF_GPT2, "--budget 8G --batch 4 --seq 512");
+    double sps = json_real_value(json_object_get(j, "predicted_samples_per_s"));
+    double tps = json_real_value(json_object_get(j, "predicted_tokens_per_s"));
+    cr_assert(sps > 0 && fabs(tps - 512 * sps) <= 1e-6 * tps, "%f samples/s, %f tokens/s", sps, tps);
+    json_decref(j);
+}
+
+/* A profile that measured the disk says the disk is not modelled yet (and plans nothing
+ * on it); one without its figures says nothing of it. */
+Test(plantool, a_measured_disk_is_said_to_be_not_modelled_yet)
+{
+    char dir[] = "/tmp/uvmrt-plantool-disk-XXXXXX", prof[300], args[800];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(prof, sizeof prof, "%s/p.json", dir);
+    json_t *p = json_load_file(UVMRT_TEST_DATA_DIR "/h200-calibrated.profile.json", 0, NULL);
+    cr_assert_not_null(p);
+    json_object_set_new(p, "disk_read_bps", json_real(6.5e9));
+    json_object_set_new(p, "disk_write_bps", json_real(4.5e9));
+    cr_assert_eq(json_dump_file(p, prof, 0), 0);
+    json_decref(p);
+    snprintf(args, sizeof args, "--model '%s' --profile '%s' --budget 8G --json", W1_MODEL, prof);
+    json_t *j = run_json(args), *d = json_object_get(j, "disk");
+    cr_assert(json_is_object(d) && json_is_false(json_object_get(d, "modelled")), "%s", json_dumps(j, 0));
+    cr_assert_eq(json_real_value(json_object_get(d, "read_bps")), 6.5e9);
+    json_decref(j);
+    char *out = NULL;
+    snprintf(args, sizeof args, "--model '%s' --profile '%s' --budget 8G", W1_MODEL, prof);
+    cr_assert_eq(run_tool(args, &out), 0, "%s", out);
+    cr_assert_not_null(strstr(out, "disk: not modelled yet"), "%s", out);
+    free(out);
+    snprintf(args, sizeof args, "--model '%s' --profile h200 --budget 8G --json", W1_MODEL);
+    j = run_json(args);
+    cr_assert_null(json_object_get(j, "disk"));
+    json_decref(j);
+    unlink(prof);
+    rmdir(dir);
+}
+
+/* --sweep searches at each budget: every row carries its choice, and none predicts
+ * slower than the file's own mechanisms (one of the candidates) at that budget. */
+Test(plantool, sweep_searches_at_each_budget)
+{
+    char args[600];
+    snprintf(args, sizeof args, "--model '%s' --profile h200 --sweep 2G:8G:3G --json", GPT_MODEL);
+    json_t *s = run_json(args), *rows = json_object_get(s, "sweep");
+    snprintf(args, sizeof args, "--model '%s' --profile h200 --sweep 2G:8G:3G --no-search --json", GPT_MODEL);
+    json_t *f = run_json(args), *frows = json_object_get(f, "sweep");
+    cr_assert_eq(json_array_size(rows), 3);
+    cr_assert_eq(json_array_size(frows), 3);
+    for (size_t i = 0; i < 3; i++) {
+        json_t *r = json_array_get(rows, i), *fr = json_array_get(frows, i);
+        cr_assert(json_is_true(json_object_get(json_object_get(r, "choice"), "searched")), "%s", json_dumps(r, 0));
+        cr_assert_null(json_object_get(fr, "choice"), "a record-like row of the file's mechanisms");
+        cr_assert(json_is_true(json_object_get(r, "fits")), "%s", json_dumps(r, 0));
+        if (json_is_true(json_object_get(fr, "fits")))
+            cr_assert_leq(jint(r, "predicted_step_ns"), jint(fr, "predicted_step_ns"), "row %zu", i);
+    }
+    json_decref(s);
+    json_decref(f);
 }

@@ -42,6 +42,8 @@ void record_free(record_t *r)
     free(r->calls);
     free(r->profile);
     free(r->source);
+    free(r->cpu_opt);
+    free(r->recomputes);
     memset(r, 0, sizeof *r);
 }
 
@@ -373,6 +375,8 @@ typedef struct prediction {
     uint64_t gpu_bytes;           /* fits: the peak resident bytes of the planned steps */
     uint64_t host_bytes_needed;   /* fits: the plan's host need; else at least what the GPU budget cannot hold */
     int host_limited;             /* 1: it does not fit because of the host budget */
+    uint64_t host_homed_bytes;    /* fits: the tensors the plan keeps in host memory */
+    double disk_read_bps, disk_write_bps; /* the profile's disk figures (0: not measured) */
 } prediction_t;
 
 /* The host budget every replay has (--host-budget, UVMRT_HOST_BUDGET, else this machine's
@@ -493,13 +497,11 @@ static int trace_write(const uvmrt_context_t *ctx, const char *path)
     return -1;
 }
 
-/* Re-plays the record at budget on a sim context with the profile; fills *p. */
-static int predict(const record_t *r, const char *profile, uint64_t budget, const char *trace, prediction_t *p)
+/* A sim context at budget with the profile, as every prediction makes it; NULL after
+ * a message. */
+static uvmrt_context_t *sim_context(const char *profile, uint64_t budget, int discard, int remote)
 {
-    memset(p, 0, sizeof *p);
-    p->budget = budget;
-    p->layer_mech = calloc(r->n_layers + 1, sizeof *p->layer_mech);
-    last_error[0] = '\0'; /* this replay's messages only */
+    last_error[0] = '\0'; /* this context's messages only */
     uvmrt_params_t prm;
     uvmrt_params_init(&prm);
     prm.ignore_env = 1; /* the user's UVMRT_* (UVMRT_RECORD...) must not steer the model */
@@ -507,44 +509,56 @@ static int predict(const record_t *r, const char *profile, uint64_t budget, cons
     prm.profile = profile;
     prm.policy = UVMRT_POLICY_PREFETCH;
     prm.budget_bytes = budget;
-    prm.discard_dead = r->discard;
-    prm.remote = r->remote;
+    prm.discard_dead = discard;
+    prm.remote = remote;
     prm.log_level = UVMRT_LOG_ERROR;
     prm.log_fn = log_none;
     prm.host_budget_bytes = g_host_budget ? g_host_budget : UINT64_MAX; /* auto on sim is none */
-    /* --trace is written below with uvmrt_report_write, not by prm.trace at destroy:
-     * a failure there would be logged to log_none and lost */
+    /* --trace is written with uvmrt_report_write, not by prm.trace at destroy: a
+     * failure there would be logged to log_none and lost */
     uvmrt_context_t *ctx = NULL;
+    uvmrt_status_t st = uvmrt_context_create(&prm, &ctx);
+    if (st == UVMRT_OK) return ctx;
+    fprintf(stderr,
+            "uvmrt-plan: --profile '%s': cannot make a sim context with it (%s): expected a built-in "
+            "profile name (uvmrt-plan --profile list) or a profile file (uvmrt-profile(5)); %s\n",
+            profile, uvmrt_status_str(st), last_error);
+    return NULL;
+}
+
+uvmrt_status_t plan_replay(uvmrt_context_t *ctx, const record_t *r, int steps)
+{
     size_t max_uses = 1;
     for (size_t i = 0; i < r->n_calls; i++) max_uses = r->calls[i].n_uses > max_uses ? r->calls[i].n_uses : max_uses;
     uvmrt_tensor_t **ts = calloc(r->n_tensors + 1, sizeof *ts);
     uvmrt_use_t *uses = calloc(max_uses, sizeof *uses);
-    if (ts == NULL || uses == NULL || p->layer_mech == NULL) {
-        fprintf(stderr, "uvmrt-plan: out of memory for the replay at budget %.1f MiB\n", budget / MIB);
-        free(ts);
-        free(uses);
-        free(p->layer_mech);
-        p->layer_mech = NULL;
-        return -1;
-    }
-    uvmrt_status_t st = uvmrt_context_create(&prm, &ctx);
-    if (st != UVMRT_OK) {
-        fprintf(stderr, "uvmrt-plan: --profile '%s': cannot make a sim context with it (%s): expected a built-in "
-                        "profile name (uvmrt-plan --profile list) or a profile file (uvmrt-profile(5)); %s\n",
-                profile, uvmrt_status_str(st), last_error);
-        free(ts);
-        free(uses);
-        free(p->layer_mech); /* a failed prediction holds nothing */
-        p->layer_mech = NULL;
-        return -1;
-    }
+    uvmrt_status_t st = ts && uses ? UVMRT_OK : UVMRT_ERR_NOMEM;
     for (size_t l = 0; l < r->n_layers && st == UVMRT_OK; l++) {
         int id = -1;
         st = uvmrt_layer_add(ctx, r->layers[l], &id);
     }
     if (st == UVMRT_OK && r->host_external > 0) st = uvmrt_context_set_host_external_bytes(ctx, r->host_external);
     if (st == UVMRT_OK) st = alloc_all(ctx, r, ts);
-    for (int s = 0; s < REPLAY_STEPS && st == UVMRT_OK; s++) st = replay_step(ctx, r, ts, uses);
+    for (int s = 0; s < steps && st == UVMRT_OK; s++) st = replay_step(ctx, r, ts, uses);
+    free(ts);
+    free(uses);
+    return st;
+}
+
+/* Re-plays r at budget on ctx (sim_context's, maybe after a search chose with it),
+ * then destroys ctx; fills *p. */
+static int predict_on(uvmrt_context_t *ctx, const record_t *r, uint64_t budget, const char *trace, prediction_t *p)
+{
+    memset(p, 0, sizeof *p);
+    p->budget = budget;
+    p->layer_mech = calloc(r->n_layers + 1, sizeof *p->layer_mech);
+    if (p->layer_mech == NULL) {
+        fprintf(stderr, "uvmrt-plan: out of memory for the replay at budget %.1f MiB\n", budget / MIB);
+        uvmrt_context_destroy(ctx);
+        return -1;
+    }
+    last_error[0] = '\0'; /* this replay's messages only */
+    uvmrt_status_t st = plan_replay(ctx, r, REPLAY_STEPS);
     p->status = st;
     p->fits = st == UVMRT_OK;
     if (st != UVMRT_OK && st != UVMRT_ERR_BUDGET) {
@@ -553,20 +567,21 @@ static int predict(const record_t *r, const char *profile, uint64_t budget, cons
         fprintf(stderr, "uvmrt-plan: %s: the replay failed at budget %.1f MiB (%.1f GiB of tensors in all): %s: %s\n",
                 r->source ? r->source : "?", budget / MIB, total / (MIB * 1024), uvmrt_status_str(st), last_error);
         uvmrt_context_destroy(ctx);
-        free(ts);
-        free(uses);
         free(p->layer_mech);
         p->layer_mech = NULL;
         return -1;
     }
     for (size_t i = 0; i < r->n_tensors; i++) p->tensor_bytes = sat_add(p->tensor_bytes, r->tensors[i].footprint);
     p->host_bytes_needed = p->tensor_bytes > budget ? p->tensor_bytes - budget : 0;
+    p->disk_read_bps = uvmrt_context_profile(ctx)->disk_read_bps;
+    p->disk_write_bps = uvmrt_context_profile(ctx)->disk_write_bps;
     if (p->fits) {
         uvmrt_step_stats_t ss = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
         uvmrt_summary_t sum = UVMRT_STRUCT_INIT(uvmrt_summary_t);
         if (uvmrt_step_stats_get(ctx, REPLAY_STEPS - 1, &ss) == UVMRT_OK && uvmrt_summary_get(ctx, &sum) == UVMRT_OK) {
             p->fits = sum.plans_built > 0;
             p->gpu_bytes = sum.peak_resident_bytes;
+            p->host_homed_bytes = sum.host_homed_bytes;
             if (p->fits) p->host_bytes_needed = sum.plan_host_bytes;
             p->step_ns = ss.step_ns;
             p->prefetch_bytes = ss.prefetch_bytes;
@@ -619,13 +634,19 @@ static int predict(const record_t *r, const char *profile, uint64_t budget, cons
     }
     int rc = trace != NULL ? trace_write(ctx, trace) : 0;
     uvmrt_context_destroy(ctx);
-    free(ts);
-    free(uses);
     if (rc != 0) {
         free(p->layer_mech);
         p->layer_mech = NULL;
     }
     return rc;
+}
+
+/* Re-plays the record at budget on a sim context with the profile; fills *p. */
+static int predict(const record_t *r, const char *profile, uint64_t budget, const char *trace, prediction_t *p)
+{
+    memset(p, 0, sizeof *p);
+    uvmrt_context_t *ctx = sim_context(profile, budget, r->discard, r->remote);
+    return ctx != NULL ? predict_on(ctx, r, budget, trace, p) : -1;
 }
 
 /* The largest working set of one call (host-placed tensors do not count), and its call. */
@@ -693,7 +714,12 @@ static json_t *prediction_json(const record_t *r, const prediction_t *p)
     for (size_t l = 0; l < r->n_layers; l++) {
         char mech[128];
         uvmrt_mechanism_name(p->layer_mech[l], mech, sizeof mech);
-        json_array_append_new(layers, json_pack("{s:s, s:s}", "name", r->layers[l], "mechanisms", mech));
+        json_t *lo = json_pack("{s:s, s:s}", "name", r->layers[l], "mechanisms", mech);
+        if (r->cpu_opt != NULL) { /* a model's: where its AdamW runs, whether it recomputes */
+            json_object_set_new(lo, "adamw", json_string(r->cpu_opt[l] ? "cpu" : "gpu"));
+            json_object_set_new(lo, "recompute", json_boolean(r->recomputes[l]));
+        }
+        json_array_append_new(layers, lo);
     }
     for (int b = 0; b < N_BOUNDS; b++) json_object_set_new(floor, bound_names[b], json_integer((json_int_t)p->floor_ns[b]));
     json_t *more = json_pack("{s:s, s:I, s:s, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "label", "predicted", "predicted_step_ns",
@@ -707,13 +733,15 @@ static json_t *prediction_json(const record_t *r, const prediction_t *p)
     return o;
 }
 
-static void print_text(const record_t *r, const prediction_t *p, const char *profile, uint64_t min_budget)
+static void print_text(const record_t *r, const prediction_t *p, const char *profile, uint64_t min_budget, int need,
+                       const char *chose)
 {
     printf("uvmrt-plan: predicted by the sim model (profile %s); nothing here is measured\n", profile);
     printf("budget %.1f MiB: %s (predicted)\n", p->budget / MIB, p->fits ? "fits" : "does not fit");
+    if (chose != NULL) printf("%s\n", chose);
     printf("predicted smallest budget that fits: %.1f MiB\n", min_budget / MIB);
     printf("host budget: %s\n", host_note);
-    if (p->host_limited)
+    if (p->host_limited && !need) /* need: the search's own sentence says it */
         printf("does not fit: needs %.2f GiB host, budget %.2f GiB (%.2f GiB of tensors, %.2f GiB of GPU budget); "
                "a GPU budget of %.1f MiB, or a host budget of %.2f GiB (--host-budget), would fit\n",
                p->host_bytes_needed / GIB_D, g_host_budget / GIB_D, p->tensor_bytes / GIB_D, p->budget / GIB_D,
@@ -728,11 +756,15 @@ static void print_text(const record_t *r, const prediction_t *p, const char *pro
     printf("predicted bytes per step: %.1f MiB to the GPU, %.1f MiB back, %.1f MiB discarded\n",
            (p->prefetch_bytes + p->remote_read_bytes) / MIB, (p->evict_bytes + p->remote_write_bytes) / MIB,
            p->discard_bytes / MIB);
-    printf("%-24s %s\n", "layer", "planned mechanisms");
+    if (r->cpu_opt != NULL) printf("%-24s %-6s %-10s %s\n", "layer", "adamw", "recompute", "planned mechanisms");
+    else printf("%-24s %s\n", "layer", "planned mechanisms");
     for (size_t l = 0; l < r->n_layers; l++) {
         char mech[128];
         uvmrt_mechanism_name(p->layer_mech[l], mech, sizeof mech);
-        printf("%-24.24s %s\n", r->layers[l], mech);
+        if (r->cpu_opt != NULL)
+            printf("%-24.24s %-6s %-10s %s\n", r->layers[l], r->cpu_opt[l] ? "cpu" : "gpu",
+                   r->recomputes[l] ? "yes" : "no", mech);
+        else printf("%-24.24s %s\n", r->layers[l], mech);
     }
 }
 
@@ -828,8 +860,14 @@ out:
     return rc;
 }
 
-static int sweep(const record_t *r, const char *profile, uint64_t a, uint64_t b, uint64_t step, int json,
-                 const char *plot)
+static int predict_model(const model_t *m, uint64_t batch, const char *profile, uint64_t budget, const char *trace,
+                         search_t *s, int quiet, record_t *r, prediction_t *p);
+static json_t *choice_json(const model_t *m, const record_t *r, const prediction_t *p, const search_t *s);
+
+/* The sweep's rows over budgets a..b: r's predictions, or (m non-NULL) m's at batch
+ * with its mechanisms searched at each budget. */
+static int sweep(const record_t *r, const model_t *m, uint64_t batch, const char *profile, uint64_t a, uint64_t b,
+                 uint64_t step, int json, const char *plot)
 {
     json_t *rows = json_array();
     FILE *dat = NULL;
@@ -839,21 +877,37 @@ static int sweep(const record_t *r, const char *profile, uint64_t a, uint64_t b,
         dat = fd >= 0 ? fdopen(fd, "w") : NULL;
         if (dat == NULL && fd >= 0) close(fd), unlink(datpath);
     }
-    if (!json) printf("%-12s %-18s %-12s %-14s %-14s (all predicted, profile %s)\n", "budget_MiB", "predicted_ms/step",
-                      "bound", "predicted_GB_in", "predicted_GB_out", profile);
+    if (!json)
+        printf("%-12s %-18s %-12s %-14s %-14s %s(all predicted, profile %s)\n", "budget_MiB", "predicted_ms/step",
+               "bound", "predicted_GB_in", "predicted_GB_out", m ? "cpu_layers recompute " : "", profile);
     for (uint64_t budget = a; budget <= b; budget += step) {
         prediction_t p;
-        if (predict(r, profile, budget, NULL, &p) != 0) {
+        record_t mr;
+        search_t srch = {0};
+        int bad = m ? predict_model(m, batch, profile, budget, NULL, &srch, 0, &mr, &p) != 0
+                    : predict(r, profile, budget, NULL, &p) != 0;
+        if (bad) {
             json_decref(rows);
             if (dat) fclose(dat);
             if (plot != NULL) unlink(datpath);
             return 1;
         }
         double in = (p.prefetch_bytes + p.remote_read_bytes) / 1e9, out = (p.evict_bytes + p.remote_write_bytes) / 1e9;
-        if (json) json_array_append_new(rows, prediction_json(r, &p));
-        else if (p.fits)
-            printf("%-12.1f %-18.3f %-12s %-14.3f %-14.3f\n", budget / MIB, p.step_ns / 1e6, bound_names[p.bound], in, out);
-        else printf("%-12.1f %-18s\n", budget / MIB, "does not fit");
+        const record_t *rr = m ? &mr : r;
+        if (json) {
+            json_t *row = prediction_json(rr, &p);
+            if (m) json_object_set_new(row, "choice", choice_json(m, rr, &p, &srch));
+            json_array_append_new(rows, row);
+        } else if (p.fits) {
+            printf("%-12.1f %-18.3f %-12s %-14.3f %-14.3f", budget / MIB, p.step_ns / 1e6, bound_names[p.bound], in,
+                   out);
+            if (m) printf(" %-10d %d", srch.mech.cpu_layers, srch.mech.recompute);
+            putchar('\n');
+        } else printf("%-12.1f %-18s\n", budget / MIB, "does not fit");
+        if (m) {
+            record_free(&mr);
+            search_free(&srch);
+        }
         if (dat && p.fits) fprintf(dat, "%.3f %.6f\n", budget / MIB / 1024.0, p.step_ns / 1e6);
         free(p.layer_mech);
         if (step == 0) break;
@@ -987,9 +1041,336 @@ static uint64_t profile_memory(const char *profile)
     return 0;
 }
 
+/* ------------------------------------------------------------------ the mechanisms */
+/* m at batch and budget with the mechanisms the search chooses (s non-NULL: s->quick
+ * set by the caller; uvmrt_choose runs on the context the prediction then replays on,
+ * so that its plan budget holds) or the file's (s NULL): the step built into *r and
+ * predicted into *p. 0; 1 when a tensor of the step is over the library's limit
+ * (said unless quiet; p->fits 0, nothing held); -1 after a message (nothing held). */
+static int predict_model(const model_t *m, uint64_t batch, const char *profile, uint64_t budget, const char *trace,
+                         search_t *s, int quiet, record_t *r, prediction_t *p)
+{
+    memset(p, 0, sizeof *p);
+    memset(r, 0, sizeof *r);
+    p->budget = budget;
+    if (s == NULL) {
+        int rc = model_build(m, batch, NULL, quiet, r);
+        if (rc != 0) return rc == -2 ? 1 : -1;
+        if (predict(r, profile, budget, trace, p) == 0) return 0;
+        record_free(r);
+        return -1;
+    }
+    uvmrt_context_t *ctx = sim_context(profile, budget, 1, 1);
+    if (ctx == NULL) return -1;
+    s->m = m;
+    s->batch = batch;
+    uvmrt_status_t st = plan_search(ctx, s);
+    if (st != UVMRT_OK) {
+        fprintf(stderr,
+                "uvmrt-plan: %s: the search of the mechanisms (uvmrt_choose) failed at batch %llu, budget "
+                "%.1f MiB: %s: %s\n",
+                model_name(m), (unsigned long long)batch, budget / MIB, uvmrt_status_str(st), last_error);
+        uvmrt_context_destroy(ctx);
+        return -1;
+    }
+    int rc = model_build(m, batch, &s->mech, quiet, r);
+    if (rc != 0) {
+        uvmrt_context_destroy(ctx);
+        search_free(s);
+        return rc == -2 ? 1 : -1;
+    }
+    if (predict_on(ctx, r, budget, trace, p) == 0) return 0;
+    record_free(r);
+    search_free(s);
+    return -1;
+}
+
+/* What a model that fits no way needs, where (search mode). */
+typedef struct need {
+    uint64_t gpu_min;   /* the least GPU budget a plan needs, host budget aside (the lightest mechanisms) */
+    uint64_t at_budget; /* the GPU budget host_min is for: the budget, or gpu_min when more */
+    uint64_t host_min;  /* the least host memory a plan needs there (0: none fits) */
+    mech_t host_mech;   /* the mechanisms of host_min */
+    uint64_t ws;        /* the lightest mechanisms' largest working set, and its call */
+    char ws_layer[128];
+    const char *ws_phase;
+} need_t;
+
+/* The least of the smallest budgets that fit (fit_budget) of records a and b; 0 when
+ * neither fits at any budget; -1 after a message. */
+static int fit_least(const record_t *a, const record_t *b, const char *profile, uint64_t *out)
+{
+    uint64_t x = 0, y = 0;
+    int fa = fit_budget(a, profile, &x), fb = fa < 0 ? -1 : fit_budget(b, profile, &y);
+    if (fa < 0 || fb < 0) return -1;
+    *out = fa == 0 && (fb != 0 || x <= y) ? x : fb == 0 ? y : 0;
+    return 0;
+}
+
+/* The two ends of the search that need the least memory: every layer recomputing,
+ * with every AdamW on the CPU (the least GPU memory) and on the GPU (the least host
+ * memory, often). 0, or -1 after a message. */
+static int lightest_records(const model_t *m, uint64_t batch, record_t *cpu, record_t *gpu)
+{
+    mech_t lc = search_lightest(m), lg = lc;
+    lg.cpu_layers = 0;
+    if (model_build(m, batch, &lc, 0, cpu) != 0) return -1;
+    if (model_build(m, batch, &lg, 0, gpu) == 0) return 0;
+    record_free(cpu);
+    return -1;
+}
+
+/* The smallest GPU budget at which some mechanisms fit within the host budget: the
+ * least of the two lightest ends' (0: none). 0, or -1 after a message. */
+static int search_min_budget(const model_t *m, uint64_t batch, const char *profile, uint64_t *out)
+{
+    record_t rc, rg;
+    if (lightest_records(m, batch, &rc, &rg) != 0) return -1;
+    int st = fit_least(&rc, &rg, profile, out);
+    record_free(&rc);
+    record_free(&rg);
+    return st;
+}
+
+/* What m at batch needs where, when no mechanisms fit budget: the least GPU budget
+ * (host budget aside) and, at that budget or the given one, the least host memory of
+ * the lightest ends. 0, or -1 after a message. */
+static int need_of(const model_t *m, uint64_t batch, const char *profile, uint64_t budget, need_t *n)
+{
+    memset(n, 0, sizeof *n);
+    record_t r[2];
+    if (lightest_records(m, batch, &r[0], &r[1]) != 0) return -1;
+    uint64_t saved = g_host_budget;
+    g_host_budget = 0; /* what each needs, not whether it fits */
+    int rc = fit_least(&r[0], &r[1], profile, &n->gpu_min);
+    n->at_budget = n->gpu_min > budget ? n->gpu_min : budget;
+    for (int i = 0; i < 2 && rc == 0; i++) {
+        prediction_t p;
+        g_host_budget = 0;
+        if ((rc = predict(&r[i], profile, n->at_budget, NULL, &p)) != 0) break;
+        free(p.layer_mech);
+        uint64_t h = p.host_bytes_needed;
+        /* The last plan's need (what the prediction reports) can be less than an earlier
+         * plan of the same run needed, which the host budget refuses: with h as the
+         * budget, the refusal says what was needed; again, until it fits (a few times). */
+        for (int k = 0; k < 4 && p.fits && rc == 0; k++) {
+            g_host_budget = h;
+            if ((rc = predict(&r[i], profile, n->at_budget, NULL, &p)) != 0) break;
+            free(p.layer_mech);
+            if (p.fits || p.host_bytes_needed <= h) break;
+            h = p.host_bytes_needed + (8u << 20); /* the refusal says GiB to 0.01: up to 5 MiB short */
+        }
+        if (rc == 0 && p.fits && (n->host_min == 0 || h < n->host_min)) {
+            n->host_min = h;
+            n->host_mech = i == 0 ? search_lightest(m) : (mech_t){1, 0, search_lightest(m).recompute};
+        }
+    }
+    g_host_budget = saved;
+    size_t call;
+    n->ws = largest_working_set(&r[0], &call);
+    snprintf(n->ws_layer, sizeof n->ws_layer, "%s", r[0].layers[r[0].calls[call].layer]);
+    n->ws_phase = uvmrt_phase_name((uvmrt_phase_t)r[0].calls[call].phase);
+    record_free(&r[0]);
+    record_free(&r[1]);
+    return rc;
+}
+
+/* How many layers of r have flag set, and the first and last of them. */
+static size_t flagged(const record_t *r, const uint8_t *flag, const char **first, const char **last)
+{
+    size_t n = 0;
+    *first = *last = "";
+    for (size_t l = 0; flag != NULL && l < r->n_layers; l++)
+        if (flag[l]) {
+            if (n++ == 0) *first = r->layers[l];
+            *last = r->layers[l];
+        }
+    return n;
+}
+
+/* "AdamW on the CPU for ... ; ... recompute (...)": a model's mechanisms as built into r. */
+static void mech_text(const model_t *m, const record_t *r, char *buf, size_t cap)
+{
+    const char *f, *l, *rf, *rl;
+    size_t nc = flagged(r, r->cpu_opt, &f, &l), nr = flagged(r, r->recomputes, &rf, &rl);
+    size_t np = model_placeable_layers(m), nrc = model_recomputable_layers(m);
+    int k = snprintf(buf, cap, "AdamW on the CPU for %zu of %zu layers", nc, np);
+    if (nc > 0 && k > 0 && (size_t)k < cap)
+        k += snprintf(buf + k, cap - (size_t)k, " (%s%s%s)", f, nc > 1 ? " to " : "", nc > 1 ? l : "");
+    if (k > 0 && (size_t)k < cap) k += snprintf(buf + k, cap - (size_t)k, ", %zu of %zu layers recompute", nr, nrc);
+    if (nr > 0 && k > 0 && (size_t)k < cap)
+        snprintf(buf + k, cap - (size_t)k, " (%s%s%s)", rf, nr > 1 ? " to " : "", nr > 1 ? rl : "");
+}
+
+/* The "choice" key of a model's JSON: the mechanisms, searched (s) or the file's. */
+static json_t *choice_json(const model_t *m, const record_t *r, const prediction_t *p, const search_t *s)
+{
+    const char *f, *l, *rf, *rl;
+    size_t nc = flagged(r, r->cpu_opt, &f, &l), nr = flagged(r, r->recomputes, &rf, &rl);
+    json_t *cpu = json_array(), *rec = json_array();
+    for (size_t i = 0; i < r->n_layers; i++) {
+        if (r->cpu_opt && r->cpu_opt[i]) json_array_append_new(cpu, json_string(r->layers[i]));
+        if (r->recomputes && r->recomputes[i]) json_array_append_new(rec, json_string(r->layers[i]));
+    }
+    json_t *o = json_pack("{s:b, s:I, s:I, s:I, s:I, s:o, s:o}", "searched", s != NULL, "cpu_layers", (json_int_t)nc,
+                          "placeable_layers", (json_int_t)model_placeable_layers(m), "recompute_layers", (json_int_t)nr,
+                          "recomputable_layers", (json_int_t)model_recomputable_layers(m), "cpu_layer_names", cpu,
+                          "recompute_layer_names", rec);
+    json_object_set_new(o, "host_homed_bytes", p->fits ? json_integer((json_int_t)p->host_homed_bytes) : json_null());
+    if (s == NULL) return o;
+    json_t *cands = json_array();
+    for (size_t i = 0; i < s->n_cand; i++)
+        json_array_append_new(cands,
+                              json_pack("{s:i, s:i, s:o}", "cpu_layers", s->cand[i].cpu_layers, "recompute_layers",
+                                        s->cand[i].recompute, "predicted_step_ns",
+                                        s->cand_ns[i] > 0 ? json_integer((json_int_t)s->cand_ns[i]) : json_null()));
+    json_object_set_new(o, "fits", json_boolean(s->fits));
+    json_object_set_new(o, "plan_budget_bytes", s->fits ? json_integer((json_int_t)s->plan_budget) : json_null());
+    json_object_set_new(o, "rehearsals", json_integer((json_int_t)s->rehearsals));
+    json_object_set_new(o, "candidates", cands);
+    return o;
+}
+
+/* The disk tier's line: the profile's figures are there, the cost model does not use them yet. */
+static void disk_note(const prediction_t *p, json_t *o)
+{
+    if (p->disk_read_bps <= 0 && p->disk_write_bps <= 0) return;
+    if (o != NULL) {
+        json_object_set_new(
+            o, "disk",
+            json_pack("{s:b, s:f, s:f}", "modelled", 0, "read_bps", p->disk_read_bps, "write_bps", p->disk_write_bps));
+        return;
+    }
+    printf(
+        "disk: not modelled yet (the profile's disk reads %.2f GB/s, writes %.2f GB/s); no tensor is planned on it\n",
+        p->disk_read_bps / 1e9, p->disk_write_bps / 1e9);
+}
+
+/* The tokens a step of m at batch trains (0: the model does not say). */
+static double tokens_of(const model_t *m, uint64_t batch) { return model_tokens_per_sample(m) * (double)batch; }
+
+/* The sentence of what a model that fits no way needs where (nd), for the budget
+ * and the smallest GPU budget that fits the host budget (0: none). */
+static void need_text(const need_t *nd, uint64_t budget, uint64_t min_budget, char *buf, size_t cap)
+{
+    size_t k = (size_t)snprintf(buf, cap, "does not fit any way (predicted)");
+    if (nd->gpu_min > budget && k < cap)
+        k += (size_t)snprintf(buf + k, cap - k,
+                              ": a plan needs a GPU budget of at least %.1f MiB (budget %.1f MiB): "
+                              "even with every AdamW on the CPU and every layer recomputing, layer '%s' %s needs %.1f "
+                              "MiB resident at once",
+                              nd->gpu_min / MIB, budget / MIB, nd->ws_layer, nd->ws_phase, nd->ws / MIB);
+    if (g_host_budget > 0 && nd->host_min > g_host_budget && k < cap)
+        k += (size_t)snprintf(buf + k, cap - k,
+                              "%s at a GPU budget of %.1f MiB the plans that need the least memory "
+                              "(every layer recomputing, AdamW on the %s) need %.2f GiB of host memory, over the host "
+                              "budget of %.2f GiB: a host budget of %.2f GiB would fit",
+                              nd->gpu_min > budget ? ";" : ":", nd->at_budget / MIB,
+                              nd->host_mech.cpu_layers ? "CPU" : "GPU", nd->host_min / GIB_D, g_host_budget / GIB_D,
+                              nd->host_min / GIB_D + 0.005);
+    if (k >= cap) return;
+    if (min_budget > 0) snprintf(buf + k, cap - k, "; the smallest GPU budget that fits is %.1f MiB", min_budget / MIB);
+    else if (g_host_budget > 0)
+        snprintf(buf + k, cap - k, "; no GPU budget fits the host budget of %.2f GiB", g_host_budget / GIB_D);
+}
+
 /* ------------------------------------------------------------------ one budget */
-/* Predicts r (read from src: a record or a model at batch) at budget, or at the
- * smallest that fits (fit), and prints it. Returns the exit status. */
+/* Prints the prediction p of r (read from src: a record, or a model m at batch, its
+ * mechanisms searched (s) or the file's); nd: what a model that fits no way needs. */
+static void report_out(const record_t *r, const char *src, const model_t *m, uint64_t batch, int batch_given,
+                       const char *profile, const prediction_t *p, uint64_t min_budget, const search_t *s,
+                       const need_t *nd, int json)
+{
+    uint64_t budget = p->budget;
+    if (p->fits && p->device_bytes > 0 && budget > p->device_bytes)
+        fprintf(stderr,
+                "uvmrt-plan: warning: budget %.1f MiB is more than the device memory of profile %s (%.1f MiB)\n",
+                budget / MIB, profile, p->device_bytes / MIB);
+    size_t wcall;
+    uint64_t ws = largest_working_set(r, &wcall);
+    const char *wlayer = r->layers[r->calls[wcall].layer];
+    const char *wphase = uvmrt_phase_name((uvmrt_phase_t)r->calls[wcall].phase);
+    double sps = p->fits && p->step_ns > 0 ? (double)batch * 1e9 / (double)p->step_ns : 0;
+    double tps = m != NULL ? tokens_of(m, batch) * (sps / (double)batch) : 0;
+    char why[768] = "";
+    if (nd != NULL) need_text(nd, budget, min_budget, why, sizeof why);
+    else if (!p->fits && p->host_limited)
+        snprintf(why, sizeof why,
+                 "does not fit: needs %.2f GiB host, budget %.2f GiB; the smallest GPU budget "
+                 "that fits is %.1f MiB",
+                 p->host_bytes_needed / GIB_D, g_host_budget / GIB_D, min_budget / MIB);
+    else if (!p->fits)
+        snprintf(why, sizeof why,
+                 "layer '%s' %s needs %.1f MiB resident at once; the smallest budget that fits is %.1f MiB", wlayer,
+                 wphase, ws / MIB, min_budget / MIB);
+    if (json) {
+        json_t *o = prediction_json(r, p);
+        json_object_set_new(o, "min_budget_bytes", json_integer((json_int_t)min_budget));
+        json_object_set_new(o, "profile", json_string(profile));
+        if (m != NULL) {
+            model_facts(m, batch, batch_given, o);
+            json_object_set_new(o, "model", json_string(model_name(m)));
+            json_object_set_new(o, "batch", json_integer((json_int_t)batch));
+            json_object_set_new(o, "predicted_samples_per_s", p->fits ? json_real(sps) : json_null());
+            json_object_set_new(o, "predicted_tokens_per_s", p->fits && tps > 0 ? json_real(tps) : json_null());
+            json_object_set_new(o, "choice", choice_json(m, r, p, s));
+        }
+        if (p->fits) json_object_set_new(o, "device_memory_bytes", json_integer((json_int_t)p->device_bytes));
+        profile_warn(profile, o);
+        disk_note(p, o);
+        json_object_set_new(o, "largest_working_set", json_pack("{s:I, s:s, s:s}", "bytes", (json_int_t)ws, "layer",
+                                                                 wlayer, "phase", wphase));
+        if (nd != NULL)
+            json_object_set_new(o, "needed",
+                                json_pack("{s:I, s:I, s:o, s:b, s:b}", "gpu_budget_bytes", (json_int_t)nd->gpu_min,
+                                          "at_budget_bytes", (json_int_t)nd->at_budget, "host_bytes",
+                                          nd->host_min ? json_integer((json_int_t)nd->host_min) : json_null(),
+                                          "gpu_limited", nd->gpu_min > budget, "host_limited",
+                                          g_host_budget > 0 && nd->host_min > g_host_budget));
+        if (!p->fits) json_object_set_new(o, "why", json_string(why));
+        json_dumpf(o, stdout, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+        putchar('\n');
+        json_decref(o);
+        return;
+    }
+    profile_warn(profile, NULL);
+    if (m != NULL) printf("model %s (%s), batch %llu\n", model_name(m), src, (unsigned long long)batch);
+    if (m != NULL) model_facts(m, batch, batch_given, NULL);
+    char chose[768] = "";
+    if (m != NULL) {
+        char mt[512];
+        mech_text(m, r, mt, sizeof mt);
+        if (s != NULL && s->fits)
+            snprintf(chose, sizeof chose,
+                     "chose (uvmrt_choose, %zu combinations, %zu rehearsals on the sim model): %s; "
+                     "plan budget %.1f MiB",
+                     s->n_cand, s->rehearsals, mt, s->plan_budget / MIB);
+        else if (s != NULL)
+            snprintf(chose, sizeof chose,
+                     "searched (uvmrt_choose, %zu combinations, %zu rehearsals on the sim model): "
+                     "none fits; shown: %s",
+                     s->n_cand, s->rehearsals, mt);
+        else snprintf(chose, sizeof chose, "mechanisms as the model file says (--no-search): %s", mt);
+    }
+    print_text(r, p, profile, min_budget, nd != NULL, m != NULL ? chose : NULL);
+    if (m != NULL && p->fits) {
+        printf("predicted throughput: %.2f samples/s", sps);
+        if (tps > 0) printf(", %.0f tokens/s", tps);
+        putchar('\n');
+        if (p->host_homed_bytes > 0) printf("host-homed by the plan: %.2f GiB\n", p->host_homed_bytes / GIB_D);
+    }
+    disk_note(p, NULL);
+    printf("largest working set: %.1f MiB, layer '%s' %s\n", ws / MIB, wlayer, wphase);
+    if (nd != NULL) printf("%s\n", why);
+    else if (!p->fits && !p->host_limited)
+        printf("does not fit because layer '%s' %s needs %.1f MiB resident at once (budget %.1f MiB); "
+               "the predicted smallest budget that fits is %.1f MiB\n",
+               wlayer, wphase, ws / MIB, budget / MIB, min_budget / MIB);
+}
+
+/* Predicts r (read from src: a record or a model's step at batch, its mechanisms as
+ * written) at budget, or at the smallest that fits (fit), and prints it. Returns the
+ * exit status. */
 static int report_one(const record_t *r, const char *src, const model_t *m, uint64_t batch, int batch_given,
                       const char *profile, uint64_t budget, int fit, int json, const char *trace)
 {
@@ -1007,72 +1388,71 @@ static int report_one(const record_t *r, const char *src, const model_t *m, uint
     }
     prediction_t p;
     if (predict(r, profile, budget, trace, &p) != 0) return 1; /* the trace is of this one, not of --fit's search */
-    if (p.fits && p.device_bytes > 0 && budget > p.device_bytes)
-        fprintf(stderr, "uvmrt-plan: warning: budget %.1f MiB is more than the device memory of profile %s (%.1f MiB)\n",
-                budget / MIB, profile, p.device_bytes / MIB);
-    size_t wcall;
-    uint64_t ws = largest_working_set(r, &wcall);
-    const char *wlayer = r->layers[r->calls[wcall].layer];
-    const char *wphase = uvmrt_phase_name((uvmrt_phase_t)r->calls[wcall].phase);
-    double sps = p.fits && p.step_ns > 0 ? (double)batch * 1e9 / (double)p.step_ns : 0;
-    if (json) {
-        json_t *o = prediction_json(r, &p);
-        json_object_set_new(o, "min_budget_bytes", json_integer((json_int_t)min_budget));
-        json_object_set_new(o, "profile", json_string(profile));
-        if (m != NULL) {
-            model_facts(m, batch, batch_given, o);
-            json_object_set_new(o, "model", json_string(model_name(m)));
-            json_object_set_new(o, "batch", json_integer((json_int_t)batch));
-            json_object_set_new(o, "predicted_samples_per_s", p.fits ? json_real(sps) : json_null());
-        }
-        if (p.fits) json_object_set_new(o, "device_memory_bytes", json_integer((json_int_t)p.device_bytes));
-        profile_warn(profile, o);
-        json_object_set_new(o, "largest_working_set", json_pack("{s:I, s:s, s:s}", "bytes", (json_int_t)ws, "layer",
-                                                                 wlayer, "phase", wphase));
-        if (!p.fits) {
-            char why[512];
-            if (p.host_limited)
-                snprintf(why, sizeof why, "does not fit: needs %.2f GiB host, budget %.2f GiB; the smallest GPU budget "
-                         "that fits is %.1f MiB", p.host_bytes_needed / GIB_D, g_host_budget / GIB_D, min_budget / MIB);
-            else
-            snprintf(why, sizeof why, "layer '%s' %s needs %.1f MiB resident at once; the smallest budget that fits is %.1f MiB",
-                     wlayer, wphase, ws / MIB, min_budget / MIB);
-            json_object_set_new(o, "why", json_string(why));
-        }
-        json_dumpf(o, stdout, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
-        putchar('\n');
-        json_decref(o);
-    } else {
-        profile_warn(profile, NULL);
-        if (m != NULL) printf("model %s (%s), batch %llu\n", model_name(m), src, (unsigned long long)batch);
-        if (m != NULL) model_facts(m, batch, batch_given, NULL);
-        print_text(r, &p, profile, min_budget);
-        if (m != NULL && p.fits) printf("predicted throughput: %.2f samples/s\n", sps);
-        printf("largest working set: %.1f MiB, layer '%s' %s\n", ws / MIB, wlayer, wphase);
-        if (!p.fits && !p.host_limited)
-            printf("does not fit because layer '%s' %s needs %.1f MiB resident at once (budget %.1f MiB); "
-                   "the predicted smallest budget that fits is %.1f MiB\n",
-                   wlayer, wphase, ws / MIB, budget / MIB, min_budget / MIB);
-    }
+    report_out(r, src, m, batch, batch_given, profile, &p, min_budget, NULL, NULL, json);
     free(p.layer_mech);
     return 0;
 }
 
+/* A model at batch with its mechanisms searched: at budget, or at the smallest budget
+ * some mechanisms fit (fit); prints the best plan, or what a plan needs where when
+ * none fits. Returns the exit status. */
+static int report_search(const model_t *m, const char *src, uint64_t batch, int batch_given, const char *profile,
+                         uint64_t budget, int fit, int json, const char *trace)
+{
+    uint64_t min_budget = 0;
+    if (search_min_budget(m, batch, profile, &min_budget) != 0) return 1;
+    if (fit && min_budget == 0) {
+        fprintf(stderr,
+                "uvmrt-plan: %s: no mechanisms fit the host budget (%s) at any GPU budget: give a larger "
+                "--host-budget\n",
+                src, host_note);
+        return 1;
+    }
+    if (fit) budget = min_budget;
+    search_t s = {0};
+    record_t r;
+    prediction_t p;
+    int rc = predict_model(m, batch, profile, budget, trace, &s, 0, &r, &p);
+    if (rc != 0) return 1;
+    need_t nd;
+    if (!p.fits && need_of(m, batch, profile, budget, &nd) != 0) rc = 1;
+    else report_out(&r, src, m, batch, batch_given, profile, &p, min_budget, &s, p.fits ? NULL : &nd, json);
+    free(p.layer_mech);
+    record_free(&r);
+    search_free(&s);
+    return rc;
+}
+
 /* ------------------------------------------------------------------ batch finder */
 /* m at batch b and budget: *p (fits 0, nothing else, when b cannot fit: a call's
- * working set over the budget, or a tensor over the library's limit, needs no replay). */
-static int predict_batch(const model_t *m, uint64_t b, const char *profile, uint64_t budget, prediction_t *p)
+ * working set over the budget, or a tensor over the library's limit, needs no replay),
+ * with the mechanisms searched (search; *chose: what the search chose) or the file's. */
+static int predict_batch(const model_t *m, uint64_t b, const char *profile, uint64_t budget, int search,
+                         prediction_t *p, mech_t *chose)
 {
     record_t r;
-    int rc = model_build(m, b, 1, &r);
     memset(p, 0, sizeof *p);
+    memset(chose, 0, sizeof *chose);
     p->budget = budget;
+    mech_t light = search_lightest(m);
+    int rc = model_build(m, b, search ? &light : NULL, 1, &r);
     if (rc == -2) return 0;
     if (rc != 0) return -1;
     size_t call;
-    rc = largest_working_set(&r, &call) > budget ? 0 : predict(&r, profile, budget, NULL, p);
+    int over = largest_working_set(&r, &call) > budget; /* search: even the lightest mechanisms' */
+    if (over || !search) {
+        rc = over ? 0 : predict(&r, profile, budget, NULL, p);
+        record_free(&r);
+        return rc;
+    }
     record_free(&r);
-    return rc;
+    search_t s = {.quick = 1};
+    rc = predict_model(m, b, profile, budget, NULL, &s, 1, &r, p);
+    if (rc != 0) return rc == 1 ? 0 : -1;
+    *chose = s.mech;
+    record_free(&r);
+    search_free(&s);
+    return 0;
 }
 
 typedef struct batch_row {
@@ -1080,19 +1460,21 @@ typedef struct batch_row {
     int fits, bound;
     uint64_t step_ns;
     uint64_t host_bytes; /* fits: the plan's host need */
+    mech_t chose;        /* the search's choice */
 } batch_row_t;
 
-/* The batches whose throughput is predicted: every one up to 64, then powers of two
- * and their midpoints, then the largest that fits; ascending. */
-static size_t batch_candidates(uint64_t largest, uint64_t *out, size_t cap)
+/* The batches whose throughput is predicted: every one up to dense (64; 8 when each
+ * is a search), then powers of two and their midpoints, then the largest that fits;
+ * ascending. */
+static size_t batch_candidates(uint64_t largest, uint64_t dense, uint64_t *out, size_t cap)
 {
     size_t n = 0;
-    for (uint64_t b = 1; b <= largest && b <= 64 && n < cap; b++) out[n++] = b;
-    for (uint64_t p = 64; p < largest && n + 2 < cap; p *= 2) {
+    for (uint64_t b = 1; b <= largest && b <= dense && n < cap; b++) out[n++] = b;
+    for (uint64_t p = dense; p < largest && n + 2 < cap; p *= 2) {
         if (p + p / 2 < largest) out[n++] = p + p / 2;
         if (2 * p < largest) out[n++] = 2 * p;
     }
-    if (largest > 64 && n < cap) out[n++] = largest;
+    if (largest > dense && n < cap) out[n++] = largest;
     return n;
 }
 
@@ -1100,39 +1482,41 @@ static size_t batch_candidates(uint64_t largest, uint64_t *out, size_t cap)
  * a larger batch only adds bytes to every call's working set), and the batch with the
  * best predicted samples per second among the candidates. */
 static int batch_finder(const model_t *m, const char *src, const char *profile, uint64_t budget, uint64_t nmax,
-                        int json)
+                        int search, int json)
 {
     prediction_t p;
+    mech_t chose;
     uint64_t lo = 0, hi = nmax + 1; /* lo fits (0: none known), hi does not */
-    if (predict_batch(m, nmax, profile, budget, &p) != 0) return 1;
+    if (predict_batch(m, nmax, profile, budget, search, &p, &chose) != 0) return 1;
     free(p.layer_mech);
     if (p.fits) lo = nmax;
     else hi = nmax;
     while (hi - lo > 1) {
         uint64_t mid = lo + (hi - lo) / 2;
-        if (predict_batch(m, mid, profile, budget, &p) != 0) return 1;
+        if (predict_batch(m, mid, profile, budget, search, &p, &chose) != 0) return 1;
         free(p.layer_mech);
         if (p.fits) lo = mid;
         else hi = mid;
     }
     uint64_t largest = lo, cand[200];
-    size_t nc = batch_candidates(largest, cand, sizeof cand / sizeof cand[0]);
+    size_t nc = batch_candidates(largest, search ? 8 : 64, cand, sizeof cand / sizeof cand[0]);
     batch_row_t rows[201];
     size_t nr = 0, best = 0;
     double best_sps = 0;
     for (size_t i = 0; i < nc; i++) {
-        if (predict_batch(m, cand[i], profile, budget, &p) != 0) return 1;
+        if (predict_batch(m, cand[i], profile, budget, search, &p, &chose) != 0) return 1;
         free(p.layer_mech);
-        rows[nr] = (batch_row_t){cand[i], p.fits, p.bound, p.step_ns, p.host_bytes_needed};
+        rows[nr] = (batch_row_t){cand[i], p.fits, p.bound, p.step_ns, p.host_bytes_needed, chose};
         double sps = p.fits && p.step_ns > 0 ? (double)cand[i] * 1e9 / (double)p.step_ns : 0;
         if (sps > best_sps) best_sps = sps, best = cand[i];
         nr++;
     }
-    if (largest < nmax) rows[nr++] = (batch_row_t){largest + 1, 0, 0, 0, 0}; /* where it stops fitting */
+    if (largest < nmax) rows[nr++] = (batch_row_t){largest + 1, 0, 0, 0, 0, {0, 0, 0}}; /* where it stops fitting */
     uint64_t min1 = 0;
-    if (largest == 0) { /* what batch 1 would need */
+    if (largest == 0 && search && search_min_budget(m, 1, profile, &min1) != 0) return 1;
+    if (largest == 0 && !search) { /* what batch 1 would need */
         record_t r;
-        if (model_build(m, 1, 0, &r) != 0) return 1;
+        if (model_build(m, 1, NULL, 0, &r) != 0) return 1;
         int fr = fit_budget(&r, profile, &min1);
         record_free(&r);
         if (fr < 0) return 1;
@@ -1141,13 +1525,18 @@ static int batch_finder(const model_t *m, const char *src, const char *profile, 
         json_t *arr = json_array();
         for (size_t i = 0; i < nr; i++) {
             const batch_row_t *b = &rows[i];
-            json_array_append_new(
-                arr, json_pack("{s:I, s:b, s:o, s:o, s:o, s:o}", "batch", (json_int_t)b->batch, "fits", b->fits,
-                               "predicted_step_ns", b->fits ? json_integer((json_int_t)b->step_ns) : json_null(),
-                               "predicted_samples_per_s",
-                               b->fits && b->step_ns ? json_real((double)b->batch * 1e9 / (double)b->step_ns) : json_null(),
-                               "bound", b->fits ? json_string(bound_names[b->bound]) : json_null(),
-                               "host_bytes_needed", b->fits ? json_integer((json_int_t)b->host_bytes) : json_null()));
+            json_t *row = json_pack(
+                "{s:I, s:b, s:o, s:o, s:o, s:o}", "batch", (json_int_t)b->batch, "fits", b->fits, "predicted_step_ns",
+                b->fits ? json_integer((json_int_t)b->step_ns) : json_null(), "predicted_samples_per_s",
+                b->fits && b->step_ns ? json_real((double)b->batch * 1e9 / (double)b->step_ns) : json_null(), "bound",
+                b->fits ? json_string(bound_names[b->bound]) : json_null(), "host_bytes_needed",
+                b->fits ? json_integer((json_int_t)b->host_bytes) : json_null());
+            if (search)
+                json_object_set_new(row, "choice",
+                                    b->fits ? json_pack("{s:i, s:i}", "cpu_layers", b->chose.cpu_layers,
+                                                        "recompute_layers", b->chose.recompute)
+                                            : json_null());
+            json_array_append_new(arr, row);
         }
         json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:o}", "label", "predicted", "model", model_name(m),
                               "profile", profile, "budget_bytes", (json_int_t)budget, "batch_max", (json_int_t)nmax,
@@ -1156,6 +1545,7 @@ static int batch_finder(const model_t *m, const char *src, const char *profile, 
         if (largest == 0) json_object_set_new(o, "batch1_min_budget_bytes", json_integer((json_int_t)min1));
         json_object_set_new(o, "host_budget_bytes", g_host_budget ? json_integer((json_int_t)g_host_budget) : json_null());
         json_object_set_new(o, "host_budget_source", json_string(host_note));
+        json_object_set_new(o, "searched", json_boolean(search));
         profile_warn(profile, o);
         model_facts(m, 0, 0, o);
         json_dumpf(o, stdout, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
@@ -1169,21 +1559,30 @@ static int batch_finder(const model_t *m, const char *src, const char *profile, 
     model_facts(m, 0, 0, NULL);
     printf("host budget: %s\n", host_note);
     profile_warn(profile, NULL);
-    printf("%-10s %-6s %-18s %-22s %-12s %s\n", "batch", "fits", "predicted_ms/step", "predicted_samples/s", "bound",
-           "host_GiB");
+    if (search)
+        printf("mechanisms: searched for each batch (uvmrt_choose): cpu_layers of %zu, recompute of %zu layers\n",
+               model_placeable_layers(m), model_recomputable_layers(m));
+    else printf("mechanisms: as the model file says (--no-search)\n");
+    printf("%-10s %-6s %-18s %-22s %-12s %-9s%s\n", "batch", "fits", "predicted_ms/step", "predicted_samples/s",
+           "bound", "host_GiB", search ? " cpu_layers recompute" : "");
     for (size_t i = 0; i < nr; i++) {
         const batch_row_t *b = &rows[i];
-        if (b->fits)
-            printf("%-10llu %-6s %-18.3f %-22.2f %-12s %.2f\n", (unsigned long long)b->batch, "yes", b->step_ns / 1e6,
+        if (b->fits) {
+            printf("%-10llu %-6s %-18.3f %-22.2f %-12s %-9.2f", (unsigned long long)b->batch, "yes", b->step_ns / 1e6,
                    b->step_ns ? (double)b->batch * 1e9 / (double)b->step_ns : 0.0, bound_names[b->bound],
                    b->host_bytes / GIB_D);
-        else printf("%-10llu %-6s\n", (unsigned long long)b->batch, "no");
+            if (search) printf(" %-10d %d", b->chose.cpu_layers, b->chose.recompute);
+            putchar('\n');
+        } else printf("%-10llu %-6s\n", (unsigned long long)b->batch, "no");
     }
     if (largest == 0)
         printf("no batch fits (predicted): batch 1 needs a budget of %.1f MiB (predicted smallest)\n", min1 / MIB);
-    else
-        printf("largest batch that fits (predicted): %llu\nbest predicted throughput: batch %llu, %.2f samples/s\n",
+    else {
+        printf("largest batch that fits (predicted): %llu\nbest predicted throughput: batch %llu, %.2f samples/s",
                (unsigned long long)largest, (unsigned long long)best, best_sps);
+        if (model_tokens_per_sample(m) > 0) printf(", %.0f tokens/s", best_sps * model_tokens_per_sample(m));
+        putchar('\n');
+    }
     return 0;
 }
 
@@ -1201,43 +1600,50 @@ static int output_check(const char *flag, const char *path)
 /* ------------------------------------------------------------------ main */
 static void usage(FILE *f)
 {
-    fprintf(f, "Usage: uvmrt-plan (--record FILE | --model FILE [--batch N] [--seq T]) [--profile NAME|FILE]\n"
-               "                  [--budget SIZE | --fit | --sweep A:B[:STEP]] [--json] [--plot FILE.png] [--trace FILE]\n"
-               "       uvmrt-plan --model FILE [--budget SIZE] --batch-max N [--profile NAME|FILE] [--json]\n"
-               "       uvmrt-plan --profile list\n"
-               "What if: re-plays a recorded step (written by a run with UVMRT_RECORD=FILE), or the\n"
-               "training step of a model description, on the sim model with the planner the library\n"
-               "uses, and predicts whether it fits, the step time, what bounds it, the bytes each way\n"
-               "and each layer's mechanisms. Every number is a prediction, not a measurement.\n"
-               "\n"
-               "  --record FILE       the recorded step (uvmrt-plan(1) documents the format)\n"
-               "  --model FILE        a model description (uvmrt-plan(1), MODEL FILES), or a Hugging\n"
-               "                      Face config.json of a GPT-2, Llama, Mistral or Qwen2 model\n"
-               "  --batch N           with --model: samples per step (default: the file's batch; 1\n"
-               "                      for a config.json)\n"
-               "  --seq T             with a config.json: tokens per sample (default: the config's\n"
-               "                      positions, at most 2048)\n"
-               "  --batch-max N       with --model: the largest batch in 1..N that fits the budget\n"
-               "                      and the one with the best predicted samples/s\n"
-               "  --profile NAME|FILE a built-in profile or a profile file (default: the record's;\n"
-               "                      consumer-8g for a model); --profile list prints the built-in ones\n"
-               "  --budget SIZE       device budget, e.g. 8G, 512M (default: the record's; for a model,\n"
-               "                      the profile's GPU memory)\n"
-               "  --host-budget SIZE|auto|none\n"
-               "                      host memory the plan may need: a plan or batch needing more does\n"
-               "                      not fit (default: UVMRT_HOST_BUDGET, else auto: this machine's\n"
-               "                      memory, or its cgroup's limit, less 10%%, at least 2 GiB)\n"
-               "  --fit               predict at the smallest budget that fits (2 MiB steps)\n"
-               "  --sweep A:B[:STEP]  a table over budgets A to B (STEP default (B-A)/8)\n"
-               "  --plot FILE.png     with --sweep: a chart, when gnuplot is on PATH\n"
-               "  --trace FILE        with --budget (or a record's own): the re-play's model timeline as\n"
-               "                      trace-event JSON (chrome://tracing, Perfetto): its %d steps, the\n"
-               "                      last the predicted one\n"
-               "  --json              JSON output\n"
-               "  -h, --help          this help\n"
-               "  -V, --version       the version\n"
-               "Exit status: 0 done (fits or not), 1 a bad record, model or profile, 2 a usage error.\n",
-            REPLAY_STEPS);
+    fprintf(
+        f,
+        "Usage: uvmrt-plan (--record FILE | --model FILE [--batch N] [--seq T] [--no-search])\n"
+        "                  [--profile NAME|FILE] [--budget SIZE | --fit | --sweep A:B[:STEP]]\n"
+        "                  [--host-budget SIZE|auto|none] [--json] [--plot FILE.png] [--trace FILE]\n"
+        "       uvmrt-plan --model FILE [--budget SIZE] --batch-max N [--no-search] [--profile NAME|FILE] [--json]\n"
+        "       uvmrt-plan --profile list\n"
+        "What if: re-plays a recorded step (written by a run with UVMRT_RECORD=FILE), or the\n"
+        "training step of a model description, on the sim model with the planner the library\n"
+        "uses, and predicts whether it fits, the step time, what bounds it, the bytes each way\n"
+        "and each layer's mechanisms. For a model it first searches the mechanisms the trainers\n"
+        "choose (how many top layers run AdamW on the CPU, how many layers recompute) with\n"
+        "uvmrt_choose, and predicts the best plan. Every number is a prediction, not a measurement.\n"
+        "\n"
+        "  --record FILE       the recorded step (uvmrt-plan(1) documents the format)\n"
+        "  --model FILE        a model description (uvmrt-plan(1), MODEL FILES), or a Hugging\n"
+        "                      Face config.json of a GPT-2, Llama, Mistral or Qwen2 model\n"
+        "  --batch N           with --model: samples per step (default: the file's batch; 1\n"
+        "                      for a config.json)\n"
+        "  --seq T             with a config.json: tokens per sample (default: the config's\n"
+        "                      positions, at most 2048)\n"
+        "  --batch-max N       with --model: the largest batch in 1..N that fits the budget\n"
+        "                      and the one with the best predicted samples/s\n"
+        "  --no-search         with --model: the mechanisms as the file says (each layer's\n"
+        "                      optimizer and recompute keys), not searched\n"
+        "  --profile NAME|FILE a built-in profile or a profile file (default: the record's;\n"
+        "                      consumer-8g for a model); --profile list prints the built-in ones\n"
+        "  --budget SIZE       device budget, e.g. 8G, 512M (default: the record's; for a model,\n"
+        "                      the profile's GPU memory)\n"
+        "  --host-budget SIZE|auto|none\n"
+        "                      host memory the plan may need: a plan or batch needing more does\n"
+        "                      not fit (default: UVMRT_HOST_BUDGET, else auto: this machine's\n"
+        "                      memory, or its cgroup's limit, less 10%%, at least 2 GiB)\n"
+        "  --fit               predict at the smallest budget that fits (2 MiB steps)\n"
+        "  --sweep A:B[:STEP]  a table over budgets A to B (STEP default (B-A)/8)\n"
+        "  --plot FILE.png     with --sweep: a chart, when gnuplot is on PATH\n"
+        "  --trace FILE        with --budget (or a record's own): the re-play's model timeline as\n"
+        "                      trace-event JSON (chrome://tracing, Perfetto): its %d steps, the\n"
+        "                      last the predicted one\n"
+        "  --json              JSON output\n"
+        "  -h, --help          this help\n"
+        "  -V, --version       the version\n"
+        "Exit status: 0 done (fits or not), 1 a bad record, model or profile, 2 a usage error.\n",
+        REPLAY_STEPS);
 }
 
 static int parse_size(const char *flag, const char *v, uint64_t *out)
@@ -1280,17 +1686,24 @@ static int plan_main(int argc, char **argv)
                *trace_path = NULL;
     uint64_t budget = 0, batch = 0, batch_max = 0, seq = 0;
     const char *host_arg = NULL;
-    int fit = 0, json = 0, have_budget = 0, batch_given = 0;
-    static const struct option longopts[] = {
-        {"record", required_argument, NULL, 'r'},    {"model", required_argument, NULL, 'm'},
-        {"batch", required_argument, NULL, 'B'},     {"batch-max", required_argument, NULL, 'M'},
-        {"profile", required_argument, NULL, 'p'},   {"budget", required_argument, NULL, 'b'},
-        {"fit", no_argument, NULL, 'f'},             {"sweep", required_argument, NULL, 's'},
-        {"plot", required_argument, NULL, 'P'},      {"json", no_argument, NULL, 'j'},
-        {"trace", required_argument, NULL, 't'},     {"seq", required_argument, NULL, 'T'},
-        {"host-budget", required_argument, NULL, 'H'},
-        {"help", no_argument, NULL, 'h'},            {"version", no_argument, NULL, 'V'},
-        {NULL, 0, NULL, 0}};
+    int fit = 0, json = 0, have_budget = 0, batch_given = 0, search = 1;
+    static const struct option longopts[] = {{"record", required_argument, NULL, 'r'},
+                                             {"model", required_argument, NULL, 'm'},
+                                             {"batch", required_argument, NULL, 'B'},
+                                             {"batch-max", required_argument, NULL, 'M'},
+                                             {"profile", required_argument, NULL, 'p'},
+                                             {"budget", required_argument, NULL, 'b'},
+                                             {"fit", no_argument, NULL, 'f'},
+                                             {"sweep", required_argument, NULL, 's'},
+                                             {"plot", required_argument, NULL, 'P'},
+                                             {"json", no_argument, NULL, 'j'},
+                                             {"trace", required_argument, NULL, 't'},
+                                             {"seq", required_argument, NULL, 'T'},
+                                             {"host-budget", required_argument, NULL, 'H'},
+                                             {"no-search", no_argument, NULL, 'N'},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {"version", no_argument, NULL, 'V'},
+                                             {NULL, 0, NULL, 0}};
     opterr = 0;
     int ch;
     while ((ch = getopt_long(argc, argv, ":hV", longopts, NULL)) != -1) {
@@ -1318,6 +1731,7 @@ static int plan_main(int argc, char **argv)
             have_budget = 1;
             break;
         case 'f': fit = 1; break;
+        case 'N': search = 0; break;
         case 's': sweep_arg = optarg; break;
         case 'P': plot = optarg; break;
         case 't':
@@ -1424,11 +1838,18 @@ static int plan_main(int argc, char **argv)
                      budget / MIB, profile);
         }
         if (batch_max) {
-            int rc = batch_finder(model, model_path, profile, budget, batch_max, json);
+            int rc = batch_finder(model, model_path, profile, budget, batch_max, search, json);
             model_free(model);
             return rc;
         }
-        if (model_build(model, batch, 0, &rec) != 0) {
+        if (search) { /* the mechanisms the trainers would choose */
+            int rc = sweep_arg != NULL
+                         ? sweep(NULL, model, batch, profile, sa, sb, sstep, json, plot)
+                         : report_search(model, model_path, batch, batch_given, profile, budget, fit, json, trace_path);
+            model_free(model);
+            return rc;
+        }
+        if (model_build(model, batch, NULL, 0, &rec) != 0) {
             model_free(model);
             return 1;
         }
@@ -1437,9 +1858,9 @@ static int plan_main(int argc, char **argv)
         if (profile == NULL) profile = rec.profile[0] ? rec.profile : "consumer-8g";
         if (!have_budget) budget = rec.budget;
     }
-    int rc = sweep_arg != NULL ? sweep(&rec, profile, sa, sb, sstep, json, plot)
-                               : report_one(&rec, src, model, batch, batch_given, profile, budget, fit, json,
-                                            trace_path);
+    int rc = sweep_arg != NULL
+                 ? sweep(&rec, NULL, 0, profile, sa, sb, sstep, json, plot)
+                 : report_one(&rec, src, model, batch, batch_given, profile, budget, fit, json, trace_path);
     record_free(&rec);
     model_free(model);
     return rc;

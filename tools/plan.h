@@ -12,6 +12,8 @@
 
 #include <jansson.h>
 
+#include "uvmrt.h"
+
 typedef struct rtensor {
     char *name;
     int layer, role, arena, host; /* arena: tensors of one arena were allocated together */
@@ -47,6 +49,9 @@ typedef struct record {
     char **layers;
     rtensor_t *tensors;
     rcall_t *calls;
+    /* a model's step: per layer, 1 when its AdamW runs on the CPU, and 1 when it
+     * recomputes its activations in its backward (NULL for a record file) */
+    uint8_t *cpu_opt, *recomputes;
 } record_t;
 
 void record_free(record_t *r);
@@ -74,11 +79,62 @@ double model_params(const model_t *m);    /* every layer's parameters, repeats i
  * where it came from. NULL after a message naming the file, the key and its value. */
 json_t *hf_model_json(const char *path, const json_t *cfg, uint64_t seq, char *note, size_t note_n);
 
-/* The training step of m at batch samples per step, as a record (profile "", budget 0):
- * forward of every layer, backward in reverse, then the GPU optimizer calls. 0 on
- * success; -2 when a tensor would be larger than the library allows (with a message
- * unless quiet: the batch finder takes it for "does not fit"); -1 after a message
- * (out of memory). */
-int model_build(const model_t *m, uint64_t batch, int quiet, record_t *out);
+double model_tokens_per_sample(const model_t *m); /* tokens_per_sample (a config's seq); 0: not given */
+
+/* The mechanisms a trainer chooses for a model (uvmrt-gpt's --cpu-layers and
+ * --recompute, uvmrt.torch's choice): the top cpu_layers of the placeable layers
+ * (those that train and have parameters; the last in forward order first) run AdamW
+ * on the CPU, their master weights, gradient and states host-homed, the others on the
+ * GPU; the first `recompute` of the recomputable layers (those that keep more than
+ * their output for the backward) recompute in their backward. given 0: as the model
+ * file says, layer by layer. */
+typedef struct mech {
+    int given;
+    int cpu_layers, recompute;
+} mech_t;
+size_t model_placeable_layers(const model_t *m);
+size_t model_recomputable_layers(const model_t *m);
+
+/* The training step of m at batch samples per step with the mechanisms mech (NULL:
+ * the file's), as a record (profile "", budget 0): forward of every layer, backward
+ * in reverse, then the GPU optimizer calls. 0 on success; -2 when a tensor would be
+ * larger than the library allows (with a message unless quiet: the batch finder takes
+ * it for "does not fit"); -1 after a message (out of memory). */
+int model_build(const model_t *m, uint64_t batch, const mech_t *mech, int quiet, record_t *out);
+
+/* ------------------------------------------------------------------ the replay */
+/* Declares r's layers, its host bytes outside uvmrt and its tensors on ctx (a sim
+ * context), then runs steps steps of its calls: what the tool's predictions and the
+ * search's rehearsals run. The first failing call's status (UVMRT_ERR_BUDGET: over
+ * the device or host budget). */
+uvmrt_status_t plan_replay(uvmrt_context_t *ctx, const record_t *r, int steps);
+
+/* ------------------------------------------------------------------ the search */
+/* A search of m's mechanisms at batch (plan_search.c): the inputs, then what
+ * uvmrt_choose found. */
+typedef struct search {
+    const model_t *m;
+    uint64_t batch;
+    int quick; /* fewer recompute candidates (the batch finder searches many batches) */
+    /* results */
+    int fits;            /* 0: no combination fits (mech: the lightest) */
+    mech_t mech;         /* the chosen mechanisms */
+    double predicted_ns; /* uvmrt_choose's prediction of them */
+    uint64_t plan_budget;
+    size_t rehearsals, n_placeable, n_recomputable;
+    int knob_cpu, knob_rc; /* the knobs' indices in uvmrt_choose's, -1: not searched */
+    size_t n_cand;         /* the combinations rehearsed at the budget */
+    mech_t *cand;
+    double *cand_ns; /* 0: did not fit */
+} search_t;
+
+/* uvmrt_choose on ctx (a sim context at the budget, before any tensor) over m's
+ * mechanisms; fills s's results. UVMRT_OK, or the failed rehearsal's status (the
+ * library logged why on ctx's log function). */
+uvmrt_status_t plan_search(uvmrt_context_t *ctx, search_t *s);
+void search_free(search_t *s);
+/* The mechanisms that need the least GPU memory: every placeable layer's AdamW on
+ * the CPU, every recomputable layer recomputing. */
+mech_t search_lightest(const model_t *m);
 
 #endif

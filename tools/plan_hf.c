@@ -218,6 +218,7 @@ json_t *hf_model_json(const char *path, const json_t *cfg, uint64_t seq, char *n
     json_object_set_new(m, "name", json_string(name));
     json_object_set_new(m, "batch", json_integer(1));
     json_object_set_new(m, "input_bytes_per_sample", json_real(20 * T));
+    json_object_set_new(m, "tokens_per_sample", json_integer((json_int_t)T));
     json_object_set_new(m, "layers", layers);
     if (!seq_default) snprintf(note, note_n, "Hugging Face config (%s), seq %llu (--seq)", type, (unsigned long long)seq);
     else snprintf(note, note_n, "Hugging Face config (%s), seq %llu (the default: the config's %s %g%s)", type,

@@ -54,6 +54,7 @@ struct model {
     double params;  /* every layer's parameters, with the repeats */
     uint64_t batch;
     double input_ps, target_ps;
+    double tokens_ps; /* tokens_per_sample (0: not given) */
     int staged; /* staged_half_copy */
     size_t n_layers, n_expanded;
     mlayer_t *layers;
@@ -63,6 +64,22 @@ const char *model_name(const model_t *m) { return m->name; }
 uint64_t model_batch(const model_t *m) { return m->batch; }
 const char *model_note(const model_t *m) { return m->note; }
 double model_params(const model_t *m) { return m->params; }
+double model_tokens_per_sample(const model_t *m) { return m->tokens_ps; }
+
+/* A layer whose optimizer the search may place: it trains and has parameters. */
+static int placeable(const mlayer_t *l) { return l->optimizer != OPT_NONE && l->params > 0; }
+/* A layer that can recompute: it keeps more than its output for the backward. */
+static int recomputable(const mlayer_t *l) { return l->act_ps > l->out_ps; }
+
+static size_t count_layers(const model_t *m, int (*is)(const mlayer_t *))
+{
+    size_t n = 0;
+    for (size_t i = 0; i < m->n_layers; i++)
+        if (is(&m->layers[i])) n += (size_t)m->layers[i].repeat;
+    return n;
+}
+size_t model_placeable_layers(const model_t *m) { return count_layers(m, placeable); }
+size_t model_recomputable_layers(const model_t *m) { return count_layers(m, recomputable); }
 
 uint64_t plan_footprint(uint64_t size)
 {
@@ -181,7 +198,8 @@ static int known_keys(const char *path, const char *where, const json_t *obj, co
 
 /* ------------------------------------------------------------------ reading */
 static const char *const model_keys[] = {"format", "name", "description", "batch", "input_bytes_per_sample",
-                                         "target_bytes_per_sample", "staged_half_copy", "layers", NULL};
+                                         "target_bytes_per_sample", "tokens_per_sample", "staged_half_copy", "layers",
+                                         NULL};
 static const char *const layer_keys[] = {"name", "description", "repeat", "params", "param_bytes", "master_bytes",
                                          "grad_bytes", "optimizer_state_bytes", "optimizer_states", "optimizer",
                                          "optimizer_bytes_per_param", "activation_bytes_per_sample",
@@ -288,7 +306,7 @@ model_t *model_load(const char *path, uint64_t seq)
         return NULL;
     }
     const char *fmt = "uvmrt-model", *name = NULL, *desc = NULL;
-    double batch, in_ps, tgt_ps;
+    double batch, in_ps, tgt_ps, tok_ps;
     int staged = 0;
     json_t *layers = json_object_get(root, "layers");
     if (!json_is_object(root)) {
@@ -300,6 +318,7 @@ model_t *model_load(const char *path, uint64_t seq)
         str_key(path, "", root, "name", 1, 100, &name) || str_key(path, "", root, "description", 0, 2000, &desc) ||
         num_key(path, "", root, "batch", 1, 0, 1, MAX_BATCH, 1, &batch) ||
         num_key(path, "", root, "target_bytes_per_sample", 0, 0, 0, 1e13, 0, &tgt_ps) ||
+        num_key(path, "", root, "tokens_per_sample", 0, 0, 0, 1e9, 1, &tok_ps) ||
         bool_key(path, "", root, "staged_half_copy", 0, &staged))
         goto fail;
     if (strcmp(fmt, "uvmrt-model") != 0) {
@@ -349,6 +368,7 @@ model_t *model_load(const char *path, uint64_t seq)
     m->batch = (uint64_t)batch;
     m->input_ps = in_ps;
     m->target_ps = tgt_ps;
+    m->tokens_ps = tok_ps;
     m->staged = staged;
     snprintf(m->note, sizeof m->note, "%s", note);
     for (size_t i = 0; i < m->n_layers; i++) m->params += m->layers[i].params * m->layers[i].repeat;
@@ -407,6 +427,7 @@ static int tensor_add(builder_t *b, const char *lname, const char *what, const c
 typedef struct ltensors {
     const mlayer_t *ml;
     int tie_target; /* a later layer's forward writes this layer's gradient first */
+    int opt, rc;    /* the layer's optimizer (OPT_*) and recompute, as built (mechanisms_of) */
     int master, wh, grad, out, saved, states[MAX_STATES];
 } ltensors_t;
 
@@ -439,7 +460,25 @@ static void use(rcall_t *c, int t, unsigned access)
     c->use_a[c->n_uses++] = access;
 }
 
-int model_build(const model_t *m, uint64_t batch, int quiet, record_t *r)
+/* Each layer's optimizer and recompute: the file's, or mech's (the top cpu_layers of
+ * the placeable layers on the CPU, the others on the GPU; the first recompute of the
+ * recomputable ones recomputing), as the trainers choose them. */
+static void mechanisms_of(const model_t *m, const mech_t *mech, uint8_t *opt, uint8_t *rc)
+{
+    size_t n_place = model_placeable_layers(m), place_i = 0, rc_i = 0;
+    for (size_t j = 0, li = 0; j < m->n_layers; j++) {
+        const mlayer_t *ml = &m->layers[j];
+        for (int k = 0; k < ml->repeat; k++, li++) {
+            opt[li] = (uint8_t)ml->optimizer;
+            rc[li] = (uint8_t)ml->recompute;
+            if (mech == NULL || !mech->given) continue;
+            if (placeable(ml)) opt[li] = place_i++ + (size_t)mech->cpu_layers >= n_place ? OPT_CPU : OPT_GPU;
+            rc[li] = recomputable(ml) && rc_i++ < (size_t)mech->recompute;
+        }
+    }
+}
+
+int model_build(const model_t *m, uint64_t batch, const mech_t *mech, int quiet, record_t *r)
 {
     const unsigned R = UVMRT_USE_READ, W = UVMRT_USE_WRITE, RW = UVMRT_USE_READWRITE, S = UVMRT_USE_STREAM;
     memset(r, 0, sizeof *r);
@@ -452,7 +491,14 @@ int model_build(const model_t *m, uint64_t batch, int quiet, record_t *r)
     r->layers = calloc(L + 1, sizeof *r->layers);
     r->tensors = calloc(b.cap_tensors, sizeof *r->tensors);
     r->calls = calloc(b.cap_calls, sizeof *r->calls);
-    if (lt == NULL || r->profile == NULL || r->source == NULL || r->layers == NULL || r->tensors == NULL || r->calls == NULL) goto oom;
+    r->cpu_opt = calloc(L + 1, 1);
+    r->recomputes = calloc(L + 1, 1);
+    uint8_t *opts = calloc(L + 1, 1), *rcs = r->recomputes;
+    if (lt == NULL || r->profile == NULL || r->source == NULL || r->layers == NULL || r->tensors == NULL ||
+        r->calls == NULL || r->cpu_opt == NULL || rcs == NULL || opts == NULL)
+        goto oom;
+    mechanisms_of(m, mech, opts, rcs);
+    for (size_t li = 0; li < L; li++) r->cpu_opt[li] = opts[li] == OPT_CPU;
     double bs = (double)batch, max_out = 0, max_ws = 0, max_rc = 0, max_fws = 0;
     /* layers: names, then each layer's tensors (one arena per layer, as the trainers
      * allocate them: master, working copy, gradient, states, output, saved) */
@@ -475,6 +521,8 @@ int model_build(const model_t *m, uint64_t batch, int quiet, record_t *r)
             ltensors_t *t = &lt[li];
             int trains = ml->optimizer != OPT_NONE, a = (int)li;
             t->ml = ml;
+            t->opt = opts[li];
+            t->rc = rcs[li];
             t->master = t->grad = t->saved = -1;
             for (int s = 0; s < MAX_STATES; s++) t->states[s] = -1;
             if ((t->master = tensor_add(&b, name, "w", "params", ml->params, trains ? ml->master_bytes : 0, (int)li,
@@ -497,12 +545,12 @@ int model_build(const model_t *m, uint64_t batch, int quiet, record_t *r)
             if ((t->out = tensor_add(&b, name, "out", "output_bytes_per_sample", ml->out_ps, bs, (int)li,
                                      UVMRT_ROLE_ACTIVATION, a)) < -1 ||
                 (t->saved = tensor_add(&b, name, "saved", "activation_bytes_per_sample", ml->act_ps - ml->out_ps,
-                                       ml->recompute ? 0 : bs, (int)li, UVMRT_ROLE_ACTIVATION, a)) < -1)
+                                       rcs[li] ? 0 : bs, (int)li, UVMRT_ROLE_ACTIVATION, a)) < -1)
                 goto fail;
             if (ml->out_ps > max_out) max_out = ml->out_ps;
             if (ml->fws_bytes > max_fws) max_fws = ml->fws_bytes;
             if (ml->ws_ps > max_ws) max_ws = ml->ws_ps;
-            if (ml->recompute && ml->act_ps - ml->out_ps > max_rc) max_rc = ml->act_ps - ml->out_ps;
+            if (rcs[li] && ml->act_ps - ml->out_ps > max_rc) max_rc = ml->act_ps - ml->out_ps;
         }
     }
     /* shared tensors, one arena (uvmrt-mlp's X, Y, dA0, dA1, dZ, Zr) */
@@ -526,7 +574,7 @@ int model_build(const model_t *m, uint64_t batch, int quiet, record_t *r)
         if (lt[li].ml->tied != NULL) lt[lt[li].ml->tied_li].tie_target = 1;
     /* the CPU's data lives on the host; the GPU writes the gradient there */
     for (size_t li = 0; li < L; li++) {
-        if (lt[li].ml->optimizer != OPT_CPU) continue;
+        if (lt[li].opt != OPT_CPU) continue;
         int host[3 + MAX_STATES] = {lt[li].master, lt[li].grad};
         for (int s = 0; s < MAX_STATES; s++) host[2 + s] = lt[li].states[s];
         for (int k = 0; k < 2 + MAX_STATES; k++)
@@ -535,7 +583,7 @@ int model_build(const model_t *m, uint64_t batch, int quiet, record_t *r)
     /* forward; staged, the first CPU layer with a master waits for every staged copy */
     size_t first_staged = L;
     for (size_t li = 0; m->staged && li < L && first_staged == L; li++)
-        if (lt[li].ml->optimizer == OPT_CPU && lt[li].master >= 0) first_staged = li;
+        if (lt[li].opt == OPT_CPU && lt[li].master >= 0) first_staged = li;
     for (size_t li = 0; li < L; li++) {
         const ltensors_t *t = &lt[li];
         unsigned as = t->ml->streamed ? S : 0;
@@ -544,11 +592,11 @@ int model_build(const model_t *m, uint64_t batch, int quiet, record_t *r)
         /* a CPU layer's bf16 weights are made here from the master its AdamW wrote in
          * host memory (read once over the link), as the trainers do; staged, after the
          * update on a stream of their own (uvmrt-mlp) */
-        int cpu_made = t->ml->optimizer == OPT_CPU && t->master >= 0 && !m->staged;
+        int cpu_made = t->opt == OPT_CPU && t->master >= 0 && !m->staged;
         if (cpu_made) use(c, t->master, R | S);
         use(c, t->wh, cpu_made ? W : R);
         use(c, li == 0 ? x : lt[li - 1].out, R);
-        use(c, t->ml->recompute ? (t->ml->act_ps > t->ml->out_ps ? rc : -1) : t->saved, W | as);
+        use(c, t->rc ? (t->ml->act_ps > t->ml->out_ps ? rc : -1) : t->saved, W | as);
         use(c, t->out, W | as);
         if (li == L - 1) { /* the loss, and its gradient for the backward */
             use(c, y, R | S);
@@ -561,7 +609,7 @@ int model_build(const model_t *m, uint64_t batch, int quiet, record_t *r)
         }
         c->flops = t->ml->flops_ps * bs;
         c->hbm_bytes = (uint64_t)ceil(t->ml->hbm_ps * bs);
-        if (t->ml->optimizer == OPT_CPU && !m->staged) c->after = CPU_STREAM; /* after the CPU's update of it */
+        if (t->opt == OPT_CPU && !m->staged) c->after = CPU_STREAM; /* after the CPU's update of it */
         if (li == first_staged) c->after = HALF_STREAM;
     }
     /* backward, in reverse; a CPU layer's update starts as soon as its gradient exists */
@@ -573,25 +621,25 @@ int model_build(const model_t *m, uint64_t batch, int quiet, record_t *r)
         if (c == NULL) goto oom;
         use(c, t->wh, R);
         use(c, li == 0 ? x : lt[li - 1].out, R);
-        use(c, ml->recompute ? (ml->act_ps > ml->out_ps ? rc : -1) : t->saved, ml->recompute ? W | as : R | as);
+        use(c, t->rc ? (ml->act_ps > ml->out_ps ? rc : -1) : t->saved, t->rc ? W | as : R | as);
         use(c, dout[li & 1], R | gs);
         if (ml->ws_ps > 0) use(c, ws, ml->ws_rw ? RW : W);
         use(c, t->grad, t->tie_target ? RW : W | gs); /* a tied gradient adds to what is there */
         if (li > 0) use(c, dout[(li - 1) & 1], W | gs);
         /* no gradient for the model's input: the first layer's backward does half */
         double bwd = ml->bwd_given ? ml->bwd_flops_ps : (li == 0 ? 1.0 : 2.0) * ml->flops_ps;
-        c->flops = (bwd + (ml->recompute ? ml->flops_ps : 0)) * bs;
+        c->flops = (bwd + (t->rc ? ml->flops_ps : 0)) * bs;
         /* bytes default like flops: twice the forward's, once in the first layer */
         double bwd_hbm = ml->bwd_hbm_given ? ml->bwd_hbm_ps : (li == 0 ? 1.0 : 2.0) * ml->hbm_ps;
-        c->hbm_bytes = (uint64_t)ceil((bwd_hbm + (ml->recompute ? ml->hbm_ps : 0)) * bs + ml->bwd_hbm_pp * ml->params);
-        if (ml->optimizer == OPT_CPU && ml->opt_bytes * ml->params > 0) {
+        c->hbm_bytes = (uint64_t)ceil((bwd_hbm + (t->rc ? ml->hbm_ps : 0)) * bs + ml->bwd_hbm_pp * ml->params);
+        if (t->opt == OPT_CPU && ml->opt_bytes * ml->params > 0) {
             rcall_t *o = call_add(&b, (int)li, UVMRT_PHASE_OPTIMIZER, CPU_STREAM, 0);
             if (o == NULL) goto oom;
             if (ml->opt_given) o->host_bytes = (uint64_t)ceil(ml->opt_bytes * ml->params);
             else o->adamw_params = (uint64_t)ml->params; /* at the profile's AdamW rate */
             o->after = 0; /* the update starts once the backward wrote the gradient */
         }
-        if (ml->optimizer == OPT_CPU && m->staged && t->master >= 0) { /* the working copy, once updated */
+        if (t->opt == OPT_CPU && m->staged && t->master >= 0) { /* the working copy, once updated */
             rcall_t *h = call_add(&b, (int)li, UVMRT_PHASE_OPTIMIZER, HALF_STREAM, 2);
             if (h == NULL) goto oom;
             use(h, t->master, R | S);
@@ -603,7 +651,7 @@ int model_build(const model_t *m, uint64_t batch, int quiet, record_t *r)
     /* the GPU's optimizer calls */
     for (size_t li = 0; li < L; li++) {
         const ltensors_t *t = &lt[li];
-        if (t->ml->optimizer != OPT_GPU || t->wh < 0) continue;
+        if (t->opt != OPT_GPU || t->wh < 0) continue;
         rcall_t *c = call_add(&b, (int)li, UVMRT_PHASE_OPTIMIZER, 0, 3 + MAX_STATES);
         if (c == NULL) goto oom;
         use(c, t->master >= 0 ? t->master : t->wh, RW | S);
@@ -613,12 +661,14 @@ int model_build(const model_t *m, uint64_t batch, int quiet, record_t *r)
         c->hbm_bytes = (uint64_t)ceil(t->ml->opt_bytes * t->ml->params);
     }
     free(lt);
+    free(opts);
     return 0;
 oom:
     fprintf(stderr, "uvmrt-plan: %s: out of memory building the step at batch %llu\n", m->path,
             (unsigned long long)batch);
 fail:
     free(lt);
+    free(opts);
     record_free(r);
     return b.too_large ? -2 : -1;
 }

@@ -41,7 +41,10 @@ struct gpt_data {
     gpt_data_pos_t pos;
     uint64_t rng_next;     /* RNG state after drawing this epoch's order */
     int *order;            /* this epoch's shard order: nshards indices */
-    int loaded;            /* index of the shard in tokens, -1: none */
+    int *order_next;       /* scratch for gpt_data_next's cursor */
+    int rank, world;       /* data parallel: this rank of world (world >= 1) */
+    int loaded;            /* index of the shard in tokens, -1: none (a cache: after
+                              gpt_data_next it may differ from the position's shard) */
     uint16_t *tokens;      /* the loaded shard */
 };
 
@@ -251,6 +254,7 @@ void gpt_data_close(gpt_data_t *d) {
         free(d->shards[i].path);
     free(d->shards);
     free(d->order);
+    free(d->order_next);
     free(d->tokens);
     free(d);
 }
@@ -272,9 +276,15 @@ int gpt_data_open(gpt_data_t **out, const gpt_data_config_t *cfg, char *err, siz
     if (cfg->vocab < 0 || cfg->vocab > 65536)
         return fail(err, errlen, "gpt_data_open: vocab %d: expected 1..65536 (0: %d)", cfg->vocab,
                     maxv);
+    int world = cfg->world ? cfg->world : 1;
+    if (cfg->world < 0 || cfg->rank < 0 || cfg->rank >= world)
+        return fail(err, errlen, "gpt_data_open: rank %d of world %d: expected a world >= 1 "
+                    "(0: 1) and a rank in 0..world-1", cfg->rank, cfg->world);
     gpt_data_t *d = calloc(1, sizeof *d);
     if (d == NULL)
         return fail(err, errlen, "gpt_data_open: out of memory");
+    d->rank = cfg->rank;
+    d->world = world;
     d->cfg = *cfg;
     d->cfg.pattern = d->cfg.text = NULL;
     d->text = cfg->text != NULL;
@@ -285,7 +295,8 @@ int gpt_data_open(gpt_data_t **out, const gpt_data_config_t *cfg, char *err, siz
                          : open_tokens(d, cfg->pattern, err, errlen);
     if (status == 0) {
         d->order = malloc((size_t)d->nshards * sizeof *d->order);
-        if (d->order == NULL)
+        d->order_next = malloc((size_t)d->nshards * sizeof *d->order_next);
+        if (d->order == NULL || d->order_next == NULL)
             status = fail(err, errlen, "gpt_data_open: out of memory");
     }
     if (status == 0) {
@@ -368,36 +379,65 @@ int gpt_data_rewind(gpt_data_t *d, char *err, size_t errlen) {
 /* ----------------------------------------------------------------------------
  * batches */
 
-int gpt_data_next(gpt_data_t *d, int32_t *inputs, int32_t *targets, char *err, size_t errlen) {
-    if (d->pos.offset + d->bt + 1 > d->shards[d->loaded].ntok) {
-        /* this shard is used up: the next one, or the next epoch's first */
-        gpt_data_pos_t p = d->pos;
-        p.offset = 0;
-        p.shard++;
-        int status;
-        if (p.shard < (uint64_t)d->nshards) {
-            status = commit(d, &p, d->order, d->rng_next, err, errlen);
-        } else {
-            int *order = malloc((size_t)d->nshards * sizeof *order);
-            if (order == NULL)
-                return fail(err, errlen, "data: out of memory");
-            p.epoch++;
-            p.shard = 0;
-            p.rng = d->rng_next;
-            uint64_t rng = p.rng;
-            draw_order(&rng, d->nshards, d->cfg.shuffle, order);
-            status = commit(d, &p, order, rng, err, errlen);
-            free(order);
-        }
-        if (status != 0)
-            return -1;
+/* A position with its epoch's order: what gpt_data_next walks without loading. */
+typedef struct {
+    gpt_data_pos_t pos;
+    uint64_t rng_next;
+    int *order;
+} cursor_t;
+
+/* Moves c to where the next batch starts: the next shard (or the next epoch's first)
+ * when this one has no B*T+1 tokens left. Every shard holds at least one batch. */
+static void cursor_fit(const gpt_data_t *d, cursor_t *c) {
+    if (c->pos.offset + d->bt + 1 <= d->shards[c->order[c->pos.shard]].ntok)
+        return;
+    c->pos.offset = 0;
+    if (++c->pos.shard < (uint64_t)d->nshards)
+        return;
+    c->pos.epoch++;
+    c->pos.shard = 0;
+    c->pos.rng = c->rng_next;
+    uint64_t rng = c->pos.rng;
+    draw_order(&rng, d->nshards, d->cfg.shuffle, c->order);
+    c->rng_next = rng;
+}
+
+/* Passes n batches. */
+static void cursor_skip(const gpt_data_t *d, cursor_t *c, int n) {
+    for (int i = 0; i < n; i++) {
+        cursor_fit(d, c);
+        c->pos.offset += d->bt;
     }
-    const uint16_t *t = d->tokens + d->pos.offset;
+}
+
+int gpt_data_next(gpt_data_t *d, int32_t *inputs, int32_t *targets, char *err, size_t errlen) {
+    /* walk a copy of the position through this rank's group; the handle changes only
+     * once the one shard it needs is loaded */
+    memcpy(d->order_next, d->order, (size_t)d->nshards * sizeof *d->order);
+    cursor_t c = {.pos = d->pos, .rng_next = d->rng_next, .order = d->order_next};
+    cursor_skip(d, &c, d->rank);
+    cursor_fit(d, &c);
+    int want = c.order[c.pos.shard];
+    if (want != d->loaded) {
+        uint16_t *tokens = NULL;
+        if (shard_load(d, want, &tokens, err, errlen) != 0)
+            return -1;
+        free(d->tokens);
+        d->tokens = tokens;
+        d->loaded = want;
+    }
+    const uint16_t *t = d->tokens + c.pos.offset;
     for (uint64_t i = 0; i < d->bt; i++) {
         inputs[i] = t[i];
         targets[i] = t[i + 1];
     }
-    d->pos.offset += d->bt;
+    c.pos.offset += d->bt;
+    cursor_skip(d, &c, d->world - 1 - d->rank);
+    d->pos = c.pos;
+    d->rng_next = c.rng_next;
+    int *o = d->order; /* the walked order is now the handle's */
+    d->order = d->order_next;
+    d->order_next = o;
     return 0;
 }
 

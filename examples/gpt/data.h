@@ -18,6 +18,15 @@
  * the remainder of a shard is not used. The sequence of batches is a pure function of
  * the files, B, T and the seed, so a run can be repeated and resumed exactly.
  *
+ * Data parallel: with world = N > 1, rank r (0..N-1) takes the r-th batch of every group
+ * of N consecutive batches of that sequence and skips the others, so the N ranks read
+ * disjoint batches that together are exactly the one-rank sequence (rank r's k-th batch
+ * is batch k*N + r of it), with the same seed on every rank. After each call every rank
+ * is at the same position (the start of the next group), so one saved position resumes
+ * every rank; a run resumed with another world size continues the same sequence, dealt
+ * in groups of the new size. Skipped batches are not read: only shards holding a batch
+ * of this rank are loaded.
+ *
  * Position: gpt_data_tell() gives {epoch, shard, offset, rng, fingerprint}; a handle
  * opened on the same data with the same B, T gives, after gpt_data_seek() to it,
  * exactly the batches the first handle gave after the tell. The fingerprint (a hash
@@ -66,6 +75,7 @@ typedef struct {
     uint64_t seed;       /* shard order per epoch */
     int shuffle;         /* 0: shards in name order every epoch (validation) */
     int vocab;           /* every token must be < vocab; 0: 65536 (text: 256) */
+    int rank, world;     /* data parallel: this rank of world (0 or 1: every batch) */
 } gpt_data_config_t;
 
 typedef struct {
@@ -79,7 +89,8 @@ typedef struct {
 /* Opens the data; *out is the handle (NULL on failure). */
 int gpt_data_open(gpt_data_t **out, const gpt_data_config_t *cfg, char *err, size_t errlen);
 
-/* Fills inputs and targets (B*T int32 each) with the next batch and advances. */
+/* Fills inputs and targets (B*T int32 each) with this rank's next batch and advances
+ * past the group of world batches it belongs to. */
 int gpt_data_next(gpt_data_t *d, int32_t *inputs, int32_t *targets, char *err, size_t errlen);
 
 /* The position of the next batch. */
@@ -94,7 +105,7 @@ int gpt_data_rewind(gpt_data_t *d, char *err, size_t errlen);
 /* Facts about the data. */
 int gpt_data_shards(const gpt_data_t *d);
 uint64_t gpt_data_tokens(const gpt_data_t *d);            /* all shards, whole split */
-uint64_t gpt_data_batches_per_epoch(const gpt_data_t *d);
+uint64_t gpt_data_batches_per_epoch(const gpt_data_t *d); /* of all ranks together */
 int gpt_data_vocab(const gpt_data_t *d);                  /* the limit tokens were checked against */
 
 /* Closes the handle; NULL is a no-op. */

@@ -38,8 +38,9 @@
  * of one chunk; the cross-entropy kernel turns them into dlogits in place, then
  * the chunk's dlnf and dwte are made), inside the head's forward call.
  *
- * Without a GPU it runs the same schedule on uvmrt's sim backend (no arithmetic,
- * durations from the declared FLOPs) and says so.
+ * Without a GPU it runs the same schedule on uvmrt's sim backend (durations from the
+ * declared work) and says so; there the CPU reference computes a small shape inside
+ * the same layer calls (gpt_simref.c), and a larger one computes nothing.
  *
  * This file is the model's layer calls, the optimizer, the training loop and main; the
  * tensors (shape, allocation, a changed choice) are in gpt_tensors.c, the weights'
@@ -67,6 +68,7 @@
 #include "uvmrt.h"
 #include "../common/cli.h"
 #include "../common/input_file.h"
+#include "../common/launch.h"
 
 #include <jansson.h>
 
@@ -299,6 +301,8 @@ static void weights_ready(gpt_run_t *run, int l) {
     if (run->set.compute && on_cpu(run, l))
         kcheck(run, gpt_f32_to_bf16_launch(b16(p->wh), f32(p->w), p->n, run->uv.stream),
                "weights to bf16", l);
+    else if (run->ref && on_cpu(run, l))
+        gpt_wh_from_master_host(run, l);
 }
 
 void gpt_embed_forward(gpt_run_t *run, int side) {
@@ -321,6 +325,8 @@ void gpt_embed_forward(gpt_run_t *run, int side) {
                gpt_encoder_forward_launch(f32(run->model.out[0]), ptr(run->model.tokens), wte, wpe,
                                           run->model.B, run->model.T, run->model.C, run->uv.stream),
                "encoder forward", 0);
+    } else if (run->ref) {
+        gpt_simref_embed_forward(run);
     }
     layer_close(run, 0, UVMRT_PHASE_FORWARD);
 }
@@ -354,6 +360,8 @@ static void embed_backward(gpt_run_t *run) {
                                       (float)run->set.opt->grad_clip, clip, run->clip_host,
                                       run->uv.stream),
                "clip", 0);
+    } else if (run->ref) {
+        gpt_simref_embed_backward(run);
     }
     layer_close(run, 0, UVMRT_PHASE_BACKWARD);
 }
@@ -416,6 +424,8 @@ void gpt_block_forward(gpt_run_t *run, int l) {
     weights_ready(run, l);
     if (run->set.compute)
         block_forward_math(run, l, 1);
+    else if (run->ref)
+        gpt_simref_block_forward(run, l, 1);
     layer_close(run, l, UVMRT_PHASE_FORWARD);
 }
 
@@ -491,6 +501,8 @@ static void block_backward(gpt_run_t *run, int l) {
                "grad norm", l);
         if (to_host)
             kcheck(run, gpt_copy_f32_launch(f32(p->g), g, p->n, s), "gradient to the host", l);
+    } else if (run->ref) {
+        gpt_simref_block_backward(run, l, recompute);
     }
     layer_close(run, l, UVMRT_PHASE_BACKWARD);
 }
@@ -545,6 +557,8 @@ static void head_forward(gpt_run_t *run, double *loss_dst) {
                                        Vp, r0 == 0 ? 0.0f : 1.0f), hl);
         }
         kcheck(run, gpt_loss_finish_launch(f32(run->model.losses), N, loss_dst, s), "loss", hl);
+    } else if (run->ref) {
+        gpt_simref_head_forward(run, loss_dst);
     }
     layer_close(run, hl, UVMRT_PHASE_FORWARD);
 }
@@ -576,6 +590,8 @@ static void head_backward(gpt_run_t *run) {
                                 (double *)ptr(run->model.gnorm) + (size_t)hl * GPT_SUMSQ_BLOCKS,
                                 run->uv.stream),
                "grad norm", hl);
+    } else if (run->ref) {
+        gpt_simref_head_backward(run);
     }
     layer_close(run, hl, UVMRT_PHASE_BACKWARD);
 }
@@ -616,7 +632,7 @@ static uvmrt_adamw_t adamw_hp(double lr, long t) {
 }
 
 static void optimizer(gpt_run_t *run, int l, const mlp_adamw_coef_t *cd,
-                      const mlp_adamw_coef_t *cn) {
+                      const mlp_adamw_coef_t *cn, const uvmrt_adamw_t *hp) {
     const layer_params_t *p = &run->model.lp[l];
     use_list_t u = {.n = 0};
     use_add(&u, p->w, RW | S);
@@ -640,6 +656,8 @@ static void optimizer(gpt_run_t *run, int l, const mlp_adamw_coef_t *cd,
                    gpt_adamw_launch(f32(p->w) + nd, f32(p->m) + nd, f32(p->v) + nd, f32(p->g) + nd,
                                     b16(p->wh) + nd, p->n - nd, cn, clip, run->uv.stream),
                    "adamw", l);
+    } else if (run->ref) {
+        gpt_simref_adamw(run, l, hp);
     }
     layer_close(run, l, UVMRT_PHASE_OPTIMIZER);
 }
@@ -648,7 +666,7 @@ static void optimizer(gpt_run_t *run, int l, const mlp_adamw_coef_t *cd,
  * not the GPU's), its own stream, 28 bytes of host memory per parameter (w, m, v read
  * and written, g read). sim: it takes that at the profile's host memory rate, sharing
  * host memory with the link's transfers; cuda: declared only (the thread does it). */
-static void cpu_optimizer_declare(gpt_run_t *run, int l) {
+static void cpu_optimizer_declare(gpt_run_t *run, int l, const uvmrt_adamw_t *hp) {
     uvmrt_layer_call_t call = {
         .struct_size = sizeof(uvmrt_layer_call_t),
         .layer = l,
@@ -662,6 +680,8 @@ static void cpu_optimizer_declare(gpt_run_t *run, int l) {
     if (st != UVMRT_OK && (run->uv.fail_st = st) != UVMRT_OK)
         gpt_run_fail(run, "uvmrt_layer_begin(layer %d, optimizer on the CPU) failed: %s (%s)", l,
                  uvmrt_status_str(st), uvmrt_status_name(st));
+    if (run->ref) /* sim: the update is this call's work */
+        gpt_simref_adamw(run, l, hp);
     layer_close(run, l, UVMRT_PHASE_OPTIMIZER);
 }
 
@@ -700,6 +720,8 @@ void gpt_head_sample(gpt_run_t *run, int row) {
                gpt_gpu_copy(run->gpu, run->logits_host, ptr(run->model.logits),
                             (size_t)run->model.Vp * sizeof(uint16_t)),
                hl);
+    } else if (run->ref) {
+        gpt_simref_head_sample(run, row);
     }
     layer_close(run, hl, UVMRT_PHASE_FORWARD);
 }
@@ -755,21 +777,22 @@ void gpt_step_calls(gpt_run_t *run, int s, double lr) {
     embed_backward(run);
     mlp_adamw_coef_t cd = adamw_coef(lr, ADAM_WD, run->adam_t + 1);
     mlp_adamw_coef_t cn = adamw_coef(lr, 0.0, run->adam_t + 1);
-    if (s == run->set.first && opt->dump_grads && run->set.compute) {
-        gcheck(run, gpt_gpu_sync(run->gpu), -1);
+    if (s == run->set.first && opt->dump_grads && gpt_computes(run)) {
+        if (run->set.compute)
+            gcheck(run, gpt_gpu_sync(run->gpu), -1);
         gpt_weights_dump(run, opt->dump_grads, 1);
     }
+    uvmrt_adamw_t hp = adamw_hp(lr, run->adam_t + 1);
     if (run->cpu) { /* first: the thread starts on it while the GPU updates its layers */
-        uvmrt_adamw_t hp = adamw_hp(lr, run->adam_t + 1);
         gcheck(run, gpt_cpuopt_submit(run->cpu, run->gpu, run->cpu_last + 1, &hp), -1);
         run->cpu_last++;
     }
     for (int l = 0; l < run->model.nl; l++)
         if (on_cpu(run, l))
-            cpu_optimizer_declare(run, l);
+            cpu_optimizer_declare(run, l, &hp);
     for (int l = 0; l < run->model.nl; l++)
         if (!on_cpu(run, l))
-            optimizer(run, l, &cd, &cn);
+            optimizer(run, l, &cd, &cn, &hp);
     gpt_uv_step_end(run);
     run->adam_t++;
     host_work_report(run);
@@ -817,7 +840,7 @@ static void run_steps(gpt_run_t *run, FILE *loss_log) {
         run->uv.side_step = 0;
         train_step(run, s, lr);
 
-        if (run->set.compute) {
+        if (gpt_computes(run)) {
             run->losses_out[s] = run->loss_host[s]; /* step_end waited for the stream */
             run->norms[s] = run->clip_host[0];
         }
@@ -831,7 +854,7 @@ static void run_steps(gpt_run_t *run, FILE *loss_log) {
         int done = s + 1 - run->set.first;
         double elapsed = cli_now_s() - t_start, eta = elapsed / done * (run->set.stop - s - 1);
         char loss_text[48] = "-";
-        if (run->set.compute)
+        if (gpt_computes(run))
             snprintf(loss_text, sizeof loss_text, "%.6f  norm %.3f", run->losses_out[s],
                      run->norms[s]);
         printf("step %d/%d  loss %s  lr %.3g  %.1f ms  %.0f tokens/s  %.1f TFLOP/s  MFU %.1f%%  "
@@ -840,8 +863,10 @@ static void run_steps(gpt_run_t *run, FILE *loss_log) {
                tflops, 100.0 * tflops * 1e12 / peak, in, out, st->fault_count, eta,
                run->uv.recording[s] ? "  (recording step)" : "");
         fflush(stdout);
-        if (loss_log)
-            fprintf(loss_log, "%d %a\n", s + 1, run->set.compute ? run->losses_out[s] : 0.0);
+        if (loss_log && gpt_computes(run))
+            fprintf(loss_log, "%d %a\n", s + 1, run->losses_out[s]);
+        else if (loss_log) /* nothing computed: no number, not a zero */
+            fprintf(loss_log, "%d null\n", s + 1);
         gpt_choice_review(run, s);
 
         int last = s + 1 == run->set.stop;
@@ -869,6 +894,40 @@ static void run_steps(gpt_run_t *run, FILE *loss_log) {
 /* ----------------------------------------------------------------------------
  * setup, results, main */
 
+/* On sim: whether the CPU reference computes (gpt_simref.c), and why not. */
+static void sim_math_note(const gpt_run_t *run) {
+    if (gpt_simref_fits(run)) {
+        printf("sim: computing on the CPU with the reference implementation (slow): %.3g "
+               "parameters x tokens per step (at most %.3g)\n",
+               gpt_simref_work(run), GPT_SIM_MATH_MAX);
+        return;
+    }
+    printf("sim backend: the schedule only, no arithmetic (no losses); times and traffic are "
+           "the model's\n");
+    printf("sim: no arithmetic: %.3g parameters x tokens per step is over the CPU "
+           "reference's %.3g (about a second a step on one core); a small shape computes, "
+           "e.g. --layers 2 --channels 64 --heads 4 --batch 4 --seq 64\n",
+           gpt_simref_work(run), GPT_SIM_MATH_MAX);
+}
+
+/* Training on several GPUs is not built yet (README: Several GPUs (in progress)): N
+ * processes would each train the whole model on the same data. A launcher's variables
+ * that say so, or that contradict themselves, end the run before any work. */
+static void refuse_several_processes(void) {
+    launch_t l;
+    char err[1024];
+    if (launch_from_env(&l, NULL, NULL, err, sizeof err) != 0) {
+        fprintf(stderr, PROG ": the launch environment: %s\n", err);
+        exit(2);
+    }
+    if (l.world > 1) {
+        fprintf(stderr, PROG ": launched as rank %d of %d (%s): training on several GPUs is not "
+                "built yet (README: Several GPUs (in progress)); run one process\n", l.rank,
+                l.world, l.launcher);
+        exit(2);
+    }
+}
+
 int main(int argc, char **argv) {
     cli_program = PROG;
     gpt_options_t opt;
@@ -877,6 +936,7 @@ int main(int argc, char **argv) {
     cli_output_check("--dump-weights", opt.dump_weights);
     cli_output_check("--dump-grads", opt.dump_grads);
     cli_note_env_overrides();
+    refuse_several_processes();
 
     gpt_run_t run = {.set = {.opt = &opt, .knob_cpu = -1, .knob_rec = -1},
                      .cpu_last = -1,
@@ -940,18 +1000,19 @@ int main(int argc, char **argv) {
         gpt_run_open_gpu(&run);
         run.set.compute = 1;
     } else {
-        printf("sim backend: the schedule only, no arithmetic (no losses); times and traffic "
-               "are the model's\n");
-        if (opt.dump_weights || opt.dump_grads || opt.init_weights)
+        sim_math_note(&run);
+        if (!gpt_simref_fits(&run) && (opt.dump_weights || opt.dump_grads || opt.init_weights))
             fprintf(stderr, PROG ": note: --dump-weights, --dump-grads and --init-weights need "
-                            "the GPU; ignored on sim\n");
+                            "the arithmetic; ignored on sim for this shape\n");
         /* the batches are still read (bad data fails the same way) */
         run.tok_host = calloc(5 * (size_t)run.model.N + 1, sizeof *run.tok_host);
         if (run.tok_host == NULL)
             gpt_run_fail(&run, "out of host memory");
     }
     gpt_net_alloc(&run);
-    if (run.set.compute) {
+    if (run.uv.backend != UVMRT_BACKEND_CUDA && gpt_simref_fits(&run))
+        gpt_simref_open(&run);
+    if (gpt_computes(&run)) {
         if (opt.init_weights)
             gpt_weights_load(&run, opt.init_weights);
         else
@@ -999,17 +1060,17 @@ int main(int argc, char **argv) {
            (double)run.model.device_bytes / GIB, (double)sum.budget_bytes / GIB);
     printf("; AdamW of %d of %d layers on the CPU, %d of %d blocks recompute", run.set.cpu_layers,
            run.model.nl, run.set.recompute, run.model.L);
-    if (run.set.compute)
+    if (gpt_computes(&run))
         printf("; loss %.6f -> %.6f", run.losses_out[run.set.first],
                run.losses_out[run.set.stop - 1]);
-    if (run.n_val && run.set.compute)
+    if (run.n_val && gpt_computes(&run))
         printf("; val loss %.6f", run.val_loss[run.n_val - 1]);
     printf("\n");
     if (run.set.compute && (run.cpu || run.cpu_busy_s > 0))
         printf("cpu optimizer: %.1f ms of AdamW per step (path %s)\n",
                (run.cpu_busy_s + gpt_cpuopt_busy_s(run.cpu)) * 1e3 / (run.set.stop - run.set.first),
                mlp_isa_name(run.isa));
-    if (run.set.compute)
+    if (gpt_computes(&run))
         for (int s = run.set.first; s < run.set.stop; s++)
             if (!isfinite(run.losses_out[s])) {
                 fprintf(stderr, PROG ": loss of step %d is not finite\n", s + 1);

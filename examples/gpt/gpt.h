@@ -5,7 +5,8 @@
  * weights' initialisation and files; gpt_side.c validation and sampling; gpt_open.c
  * opening and closing a run; gpt_auto.c the automatic choice (uvmrt_choose(3) and
  * its review, through examples/common/autochoice.c); gpt_ckpt.c the checkpoints of a
- * run; gpt_results.c the medians and the result JSON.
+ * run; gpt_results.c the medians and the result JSON; gpt_simref.c the arithmetic
+ * on sim (the CPU reference, a small shape only).
  */
 #ifndef UVMRT_GPT_H
 #define UVMRT_GPT_H
@@ -151,6 +152,8 @@ typedef struct gpt_run {
     uint64_t run_id;          /* written into its checkpoints; a resumed run keeps its own */
     int ckpt_replace;         /* 1: remove the checkpoints of another run after the first save */
     double cpu_busy_s;        /* AdamW seconds of CPU threads already stopped */
+    struct gpt_simref *ref;   /* sim: the CPU reference's scratch when it computes (NULL:
+                               * the schedule only); gpt_simref.c */
 } gpt_run_t;
 
 /* The sim's stream handles for the CPU optimizer's calls and the GPU's (distinct
@@ -179,6 +182,9 @@ void gpt_run_fail(gpt_run_t *run, const char *fmt, ...) __attribute__((format(pr
 static inline int on_cpu(const gpt_run_t *run, int l) {
     return l >= run->model.nl - run->set.cpu_layers;
 }
+
+/* The run computes losses: on the GPU, or on sim with the CPU reference. */
+static inline int gpt_computes(const gpt_run_t *run) { return run->set.compute || run->ref; }
 
 /* Block layer l (1..L) recomputes its activations in its backward. */
 static inline int recomputes(const gpt_run_t *run, int l) { return l - 1 < run->set.recompute; }
@@ -257,6 +263,24 @@ void gpt_cpu_opt_close(gpt_run_t *run);
 void gpt_run_ckpt_start(gpt_run_t *run);
 void gpt_run_ckpt_save(gpt_run_t *run, int s);
 void gpt_run_ckpt_resume(gpt_run_t *run);
+
+/* gpt_simref.c: on sim, the CPU reference (gpt_ref.c) computes inside the same layer
+ * calls, on the tensors' host memory, when the shape is small enough: parameters x
+ * tokens per step (gpt_simref_work) at most GPT_SIM_MATH_MAX, about a second a step on
+ * one core. Above it sim runs the schedule only. */
+#define GPT_SIM_MATH_MAX 2e8
+double gpt_simref_work(const gpt_run_t *run);
+int gpt_simref_fits(const gpt_run_t *run);
+void gpt_simref_open(gpt_run_t *run); /* after gpt_net_alloc; the host buffers too */
+void gpt_simref_close(gpt_run_t *run);
+void gpt_simref_embed_forward(gpt_run_t *run);
+void gpt_simref_block_forward(gpt_run_t *run, int l, int with_out);
+void gpt_simref_block_backward(gpt_run_t *run, int l, int recompute);
+void gpt_simref_head_forward(gpt_run_t *run, double *loss_dst);
+void gpt_simref_head_backward(gpt_run_t *run);
+void gpt_simref_embed_backward(gpt_run_t *run);
+void gpt_simref_adamw(gpt_run_t *run, int l, const uvmrt_adamw_t *hp);
+void gpt_simref_head_sample(gpt_run_t *run, int row);
 
 /* gpt_results.c */
 typedef struct medians {

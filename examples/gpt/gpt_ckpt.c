@@ -185,7 +185,7 @@ void gpt_run_ckpt_save(gpt_run_t *run, int s) {
     gpt_cpu_drain(run);
     /* a CPU layer's bf16 copy is made in its next forward (weights_ready): bring the
      * saved one up to date, so that a run resumed with that layer on the GPU reads it */
-    for (int l = 0; run->set.compute && l < run->model.nl; l++)
+    for (int l = 0; gpt_computes(run) && l < run->model.nl; l++)
         if (on_cpu(run, l))
             gpt_wh_from_master_host(run, l);
     ckpt_bufs_t cb;

@@ -66,7 +66,7 @@ static const cli_flag_t GPT_FLAGS[] = {
      F_OVERWRITE_CKPT},
     {"stop-at", "STEP", "end after step STEP (the LR schedule still spans --steps)",
      F_STOP_AT},
-    {"sample", "N", "generate N tokens after training (needs a GPU)", F_SAMPLE},
+    {"sample", "N", "generate N tokens after training (on sim: when the CPU\nreference computes)", F_SAMPLE},
     {"sample-every", "K", "also every K steps", F_SAMPLE_EVERY},
     {"top-k", "K", "sample among the K most likely tokens (default 0: greedy)", F_TOP_K},
     {"prompt", "TEXT", "the start of the samples with --text (default: the first\n"

@@ -46,7 +46,9 @@ void gpt_run_data_open(gpt_run_t *run) {
                                  run->model.T,
                                  o->c.seed,
                                  1,
-                                 run->model.V};
+                                 run->model.V,
+                                 0, /* rank 0 of one: several GPUs are not built yet */
+                                 1};
         if (gpt_data_open(&run->train, &cfg, err, sizeof err) != 0)
             gpt_run_fail(run, "training data: %s", err);
         if (text || o->val_pattern) {
@@ -185,7 +187,11 @@ void gpt_run_close(gpt_run_t *run) {
         gpt_gpu_host_free(run->logits_host);
     } else {
         free(run->tok_host);
+        free(run->loss_host);
+        free(run->clip_host);
+        free(run->logits_host);
     }
+    gpt_simref_close(run);
     run->tok_host = NULL, run->loss_host = NULL, run->clip_host = NULL, run->logits_host = NULL;
     gpt_gpu_close(run->gpu);
     run->gpu = NULL;

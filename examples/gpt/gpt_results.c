@@ -83,13 +83,13 @@ static int result_write(gpt_run_t *run, const char *path, const medians_t *m,
     for (int s = run->set.first; s < run->set.stop; s++) {
         if (!run->uv.recording[s])
             late += run->uv.stats[s].fault_count;
-        json_array_append_new(losses, json_real(run->set.compute ? run->losses_out[s] : 0.0));
+        json_array_append_new(losses, gpt_computes(run) ? json_real(run->losses_out[s]) : json_null());
         json_array_append_new(step_ms, json_real((double)run->uv.stats[s].step_ns / 1e6));
     }
     for (int k = 0; k < run->n_val; k++)
         json_array_append_new(
             val, json_pack("{s:i, s:o}", "step", run->val_step[k], "loss",
-                           run->set.compute ? json_real(run->val_loss[k]) : json_null()));
+                           gpt_computes(run) ? json_real(run->val_loss[k]) : json_null()));
     json_t *data = json_pack("{s:s}", "source", gpt_source_name(o->source));
     if (run->train && data) {
         gpt_data_pos_t pos;
@@ -114,7 +114,7 @@ static int result_write(gpt_run_t *run, const char *path, const medians_t *m,
         run->set.recompute == 0              ? "none"
         : run->set.recompute == run->model.L ? "all"
                                              : "partial",
-        "arithmetic", run->set.compute, "ms_per_step_median", m->ms, "tokens_per_s",
+        "arithmetic", gpt_computes(run), "ms_per_step_median", m->ms, "tokens_per_s",
         m->ms > 0 ? run->model.N / (m->ms * 1e-3) : 0.0, "tflops", tflops, "gb_in_per_step",
         m->in_gb, "gb_out_per_step", m->out_gb, "faults_per_step", m->faults, "managed_bytes",
         (json_int_t)run->model.managed_bytes, "peak_resident_bytes",
@@ -123,6 +123,11 @@ static int result_write(gpt_run_t *run, const char *path, const medians_t *m,
         losses, "step_ms", step_ms, "val", val, "data", data, "checkpoint",
         run->ckpt_last[0] ? run->ckpt_last : NULL);
     if (root) {
+        /* who did the arithmetic: the GPU, the CPU reference on sim, or no one (null) */
+        json_object_set_new(root, "arithmetic_on",
+                            run->set.compute ? json_string("gpu")
+                            : run->ref       ? json_string("cpu-reference")
+                                             : json_null());
         json_object_set_new(root, "cpu_layers", json_integer(run->set.cpu_layers));
         json_object_set_new(root, "recompute_blocks", json_integer(run->set.recompute));
         json_object_set_new(root, "choice", choice_json(run));

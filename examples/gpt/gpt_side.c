@@ -45,7 +45,7 @@ void gpt_validate(gpt_run_t *run, int s) {
     run->val_step[run->n_val] = s + 1;
     run->val_loss[run->n_val] = loss;
     run->n_val++;
-    if (run->set.compute)
+    if (gpt_computes(run))
         printf("val step %d: loss %.6f (%d batches of %d x %d, %.1f s)\n", s + 1, loss, run->val_n,
                run->model.B, run->model.T, cli_now_s() - t0);
     else
@@ -117,9 +117,9 @@ static void sample_print(const gpt_run_t *run, const int *seq, int n, int from) 
  * it out of the row's logits), the next token chosen on the host. */
 void gpt_sample_run(gpt_run_t *run, int s) {
     const gpt_options_t *opt = run->set.opt;
-    if (!run->set.compute) {
-        printf("sample after step %d: sampling needs a GPU (the sim backend does no "
-               "arithmetic); skipped\n", s + 1);
+    if (!gpt_computes(run)) {
+        printf("sample after step %d: sampling needs the arithmetic (on sim only a small "
+               "shape computes, on the CPU); skipped\n", s + 1);
         return;
     }
     int n = opt->sample, len = run->prompt_len, T = run->model.T;
@@ -169,7 +169,7 @@ uint64_t gpt_uv_steps_planned(const gpt_run_t *run) {
         n++;
         if (gpt_validates_after(run, s))
             n += (uint64_t)run->val_n;
-        if (gpt_samples_after(run, s) && run->set.compute) /* sim skips sampling */
+        if (gpt_samples_after(run, s) && gpt_computes(run)) /* else skipped */
             n += (uint64_t)run->set.opt->sample;
     }
     return n;

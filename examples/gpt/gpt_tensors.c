@@ -264,6 +264,8 @@ void gpt_run_reconfigure(gpt_run_t *run, int k, int n) {
             kcheck(run, gpt_f32_to_bf16_launch(b16(p->wh), f32(p->w), p->n, run->uv.stream),
                    "weights to bf16", l);
             gcheck(run, gpt_gpu_sync(run->gpu), l);
+        } else if (was && !now && run->ref) {
+            gpt_wh_from_master_host(run, l);
         }
     }
     int old_n = run->set.recompute;

@@ -44,7 +44,8 @@
  * This file is the model and the training loop; the flags are in mlp_flags.c and
  * the GPU's work (cuBLAS, kernels, initialisation) behind mlp_gpu.h, so nothing
  * here depends on how the program was built. Without a GPU it runs the same
- * schedule on uvmrt's sim backend, with no arithmetic, and says so.
+ * schedule on uvmrt's sim backend and says so; there the CPU reference computes a
+ * small bf16 network inside the same layer calls (mlp_simref.c), a larger one nothing.
  */
 #define _GNU_SOURCE
 
@@ -105,6 +106,7 @@ uint64_t mlp_planned_managed_bytes(const mlp_options_t *opt) {
 void mlp_run_close_cb(void *arg) {
     mlp_run_t *run = arg;
     mlp_gpu_close(run); /* with a GPU: the CPU optimizer, the context, then the GPU's */
+    mlp_simref_close(run);
     uvmrt_context_destroy(run->ctx);
     run->ctx = NULL;
     free(run->net.blocks);
@@ -258,6 +260,8 @@ static void cpu_layers_apply(mlp_run_t *run, int K, int s) {
     /* blocks back on the GPU: their Wh was last made by a forward from an older W */
     for (int i = L - old; run->gpu && i < L - K; i++)
         mlp_gpu_half_from_master(run, i);
+    for (int i = L - old; run->ref && i < L - K; i++)
+        mlp_simref_half(run, i);
     run->cpu_layers = K;
     run->cpu_since_step = s;
 }
@@ -345,6 +349,8 @@ static uvmrt_status_t forward(mlp_run_t *run, int i, int step) {
     TRY(layer_open(run, i, UVMRT_PHASE_FORWARD, &u, 2.0 * net->N * (double)net->hh, 0));
     if (run->gpu)
         mlp_gpu_forward(run, i, step);
+    else if (run->ref)
+        mlp_simref_forward(run, i, step);
     return layer_close(run, i, UVMRT_PHASE_FORWARD);
 }
 
@@ -371,6 +377,8 @@ static uvmrt_status_t backward(mlp_run_t *run, int i, int step) {
     TRY(layer_open(run, i, UVMRT_PHASE_BACKWARD, &u, flops, 0));
     if (run->gpu)
         mlp_gpu_backward(run, i, step);
+    else if (run->ref)
+        mlp_simref_backward(run, i);
     return layer_close(run, i, UVMRT_PHASE_BACKWARD);
 }
 
@@ -387,6 +395,8 @@ static uvmrt_status_t optimizer(mlp_run_t *run, int i, int step) {
     TRY(layer_open(run, i, UVMRT_PHASE_OPTIMIZER, &u, 0, (uint64_t)net->hh * (4 * 7 + 2)));
     if (run->gpu)
         mlp_gpu_optimizer(run, i, step);
+    else if (run->ref)
+        mlp_simref_adamw(run, i);
     return layer_close(run, i, UVMRT_PHASE_OPTIMIZER);
 }
 
@@ -403,6 +413,8 @@ static uvmrt_status_t optimizer_cpu(mlp_run_t *run, int i) {
         .after = run->stream, /* the thread starts once backward i is done */
     };
     TRY(call_begin(run, &call, "optimizer on the CPU"));
+    if (run->ref) /* sim: the update is this call's work (and the new Wh) */
+        mlp_simref_adamw(run, i);
     return layer_close(run, i, UVMRT_PHASE_OPTIMIZER);
 }
 
@@ -425,6 +437,8 @@ static uvmrt_status_t stage_half(mlp_run_t *run, int i, int s) {
     TRY(call_begin(run, &call, "the half copy of the CPU's update"));
     if (run->gpu)
         mlp_gpu_stage_half(run, i);
+    else if (run->ref)
+        mlp_simref_half(run, i);
     return layer_close(run, i, UVMRT_PHASE_OPTIMIZER);
 }
 
@@ -618,7 +632,7 @@ static void run_steps(mlp_run_t *run, FILE *loss_log) {
         double out = (double)(st->evict_bytes + st->remote_write_bytes) / GB;
         double elapsed = cli_now_s() - t_start, eta = elapsed / (s + 1) * (S - s - 1);
         char loss_text[32] = "-";
-        if (run->gpu)
+        if (mlp_computes(run))
             mlp_loss_text(loss_text, sizeof loss_text, run->losses[s]);
         printf("step %d/%d  loss %s  %.1f ms  %.1f TFLOP/s  in %.2f GB  out %.2f GB  faults %"
                PRIu64 "  ETA %.0f s%s%s\n",
@@ -626,9 +640,11 @@ static void run_steps(mlp_run_t *run, FILE *loss_log) {
                st->fault_count, eta, run->skipped[s] ? "  (skipped: inf/NaN gradients)" : "",
                s == 0 ? "  (recording step)" : "");
         fflush(stdout);
-        if (loss_log)
+        if (loss_log && mlp_computes(run))
             fprintf(loss_log, "%d %a %a%s\n", s + 1, run->losses[s], scale_used,
                     run->skipped[s] ? " skipped" : "");
+        else if (loss_log) /* nothing computed: no number, not a zero */
+            fprintf(loss_log, "%d null %a\n", s + 1, scale_used);
         host_work_report(run, s);
         autochoice_after_step(&run->ac, s, s == 0 || run->recording[s], s + 1 == S);
     }
@@ -723,7 +739,7 @@ static int result_write(const mlp_run_t *run, const char *path, const mlp_median
         late_faults += run->stats[s].fault_count;
     json_t *losses = json_array(), *step_ms = json_array();
     for (int s = 0; s < S; s++) {
-        json_array_append_new(losses, json_real(run->gpu ? run->losses[s] : 0.0));
+        json_array_append_new(losses, mlp_computes(run) ? json_real(run->losses[s]) : json_null());
         json_array_append_new(step_ms, json_real((double)run->stats[s].step_ns / 1e6));
     }
     double tflops = m->ms > 0 ? step_flops(run) / (m->ms * 1e-3) / 1e12 : 0.0;
@@ -737,7 +753,7 @@ static int result_write(const mlp_run_t *run, const char *path, const mlp_median
         "precision", opt->precision == MLP_BF16 ? "bf16" : "fp16",
         "optimizer_on", placement_name(run), "recompute", run->recompute,
         "recompute_auto", opt->recompute == MLP_AUTO, "cpu_layers", run->cpu_layers,
-        "cpu_layers_auto", opt->cpu_layers == MLP_AUTO, "arithmetic", run->gpu != NULL,
+        "cpu_layers_auto", opt->cpu_layers == MLP_AUTO, "arithmetic", mlp_computes(run),
         "ms_per_step_median", m->ms, "tflops", tflops,
         "gb_in_per_step", m->in_gb, "gb_out_per_step", m->out_gb, "faults_per_step", m->faults,
         "managed_bytes", (json_int_t)run->net.managed_bytes,
@@ -772,6 +788,26 @@ static int outputs_write(mlp_run_t *run, const mlp_medians_t *m, const uvmrt_sum
 
 /* ----------------------------------------------------------------------------
  * main */
+
+/* On sim: whether the CPU reference computes (mlp_simref.c), and why not. */
+static void sim_math_note(const mlp_options_t *opt) {
+    if (mlp_simref_fits(opt)) {
+        printf("sim: computing on the CPU with the reference implementation (slow): %.3g "
+               "parameters x rows per step (at most %.3g)\n", mlp_simref_work(opt),
+               MLP_SIM_MATH_MAX);
+        return;
+    }
+    printf("sim backend: the schedule only, no arithmetic (no losses); times and traffic are "
+           "the model's\n");
+    if (opt->precision != MLP_BF16)
+        printf("sim: no arithmetic: the CPU reference computes --precision bf16 only (fp16's "
+               "loss scaling is the GPU's)\n");
+    else
+        printf("sim: no arithmetic: %.3g parameters x rows per step is over the CPU "
+               "reference's %.3g (about a second a step on one core); a small shape computes, "
+               "e.g. --layers 4 --hidden 128 --rows 256\n", mlp_simref_work(opt),
+               MLP_SIM_MATH_MAX);
+}
 
 /* The configuration, with the knob values in use and how each was set. */
 static void header_print(const mlp_run_t *run) {
@@ -842,14 +878,15 @@ int main(int argc, char **argv) {
     if (run.backend == UVMRT_BACKEND_CUDA)
         run.gpu = mlp_gpu_open(&run);
     else
-        printf("sim backend: the schedule only, no arithmetic (no losses); times and traffic "
-               "are the model's\n");
+        sim_math_note(&opt);
     if (cli_host_fits(run.ctx, mlp_planned_managed_bytes(&opt)) != 0)
         run_fail(&run, "nothing allocated: the tensors do not fit the host budget");
     net_alloc(&run);
     run.recompute = recompute_count(&run); /* the runtime's answers, block by block */
     if (run.gpu)
         mlp_gpu_init(&run);
+    else if (mlp_simref_fits(&opt))
+        mlp_simref_open(&run);
 
     FILE *loss_log = NULL;
     if (opt.c.loss_log && (loss_log = cli_output_open("--loss-log", opt.c.loss_log)) == NULL)
@@ -875,7 +912,7 @@ int main(int argc, char **argv) {
            rerecorded ? ", steps recorded again left out" : "",
            (double)sum.peak_resident_bytes / GIB, (double)run.device_workspace_bytes / GIB,
            (double)sum.budget_bytes / GIB);
-    if (run.gpu) {
+    if (mlp_computes(&run)) {
         char first[32], last[32];
         mlp_loss_text(first, sizeof first, run.losses[0]);
         mlp_loss_text(last, sizeof last, run.losses[S - 1]);
@@ -886,7 +923,7 @@ int main(int argc, char **argv) {
     printf("\n");
     if (run.gpu)
         mlp_gpu_summary(&run, stdout);
-    if (run.gpu)
+    if (mlp_computes(&run))
         for (int s = 0; s < S; s++)
             if (!isfinite(run.losses[s])) {
                 fprintf(stderr, PROG ": loss of step %d is not finite\n", s + 1);

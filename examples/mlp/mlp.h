@@ -8,6 +8,7 @@
  *                  of each layer call (built with CUDA and cuBLAS)
  *   mlp_cpu_opt.c  the CPU optimizer thread (--optimizer-on cpu, with the GPU side)
  *   mlp_nogpu.c    stands in for the two above in a build without CUDA or cuBLAS
+ *   mlp_simref.c   the arithmetic on sim: the CPU reference's, a small network only
  */
 #ifndef UVMRT_MLP_H
 #define UVMRT_MLP_H
@@ -133,6 +134,8 @@ typedef struct mlp_run {
     uint8_t *recording;          /* (S + 1,) 1: uvmrt recorded that step again (a changed choice) */
     uint64_t device_workspace_bytes; /* cudaMalloc'd beside uvmrt's tensors */
     mlp_isa_t isa;
+    struct mlp_simref *ref;      /* sim: the CPU reference's scratch when it computes (NULL:
+                                    the schedule only); mlp_simref.c */
 } mlp_run_t;
 
 /* Block i's AdamW runs on the CPU: the top K blocks, whose backward ends first. */
@@ -150,6 +153,24 @@ static inline int mlp_block_recomputes(const mlp_run_t *run, int i) {
 static inline uvmrt_tensor_t *mlp_block_z(const mlp_run_t *run, int i) {
     return mlp_block_recomputes(run, i) ? run->net.Zr : run->net.blocks[i].Z;
 }
+
+/* mlp_simref.c: on sim, the CPU reference's math (mlp_ref.c) computes inside the same
+ * layer calls, on the tensors' host memory, when the shape is small enough: bf16 and
+ * layers x hidden^2 x rows (parameters x rows, mlp_simref_work) at most
+ * MLP_SIM_MATH_MAX, about a second a step on one core. Otherwise sim runs the
+ * schedule only. */
+#define MLP_SIM_MATH_MAX 1e8
+double mlp_simref_work(const mlp_options_t *opt);
+int mlp_simref_fits(const mlp_options_t *opt);
+void mlp_simref_open(mlp_run_t *run); /* after the tensors: their initial values too */
+void mlp_simref_close(mlp_run_t *run);
+void mlp_simref_forward(mlp_run_t *run, int i, int s);
+void mlp_simref_backward(mlp_run_t *run, int i);
+void mlp_simref_adamw(mlp_run_t *run, int i);
+void mlp_simref_half(mlp_run_t *run, int i);
+
+/* The run computes losses: on the GPU, or on sim with the CPU reference. */
+static inline int mlp_computes(const mlp_run_t *run) { return run->gpu || run->ref; }
 
 /* Releases everything the run holds (GPU side, context, host buffers); safe to
  * call on a partly opened run. As a void * callback for cli_fail. */

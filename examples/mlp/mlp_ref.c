@@ -16,14 +16,33 @@ float mlp_init_input_scale(void) {
     return (float)sqrt(3.0);
 }
 
-/* out (N, H) = in (N, H) . W^T, W (H, H) row-major [out][in] */
-static void linear(float *out, const float *in, const float *W, int N, int H) {
+void mlp_ref_linear(float *out, const float *in, const float *W, int N, int H) {
     for (int n = 0; n < N; n++)
         for (int o = 0; o < H; o++) {
             float acc = 0.0f;
             for (int k = 0; k < H; k++)
                 acc += in[(size_t)n * H + k] * W[(size_t)o * H + k];
             out[(size_t)n * H + o] = acc;
+        }
+}
+
+void mlp_ref_weight_grad(float *dW, const float *dZ, const float *in, int N, int H) {
+    for (int o = 0; o < H; o++)
+        for (int k = 0; k < H; k++) {
+            float acc = 0.0f;
+            for (int n = 0; n < N; n++)
+                acc += dZ[(size_t)n * H + o] * in[(size_t)n * H + k];
+            dW[(size_t)o * H + k] = acc;
+        }
+}
+
+void mlp_ref_input_grad(float *dA, const float *dZ, const float *W, int N, int H) {
+    for (int n = 0; n < N; n++)
+        for (int k = 0; k < H; k++) {
+            float acc = 0.0f;
+            for (int o = 0; o < H; o++)
+                acc += dZ[(size_t)n * H + o] * W[(size_t)o * H + k];
+            dA[(size_t)n * H + k] = acc;
         }
 }
 
@@ -60,7 +79,7 @@ int mlp_ref_init(mlp_ref_t *r, int L, int H, int N, uint64_t seed) {
     for (int i = 0; i < L; i++) {
         for (size_t j = 0; j < hh; j++)
             T[j] = mlp_uniform(seed ^ MLP_TEACHER_SEED_XOR, MLP_ID_TEACHER(i), j) * b;
-        linear(tmp, r->Y, T, N, H);
+        mlp_ref_linear(tmp, r->Y, T, N, H);
         for (size_t j = 0; j < nh; j++)
             r->Y[j] = mlp_gelu(tmp[j]);
     }
@@ -87,7 +106,7 @@ float mlp_ref_forward(mlp_ref_t *r) {
     size_t hh = (size_t)H * H, nh = (size_t)N * H;
     for (int i = 0; i < L; i++) {
         float *z = r->Z + (size_t)i * nh, *a = r->A + (size_t)(i + 1) * nh;
-        linear(z, r->A + (size_t)i * nh, r->W + (size_t)i * hh, N, H);
+        mlp_ref_linear(z, r->A + (size_t)i * nh, r->W + (size_t)i * hh, N, H);
         for (size_t j = 0; j < nh; j++)
             a[j] = mlp_gelu(z[j]);
     }
@@ -114,24 +133,10 @@ float mlp_ref_forward_backward(mlp_ref_t *r) {
         float *dW = r->dW + (size_t)i * hh;
         for (size_t j = 0; j < nh; j++)
             r->dZ[j] = r->dA[j] * mlp_gelu_grad(z[j]);
-        /* dW (H, H) = dZ^T (H, N) . in (N, H) */
-        for (int o = 0; o < H; o++)
-            for (int k = 0; k < H; k++) {
-                float acc = 0.0f;
-                for (int n = 0; n < N; n++)
-                    acc += r->dZ[(size_t)n * H + o] * in[(size_t)n * H + k];
-                dW[(size_t)o * H + k] = acc;
-            }
+        mlp_ref_weight_grad(dW, r->dZ, in, N, H);
         if (i == 0)
             break;
-        /* dA (N, H) = dZ (N, H) . W (H, H) */
-        for (int n = 0; n < N; n++)
-            for (int k = 0; k < H; k++) {
-                float acc = 0.0f;
-                for (int o = 0; o < H; o++)
-                    acc += r->dZ[(size_t)n * H + o] * W[(size_t)o * H + k];
-                r->dA[(size_t)n * H + k] = acc;
-            }
+        mlp_ref_input_grad(r->dA, r->dZ, W, N, H);
     }
     return loss;
 }

@@ -45,6 +45,13 @@ float mlp_ref_forward_backward(mlp_ref_t *r);
 /* One AdamW step on every layer (lr, weight decay 0.01), through uvmrt_adamw_cpu. */
 void mlp_ref_adamw(mlp_ref_t *r, double lr);
 
+/* The block's three products (row-major, W (H, H) [out][in]), which uvmrt-mlp's sim
+ * run computes with too: out (N, H) = in . W^T; dW (H, H) = dZ^T . in (overwritten);
+ * dA (N, H) = dZ . W (overwritten). */
+void mlp_ref_linear(float *out, const float *in, const float *W, int N, int H);
+void mlp_ref_weight_grad(float *dW, const float *dZ, const float *in, int N, int H);
+void mlp_ref_input_grad(float *dA, const float *dZ, const float *W, int N, int H);
+
 /* A loss as text with six significant digits (%.6g): a deep net's MSE starts far
  * below 1 (about 1e-9 at 48 x 4096), where a fixed "%.6f" shows 0.000000. */
 void mlp_loss_text(char *buf, size_t cap, double loss);
