@@ -25,7 +25,7 @@
  *       changed, and a message naming the bad value was logged. Every function
  *       declared to return uvmrt_status_t is of this kind, and only those fail.
  *    2. Initialisers return void and cannot fail; a NULL struct: nothing happens.
- *       uvmrt_params_init, uvmrt_layer_call_init, uvmrt_adamw_init.
+ *       uvmrt_params_init, uvmrt_params_init_size, uvmrt_layer_call_init, uvmrt_adamw_init.
  *    3. Releasers that cannot fail return void; NULL is a no-op.
  *       uvmrt_context_destroy, uvmrt_profile_free. (uvmrt_tensor_free can fail,
  *       so it is of kind 1; a NULL tensor is a no-op there too.)
@@ -378,6 +378,13 @@ typedef struct uvmrt_params {
 } uvmrt_params_t;
 
 void uvmrt_params_init(uvmrt_params_t *params);
+/* The same for a struct of size bytes (the caller's sizeof): every field the library
+ * knows set to its default, bytes past them zeroed, struct_size = size. uvmrt_params_init
+ * is this with the caller's sizeof, through the macro below; the function of that name
+ * (for programs built before the macro) fills the struct as libuvmrt.so.1's first
+ * header declared it. */
+void uvmrt_params_init_size(uvmrt_params_t *params, size_t size);
+#define uvmrt_params_init(params) uvmrt_params_init_size((params), sizeof *(params))
 
 /* ------------------------------------------------------------------ context */
 /* Creates a context: one GPU (or sim model), one budget, one policy.

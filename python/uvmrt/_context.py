@@ -13,7 +13,7 @@ class Context:
                  report=None, trace=None, device=0):
         lib = L.lib()
         p = L.Params()
-        lib.uvmrt_params_init(ctypes.byref(p))
+        lib.uvmrt_params_init_size(ctypes.byref(p), ctypes.sizeof(p))
         p.device = int(device)
         if backend is not None:
             b = ctypes.c_int()

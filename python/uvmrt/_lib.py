@@ -185,6 +185,7 @@ _SIGNATURES = {
     "uvmrt_backend_parse": (c_int, [c_char_p, ctypes.POINTER(c_int)]),
     "uvmrt_policy_parse": (c_int, [c_char_p, ctypes.POINTER(c_int)]),
     "uvmrt_params_init": (None, [ctypes.POINTER(Params)]),
+    "uvmrt_params_init_size": (None, [ctypes.POINTER(Params), c_size]),
     "uvmrt_context_create": (c_int, [ctypes.POINTER(Params), ctypes.POINTER(c_void_p)]),
     "uvmrt_context_destroy": (None, [c_void_p]),
     "uvmrt_context_backend": (c_int, [c_void_p]),

@@ -16,9 +16,27 @@
 #include "monitor.h"
 #include "steady.h"
 
-void uvmrt_params_init(uvmrt_params_t *p)
+/* uvmrt_params_t as libuvmrt.so.1's first header declared it (tests/abi/uvmrt-v0.1.0.h):
+ * what the function uvmrt_params_init fills for programs built before the macro. */
+#define PARAMS_SIZE_V1 offsetof(uvmrt_params_t, host_budget_bytes)
+
+static void params_defaults(uvmrt_params_t *p);
+
+void uvmrt_params_init_size(uvmrt_params_t *p, size_t size)
 {
-    if (p == NULL) return;
+    if (p == NULL || size < sizeof p->struct_size) return;
+    uvmrt_params_t d;
+    params_defaults(&d);
+    size_t known = size < sizeof d ? size : sizeof d;
+    memcpy(p, &d, known);
+    if (size > known) memset((char *)p + known, 0, size - known);
+    p->struct_size = size; /* larger than this library's: uvmrt_context_create says so */
+}
+
+void(uvmrt_params_init)(uvmrt_params_t *p) { uvmrt_params_init_size(p, PARAMS_SIZE_V1); }
+
+static void params_defaults(uvmrt_params_t *p)
+{
     memset(p, 0, sizeof *p);
     p->struct_size = sizeof *p;
     p->device = 0;
