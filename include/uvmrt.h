@@ -1099,7 +1099,7 @@ uvmrt_status_t uvmrt_choice_candidate(const uvmrt_context_t *ctx, size_t i, int 
  * none); -1 when i is out of range. */
 int uvmrt_choice_candidate_recompute(const uvmrt_context_t *ctx, size_t i);
 
-/* ------------------------------------------------------------------ CPU optimizer (uvmrt_adamw_cpu(3)) */
+/* ------------------------------------------------------------------ AdamW on the CPU or the GPU (uvmrt_adamw_cpu(3)) */
 /* Hyperparameters of one AdamW update (torch.optim.AdamW's, amsgrad off). Start from
  * uvmrt_adamw_init(); struct_size lets the struct grow without breaking programs (see
  * "structs that grow"). */
@@ -1151,6 +1151,24 @@ void uvmrt_adamw_init(uvmrt_adamw_t *hp);
  * outside [0, 1), grad_scale not finite, threads negative, an unknown order. */
 uvmrt_status_t uvmrt_adamw_cpu(const uvmrt_adamw_t *hp, float *w, float *m, float *v, const float *g,
                                size_t n, uint16_t *half_out);
+
+/* The same update as uvmrt_adamw_cpu (the same hp, orders and bits, half_out included;
+ * hp->threads is ignored), queued as CUDA kernels on stream (NULL: the legacy default
+ * stream) of the calling thread's current device; it returns once they are queued. The
+ * arrays must be device-accessible: device memory, managed memory (a host-homed uvmrt
+ * tensor is read and written over the link in one pass, each element crossing once each
+ * way: the GPU's update of state that lives in host memory) or mapped pinned memory.
+ * grad_scale_dev, when not NULL, is a device-accessible float that replaces
+ * hp->grad_scale (a clip coefficient computed on the GPU, read without a
+ * synchronisation); it must hold its value until the kernels ran. n 0: nothing happens.
+ * UVMRT_ERR_INVALID as uvmrt_adamw_cpu's (nothing queued); UVMRT_ERR_UNSUPPORTED from a
+ * library built without CUDA; UVMRT_ERR_NO_DEVICE when there is no GPU or driver;
+ * UVMRT_ERR_BACKEND when the launch fails otherwise (each logged with CUDA's message).
+ * Errors of the kernels themselves (a bad pointer) surface at the stream's next
+ * synchronisation, as CUDA's do. */
+uvmrt_status_t uvmrt_adamw_gpu(const uvmrt_adamw_t *hp, float *w, float *m, float *v, const float *g,
+                               size_t n, uint16_t *half_out, const float *grad_scale_dev,
+                               uvmrt_stream_t stream);
 
 /* The instruction set uvmrt_adamw_cpu uses on this machine: "avx512", "avx2" or "scalar"
  * (UVMRT_ADAMW_ISA=scalar|avx2|avx512, read at each call, may force a narrower one, for

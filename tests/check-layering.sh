@@ -101,6 +101,8 @@ if [ -z "$edges" ]; then
         src=${lo##*/}
         src=${src##*-}
         src=${src%.lo}.c
+        rel=${lo#"$top_builddir"/}
+        [ -f "$top_srcdir/${rel%.lo}.cu" ] && src=${src%.c}.cu # a kernel's object
         # $NM may carry options (libtool's "nm -B"): split it on purpose.
         if ! $NM "${lo%/*}/$o" >"$tmp/nm"; then
             echo "check-layering: $NM ${lo%/*}/$o failed" >&2

@@ -634,3 +634,26 @@ Test(adamw, isa_names_and_override) {
     setenv("UVMRT_ADAMW_ISA", "sse9", 1);
     cr_assert_str_eq(uvmrt_adamw_isa(), best);
 }
+
+/* uvmrt_adamw_gpu checks its arguments as uvmrt_adamw_cpu does, before any CUDA call;
+ * with valid ones and no GPU (or a library without CUDA) it fails and changes nothing. */
+Test(adamw, gpu_invalid_arguments_and_no_device) {
+    float w[4] = {1, 2, 3, 4}, m[4] = {0}, v[4] = {0}, g[4] = {1, 1, 1, 1};
+    uvmrt_adamw_t hp;
+    uvmrt_adamw_init(&hp);
+    cr_assert_eq(uvmrt_adamw_gpu(NULL, w, m, v, g, 4, NULL, NULL, NULL), UVMRT_ERR_INVALID);
+    hp.step = 0;
+    cr_assert_eq(uvmrt_adamw_gpu(&hp, w, m, v, g, 4, NULL, NULL, NULL), UVMRT_ERR_INVALID);
+    hp.step = 1;
+    hp.order = 7;
+    cr_assert_eq(uvmrt_adamw_gpu(&hp, w, m, v, g, 4, NULL, NULL, NULL), UVMRT_ERR_INVALID);
+    hp.order = UVMRT_ADAMW_ORDER_TORCH;
+    cr_assert_eq(uvmrt_adamw_gpu(&hp, w, NULL, v, g, 4, NULL, NULL, NULL), UVMRT_ERR_INVALID);
+    cr_assert_eq(uvmrt_adamw_gpu(&hp, NULL, NULL, NULL, NULL, 0, NULL, NULL, NULL), UVMRT_OK);
+    if (access("/dev/nvidia0", F_OK) == 0)
+        return; /* a GPU: the launch would be queued on these host arrays (tests/gpu covers it) */
+    uvmrt_status_t st = uvmrt_adamw_gpu(&hp, w, m, v, g, 4, NULL, NULL, NULL);
+    cr_assert(st == UVMRT_ERR_NO_DEVICE || st == UVMRT_ERR_UNSUPPORTED, "no GPU here: got %s",
+              uvmrt_status_name(st));
+    cr_assert(w[0] == 1 && w[3] == 4 && m[0] == 0 && v[0] == 0, "the arrays changed");
+}

@@ -412,3 +412,54 @@ uvmrt_status_t uvmrt_adamw_cpu(const uvmrt_adamw_t *given, float *w, float *m, f
 #endif
     return UVMRT_OK;
 }
+
+#ifdef UVMRT_HAVE_CUDA
+/* adamw_kernel.cu: queues the kernels on stream; the launch's cudaError_t (0: queued). */
+int uvmrt__adamw_gpu_launch(int torch_order, const uvmrt__adamw_coef_t *coef, float *w, float *m,
+                            float *v, const float *g, size_t n, uint16_t *half_out,
+                            const float *scale_dev, void *stream);
+const char *uvmrt__adamw_gpu_error_string(int err);
+#endif
+
+#undef BAD
+#define BAD(...)                                                                  \
+    do {                                                                          \
+        LOG_ERROR(&stderr_log, "uvmrt_adamw_gpu: " __VA_ARGS__);                  \
+        return UVMRT_ERR_INVALID;                                                 \
+    } while (0)
+
+uvmrt_status_t uvmrt_adamw_gpu(const uvmrt_adamw_t *given, float *w, float *m, float *v,
+                               const float *g, size_t n, uint16_t *half_out,
+                               const float *grad_scale_dev, uvmrt_stream_t stream) {
+    if (given == NULL)
+        BAD("hp is NULL: expected a uvmrt_adamw_t set up by uvmrt_adamw_init");
+    uvmrt_adamw_t full;
+    uvmrt_adamw_init(&full);
+    if (UVMRT__ABI_READ(&stderr_log, "uvmrt_adamw_gpu", uvmrt_adamw_t, given, &full) != UVMRT_OK)
+        return UVMRT_ERR_INVALID;
+    uvmrt_status_t st = check_hp(&full);
+    if (st != UVMRT_OK)
+        return st;
+    if (n > 0 && (w == NULL || m == NULL || v == NULL || g == NULL))
+        BAD("%s is NULL with n = %zu: expected %zu floats",
+            w == NULL ? "w" : m == NULL ? "m" : v == NULL ? "v" : "g", n, n);
+    if (n == 0)
+        return UVMRT_OK;
+#ifdef UVMRT_HAVE_CUDA
+    uvmrt__adamw_coef_t c = uvmrt__adamw_coef_make(full.lr, full.beta1, full.beta2, full.eps,
+                                                   full.weight_decay, full.step, full.grad_scale);
+    int err = uvmrt__adamw_gpu_launch(full.order == UVMRT_ADAMW_ORDER_TORCH, &c, w, m, v, g, n,
+                                      half_out, grad_scale_dev, (void *)stream);
+    if (err == 0)
+        return UVMRT_OK;
+    /* cudaErrorNoDevice (100) and cudaErrorInsufficientDriver (35): no GPU to run on */
+    LOG_ERROR(&stderr_log, "uvmrt_adamw_gpu: the kernel's launch failed for %zu elements: %s (CUDA error %d)",
+              n, uvmrt__adamw_gpu_error_string(err), err);
+    return err == 100 || err == 35 ? UVMRT_ERR_NO_DEVICE : UVMRT_ERR_BACKEND;
+#else
+    (void)half_out, (void)grad_scale_dev, (void)stream;
+    LOG_ERROR(&stderr_log, "uvmrt_adamw_gpu: this libuvmrt was built without CUDA "
+                           "(configure found no CUDA toolkit): use uvmrt_adamw_cpu");
+    return UVMRT_ERR_UNSUPPORTED;
+#endif
+}

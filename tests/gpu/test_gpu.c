@@ -689,3 +689,65 @@ Test(gpu, gpt_resident_auto_keeps_the_optimizer_on_a_roomy_gpu, .timeout = 600)
     unlink(res);
     sb_free(&out);
 }
+
+/* ------------------------------------------------------------------ uvmrt_adamw_gpu */
+/* Declared here so that this file needs no CUDA header (cudaError_t is an int enum). */
+extern int cudaDeviceSynchronize(void);
+
+/* One array per AdamW operand in one host-placed uvmrt tensor (so the kernel reads
+ * and writes host memory over the link, as the PyTorch binding's layers do), and the
+ * same values in malloc'd copies for uvmrt_adamw_cpu. */
+static void adamw_gpu_against_cpu(int order, int with_scale, size_t offset)
+{
+    uvmrt_context_t *ctx = cuda_ctx_or_skip(UVMRT_POLICY_PREFETCH, 256 * MIB);
+    const size_t n = 3 * 65536 + 7; /* a tail the vector kernel leaves to the scalar one */
+    const size_t stride = (n + 3) / 4 * 4 + 4; /* each array 16-byte aligned when offset is 0 */
+    size_t bytes = 5 * stride * sizeof(float) + stride * 2 + 64;
+    uvmrt_tensor_desc_t d = {"adamw", -1, UVMRT_ROLE_OPTIMIZER_STATE, bytes};
+    uvmrt_tensor_t *t = NULL;
+    cr_assert_eq(uvmrt_tensor_alloc(ctx, &d, &t), UVMRT_OK, "%s", log_text());
+    cr_assert_eq(uvmrt_tensor_set_placement(ctx, t, UVMRT_PLACE_HOST), UVMRT_OK, "%s", log_text());
+    float *base = uvmrt_tensor_ptr(t);
+    float *w = base + offset, *m = w + stride, *v = m + stride, *g = v + stride;
+    float *scale = base + 4 * stride;
+    uint16_t *half = (uint16_t *)(base + 5 * stride) + offset;
+    float *cw = malloc(n * 4), *cm = malloc(n * 4), *cv = malloc(n * 4), *cg = malloc(n * 4);
+    uint16_t *chalf = malloc(n * 2);
+    cr_assert(cw && cm && cv && cg && chalf);
+    uint64_t x = 88172645463325252ull;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        float u = (float)(x >> 40) / (float)(1u << 24) - 0.5f;
+        cw[i] = w[i] = u;
+        cm[i] = m[i] = u * 0.01f;
+        cv[i] = v[i] = u * u * 1e-4f;
+        cg[i] = g[i] = u * 3.0f - 0.25f;
+    }
+    *scale = 0.37109375f;
+    for (uint64_t step = 1; step <= 3; step++) {
+        uvmrt_adamw_t hp;
+        uvmrt_adamw_init(&hp);
+        hp.lr = 3e-4, hp.weight_decay = 0.1, hp.step = step, hp.order = order;
+        hp.grad_scale = with_scale ? *scale : 0.5;
+        uvmrt_adamw_t hg = hp;
+        hg.grad_scale = 1e30; /* replaced by *scale when with_scale */
+        if (!with_scale) hg.grad_scale = hp.grad_scale;
+        cr_assert_eq(uvmrt_adamw_gpu(&hg, w, m, v, g, n, half, with_scale ? scale : NULL, NULL), UVMRT_OK);
+        cr_assert_eq(uvmrt_adamw_cpu(&hp, cw, cm, cv, cg, n, chalf), UVMRT_OK);
+        cr_assert_eq(cudaDeviceSynchronize(), 0);
+    }
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += memcmp(&w[i], &cw[i], 4) != 0 || memcmp(&m[i], &cm[i], 4) != 0 ||
+               memcmp(&v[i], &cv[i], 4) != 0 || half[i] != chalf[i];
+    cr_expect_eq(bad, 0, "%zu of %zu elements differ between the GPU's and the CPU's AdamW (order %d)", bad, n,
+                 order);
+    free(cw), free(cm), free(cv), free(cg), free(chalf);
+    cr_assert_eq(uvmrt_tensor_free(ctx, t), UVMRT_OK);
+    uvmrt_context_destroy(ctx);
+}
+
+Test(gpu, adamw_gpu_equals_cpu_uvmrt_order, .timeout = 120) { adamw_gpu_against_cpu(UVMRT_ADAMW_ORDER_UVMRT, 0, 0); }
+Test(gpu, adamw_gpu_equals_cpu_torch_order, .timeout = 120) { adamw_gpu_against_cpu(UVMRT_ADAMW_ORDER_TORCH, 0, 0); }
+Test(gpu, adamw_gpu_device_scale_equals_cpu, .timeout = 120) { adamw_gpu_against_cpu(UVMRT_ADAMW_ORDER_TORCH, 1, 0); }
+Test(gpu, adamw_gpu_unaligned_equals_cpu, .timeout = 120) { adamw_gpu_against_cpu(UVMRT_ADAMW_ORDER_TORCH, 0, 1); }
