@@ -452,8 +452,12 @@ def make_row(a, model):
                                "on PYTHONPATH (run-torch.sh does) and libuvmrt.so where the "
                                "binding finds it (UVMRT_LIBRARY=PATH)") from e
         model.train()
+        extra = {}
+        for kv in a.uvmrt_opt or ():  # offload()'s mechanism arguments, for experiments
+            k, _, v = kv.partition("=")
+            extra[k] = {"true": True, "false": False, "auto": "auto"}.get(v.lower(), v)
         model, opt = ut.offload(model, torch.optim.AdamW, budget=a.budget, max_grad_norm=1.0,
-                                **adamw_kwargs(a))
+                                **extra, **adamw_kwargs(a))
         r.model, r.ut = model, ut
         r.info["uvmrt_version"] = getattr(sys.modules.get("uvmrt"), "__version__", None)
 
@@ -653,6 +657,7 @@ def train(a, res):
         except Exception as e:
             res["memory_peak_error"] = f"{type(e).__name__}: {e}"
             print(f"{prog()}: memory peak not traced: {res['memory_peak_error']}", file=sys.stderr)
+            traceback.print_exc()
     if a.count_link_bytes and dev == "cuda" and a.row != "uvmrt":
         try:
             res["link_bytes"] = count_link_bytes(lambda: r.step(batches[a.steps]))
@@ -742,6 +747,9 @@ def main(argv=None):
                     help="after the timed steps, one more under torch's allocator history: what "
                          "was allocated at its peak, by the code that made it (GPU only)")
     ap.add_argument("--budget", default=None, help="uvmrt budget (8G, 16G, ...)")
+    ap.add_argument("--uvmrt-opt", action="append", metavar="KEY=VALUE",
+                    help="an argument of uvmrt.torch.offload for the uvmrt row (true/false/auto or text), "
+                         "e.g. link_optimizer=true; repeatable")
     ap.add_argument("--checkpointing", action="store_true",
                     help="transformers' activation checkpointing (non-reentrant)")
     ap.add_argument("--lr", type=float, default=3e-4)

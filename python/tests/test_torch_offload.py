@@ -385,3 +385,108 @@ def test_uvmrt_top_shows_a_python_process_and_its_modules(tmp_path):
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_link_updates_equal_the_cpus_and_are_declared_on_their_own_stream():
+    """link_optimizer=True: the host-homed layers are updated by the GPU's kernel over the
+    link (on sim the CPU's AdamW stands in, in the training thread): the same losses as
+    the CPU worker's, the layers counted apart, and their optimizer calls on a stream of
+    their own that names what the kernel reads and writes."""
+    data = models.batches(STEPS)
+    m1, o1 = ut.offload(models.make(), torch.optim.AdamW, lr=1e-2, budget="64M", cpu_optimizer=True,
+                        link_optimizer=False, max_grad_norm=0.05)
+    ref = models.train(m1, o1, data)
+    m2, o2 = ut.offload(models.make(), torch.optim.AdamW, lr=1e-2, budget="64M", cpu_optimizer=True,
+                        link_optimizer=True, max_grad_norm=0.05)
+    got = models.train(m2, o2, data)
+    assert got == ref
+    e = ut.engine_of(m2)
+    n_opt = len(e.opt_layers())
+    st = ut.step_stats(m2)
+    assert st["link_layers"] == n_opt and st["cpu_layers"] == 0
+    assert st["link_params"] == sum(p.numel() for p in m2.parameters() if p.requires_grad)
+    assert ut.step_stats(m1)["link_layers"] == 0
+    for l in e.opt_layers():
+        assert l.cpu_opt and l.gpu_link
+        assert e.ctx.layer_stats(l.index, L.PHASE_OPTIMIZER).calls == e.ctx.summary().steps
+    uses = e.link_adam_uses(e.opt_layers()[0])
+    kinds = {h: a for h, a in uses}
+    slot = e.slots[id(e.opt_layers()[0].owned[0][1])]
+    assert kinds[slot.handles["weight"]] == L.USE_READWRITE and kinds[slot.handles["grad"]] == L.USE_READ
+    assert "GPU over the link" in ut.memory_summary(m2)
+    sd = m2.state_dict()  # waits for the updates; ordinary tensors
+    assert all(torch.equal(sd[k], v) for k, v in m1.state_dict().items())
+
+
+def test_link_optimizer_is_checked_and_its_share_spreads_over_the_layers():
+    with pytest.raises(ValueError, match="link_optimizer"):
+        ut.offload(models.make(), torch.optim.AdamW, budget="64M", link_optimizer="sometimes")
+    model, opt = ut.offload(models.make(), torch.optim.AdamW, budget="64M")
+    models.train(model, opt, models.batches(2))
+    e = ut.engine_of(model)
+    assert e.link_share() == 0.0  # sim: no kernel to run
+    ol = e.opt_layers()
+    e.knob_cpu, e.knob_rec = 0, None
+    e.share = 0.5
+    cpu, _, link, _ = e.decode([len(ol)])
+    assert cpu == set(ol)
+    total = sum(e.layer_params(l) for l in ol)
+    given = sum(e.layer_params(l) for l in link)
+    assert 0.25 * total <= given <= 0.75 * total
+    blocks = [l for l in ol if l.is_block]
+    assert 0 < sum(l in link for l in blocks) < len(blocks)  # spread, not a block of layers
+    e.share = 0.0
+    assert e.decode([len(ol)])[2] == set()
+    e.share = 1.0
+    assert e.decode([len(ol)])[2] == set(ol)
+    assert e.decode([0])[2] == set()
+    # the share balances the two rates: both finish together
+    e.s.link_optimizer = "auto"
+    e.link_possible = lambda: True
+    e.rate_cpu, e.rate_link = 2e9, 3e9
+    assert abs(e.link_share() - 0.6) < 1e-9
+
+
+def test_offloaded_checkpoint_inputs_give_the_same_losses():
+    """offload_inputs=True: the inputs each recomputing block keeps go to host memory after
+    its forward and come back for its recompute (on sim: plain copies): the same losses as
+    keeping them, every block's inputs moved out and back once a step."""
+    data = models.batches(STEPS)
+    m1, o1 = ut.offload(models.make(), torch.optim.AdamW, lr=1e-2, budget="64M", cpu_optimizer=False,
+                        recompute=True, offload_inputs=False)
+    ref = models.train(m1, o1, data)
+    m2, o2 = ut.offload(models.make(), torch.optim.AdamW, lr=1e-2, budget="64M", cpu_optimizer=False,
+                        recompute=True, offload_inputs=True)
+    e = ut.engine_of(m2)
+    e.offload.min_bytes = 0  # the test model's inputs are small
+    got = models.train(m2, o2, data)
+    assert got == ref
+    blocks = e.blocks()
+    assert all(l.recompute and l.offload_input for l in blocks)
+    assert e.offload.moved_out > 0 and e.offload.moved_out == e.offload.moved_in
+    assert all(not held for held in e.offload.held.values())  # each came back and was let go
+    st = ut.step_stats(m2)
+    assert st["offload_blocks"] == len(blocks) and st["offload_host_bytes"] > 0
+    assert ut.engine_of(m1).offload is None
+
+
+def test_offloaded_inputs_lower_the_memory_counted_for_pytorch():
+    model, opt = ut.offload(models.make(), torch.optim.AdamW, budget="64M")
+    models.train(model, opt, models.batches(2))
+    e = ut.engine_of(model)
+    bl = e.blocks()
+    e.measured_with_recompute, e.torch_peak_bytes = True, 1 << 30
+    for l in bl:
+        l.off_bytes = 1 << 20
+    e.measured_off = set(bl)
+    rec = set(bl)
+    assert e.external_bytes(rec, set(bl)) + len(bl) * (1 << 20) == e.external_bytes(rec, set())
+    e.offload = object()  # a knob only where inputs can move
+    e.s.offload_inputs = "auto"
+    names = [k[0] for k in e.knobs()]
+    assert "offload_input_quarters" in names
+    vals = [0] * len(names)
+    vals[names.index("recompute")] = len(bl)
+    vals[names.index("offload_input_quarters")] = 2
+    _, r, _, off = e.decode(vals)
+    assert r == rec and len(off) == len(bl) // 2 and off == set(bl[:len(bl) // 2])

@@ -227,6 +227,8 @@ _SIGNATURES = {
     "uvmrt_adamw_init": (None, [ctypes.POINTER(AdamW)]),
     "uvmrt_adamw_cpu": (c_int, [ctypes.POINTER(AdamW), c_void_p, c_void_p, c_void_p, c_void_p, c_size,
                                 c_void_p]),
+    "uvmrt_adamw_gpu": (c_int, [ctypes.POINTER(AdamW), c_void_p, c_void_p, c_void_p, c_void_p, c_size,
+                                c_void_p, c_void_p, c_void_p]),
     "uvmrt_adamw_isa": (c_char_p, []),
 }
 

@@ -50,7 +50,7 @@ engine_of = _engine
 def offload(model, optimizer_class=torch.optim.AdamW, *, budget=None, param_groups=None, max_grad_norm=None,
             cpu_optimizer="auto", recompute="auto", layers=None, backend=None, profile=None, log_level=None,
             report=None, trace=None, device=None, review=True, workspace_bytes=None, verbose=False,
-            half_weights=True, **optimizer_kwargs):
+            half_weights=True, link_optimizer="auto", offload_inputs="auto", **optimizer_kwargs):
     """Trains `model` with uvmrt: returns (model, optimizer).
 
     model            a torch.nn.Module (on the CPU, or on the GPU uvmrt runs on); it is
@@ -62,8 +62,18 @@ def offload(model, optimizer_class=torch.optim.AdamW, *, budget=None, param_grou
                      hyperparameters); default: every trainable parameter in one group
     max_grad_norm    clip the gradients' total 2-norm to this (as
                      torch.nn.utils.clip_grad_norm_ does); None: no clipping
-    cpu_optimizer    "auto" (uvmrt chooses per layer), True (every layer), False (none)
+    cpu_optimizer    "auto" (uvmrt chooses per layer), True (every layer), False (none):
+                     the layers whose AdamW state (fp32 weights, moments, gradients) lives
+                     in host memory
+    link_optimizer   of those layers, the ones the GPU updates over the link
+                     (uvmrt_adamw_gpu: one pass, the same bits as the CPU's) while the CPU
+                     updates the others: "auto" (uvmrt chooses, on a GPU), True (all of
+                     them; on sim the CPU's AdamW stands in), False (none: the CPU's)
     recompute        "auto" (uvmrt chooses which blocks), True (every block), False (none)
+    offload_inputs   the inputs a recomputing block keeps for its recompute wait in pinned
+                     host memory from its forward to its backward (copied out and back on
+                     streams of their own, the same bits): "auto" (uvmrt chooses how many
+                     blocks, on a GPU), True (every recomputing block; on sim too), False
     layers           module names that become uvmrt layers (default: the repeated blocks
                      and every other module holding parameters)
     backend, profile, log_level, report, trace: as UVMRT_BACKEND, UVMRT_PROFILE,
@@ -87,7 +97,8 @@ def offload(model, optimizer_class=torch.optim.AdamW, *, budget=None, param_grou
         raise ValueError("offload: this model is already offloaded")
     if not (isinstance(optimizer_class, type) and issubclass(optimizer_class, torch.optim.Optimizer)):
         raise TypeError(f"offload: optimizer_class {optimizer_class!r} is not a torch.optim.Optimizer class")
-    for name, v in (("cpu_optimizer", cpu_optimizer), ("recompute", recompute)):
+    for name, v in (("cpu_optimizer", cpu_optimizer), ("recompute", recompute), ("link_optimizer", link_optimizer),
+                    ("offload_inputs", offload_inputs)):
         if v not in ("auto", True, False):
             raise ValueError(f"offload: {name}={v!r}: expected 'auto', True or False")
     if max_grad_norm is not None and not (float(max_grad_norm) > 0):
@@ -98,6 +109,7 @@ def offload(model, optimizer_class=torch.optim.AdamW, *, budget=None, param_grou
     s = _Settings()
     s.budget, s.max_grad_norm = budget, (None if max_grad_norm is None else float(max_grad_norm))
     s.cpu_optimizer, s.recompute, s.layers = cpu_optimizer, recompute, layers
+    s.link_optimizer, s.offload_inputs = link_optimizer, offload_inputs
     s.backend, s.profile, s.log_level, s.report, s.trace = backend, profile, log_level, report, trace
     s.review, s.verbose, s.half_weights = review, verbose, bool(half_weights)
     s.workspace_bytes = None if workspace_bytes is None else int(workspace_bytes)
@@ -142,8 +154,16 @@ def offload(model, optimizer_class=torch.optim.AdamW, *, budget=None, param_grou
         # wherever the chosen steps will; the choice then keeps what the budget allows
         for b in engine.blocks():
             engine.set_recompute(b, True)
+            b.offload_input = engine.offload is not None  # and its inputs in host memory
     if cpu_optimizer is True:  # fixed, not chosen: the recorded step updates on the CPU already
         engine.place_cpu(set(engine.opt_layers()))
+    elif cpu_optimizer == "auto" and ok and engine.device.type == "cuda":
+        # the recorded step keeps the optimizer state in host memory: uvmrt's least device
+        # memory beside PyTorch's unmeasured peak, and the CPU's AdamW rate measured
+        engine.place_cpu(set(engine.opt_layers()))
+        if link_optimizer is True and ok:
+            for l in engine.opt_layers():
+                l.gpu_link = True
     opt = OffloadedOptimizer(engine, optimizer_class, groups, defaults, s.max_grad_norm, optimizer_kwargs)
     engine.opt = opt
     model._uvmrt_engine = engine
@@ -151,9 +171,10 @@ def offload(model, optimizer_class=torch.optim.AdamW, *, budget=None, param_grou
 
 
 def synchronize(model):
-    """Waits for the CPU's optimizer updates of the last step (they run beside the next
-    step's forward; state_dict() and the next forward wait for them on their own)."""
-    _engine(model).wait_cpu()
+    """Waits for the optimizer updates of the last step that run beside the next step's
+    forward (the CPU's, and the GPU's over the link); state_dict() and the next forward
+    wait for them on their own."""
+    _engine(model).wait_updates()
 
 
 def step_stats(model, step=None):
@@ -168,8 +189,14 @@ def step_stats(model, step=None):
     out = {name: getattr(st, name) for name, _ in st._fields_}
     out["step_ms"] = st.step_ns / 1e6
     out["predicted_step_ms"] = e.choice.predicted_step_ns / 1e6 if e.choice is not None else None
-    out["cpu_layers"] = sum(1 for l in e.layers if l.cpu_opt)
-    out["cpu_params"] = sum(p.numel() for l in e.layers if l.cpu_opt for _, p in l.owned if p.requires_grad)
+    out["cpu_layers"] = sum(1 for l in e.layers if l.cpu_opt and not l.gpu_link)
+    out["cpu_params"] = sum(p.numel() for l in e.layers if l.cpu_opt and not l.gpu_link
+                            for _, p in l.owned if p.requires_grad)
+    out["offload_blocks"] = sum(1 for l in e.blocks() if l.recompute and l.offload_input)
+    out["offload_host_bytes"] = e.offload.host_bytes if e.offload is not None else 0
+    out["link_layers"] = sum(1 for l in e.layers if l.cpu_opt and l.gpu_link)
+    out["link_params"] = sum(p.numel() for l in e.layers if l.cpu_opt and l.gpu_link
+                             for _, p in l.owned if p.requires_grad)
     out["recompute_layers"] = sum(1 for l in e.layers if l.recompute)
     out["torch_bytes"] = e.ctx_external if hasattr(e, "ctx_external") else None
     return out
@@ -214,10 +241,14 @@ def memory_summary(model):
                      f"{torch.cuda.memory_reserved(e.device) / gib:.3f})")
     if hasattr(e, "ctx_external"):
         lines.append(f"  left for torch      {e.ctx_external / gib:9.3f} GiB (measured in the first step)")
-    cpu = [l.name for l in e.layers if l.cpu_opt]
+    cpu = [l.name for l in e.layers if l.cpu_opt and not l.gpu_link]
+    link = [l.name for l in e.layers if l.cpu_opt and l.gpu_link]
     rec = [l.name for l in e.layers if l.recompute]
     lines.append(f"  optimizer on CPU    {len(cpu)} of {len(e.opt_layers())} layers")
-    lines.append(f"  recompute           {len(rec)} of {len(e.blocks())} blocks")
+    lines.append(f"  GPU over the link   {len(link)} of {len(e.opt_layers())} layers (state in host memory)")
+    off = [l.name for l in e.blocks() if l.recompute and l.offload_input]
+    lines.append(f"  recompute           {len(rec)} of {len(e.blocks())} blocks, {len(off)} with their inputs "
+                 f"in host memory")
     return "\n".join(lines) + "\n"
 
 
@@ -231,7 +262,7 @@ def close(model):
     """Ends uvmrt's part: hooks removed, reports written (UVMRT_REPORT), uvmrt's memory
     released.  The parameters are copied back into ordinary tensors first."""
     e = _engine(model)
-    e.wait_cpu()
+    e.wait_updates()
     with torch.no_grad():
         for slot in e.slots.values():
             slot.param.data = slot.param.data.clone()

@@ -13,7 +13,9 @@ Calls per training step, all on torch's current stream:
              one or by a callback at the end of the backward
   optimizer: opt.step() makes one call per layer (GPU: the user's optimizer class
              over that layer's parameters; CPU: uvmrt_adamw_cpu on host-homed
-             tensors) and ends the step
+             tensors, on a worker thread; link: uvmrt_adamw_gpu on the same host-homed
+             tensors, on a stream of its own, so that the GPU updates some host-homed
+             layers over the link while the CPU updates the others) and ends the step
 """
 
 import ctypes
@@ -28,9 +30,11 @@ from .. import _lib as L
 from .._context import Context
 from ._half import HalfWeights, half_candidates
 from ._layers import find_layers
+from ._offload import InputOffload
 
 _SIM_GPU_STREAM = ctypes.c_char(0)
 _SIM_CPU_STREAM = ctypes.c_char(0)
+_SIM_LINK_STREAM = ctypes.c_char(0)
 REVIEW_AFTER = 3  # planned steps after a choice before uvmrt_choice_review
 
 
@@ -151,13 +155,26 @@ class Engine:
         self.steps = 0             # completed training steps
         self.recording = True      # the first step: measure
         self.fwd_order = []        # layers in the recorded step's forward order, each once
+        self.fwd_pos = {}          # layer -> its place in fwd_order
         self.rec_calls = []        # the recorded step's (layer, phase) forward and backward calls
         self.choice = None
+        self.knob_cpu = self.knob_rec = self.knob_link = self.knob_off = None
+        self.share = None          # link_share() at the choice: of the host-homed parameters, the link's
+        self.rate_cpu = self.rate_link = None  # measured parameters per second of each updater
+        self.link_timing = None    # (start event, end event, parameters) of the last link updates
+        self.offload = None        # InputOffload: checkpointed blocks' inputs in host memory
+        self.measured_off = set()  # the blocks whose inputs were in host memory in the recorded step
         self.planned_since_choice = 0
+        self.tried = {}            # values applied -> the step time measured with them (reviews)
         self.reviews = 0
         self.measure = None
         self.grads_fresh = {}      # layer -> no owned grad existed at its backward (W, not RW)
         self.cpu_stream = None
+        self.link_stream = None    # the link layers' updates (uvmrt_adamw_gpu), beside the forward
+        self.grad_stream = None    # gradients to host-homed memory, beside the backward
+        self.grad_pending = False  # copies queued on grad_stream that torch's stream has not waited for
+        self.link_events = {}      # layer -> CUDA event after its last update over the link
+        self.link_keep = None      # the clip coefficient the queued link updates read
         self.torch_peak_bytes = 0
         self.cpu = CpuWorker(self)
         self.ctx_external = 0
@@ -179,6 +196,11 @@ class Engine:
         self.device = torch.device("cuda", s.device_index) if cuda else torch.device("cpu")
         if cuda:
             self.cpu_stream = torch.cuda.Stream(device=self.device)
+            self.link_stream = torch.cuda.Stream(device=self.device)
+            self.grad_stream = torch.cuda.Stream(device=self.device)
+        self.half.open(self.device)
+        if self.s.offload_inputs is True or (self.s.offload_inputs == "auto" and self.device.type == "cuda"):
+            self.offload = InputOffload(self.device)
 
     def check_params(self):
         for l in self.layers:
@@ -275,9 +297,9 @@ class Engine:
                 lambda mod, args, kwargs, out, l=l: self.post_forward(l, out), with_kwargs=True))
         self.hooks.append(self.model.register_forward_hook(lambda mod, args, out: self.root_post_forward()))
         # the CPU's updates of the last step land before anyone reads or writes the weights
-        self.hooks.append(self.model.register_state_dict_pre_hook(lambda *a, **k: self.cpu.wait()))
+        self.hooks.append(self.model.register_state_dict_pre_hook(lambda *a, **k: self.wait_updates()))
         if hasattr(self.model, "register_load_state_dict_pre_hook"):
-            self.hooks.append(self.model.register_load_state_dict_pre_hook(lambda *a, **k: self.cpu.wait()))
+            self.hooks.append(self.model.register_load_state_dict_pre_hook(lambda *a, **k: self.wait_updates()))
         # loaded weights reach the CPU layers' working copies
         self.hooks.append(self.model.register_load_state_dict_post_hook(lambda *a, **k: self.refresh_half()))
         for slot in self.slots.values():
@@ -298,6 +320,9 @@ class Engine:
 
         def forward(*args, **kwargs):
             if l.recompute:
+                if l.offload_input and self.offload is not None and torch.is_grad_enabled():
+                    with self.offload.hooks(l):  # the checkpoint's saved inputs, to host memory
+                        return torch.utils.checkpoint.checkpoint(run, *args, use_reentrant=False, **kwargs)
                 return torch.utils.checkpoint.checkpoint(run, *args, use_reentrant=False, **kwargs)
             return run(*args, **kwargs)
         m.forward = forward
@@ -313,7 +338,8 @@ class Engine:
                 l.fwd_orig = None
 
     def refresh_half(self):
-        self.cpu.wait()
+        self.wait_updates()
+        self.half.drop()
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         self.half.refresh([self.slots[id(p)] for l in self.layers if l.cpu_opt for _, p in l.owned])
@@ -328,6 +354,11 @@ class Engine:
         if self.cpu_stream is not None:
             return ctypes.c_void_p(self.cpu_stream.cuda_stream)
         return ctypes.cast(ctypes.pointer(_SIM_CPU_STREAM), ctypes.c_void_p)
+
+    def link_stream_handle(self):
+        if self.link_stream is not None:
+            return ctypes.c_void_p(self.link_stream.cuda_stream)
+        return ctypes.cast(ctypes.pointer(_SIM_LINK_STREAM), ctypes.c_void_p)
 
     def ensure_step(self, inference=False):
         if not self.in_step:
@@ -427,6 +458,23 @@ class Engine:
         n = sum(p.numel() for _, p in l.owned if self.slots[id(p)].trainable)
         return {"host_bytes": self.adam_host_bytes(n), "no_default": True}
 
+    def layer_params(self, l):
+        return sum(p.numel() for _, p in l.owned if self.slots[id(p)].trainable)
+
+    def link_adam_uses(self, l, handles=None):
+        """What uvmrt_adamw_gpu reads and writes of l's host-homed tensors (over the link)."""
+        uses = []
+        for _, p in l.owned:
+            slot = self.slots[id(p)]
+            if not slot.trainable:
+                continue
+            hd = slot.handles if handles is None else {k: handles[(id(p), k)] for k in slot.handles}
+            for kind, acc in (("weight", L.USE_READWRITE), ("exp_avg", L.USE_READWRITE),
+                              ("exp_avg_sq", L.USE_READWRITE), ("grad", L.USE_READ), ("weight16", L.USE_WRITE)):
+                if kind in hd:
+                    uses.append((hd[kind], acc))
+        return uses
+
     def adam_host_bytes(self, n_params):
         p = self.ctx.profile
         if p.cpu_adamw_params_per_s > 0 and p.host_mem_bps > 0:
@@ -440,9 +488,19 @@ class Engine:
         inference = not torch.is_grad_enabled()
         if l.cpu_opt or self.cpu.pending:
             self.cpu.wait(l if l.cpu_opt else None)
+        if self.grad_pending:
+            self.join_grads()  # another micro-batch's backward adds to these gradients
+        ev = self.link_events.pop(l, None)
+        if ev is not None:  # its update over the link, before its forward reads the weights
+            torch.cuda.current_stream(self.device).wait_event(ev)
+        if not self.recording and torch.is_grad_enabled():
+            i = self.fwd_pos.get(l)
+            if i is not None and i + 1 < len(self.fwd_order):
+                self.half.prefetch(self.fwd_order[i + 1])  # the next layer's working copies
         self.ensure_step(inference)
         if self.recording and not inference:
             if l not in self.fwd_order:
+                self.fwd_pos[l] = len(self.fwd_order)
                 self.fwd_order.append(l)
             self.rec_calls.append((l, L.PHASE_FORWARD))
             self.measure_inputs(l, args, kwargs)
@@ -482,6 +540,13 @@ class Engine:
             torch.autograd.Variable._execution_engine.queue_callback(self.on_backward_done)
         if self.recording:
             self.rec_calls.append((l, L.PHASE_BACKWARD))
+        i = self.fwd_pos.get(l)
+        if self.offload is not None and i is not None:  # the inputs of the next two blocks back
+            for j in (i - 1, i - 2):
+                if j >= 0:
+                    self.offload.fetch(self.fwd_order[j])
+        if i is not None and i >= 1 and self.fwd_order[i - 1].recompute:
+            self.half.prefetch(self.fwd_order[i - 1])  # its recompute's working copies
         fresh = not any(self.slots[id(p)].trainable and p.grad is not None for _, p in l.owned)
         uses, only = self.gpu_uses(l, L.PHASE_BACKWARD, fresh=fresh)
         call = self.make_call(l, L.PHASE_BACKWARD, self.stream(), uses=uses, no_default=only,
@@ -506,7 +571,15 @@ class Engine:
             slot.norm = torch._foreach_norm([g], 2.0)[0]
         if g is not view:
             with torch.no_grad():
-                view.copy_(g)
+                if self.grad_stream is not None and self.owner[id(p)].cpu_opt:
+                    # a host-homed gradient leaves on a stream of its own, beside the backward
+                    self.grad_stream.wait_stream(torch.cuda.current_stream(self.device))
+                    with torch.cuda.stream(self.grad_stream):
+                        view.copy_(g)
+                    g.record_stream(self.grad_stream)
+                    self.grad_pending = True
+                else:
+                    view.copy_(g)
             p.grad = view
 
     # ------------------------------------------------------------ the recorded step's measurements
@@ -534,17 +607,23 @@ class Engine:
         m, self.measure = self.measure, None
         if m is not None:
             m.close()
+        if self.offload is not None:
+            for l in self.blocks():
+                l.off_bytes = self.offload.last_bytes.get(l, 0) if l.offload_input else 0
+            self.measured_off = {l for l in self.blocks() if l.off_bytes > 0}
 
-    def external_bytes(self, rec):
+    def external_bytes(self, rec, off=None):
         """Device memory torch holds at its peak with the blocks in rec recomputing."""
         ws = self.s.workspace_bytes
         if ws is None:  # beyond the measured peak: fragmentation of torch's caching allocator
             ws = 128 << 20 if self.device.type == "cuda" else 0
         if self.measured_with_recompute:
             # measured with every block recomputing: a kept block adds what its backward
-            # regenerated (its activations) less the input the checkpoint kept anyway
+            # regenerated (its activations) less the input the checkpoint kept anyway; a block
+            # whose input was in host memory then and is not now adds that input
             kept = sum(max(0, l.act_bytes - l.in_bytes) for l in self.blocks() if l not in rec)
-            return self.torch_peak_bytes + kept + ws
+            back = sum(l.off_bytes for l in self.measured_off if l not in (off or ()))
+            return self.torch_peak_bytes + kept + back + ws
         saved = sum(l.act_bytes - l.in_bytes for l in rec if l.act_bytes > l.in_bytes)
         regen = max((l.act_bytes for l in rec), default=0)
         return max(0, self.torch_peak_bytes - saved + regen) + ws
@@ -552,6 +631,8 @@ class Engine:
     # ------------------------------------------------------------ the optimizer phase (called by the optimizer)
     def optimizer_phase(self, opt):
         self.close_open()
+        self.join_grads()
+        self.half.drop()  # copies fetched ahead and not used: the update changes their weights
         self.in_backward = False
         if not self.in_step:  # a step without forward: nothing to do but the update
             self.ensure_step()
@@ -574,7 +655,7 @@ class Engine:
         # CPU layers, in forward order: the worker thread updates them once the backward
         # (and the clip's norms) are done, beside the GPU's updates and the next step's
         # forward, whose pre-hook waits for its own layer's update only
-        cpu_layers = [l for l in order if l.cpu_opt]
+        cpu_layers = [l for l in order if l.cpu_opt and not l.gpu_link]
         for l in cpu_layers:
             call = self.make_call(l, L.PHASE_OPTIMIZER, self.cpu_stream_handle(), after=self.stream(),
                                   **self.cpu_adam_work(l))
@@ -586,14 +667,81 @@ class Engine:
             for l in cpu_layers:  # and the hyperparameters (an LR scheduler steps next)
                 opt.sync_hparams(l)
             self.cpu.submit(cpu_layers, done, coef_cpu, with_grad)
+        link_layers = [l for l in order if l.cpu_opt and l.gpu_link]
+        if link_layers:
+            self.link_updates(opt, link_layers, coef)
         self.ctx.step_end()
         self.in_step = False
         self.steps += 1
         self.after_step()
 
-    def wait_cpu(self, l=None):
-        """Waits for the CPU's update of layer l (None: every layer); raises its error."""
+    def link_updates(self, opt, layers, coef):
+        """The GPU's updates of host-homed layers over the link, in forward order on the link
+        stream once the backward (and the clip's norm) is done; each layer's event lets its
+        next forward wait for its own update only. On sim the CPU's AdamW stands in for the
+        kernel (the same bits), in this thread."""
+        with_grad = {id(p) for l in layers for _, p in l.owned if p.grad is not None}
+        if self.device.type == "cuda":
+            self.link_stream.wait_stream(torch.cuda.current_stream(self.device))  # the backward's gradients
+        if self.device.type == "cuda" and coef is not None:
+            coef = coef.to(torch.float32)
+            coef.record_stream(self.link_stream)  # read by the kernels after torch lets it go
+            self.link_keep = coef
+        start = None
+        if self.device.type == "cuda":
+            start = torch.cuda.Event(enable_timing=True)
+            start.record(self.link_stream)
+        for l in layers:
+            opt.sync_hparams(l)
+            call = self.make_call(l, L.PHASE_OPTIMIZER, self.link_stream_handle(), after=self.stream(),
+                                  uses=self.link_adam_uses(l), no_default=True)
+            self.begin(l, L.PHASE_OPTIMIZER, call)
+            try:
+                if self.device.type == "cuda":
+                    opt.link_step(l, coef, with_grad, self.link_stream_handle())
+                    ev = torch.cuda.Event()
+                    ev.record(self.link_stream)
+                    self.link_events[l] = ev
+                else:
+                    opt.cpu_step(l, None if coef is None else float(coef), with_grad)
+            finally:
+                self.close_open()
+        if start is not None:
+            end = torch.cuda.Event(enable_timing=True)
+            end.record(self.link_stream)
+            self.link_timing = (start, end, sum(self.layer_params(l) for l in layers))
+
+    def measure_rates(self):
+        """The two updaters' rates in the last step (parameters per second), for link_share."""
+        cpu_ns, cpu_n = self.cpu.last_total()
+        if cpu_ns > 0 and cpu_n > 0:
+            self.rate_cpu = cpu_n / (cpu_ns * 1e-9)
+        if self.link_timing is not None:
+            start, end, n = self.link_timing
+            end.synchronize()
+            ms = start.elapsed_time(end)
+            if ms > 0 and n > 0:
+                self.rate_link = n / (ms * 1e-3)
+
+    def join_grads(self):
+        """torch's stream waits for the gradients' copies (before anything reads or adds to them)."""
+        if self.grad_pending:
+            torch.cuda.current_stream(self.device).wait_stream(self.grad_stream)
+            self.grad_pending = False
+
+    def wait_updates(self, l=None):
+        """Waits for the optimizer's updates of the last step that run beside the next
+        forward: the CPU's of layer l (None: every layer; raises its error) and, with
+        l None, the GPU's over the link (the host waits for them)."""
         self.cpu.wait(l)
+        if l is None and self.link_events:
+            for ev in self.link_events.values():
+                ev.synchronize()
+            self.link_events.clear()
+
+    def wait_cpu(self, l=None):
+        """The old name of wait_updates."""
+        self.wait_updates(l)
 
     def after_step(self):
         if self.recording:
@@ -606,7 +754,25 @@ class Engine:
         self.planned_since_choice += 1
         if self.planned_since_choice == REVIEW_AFTER and self.reviews < 2 and self.s.review:
             self.reviews += 1
+            self.measure_rates()  # the link's share with the rates measured beside each other
+            old_share, self.share = self.share, self.link_share()
+            before = tuple(self.choice.values)
             choice, changed = self.ctx.choice_review()
+            self.tried[before] = choice.measured_step_ns  # what the values now applied measured
+            if changed and tuple(choice.values) in self.tried:
+                # back to values measured before: keep the faster of those measured, and stop
+                # (a model that misjudges both would otherwise swap them at every review)
+                best = min(self.tried, key=self.tried.get)
+                changed = best != before
+                if changed:
+                    for i, v in enumerate(best):
+                        choice.values[i] = v
+                self.reviews = 2
+            if not changed and old_share is not None and abs(self.share - old_share) > 0.02:
+                changed = True  # the same values, another split of the host-homed layers
+                notice(f"the link's share of the host-homed updates: {old_share:.2f} -> {self.share:.2f} "
+                       f"(measured: CPU {(self.rate_cpu or 0) / 1e9:.2f}, link {(self.rate_link or 0) / 1e9:.2f} "
+                       f"Gparam/s)")
             self.choice = choice
             if changed:
                 notice(f"the review chose again: {self.describe(choice.values)} "
@@ -638,7 +804,34 @@ class Engine:
             vals = sorted({0, len(bl) // 4, len(bl) // 2, 3 * len(bl) // 4, len(bl)})
             self.knob_rec = len(knobs)
             knobs.append(("recompute", vals))
+        self.knob_off = None
+        if self.s.offload_inputs == "auto" and self.offload is not None and bl and self.s.recompute is not False:
+            self.knob_off = len(knobs)  # quarters of the recomputed blocks whose inputs wait on the host
+            knobs.append(("offload_input_quarters", [0, 2, 4]))
+        self.knob_link = None  # the link's share is not a knob: link_share() balances the two rates
         return knobs
+
+    def link_share(self):
+        """The share of the host-homed layers' parameters the GPU updates over the link while
+        the CPU updates the rest, so that both finish together: the link's rate over the sum
+        of the two. Rates: measured in the last step where both ran (the CPU worker's
+        times, the link stream's events), else the profile's (the CPU's AdamW, and the
+        remote read rate over the 16 bytes a parameter's update reads)."""
+        if self.s.link_optimizer is True:
+            return 1.0
+        if self.s.link_optimizer is False or not self.link_possible():
+            return 0.0
+        p = self.ctx.profile
+        cpu = self.rate_cpu or p.cpu_adamw_params_per_s
+        link = self.rate_link or (p.remote_read_bps / 16.0 if p.remote_read_bps > 0 else 0.0)
+        if cpu <= 0 or link <= 0:
+            return 0.0
+        return link / (link + cpu)
+
+    def link_possible(self):
+        """The GPU can update host-homed layers over the link: a CUDA device, AdamW the CPU
+        could run too (the same update), and the choice may put layers on the host."""
+        return self.device.type == "cuda" and self.s.cpu_capable and self.s.cpu_optimizer is not False
 
     def decode(self, values):
         ol, bl = self.opt_layers(), self.blocks()
@@ -650,16 +843,37 @@ class Engine:
             r = values[self.knob_rec]
         else:
             r = len(bl) if self.s.recompute is True else 0
-        cpu = set(ol[len(ol) - k:]) if k > 0 else set()
-        rec = set(bl[:r])
-        return cpu, rec
+        cpu_order = ol[len(ol) - k:] if k > 0 else []
+        share = self.share if (self.s.cpu_capable and self.share is not None) else 0.0
+        # spread over the host-homed layers in forward order (by parameters), so that the next
+        # forward finds its layers updated in turn by either worker
+        link, total = set(), sum(self.layer_params(l) for l in cpu_order)
+        done = given = 0
+        for l in cpu_order:
+            n = self.layer_params(l)
+            if total > 0 and (given + n / 2) <= share * (done + n):
+                link.add(l)
+                given += n
+            done += n
+        rec_order = bl[:r]
+        if self.knob_off is not None:
+            quarters = values[self.knob_off]
+        else:
+            quarters = 4 if (self.s.offload_inputs is True and self.offload is not None) else 0
+        # the first blocks: their inputs are needed last, so they have the longest to come back
+        off = set(rec_order[:(len(rec_order) * quarters + 2) // 4])
+        return set(cpu_order), set(rec_order), link, off
 
     def describe(self, values):
-        cpu, rec = self.decode(values)
-        return f"optimizer on the CPU for {len(cpu)} of {len(self.opt_layers())} layers, " \
-               f"recompute {len(rec)} of {len(self.blocks())} blocks"
+        cpu, rec, link, off = self.decode(values)
+        n = len(self.opt_layers())
+        return f"optimizer of {n} layers: {n - len(cpu)} on the GPU, {len(cpu) - len(link)} on the CPU, " \
+               f"{len(link)} on the GPU over the link (state in host memory); recompute {len(rec)} of " \
+               f"{len(self.blocks())} blocks, {len(off)} with their inputs in host memory"
 
     def choose(self):
+        self.measure_rates()
+        self.share = self.link_share()
         knobs = self.knobs()
         choice = self.ctx.choose(knobs, self.rehearse)
         if not choice.fits:
@@ -683,6 +897,7 @@ class Engine:
         for l in self.layers:
             want = l in cpu
             if want != l.cpu_opt:
+                self.half.drop(l)
                 for _, p in l.owned:
                     slot = self.slots[id(p)]
                     for kind, h in slot.handles.items():
@@ -695,12 +910,15 @@ class Engine:
                 l.cpu_opt = want
 
     def apply(self, values):
-        self.cpu.wait()  # placements change: the CPU's updates of the last step first
-        cpu, rec = self.decode(values)
+        self.wait_updates()  # placements change: the last step's updates first
+        cpu, rec, link, off = self.decode(values)
         self.place_cpu(cpu)
         for l in self.layers:
+            l.gpu_link = l in link
+            l.offload_input = l in off
+        for l in self.layers:
             self.set_recompute(l, l in rec)
-        self.ctx_external = self.external_bytes(rec)
+        self.ctx_external = self.external_bytes(rec, off)
         try:
             self.ctx.set_external_bytes(self.ctx_external)
         except L.UvmrtError as e:
@@ -714,7 +932,7 @@ class Engine:
     def rehearse(self, handle, values, steps):
         """uvmrt_rehearse_fn: the recorded step's calls, with these values, on the model context
         (the same layers, tensors, calls and declared work as the real steps); its status."""
-        cpu, rec = self.decode(values)
+        cpu, rec, link, off = self.decode(values)
         model = Context.wrap(handle)
         try:
             for l in self.layers:
@@ -729,9 +947,19 @@ class Engine:
                     handles[(id(slot.param), kind)] = h
                     if l in cpu or kind == "weight16":
                         model.set_placement(h, True)
-            model.set_external_bytes(self.external_bytes(rec))
+            # the inputs waiting in host memory: host-homed stand-ins that the forward writes
+            # and the backward reads, so that the model prices their bytes over the link
+            standin = {}
+            for l in off:
+                n = l.off_bytes or l.in_bytes
+                if n > 0:
+                    h = model.tensors_alloc([(f"{l.name} input (host)", l.index, L.ROLE_ACTIVATION, n)])[0]
+                    model.set_placement(h, True)
+                    standin[l] = h
+            model.set_external_bytes(self.external_bytes(rec, off))
             gpu = ctypes.cast(ctypes.pointer(_SIM_GPU_STREAM), ctypes.c_void_p)
             cpus = ctypes.cast(ctypes.pointer(_SIM_CPU_STREAM), ctypes.c_void_p)
+            links = ctypes.cast(ctypes.pointer(_SIM_LINK_STREAM), ctypes.c_void_p)
             fwd = self.fwd_order or self.layers
             calls = self.rec_calls or [(l, L.PHASE_FORWARD) for l in fwd] + \
                 [(l, L.PHASE_BACKWARD) for l in reversed(fwd)]
@@ -749,8 +977,10 @@ class Engine:
                         uses, only = self.gpu_uses(l, phase, handles)
                     finally:
                         l.cpu_opt = was
+                    if l in standin:
+                        uses = list(uses) + [(standin[l], L.USE_WRITE if phase == L.PHASE_FORWARD else L.USE_READ)]
                     if phase == L.PHASE_FORWARD:
-                        after = cpus if (l in cpu and s > 0 and l not in seen) else None
+                        after = (links if l in link else cpus) if (l in cpu and s > 0 and l not in seen) else None
                         seen.add(l)
                         run(self.make_call(l, phase, gpu, uses, after=after, no_default=only,
                                            **self.forward_work(l)))
@@ -761,8 +991,12 @@ class Engine:
                     if l not in cpu:
                         run(self.make_call(l, L.PHASE_OPTIMIZER, gpu, **self.gpu_adam_work(l)))
                 for l in self.opt_layers():
-                    if l in cpu:
+                    if l in cpu and l not in link:
                         run(self.make_call(l, L.PHASE_OPTIMIZER, cpus, after=gpu, **self.cpu_adam_work(l)))
+                for l in self.opt_layers():
+                    if l in link:
+                        run(self.make_call(l, L.PHASE_OPTIMIZER, links, after=gpu,
+                                           uses=self.link_adam_uses(l, handles), no_default=True))
                 model.step_end()
         except L.UvmrtError as e:  # ERR_BUDGET: these values do not fit; others stop the choice
             return e.status
@@ -770,7 +1004,16 @@ class Engine:
 
     # ------------------------------------------------------------ teardown
     def close(self):
-        self.cpu.stop()
+        try:
+            self.cpu.stop()
+        finally:  # the kernels over the link and the copies end before their memory goes
+            for ev in self.link_events.values():
+                ev.synchronize()
+            self.link_events.clear()
+            for st in (self.grad_stream, self.half.stream, self.link_stream):
+                if st is not None:
+                    st.synchronize()
+            self.half.drop()
         for h in self.hooks:
             h.remove()
         self.hooks = []
@@ -793,6 +1036,16 @@ class CpuWorker:
         self.error = None
         self.thread = None
         self.stopping = False
+
+    def is_done(self, layer):
+        """Whether layer's submitted updates are all done (no wait)."""
+        with self.cv:
+            return self.done.get(layer, 0) >= self.submitted.get(layer, 0)
+
+    def last_total(self):
+        """(ns, parameters) of the last batch of updates."""
+        with self.cv:
+            return getattr(self, "totals", (0, 0))
 
     @property
     def pending(self):
@@ -831,12 +1084,16 @@ class CpuWorker:
                 if event is not None:
                     event.synchronize()
                 c = None if coef is None else float(coef)
+                total_ns = total_n = 0
                 for l in layers:
                     t0 = time.perf_counter_ns()
                     self.engine.opt.cpu_step(l, c, with_grad)
                     ns = time.perf_counter_ns() - t0
+                    total_ns += ns
+                    total_n += self.engine.layer_params(l)
                     with self.cv:
                         self.measured[l.index] = ns
+                        self.totals = (total_ns, total_n)
                         self.done[l] = self.done.get(l, 0) + 1
                         self.cv.notify_all()
             except BaseException as e:  # surfaces in the training thread at its next wait

@@ -96,6 +96,45 @@ class HalfWeights:
         self.engine = engine
         self.enabled = enabled
         self.used_bf16 = False   # a forward ran with bf16 working copies (the calls declare them)
+        self.stream = None       # the copies ahead of use (a CUDA stream; None: made when used)
+        self.ready = {}          # layer -> {id(slot): (device copy, event)} fetched ahead
+
+    def open(self, device):
+        if device.type == "cuda":
+            self.stream = torch.cuda.Stream(device=device)
+
+    def prefetch(self, layer):
+        """Starts reading a host-homed layer's bf16 working copies over the link on a stream
+        of its own, while the layer before it computes, so that its forward (or recompute)
+        finds them on the device. Only when its update is done (the CPU's) or ordered (the
+        link's event); otherwise its forward reads them itself, as without this."""
+        e = self.engine
+        if self.stream is None or not self.used_bf16 or not layer.cpu_opt or layer in self.ready:
+            return
+        slots = [e.slots[id(p)] for _, p in layer.owned
+                 if e.slots[id(p)].half is not None and "weight16" in e.slots[id(p)].views]
+        if not slots or not e.cpu.is_done(layer):
+            return
+        cur = torch.cuda.current_stream(e.device)
+        bufs = {id(s): torch.empty(s.views["weight16"].shape, dtype=torch.bfloat16, device=e.device)
+                for s in slots}  # on cur: freed in its order
+        self.stream.wait_stream(cur)
+        ev = e.link_events.get(layer)
+        if ev is not None:
+            self.stream.wait_event(ev)  # the GPU's update over the link first
+        with torch.cuda.stream(self.stream):
+            for s in slots:
+                torch.mul(s.views["weight16"], 1, out=bufs[id(s)])  # a kernel: the pages stay on the host
+        done = torch.cuda.Event()
+        done.record(self.stream)
+        self.ready[layer] = {k: (b, done) for k, b in bufs.items()}
+
+    def drop(self, layer=None):
+        """Forgets copies fetched ahead (their weights are about to change)."""
+        if layer is None:
+            self.ready.clear()
+        else:
+            self.ready.pop(layer, None)
 
     @contextlib.contextmanager
     def swapped(self, layer):
@@ -124,6 +163,13 @@ class HalfWeights:
 
     def copy(self, layer, slot, dtype):
         src = slot.views.get("weight16") if (layer.cpu_opt and dtype is torch.bfloat16) else None
+        got = self.ready.get(layer, {}).pop(id(slot), None) if src is not None else None
+        if got is not None:  # fetched ahead: wait for its copy, then a device-to-device one
+            buf, ev = got
+            torch.cuda.current_stream(self.engine.device).wait_event(ev)
+            src = buf
+            if not self.ready.get(layer):
+                self.ready.pop(layer, None)
         if slot.trainable and torch.is_grad_enabled():
             return _HalfCopy.apply(slot.param, src, dtype)
         with torch.no_grad():

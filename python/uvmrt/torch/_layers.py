@@ -27,8 +27,11 @@ class Layer:
         self.act_bytes = 0       # bytes autograd saved for the backward in its forward
         self.in_bytes = 0        # bytes of its floating inputs (what a checkpoint keeps)
         # the choice
-        self.cpu_opt = False
+        self.cpu_opt = False     # its optimizer state is host-homed (updated on the CPU or over the link)
+        self.gpu_link = False    # ... and the GPU updates it over the link (uvmrt_adamw_gpu), not the CPU
         self.recompute = False
+        self.offload_input = False  # its checkpoint's inputs wait in host memory (_offload.py)
+        self.off_bytes = 0       # bytes of them moved in the recorded step
         self.fwd_orig = None     # the module's own forward (the engine's wraps it)
 
     def __repr__(self):

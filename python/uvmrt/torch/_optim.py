@@ -105,7 +105,7 @@ class OffloadedOptimizer(torch.optim.Optimizer):
         return loss
 
     def state_dict(self):
-        self._engine.wait_cpu()  # the CPU's updates of the last step first
+        self._engine.wait_updates()  # the last step's updates beside the forward first
         return super().state_dict()
 
     def zero_grad(self, set_to_none=True):
@@ -116,7 +116,7 @@ class OffloadedOptimizer(torch.optim.Optimizer):
                 p.grad = None
 
     def load_state_dict(self, state_dict):
-        self._engine.wait_cpu()
+        self._engine.wait_updates()
         groups, saved = self.param_groups, state_dict["param_groups"]
         if len(groups) != len(saved) or any(len(a["params"]) != len(b["params"]) for a, b in zip(groups, saved)):
             raise ValueError("load_state_dict: the saved optimizer's parameter groups differ from this one's "
@@ -184,6 +184,44 @@ class OffloadedOptimizer(torch.optim.Optimizer):
                 torch._foreach_mul_(grads, coef.to(grads[0].device))
         opt.step()
 
+    def _hparams(self, g, coef):
+        hp = L.AdamW()
+        L.lib().uvmrt_adamw_init(ctypes.byref(hp))
+        hp.lr = float(g["lr"])
+        hp.beta1, hp.beta2 = (float(b) for b in g["betas"])
+        hp.eps = float(g["eps"])
+        hp.weight_decay = float(g.get("weight_decay", 0.0))
+        hp.grad_scale = 1.0 if coef is None else coef
+        hp.threads = self._cpu_threads
+        hp.order = L.ADAMW_ORDER_TORCH  # the bits of the user's AdamW on CUDA
+        return hp
+
+    def link_step(self, l, coef, with_grad, stream):
+        """The GPU's update of layer l's host-homed parameters over the link: uvmrt_adamw_gpu
+        on stream, the clip coefficient read from coef (a CUDA tensor) by the kernel."""
+        opt = self._inner.get(l)
+        if opt is None:
+            return
+        lib = L.lib()
+        scale = None if coef is None else ctypes.c_void_p(coef.data_ptr())
+        for g in opt.param_groups:
+            hp = self._hparams(g, None)
+            for p in g["params"]:
+                if id(p) not in with_grad:
+                    continue
+                slot = self._engine.slots[id(p)]
+                st = self.state[p]
+                step = int(st["step"].item()) + 1
+                hp.step = step
+                h = slot.hviews
+                half = h["weight16"].data_ptr() if "weight16" in h else None
+                L.check("uvmrt_adamw_gpu",
+                        lib.uvmrt_adamw_gpu(ctypes.byref(hp), h["weight"].data_ptr(), h["exp_avg"].data_ptr(),
+                                            h["exp_avg_sq"].data_ptr(), h["grad"].data_ptr(), p.numel(), half,
+                                            scale, stream),
+                        slot.fqn)
+                st["step"].fill_(step)
+
     def cpu_step(self, l, coef, with_grad):
         """Runs on the CPU worker thread: AdamW of layer l's parameters that had a gradient."""
         opt = self._inner.get(l)
@@ -191,15 +229,7 @@ class OffloadedOptimizer(torch.optim.Optimizer):
             return
         lib = L.lib()
         for g in opt.param_groups:
-            hp = L.AdamW()
-            lib.uvmrt_adamw_init(ctypes.byref(hp))
-            hp.lr = float(g["lr"])
-            hp.beta1, hp.beta2 = (float(b) for b in g["betas"])
-            hp.eps = float(g["eps"])
-            hp.weight_decay = float(g.get("weight_decay", 0.0))
-            hp.grad_scale = 1.0 if coef is None else coef
-            hp.threads = self._cpu_threads
-            hp.order = L.ADAMW_ORDER_TORCH  # the bits of the user's AdamW on CUDA
+            hp = self._hparams(g, coef)
             for p in g["params"]:
                 if id(p) not in with_grad:
                     continue
