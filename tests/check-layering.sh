@@ -30,10 +30,6 @@ ALLOWED=$(sed 's/#.*//' <<'ALLOW'
 events.c faults.c          # uvmrt__faults_anchor: the clock anchor handed to faults at step end
 events.c history.c         # uvmrt__history_add_copy: copy timings collected by history from the ring at step end
 step.c choose.c            # host_ns/scaled/step_done: the scaled model becomes a property of the model context
-step.c faults.c            # faults_step_done/switch: the observers' list at step end
-step.c history.c           # history_add_step and spans: the observers' list at step end
-step.c monitor.c           # uvmrt__monitor_publish: the observers' list at step end
-step.c record_file.c       # uvmrt__record_write: the observers' list at step end
 choose.c context.c         # uvmrt__context_create_model: the rehearsal context made through a lower seam
 ALLOW
 )

@@ -113,6 +113,19 @@ static uvmrt_log_t caller_log(const uvmrt_params_t *params)
     return log;
 }
 
+/* The step's tail, in its order (observer.h): the choice and the sampler read the
+ * step's time, the record file the record, the history keeps the step's rows (after
+ * the record file: today's order), the monitor publishes what the step left. */
+static uvmrt_status_t add_observers(uvmrt_context_t *ctx)
+{
+    static const uvmrt_observer_t *const list[] = {&uvmrt__choice_observer, &uvmrt__faults_observer,
+                                                   &uvmrt__record_observer, &uvmrt__history_observer,
+                                                   &uvmrt__monitor_observer};
+    uvmrt_status_t st = UVMRT_OK;
+    for (size_t i = 0; i < sizeof list / sizeof list[0] && st == UVMRT_OK; i++) st = uvmrt__observer_add(ctx, list[i]);
+    return st;
+}
+
 /* model: a context for uvmrt_choose's rehearsals (choose.c): nothing published, reported,
  * recorded or traced, whatever the environment says. */
 static uvmrt_status_t create(const uvmrt_params_t *params, const uvmrt_backend_ops_t *ops, int model,
@@ -141,7 +154,8 @@ static uvmrt_status_t create(const uvmrt_params_t *params, const uvmrt_backend_o
     ctx->log.user = params ? params->log_user : NULL;
     uvmrt__sched_init(ctx);
 
-    uvmrt_status_t st = uvmrt__config_resolve(&ctx->cfg, ctx->sources, params, &ctx->log);
+    uvmrt_status_t st = add_observers(ctx);
+    if (st == UVMRT_OK) st = uvmrt__config_resolve(&ctx->cfg, ctx->sources, params, &ctx->log);
     if (st != UVMRT_OK) goto fail;
     if (model) {
         ctx->cfg.monitor = 0;

@@ -125,11 +125,15 @@ uint64_t uvmrt__choice_host_ns(const uvmrt_context_t *ctx, int layer, uvmrt_phas
     return 0;
 }
 
-void uvmrt__choice_step_done(uvmrt_context_t *ctx, int planned, uint64_t step_ns)
+/* Step end: a planned step's time, for uvmrt_choice_review. */
+static void observe_end(uvmrt_context_t *ctx, const uvmrt_step_end_t *e)
 {
     uvmrt_choice_state_t *c = &ctx->choice;
-    if (c->have && planned && c->n_planned < UVMRT_CHOICE_STEPS_KEPT) c->planned_ns[c->n_planned++] = (double)step_ns;
+    if (c->have && e->planned && c->n_planned < UVMRT_CHOICE_STEPS_KEPT)
+        c->planned_ns[c->n_planned++] = (double)ctx->stats.cur.step_ns;
 }
+
+const uvmrt_observer_t uvmrt__choice_observer = {"choice", NULL, NULL, NULL, observe_end, NULL};
 
 static void knobs_free(uvmrt_choice_state_t *c)
 {

@@ -54,8 +54,6 @@ uint64_t uvmrt__choice_scaled(const uvmrt_context_t *ctx, int layer, uvmrt_phase
  * review, or the model's time alone times the measured calls' median slowdown; 0
  * (the model's own, with contention) otherwise. */
 uint64_t uvmrt__choice_host_ns(const uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, uint64_t host_bytes);
-/* step.c, at a step's commit: planned = the step followed a plan (not a recording step). */
-void uvmrt__choice_step_done(uvmrt_context_t *ctx, int planned, uint64_t step_ns);
 void uvmrt__choice_free(uvmrt_context_t *ctx);
 
 #endif

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "observer.h"
 #include "plan.h"
 #include "uvmrt.h"
 
@@ -62,6 +63,7 @@ typedef struct uvmrt_schedule {
     int planned_since_record;       /* planned steps since the record was taken (UVMRT_RECORD rewrites) */
     uint64_t plan_budget;           /* the choice's budget (uvmrt__sched_set_plan_budget); 0: the context's */
     uint64_t external_bytes;        /* uvmrt_context_set_external_bytes: device memory held outside uvmrt */
+    uvmrt_observers_t observers;    /* the step's tail (observer.h), in order */
     /* step_end scratch, grown only: distinct-stream slots */
     size_t *sync_slots;
     size_t cap_sync_slots;

@@ -9,9 +9,6 @@
 
 #include "abi.h"
 #include "exec.h"
-#include "faults.h"
-#include "monitor.h"
-#include "record_file.h"
 #include "steady.h"
 
 /* At destroy: nothing can fail any more, so backend errors are counted and logged. */
@@ -23,8 +20,9 @@ void uvmrt__exec_fini(uvmrt_context_t *ctx)
     if (ctx->ev.d2h_stream && (st = uvmrt__be_stream_sync(ctx, ctx->ev.d2h_stream)) != UVMRT_OK)
         uvmrt__be_absorb(ctx, "stream_sync (destroy)", st);
     uvmrt__clock_anchor(ctx);
-    uvmrt__harvest_copy_timings(ctx, 1);
-    uvmrt__attribute_rest(ctx);
+    const uvmrt_observers_t *obs = &ctx->sched.observers;
+    for (int k = 0; k < obs->n; k++)
+        if (obs->at[k]->fini) obs->at[k]->fini(ctx); /* records and copy timings still pending */
     uvmrt__events_free(ctx);
 }
 
@@ -52,6 +50,17 @@ void uvmrt__sched_free(uvmrt_context_t *ctx)
 }
 
 void uvmrt__sched_init(uvmrt_context_t *ctx) { ctx->sched.open_call = -1; }
+
+uvmrt_status_t uvmrt__observer_add(uvmrt_context_t *ctx, const uvmrt_observer_t *o)
+{
+    uvmrt_observers_t *obs = &ctx->sched.observers;
+    if (o == NULL || obs->n == UVMRT_OBSERVERS_MAX) {
+        LOG_ERROR(&ctx->log, "observer '%s': the list holds at most %d", o ? o->name : "(null)", UVMRT_OBSERVERS_MAX);
+        return UVMRT_ERR_INVALID;
+    }
+    obs->at[obs->n++] = o;
+    return UVMRT_OK;
+}
 
 /* ------------------------------------------------------------------ sequences */
 /* Room for `need` uses: the two use arrays always share one capacity. */
@@ -152,16 +161,12 @@ uvmrt_status_t uvmrt_step_begin(uvmrt_context_t *ctx)
     }
     uvmrt_status_t st = uvmrt__stats_rows_reserve(ctx, ctx->tensors.n_layers * UVMRT_PHASE_COUNT);
     if (st != UVMRT_OK) return st;
-    /* Sampling (sampling.h): does this step collect the driver's counters? A
-     * step that does not stops the source first and gives what it still had
-     * (the collecting step's tail) to that step. */
-    int collect = uvmrt__faults_active(ctx) && uvmrt__sampler_want(&ctx->faults.sampler, uvmrt__steps_done(ctx));
-    if (!collect && ctx->faults.on) {
-        uvmrt__faults_switch(ctx, 0);
-        uvmrt__attribute_rest(ctx);
-    } else if (collect && !ctx->faults.on) {
-        uvmrt__faults_switch(ctx, 1);
-    }
+    /* Sampling (sampling.h): does this step collect the driver's counters? The
+     * observers say (history.c's starts or stops the source). */
+    int collect = 0;
+    const uvmrt_observers_t *obs = &ctx->sched.observers;
+    for (int k = 0; k < obs->n; k++)
+        if (obs->at[k]->begin) collect |= obs->at[k]->begin(ctx);
     uvmrt__stats_step_begin(ctx, collect);
     ctx->sched.step_start_ns = uvmrt__be_now(ctx);
     if (ctx->cfg.policy == UVMRT_POLICY_PREFETCH && ctx->sched.have_record) {
@@ -243,9 +248,11 @@ uvmrt_status_t uvmrt_step_end(uvmrt_context_t *ctx)
     /* Fallible part: wait for each compute stream used in the step (not the copy
      * streams: their prefetches for the next step may still run), reserve memory,
      * copy the record. On failure the step is still open, as before the call. */
+    const uvmrt_observers_t *obs = &ctx->sched.observers;
     uvmrt_status_t st = sync_compute_streams(ctx);
     if (st == UVMRT_OK) st = uvmrt__tier_poll(ctx, 0); /* a failed write-back surfaces (its data stays in host memory) */
-    if (st == UVMRT_OK) st = uvmrt__history_reserve(ctx, ctx->sched.cur.n_calls, (size_t)ctx->stats.n_cur_rows);
+    for (int k = 0; k < obs->n && st == UVMRT_OK; k++)
+        if (obs->at[k]->reserve) st = obs->at[k]->reserve(ctx); /* the memory the tail needs */
     int rerecord = ctx->cfg.policy == UVMRT_POLICY_PREFETCH &&
                    (!ctx->sched.have_record || ctx->sched.deviated ||
                     ctx->sched.cur.n_calls != ctx->sched.record.n_calls);
@@ -265,30 +272,26 @@ uvmrt_status_t uvmrt_step_end(uvmrt_context_t *ctx)
                         uvmrt__elapsed(ctx, ctx->ev.timing[c->ev_wait_end], ctx->ev.timing[c->ev_end]));
     }
     uvmrt__clock_anchor(ctx);
-    uvmrt__harvest_copy_timings(ctx, 0);
-    uvmrt__history_trim(ctx); /* before this step's rows and spans go in */
-    uvmrt__step_spans_and_faults(ctx);
+    /* The step's tail: the observers, in their order (observer.h, api/context.c). */
+    for (int k = 0; k < obs->n; k++)
+        if (obs->at[k]->collect) obs->at[k]->collect(ctx);
     uvmrt__stats_step_time(ctx, uvmrt__be_now(ctx) - ctx->sched.step_start_ns);
-    uvmrt__choice_step_done(ctx, !rerecord && uvmrt__steps_done(ctx) > 0, ctx->stats.cur.step_ns);
-    if (uvmrt__faults_active(ctx))
-        uvmrt__faults_step_done(ctx, uvmrt__steps_done(ctx), ctx->stats.cur.fault_sampled, ctx->stats.cur.step_ns);
+    uvmrt_step_end_t e = {rerecord, !rerecord && uvmrt__steps_done(ctx) > 0, NULL};
     if (rerecord) {
         ctx->sched.have_record = ctx->sched.record.n_calls > 0;
         uvmrt__plan_drop(ctx);
         LOG_INFO(&ctx->log, "step %llu recorded: %zu layer calls", (unsigned long long)uvmrt__steps_done(ctx) + 1,
                  ctx->sched.record.n_calls);
-        uvmrt__record_write(ctx, NULL); /* UVMRT_RECORD; a failed write only warns */
         ctx->sched.planned_since_record = 0;
     } else if (ctx->cfg.policy == UVMRT_POLICY_PREFETCH && ctx->cfg.backend != UVMRT_BACKEND_SIM &&
                ctx->sched.planned_since_record < 3) {
         /* the first planned steps give the measured durations (the third is steady); on
-         * sim the file would come out the same as the recording step's */
+         * sim the record file would come out the same as the recording step's */
         ctx->sched.planned_since_record++;
-        uvmrt__record_write(ctx, &ctx->sched.cur);
+        e.timed = &ctx->sched.cur;
     }
-    uvmrt__keep_rows(ctx);
-    uvmrt__history_add_step(ctx, &ctx->stats.cur); /* room reserved above */
-    uvmrt__monitor_publish(ctx); /* reads the step's counters: before they are cleared */
+    for (int k = 0; k < obs->n; k++)
+        if (obs->at[k]->end) obs->at[k]->end(ctx, &e); /* read the step's counters: before they are cleared */
     uvmrt__steady_note(ctx);     /* keeps step 1's rows apart (steady.c) */
     uvmrt__stats_step_clear(ctx);
     ctx->sched.in_step = 0;

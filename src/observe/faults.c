@@ -337,7 +337,13 @@ void uvmrt__faults_attribute(uvmrt_context_t *ctx, const uvmrt_attrib_index_t *i
         uvmrt__attrib_run(ix, spans, n_spans, ctx->faults.pend, ctx->faults.n_pend, horizon, per_span, un);
 }
 
-void uvmrt__faults_step_done(uvmrt_context_t *ctx, uint64_t step, int collected, uint64_t step_ns)
+/* Step end: tells the sampler what the step collected and how long it took. */
+static void observe_end(uvmrt_context_t *ctx, const uvmrt_step_end_t *e)
 {
-    uvmrt__sampler_done(&ctx->faults.sampler, step, collected, step_ns);
+    (void)e;
+    if (uvmrt__faults_active(ctx))
+        uvmrt__sampler_done(&ctx->faults.sampler, uvmrt__steps_done(ctx), ctx->stats.cur.fault_sampled,
+                            ctx->stats.cur.step_ns);
 }
+
+const uvmrt_observer_t uvmrt__faults_observer = {"faults", NULL, NULL, NULL, observe_end, NULL};

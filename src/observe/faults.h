@@ -3,7 +3,8 @@
  * UNIFIED_MEMORY_COUNTER activity on the cuda backend, the model on sim, or
  * nothing ("none": fault statistics off, CUPTI missing, not permitted, or held
  * by another subscriber such as Nsight). Records land in ctx->faults.pend on the
- * context's host clock; the executor attributes them at each step end.
+ * context's host clock; the history's observer (history.c) attributes them at
+ * each step end.
  */
 #ifndef UVMRT_FAULTS_H
 #define UVMRT_FAULTS_H
@@ -61,8 +62,6 @@ void uvmrt__faults_collect(uvmrt_context_t *ctx);
 void uvmrt__faults_attribute(uvmrt_context_t *ctx, const uvmrt_attrib_index_t *ix, const uvmrt_attrib_span_t *spans,
                              size_t n_spans, uint64_t horizon, uvmrt_fcount_t *per_span,
                              uvmrt_attrib_unattributed_t *un);
-/* Step end: tells the sampler what the step collected and how long it took. */
-void uvmrt__faults_step_done(uvmrt_context_t *ctx, uint64_t step, int collected, uint64_t step_ns);
 /* Stops the source (after a last collect); idempotent. */
 void uvmrt__faults_close(uvmrt_context_t *ctx);
 /* Frees the pending records (at destroy, after close). */

@@ -306,3 +306,11 @@ void uvmrt__monitor_publish(uvmrt_context_t *ctx)
     }
     __atomic_store_n(&h->seq, seq + 2, __ATOMIC_RELEASE);
 }
+
+static void observe_end(uvmrt_context_t *ctx, const uvmrt_step_end_t *e)
+{
+    (void)e;
+    uvmrt__monitor_publish(ctx);
+}
+
+const uvmrt_observer_t uvmrt__monitor_observer = {"monitor", NULL, NULL, NULL, observe_end, NULL};

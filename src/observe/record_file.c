@@ -136,3 +136,12 @@ void uvmrt__record_write(uvmrt_context_t *ctx, const uvmrt_sequence_t *timed)
     LOG_ERROR(&ctx->log, "UVMRT_RECORD: cannot write the recorded step to '%s': %s (the run goes on; "
               "uvmrt_summary_t.output_errors counts it)", path, why);
 }
+
+/* Step end: a recorded step, or the first planned ones' measured durations. */
+static void observe_end(uvmrt_context_t *ctx, const uvmrt_step_end_t *e)
+{
+    if (e->recorded) uvmrt__record_write(ctx, NULL); /* a failed write only warns */
+    else if (e->timed) uvmrt__record_write(ctx, e->timed);
+}
+
+const uvmrt_observer_t uvmrt__record_observer = {"record", NULL, NULL, NULL, observe_end, NULL};
