@@ -27,8 +27,6 @@
 # Today's calls from a lower part into a higher one, each to remove; the reason
 # says what removes it. from.c to.c  # reason
 ALLOWED=$(sed 's/#.*//' <<'ALLOW'
-events.c faults.c          # uvmrt__faults_anchor: the clock anchor handed to faults at step end
-events.c history.c         # uvmrt__history_add_copy: copy timings collected by history from the ring at step end
 step.c choose.c            # host_ns/scaled/step_done: the scaled model becomes a property of the model context
 choose.c context.c         # uvmrt__context_create_model: the rehearsal context made through a lower seam
 ALLOW

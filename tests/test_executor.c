@@ -878,6 +878,8 @@ Test(executor, observers_in_order_and_a_failed_reserve_leaves_the_step_open)
     cr_expect_eq(tail.ends, 2);
     cr_expect_eq(tail.steps_seen, 2, "the history kept the step before the last observer");
     cr_expect_gt(tail.step_ns_seen, 0, "the step's time is taken before the end hooks");
+    cr_expect_eq(ctx->ev.anchors, 2, "one clock anchor per step end");
+    cr_expect_eq(ctx->faults.anchors_seen, 2, "the faults' observer took each anchor");
     tail.fail_next = 1;
     cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
     cr_expect_eq(uvmrt_step_end(ctx), UVMRT_ERR_NOMEM);

@@ -114,8 +114,10 @@ static uvmrt_log_t caller_log(const uvmrt_params_t *params)
 }
 
 /* The step's tail, in its order (observer.h): the choice and the sampler read the
- * step's time, the record file the record, the history keeps the step's rows (after
- * the record file: today's order), the monitor publishes what the step left. */
+ * step's time; the faults' observer hands the new clock anchor to the record source
+ * first (CUPTI reads its clock right after it), before the history collects the
+ * copies and attributes the records; the record file writes the record; the history
+ * keeps the step; the monitor publishes what the step left. */
 static uvmrt_status_t add_observers(uvmrt_context_t *ctx)
 {
     static const uvmrt_observer_t *const list[] = {&uvmrt__choice_observer, &uvmrt__faults_observer,

@@ -25,6 +25,7 @@ typedef struct uvmrt_faults {
     int on;                         /* the source is recording now (off between sampled steps) */
     uvmrt_sampler_t sampler;        /* which steps collect (sampling.h) */
     int64_t cupti_offset_ns;        /* CUPTI clock - host clock, at the last anchor */
+    uint64_t anchors_seen;          /* ctx->ev.anchors when the source last saw one */
     uvmrt_um_record_t *pend;        /* records not attributed yet, host clock */
     size_t n_pend, cap_pend;
     uint64_t records_lost;          /* records dropped by CUPTI or for want of memory */
@@ -52,9 +53,6 @@ int uvmrt__faults_active(const uvmrt_context_t *ctx);
  * stopping flushes what was recorded so far for the next collect. The source
  * starts on. No-op for "none". */
 void uvmrt__faults_switch(uvmrt_context_t *ctx, int on);
-/* Called right after an anchor: host_ns is be_now at the anchor event (CUPTI:
- * measures its clock's offset from the host clock). */
-void uvmrt__faults_anchor(uvmrt_context_t *ctx, uint64_t host_ns);
 /* Flushes the source and appends its records so far to ctx->faults.pend. */
 void uvmrt__faults_collect(uvmrt_context_t *ctx);
 /* Attributes the pending records (uvmrt__attrib_run, attrib.h: those after

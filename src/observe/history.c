@@ -158,9 +158,10 @@ static void uvmrt__history_trim(uvmrt_context_t *ctx)
     ctx->hist.n_copies = k;
 }
 
-/* A copy batch's busy time goes to the step that issued it; its span is kept
- * while that step is (and when times can be read at all). */
-void uvmrt__history_add_copy(uvmrt_context_t *ctx, const uvmrt_copy_timing_t *c, uint64_t ns)
+/* A harvested copy batch (events.c): its busy time goes to the step that issued it;
+ * its span is kept while that step is (and when times can be read at all; dropped
+ * when out of memory). */
+static void add_copy(uvmrt_context_t *ctx, const uvmrt_copy_timing_t *c, uint64_t ns)
 {
     uvmrt_step_stats_t *s = stats_of_step(ctx, c->step);
     if (s == NULL) uvmrt__stats_copy_busy(ctx, c->d2h, ns);
@@ -250,7 +251,7 @@ static uvmrt_status_t observe_reserve(uvmrt_context_t *ctx)
 /* The copy batches done so far, then the step's spans and driver records. */
 static void observe_collect(uvmrt_context_t *ctx)
 {
-    uvmrt__harvest_copy_timings(ctx, 0);
+    uvmrt__harvest_copy_timings(ctx, 0, add_copy);
     uvmrt__history_trim(ctx); /* before this step's rows and spans go in */
     uvmrt__step_spans_and_faults(ctx);
 }
@@ -265,7 +266,7 @@ static void observe_end(uvmrt_context_t *ctx, const uvmrt_step_end_t *e)
 /* At destroy: every copy batch (the streams were waited for), the records left. */
 static void observe_fini(uvmrt_context_t *ctx)
 {
-    uvmrt__harvest_copy_timings(ctx, 1);
+    uvmrt__harvest_copy_timings(ctx, 1, add_copy);
     uvmrt__attribute_rest(ctx);
 }
 

@@ -77,9 +77,6 @@ typedef struct uvmrt_history {
     size_t cap_scratch_fc;
 } uvmrt_history_t;
 
-/* A harvested copy batch (events.c): its busy time to its step, its span kept
- * (dropped when out of memory). */
-void uvmrt__history_add_copy(uvmrt_context_t *ctx, const uvmrt_copy_timing_t *c, uint64_t ns);
 /* Frees everything (at destroy). */
 void uvmrt__history_free(uvmrt_context_t *ctx);
 
