@@ -27,7 +27,6 @@
 # Today's calls from a lower part into a higher one, each to remove; the reason
 # says what removes it. from.c to.c  # reason
 ALLOWED=$(sed 's/#.*//' <<'ALLOW'
-step.c choose.c            # host_ns/scaled/step_done: the scaled model becomes a property of the model context
 choose.c context.c         # uvmrt__context_create_model: the rehearsal context made through a lower seam
 ALLOW
 )

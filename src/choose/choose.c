@@ -104,27 +104,6 @@ uint64_t uvmrt_context_host_external_bytes(const uvmrt_context_t *ctx)
     return ctx ? ctx->choice.host_external_bytes : 0;
 }
 
-uint64_t uvmrt__choice_scaled(const uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, uint64_t ns)
-{
-    size_t i = (size_t)layer * UVMRT_PHASE_COUNT + (size_t)phase;
-    if (ctx->choice.scale == NULL || layer < 0 || i >= ctx->choice.n_scale) return ns;
-    double v = (double)ns * ctx->choice.scale[i];
-    return v < 1e18 ? (uint64_t)v : (uint64_t)1e18;
-}
-
-uint64_t uvmrt__choice_host_ns(const uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, uint64_t host_bytes)
-{
-    const uvmrt_choice_state_t *c = &ctx->choice;
-    size_t i = (size_t)layer * UVMRT_PHASE_COUNT + (size_t)phase;
-    if (host_bytes == 0 || layer < 0) return 0;
-    if (c->host_ns != NULL && i < c->n_scale && c->host_ns[i] > 0) return c->host_ns[i];
-    if (c->host_slowdown > 0 && ctx->profile->host_mem_bps > 0) {
-        double v = (double)host_bytes / ctx->profile->host_mem_bps * 1e9 * c->host_slowdown;
-        return v < 1e18 ? (uint64_t)v : (uint64_t)1e18;
-    }
-    return 0;
-}
-
 /* Step end: a planned step's time, for uvmrt_choice_review. */
 static void observe_end(uvmrt_context_t *ctx, const uvmrt_step_end_t *e)
 {
@@ -153,8 +132,6 @@ void uvmrt__choice_free(uvmrt_context_t *ctx)
     knobs_free(c);
     free(c->cand_values);
     free(c->cand_ns);
-    free(c->scale);
-    free(c->host_ns);
     memset(c, 0, sizeof *c);
 }
 
@@ -179,14 +156,6 @@ static void model_log_fn(uvmrt_log_level_t level, const char *message, void *use
     if (level == UVMRT_LOG_ERROR) snprintf(m->last, sizeof m->last, "%s", message);
 }
 
-/* A malloc'd copy of bytes at p (bytes > 0), or NULL when out of memory. */
-static void *dup_of(const void *p, size_t bytes)
-{
-    void *q = malloc(bytes ? bytes : 1);
-    if (q != NULL) memcpy(q, p, bytes);
-    return q;
-}
-
 /* One rehearsal at budget: *ns the predicted step time, 0 when it does not fit. */
 static uvmrt_status_t rehearse(uvmrt_context_t *ctx, search_t *s, const int *values, uint64_t budget, double *ns)
 {
@@ -200,14 +169,12 @@ static uvmrt_status_t rehearse(uvmrt_context_t *ctx, search_t *s, const int *val
                   mlog.last);
         return st;
     }
-    /* a review's measurements, the model's own copies */
-    if ((s->scale != NULL && (model->choice.scale = dup_of(s->scale, s->n_scale * sizeof *s->scale)) == NULL) ||
-        (s->host_ns != NULL && (model->choice.host_ns = dup_of(s->host_ns, s->n_scale * sizeof *s->host_ns)) == NULL)) {
+    /* a review's measurements: the model context runs with them */
+    if ((s->scale != NULL || s->host_ns != NULL || s->host_slowdown > 0) &&
+        (st = uvmrt__sched_set_review_model(model, s->scale, s->host_ns, s->n_scale, s->host_slowdown)) != UVMRT_OK) {
         uvmrt_context_destroy(model);
-        return UVMRT_ERR_NOMEM;
+        return st;
     }
-    model->choice.n_scale = s->scale != NULL || s->host_ns != NULL ? s->n_scale : 0;
-    model->choice.host_slowdown = s->host_slowdown;
     model->choice.host_external_bytes = ctx->choice.host_external_bytes; /* the trainer's host state */
     s->rehearsals++;
     model->choice.choice.recompute_tensors = s->n_knobs > s->n_user ? values[s->n_user] : 0;

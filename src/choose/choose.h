@@ -1,8 +1,8 @@
 /*
  * choose.h -- the trainer's choices (internal; choose.c owns this state): the knobs
  * of the last uvmrt_choose, its rehearsed candidates, the plan budget it chose, the
- * planned steps measured since, and, in a model context, the duration scale a
- * review found. Other modules read it through the accessors below.
+ * planned steps measured since. (A review's measured durations are the model
+ * context's own: schedule.h, uvmrt_review_model_t.)
  */
 #ifndef UVMRT_CHOOSE_H
 #define UVMRT_CHOOSE_H
@@ -40,20 +40,8 @@ typedef struct uvmrt_choice_state {
     double first_measured_ns;
     uint64_t first_plan_budget;
     int confirmed;
-    /* a model context only: each (layer, phase)'s duration factor from a review, and
-     * its CPU work's measured ns (0: none; host_slowdown > 0 times the others') */
-    double *scale;
-    size_t n_scale;
-    uint64_t *host_ns;
-    double host_slowdown;
 } uvmrt_choice_state_t;
 
-/* A modelled duration as the model context scales it (1.0 outside a review's model). */
-uint64_t uvmrt__choice_scaled(const uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, uint64_t ns);
-/* The time a model context gives a call's CPU work: its layer's measurement from a
- * review, or the model's time alone times the measured calls' median slowdown; 0
- * (the model's own, with contention) otherwise. */
-uint64_t uvmrt__choice_host_ns(const uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, uint64_t host_bytes);
 void uvmrt__choice_free(uvmrt_context_t *ctx);
 
 #endif

@@ -44,6 +44,17 @@ typedef struct uvmrt_sequence {
     size_t n_uses, cap_uses;
 } uvmrt_sequence_t;
 
+/* In a model context of uvmrt_choice_review (choose.c sets it,
+ * uvmrt__sched_set_review_model): each (layer, phase)'s duration factor, measured over
+ * modelled, and its CPU work's measured ns (0: none; host_slowdown > 0 times the
+ * model's time alone for the others). Empty elsewhere: calls take the model's times. */
+typedef struct uvmrt_review_model {
+    double *scale;                  /* n entries, or NULL */
+    uint64_t *host_ns;              /* n entries, or NULL */
+    size_t n;                       /* layer * UVMRT_PHASE_COUNT + phase indexes them */
+    double host_slowdown;
+} uvmrt_review_model_t;
+
 typedef struct uvmrt_schedule {
     int in_step;
     int open_call;                  /* index of the open call in cur, or -1 */
@@ -64,6 +75,7 @@ typedef struct uvmrt_schedule {
     uint64_t plan_budget;           /* the choice's budget (uvmrt__sched_set_plan_budget); 0: the context's */
     uint64_t external_bytes;        /* uvmrt_context_set_external_bytes: device memory held outside uvmrt */
     uvmrt_observers_t observers;    /* the step's tail (observer.h), in order */
+    uvmrt_review_model_t review;    /* a review's model: the durations the calls take */
     /* step_end scratch, grown only: distinct-stream slots */
     size_t *sync_slots;
     size_t cap_sync_slots;
@@ -80,6 +92,11 @@ uint64_t uvmrt__plan_budget(const uvmrt_context_t *ctx);
 /* The choice's plan budget (0 or not below the context's budget: the context's). A
  * changed one drops the plan, built again at the next step. */
 void uvmrt__sched_set_plan_budget(uvmrt_context_t *ctx, uint64_t bytes);
+/* step.c: the context models the machine as a review measured it (copies of scale and
+ * host_ns, n entries each, either NULL; host_slowdown: see uvmrt_review_model_t);
+ * UVMRT_ERR_NOMEM changes nothing. Set between steps. */
+uvmrt_status_t uvmrt__sched_set_review_model(uvmrt_context_t *ctx, const double *scale, const uint64_t *host_ns,
+                                             size_t n, double host_slowdown);
 /* The device bytes held outside uvmrt (checked by the caller). A change drops the plan. */
 void uvmrt__sched_set_external_bytes(uvmrt_context_t *ctx, uint64_t bytes);
 /* The current plan's peak host need with the declared host bytes; 0 without a plan. */

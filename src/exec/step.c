@@ -40,6 +40,9 @@ void uvmrt__sched_free(uvmrt_context_t *ctx)
     free(ctx->sched.sync_slots);
     free(ctx->sched.plan_off_gpu);
     ctx->sched.plan_off_gpu = NULL;
+    free(ctx->sched.review.scale);
+    free(ctx->sched.review.host_ns);
+    memset(&ctx->sched.review, 0, sizeof ctx->sched.review);
     uvmrt__plan_free(&ctx->sched.plan);
     memset(&ctx->sched.cur, 0, sizeof ctx->sched.cur);
     memset(&ctx->sched.record, 0, sizeof ctx->sched.record);
@@ -50,6 +53,51 @@ void uvmrt__sched_free(uvmrt_context_t *ctx)
 }
 
 void uvmrt__sched_init(uvmrt_context_t *ctx) { ctx->sched.open_call = -1; }
+
+uvmrt_status_t uvmrt__sched_set_review_model(uvmrt_context_t *ctx, const double *scale, const uint64_t *host_ns,
+                                             size_t n, double host_slowdown)
+{
+    double *sc = NULL;
+    uint64_t *hn = NULL;
+    size_t bytes_sc = (n ? n : 1) * sizeof *sc, bytes_hn = (n ? n : 1) * sizeof *hn;
+    if ((scale != NULL && (sc = malloc(bytes_sc)) == NULL) || (host_ns != NULL && (hn = malloc(bytes_hn)) == NULL)) {
+        free(sc);
+        return UVMRT_ERR_NOMEM;
+    }
+    if (sc != NULL && n > 0) memcpy(sc, scale, n * sizeof *sc);
+    if (hn != NULL && n > 0) memcpy(hn, host_ns, n * sizeof *hn);
+    uvmrt_review_model_t *r = &ctx->sched.review;
+    free(r->scale);
+    free(r->host_ns);
+    *r = (uvmrt_review_model_t){sc, hn, sc != NULL || hn != NULL ? n : 0, host_slowdown};
+    return UVMRT_OK;
+}
+
+/* A modelled duration as the review's model scales it (as it is outside one). */
+static uint64_t review_scaled(const uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, uint64_t ns)
+{
+    const uvmrt_review_model_t *r = &ctx->sched.review;
+    size_t i = (size_t)layer * UVMRT_PHASE_COUNT + (size_t)phase;
+    if (r->scale == NULL || layer < 0 || i >= r->n) return ns;
+    double v = (double)ns * r->scale[i];
+    return v < 1e18 ? (uint64_t)v : (uint64_t)1e18;
+}
+
+/* The time a review's model gives a call's CPU work: its layer's measurement, or the
+ * model's time alone times the measured calls' median slowdown; 0 (the model's own,
+ * with contention) otherwise. */
+static uint64_t review_host_ns(const uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, uint64_t host_bytes)
+{
+    const uvmrt_review_model_t *r = &ctx->sched.review;
+    size_t i = (size_t)layer * UVMRT_PHASE_COUNT + (size_t)phase;
+    if (host_bytes == 0 || layer < 0) return 0;
+    if (r->host_ns != NULL && i < r->n && r->host_ns[i] > 0) return r->host_ns[i];
+    if (r->host_slowdown > 0 && ctx->profile->host_mem_bps > 0) {
+        double v = (double)host_bytes / ctx->profile->host_mem_bps * 1e9 * r->host_slowdown;
+        return v < 1e18 ? (uint64_t)v : (uint64_t)1e18;
+    }
+    return 0;
+}
 
 uvmrt_status_t uvmrt__observer_add(uvmrt_context_t *ctx, const uvmrt_observer_t *o)
 {
@@ -399,11 +447,11 @@ static uvmrt_status_t call_duration(uvmrt_context_t *ctx, const uvmrt_layer_call
     }
     /* the CPU work's time: the trainer's, else a review's measurement (choose.c), else
      * the model's (0) */
-    *host_ns = call->host_ns > 0 ? call->host_ns : uvmrt__choice_host_ns(ctx, call->layer, call->phase, call->host_bytes);
+    *host_ns = call->host_ns > 0 ? call->host_ns : review_host_ns(ctx, call->layer, call->phase, call->host_bytes);
     /* the work as declared, for uvmrt_choice_review: flops and bytes at the profile's
      * rates when given (an explicit sim duration then plays the GPU's real time) */
     *declared = work > 0 ? work : dur;
-    *out = uvmrt__choice_scaled(ctx, call->layer, call->phase, dur); /* a review's model: measured/modelled */
+    *out = review_scaled(ctx, call->layer, call->phase, dur); /* a review's model: measured/modelled */
     return UVMRT_OK;
 }
 
