@@ -128,6 +128,9 @@ static uvmrt_status_t add_observers(uvmrt_context_t *ctx)
     return st;
 }
 
+/* How uvmrt_choose makes its rehearsals' model contexts (choose.h). */
+static const uvmrt_model_seam_t model_seam = {uvmrt__context_create_model, uvmrt_context_destroy};
+
 /* model: a context for uvmrt_choose's rehearsals (choose.c): nothing published, reported,
  * recorded or traced, whatever the environment says. */
 static uvmrt_status_t create(const uvmrt_params_t *params, const uvmrt_backend_ops_t *ops, int model,
@@ -155,6 +158,7 @@ static uvmrt_status_t create(const uvmrt_params_t *params, const uvmrt_backend_o
     ctx->log.fn = params ? params->log_fn : NULL;
     ctx->log.user = params ? params->log_user : NULL;
     uvmrt__sched_init(ctx);
+    uvmrt__choice_set_model_seam(ctx, &model_seam);
 
     uvmrt_status_t st = add_observers(ctx);
     if (st == UVMRT_OK) st = uvmrt__config_resolve(&ctx->cfg, ctx->sources, params, &ctx->log);

@@ -135,6 +135,11 @@ void uvmrt__choice_free(uvmrt_context_t *ctx)
     memset(c, 0, sizeof *c);
 }
 
+void uvmrt__choice_set_model_seam(uvmrt_context_t *ctx, const uvmrt_model_seam_t *seam)
+{
+    ctx->choice.model_seam = seam;
+}
+
 /* Knob values of combination i (mixed radix, the first knob fastest). */
 static void combination(const search_t *s, size_t i, int *out)
 {
@@ -162,7 +167,12 @@ static uvmrt_status_t rehearse(uvmrt_context_t *ctx, search_t *s, const int *val
     *ns = 0.0;
     uvmrt_context_t *model = NULL;
     model_log_t mlog = {""};
-    uvmrt_status_t st = uvmrt__context_create_model(ctx, budget, model_log_fn, &mlog, &model);
+    const uvmrt_model_seam_t *seam = ctx->choice.model_seam;
+    if (seam == NULL) {
+        LOG_ERROR(&ctx->log, "uvmrt_choose: this context cannot make model contexts (no model seam installed)");
+        return UVMRT_ERR_STATE;
+    }
+    uvmrt_status_t st = seam->create(ctx, budget, model_log_fn, &mlog, &model);
     if (st != UVMRT_OK) {
         LOG_ERROR(&ctx->log, "uvmrt_choose: the model context (sim, profile %s) could not be made: %s%s%s",
                   uvmrt__profile_label(&ctx->cfg, ctx->profile), uvmrt_status_str(st), mlog.last[0] ? ": " : "",
@@ -172,7 +182,7 @@ static uvmrt_status_t rehearse(uvmrt_context_t *ctx, search_t *s, const int *val
     /* a review's measurements: the model context runs with them */
     if ((s->scale != NULL || s->host_ns != NULL || s->host_slowdown > 0) &&
         (st = uvmrt__sched_set_review_model(model, s->scale, s->host_ns, s->n_scale, s->host_slowdown)) != UVMRT_OK) {
-        uvmrt_context_destroy(model);
+        seam->destroy(model);
         return st;
     }
     model->choice.host_external_bytes = ctx->choice.host_external_bytes; /* the trainer's host state */
@@ -198,7 +208,7 @@ static uvmrt_status_t rehearse(uvmrt_context_t *ctx, search_t *s, const int *val
         LOG_ERROR(&ctx->log, "uvmrt_choose: the trainer's rehearsal failed: %s%s%s", uvmrt_status_str(st),
                   mlog.last[0] ? "; the model said: " : "", mlog.last);
     }
-    uvmrt_context_destroy(model);
+    seam->destroy(model);
     return st;
 }
 

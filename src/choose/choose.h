@@ -14,6 +14,16 @@
 
 #define UVMRT_CHOICE_STEPS_KEPT 64
 
+/* How a rehearsal's model context is made and destroyed: api/context.c installs
+ * its functions (uvmrt__choice_set_model_seam), so the choice calls nothing of the
+ * api part (src/README.md). create: a sim context modelling parent at budget (see
+ * uvmrt__context_create_model, internal.h). */
+typedef struct uvmrt_model_seam {
+    uvmrt_status_t (*create)(const uvmrt_context_t *parent, uint64_t budget, uvmrt_log_fn log_fn, void *log_user,
+                             uvmrt_context_t **out);
+    void (*destroy)(uvmrt_context_t *model);
+} uvmrt_model_seam_t;
+
 /* The trainer's knobs, then (has_rc) the runtime's own: how many of the recomputable
  * tensors recompute. choice.recompute_tensors is what uvmrt_tensor_recomputes reads
  * (in a model context: the rehearsal's value). */
@@ -40,8 +50,11 @@ typedef struct uvmrt_choice_state {
     double first_measured_ns;
     uint64_t first_plan_budget;
     int confirmed;
+    const uvmrt_model_seam_t *model_seam; /* NULL: uvmrt_choose cannot rehearse */
 } uvmrt_choice_state_t;
 
 void uvmrt__choice_free(uvmrt_context_t *ctx);
+/* At creation (api/context.c): how the rehearsals' model contexts are made. */
+void uvmrt__choice_set_model_seam(uvmrt_context_t *ctx, const uvmrt_model_seam_t *seam);
 
 #endif
