@@ -447,11 +447,11 @@ static uvmrt_status_t measured_scale(uvmrt_context_t *ctx, double **out, size_t 
     }
     for (size_t i = 0; i < q->n_calls; i++) {
         const uvmrt_call_t *c = &q->calls[i];
-        if (!c->timed || c->declared_ns == 0 || c->host_bytes > 0 || c->layer < 0) continue;
+        if (!c->timed || c->work.declared_ns == 0 || c->work.host_byte_count > 0 || c->layer < 0) continue;
         size_t j = (size_t)c->layer * UVMRT_PHASE_COUNT + (size_t)c->phase;
         if (j >= n) continue;
         meas[j] += (double)work[i];
-        model[j] += (double)c->declared_ns;
+        model[j] += (double)c->work.declared_ns;
     }
     for (size_t j = 0; j < n; j++) meas[j] = model[j] > 0 && meas[j] > 0 ? meas[j] / model[j] : 1.0;
     free(model);
@@ -488,9 +488,9 @@ static uvmrt_status_t measured_host(uvmrt_context_t *ctx, size_t n, uint64_t **o
     size_t n_ratio = 0;
     for (size_t i = 0; i < q->n_calls && ctx->profile->host_mem_bps > 0; i++) {
         const uvmrt_call_t *c = &q->calls[i];
-        if (c->host_bytes == 0 || c->layer < 0 || c->layer >= ctx->tensors.n_layers) continue;
+        if (c->work.host_byte_count == 0 || c->layer < 0 || c->layer >= ctx->tensors.n_layers) continue;
         uint64_t m = ctx->tensors.layers[c->layer].host_measured_ns[c->phase];
-        if (m > 0) ratio[n_ratio++] = (double)m / ((double)c->host_bytes / ctx->profile->host_mem_bps * 1e9);
+        if (m > 0) ratio[n_ratio++] = (double)m / ((double)c->work.host_byte_count / ctx->profile->host_mem_bps * 1e9);
     }
     if (n_ratio > 0) *slowdown = median_of(ratio, n_ratio);
     free(ratio);

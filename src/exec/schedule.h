@@ -15,24 +15,22 @@
 #include "observer.h"
 #include "plan.h"
 #include "uvmrt.h"
+#include "work.h"
 
 /* One layer call of a step, as recorded. */
 typedef struct uvmrt_call {
     int layer;
     uvmrt_phase_t phase;
     uvmrt_stream_t stream;
+    uvmrt_stream_t after;            /* uvmrt_layer_call_t.after (NULL: none) */
     size_t use_first, n_uses; /* into the step's uses arrays */
-    uint64_t sim_duration_ns;
+    uvmrt_work_t work;               /* its declared work, as this context runs it (work.h) */
     /* timing events on the call's stream (indices into ctx->ev.timing) */
     int ev_wait_start, ev_wait_end, ev_end;
     int timed;                       /* all three were recorded (else its times read 0) */
     int touched;                     /* the model ran its work (once, even if layer_end is retried) */
     uvmrt_touch_result_t touch_res;  /* what that work faulted, counted when the call closes */
-    uint64_t host_bytes;             /* the call's CPU work on host memory (uvmrt_layer_call_t) */
     uint64_t resident_bytes;         /* uvmrt's resident bytes once the call was open (trace counter) */
-    uint64_t declared_ns;            /* the declared work at the profile's rate (choose.c's review) */
-    uvmrt_stream_t after;            /* uvmrt_layer_call_t.after (NULL: none) */
-    uint64_t host_ns;                /* its CPU work's time when given or measured (0: the model's) */
 } uvmrt_call_t;
 
 /* The calls of one step; uses are flattened (tensor id, access). */

@@ -3,13 +3,13 @@
  * (its uses, working set, timing events), running the policy, and committing only
  * when every backend call succeeded (see exec.h and uvmrt.h).
  */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "abi.h"
 #include "exec.h"
 #include "steady.h"
+#include "work.h"
 
 /* At destroy: nothing can fail any more, so backend errors are counted and logged. */
 void uvmrt__exec_fini(uvmrt_context_t *ctx)
@@ -262,7 +262,7 @@ static uvmrt_status_t sync_compute_streams(uvmrt_context_t *ctx)
         /* CPU work (host_bytes) on a stream that calls wait for (after) goes on into
          * the next step, as a trainer's CPU thread does: the step ends when the GPU's
          * work is done, and the calls that need the CPU's results wait for them */
-        if (ctx->sched.cur.calls[i].host_bytes > 0) {
+        if (ctx->sched.cur.calls[i].work.host_byte_count > 0) {
             if (!cpu_seen || ctx->sched.cur.calls[i].stream != cpu_s) {
                 cpu_seen = 1;
                 cpu_s = ctx->sched.cur.calls[i].stream;
@@ -374,9 +374,9 @@ uvmrt_status_t uvmrt__step_work(uvmrt_context_t *ctx, const uvmrt_sequence_t *q,
         const uvmrt_call_t *c = &q->calls[i];
         raw[i] = c->timed ? uvmrt__elapsed(ctx, ctx->ev.timing[c->ev_wait_end], ctx->ev.timing[c->ev_end]) : 0;
         link[i] = c->timed ? remote_ns_of(ctx, q, c) : 0;
-        if (c->timed && link[i] == 0 && c->host_bytes == 0 && c->declared_ns > 0) {
+        if (c->timed && link[i] == 0 && c->work.host_byte_count == 0 && c->work.declared_ns > 0) {
             meas[c->phase] += (double)raw[i];
-            decl[c->phase] += (double)c->declared_ns;
+            decl[c->phase] += (double)c->work.declared_ns;
         }
     }
     double meas_all = 0, decl_all = 0; /* every phase's clean calls */
@@ -391,7 +391,7 @@ uvmrt_status_t uvmrt__step_work(uvmrt_context_t *ctx, const uvmrt_sequence_t *q,
              * declared work takes. The model adds the traffic and its queueing back. */
             w = w > link[i] ? w - link[i] : 0;
             double eff = decl[c->phase] > 0 ? meas[c->phase] / decl[c->phase] : decl_all > 0 ? meas_all / decl_all : 0;
-            if (eff > 0 && c->declared_ns > 0 && (double)c->declared_ns * eff < w) w = (double)c->declared_ns * eff;
+            if (eff > 0 && c->work.declared_ns > 0 && (double)c->work.declared_ns * eff < w) w = (double)c->work.declared_ns * eff;
         }
         work[i] = (uint64_t)w;
     }
@@ -399,59 +399,20 @@ uvmrt_status_t uvmrt__step_work(uvmrt_context_t *ctx, const uvmrt_sequence_t *q,
     return UVMRT_OK;
 }
 
-/* Calls longer than this (about 31 years) are refused: the model's clocks are
- * uint64 nanoseconds and must not overflow. */
-#define UVMRT_MAX_CALL_NS 1e18
-
-/* The call's modelled duration and its CPU work's time (0: the model's), or an error
- * naming the bad value. */
-static uvmrt_status_t call_duration(uvmrt_context_t *ctx, const uvmrt_layer_call_t *call, uint64_t *out,
-                                    uint64_t *declared, uint64_t *host_ns)
+/* The call's declared work (work.h) as this context runs it: in a review's model, its
+ * modelled time scaled and its CPU work's time measured; or an error naming the bad value. */
+static uvmrt_status_t call_work(uvmrt_context_t *ctx, const uvmrt_layer_call_t *call, uvmrt_work_t *w)
 {
-    const char *name = ctx->tensors.layers[call->layer].name, *ph = uvmrt_phase_name(call->phase);
-    if ((double)call->sim_duration_ns > UVMRT_MAX_CALL_NS) {
-        LOG_ERROR(&ctx->log, "uvmrt_layer_begin: layer '%s' %s: sim_duration_ns %llu: expected at most 1e18 ns",
-                  name, ph, (unsigned long long)call->sim_duration_ns);
-        return UVMRT_ERR_INVALID;
-    }
-    if (!(call->flops >= 0) || isinf(call->flops)) { /* also NaN */
-        LOG_ERROR(&ctx->log, "uvmrt_layer_begin: layer '%s' %s: flops %g: expected a finite number >= 0", name,
-                  ph, call->flops);
-        return UVMRT_ERR_INVALID;
-    }
-    /* the declared work: the matmuls' flops at the profile's FLOP/s plus the memory-bound
-     * kernels' bytes at its HBM rate (kernels on one stream run one after another) */
-    double flops_ns = call->flops > 0 && ctx->profile->flops > 0 ? call->flops / ctx->profile->flops * 1e9 : 0.0;
-    double hbm_ns = call->hbm_bytes > 0 && ctx->profile->hbm_bps > 0
-                        ? (double)call->hbm_bytes / ctx->profile->hbm_bps * 1e9 : 0.0;
-    if (!(flops_ns + hbm_ns <= UVMRT_MAX_CALL_NS)) {
-        LOG_ERROR(&ctx->log, "uvmrt_layer_begin: layer '%s' %s: flops %g and hbm_bytes %llu take %g ns at the "
-                             "profile's %g FLOP/s and %g bytes/s: expected at most 1e18 ns",
-                  name, ph, call->flops, (unsigned long long)call->hbm_bytes, flops_ns + hbm_ns,
-                  ctx->profile->flops, ctx->profile->hbm_bps);
-        return UVMRT_ERR_INVALID;
-    }
-    uint64_t work = (uint64_t)flops_ns + (uint64_t)hbm_ns;
-    uint64_t dur = call->sim_duration_ns > 0 ? call->sim_duration_ns : work;
-    if (call->host_bytes > 0 && ctx->profile->host_mem_bps > 0 &&
-        !((double)call->host_bytes / ctx->profile->host_mem_bps * 1e9 <= UVMRT_MAX_CALL_NS)) {
-        LOG_ERROR(&ctx->log, "uvmrt_layer_begin: layer '%s' %s: host_bytes %llu take over 1e18 ns at the profile's "
-                             "host_mem_bps %g: expected fewer",
-                  name, ph, (unsigned long long)call->host_bytes, ctx->profile->host_mem_bps);
-        return UVMRT_ERR_INVALID;
-    }
-    if ((double)call->host_ns > UVMRT_MAX_CALL_NS) {
-        LOG_ERROR(&ctx->log, "uvmrt_layer_begin: layer '%s' %s: host_ns %llu: expected at most 1e18 ns", name, ph,
-                  (unsigned long long)call->host_ns);
+    char why[256];
+    if (uvmrt__work_declare(w, call, ctx->profile, why, sizeof why) != 0) {
+        LOG_ERROR(&ctx->log, "uvmrt_layer_begin: layer '%s' %s: %s", ctx->tensors.layers[call->layer].name,
+                  uvmrt_phase_name(call->phase), why);
         return UVMRT_ERR_INVALID;
     }
     /* the CPU work's time: the trainer's, else a review's measurement (choose.c), else
      * the model's (0) */
-    *host_ns = call->host_ns > 0 ? call->host_ns : review_host_ns(ctx, call->layer, call->phase, call->host_bytes);
-    /* the work as declared, for uvmrt_choice_review: flops and bytes at the profile's
-     * rates when given (an explicit sim duration then plays the GPU's real time) */
-    *declared = work > 0 ? work : dur;
-    *out = review_scaled(ctx, call->layer, call->phase, dur); /* a review's model: measured/modelled */
+    if (w->host_ns == 0) w->host_ns = review_host_ns(ctx, call->layer, call->phase, w->host_byte_count);
+    w->modelled_ns = review_scaled(ctx, call->layer, call->phase, w->modelled_ns); /* measured/modelled */
     return UVMRT_OK;
 }
 
@@ -494,8 +455,8 @@ uvmrt_status_t uvmrt_layer_begin(uvmrt_context_t *ctx, const uvmrt_layer_call_t 
         LOG_ERROR(&ctx->log, "uvmrt_layer_begin: n_uses = %zu but uses is NULL", call->n_uses);
         return UVMRT_ERR_INVALID;
     }
-    uint64_t dur = 0, declared = 0, host_ns = 0;
-    uvmrt_status_t st = call_duration(ctx, call, &dur, &declared, &host_ns);
+    uvmrt_work_t work;
+    uvmrt_status_t st = call_work(ctx, call, &work);
     if (st != UVMRT_OK) return st;
     uvmrt_sequence_t *s = &ctx->sched.cur;
     if (uvmrt__grow((void **)&s->calls, &s->cap_calls, s->n_calls + 1, sizeof *s->calls)) {
@@ -521,9 +482,16 @@ uvmrt_status_t uvmrt_layer_begin(uvmrt_context_t *ctx, const uvmrt_layer_call_t 
     }
     size_t i = s->n_calls; /* staged: counted in n_calls only once open */
     uvmrt_call_t *c = &s->calls[i];
-    *c = (uvmrt_call_t){call->layer, call->phase, call->stream, first, s->n_uses - first, dur,
-                        (int)(3 * i), (int)(3 * i + 1), (int)(3 * i + 2), 0, 0, {0, 0}, call->host_bytes, 0, declared, call->after,
-                        host_ns};
+    *c = (uvmrt_call_t){.layer = call->layer,
+                        .phase = call->phase,
+                        .stream = call->stream,
+                        .after = call->after,
+                        .use_first = first,
+                        .n_uses = s->n_uses - first,
+                        .work = work,
+                        .ev_wait_start = (int)(3 * i),
+                        .ev_wait_end = (int)(3 * i + 1),
+                        .ev_end = (int)(3 * i + 2)};
     int deviated = ctx->sched.deviated;
     if (ctx->cfg.policy == UVMRT_POLICY_PREFETCH && ctx->sched.have_record && !deviated &&
         !uvmrt__call_matches_record(ctx, i))
@@ -594,8 +562,15 @@ static uvmrt_status_t touch_call(uvmrt_context_t *ctx, uvmrt_call_t *c)
         if (t->host_homed && (acc & UVMRT_USE_WRITE)) wr[n_wr++] = t;
     }
     if (st == UVMRT_OK) {
-        uvmrt_touch_t work = {r_loc, uvmrt__merge_ranges(loc, n_loc, r_loc), r_rd, uvmrt__merge_ranges(rd, n_rd, r_rd),
-                              r_wr, uvmrt__merge_ranges(wr, n_wr, r_wr), c->sim_duration_ns, c->host_bytes, c->host_ns};
+        uvmrt_touch_t work = {.local = r_loc,
+                              .n_local = uvmrt__merge_ranges(loc, n_loc, r_loc),
+                              .remote_read = r_rd,
+                              .n_remote_read = uvmrt__merge_ranges(rd, n_rd, r_rd),
+                              .remote_write = r_wr,
+                              .n_remote_write = uvmrt__merge_ranges(wr, n_wr, r_wr),
+                              .duration_ns = c->work.modelled_ns,
+                              .host_bytes = c->work.host_byte_count,
+                              .host_ns = c->work.host_ns};
         st = uvmrt__be_touch(ctx, c->stream, &work, &c->touch_res);
         if (st == UVMRT_OK) c->touched = 1;
     }
@@ -647,7 +622,7 @@ uvmrt_status_t uvmrt_layer_end(uvmrt_context_t *ctx)
         uvmrt__stat_add(ctx, c->layer, c->phase, STAT_FAULT_BYTES, c->touch_res.fault_bytes);
     }
     uvmrt__stat_add(ctx, c->layer, c->phase, -1, 0); /* counts the call */
-    if (c->host_bytes > 0) uvmrt__layer_host_done(ctx, c->layer, done, c->stream);
+    if (c->work.host_byte_count > 0) uvmrt__layer_host_done(ctx, c->layer, done, c->stream);
     ctx->sched.open_call = -1;
     return UVMRT_OK;
 }
