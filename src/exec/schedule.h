@@ -1,8 +1,9 @@
 /*
  * schedule.h -- the step in progress, the recorded step and the plan built from
  * it (internal; the executor owns this state: step.c stages and commits calls,
- * policy.c builds and follows the plan). Other modules read ctx->sched and
- * change it only through the functions below (tensor.c: a changed tensor set or
+ * policy.c builds and follows the plan, schedule.c drops it when what it was built
+ * for changed). Other modules read ctx->sched and change it only through the
+ * functions below (tensor.c: a changed tensor set or
  * placement invalidates the record or the plan).
  */
 #ifndef UVMRT_SCHEDULE_H
@@ -81,7 +82,7 @@ typedef struct uvmrt_schedule {
 
 /* step.c: the initial state (no call open). */
 void uvmrt__sched_init(uvmrt_context_t *ctx);
-/* policy.c. The plan no longer fits the tensors (a placement changed): it is
+/* schedule.c. The plan no longer fits the tensors (a placement changed): it is
  * dropped and built again at the next step begin. */
 void uvmrt__plan_drop(uvmrt_context_t *ctx);
 /* The budget the policy plans with: the choice's, or the context's, less the device
