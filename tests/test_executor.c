@@ -837,3 +837,62 @@ Test(executor, history_bounded_over_a_million_steps, .timeout = 120)
     cr_expect_eq(ctx->hist.rows[ctx->hist.n_rows - 1].step, steps - 1);
     uvmrt_context_destroy(ctx);
 }
+
+/* ------------------------------------------------------------------ the step's tail */
+static struct {
+    int fail_next, ends;
+    uint64_t steps_seen, step_ns_seen;
+} tail;
+
+static uvmrt_status_t tail_reserve(uvmrt_context_t *ctx)
+{
+    (void)ctx;
+    if (!tail.fail_next) return UVMRT_OK;
+    tail.fail_next = 0;
+    return UVMRT_ERR_NOMEM;
+}
+
+static void tail_end(uvmrt_context_t *ctx, const uvmrt_step_end_t *e)
+{
+    (void)e;
+    tail.ends++;
+    tail.steps_seen = uvmrt__steps_done(ctx);
+    tail.step_ns_seen = ctx->stats.cur.step_ns;
+}
+
+static const uvmrt_observer_t tail_observer = {"test", NULL, tail_reserve, NULL, tail_end, NULL};
+static const uvmrt_observer_t noop_observer = {"noop", NULL, NULL, NULL, NULL, NULL};
+
+/* The context registers the observers in the step tail's order; one added last sees
+ * the step kept by the history and its time taken; one whose reserve fails leaves the
+ * step open (nothing of the tail ran), and the step ends when called again. */
+Test(executor, observers_in_order_and_a_failed_reserve_leaves_the_step_open)
+{
+    net_t *net = setup(UVMRT_POLICY_PREFETCH, 0, 1 * GIB);
+    uvmrt_context_t *ctx = net->ctx;
+    static const char *const want[] = {"choice", "faults", "record", "history", "monitor"};
+    cr_assert_eq(ctx->sched.observers.n, 5);
+    for (int k = 0; k < 5; k++) cr_expect_str_eq(ctx->sched.observers.at[k]->name, want[k]);
+    cr_assert_eq(uvmrt__observer_add(ctx, &tail_observer), UVMRT_OK);
+    run_steps(net, 2, NULL, NULL);
+    cr_expect_eq(tail.ends, 2);
+    cr_expect_eq(tail.steps_seen, 2, "the history kept the step before the last observer");
+    cr_expect_gt(tail.step_ns_seen, 0, "the step's time is taken before the end hooks");
+    cr_expect_eq(ctx->ev.anchors, 2, "one clock anchor per step end");
+    cr_expect_eq(ctx->faults.anchors_seen, 2, "the faults' observer took each anchor");
+    tail.fail_next = 1;
+    cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
+    cr_expect_eq(uvmrt_step_end(ctx), UVMRT_ERR_NOMEM);
+    cr_expect(uvmrt__in_step(ctx), "a failed reserve leaves the step open");
+    cr_expect_eq(uvmrt__steps_done(ctx), 2);
+    cr_expect_eq(tail.ends, 2);
+    cr_expect(log_contains("step 3 is still open"), "%s", log_text());
+    cr_expect_eq(uvmrt_step_end(ctx), UVMRT_OK);
+    cr_expect_eq(uvmrt__steps_done(ctx), 3);
+    cr_expect_eq(tail.ends, 3);
+    while (ctx->sched.observers.n < UVMRT_OBSERVERS_MAX)
+        cr_assert_eq(uvmrt__observer_add(ctx, &noop_observer), UVMRT_OK);
+    cr_expect_eq(uvmrt__observer_add(ctx, &tail_observer), UVMRT_ERR_INVALID, "the list is full");
+    cr_expect_eq(ctx->sched.observers.n, UVMRT_OBSERVERS_MAX);
+    net_destroy(net);
+}

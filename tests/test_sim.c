@@ -15,6 +15,7 @@
 #include "backend.h"
 #include "helpers.h"
 #include "profile_file.h"
+#include "work.h"
 
 #define LINK 40e9
 #define CPU 60e9
@@ -437,8 +438,8 @@ Test(sim_remote, a_calls_work_is_its_flops_plus_its_hbm_bytes)
     uvmrt_step_stats_t st = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
     cr_assert_eq(uvmrt_step_stats_get(ctx, 2, &st), UVMRT_OK);
     cr_assert(fabs((double)st.step_ns - 3e6) <= 2, "step %llu ns, expected 3 ms", (unsigned long long)st.step_ns);
-    cr_assert_eq(ctx->sched.cur.calls[0].declared_ns, 3000000, "declared %llu ns",
-                 (unsigned long long)ctx->sched.cur.calls[0].declared_ns);
+    cr_assert_eq(ctx->sched.cur.calls[0].work.declared_ns, 3000000, "declared %llu ns",
+                 (unsigned long long)ctx->sched.cur.calls[0].work.declared_ns);
     /* bytes alone time a call without matmuls (an optimizer) */
     c.flops = 0;
     c.hbm_bytes = 5000000000ull;
@@ -497,4 +498,45 @@ Test(sim_hostmem, cpu_work_gives_way_to_a_later_transfer_down_to_its_ceiling)
     double cpu_end = end_of(&m, CPU_S, t0), want = (double)H / ceiling * 1e9;
     cr_assert(fabs(cpu_end - want) < 1e5, "CPU work ends at %.0f ns, predicted %.0f", cpu_end, want);
     model_close(&m);
+}
+
+/* work.c: the declared work's counts and times at a profile's rates; an explicit sim
+ * duration is what runs and, with no count, what a review compares with; a bad value
+ * is refused with its name. */
+Test(sim_work, counts_and_times_at_the_profiles_rates)
+{
+    uvmrt_profile_t prof = {0};
+    prof.flops = 1e14;
+    prof.hbm_bps = 1e12;
+    prof.host_mem_bps = 1e10;
+    uvmrt_layer_call_t c = {.struct_size = sizeof c, .flops = 1e11, .hbm_bytes = 2000000000ull, .host_bytes = 1000};
+    uvmrt_work_t w;
+    char why[256] = "";
+    cr_assert_eq(uvmrt__work_declare(&w, &c, &prof, why, sizeof why), 0, "%s", why);
+    cr_expect_eq(w.flop_count, 1e11);
+    cr_expect_eq(w.hbm_byte_count, 2000000000ull);
+    cr_expect_eq(w.host_byte_count, 1000);
+    cr_expect_eq(w.declared_ns, 3000000, "1 ms of flops and 2 ms of bytes: %llu", (unsigned long long)w.declared_ns);
+    cr_expect_eq(w.modelled_ns, 3000000);
+    cr_expect_eq(w.host_ns, 0);
+    c.sim_duration_ns = 5000;
+    c.host_ns = 7;
+    cr_assert_eq(uvmrt__work_declare(&w, &c, &prof, why, sizeof why), 0, "%s", why);
+    cr_expect_eq(w.modelled_ns, 5000, "an explicit duration runs");
+    cr_expect_eq(w.declared_ns, 3000000, "the counts stay what a review compares with");
+    cr_expect_eq(w.host_ns, 7);
+    c.flops = 0;
+    c.hbm_bytes = 0;
+    cr_assert_eq(uvmrt__work_declare(&w, &c, &prof, why, sizeof why), 0, "%s", why);
+    cr_expect_eq(w.declared_ns, 5000, "no counts: the explicit duration plays the GPU's time");
+    c.flops = NAN;
+    cr_expect_eq(uvmrt__work_declare(&w, &c, &prof, why, sizeof why), -1);
+    cr_expect(strstr(why, "flops nan: expected a finite number >= 0") != NULL, "%s", why);
+    c.flops = 1e40;
+    cr_expect_eq(uvmrt__work_declare(&w, &c, &prof, why, sizeof why), -1);
+    cr_expect(strstr(why, "expected at most 1e18 ns") != NULL, "%s", why);
+    c.flops = 0;
+    c.host_ns = 2000000000000000000ull;
+    cr_expect_eq(uvmrt__work_declare(&w, &c, &prof, why, sizeof why), -1);
+    cr_expect(strstr(why, "host_ns 2000000000000000000: expected at most 1e18 ns") != NULL, "%s", why);
 }

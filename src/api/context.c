@@ -113,6 +113,24 @@ static uvmrt_log_t caller_log(const uvmrt_params_t *params)
     return log;
 }
 
+/* The step's tail, in its order (observer.h): the choice and the sampler read the
+ * step's time; the faults' observer hands the new clock anchor to the record source
+ * first (CUPTI reads its clock right after it), before the history collects the
+ * copies and attributes the records; the record file writes the record; the history
+ * keeps the step; the monitor publishes what the step left. */
+static uvmrt_status_t add_observers(uvmrt_context_t *ctx)
+{
+    static const uvmrt_observer_t *const list[] = {&uvmrt__choice_observer, &uvmrt__faults_observer,
+                                                   &uvmrt__record_observer, &uvmrt__history_observer,
+                                                   &uvmrt__monitor_observer};
+    uvmrt_status_t st = UVMRT_OK;
+    for (size_t i = 0; i < sizeof list / sizeof list[0] && st == UVMRT_OK; i++) st = uvmrt__observer_add(ctx, list[i]);
+    return st;
+}
+
+/* How uvmrt_choose makes its rehearsals' model contexts (choose.h). */
+static const uvmrt_model_seam_t model_seam = {uvmrt__context_create_model, uvmrt_context_destroy};
+
 /* model: a context for uvmrt_choose's rehearsals (choose.c): nothing published, reported,
  * recorded or traced, whatever the environment says. */
 static uvmrt_status_t create(const uvmrt_params_t *params, const uvmrt_backend_ops_t *ops, int model,
@@ -140,8 +158,10 @@ static uvmrt_status_t create(const uvmrt_params_t *params, const uvmrt_backend_o
     ctx->log.fn = params ? params->log_fn : NULL;
     ctx->log.user = params ? params->log_user : NULL;
     uvmrt__sched_init(ctx);
+    uvmrt__choice_set_model_seam(ctx, &model_seam);
 
-    uvmrt_status_t st = uvmrt__config_resolve(&ctx->cfg, ctx->sources, params, &ctx->log);
+    uvmrt_status_t st = add_observers(ctx);
+    if (st == UVMRT_OK) st = uvmrt__config_resolve(&ctx->cfg, ctx->sources, params, &ctx->log);
     if (st != UVMRT_OK) goto fail;
     if (model) {
         ctx->cfg.monitor = 0;

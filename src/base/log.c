@@ -1,4 +1,6 @@
-/* log.c -- message formatting and delivery. */
+/* log.c -- message formatting and delivery; the program's name. */
+#define _GNU_SOURCE /* program_invocation_short_name */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -16,4 +18,9 @@ void uvmrt__log_write(const uvmrt_log_t *log, uvmrt_log_level_t level, const cha
         return;
     }
     fprintf(stderr, "uvmrt %s: %s\n", uvmrt_log_level_name(level), message);
+}
+
+const char *uvmrt__program_name(void)
+{
+    return program_invocation_short_name ? program_invocation_short_name : "?";
 }

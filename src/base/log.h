@@ -16,6 +16,10 @@ typedef struct uvmrt_log {
 void uvmrt__log_write(const uvmrt_log_t *log, uvmrt_log_level_t level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* The program's short name (program_invocation_short_name), never NULL: the monitor
+ * and the trace name the process with it. */
+const char *uvmrt__program_name(void);
+
 #define UVMRT_LOG(log, lvl, ...)                                                  \
     do {                                                                          \
         const uvmrt_log_t *log_ = (log);                                          \

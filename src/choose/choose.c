@@ -104,32 +104,15 @@ uint64_t uvmrt_context_host_external_bytes(const uvmrt_context_t *ctx)
     return ctx ? ctx->choice.host_external_bytes : 0;
 }
 
-uint64_t uvmrt__choice_scaled(const uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, uint64_t ns)
-{
-    size_t i = (size_t)layer * UVMRT_PHASE_COUNT + (size_t)phase;
-    if (ctx->choice.scale == NULL || layer < 0 || i >= ctx->choice.n_scale) return ns;
-    double v = (double)ns * ctx->choice.scale[i];
-    return v < 1e18 ? (uint64_t)v : (uint64_t)1e18;
-}
-
-uint64_t uvmrt__choice_host_ns(const uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, uint64_t host_bytes)
-{
-    const uvmrt_choice_state_t *c = &ctx->choice;
-    size_t i = (size_t)layer * UVMRT_PHASE_COUNT + (size_t)phase;
-    if (host_bytes == 0 || layer < 0) return 0;
-    if (c->host_ns != NULL && i < c->n_scale && c->host_ns[i] > 0) return c->host_ns[i];
-    if (c->host_slowdown > 0 && ctx->profile->host_mem_bps > 0) {
-        double v = (double)host_bytes / ctx->profile->host_mem_bps * 1e9 * c->host_slowdown;
-        return v < 1e18 ? (uint64_t)v : (uint64_t)1e18;
-    }
-    return 0;
-}
-
-void uvmrt__choice_step_done(uvmrt_context_t *ctx, int planned, uint64_t step_ns)
+/* Step end: a planned step's time, for uvmrt_choice_review. */
+static void observe_end(uvmrt_context_t *ctx, const uvmrt_step_end_t *e)
 {
     uvmrt_choice_state_t *c = &ctx->choice;
-    if (c->have && planned && c->n_planned < UVMRT_CHOICE_STEPS_KEPT) c->planned_ns[c->n_planned++] = (double)step_ns;
+    if (c->have && e->planned && c->n_planned < UVMRT_CHOICE_STEPS_KEPT)
+        c->planned_ns[c->n_planned++] = (double)ctx->stats.cur.step_ns;
 }
+
+const uvmrt_observer_t uvmrt__choice_observer = {"choice", NULL, NULL, NULL, observe_end, NULL};
 
 static void knobs_free(uvmrt_choice_state_t *c)
 {
@@ -149,9 +132,12 @@ void uvmrt__choice_free(uvmrt_context_t *ctx)
     knobs_free(c);
     free(c->cand_values);
     free(c->cand_ns);
-    free(c->scale);
-    free(c->host_ns);
     memset(c, 0, sizeof *c);
+}
+
+void uvmrt__choice_set_model_seam(uvmrt_context_t *ctx, const uvmrt_model_seam_t *seam)
+{
+    ctx->choice.model_seam = seam;
 }
 
 /* Knob values of combination i (mixed radix, the first knob fastest). */
@@ -175,35 +161,30 @@ static void model_log_fn(uvmrt_log_level_t level, const char *message, void *use
     if (level == UVMRT_LOG_ERROR) snprintf(m->last, sizeof m->last, "%s", message);
 }
 
-/* A malloc'd copy of bytes at p (bytes > 0), or NULL when out of memory. */
-static void *dup_of(const void *p, size_t bytes)
-{
-    void *q = malloc(bytes ? bytes : 1);
-    if (q != NULL) memcpy(q, p, bytes);
-    return q;
-}
-
 /* One rehearsal at budget: *ns the predicted step time, 0 when it does not fit. */
 static uvmrt_status_t rehearse(uvmrt_context_t *ctx, search_t *s, const int *values, uint64_t budget, double *ns)
 {
     *ns = 0.0;
     uvmrt_context_t *model = NULL;
     model_log_t mlog = {""};
-    uvmrt_status_t st = uvmrt__context_create_model(ctx, budget, model_log_fn, &mlog, &model);
+    const uvmrt_model_seam_t *seam = ctx->choice.model_seam;
+    if (seam == NULL) {
+        LOG_ERROR(&ctx->log, "uvmrt_choose: this context cannot make model contexts (no model seam installed)");
+        return UVMRT_ERR_STATE;
+    }
+    uvmrt_status_t st = seam->create(ctx, budget, model_log_fn, &mlog, &model);
     if (st != UVMRT_OK) {
         LOG_ERROR(&ctx->log, "uvmrt_choose: the model context (sim, profile %s) could not be made: %s%s%s",
                   uvmrt__profile_label(&ctx->cfg, ctx->profile), uvmrt_status_str(st), mlog.last[0] ? ": " : "",
                   mlog.last);
         return st;
     }
-    /* a review's measurements, the model's own copies */
-    if ((s->scale != NULL && (model->choice.scale = dup_of(s->scale, s->n_scale * sizeof *s->scale)) == NULL) ||
-        (s->host_ns != NULL && (model->choice.host_ns = dup_of(s->host_ns, s->n_scale * sizeof *s->host_ns)) == NULL)) {
-        uvmrt_context_destroy(model);
-        return UVMRT_ERR_NOMEM;
+    /* a review's measurements: the model context runs with them */
+    if ((s->scale != NULL || s->host_ns != NULL || s->host_slowdown > 0) &&
+        (st = uvmrt__sched_set_review_model(model, s->scale, s->host_ns, s->n_scale, s->host_slowdown)) != UVMRT_OK) {
+        seam->destroy(model);
+        return st;
     }
-    model->choice.n_scale = s->scale != NULL || s->host_ns != NULL ? s->n_scale : 0;
-    model->choice.host_slowdown = s->host_slowdown;
     model->choice.host_external_bytes = ctx->choice.host_external_bytes; /* the trainer's host state */
     s->rehearsals++;
     model->choice.choice.recompute_tensors = s->n_knobs > s->n_user ? values[s->n_user] : 0;
@@ -227,7 +208,7 @@ static uvmrt_status_t rehearse(uvmrt_context_t *ctx, search_t *s, const int *val
         LOG_ERROR(&ctx->log, "uvmrt_choose: the trainer's rehearsal failed: %s%s%s", uvmrt_status_str(st),
                   mlog.last[0] ? "; the model said: " : "", mlog.last);
     }
-    uvmrt_context_destroy(model);
+    seam->destroy(model);
     return st;
 }
 
@@ -466,11 +447,11 @@ static uvmrt_status_t measured_scale(uvmrt_context_t *ctx, double **out, size_t 
     }
     for (size_t i = 0; i < q->n_calls; i++) {
         const uvmrt_call_t *c = &q->calls[i];
-        if (!c->timed || c->declared_ns == 0 || c->host_bytes > 0 || c->layer < 0) continue;
+        if (!c->timed || c->work.declared_ns == 0 || c->work.host_byte_count > 0 || c->layer < 0) continue;
         size_t j = (size_t)c->layer * UVMRT_PHASE_COUNT + (size_t)c->phase;
         if (j >= n) continue;
         meas[j] += (double)work[i];
-        model[j] += (double)c->declared_ns;
+        model[j] += (double)c->work.declared_ns;
     }
     for (size_t j = 0; j < n; j++) meas[j] = model[j] > 0 && meas[j] > 0 ? meas[j] / model[j] : 1.0;
     free(model);
@@ -507,9 +488,9 @@ static uvmrt_status_t measured_host(uvmrt_context_t *ctx, size_t n, uint64_t **o
     size_t n_ratio = 0;
     for (size_t i = 0; i < q->n_calls && ctx->profile->host_mem_bps > 0; i++) {
         const uvmrt_call_t *c = &q->calls[i];
-        if (c->host_bytes == 0 || c->layer < 0 || c->layer >= ctx->tensors.n_layers) continue;
+        if (c->work.host_byte_count == 0 || c->layer < 0 || c->layer >= ctx->tensors.n_layers) continue;
         uint64_t m = ctx->tensors.layers[c->layer].host_measured_ns[c->phase];
-        if (m > 0) ratio[n_ratio++] = (double)m / ((double)c->host_bytes / ctx->profile->host_mem_bps * 1e9);
+        if (m > 0) ratio[n_ratio++] = (double)m / ((double)c->work.host_byte_count / ctx->profile->host_mem_bps * 1e9);
     }
     if (n_ratio > 0) *slowdown = median_of(ratio, n_ratio);
     free(ratio);

@@ -1,8 +1,8 @@
 /*
  * choose.h -- the trainer's choices (internal; choose.c owns this state): the knobs
  * of the last uvmrt_choose, its rehearsed candidates, the plan budget it chose, the
- * planned steps measured since, and, in a model context, the duration scale a
- * review found. Other modules read it through the accessors below.
+ * planned steps measured since. (A review's measured durations are the model
+ * context's own: schedule.h, uvmrt_review_model_t.)
  */
 #ifndef UVMRT_CHOOSE_H
 #define UVMRT_CHOOSE_H
@@ -13,6 +13,16 @@
 #include "uvmrt.h"
 
 #define UVMRT_CHOICE_STEPS_KEPT 64
+
+/* How a rehearsal's model context is made and destroyed: api/context.c installs
+ * its functions (uvmrt__choice_set_model_seam), so the choice calls nothing of the
+ * api part (src/README.md). create: a sim context modelling parent at budget (see
+ * uvmrt__context_create_model, internal.h). */
+typedef struct uvmrt_model_seam {
+    uvmrt_status_t (*create)(const uvmrt_context_t *parent, uint64_t budget, uvmrt_log_fn log_fn, void *log_user,
+                             uvmrt_context_t **out);
+    void (*destroy)(uvmrt_context_t *model);
+} uvmrt_model_seam_t;
 
 /* The trainer's knobs, then (has_rc) the runtime's own: how many of the recomputable
  * tensors recompute. choice.recompute_tensors is what uvmrt_tensor_recomputes reads
@@ -40,22 +50,11 @@ typedef struct uvmrt_choice_state {
     double first_measured_ns;
     uint64_t first_plan_budget;
     int confirmed;
-    /* a model context only: each (layer, phase)'s duration factor from a review, and
-     * its CPU work's measured ns (0: none; host_slowdown > 0 times the others') */
-    double *scale;
-    size_t n_scale;
-    uint64_t *host_ns;
-    double host_slowdown;
+    const uvmrt_model_seam_t *model_seam; /* NULL: uvmrt_choose cannot rehearse */
 } uvmrt_choice_state_t;
 
-/* A modelled duration as the model context scales it (1.0 outside a review's model). */
-uint64_t uvmrt__choice_scaled(const uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, uint64_t ns);
-/* The time a model context gives a call's CPU work: its layer's measurement from a
- * review, or the model's time alone times the measured calls' median slowdown; 0
- * (the model's own, with contention) otherwise. */
-uint64_t uvmrt__choice_host_ns(const uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, uint64_t host_bytes);
-/* step.c, at a step's commit: planned = the step followed a plan (not a recording step). */
-void uvmrt__choice_step_done(uvmrt_context_t *ctx, int planned, uint64_t step_ns);
 void uvmrt__choice_free(uvmrt_context_t *ctx);
+/* At creation (api/context.c): how the rehearsals' model contexts are made. */
+void uvmrt__choice_set_model_seam(uvmrt_context_t *ctx, const uvmrt_model_seam_t *seam);
 
 #endif

@@ -9,7 +9,6 @@
 #include <time.h>
 
 #include "exec.h"
-#include "faults.h"
 
 /* ------------------------------------------------------------------ event ring */
 uvmrt_status_t uvmrt__ring_record(uvmrt_context_t *ctx, uvmrt_stream_t stream, uvmrt_evref_t *out)
@@ -115,7 +114,7 @@ void uvmrt__clock_anchor(uvmrt_context_t *ctx)
         return;
     }
     ctx->ev.anchor_ns = uvmrt__be_now(ctx);
-    uvmrt__faults_anchor(ctx, ctx->ev.anchor_ns);
+    ctx->ev.anchors++;
 }
 
 /* Time between two timing events; a failure reads 0 and is counted. */
@@ -201,8 +200,9 @@ static uvmrt_copy_timing_t *copy_timing_slot(uvmrt_context_t *ctx)
     return c;
 }
 
-/* Adds finished copy batches' busy time to the step that issued them. */
-void uvmrt__harvest_copy_timings(uvmrt_context_t *ctx, int wait_all)
+/* Finished copy batches' busy time, to done (history.c adds it to the step that issued them). */
+void uvmrt__harvest_copy_timings(uvmrt_context_t *ctx, int wait_all,
+                                 void (*done)(uvmrt_context_t *ctx, const uvmrt_copy_timing_t *c, uint64_t ns))
 {
     for (int i = 0; i < ctx->ev.n_copy_timing; i++) {
         uvmrt_copy_timing_t *c = &ctx->ev.copy_timing[i];
@@ -212,7 +212,7 @@ void uvmrt__harvest_copy_timings(uvmrt_context_t *ctx, int wait_all)
         if (st != UVMRT_OK) {
             uvmrt__be_absorb(ctx, "event_elapsed_ns (copy timing)", st);
         } else {
-            uvmrt__history_add_copy(ctx, c, ns);
+            done(ctx, c, ns);
         }
         c->pending = 0;
         ctx->ev.n_copy_pending--;

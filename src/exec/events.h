@@ -47,6 +47,8 @@ typedef struct uvmrt_events {
     uvmrt_stream_t clock_stream;
     uvmrt_event_t anchor_ev;
     uint64_t anchor_ns;
+    uint64_t anchors;               /* anchors taken so far: an observer that needs each new
+                                       one (faults.c) compares it with the last it saw */
 } uvmrt_events_t;
 
 /* uvmrt__exec_init (internal.h) creates the streams and the anchor; these two
@@ -60,7 +62,8 @@ void uvmrt__events_close_streams(uvmrt_context_t *ctx);
 uvmrt_status_t uvmrt__ring_record(uvmrt_context_t *ctx, uvmrt_stream_t stream, uvmrt_evref_t *out);
 /* Makes stream wait for a recorded event (0: none; older than the ring: complete). */
 uvmrt_status_t uvmrt__ring_wait(uvmrt_context_t *ctx, uvmrt_stream_t stream, uvmrt_evref_t ref);
-/* Re-anchors the event clock (a failure is counted and the old anchor kept). */
+/* Re-anchors the event clock (a failure is counted and the old anchor kept; a new
+ * one counts in ctx->ev.anchors). */
 void uvmrt__clock_anchor(uvmrt_context_t *ctx);
 /* Time between two timing events; a failure reads 0 and is counted. */
 uint64_t uvmrt__elapsed(uvmrt_context_t *ctx, uvmrt_event_t a, uvmrt_event_t b);
@@ -70,10 +73,14 @@ uint64_t uvmrt__time_of(uvmrt_context_t *ctx, uvmrt_event_t ev);
 int uvmrt__timing_record(uvmrt_context_t *ctx, uvmrt_event_t ev, uvmrt_stream_t stream);
 /* Makes sure timing events 0..i exist. */
 uvmrt_status_t uvmrt__timing_event(uvmrt_context_t *ctx, int i);
-/* Copy-batch timing: start (NULL: untimed), end (marks it pending), harvest. */
+/* Copy-batch timing: start (NULL: untimed), end (marks it pending), harvest: each
+ * finished batch (every pending one when wait_all) to done with its busy time, once;
+ * a time that cannot be read is counted and the batch dropped. The observer that
+ * keeps the copies (history.c) harvests at step end. */
 uvmrt_copy_timing_t *uvmrt__timed_start(uvmrt_context_t *ctx, uvmrt_stream_t s);
 void uvmrt__timed_end(uvmrt_context_t *ctx, uvmrt_stream_t s, uvmrt_copy_timing_t *c, uvmrt_tensor_t **ts,
                       size_t n);
-void uvmrt__harvest_copy_timings(uvmrt_context_t *ctx, int wait_all);
+void uvmrt__harvest_copy_timings(uvmrt_context_t *ctx, int wait_all,
+                                 void (*done)(uvmrt_context_t *ctx, const uvmrt_copy_timing_t *c, uint64_t ns));
 
 #endif

@@ -311,46 +311,6 @@ uvmrt_status_t uvmrt__late_path(uvmrt_context_t *ctx, const uvmrt_call_t *c, int
     return st;
 }
 
-/* ------------------------------------------------------------------ invalidation */
-void uvmrt__plan_drop(uvmrt_context_t *ctx)
-{
-    if (!ctx->sched.have_plan) return;
-    uvmrt__plan_free(&ctx->sched.plan);
-    ctx->sched.have_plan = 0;
-    free(ctx->sched.plan_off_gpu);
-    ctx->sched.plan_off_gpu = NULL;
-    ctx->sched.plan_host_bytes = 0;
-}
-
-uint64_t uvmrt__plan_budget(const uvmrt_context_t *ctx)
-{
-    uint64_t b = ctx->sched.plan_budget;
-    b = b > 0 && b < ctx->budget ? b : ctx->budget;
-    return b > ctx->sched.external_bytes ? b - ctx->sched.external_bytes : 0;
-}
-
-void uvmrt__sched_set_plan_budget(uvmrt_context_t *ctx, uint64_t bytes)
-{
-    uint64_t v = bytes < ctx->budget ? bytes : 0;
-    if (v != ctx->sched.plan_budget) {
-        ctx->sched.plan_budget = v;
-        uvmrt__plan_drop(ctx);
-    }
-}
-
-void uvmrt__sched_set_external_bytes(uvmrt_context_t *ctx, uint64_t bytes)
-{
-    if (bytes != ctx->sched.external_bytes) {
-        ctx->sched.external_bytes = bytes;
-        uvmrt__plan_drop(ctx);
-    }
-}
-
-uint64_t uvmrt__plan_host_bytes(const uvmrt_context_t *ctx)
-{
-    return ctx->sched.have_plan ? ctx->sched.plan_host_bytes + ctx->choice.host_external_bytes : 0;
-}
-
 /* The plan just built needs host memory within the host budget; over it, the plan is
  * refused (UVMRT_ERR_BUDGET) with what it needs where and what would make it fit. */
 static uvmrt_status_t plan_host_check(uvmrt_context_t *ctx, const uint64_t *fp)
@@ -371,17 +331,4 @@ static uvmrt_status_t plan_host_check(uvmrt_context_t *ctx, const uint64_t *fp)
               uvmrt__plan_budget(ctx) / g, ctx->budget / g, need / g, host / g, ctx->choice.host_external_bytes / g,
               ctx->host_budget / g, need / g, (need - ctx->host_budget) / g);
     return UVMRT_ERR_BUDGET;
-}
-
-void uvmrt__sched_tensors_added(uvmrt_context_t *ctx)
-{
-    free(ctx->sched.scratch_resident); /* sized by the tensor count: made again when needed */
-    ctx->sched.scratch_resident = NULL;
-    uvmrt__plan_drop(ctx);
-}
-
-void uvmrt__sched_tensor_freed(uvmrt_context_t *ctx)
-{
-    ctx->sched.have_record = 0;
-    uvmrt__plan_drop(ctx);
 }

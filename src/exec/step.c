@@ -3,16 +3,13 @@
  * (its uses, working set, timing events), running the policy, and committing only
  * when every backend call succeeded (see exec.h and uvmrt.h).
  */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "abi.h"
 #include "exec.h"
-#include "faults.h"
-#include "monitor.h"
-#include "record_file.h"
 #include "steady.h"
+#include "work.h"
 
 /* At destroy: nothing can fail any more, so backend errors are counted and logged. */
 void uvmrt__exec_fini(uvmrt_context_t *ctx)
@@ -23,8 +20,9 @@ void uvmrt__exec_fini(uvmrt_context_t *ctx)
     if (ctx->ev.d2h_stream && (st = uvmrt__be_stream_sync(ctx, ctx->ev.d2h_stream)) != UVMRT_OK)
         uvmrt__be_absorb(ctx, "stream_sync (destroy)", st);
     uvmrt__clock_anchor(ctx);
-    uvmrt__harvest_copy_timings(ctx, 1);
-    uvmrt__attribute_rest(ctx);
+    const uvmrt_observers_t *obs = &ctx->sched.observers;
+    for (int k = 0; k < obs->n; k++)
+        if (obs->at[k]->fini) obs->at[k]->fini(ctx); /* records and copy timings still pending */
     uvmrt__events_free(ctx);
 }
 
@@ -42,6 +40,9 @@ void uvmrt__sched_free(uvmrt_context_t *ctx)
     free(ctx->sched.sync_slots);
     free(ctx->sched.plan_off_gpu);
     ctx->sched.plan_off_gpu = NULL;
+    free(ctx->sched.review.scale);
+    free(ctx->sched.review.host_ns);
+    memset(&ctx->sched.review, 0, sizeof ctx->sched.review);
     uvmrt__plan_free(&ctx->sched.plan);
     memset(&ctx->sched.cur, 0, sizeof ctx->sched.cur);
     memset(&ctx->sched.record, 0, sizeof ctx->sched.record);
@@ -52,6 +53,62 @@ void uvmrt__sched_free(uvmrt_context_t *ctx)
 }
 
 void uvmrt__sched_init(uvmrt_context_t *ctx) { ctx->sched.open_call = -1; }
+
+uvmrt_status_t uvmrt__sched_set_review_model(uvmrt_context_t *ctx, const double *scale, const uint64_t *host_ns,
+                                             size_t n, double host_slowdown)
+{
+    double *sc = NULL;
+    uint64_t *hn = NULL;
+    size_t bytes_sc = (n ? n : 1) * sizeof *sc, bytes_hn = (n ? n : 1) * sizeof *hn;
+    if ((scale != NULL && (sc = malloc(bytes_sc)) == NULL) || (host_ns != NULL && (hn = malloc(bytes_hn)) == NULL)) {
+        free(sc);
+        return UVMRT_ERR_NOMEM;
+    }
+    if (sc != NULL && n > 0) memcpy(sc, scale, n * sizeof *sc);
+    if (hn != NULL && n > 0) memcpy(hn, host_ns, n * sizeof *hn);
+    uvmrt_review_model_t *r = &ctx->sched.review;
+    free(r->scale);
+    free(r->host_ns);
+    *r = (uvmrt_review_model_t){sc, hn, sc != NULL || hn != NULL ? n : 0, host_slowdown};
+    return UVMRT_OK;
+}
+
+/* A modelled duration as the review's model scales it (as it is outside one). */
+static uint64_t review_scaled(const uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, uint64_t ns)
+{
+    const uvmrt_review_model_t *r = &ctx->sched.review;
+    size_t i = (size_t)layer * UVMRT_PHASE_COUNT + (size_t)phase;
+    if (r->scale == NULL || layer < 0 || i >= r->n) return ns;
+    double v = (double)ns * r->scale[i];
+    return v < 1e18 ? (uint64_t)v : (uint64_t)1e18;
+}
+
+/* The time a review's model gives a call's CPU work: its layer's measurement, or the
+ * model's time alone times the measured calls' median slowdown; 0 (the model's own,
+ * with contention) otherwise. */
+static uint64_t review_host_ns(const uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, uint64_t host_bytes)
+{
+    const uvmrt_review_model_t *r = &ctx->sched.review;
+    size_t i = (size_t)layer * UVMRT_PHASE_COUNT + (size_t)phase;
+    if (host_bytes == 0 || layer < 0) return 0;
+    if (r->host_ns != NULL && i < r->n && r->host_ns[i] > 0) return r->host_ns[i];
+    if (r->host_slowdown > 0 && ctx->profile->host_mem_bps > 0) {
+        double v = (double)host_bytes / ctx->profile->host_mem_bps * 1e9 * r->host_slowdown;
+        return v < 1e18 ? (uint64_t)v : (uint64_t)1e18;
+    }
+    return 0;
+}
+
+uvmrt_status_t uvmrt__observer_add(uvmrt_context_t *ctx, const uvmrt_observer_t *o)
+{
+    uvmrt_observers_t *obs = &ctx->sched.observers;
+    if (o == NULL || obs->n == UVMRT_OBSERVERS_MAX) {
+        LOG_ERROR(&ctx->log, "observer '%s': the list holds at most %d", o ? o->name : "(null)", UVMRT_OBSERVERS_MAX);
+        return UVMRT_ERR_INVALID;
+    }
+    obs->at[obs->n++] = o;
+    return UVMRT_OK;
+}
 
 /* ------------------------------------------------------------------ sequences */
 /* Room for `need` uses: the two use arrays always share one capacity. */
@@ -152,16 +209,12 @@ uvmrt_status_t uvmrt_step_begin(uvmrt_context_t *ctx)
     }
     uvmrt_status_t st = uvmrt__stats_rows_reserve(ctx, ctx->tensors.n_layers * UVMRT_PHASE_COUNT);
     if (st != UVMRT_OK) return st;
-    /* Sampling (sampling.h): does this step collect the driver's counters? A
-     * step that does not stops the source first and gives what it still had
-     * (the collecting step's tail) to that step. */
-    int collect = uvmrt__faults_active(ctx) && uvmrt__sampler_want(&ctx->faults.sampler, uvmrt__steps_done(ctx));
-    if (!collect && ctx->faults.on) {
-        uvmrt__faults_switch(ctx, 0);
-        uvmrt__attribute_rest(ctx);
-    } else if (collect && !ctx->faults.on) {
-        uvmrt__faults_switch(ctx, 1);
-    }
+    /* Sampling (sampling.h): does this step collect the driver's counters? The
+     * observers say (history.c's starts or stops the source). */
+    int collect = 0;
+    const uvmrt_observers_t *obs = &ctx->sched.observers;
+    for (int k = 0; k < obs->n; k++)
+        if (obs->at[k]->begin) collect |= obs->at[k]->begin(ctx);
     uvmrt__stats_step_begin(ctx, collect);
     ctx->sched.step_start_ns = uvmrt__be_now(ctx);
     if (ctx->cfg.policy == UVMRT_POLICY_PREFETCH && ctx->sched.have_record) {
@@ -209,7 +262,7 @@ static uvmrt_status_t sync_compute_streams(uvmrt_context_t *ctx)
         /* CPU work (host_bytes) on a stream that calls wait for (after) goes on into
          * the next step, as a trainer's CPU thread does: the step ends when the GPU's
          * work is done, and the calls that need the CPU's results wait for them */
-        if (ctx->sched.cur.calls[i].host_bytes > 0) {
+        if (ctx->sched.cur.calls[i].work.host_byte_count > 0) {
             if (!cpu_seen || ctx->sched.cur.calls[i].stream != cpu_s) {
                 cpu_seen = 1;
                 cpu_s = ctx->sched.cur.calls[i].stream;
@@ -243,9 +296,11 @@ uvmrt_status_t uvmrt_step_end(uvmrt_context_t *ctx)
     /* Fallible part: wait for each compute stream used in the step (not the copy
      * streams: their prefetches for the next step may still run), reserve memory,
      * copy the record. On failure the step is still open, as before the call. */
+    const uvmrt_observers_t *obs = &ctx->sched.observers;
     uvmrt_status_t st = sync_compute_streams(ctx);
     if (st == UVMRT_OK) st = uvmrt__tier_poll(ctx, 0); /* a failed write-back surfaces (its data stays in host memory) */
-    if (st == UVMRT_OK) st = uvmrt__history_reserve(ctx, ctx->sched.cur.n_calls, (size_t)ctx->stats.n_cur_rows);
+    for (int k = 0; k < obs->n && st == UVMRT_OK; k++)
+        if (obs->at[k]->reserve) st = obs->at[k]->reserve(ctx); /* the memory the tail needs */
     int rerecord = ctx->cfg.policy == UVMRT_POLICY_PREFETCH &&
                    (!ctx->sched.have_record || ctx->sched.deviated ||
                     ctx->sched.cur.n_calls != ctx->sched.record.n_calls);
@@ -265,30 +320,26 @@ uvmrt_status_t uvmrt_step_end(uvmrt_context_t *ctx)
                         uvmrt__elapsed(ctx, ctx->ev.timing[c->ev_wait_end], ctx->ev.timing[c->ev_end]));
     }
     uvmrt__clock_anchor(ctx);
-    uvmrt__harvest_copy_timings(ctx, 0);
-    uvmrt__history_trim(ctx); /* before this step's rows and spans go in */
-    uvmrt__step_spans_and_faults(ctx);
+    /* The step's tail: the observers, in their order (observer.h, api/context.c). */
+    for (int k = 0; k < obs->n; k++)
+        if (obs->at[k]->collect) obs->at[k]->collect(ctx);
     uvmrt__stats_step_time(ctx, uvmrt__be_now(ctx) - ctx->sched.step_start_ns);
-    uvmrt__choice_step_done(ctx, !rerecord && uvmrt__steps_done(ctx) > 0, ctx->stats.cur.step_ns);
-    if (uvmrt__faults_active(ctx))
-        uvmrt__faults_step_done(ctx, uvmrt__steps_done(ctx), ctx->stats.cur.fault_sampled, ctx->stats.cur.step_ns);
+    uvmrt_step_end_t e = {rerecord, !rerecord && uvmrt__steps_done(ctx) > 0, NULL};
     if (rerecord) {
         ctx->sched.have_record = ctx->sched.record.n_calls > 0;
         uvmrt__plan_drop(ctx);
         LOG_INFO(&ctx->log, "step %llu recorded: %zu layer calls", (unsigned long long)uvmrt__steps_done(ctx) + 1,
                  ctx->sched.record.n_calls);
-        uvmrt__record_write(ctx, NULL); /* UVMRT_RECORD; a failed write only warns */
         ctx->sched.planned_since_record = 0;
     } else if (ctx->cfg.policy == UVMRT_POLICY_PREFETCH && ctx->cfg.backend != UVMRT_BACKEND_SIM &&
                ctx->sched.planned_since_record < 3) {
         /* the first planned steps give the measured durations (the third is steady); on
-         * sim the file would come out the same as the recording step's */
+         * sim the record file would come out the same as the recording step's */
         ctx->sched.planned_since_record++;
-        uvmrt__record_write(ctx, &ctx->sched.cur);
+        e.timed = &ctx->sched.cur;
     }
-    uvmrt__keep_rows(ctx);
-    uvmrt__history_add_step(ctx, &ctx->stats.cur); /* room reserved above */
-    uvmrt__monitor_publish(ctx); /* reads the step's counters: before they are cleared */
+    for (int k = 0; k < obs->n; k++)
+        if (obs->at[k]->end) obs->at[k]->end(ctx, &e); /* read the step's counters: before they are cleared */
     uvmrt__steady_note(ctx);     /* keeps step 1's rows apart (steady.c) */
     uvmrt__stats_step_clear(ctx);
     ctx->sched.in_step = 0;
@@ -323,9 +374,9 @@ uvmrt_status_t uvmrt__step_work(uvmrt_context_t *ctx, const uvmrt_sequence_t *q,
         const uvmrt_call_t *c = &q->calls[i];
         raw[i] = c->timed ? uvmrt__elapsed(ctx, ctx->ev.timing[c->ev_wait_end], ctx->ev.timing[c->ev_end]) : 0;
         link[i] = c->timed ? remote_ns_of(ctx, q, c) : 0;
-        if (c->timed && link[i] == 0 && c->host_bytes == 0 && c->declared_ns > 0) {
+        if (c->timed && link[i] == 0 && c->work.host_byte_count == 0 && c->work.declared_ns > 0) {
             meas[c->phase] += (double)raw[i];
-            decl[c->phase] += (double)c->declared_ns;
+            decl[c->phase] += (double)c->work.declared_ns;
         }
     }
     double meas_all = 0, decl_all = 0; /* every phase's clean calls */
@@ -340,7 +391,7 @@ uvmrt_status_t uvmrt__step_work(uvmrt_context_t *ctx, const uvmrt_sequence_t *q,
              * declared work takes. The model adds the traffic and its queueing back. */
             w = w > link[i] ? w - link[i] : 0;
             double eff = decl[c->phase] > 0 ? meas[c->phase] / decl[c->phase] : decl_all > 0 ? meas_all / decl_all : 0;
-            if (eff > 0 && c->declared_ns > 0 && (double)c->declared_ns * eff < w) w = (double)c->declared_ns * eff;
+            if (eff > 0 && c->work.declared_ns > 0 && (double)c->work.declared_ns * eff < w) w = (double)c->work.declared_ns * eff;
         }
         work[i] = (uint64_t)w;
     }
@@ -348,59 +399,20 @@ uvmrt_status_t uvmrt__step_work(uvmrt_context_t *ctx, const uvmrt_sequence_t *q,
     return UVMRT_OK;
 }
 
-/* Calls longer than this (about 31 years) are refused: the model's clocks are
- * uint64 nanoseconds and must not overflow. */
-#define UVMRT_MAX_CALL_NS 1e18
-
-/* The call's modelled duration and its CPU work's time (0: the model's), or an error
- * naming the bad value. */
-static uvmrt_status_t call_duration(uvmrt_context_t *ctx, const uvmrt_layer_call_t *call, uint64_t *out,
-                                    uint64_t *declared, uint64_t *host_ns)
+/* The call's declared work (work.h) as this context runs it: in a review's model, its
+ * modelled time scaled and its CPU work's time measured; or an error naming the bad value. */
+static uvmrt_status_t call_work(uvmrt_context_t *ctx, const uvmrt_layer_call_t *call, uvmrt_work_t *w)
 {
-    const char *name = ctx->tensors.layers[call->layer].name, *ph = uvmrt_phase_name(call->phase);
-    if ((double)call->sim_duration_ns > UVMRT_MAX_CALL_NS) {
-        LOG_ERROR(&ctx->log, "uvmrt_layer_begin: layer '%s' %s: sim_duration_ns %llu: expected at most 1e18 ns",
-                  name, ph, (unsigned long long)call->sim_duration_ns);
-        return UVMRT_ERR_INVALID;
-    }
-    if (!(call->flops >= 0) || isinf(call->flops)) { /* also NaN */
-        LOG_ERROR(&ctx->log, "uvmrt_layer_begin: layer '%s' %s: flops %g: expected a finite number >= 0", name,
-                  ph, call->flops);
-        return UVMRT_ERR_INVALID;
-    }
-    /* the declared work: the matmuls' flops at the profile's FLOP/s plus the memory-bound
-     * kernels' bytes at its HBM rate (kernels on one stream run one after another) */
-    double flops_ns = call->flops > 0 && ctx->profile->flops > 0 ? call->flops / ctx->profile->flops * 1e9 : 0.0;
-    double hbm_ns = call->hbm_bytes > 0 && ctx->profile->hbm_bps > 0
-                        ? (double)call->hbm_bytes / ctx->profile->hbm_bps * 1e9 : 0.0;
-    if (!(flops_ns + hbm_ns <= UVMRT_MAX_CALL_NS)) {
-        LOG_ERROR(&ctx->log, "uvmrt_layer_begin: layer '%s' %s: flops %g and hbm_bytes %llu take %g ns at the "
-                             "profile's %g FLOP/s and %g bytes/s: expected at most 1e18 ns",
-                  name, ph, call->flops, (unsigned long long)call->hbm_bytes, flops_ns + hbm_ns,
-                  ctx->profile->flops, ctx->profile->hbm_bps);
-        return UVMRT_ERR_INVALID;
-    }
-    uint64_t work = (uint64_t)flops_ns + (uint64_t)hbm_ns;
-    uint64_t dur = call->sim_duration_ns > 0 ? call->sim_duration_ns : work;
-    if (call->host_bytes > 0 && ctx->profile->host_mem_bps > 0 &&
-        !((double)call->host_bytes / ctx->profile->host_mem_bps * 1e9 <= UVMRT_MAX_CALL_NS)) {
-        LOG_ERROR(&ctx->log, "uvmrt_layer_begin: layer '%s' %s: host_bytes %llu take over 1e18 ns at the profile's "
-                             "host_mem_bps %g: expected fewer",
-                  name, ph, (unsigned long long)call->host_bytes, ctx->profile->host_mem_bps);
-        return UVMRT_ERR_INVALID;
-    }
-    if ((double)call->host_ns > UVMRT_MAX_CALL_NS) {
-        LOG_ERROR(&ctx->log, "uvmrt_layer_begin: layer '%s' %s: host_ns %llu: expected at most 1e18 ns", name, ph,
-                  (unsigned long long)call->host_ns);
+    char why[256];
+    if (uvmrt__work_declare(w, call, ctx->profile, why, sizeof why) != 0) {
+        LOG_ERROR(&ctx->log, "uvmrt_layer_begin: layer '%s' %s: %s", ctx->tensors.layers[call->layer].name,
+                  uvmrt_phase_name(call->phase), why);
         return UVMRT_ERR_INVALID;
     }
     /* the CPU work's time: the trainer's, else a review's measurement (choose.c), else
      * the model's (0) */
-    *host_ns = call->host_ns > 0 ? call->host_ns : uvmrt__choice_host_ns(ctx, call->layer, call->phase, call->host_bytes);
-    /* the work as declared, for uvmrt_choice_review: flops and bytes at the profile's
-     * rates when given (an explicit sim duration then plays the GPU's real time) */
-    *declared = work > 0 ? work : dur;
-    *out = uvmrt__choice_scaled(ctx, call->layer, call->phase, dur); /* a review's model: measured/modelled */
+    if (w->host_ns == 0) w->host_ns = review_host_ns(ctx, call->layer, call->phase, w->host_byte_count);
+    w->modelled_ns = review_scaled(ctx, call->layer, call->phase, w->modelled_ns); /* measured/modelled */
     return UVMRT_OK;
 }
 
@@ -443,8 +455,8 @@ uvmrt_status_t uvmrt_layer_begin(uvmrt_context_t *ctx, const uvmrt_layer_call_t 
         LOG_ERROR(&ctx->log, "uvmrt_layer_begin: n_uses = %zu but uses is NULL", call->n_uses);
         return UVMRT_ERR_INVALID;
     }
-    uint64_t dur = 0, declared = 0, host_ns = 0;
-    uvmrt_status_t st = call_duration(ctx, call, &dur, &declared, &host_ns);
+    uvmrt_work_t work;
+    uvmrt_status_t st = call_work(ctx, call, &work);
     if (st != UVMRT_OK) return st;
     uvmrt_sequence_t *s = &ctx->sched.cur;
     if (uvmrt__grow((void **)&s->calls, &s->cap_calls, s->n_calls + 1, sizeof *s->calls)) {
@@ -470,9 +482,16 @@ uvmrt_status_t uvmrt_layer_begin(uvmrt_context_t *ctx, const uvmrt_layer_call_t 
     }
     size_t i = s->n_calls; /* staged: counted in n_calls only once open */
     uvmrt_call_t *c = &s->calls[i];
-    *c = (uvmrt_call_t){call->layer, call->phase, call->stream, first, s->n_uses - first, dur,
-                        (int)(3 * i), (int)(3 * i + 1), (int)(3 * i + 2), 0, 0, {0, 0}, call->host_bytes, 0, declared, call->after,
-                        host_ns};
+    *c = (uvmrt_call_t){.layer = call->layer,
+                        .phase = call->phase,
+                        .stream = call->stream,
+                        .after = call->after,
+                        .use_first = first,
+                        .n_uses = s->n_uses - first,
+                        .work = work,
+                        .ev_wait_start = (int)(3 * i),
+                        .ev_wait_end = (int)(3 * i + 1),
+                        .ev_end = (int)(3 * i + 2)};
     int deviated = ctx->sched.deviated;
     if (ctx->cfg.policy == UVMRT_POLICY_PREFETCH && ctx->sched.have_record && !deviated &&
         !uvmrt__call_matches_record(ctx, i))
@@ -543,8 +562,15 @@ static uvmrt_status_t touch_call(uvmrt_context_t *ctx, uvmrt_call_t *c)
         if (t->host_homed && (acc & UVMRT_USE_WRITE)) wr[n_wr++] = t;
     }
     if (st == UVMRT_OK) {
-        uvmrt_touch_t work = {r_loc, uvmrt__merge_ranges(loc, n_loc, r_loc), r_rd, uvmrt__merge_ranges(rd, n_rd, r_rd),
-                              r_wr, uvmrt__merge_ranges(wr, n_wr, r_wr), c->sim_duration_ns, c->host_bytes, c->host_ns};
+        uvmrt_touch_t work = {.local = r_loc,
+                              .n_local = uvmrt__merge_ranges(loc, n_loc, r_loc),
+                              .remote_read = r_rd,
+                              .n_remote_read = uvmrt__merge_ranges(rd, n_rd, r_rd),
+                              .remote_write = r_wr,
+                              .n_remote_write = uvmrt__merge_ranges(wr, n_wr, r_wr),
+                              .duration_ns = c->work.modelled_ns,
+                              .host_bytes = c->work.host_byte_count,
+                              .host_ns = c->work.host_ns};
         st = uvmrt__be_touch(ctx, c->stream, &work, &c->touch_res);
         if (st == UVMRT_OK) c->touched = 1;
     }
@@ -596,7 +622,7 @@ uvmrt_status_t uvmrt_layer_end(uvmrt_context_t *ctx)
         uvmrt__stat_add(ctx, c->layer, c->phase, STAT_FAULT_BYTES, c->touch_res.fault_bytes);
     }
     uvmrt__stat_add(ctx, c->layer, c->phase, -1, 0); /* counts the call */
-    if (c->host_bytes > 0) uvmrt__layer_host_done(ctx, c->layer, done, c->stream);
+    if (c->work.host_byte_count > 0) uvmrt__layer_host_done(ctx, c->layer, done, c->stream);
     ctx->sched.open_call = -1;
     return UVMRT_OK;
 }

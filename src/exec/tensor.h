@@ -1,10 +1,11 @@
 /*
  * tensor.h -- tensors, their arenas and the layers that own them (internal;
  * tensor.c owns the table). Other modules read ctx->tensors and change it
- * only through tensor.c's functions, with two documented exceptions: a
- * tensor's residency fields (resident .. last_use) are the executor's
- * (exec.h: migrate.c, policy.c, step.c), and a layer's stats are stats.c's
- * (uvmrt__stat_add).
+ * only through tensor.c's functions, with three documented exceptions: a
+ * tensor's residency fields (dead .. last_use; resident itself only through
+ * uvmrt__tensor_set_resident) are the executor's (exec.h: migrate.c, policy.c,
+ * step.c), its disk-tier fields (on_disk .. wb) tier.c's, and a layer's stats
+ * stats.c's (uvmrt__stat_add). tests/check-ownership.sh checks each field.
  */
 #ifndef UVMRT_TENSOR_H
 #define UVMRT_TENSOR_H

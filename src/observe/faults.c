@@ -306,10 +306,6 @@ void uvmrt__faults_switch(uvmrt_context_t *ctx, int on)
     ctx->faults.src->sw(ctx, on);
 }
 
-void uvmrt__faults_anchor(uvmrt_context_t *ctx, uint64_t host_ns)
-{
-    if (ctx->faults.src) ctx->faults.src->anchor(ctx, host_ns);
-}
 
 void uvmrt__faults_collect(uvmrt_context_t *ctx)
 {
@@ -337,7 +333,23 @@ void uvmrt__faults_attribute(uvmrt_context_t *ctx, const uvmrt_attrib_index_t *i
         uvmrt__attrib_run(ix, spans, n_spans, ctx->faults.pend, ctx->faults.n_pend, horizon, per_span, un);
 }
 
-void uvmrt__faults_step_done(uvmrt_context_t *ctx, uint64_t step, int collected, uint64_t step_ns)
+/* A clock anchor taken since the last look (events.c) goes to the source: CUPTI
+ * measures its clock's offset from the host clock at it, so this runs right after
+ * the anchor (the first observer that collects at step end and at destroy). */
+static void observe_anchor(uvmrt_context_t *ctx)
 {
-    uvmrt__sampler_done(&ctx->faults.sampler, step, collected, step_ns);
+    if (ctx->faults.anchors_seen == ctx->ev.anchors) return;
+    ctx->faults.anchors_seen = ctx->ev.anchors;
+    if (ctx->faults.src) ctx->faults.src->anchor(ctx, ctx->ev.anchor_ns);
 }
+
+/* Step end: tells the sampler what the step collected and how long it took. */
+static void observe_end(uvmrt_context_t *ctx, const uvmrt_step_end_t *e)
+{
+    (void)e;
+    if (uvmrt__faults_active(ctx))
+        uvmrt__sampler_done(&ctx->faults.sampler, uvmrt__steps_done(ctx), ctx->stats.cur.fault_sampled,
+                            ctx->stats.cur.step_ns);
+}
+
+const uvmrt_observer_t uvmrt__faults_observer = {"faults", NULL, NULL, observe_anchor, observe_end, observe_anchor};

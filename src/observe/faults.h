@@ -3,7 +3,8 @@
  * UNIFIED_MEMORY_COUNTER activity on the cuda backend, the model on sim, or
  * nothing ("none": fault statistics off, CUPTI missing, not permitted, or held
  * by another subscriber such as Nsight). Records land in ctx->faults.pend on the
- * context's host clock; the executor attributes them at each step end.
+ * context's host clock; the history's observer (history.c) attributes them at
+ * each step end.
  */
 #ifndef UVMRT_FAULTS_H
 #define UVMRT_FAULTS_H
@@ -24,6 +25,7 @@ typedef struct uvmrt_faults {
     int on;                         /* the source is recording now (off between sampled steps) */
     uvmrt_sampler_t sampler;        /* which steps collect (sampling.h) */
     int64_t cupti_offset_ns;        /* CUPTI clock - host clock, at the last anchor */
+    uint64_t anchors_seen;          /* ctx->ev.anchors when the source last saw one */
     uvmrt_um_record_t *pend;        /* records not attributed yet, host clock */
     size_t n_pend, cap_pend;
     uint64_t records_lost;          /* records dropped by CUPTI or for want of memory */
@@ -51,9 +53,6 @@ int uvmrt__faults_active(const uvmrt_context_t *ctx);
  * stopping flushes what was recorded so far for the next collect. The source
  * starts on. No-op for "none". */
 void uvmrt__faults_switch(uvmrt_context_t *ctx, int on);
-/* Called right after an anchor: host_ns is be_now at the anchor event (CUPTI:
- * measures its clock's offset from the host clock). */
-void uvmrt__faults_anchor(uvmrt_context_t *ctx, uint64_t host_ns);
 /* Flushes the source and appends its records so far to ctx->faults.pend. */
 void uvmrt__faults_collect(uvmrt_context_t *ctx);
 /* Attributes the pending records (uvmrt__attrib_run, attrib.h: those after
@@ -61,8 +60,6 @@ void uvmrt__faults_collect(uvmrt_context_t *ctx);
 void uvmrt__faults_attribute(uvmrt_context_t *ctx, const uvmrt_attrib_index_t *ix, const uvmrt_attrib_span_t *spans,
                              size_t n_spans, uint64_t horizon, uvmrt_fcount_t *per_span,
                              uvmrt_attrib_unattributed_t *un);
-/* Step end: tells the sampler what the step collected and how long it took. */
-void uvmrt__faults_step_done(uvmrt_context_t *ctx, uint64_t step, int collected, uint64_t step_ns);
 /* Stops the source (after a last collect); idempotent. */
 void uvmrt__faults_close(uvmrt_context_t *ctx);
 /* Frees the pending records (at destroy, after close). */

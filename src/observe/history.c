@@ -50,7 +50,7 @@ static int cmp_span(const void *a, const void *b)
  * unified-memory records attributed to them: records starting before the
  * anchor belong to this step, later ones wait for the next. Cannot fail: the
  * memory was reserved by step_reserve. */
-void uvmrt__step_spans_and_faults(uvmrt_context_t *ctx)
+static void uvmrt__step_spans_and_faults(uvmrt_context_t *ctx)
 {
     size_t n = ctx->sched.cur.n_calls;
     int keep = ctx->ev.anchor_ev != NULL;
@@ -91,7 +91,7 @@ void uvmrt__step_spans_and_faults(uvmrt_context_t *ctx)
 }
 
 /* The step's (layer, phase) rows that ran, for csv (room reserved by step_reserve). */
-void uvmrt__keep_rows(uvmrt_context_t *ctx)
+static void uvmrt__keep_rows(uvmrt_context_t *ctx)
 {
     uint64_t step = uvmrt__steps_done(ctx);
     for (int r = 0; r < ctx->stats.n_cur_rows; r++) {
@@ -104,7 +104,7 @@ void uvmrt__keep_rows(uvmrt_context_t *ctx)
 /* At the end, or before a step that does not collect: records still pending
  * (the last step's tail, copies after it) go to the last call of the last step;
  * without any step they are unattributed. */
-void uvmrt__attribute_rest(uvmrt_context_t *ctx)
+static void uvmrt__attribute_rest(uvmrt_context_t *ctx)
 {
     if (!uvmrt__faults_active(ctx)) return;
     uvmrt__faults_collect(ctx);
@@ -134,7 +134,7 @@ void uvmrt__attribute_rest(uvmrt_context_t *ctx)
 /* Keeps the history to the last UVMRT_HISTORY steps: once it holds a quarter
  * more than that, the oldest are summed into steps_dropped and their rows,
  * spans and copies dropped, in one pass (so a step costs O(1) amortized). */
-void uvmrt__history_trim(uvmrt_context_t *ctx)
+static void uvmrt__history_trim(uvmrt_context_t *ctx)
 {
     uint64_t keep = (uint64_t)ctx->cfg.history;
     if (ctx->hist.n_steps < keep + (keep + 3) / 4) return;
@@ -158,9 +158,10 @@ void uvmrt__history_trim(uvmrt_context_t *ctx)
     ctx->hist.n_copies = k;
 }
 
-/* A copy batch's busy time goes to the step that issued it; its span is kept
- * while that step is (and when times can be read at all). */
-void uvmrt__history_add_copy(uvmrt_context_t *ctx, const uvmrt_copy_timing_t *c, uint64_t ns)
+/* A harvested copy batch (events.c): its busy time goes to the step that issued it;
+ * its span is kept while that step is (and when times can be read at all; dropped
+ * when out of memory). */
+static void add_copy(uvmrt_context_t *ctx, const uvmrt_copy_timing_t *c, uint64_t ns)
 {
     uvmrt_step_stats_t *s = stats_of_step(ctx, c->step);
     if (s == NULL) uvmrt__stats_copy_busy(ctx, c->d2h, ns);
@@ -175,7 +176,7 @@ void uvmrt__history_add_copy(uvmrt_context_t *ctx, const uvmrt_copy_timing_t *c,
 }
 
 /* Every allocation step_end's commit needs, made before anything changes. */
-uvmrt_status_t uvmrt__history_reserve(uvmrt_context_t *ctx, size_t n_calls, size_t n_rows)
+static uvmrt_status_t uvmrt__history_reserve(uvmrt_context_t *ctx, size_t n_calls, size_t n_rows)
 {
     uvmrt_history_t *h = &ctx->hist;
     size_t m = n_calls ? n_calls : 1;
@@ -195,7 +196,7 @@ uvmrt_status_t uvmrt__history_reserve(uvmrt_context_t *ctx, size_t n_calls, size
     return UVMRT_OK;
 }
 
-void uvmrt__history_add_step(uvmrt_context_t *ctx, const uvmrt_step_stats_t *s)
+static void uvmrt__history_add_step(uvmrt_context_t *ctx, const uvmrt_step_stats_t *s)
 {
     uvmrt_history_t *h = &ctx->hist;
     if (h->n_steps == h->cap_steps) {
@@ -225,3 +226,49 @@ void uvmrt__history_free(uvmrt_context_t *ctx)
     uvmrt__attrib_index_free(&h->index);
     memset(h, 0, sizeof *h);
 }
+
+/* ------------------------------------------------------------------ the observer */
+/* Sampling (sampling.h): does this step collect the driver's counters? A step
+ * that does not stops the source first and gives what it still had (the
+ * collecting step's tail) to that step. */
+static int observe_begin(uvmrt_context_t *ctx)
+{
+    int collect = uvmrt__faults_active(ctx) && uvmrt__sampler_want(&ctx->faults.sampler, uvmrt__steps_done(ctx));
+    if (!collect && ctx->faults.on) {
+        uvmrt__faults_switch(ctx, 0);
+        uvmrt__attribute_rest(ctx);
+    } else if (collect && !ctx->faults.on) {
+        uvmrt__faults_switch(ctx, 1);
+    }
+    return collect;
+}
+
+static uvmrt_status_t observe_reserve(uvmrt_context_t *ctx)
+{
+    return uvmrt__history_reserve(ctx, ctx->sched.cur.n_calls, (size_t)ctx->stats.n_cur_rows);
+}
+
+/* The copy batches done so far, then the step's spans and driver records. */
+static void observe_collect(uvmrt_context_t *ctx)
+{
+    uvmrt__harvest_copy_timings(ctx, 0, add_copy);
+    uvmrt__history_trim(ctx); /* before this step's rows and spans go in */
+    uvmrt__step_spans_and_faults(ctx);
+}
+
+static void observe_end(uvmrt_context_t *ctx, const uvmrt_step_end_t *e)
+{
+    (void)e;
+    uvmrt__keep_rows(ctx);
+    uvmrt__history_add_step(ctx, &ctx->stats.cur); /* room reserved */
+}
+
+/* At destroy: every copy batch (the streams were waited for), the records left. */
+static void observe_fini(uvmrt_context_t *ctx)
+{
+    uvmrt__harvest_copy_timings(ctx, 1, add_copy);
+    uvmrt__attribute_rest(ctx);
+}
+
+const uvmrt_observer_t uvmrt__history_observer = {"history", observe_begin, observe_reserve, observe_collect,
+                                                  observe_end, observe_fini};

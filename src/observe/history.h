@@ -77,22 +77,6 @@ typedef struct uvmrt_history {
     size_t cap_scratch_fc;
 } uvmrt_history_t;
 
-/* The step's spans and its attributed driver records (memory reserved by step_end). */
-void uvmrt__step_spans_and_faults(uvmrt_context_t *ctx);
-/* The step's (layer, phase) rows that ran (room reserved by step_end). */
-void uvmrt__keep_rows(uvmrt_context_t *ctx);
-/* Pending records go to the last call of the last step (or unattributed). */
-void uvmrt__attribute_rest(uvmrt_context_t *ctx);
-/* Drops the steps beyond UVMRT_HISTORY (summed into steps_dropped). */
-void uvmrt__history_trim(uvmrt_context_t *ctx);
-/* Step end, before anything changes: room for the step's n_calls spans, its
- * n_rows rows, the attribution scratch and one more kept step. */
-uvmrt_status_t uvmrt__history_reserve(uvmrt_context_t *ctx, size_t n_calls, size_t n_rows);
-/* Appends the completed step's stats (room reserved; else dropped, logged). */
-void uvmrt__history_add_step(uvmrt_context_t *ctx, const uvmrt_step_stats_t *s);
-/* A harvested copy batch (events.c): its busy time to its step, its span kept
- * (dropped when out of memory). */
-void uvmrt__history_add_copy(uvmrt_context_t *ctx, const uvmrt_copy_timing_t *c, uint64_t ns);
 /* Frees everything (at destroy). */
 void uvmrt__history_free(uvmrt_context_t *ctx);
 

@@ -10,7 +10,6 @@
  * count outgrows the segment is it grown (ftruncate + mmap), and the layers'
  * mechanisms are recomputed only when the plan or the tensors changed.
  */
-#define _GNU_SOURCE /* program_invocation_short_name */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -146,11 +145,6 @@ void uvmrt__monitor_close(uvmrt_context_t *ctx)
     if (getpid() == m->owner) shm_unlink(m->name);
     monitor_free(m);
     ctx->monitor = NULL;
-}
-
-const char *uvmrt__program_name(void)
-{
-    return program_invocation_short_name ? program_invocation_short_name : "?";
 }
 
 const char *uvmrt__monitor_name(const uvmrt_context_t *ctx)
@@ -306,3 +300,11 @@ void uvmrt__monitor_publish(uvmrt_context_t *ctx)
     }
     __atomic_store_n(&h->seq, seq + 2, __ATOMIC_RELEASE);
 }
+
+static void observe_end(uvmrt_context_t *ctx, const uvmrt_step_end_t *e)
+{
+    (void)e;
+    uvmrt__monitor_publish(ctx);
+}
+
+const uvmrt_observer_t uvmrt__monitor_observer = {"monitor", NULL, NULL, NULL, observe_end, NULL};

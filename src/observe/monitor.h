@@ -101,8 +101,6 @@ void uvmrt__monitor_open(uvmrt_context_t *ctx);
 void uvmrt__monitor_publish(uvmrt_context_t *ctx);
 /* Unmaps and unlinks the segment (only in the process that created it). */
 void uvmrt__monitor_close(uvmrt_context_t *ctx);
-/* The program's short name (program_invocation_short_name), never NULL. */
-const char *uvmrt__program_name(void);
 /* The segment's name ("/uvmrt.<uid>.<pid>..."), or NULL when not publishing. */
 const char *uvmrt__monitor_name(const uvmrt_context_t *ctx);
 #endif

@@ -59,7 +59,7 @@ static json_t *calls_json(uvmrt_context_t *ctx, const uvmrt_sequence_t *timed)
     json_t *a = seen ? json_array() : NULL;
     for (size_t i = 0; a && i < r->n_calls; i++) {
         const uvmrt_call_t *c = &r->calls[i];
-        uint64_t dur = c->sim_duration_ns, raw = 0;
+        uint64_t dur = c->work.modelled_ns, raw = 0;
         const char *src = "modelled";
         if (measure && timed->calls[i].timed) {
             dur = work[i];
@@ -75,12 +75,12 @@ static json_t *calls_json(uvmrt_context_t *ctx, const uvmrt_sequence_t *timed)
         json_t *o = json_pack("{s:i, s:s, s:i, s:i, s:I, s:s, s:I, s:I, s:o}", "layer", c->layer, "phase",
                               uvmrt_phase_name(c->phase), "stream", stream_number(seen, &n_seen, c->stream, 0),
                               "after", after, "duration_ns", (json_int_t)dur, "duration_source", src,
-                              "modelled_ns", (json_int_t)c->sim_duration_ns, "host_bytes",
-                              (json_int_t)c->host_bytes, "uses", uses);
+                              "modelled_ns", (json_int_t)c->work.modelled_ns, "host_bytes",
+                              (json_int_t)c->work.host_byte_count, "uses", uses);
         /* measured: the events' time, of which duration_ns is the call's own work */
         if (o != NULL && raw > 0) json_object_set_new(o, "measured_ns", json_integer((json_int_t)raw));
         /* its CPU work as the trainer measured it (uvmrt_host_work_measured) */
-        uint64_t host_ns = c->layer >= 0 && c->layer < ctx->tensors.n_layers && c->host_bytes > 0
+        uint64_t host_ns = c->layer >= 0 && c->layer < ctx->tensors.n_layers && c->work.host_byte_count > 0
                                ? ctx->tensors.layers[c->layer].host_measured_ns[c->phase]
                                : 0;
         if (o != NULL && host_ns > 0) json_object_set_new(o, "host_ns", json_integer((json_int_t)host_ns));
@@ -136,3 +136,12 @@ void uvmrt__record_write(uvmrt_context_t *ctx, const uvmrt_sequence_t *timed)
     LOG_ERROR(&ctx->log, "UVMRT_RECORD: cannot write the recorded step to '%s': %s (the run goes on; "
               "uvmrt_summary_t.output_errors counts it)", path, why);
 }
+
+/* Step end: a recorded step, or the first planned ones' measured durations. */
+static void observe_end(uvmrt_context_t *ctx, const uvmrt_step_end_t *e)
+{
+    if (e->recorded) uvmrt__record_write(ctx, NULL); /* a failed write only warns */
+    else if (e->timed) uvmrt__record_write(ctx, e->timed);
+}
+
+const uvmrt_observer_t uvmrt__record_observer = {"record", NULL, NULL, NULL, observe_end, NULL};

@@ -9,7 +9,6 @@
 
 #include "faults.h"
 #include "internal.h"
-#include "monitor.h" /* uvmrt__program_name */
 #include "report_json.h"
 
 /* ------------------------------------------------------------------ trace */
