@@ -1860,6 +1860,18 @@ Test(plantool, a_measured_disk_is_said_to_be_not_modelled_yet)
     j = run_json(args);
     cr_assert_null(json_object_get(j, "disk"));
     json_decref(j);
+    /* --spill-dir: the directory and its free space; one that does not exist is a usage error */
+    snprintf(args, sizeof args, "--model '%s' --profile h200 --budget 8G --spill-dir '%s' --json", W1_MODEL, dir);
+    j = run_json(args);
+    d = json_object_get(j, "disk");
+    cr_assert(json_is_object(d), "%s", json_dumps(j, 0));
+    cr_assert_str_eq(json_string_value(json_object_get(d, "spill_dir")), dir);
+    cr_assert_gt(json_integer_value(json_object_get(d, "free_bytes")), 0);
+    json_decref(j);
+    snprintf(args, sizeof args, "--model '%s' --profile h200 --budget 8G --spill-dir '%s/nosuch'", W1_MODEL, dir);
+    cr_assert_eq(run_tool(args, &out), 2, "%s", out);
+    cr_assert_not_null(strstr(out, "--spill-dir '"), "%s", out);
+    free(out);
     unlink(prof);
     rmdir(dir);
 }

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -383,6 +384,9 @@ typedef struct prediction {
  * memory less the reserve); 0: none. host_note says where it came from. */
 static uint64_t g_host_budget;
 static char host_note[160];
+/* The disk tier's directory (--spill-dir, UVMRT_SPILL_DIR; NULL: none) and its free bytes. */
+static const char *g_spill_dir;
+static uint64_t g_spill_free;
 
 /* The floor's terms: the resources a step's time is bounded by (uvmrt-plan(1)). */
 static const char *const bound_names[N_BOUNDS] = {"gpu_compute", "link_h2d", "link_d2h", "host_memory", "cpu"};
@@ -1231,19 +1235,49 @@ static json_t *choice_json(const model_t *m, const record_t *r, const prediction
     return o;
 }
 
-/* The disk tier's line: the profile's figures are there, the cost model does not use them yet. */
+/* The disk tier's line: the profile's figures and the spill directory are there, the
+ * cost model does not use them yet. */
 static void disk_note(const prediction_t *p, json_t *o)
 {
-    if (p->disk_read_bps <= 0 && p->disk_write_bps <= 0) return;
+    if (p->disk_read_bps <= 0 && p->disk_write_bps <= 0 && g_spill_dir == NULL) return;
     if (o != NULL) {
-        json_object_set_new(
-            o, "disk",
-            json_pack("{s:b, s:f, s:f}", "modelled", 0, "read_bps", p->disk_read_bps, "write_bps", p->disk_write_bps));
+        json_t *d = json_pack("{s:b, s:f, s:f}", "modelled", 0, "read_bps", p->disk_read_bps, "write_bps",
+                              p->disk_write_bps);
+        json_object_set_new(d, "spill_dir", g_spill_dir ? json_string(g_spill_dir) : json_null());
+        json_object_set_new(d, "free_bytes", g_spill_dir ? json_integer((json_int_t)g_spill_free) : json_null());
+        json_object_set_new(o, "disk", d);
         return;
     }
-    printf(
-        "disk: not modelled yet (the profile's disk reads %.2f GB/s, writes %.2f GB/s); no tensor is planned on it\n",
-        p->disk_read_bps / 1e9, p->disk_write_bps / 1e9);
+    char dir[600] = "";
+    if (g_spill_dir != NULL)
+        snprintf(dir, sizeof dir, "; spill directory %s, %.2f GiB free", g_spill_dir, g_spill_free / GIB_D);
+    if (p->disk_read_bps > 0 || p->disk_write_bps > 0)
+        printf("disk: not modelled yet (the profile's disk reads %.2f GB/s, writes %.2f GB/s%s); no tensor is "
+               "planned on it\n",
+               p->disk_read_bps / 1e9, p->disk_write_bps / 1e9, dir);
+    else
+        printf("disk: not modelled yet (the profile has no disk figures: uvmrt-calibrate --spill-dir measures "
+               "them%s); no tensor is planned on it\n",
+               dir);
+}
+
+/* Resolves the spill directory (g_spill_dir, g_spill_free) from --spill-dir (arg, may be
+ * NULL), else UVMRT_SPILL_DIR; "none": none. -1 after a message when it is not an
+ * existing directory. */
+static int spill_dir_resolve(const char *arg)
+{
+    const char *from = "--spill-dir", *v = arg;
+    if (v == NULL && (v = getenv("UVMRT_SPILL_DIR")) != NULL) from = "UVMRT_SPILL_DIR";
+    if (v == NULL || strcmp(v, "none") == 0) return 0;
+    struct stat sb;
+    struct statvfs fs;
+    if (v[0] == '\0' || stat(v, &sb) != 0 || !S_ISDIR(sb.st_mode) || statvfs(v, &fs) != 0) {
+        fprintf(stderr, "uvmrt-plan: %s '%s': expected none or an existing directory\n", from, v);
+        return -1;
+    }
+    g_spill_dir = v;
+    g_spill_free = (uint64_t)fs.f_bavail * fs.f_frsize;
+    return 0;
 }
 
 /* The tokens a step of m at batch trains (0: the model does not say). */
@@ -1604,7 +1638,8 @@ static void usage(FILE *f)
         f,
         "Usage: uvmrt-plan (--record FILE | --model FILE [--batch N] [--seq T] [--no-search])\n"
         "                  [--profile NAME|FILE] [--budget SIZE | --fit | --sweep A:B[:STEP]]\n"
-        "                  [--host-budget SIZE|auto|none] [--json] [--plot FILE.png] [--trace FILE]\n"
+        "                  [--host-budget SIZE|auto|none] [--spill-dir DIR|none] [--json]\n"
+        "                  [--plot FILE.png] [--trace FILE]\n"
         "       uvmrt-plan --model FILE [--budget SIZE] --batch-max N [--no-search] [--profile NAME|FILE] [--json]\n"
         "       uvmrt-plan --profile list\n"
         "What if: re-plays a recorded step (written by a run with UVMRT_RECORD=FILE), or the\n"
@@ -1633,6 +1668,9 @@ static void usage(FILE *f)
         "                      host memory the plan may need: a plan or batch needing more does\n"
         "                      not fit (default: UVMRT_HOST_BUDGET, else auto: this machine's\n"
         "                      memory, or its cgroup's limit, less 10%%, at least 2 GiB)\n"
+        "  --spill-dir DIR|none the disk tier's directory (default: UVMRT_SPILL_DIR, else none):\n"
+        "                      an existing directory; its free space is reported (the disk tier\n"
+        "                      is not in the cost model yet)\n"
         "  --fit               predict at the smallest budget that fits (2 MiB steps)\n"
         "  --sweep A:B[:STEP]  a table over budgets A to B (STEP default (B-A)/8)\n"
         "  --plot FILE.png     with --sweep: a chart, when gnuplot is on PATH\n"
@@ -1685,7 +1723,7 @@ static int plan_main(int argc, char **argv)
     const char *record_path = NULL, *model_path = NULL, *profile = NULL, *plot = NULL, *sweep_arg = NULL,
                *trace_path = NULL;
     uint64_t budget = 0, batch = 0, batch_max = 0, seq = 0;
-    const char *host_arg = NULL;
+    const char *host_arg = NULL, *spill_arg = NULL;
     int fit = 0, json = 0, have_budget = 0, batch_given = 0, search = 1;
     static const struct option longopts[] = {{"record", required_argument, NULL, 'r'},
                                              {"model", required_argument, NULL, 'm'},
@@ -1700,6 +1738,7 @@ static int plan_main(int argc, char **argv)
                                              {"trace", required_argument, NULL, 't'},
                                              {"seq", required_argument, NULL, 'T'},
                                              {"host-budget", required_argument, NULL, 'H'},
+                                             {"spill-dir", required_argument, NULL, 'S'},
                                              {"no-search", no_argument, NULL, 'N'},
                                              {"help", no_argument, NULL, 'h'},
                                              {"version", no_argument, NULL, 'V'},
@@ -1722,6 +1761,7 @@ static int plan_main(int argc, char **argv)
             break;
         case 'p': profile = optarg; break;
         case 'H': host_arg = optarg; break;
+        case 'S': spill_arg = optarg; break;
         case 'b':
             if (parse_size("--budget", optarg, &budget) != 0) return 2;
             if (budget == 0) {
@@ -1757,7 +1797,7 @@ static int plan_main(int argc, char **argv)
         return 2;
     }
     if (profile != NULL && strcmp(profile, "list") == 0) return profile_list();
-    if (host_budget_resolve(host_arg) != 0) return 2;
+    if (host_budget_resolve(host_arg) != 0 || spill_dir_resolve(spill_arg) != 0) return 2;
     if ((record_path == NULL) == (model_path == NULL)) {
         fprintf(stderr, "uvmrt-plan: give one of --record FILE (a run with UVMRT_RECORD=FILE writes one) and "
                         "--model FILE (a model description, uvmrt-plan(1))\n");
