@@ -755,6 +755,44 @@ Test(plantool, model_w1_predicts_the_mlp_runs)
     remove_record(cpu_path);
 }
 
+/* The host memory uvmrt-plan says a model needs is what the library demands when the
+ * trainer runs it: W1 (uvmrt-mlp's shape) at 8 and 12 GiB on sim, both choosing with
+ * uvmrt_choose (the same mechanisms), the plan's host_bytes_needed equals the run's
+ * plan_host_bytes (its report). Recomputing blocks leave their own Z unused, which
+ * holds no memory: the library counted it (3 GiB more at 8 GiB) until it did not. */
+Test(plantool, model_host_need_equals_the_librarys_at_run_time)
+{
+    char rep[300], res[300], cmd[1500], args[700];
+    snprintf(rep, sizeof rep, "/tmp/uvmrt-plantool-hostneed-%d.json", (int)getpid());
+    snprintf(res, sizeof res, "/tmp/uvmrt-plantool-hostneed-res-%d.json", (int)getpid());
+    const char *budgets[] = {"8G", "12G"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd,
+                 "env -i UVMRT_MONITOR=0 '%s' --backend sim --profile h200 --steps 3 --budget %s -q "
+                 "--report 'json:%s' --result-json '%s' >/dev/null 2>&1",
+                 UVMRT_MLP_PATH, budgets[i], rep, res);
+        cr_assert_eq(system(cmd), 0, "%s", cmd);
+        json_t *run = json_load_file(rep, 0, NULL), *r = json_load_file(res, 0, NULL);
+        cr_assert(run != NULL && r != NULL, "%s %s", rep, res);
+        json_t *vals = json_object_get(json_object_get(r, "choice"), "values");
+        snprintf(args, sizeof args, "--model '%s' --profile h200 --budget %s --host-budget none --json", W1_MODEL,
+                 budgets[i]);
+        json_t *j = run_json(args), *ch = json_object_get(j, "choice");
+        cr_assert(json_is_true(json_object_get(j, "fits")), "%s", json_dumps(j, 0));
+        cr_assert_eq(jint(ch, "cpu_layers"), jint(vals, "cpu_layers"), "%s", budgets[i]);
+        cr_assert_eq(jint(ch, "recompute_layers"), jint(vals, "recompute"), "%s", budgets[i]);
+        cr_assert_gt(jint(vals, "recompute"), 0, "%s: the check needs recomputing blocks", budgets[i]);
+        cr_assert_eq(jint(j, "host_bytes_needed"), jint(run, "plan_host_bytes"),
+                     "%s: uvmrt-plan says %.3f GiB of host memory, the library demanded %.3f GiB", budgets[i],
+                     jint(j, "host_bytes_needed") / 1073741824.0, jint(run, "plan_host_bytes") / 1073741824.0);
+        json_decref(j);
+        json_decref(run);
+        json_decref(r);
+    }
+    unlink(rep);
+    unlink(res);
+}
+
 /* The GPT-2 1.5B file describes uvmrt-gpt --depth 48 (its tied classifier, logits
  * buffer, unstreamed gradients) closely but not exactly (the gradient-norm buffer, the
  * tokens the head reads and the single gradient buffer it carries between blocks are
