@@ -1045,6 +1045,21 @@ static uint64_t profile_memory(const char *profile)
     return 0;
 }
 
+/* The reserve a run's budget auto keeps free (the budget is the free device memory less
+ * it): UVMRT_BUDGET_RESERVE when set and valid, else the library's default. A model
+ * without --budget is planned at the profile's memory less it, the budget a run on
+ * that card gets (on sim exactly; on cuda the driver's own memory comes off too), so
+ * that the plan's host need is the run's. */
+static uint64_t auto_reserve(void)
+{
+    uvmrt_params_t prm;
+    uvmrt_params_init(&prm);
+    uint64_t r = prm.budget_reserve_bytes;
+    const char *v = getenv("UVMRT_BUDGET_RESERVE");
+    if (v != NULL && *v != '\0' && uvmrt_size_parse(v, &r) != UVMRT_OK) r = prm.budget_reserve_bytes;
+    return r;
+}
+
 /* ------------------------------------------------------------------ the mechanisms */
 /* m at batch and budget with the mechanisms the search chooses (s non-NULL: s->quick
  * set by the caller; uvmrt_choose runs on the context the prediction then replays on,
@@ -1663,7 +1678,8 @@ static void usage(FILE *f)
         "  --profile NAME|FILE a built-in profile or a profile file (default: the record's;\n"
         "                      consumer-8g for a model); --profile list prints the built-in ones\n"
         "  --budget SIZE       device budget, e.g. 8G, 512M (default: the record's; for a model,\n"
-        "                      the profile's GPU memory)\n"
+        "                      the profile's GPU memory less the reserve a run's auto budget\n"
+        "                      keeps, 512 MiB by default)\n"
         "  --host-budget SIZE|auto|none\n"
         "                      host memory the plan may need: a plan or batch needing more does\n"
         "                      not fit (default: UVMRT_HOST_BUDGET, else auto: this machine's\n"
@@ -1869,13 +1885,23 @@ static int plan_main(int argc, char **argv)
         if ((model = model_load(model_path, seq)) == NULL) return 1;
         if (profile == NULL) profile = "consumer-8g";
         if (batch == 0) batch = model_batch(model);
-        if (!have_budget && !fit && sweep_arg == NULL) { /* the card's memory */
-            if ((budget = profile_memory(profile)) == 0) {
+        if (!have_budget && !fit && sweep_arg == NULL) { /* the card's memory, as a run's auto budget */
+            uint64_t mem = profile_memory(profile), reserve = auto_reserve();
+            if (mem == 0) {
                 model_free(model);
                 return 1;
             }
-            snprintf(budget_note, sizeof budget_note, "%.1f MiB, the GPU memory of profile %s (no --budget given)",
-                     budget / MIB, profile);
+            if (mem <= reserve) {
+                fprintf(stderr, "uvmrt-plan: profile %s: its GPU memory (%.1f MiB) is not above the budget's reserve "
+                                "(%.1f MiB, UVMRT_BUDGET_RESERVE): give --budget\n", profile, mem / MIB, reserve / MIB);
+                model_free(model);
+                return 1;
+            }
+            budget = mem - reserve;
+            snprintf(budget_note, sizeof budget_note,
+                     "%.1f MiB, the GPU memory of profile %s less the %.1f MiB a run's auto budget keeps free "
+                     "(no --budget given)",
+                     budget / MIB, profile, reserve / MIB);
         }
         if (batch_max) {
             int rc = batch_finder(model, model_path, profile, budget, batch_max, search, json);

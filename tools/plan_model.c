@@ -550,7 +550,11 @@ int model_build(const model_t *m, uint64_t batch, const mech_t *mech, int quiet,
             if (ml->out_ps > max_out) max_out = ml->out_ps;
             if (ml->fws_bytes > max_fws) max_fws = ml->fws_bytes;
             if (ml->ws_ps > max_ws) max_ws = ml->ws_ps;
-            if (rcs[li] && ml->act_ps - ml->out_ps > max_rc) max_rc = ml->act_ps - ml->out_ps;
+            /* searched, the buffer exists whenever a layer may recompute: a trainer that
+             * chooses by rehearsal allocates it before the choice (uvmrt-mlp's Zr under
+             * --recompute auto), and the library counts it in the host need */
+            if ((rcs[li] || (mech != NULL && mech->given && recomputable(ml))) && ml->act_ps - ml->out_ps > max_rc)
+                max_rc = ml->act_ps - ml->out_ps;
         }
     }
     /* shared tensors, one arena (uvmrt-mlp's X, Y, dA0, dA1, dZ, Zr) */
