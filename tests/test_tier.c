@@ -23,30 +23,9 @@
 #include "faultinject.h"
 #include "helpers.h"
 #include "internal.h"
+#include "spill_seam.h"
 
 enum { L = 3, H = 96, N = 8, STEPS = 5 };
-
-/* ------------------------------------------------------------------ the seam */
-static struct {
-    int fail_write_at, fail_read_at; /* 1-based chunk results that fail with EIO; 0: none */
-    int writes, reads;
-    int block_uring;
-    int refuse_direct; /* open with O_DIRECT gives EINVAL, as on a filesystem without it */
-} seam;
-static int seam_probe(void) { return seam.block_uring ? -EPERM : 0; }
-static ssize_t seam_result(int write, ssize_t res)
-{
-    if (write && ++seam.writes == seam.fail_write_at) return -EIO;
-    if (!write && ++seam.reads == seam.fail_read_at) return -EIO;
-    return res;
-}
-static int seam_open(int dirfd, const char *name, int flags, mode_t mode)
-{
-    if (seam.refuse_direct && (flags & O_DIRECT)) return -EINVAL;
-    int fd = openat(dirfd, name, flags, mode);
-    return fd < 0 ? -errno : fd;
-}
-static const uvmrt_spill_ops_t seam_ops = {seam_open, NULL, seam_probe, seam_result};
 
 /* ------------------------------------------------------------------ the model */
 typedef struct mlp {
@@ -64,7 +43,7 @@ static void make_dir(void)
     const char *t = getenv("TMPDIR");
     snprintf(spill_dir, sizeof spill_dir, "%s/uvmrt-test-tier.XXXXXX", t && *t ? t : "/tmp");
     cr_assert_not_null(mkdtemp(spill_dir));
-    memset(&seam, 0, sizeof seam);
+    seam_reset();
     log_reset();
 }
 
@@ -318,9 +297,7 @@ static void fail_sweep(int write)
     const int per_run = STEPS * 2 * L; /* one chunk per moment tensor and step */
     for (int k = 1; k <= per_run; k++) {
         mlp_t *n = mlp_create(1, spill_dir);
-        seam.reads = seam.writes = 0; /* set_tier's own writes are not counted */
-        if (write) seam.fail_write_at = k;
-        else seam.fail_read_at = k;
+        seam_arm(write ? SEAM_WRITE : SEAM_READ, k, -EIO); /* set_tier's own writes are not counted */
         io_failures = 0;
         log_reset();
         for (int s = 0; s < STEPS; s++) {
@@ -335,7 +312,7 @@ static void fail_sweep(int write)
         cr_assert_eq(io_failures, 1, "k=%d: the injected failure surfaced once (%d)", k, io_failures);
         uvmrt_context_destroy(n->ctx);
         free(n);
-        seam.fail_write_at = seam.fail_read_at = 0;
+        seam_arm(-1, 0, 0);
     }
     rmdir(spill_dir);
 }
