@@ -1884,7 +1884,7 @@ Test(plantool, search_reports_tokens_per_second)
 
 /* A profile that measured the disk says the disk is not modelled yet (and plans nothing
  * on it); one without its figures says nothing of it. */
-Test(plantool, a_measured_disk_is_said_to_be_not_modelled_yet)
+Test(plantool, a_measured_disk_without_a_spill_dir_is_not_planned)
 {
     char dir[] = "/tmp/uvmrt-plantool-disk-XXXXXX", prof[300], args[800];
     cr_assert_not_null(mkdtemp(dir));
@@ -1903,7 +1903,7 @@ Test(plantool, a_measured_disk_is_said_to_be_not_modelled_yet)
     char *out = NULL;
     snprintf(args, sizeof args, "--model '%s' --profile '%s' --budget 8G", W1_MODEL, prof);
     cr_assert_eq(run_tool(args, &out), 0, "%s", out);
-    cr_assert_not_null(strstr(out, "disk: not modelled yet"), "%s", out);
+    cr_assert_not_null(strstr(out, "disk: not planned (no --spill-dir"), "%s", out);
     free(out);
     snprintf(args, sizeof args, "--model '%s' --profile h200 --budget 8G --json", W1_MODEL);
     j = run_json(args);
@@ -1921,6 +1921,84 @@ Test(plantool, a_measured_disk_is_said_to_be_not_modelled_yet)
     cr_assert_eq(run_tool(args, &out), 2, "%s", out);
     cr_assert_not_null(strstr(out, "--spill-dir '"), "%s", out);
     free(out);
+    unlink(prof);
+    rmdir(dir);
+}
+
+/* A host budget too small for the plan's host-homed state, a spill directory and a
+ * profile with the disk's rates: the plan puts the last CPU layers' fp32 master weights
+ * and AdamW moments on the disk tier until the host need fits, says the GPU, host and
+ * disk bytes, and adds the disk's reads (which the CPU's update waits for) to the step,
+ * the disk being its bound; with a host budget that holds everything nothing goes to the
+ * disk; without a spill directory it does not fit; and when even every CPU layer's state
+ * on the disk leaves too much in host memory, it says what is needed on the GPU, in host
+ * memory and on the disk. */
+Test(plantool, a_short_host_budget_puts_the_cpu_state_on_the_disk_tier)
+{
+    char dir[] = "/tmp/uvmrt-plantool-tier-XXXXXX", prof[300], args[900];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(prof, sizeof prof, "%s/p.json", dir);
+    json_t *pj = json_load_file(UVMRT_TEST_DATA_DIR "/h200-calibrated.profile.json", 0, NULL);
+    cr_assert_not_null(pj);
+    json_object_set_new(pj, "disk_read_bps", json_real(6.5e9));
+    json_object_set_new(pj, "disk_write_bps", json_real(4.5e9));
+    cr_assert_eq(json_dump_file(pj, prof, 0), 0);
+    json_decref(pj);
+    /* the plan without a host budget: what the host would need */
+    snprintf(args, sizeof args, "--model '%s' --profile '%s' --budget 8G --host-budget none --spill-dir '%s' --json",
+             W1_MODEL, prof, dir);
+    json_t *free_run = run_json(args);
+    json_int_t host_all = jint(free_run, "host_bytes_needed");
+    cr_assert(json_is_true(json_object_get(free_run, "fits")));
+    cr_assert_eq(jint(free_run, "disk_bytes_needed"), 0, "nothing on the disk when the host holds it all");
+    cr_assert_gt(host_all, 16 * 1024 * MiB);
+    /* 16 GiB of host: the tier takes the rest */
+    snprintf(args, sizeof args, "--model '%s' --profile '%s' --budget 8G --host-budget 16G --spill-dir '%s' --json",
+             W1_MODEL, prof, dir);
+    json_t *j = run_json(args), *d = json_object_get(j, "disk");
+    cr_assert(json_is_true(json_object_get(j, "fits")), "%s", json_dumps(j, 0));
+    cr_assert(json_is_true(json_object_get(d, "modelled")), "%s", json_dumps(d, 0));
+    json_int_t disk = jint(j, "disk_bytes_needed"), host = jint(j, "host_bytes_needed");
+    cr_assert_gt(disk, 0);
+    cr_assert_eq(jint(d, "bytes"), disk);
+    cr_assert_leq(host, 16 * 1024 * MiB);
+    cr_assert_geq(host + disk, host_all, "what left host memory is on the disk (staging stays)");
+    cr_assert_gt(jint(d, "layers"), 0);
+    cr_assert_eq(jint(d, "read_bytes_per_step"), disk);
+    cr_assert_eq(jint(d, "write_bytes_per_step"), disk);
+    double read_ns = (double)disk / 6.5e9 * 1e9, write_ns = (double)disk / 4.5e9 * 1e9;
+    cr_assert(fabs((double)jint(d, "read_ns") - read_ns) < 2 && fabs((double)jint(d, "write_ns") - write_ns) < 2);
+    cr_assert_geq((double)jint(j, "predicted_step_ns"), (double)jint(free_run, "predicted_step_ns") + read_ns - 2,
+                  "the step waits for the disk's reads");
+    cr_assert_str_eq(json_string_value(json_object_get(j, "bound")), "disk");
+    cr_assert_gt(json_real_value(json_object_get(d, "tb_written_per_day")), 0.0);
+    json_decref(j);
+    json_decref(free_run);
+    char *out = NULL;
+    snprintf(args, sizeof args, "--model '%s' --profile '%s' --budget 8G --host-budget 16G --spill-dir '%s'", W1_MODEL,
+             prof, dir);
+    cr_assert_eq(run_tool(args, &out), 0, "%s", out);
+    cr_assert(strstr(out, "disk: the fp32 master weights and AdamW moments of ") && strstr(out, "TB written per day") &&
+                  strstr(out, ", disk ") && strstr(out, "GiB\n"),
+              "%s", out);
+    free(out);
+    /* no spill directory: the host budget is short */
+    snprintf(args, sizeof args, "--model '%s' --profile '%s' --budget 8G --host-budget 16G --spill-dir none --json",
+             W1_MODEL, prof);
+    j = run_json(args);
+    cr_assert(json_is_false(json_object_get(j, "fits")));
+    cr_assert(json_is_true(json_object_get(j, "host_limited")));
+    json_decref(j);
+    /* 4 GiB of host: not even with every CPU layer's state on the disk */
+    snprintf(args, sizeof args, "--model '%s' --profile '%s' --budget 8G --host-budget 4G --spill-dir '%s' --json",
+             W1_MODEL, prof, dir);
+    j = run_json(args);
+    cr_assert(json_is_false(json_object_get(j, "fits")));
+    const char *why = json_string_value(json_object_get(j, "disk_why"));
+    cr_assert(why && strstr(why, "on the GPU") && strstr(why, "of host memory (budget 4.00 GiB)") &&
+                  strstr(why, "on the disk"),
+              "%s", json_dumps(j, 0));
+    json_decref(j);
     unlink(prof);
     rmdir(dir);
 }

@@ -361,7 +361,7 @@ fail:
 }
 
 /* ------------------------------------------------------------------ the replay */
-enum { N_BOUNDS = 5 }; /* bound_names */
+enum { N_BOUNDS = 6 }; /* bound_names */
 typedef struct prediction {
     int fits;
     uvmrt_status_t status;
@@ -378,6 +378,14 @@ typedef struct prediction {
     int host_limited;             /* 1: it does not fit because of the host budget */
     uint64_t host_homed_bytes;    /* fits: the tensors the plan keeps in host memory */
     double disk_read_bps, disk_write_bps; /* the profile's disk figures (0: not measured) */
+    double host_mem_shared_bps;           /* the profile's, for the disk's share of host memory */
+    /* the disk tier (tier_apply): the CPU layers whose fp32 master weights and AdamW
+     * moments live in files of the spill directory, read before their update, written after */
+    size_t disk_layers;
+    char disk_first[128], disk_last[128];
+    uint64_t disk_bytes;          /* their footprints on the disk */
+    uint64_t host_without_disk;   /* the plan's host need without the tier */
+    double disk_read_ns, disk_write_ns; /* per step, at the profile's disk rates */
 } prediction_t;
 
 /* The host budget every replay has (--host-budget, UVMRT_HOST_BUDGET, else this machine's
@@ -387,9 +395,10 @@ static char host_note[160];
 /* The disk tier's directory (--spill-dir, UVMRT_SPILL_DIR; NULL: none) and its free bytes. */
 static const char *g_spill_dir;
 static uint64_t g_spill_free;
+static char g_tier_why[600]; /* a searched model's: why even the disk tier does not make it fit ("": none) */
 
 /* The floor's terms: the resources a step's time is bounded by (uvmrt-plan(1)). */
-static const char *const bound_names[N_BOUNDS] = {"gpu_compute", "link_h2d", "link_d2h", "host_memory", "cpu"};
+static const char *const bound_names[N_BOUNDS] = {"gpu_compute", "link_h2d", "link_d2h", "host_memory", "cpu", "disk"};
 
 /* The call's CPU work on host memory: a model's CPU AdamW at the profile's AdamW rate
  * (as uvmrt-mlp declares it), 30 bytes per parameter without one. */
@@ -596,6 +605,7 @@ static int predict_on(uvmrt_context_t *ctx, const record_t *r, uint64_t budget, 
         } else p->fits = 0;
         const uvmrt_profile_t *pr = uvmrt_context_profile(ctx);
         p->device_bytes = pr->memory_bytes;
+        p->host_mem_shared_bps = pr->host_mem_shared_bps;
         double cpu_ns = 0;
         for (size_t i = 0; i < r->n_calls; i++) {
             const rcall_t *c = &r->calls[i];
@@ -653,6 +663,69 @@ static int predict(const record_t *r, const char *profile, uint64_t budget, cons
     return ctx != NULL ? predict_on(ctx, r, budget, trace, p) : -1;
 }
 
+/* ------------------------------------------------------------------ the disk tier */
+/* The host bytes a layer's state on the disk tier takes off host memory: its fp32
+ * master weights and optimizer states, placed in host memory (a CPU layer's). */
+static uint64_t tier_bytes_of(const record_t *r, size_t layer)
+{
+    uint64_t b = 0;
+    for (size_t i = 0; i < r->n_tensors; i++) {
+        const rtensor_t *t = &r->tensors[i];
+        if (t->layer == (int)layer && t->host && (t->role == UVMRT_ROLE_OPTIMIZER_STATE || t->role == UVMRT_ROLE_WEIGHT))
+            b = sat_add(b, t->footprint);
+    }
+    return b;
+}
+
+/* p (r's plan, made without a host budget) over the host budget: puts the state of r's
+ * CPU layers on the disk tier, the last layers first, until the host need fits:
+ * each layer's state leaves host memory but for the two largest layers' (read back
+ * around their update while the one before is written: the tier's copies in flight);
+ * the step waits for the reads (the tier reads before the CPU's update opens) and the
+ * disk moves the bytes both ways once per step, which host memory carries too.
+ * 0: it fits (p says how); -1: even every CPU layer's state is not enough (p: with all
+ * of it); -2: the spill directory has less free space than the tier needs. */
+static int tier_apply(const record_t *r, prediction_t *p)
+{
+    uint64_t host = p->host_bytes_needed, moved = 0, big[2] = {0, 0}, need = host;
+    size_t n = 0;
+    for (size_t k = r->n_layers; k-- > 0 && need > g_host_budget;) {
+        if (r->cpu_opt == NULL || !r->cpu_opt[k]) continue;
+        uint64_t b = tier_bytes_of(r, k);
+        if (b == 0) continue;
+        if (n++ == 0) snprintf(p->disk_last, sizeof p->disk_last, "%s", r->layers[k]);
+        snprintf(p->disk_first, sizeof p->disk_first, "%s", r->layers[k]);
+        moved += b;
+        if (b > big[0]) big[1] = big[0], big[0] = b;
+        else if (b > big[1]) big[1] = b;
+        uint64_t staging = big[0] + big[1];
+        need = host - moved + (staging < moved ? staging : moved);
+    }
+    p->host_without_disk = host;
+    p->disk_layers = n;
+    p->disk_bytes = moved;
+    p->host_bytes_needed = need;
+    if (n == 0 || need > g_host_budget) return -1;
+    if (g_spill_dir != NULL && moved > g_spill_free) return -2;
+    p->disk_read_ns = (double)moved / p->disk_read_bps * 1e9;
+    p->disk_write_ns = (double)moved / p->disk_write_bps * 1e9;
+    p->floor_ns[5] = p->disk_read_ns + p->disk_write_ns; /* one drive, both ways */
+    if (p->host_mem_shared_bps > 0) p->floor_ns[3] += 2.0 * (double)moved / p->host_mem_shared_bps * 1e9;
+    p->step_ns += (uint64_t)p->disk_read_ns;
+    if ((double)p->step_ns < p->floor_ns[5]) p->step_ns = (uint64_t)p->floor_ns[5];
+    p->bound = 0;
+    for (int b = 1; b < N_BOUNDS; b++)
+        if (p->floor_ns[b] > p->floor_ns[p->bound]) p->bound = b;
+    p->host_limited = 0;
+    return 0;
+}
+
+/* Whether the plan may use the disk tier: a spill directory and the profile's disk rates. */
+static int tier_available(const prediction_t *p)
+{
+    return g_spill_dir != NULL && p->disk_read_bps > 0 && p->disk_write_bps > 0;
+}
+
 /* The largest working set of one call (host-placed tensors do not count), and its call. */
 static uint64_t largest_working_set(const record_t *r, size_t *call)
 {
@@ -706,6 +779,7 @@ static json_t *prediction_json(const record_t *r, const prediction_t *p)
     json_object_set_new(o, "tensor_bytes", json_integer((json_int_t)p->tensor_bytes));
     json_object_set_new(o, "host_bytes_needed", json_integer((json_int_t)p->host_bytes_needed));
     json_object_set_new(o, "gpu_bytes_needed", p->fits ? json_integer((json_int_t)p->gpu_bytes) : json_null());
+    json_object_set_new(o, "disk_bytes_needed", json_integer((json_int_t)p->disk_bytes));
     json_object_set_new(o, "host_limited", json_boolean(p->host_limited));
     if (!p->fits) { /* the keys are always there: no step, no bound, no plan */
         json_object_set_new(o, "label", json_string("predicted"));
@@ -751,8 +825,9 @@ static void print_text(const record_t *r, const prediction_t *p, const char *pro
                p->host_bytes_needed / GIB_D, g_host_budget / GIB_D, p->tensor_bytes / GIB_D, p->budget / GIB_D,
                min_budget / MIB, p->host_bytes_needed / GIB_D + 0.005);
     if (!p->fits) return;
-    printf("predicted memory: GPU %.2f GiB (peak resident), host %.2f GiB (the plan's need; %.2f GiB of tensors)\n",
-           p->gpu_bytes / GIB_D, p->host_bytes_needed / GIB_D, p->tensor_bytes / GIB_D);
+    printf("predicted memory: GPU %.2f GiB (peak resident), host %.2f GiB (the plan's need; %.2f GiB of tensors), "
+           "disk %.2f GiB\n",
+           p->gpu_bytes / GIB_D, p->host_bytes_needed / GIB_D, p->tensor_bytes / GIB_D, p->disk_bytes / GIB_D);
     printf("predicted step time: %.3f ms, bound by %s\n", p->step_ns / 1e6, bound_names[p->bound]);
     printf("predicted floor terms (ms):");
     for (int b = 0; b < N_BOUNDS; b++) printf("%s %s %.3f", b ? "," : "", bound_names[b], p->floor_ns[b] / 1e6);
@@ -1250,30 +1325,54 @@ static json_t *choice_json(const model_t *m, const record_t *r, const prediction
     return o;
 }
 
-/* The disk tier's line: the profile's figures and the spill directory are there, the
- * cost model does not use them yet. */
+/* The disk tier's line: what the plan puts there, or why nothing (no spill directory,
+ * no measured disk, or the host budget needs none). */
 static void disk_note(const prediction_t *p, json_t *o)
 {
     if (p->disk_read_bps <= 0 && p->disk_write_bps <= 0 && g_spill_dir == NULL) return;
+    double wear = p->fits && p->step_ns > 0 ? (double)p->disk_bytes * (86400e9 / (double)p->step_ns) / 1e12 : 0;
     if (o != NULL) {
-        json_t *d = json_pack("{s:b, s:f, s:f}", "modelled", 0, "read_bps", p->disk_read_bps, "write_bps",
-                              p->disk_write_bps);
+        json_t *d = json_pack("{s:b, s:f, s:f}", "modelled", tier_available(p), "read_bps", p->disk_read_bps,
+                              "write_bps", p->disk_write_bps);
         json_object_set_new(d, "spill_dir", g_spill_dir ? json_string(g_spill_dir) : json_null());
         json_object_set_new(d, "free_bytes", g_spill_dir ? json_integer((json_int_t)g_spill_free) : json_null());
+        json_object_set_new(d, "bytes", json_integer((json_int_t)p->disk_bytes));
+        json_object_set_new(d, "layers", json_integer((json_int_t)p->disk_layers));
+        if (p->disk_layers > 0) {
+            json_object_set_new(d, "first_layer", json_string(p->disk_first));
+            json_object_set_new(d, "last_layer", json_string(p->disk_last));
+            json_object_set_new(d, "host_bytes_without", json_integer((json_int_t)p->host_without_disk));
+        }
+        json_object_set_new(d, "read_bytes_per_step", json_integer(p->fits ? (json_int_t)p->disk_bytes : 0));
+        json_object_set_new(d, "write_bytes_per_step", json_integer(p->fits ? (json_int_t)p->disk_bytes : 0));
+        json_object_set_new(d, "read_ns", json_integer((json_int_t)p->disk_read_ns));
+        json_object_set_new(d, "write_ns", json_integer((json_int_t)p->disk_write_ns));
+        json_object_set_new(d, "tb_written_per_day", json_real(wear));
         json_object_set_new(o, "disk", d);
         return;
     }
     char dir[600] = "";
     if (g_spill_dir != NULL)
         snprintf(dir, sizeof dir, "; spill directory %s, %.2f GiB free", g_spill_dir, g_spill_free / GIB_D);
-    if (p->disk_read_bps > 0 || p->disk_write_bps > 0)
-        printf("disk: not modelled yet (the profile's disk reads %.2f GB/s, writes %.2f GB/s%s); no tensor is "
-               "planned on it\n",
-               p->disk_read_bps / 1e9, p->disk_write_bps / 1e9, dir);
-    else
-        printf("disk: not modelled yet (the profile has no disk figures: uvmrt-calibrate --spill-dir measures "
-               "them%s); no tensor is planned on it\n",
+    if (!tier_available(p)) {
+        printf("disk: not planned (%s%s)\n",
+               g_spill_dir == NULL ? "no --spill-dir"
+                                   : "the profile has no disk figures: uvmrt-calibrate --spill-dir measures them",
                dir);
+        return;
+    }
+    if (!p->fits || p->disk_layers == 0) {
+        printf("disk: reads %.2f GB/s, writes %.2f GB/s%s; nothing planned on it\n", p->disk_read_bps / 1e9,
+               p->disk_write_bps / 1e9, dir);
+        return;
+    }
+    printf("disk: the fp32 master weights and AdamW moments of %zu CPU layers (%s to %s), %.2f GiB, on the tier "
+           "(host %.2f GiB without it)%s\n",
+           p->disk_layers, p->disk_first, p->disk_last, p->disk_bytes / GIB_D, p->host_without_disk / GIB_D, dir);
+    printf("predicted disk traffic per step: %.2f GiB read (%.3f ms at %.2f GB/s, waited for), %.2f GiB written "
+           "(%.3f ms at %.2f GB/s); drive wear at this rate: %.3g TB written per day\n",
+           p->disk_bytes / GIB_D, p->disk_read_ns / 1e6, p->disk_read_bps / 1e9, p->disk_bytes / GIB_D,
+           p->disk_write_ns / 1e6, p->disk_write_bps / 1e9, wear);
 }
 
 /* Resolves the spill directory (g_spill_dir, g_spill_free) from --spill-dir (arg, may be
@@ -1377,6 +1476,7 @@ static void report_out(const record_t *r, const char *src, const model_t *m, uin
                                           "gpu_limited", nd->gpu_min > budget, "host_limited",
                                           g_host_budget > 0 && nd->host_min > g_host_budget));
         if (!p->fits) json_object_set_new(o, "why", json_string(why));
+        if (g_tier_why[0]) json_object_set_new(o, "disk_why", json_string(g_tier_why));
         json_dumpf(o, stdout, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
         putchar('\n');
         json_decref(o);
@@ -1409,6 +1509,7 @@ static void report_out(const record_t *r, const char *src, const model_t *m, uin
         if (p->host_homed_bytes > 0) printf("host-homed by the plan: %.2f GiB\n", p->host_homed_bytes / GIB_D);
     }
     disk_note(p, NULL);
+    if (g_tier_why[0]) printf("%s\n", g_tier_why);
     printf("largest working set: %.1f MiB, layer '%s' %s\n", ws / MIB, wlayer, wphase);
     if (nd != NULL) printf("%s\n", why);
     else if (!p->fits && !p->host_limited)
@@ -1442,6 +1543,50 @@ static int report_one(const record_t *r, const char *src, const model_t *m, uint
     return 0;
 }
 
+/* The host budget is what is short and the disk tier may be used: the search again
+ * without the host budget, and its plan with the CPU layers' state on the tier
+ * (tier_apply). When that fits, it replaces *s, *r, *p; when not, *p stays, and why
+ * says what the plan needs on the GPU, in host memory and on the disk. 0, or -1 after
+ * a message. */
+static int tier_search(const model_t *m, uint64_t batch, const char *profile, uint64_t budget, const char *trace,
+                       search_t *s, record_t *r, prediction_t *p, char *why, size_t cap)
+{
+    search_t s2 = {0};
+    record_t r2;
+    prediction_t p2;
+    uint64_t saved = g_host_budget;
+    g_host_budget = 0; /* the plan the GPU budget allows; the host's share goes to the disk */
+    int rc = predict_model(m, batch, profile, budget, trace, &s2, 1, &r2, &p2);
+    g_host_budget = saved;
+    if (rc != 0) return -1;
+    int t = p2.fits ? tier_apply(&r2, &p2) : -3;
+    if (t == 0) {
+        free(p->layer_mech);
+        record_free(r);
+        search_free(s);
+        *s = s2, *r = r2, *p = p2;
+        return 0;
+    }
+    if (t == -1)
+        snprintf(why, cap,
+                 "with the disk tier: does not fit: needs %.2f GiB on the GPU, %.2f GiB of host memory (budget %.2f "
+                 "GiB) with the fp32 master weights and AdamW moments of all %zu CPU layers, %.2f GiB, on the disk",
+                 p2.gpu_bytes / GIB_D, p2.host_bytes_needed / GIB_D, g_host_budget / GIB_D, p2.disk_layers,
+                 p2.disk_bytes / GIB_D);
+    else if (t == -2)
+        snprintf(why, cap,
+                 "with the disk tier: does not fit: needs %.2f GiB on the GPU, %.2f GiB of host memory and %.2f GiB "
+                 "on the disk, and %s has %.2f GiB free",
+                 p2.gpu_bytes / GIB_D, p2.host_bytes_needed / GIB_D, p2.disk_bytes / GIB_D, g_spill_dir,
+                 g_spill_free / GIB_D);
+    else
+        snprintf(why, cap, "with the disk tier: does not fit: the GPU budget is short even without a host budget");
+    free(p2.layer_mech);
+    record_free(&r2);
+    search_free(&s2);
+    return 0;
+}
+
 /* A model at batch with its mechanisms searched: at budget, or at the smallest budget
  * some mechanisms fit (fit); prints the best plan, or what a plan needs where when
  * none fits. Returns the exit status. */
@@ -1463,6 +1608,14 @@ static int report_search(const model_t *m, const char *src, uint64_t batch, int 
     prediction_t p;
     int rc = predict_model(m, batch, profile, budget, trace, &s, 0, &r, &p);
     if (rc != 0) return 1;
+    g_tier_why[0] = '\0';
+    if (!p.fits && p.host_limited && tier_available(&p) && tier_search(m, batch, profile, budget, trace, &s, &r, &p,
+                                                                       g_tier_why, sizeof g_tier_why) != 0) {
+        free(p.layer_mech);
+        record_free(&r);
+        search_free(&s);
+        return 1;
+    }
     need_t nd;
     if (!p.fits && need_of(m, batch, profile, budget, &nd) != 0) rc = 1;
     else report_out(&r, src, m, batch, batch_given, profile, &p, min_budget, &s, p.fits ? NULL : &nd, json);
@@ -1685,8 +1838,9 @@ static void usage(FILE *f)
         "                      not fit (default: UVMRT_HOST_BUDGET, else auto: this machine's\n"
         "                      memory, or its cgroup's limit, less 10%%, at least 2 GiB)\n"
         "  --spill-dir DIR|none the disk tier's directory (default: UVMRT_SPILL_DIR, else none):\n"
-        "                      an existing directory; its free space is reported (the disk tier\n"
-        "                      is not in the cost model yet)\n"
+        "                      an existing directory; with a profile's disk rates, a model whose\n"
+        "                      host budget is short puts CPU layers' master weights and AdamW\n"
+        "                      moments there (its free space is the disk's budget)\n"
         "  --fit               predict at the smallest budget that fits (2 MiB steps)\n"
         "  --sweep A:B[:STEP]  a table over budgets A to B (STEP default (B-A)/8)\n"
         "  --plot FILE.png     with --sweep: a chart, when gnuplot is on PATH\n"
