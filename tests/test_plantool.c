@@ -1882,8 +1882,9 @@ Test(plantool, search_reports_tokens_per_second)
     json_decref(j);
 }
 
-/* A profile that measured the disk says the disk is not modelled yet (and plans nothing
- * on it); one without its figures says nothing of it. */
+/* A profile that measured the disk, without a spill directory: the disk line says it is
+ * not planned and why (nothing goes on it); one without its figures says nothing of it;
+ * --spill-dir reports the directory and its free space. */
 Test(plantool, a_measured_disk_without_a_spill_dir_is_not_planned)
 {
     char dir[] = "/tmp/uvmrt-plantool-disk-XXXXXX", prof[300], args[800];
