@@ -817,7 +817,8 @@ static void print_text(const record_t *r, const prediction_t *p, const char *pro
     printf("uvmrt-plan: predicted by the sim model (profile %s); nothing here is measured\n", profile);
     printf("budget %.1f MiB: %s (predicted)\n", p->budget / MIB, p->fits ? "fits" : "does not fit");
     if (chose != NULL) printf("%s\n", chose);
-    printf("predicted smallest budget that fits: %.1f MiB\n", min_budget / MIB);
+    printf("predicted smallest budget that fits: %.1f MiB%s\n", min_budget / MIB,
+           p->disk_layers > 0 && p->fits ? " (without the disk tier)" : "");
     printf("host budget: %s\n", host_note);
     if (p->host_limited && !need) /* need: the search's own sentence says it */
         printf("does not fit: needs %.2f GiB host, budget %.2f GiB (%.2f GiB of tensors, %.2f GiB of GPU budget); "
