@@ -380,6 +380,8 @@ static uvmrt_status_t plan_host_check(uvmrt_context_t *ctx, const uint64_t *fp, 
     }
     host_footprints(ctx, fp, r, hfp);
     uint64_t host = uvmrt__plan_host_peak(&ctx->sched.plan, hfp, ctx->sched.plan_off_gpu);
+    for (int t = 0; t < ctx->tensors.n; t++) /* what holds nothing is in no layer's share either */
+        if (hfp[t] == 0) ctx->sched.plan_off_gpu[t] = 0;
     free(hfp);
     uint64_t need = host + ctx->choice.host_external_bytes;
     ctx->sched.plan_host_bytes = host;
