@@ -544,8 +544,8 @@ uvmrt_tier_t uvmrt_tensor_tier(const uvmrt_tensor_t *tensor);
  * adding `flops` to that call's: either into the tensor itself, declaring that use
  * WRITE without READ (the contents are then dead from the forward on, so the plan
  * drops it instead of writing it back), or into a workspace the recomputing tensors
- * share, leaving the tensor unused (it then holds no device memory, and the plan's
- * host need does not count it; keep it allocated, so that the order stays the same). Not allowed inside a step. UVMRT_ERR_INVALID for flops negative or not
+ * share, leaving the tensor unused (it then holds no device memory; keep it
+ * allocated, so that the order stays the same). Not allowed inside a step. UVMRT_ERR_INVALID for flops negative or not
  * finite, UVMRT_ERR_NOT_FOUND for a tensor that is not a live one of ctx. */
 uvmrt_status_t uvmrt_tensor_set_recompute(uvmrt_context_t *ctx, uvmrt_tensor_t *tensor, double flops);
 /* The flops declared by uvmrt_tensor_set_recompute (0: not recomputable). */

@@ -759,11 +759,12 @@ Test(plantool, model_w1_predicts_the_mlp_runs)
  * trainer runs it: W1 (uvmrt-mlp's shape) at 8 and 12 GiB on the H200 and at a 12 GiB
  * card's default budget, on sim, both choosing with uvmrt_choose (the same mechanisms),
  * the plan's host_bytes_needed equals the run's plan_host_bytes (its report). Three
- * causes made them differ: recomputing blocks leave their own Z unused, which holds no
- * memory, and the library counted it (3 GiB more at 8 GiB); without --budget the plan
- * took the card's whole memory, 512 MiB more than a run's auto budget (at 12 GiB it then
- * chose 21 CPU layers, not 24: 21.6 against 24.1 GiB); and a searched model had no
- * recompute buffer when none recomputes, which uvmrt-mlp allocates before its choice. */
+ * causes made them differ: uvmrt-mlp keeps a recomputing block's Z allocated (unused),
+ * which the library counts and the model file built no tensor for (3 GiB more at 8 GiB;
+ * now recompute_keeps_tensors in w1.json); without --budget the plan took the card's
+ * whole memory, 512 MiB more than a run's auto budget (at 12 GiB it then chose 21 CPU
+ * layers, not 24: 21.6 against 24.1 GiB); and a searched model had no recompute buffer
+ * when none recomputes, which uvmrt-mlp allocates before its choice. */
 Test(plantool, model_host_need_equals_the_librarys_at_run_time)
 {
     char rep[300], res[300], cmd[1500], args[700];

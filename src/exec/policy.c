@@ -56,7 +56,7 @@ static uvmrt_status_t adopt_homing(uvmrt_context_t *ctx)
     return st;
 }
 
-static uvmrt_status_t plan_host_check(uvmrt_context_t *ctx, const uint64_t *fp, const uvmrt_sequence_t *r);
+static uvmrt_status_t plan_host_check(uvmrt_context_t *ctx, const uint64_t *fp);
 
 /* Builds (or rebuilds) the plan from the record when residency left its path. */
 uvmrt_status_t uvmrt__ensure_plan(uvmrt_context_t *ctx)
@@ -103,7 +103,7 @@ uvmrt_status_t uvmrt__ensure_plan(uvmrt_context_t *ctx)
         st = uvmrt__plan_build(&in, &ctx->sched.plan, &bad);
         if (st == UVMRT_OK) {
             ctx->sched.have_plan = 1;
-            st = plan_host_check(ctx, fp, r);
+            st = plan_host_check(ctx, fp);
             if (st != UVMRT_OK) uvmrt__plan_drop(ctx);
         }
         if (st == UVMRT_OK) {
@@ -351,38 +351,14 @@ uint64_t uvmrt__plan_host_bytes(const uvmrt_context_t *ctx)
     return ctx->sched.have_plan ? ctx->sched.plan_host_bytes + ctx->choice.host_external_bytes : 0;
 }
 
-/* The host bytes of each tensor off the GPU (hfp): its footprint, but none for one the
- * choice recomputes that no call of the step uses: the trainer recomputes it into a
- * workspace and leaves it unused (uvmrt_tensor_set_recompute), so it holds no memory. */
-static void host_footprints(const uvmrt_context_t *ctx, const uint64_t *fp, const uvmrt_sequence_t *r, uint64_t *hfp)
-{
-    int n = ctx->tensors.n, rc = ctx->choice.choice.recompute_tensors;
-    memcpy(hfp, fp, (size_t)n * sizeof *hfp);
-    if (rc <= 0) return;
-    for (int t = 0; t < n; t++) {
-        const uvmrt_tensor_t *x = ctx->tensors.by_id[t];
-        int rank = x->magic == UVMRT_TENSOR_MAGIC ? uvmrt__recompute_rank(ctx, x) : -1;
-        if (rank >= 0 && rank < rc) hfp[t] = 0;
-    }
-    for (size_t u = 0; u < r->n_uses; u++) hfp[r->use_tensor[u]] = fp[r->use_tensor[u]]; /* used: counted */
-}
-
 /* The plan just built needs host memory within the host budget; over it, the plan is
  * refused (UVMRT_ERR_BUDGET) with what it needs where and what would make it fit. */
-static uvmrt_status_t plan_host_check(uvmrt_context_t *ctx, const uint64_t *fp, const uvmrt_sequence_t *r)
+static uvmrt_status_t plan_host_check(uvmrt_context_t *ctx, const uint64_t *fp)
 {
     free(ctx->sched.plan_off_gpu);
     ctx->sched.plan_off_gpu = malloc((size_t)ctx->tensors.n + 1);
-    uint64_t *hfp = malloc(((size_t)ctx->tensors.n + 1) * sizeof *hfp);
-    if (ctx->sched.plan_off_gpu == NULL || hfp == NULL) {
-        free(hfp);
-        return UVMRT_ERR_NOMEM;
-    }
-    host_footprints(ctx, fp, r, hfp);
-    uint64_t host = uvmrt__plan_host_peak(&ctx->sched.plan, hfp, ctx->sched.plan_off_gpu);
-    for (int t = 0; t < ctx->tensors.n; t++) /* what holds nothing is in no layer's share either */
-        if (hfp[t] == 0) ctx->sched.plan_off_gpu[t] = 0;
-    free(hfp);
+    if (ctx->sched.plan_off_gpu == NULL) return UVMRT_ERR_NOMEM;
+    uint64_t host = uvmrt__plan_host_peak(&ctx->sched.plan, fp, ctx->sched.plan_off_gpu);
     uint64_t need = host + ctx->choice.host_external_bytes;
     ctx->sched.plan_host_bytes = host;
     if (ctx->host_budget == 0 || need <= ctx->host_budget) return UVMRT_OK; /* 0: no limit */
