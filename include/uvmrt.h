@@ -375,6 +375,8 @@ typedef struct uvmrt_params {
     const char *trace;             /* trace-event JSON written at destroy; copied; NULL = none */
     uint64_t host_budget_bytes;    /* host bytes the plan may need (UVMRT_HOST_BUDGET); 0 = auto,
                                       UINT64_MAX = none (no limit) */
+    const char *spill_dir;         /* the disk tier's directory (UVMRT_SPILL_DIR); copied;
+                                      NULL = "none" */
 } uvmrt_params_t;
 
 void uvmrt_params_init(uvmrt_params_t *params);

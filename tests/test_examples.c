@@ -189,6 +189,28 @@ Test(examples_flags, seed_is_decimal) {
     rmdir_all(dir);
 }
 
+/* --spill-dir reaches the library as its setting (params), and a directory that does
+ * not exist is a usage error. */
+Test(examples_flags, spill_dir_reaches_the_library) {
+    char *dir = tmpdir();
+    const char *progs[] = {demo_path(), mlp_path()};
+    const char *shapes[] = {"--backend sim --layers 3 --layer-mib 8 --steps 2 --policy prefetch --no-verify --detail",
+                            "--backend sim --layers 3 --hidden 256 --rows 256 --steps 2"};
+    for (size_t k = 0; k < 2; k++) {
+        cr_assert_eq(run(progs[k], "--help"), 0);
+        cr_assert(has("--spill-dir DIR|none"), "%s", out);
+        cr_assert_eq(run(progs[k], "%s --spill-dir %s", shapes[k], dir), 0, "%s", out);
+        char want[256];
+        snprintf(want, sizeof want, "UVMRT_SPILL_DIR=%s", dir);
+        const char *line = strstr(out, want);
+        cr_assert(line != NULL && strstr(line, "(params)") != NULL && strstr(line, "(params)") < strchr(line, '\n'),
+                  "%s", out);
+        cr_assert_eq(run(progs[k], "%s -q --spill-dir %s/nosuch", shapes[k], dir), 2, "%s", out);
+        cr_assert(has("--spill-dir '") && has("existing directory"), "%s", out);
+    }
+    rmdir_all(dir);
+}
+
 Test(examples_flags, log_level_reaches_the_library) {
     cr_assert_eq(run(mlp_path(), MLP_SMALL " --log-level debug"), 0, "%s", out);
     cr_assert(has("uvmrt debug: ") || has("uvmrt info: "), "%s", out);

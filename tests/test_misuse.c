@@ -534,6 +534,7 @@ static uvmrt_status_t c_params(fix_t *f, const mcase_t *c, result_t *r)
     else if (strcmp(a, "profile") == 0) p.profile = s;
     else if (strcmp(a, "report") == 0) p.report = s;
     else if (strcmp(a, "trace") == 0) p.trace = s;
+    else if (strcmp(a, "spill_dir") == 0) p.spill_dir = s;
     else if (strcmp(a, "budget_reserve_bytes") == 0) p.budget_bytes = 0, p.budget_reserve_bytes = c->u;
     else if (strcmp(a, "host_budget_bytes") == 0) p.host_budget_bytes = c->u;
     uvmrt_status_t st = create_checked(&p, r);
@@ -1191,6 +1192,9 @@ static const mcase_t cases[] = {
     PARAMS("params_report_no_path", "report", "json:", "report"),
     PARAMS("params_report_empty", "report", "", "report"),
     PARAMS("params_report_too_long", "report", "json:", "report", .n = 5000),
+    PARAMS("params_spill_dir_dash", "spill_dir", "-", "spill_dir"),
+    PARAMS("params_spill_dir_empty", "spill_dir", "", "spill_dir"),
+    PARAMS("params_spill_dir_too_long", "spill_dir", "/tmp/", "spill_dir", .n = 5000),
     PARAMS("params_trace_empty", "trace", "", "trace"),
     PARAMS("params_trace_blank", "trace", " ", "trace"),
     PARAMS("params_trace_too_long", "trace", "t", "trace", .n = 5000),

@@ -755,6 +755,53 @@ Test(plantool, model_w1_predicts_the_mlp_runs)
     remove_record(cpu_path);
 }
 
+/* The host memory uvmrt-plan says a model needs is what the library demands when the
+ * trainer runs it: W1 (uvmrt-mlp's shape) at 8 and 12 GiB on the H200 and at a 12 GiB
+ * card's default budget, on sim, both choosing with uvmrt_choose (the same mechanisms),
+ * the plan's host_bytes_needed equals the run's plan_host_bytes (its report). Three
+ * causes made them differ: uvmrt-mlp keeps a recomputing block's Z allocated (unused),
+ * which the library counts and the model file built no tensor for (3 GiB more at 8 GiB;
+ * now recompute_keeps_tensors in w1.json); without --budget the plan took the card's
+ * whole memory, 512 MiB more than a run's auto budget (at 12 GiB it then chose 21 CPU
+ * layers, not 24: 21.6 against 24.1 GiB); and a searched model had no recompute buffer
+ * when none recomputes, which uvmrt-mlp allocates before its choice. */
+Test(plantool, model_host_need_equals_the_librarys_at_run_time)
+{
+    char rep[300], res[300], cmd[1500], args[700];
+    snprintf(rep, sizeof rep, "/tmp/uvmrt-plantool-hostneed-%d.json", (int)getpid());
+    snprintf(res, sizeof res, "/tmp/uvmrt-plantool-hostneed-res-%d.json", (int)getpid());
+    /* the last without a budget: the run's auto, the plan's default (the card's memory
+     * less the reserve) */
+    const char *profiles[] = {"h200", "h200", "consumer-12g"}, *budgets[] = {"8G", "12G", "auto"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(cmd, sizeof cmd,
+                 "env -i UVMRT_MONITOR=0 '%s' --backend sim --profile %s --steps 3 --budget %s -q "
+                 "--report 'json:%s' --result-json '%s' >/dev/null 2>&1",
+                 UVMRT_MLP_PATH, profiles[i], budgets[i], rep, res);
+        cr_assert_eq(system(cmd), 0, "%s", cmd);
+        json_t *run = json_load_file(rep, 0, NULL), *r = json_load_file(res, 0, NULL);
+        cr_assert(run != NULL && r != NULL, "%s %s", rep, res);
+        json_t *vals = json_object_get(json_object_get(r, "choice"), "values");
+        char bflag[32] = "";
+        if (strcmp(budgets[i], "auto") != 0) snprintf(bflag, sizeof bflag, "--budget %s", budgets[i]);
+        snprintf(args, sizeof args, "--model '%s' --profile %s %s --host-budget none --json", W1_MODEL, profiles[i],
+                 bflag);
+        json_t *j = run_json(args), *ch = json_object_get(j, "choice");
+        cr_assert(json_is_true(json_object_get(j, "fits")), "%s", json_dumps(j, 0));
+        cr_assert_eq(jint(ch, "cpu_layers"), jint(vals, "cpu_layers"), "%s", budgets[i]);
+        cr_assert_eq(jint(ch, "recompute_layers"), jint(vals, "recompute"), "%s", budgets[i]);
+        if (i < 2) cr_assert_gt(jint(vals, "recompute"), 0, "%s: the check needs recomputing blocks", budgets[i]);
+        cr_assert_eq(jint(j, "host_bytes_needed"), jint(run, "plan_host_bytes"),
+                     "%s: uvmrt-plan says %.3f GiB of host memory, the library demanded %.3f GiB", budgets[i],
+                     jint(j, "host_bytes_needed") / 1073741824.0, jint(run, "plan_host_bytes") / 1073741824.0);
+        json_decref(j);
+        json_decref(run);
+        json_decref(r);
+    }
+    unlink(rep);
+    unlink(res);
+}
+
 /* The GPT-2 1.5B file describes uvmrt-gpt --depth 48 (its tied classifier, logits
  * buffer, unstreamed gradients) closely but not exactly (the gradient-norm buffer, the
  * tokens the head reads and the single gradient buffer it carries between blocks are
@@ -1511,7 +1558,8 @@ Test(plantool, a_model_without_budget_takes_the_profiles_memory)
     char args[700], *out = NULL;
     snprintf(args, sizeof args, "--model '%s' --profile consumer-24g --json", GPT_MODEL);
     json_t *j = run_json(args);
-    cr_assert_eq(jint(j, "budget_bytes"), (json_int_t)uvmrt_profile_find("consumer-24g")->memory_bytes);
+    /* less the 512 MiB a run's auto budget keeps free: the budget a run on the card gets */
+    cr_assert_eq(jint(j, "budget_bytes"), (json_int_t)(uvmrt_profile_find("consumer-24g")->memory_bytes - 512 * MiB));
     const char *why = json_string_value(json_object_get(j, "budget_source"));
     cr_assert(why && strstr(why, "GPU memory of profile consumer-24g"), "%s", why ? why : "(none)");
     json_decref(j);
@@ -1522,11 +1570,13 @@ Test(plantool, a_model_without_budget_takes_the_profiles_memory)
     json_decref(j);
     snprintf(args, sizeof args, "--model '%s' --profile h200", HF_LLAMA);
     cr_assert_eq(run_tool(args, &out), 0, "%s", out);
-    cr_assert(strstr(out, "the GPU memory of profile h200 (no --budget given)"), "%s", out);
+    cr_assert(strstr(out, "the GPU memory of profile h200 less the 512.0 MiB a run's auto budget keeps free (no "
+                          "--budget given)"),
+              "%s", out);
     free(out);
     snprintf(args, sizeof args, "--model '%s' --profile consumer-8g --batch-max 4 --json", GPT_MODEL);
     j = run_json(args);
-    cr_assert_eq(jint(j, "budget_bytes"), (json_int_t)uvmrt_profile_find("consumer-8g")->memory_bytes);
+    cr_assert_eq(jint(j, "budget_bytes"), (json_int_t)(uvmrt_profile_find("consumer-8g")->memory_bytes - 512 * MiB));
     json_decref(j);
     /* a profile file's memory_bytes too */
     const char *pf = UVMRT_TEST_DATA_DIR "/h200-calibrated.profile.json";
@@ -1534,7 +1584,7 @@ Test(plantool, a_model_without_budget_takes_the_profiles_memory)
     cr_assert_eq(uvmrt_profile_load(pf, &prof), UVMRT_OK);
     snprintf(args, sizeof args, "--model '%s' --profile '%s' --json", GPT_MODEL, pf);
     j = run_json(args);
-    cr_assert_eq(jint(j, "budget_bytes"), (json_int_t)prof->memory_bytes);
+    cr_assert_eq(jint(j, "budget_bytes"), (json_int_t)(prof->memory_bytes - 512 * MiB));
     uvmrt_profile_free(prof);
     json_decref(j);
     snprintf(args, sizeof args, "--model '%s' --profile nosuch", GPT_MODEL);
@@ -1833,9 +1883,10 @@ Test(plantool, search_reports_tokens_per_second)
     json_decref(j);
 }
 
-/* A profile that measured the disk says the disk is not modelled yet (and plans nothing
- * on it); one without its figures says nothing of it. */
-Test(plantool, a_measured_disk_is_said_to_be_not_modelled_yet)
+/* A profile that measured the disk, without a spill directory: the disk line says it is
+ * not planned and why (nothing goes on it); one without its figures says nothing of it;
+ * --spill-dir reports the directory and its free space. */
+Test(plantool, a_measured_disk_without_a_spill_dir_is_not_planned)
 {
     char dir[] = "/tmp/uvmrt-plantool-disk-XXXXXX", prof[300], args[800];
     cr_assert_not_null(mkdtemp(dir));
@@ -1854,11 +1905,101 @@ Test(plantool, a_measured_disk_is_said_to_be_not_modelled_yet)
     char *out = NULL;
     snprintf(args, sizeof args, "--model '%s' --profile '%s' --budget 8G", W1_MODEL, prof);
     cr_assert_eq(run_tool(args, &out), 0, "%s", out);
-    cr_assert_not_null(strstr(out, "disk: not modelled yet"), "%s", out);
+    cr_assert_not_null(strstr(out, "disk: not planned (no --spill-dir"), "%s", out);
     free(out);
     snprintf(args, sizeof args, "--model '%s' --profile h200 --budget 8G --json", W1_MODEL);
     j = run_json(args);
     cr_assert_null(json_object_get(j, "disk"));
+    json_decref(j);
+    /* --spill-dir: the directory and its free space; one that does not exist is a usage error */
+    snprintf(args, sizeof args, "--model '%s' --profile h200 --budget 8G --spill-dir '%s' --json", W1_MODEL, dir);
+    j = run_json(args);
+    d = json_object_get(j, "disk");
+    cr_assert(json_is_object(d), "%s", json_dumps(j, 0));
+    cr_assert_str_eq(json_string_value(json_object_get(d, "spill_dir")), dir);
+    cr_assert_gt(json_integer_value(json_object_get(d, "free_bytes")), 0);
+    json_decref(j);
+    snprintf(args, sizeof args, "--model '%s' --profile h200 --budget 8G --spill-dir '%s/nosuch'", W1_MODEL, dir);
+    cr_assert_eq(run_tool(args, &out), 2, "%s", out);
+    cr_assert_not_null(strstr(out, "--spill-dir '"), "%s", out);
+    free(out);
+    unlink(prof);
+    rmdir(dir);
+}
+
+/* A host budget too small for the plan's host-homed state, a spill directory and a
+ * profile with the disk's rates: the plan puts the last CPU layers' fp32 master weights
+ * and AdamW moments on the disk tier until the host need fits, says the GPU, host and
+ * disk bytes, and adds the disk's reads (which the CPU's update waits for) to the step,
+ * the disk being its bound; with a host budget that holds everything nothing goes to the
+ * disk; without a spill directory it does not fit; and when even every CPU layer's state
+ * on the disk leaves too much in host memory, it says what is needed on the GPU, in host
+ * memory and on the disk. */
+Test(plantool, a_short_host_budget_puts_the_cpu_state_on_the_disk_tier)
+{
+    char dir[] = "/tmp/uvmrt-plantool-tier-XXXXXX", prof[300], args[900];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(prof, sizeof prof, "%s/p.json", dir);
+    json_t *pj = json_load_file(UVMRT_TEST_DATA_DIR "/h200-calibrated.profile.json", 0, NULL);
+    cr_assert_not_null(pj);
+    json_object_set_new(pj, "disk_read_bps", json_real(6.5e9));
+    json_object_set_new(pj, "disk_write_bps", json_real(4.5e9));
+    cr_assert_eq(json_dump_file(pj, prof, 0), 0);
+    json_decref(pj);
+    /* the plan without a host budget: what the host would need */
+    snprintf(args, sizeof args, "--model '%s' --profile '%s' --budget 8G --host-budget none --spill-dir '%s' --json",
+             W1_MODEL, prof, dir);
+    json_t *free_run = run_json(args);
+    json_int_t host_all = jint(free_run, "host_bytes_needed");
+    cr_assert(json_is_true(json_object_get(free_run, "fits")));
+    cr_assert_eq(jint(free_run, "disk_bytes_needed"), 0, "nothing on the disk when the host holds it all");
+    cr_assert_gt(host_all, 16 * 1024 * MiB);
+    /* 16 GiB of host: the tier takes the rest */
+    snprintf(args, sizeof args, "--model '%s' --profile '%s' --budget 8G --host-budget 16G --spill-dir '%s' --json",
+             W1_MODEL, prof, dir);
+    json_t *j = run_json(args), *d = json_object_get(j, "disk");
+    cr_assert(json_is_true(json_object_get(j, "fits")), "%s", json_dumps(j, 0));
+    cr_assert(json_is_true(json_object_get(d, "modelled")), "%s", json_dumps(d, 0));
+    json_int_t disk = jint(j, "disk_bytes_needed"), host = jint(j, "host_bytes_needed");
+    cr_assert_gt(disk, 0);
+    cr_assert_eq(jint(d, "bytes"), disk);
+    cr_assert_leq(host, 16 * 1024 * MiB);
+    cr_assert_geq(host + disk, host_all, "what left host memory is on the disk (staging stays)");
+    cr_assert_gt(jint(d, "layers"), 0);
+    cr_assert_eq(jint(d, "read_bytes_per_step"), disk);
+    cr_assert_eq(jint(d, "write_bytes_per_step"), disk);
+    double read_ns = (double)disk / 6.5e9 * 1e9, write_ns = (double)disk / 4.5e9 * 1e9;
+    cr_assert(fabs((double)jint(d, "read_ns") - read_ns) < 2 && fabs((double)jint(d, "write_ns") - write_ns) < 2);
+    cr_assert_geq((double)jint(j, "predicted_step_ns"), (double)jint(free_run, "predicted_step_ns") + read_ns - 2,
+                  "the step waits for the disk's reads");
+    cr_assert_str_eq(json_string_value(json_object_get(j, "bound")), "disk");
+    cr_assert_gt(json_real_value(json_object_get(d, "tb_written_per_day")), 0.0);
+    json_decref(j);
+    json_decref(free_run);
+    char *out = NULL;
+    snprintf(args, sizeof args, "--model '%s' --profile '%s' --budget 8G --host-budget 16G --spill-dir '%s'", W1_MODEL,
+             prof, dir);
+    cr_assert_eq(run_tool(args, &out), 0, "%s", out);
+    cr_assert(strstr(out, "disk: the fp32 master weights and AdamW moments of ") && strstr(out, "TB written per day") &&
+                  strstr(out, ", disk ") && strstr(out, "GiB\n"),
+              "%s", out);
+    free(out);
+    /* no spill directory: the host budget is short */
+    snprintf(args, sizeof args, "--model '%s' --profile '%s' --budget 8G --host-budget 16G --spill-dir none --json",
+             W1_MODEL, prof);
+    j = run_json(args);
+    cr_assert(json_is_false(json_object_get(j, "fits")));
+    cr_assert(json_is_true(json_object_get(j, "host_limited")));
+    json_decref(j);
+    /* 4 GiB of host: not even with every CPU layer's state on the disk */
+    snprintf(args, sizeof args, "--model '%s' --profile '%s' --budget 8G --host-budget 4G --spill-dir '%s' --json",
+             W1_MODEL, prof, dir);
+    j = run_json(args);
+    cr_assert(json_is_false(json_object_get(j, "fits")));
+    const char *why = json_string_value(json_object_get(j, "disk_why"));
+    cr_assert(why && strstr(why, "on the GPU") && strstr(why, "of host memory (budget 4.00 GiB)") &&
+                  strstr(why, "on the disk"),
+              "%s", json_dumps(j, 0));
     json_decref(j);
     unlink(prof);
     rmdir(dir);

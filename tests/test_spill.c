@@ -21,44 +21,9 @@
 #include "config.h"
 #include "helpers.h"
 #include "spill.h"
+#include "spill_seam.h"
 
 static const uvmrt_log_t test_log = {UVMRT_LOG_DEBUG, log_capture, NULL};
-
-/* ------------------------------------------------------------------ the seam */
-enum { K_OPEN, K_FALLOCATE, K_READ, K_WRITE, K_N };
-static struct {
-    int fail_kind;     /* K_*, or -1 */
-    int fail_at;       /* 1-based call of that kind that fails */
-    ssize_t fail_with; /* -errno, or a short count when >= 0 */
-    int calls[K_N];
-    int refuse_direct; /* open with O_DIRECT gives EINVAL (tmpfs before Linux 6.6) */
-    int block_uring;   /* io_uring_queue_init would be refused (seccomp) */
-} seam;
-
-static int hit(int kind) { return ++seam.calls[kind] == seam.fail_at && seam.fail_kind == kind; }
-static int seam_open(int dirfd, const char *name, int flags, mode_t mode)
-{
-    if (seam.refuse_direct && (flags & O_DIRECT)) return -EINVAL;
-    if (hit(K_OPEN)) return (int)seam.fail_with;
-    int fd = openat(dirfd, name, flags, mode);
-    return fd < 0 ? -errno : fd;
-}
-static int seam_fallocate(int fd, off_t bytes)
-{
-    if (hit(K_FALLOCATE)) return (int)seam.fail_with;
-    return fallocate(fd, 0, 0, bytes) == 0 ? 0 : -errno;
-}
-static int seam_probe(void) { return seam.block_uring ? -EPERM : 0; }
-static ssize_t seam_result(int write, ssize_t res) { return hit(write ? K_WRITE : K_READ) ? seam.fail_with : res; }
-static const uvmrt_spill_ops_t seam_ops = {seam_open, seam_fallocate, seam_probe, seam_result};
-
-static void seam_arm(int kind, int k, ssize_t with)
-{
-    memset(&seam.calls, 0, sizeof seam.calls);
-    seam.fail_kind = kind;
-    seam.fail_at = k;
-    seam.fail_with = with;
-}
 
 /* ------------------------------------------------------------------ helpers */
 static char base_dir[256];
@@ -68,8 +33,7 @@ static void make_base(void)
     const char *t = getenv("TMPDIR");
     snprintf(base_dir, sizeof base_dir, "%s/uvmrt-test-spill.XXXXXX", t && *t ? t : "/tmp");
     cr_assert_not_null(mkdtemp(base_dir));
-    memset(&seam, 0, sizeof seam);
-    seam.fail_kind = -1;
+    seam_reset();
     log_reset();
 }
 
@@ -278,7 +242,7 @@ Test(spill, failed_fallocate_names_the_file_and_leaves_nothing)
     make_base();
     uvmrt_spill_t *sp = NULL;
     cr_assert_eq(uvmrt__spill_open(base_dir, &seam_ops, &test_log, &sp), UVMRT_OK);
-    seam_arm(K_FALLOCATE, 1, -ENOSPC);
+    seam_arm(SEAM_FALLOCATE, 1, -ENOSPC);
     int f = -7;
     cr_assert_eq(uvmrt__spill_file_create(sp, "block3.v", 1 << 20, &f), UVMRT_ERR_IO);
     cr_assert_eq(f, -7);
@@ -286,7 +250,7 @@ Test(spill, failed_fallocate_names_the_file_and_leaves_nothing)
                   log_contains("No space left"),
               "%s", log_text());
     cr_assert_eq(entries(uvmrt__spill_path(sp)), 0, "the file is removed");
-    seam_arm(K_OPEN, 1, -EACCES);
+    seam_arm(SEAM_OPEN, 1, -EACCES);
     cr_assert_eq(uvmrt__spill_file_create(sp, "block3.v", 1 << 20, &f), UVMRT_ERR_IO);
     cr_assert(log_contains("Permission denied"), "%s", log_text());
     /* the next one works, in the slot the failures did not keep */
@@ -317,7 +281,7 @@ static void sweep(int write, ssize_t with, const char *needle)
         if (!write) cr_assert_eq(uvmrt__spill_transfer(sp, f, 1, data, n), UVMRT_OK);
         for (int k = 1; k <= chunks; k++) {
             log_reset();
-            seam_arm(write ? K_WRITE : K_READ, k, with);
+            seam_arm(write ? SEAM_WRITE : SEAM_READ, k, with);
             uvmrt_status_t st = uvmrt__spill_transfer(sp, f, write, write ? data : back, n);
             cr_assert_eq(st, UVMRT_ERR_IO, "k=%d", k);
             cr_assert(log_contains("h.7.adam_m") && log_contains(uvmrt__spill_path(sp)) && log_contains(needle),
@@ -329,7 +293,7 @@ static void sweep(int write, ssize_t with, const char *needle)
             cr_assert_eq(uvmrt__spill_transfer(sp, f, 0, back, n), UVMRT_OK);
             cr_assert(memcmp(back, copy, n) == 0, "k=%d: the file lost data", k);
         }
-        cr_assert_eq(seam.calls[write ? K_WRITE : K_READ], chunks, "every chunk was judged");
+        cr_assert_eq(seam.calls[write ? SEAM_WRITE : SEAM_READ], chunks, "every chunk was judged");
         free(data);
         free(copy);
         free(back);

@@ -4,7 +4,9 @@
  * bit for bit those without the tier, on both engines; the host pages are given back
  * between uses (so the bytes really come from the files); the counters count the
  * bytes each way per step; a failed read or write-back inside a step is an error that
- * names the tensor and layer and loses nothing; the API's refusals change nothing.
+ * names the tensor and layer and loses nothing, also when the disk fills up mid-run
+ * (ENOSPC through the seam, or the kernel's RLIMIT_FSIZE: no mount needed); the API's
+ * refusals change nothing.
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
@@ -15,7 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -23,30 +27,9 @@
 #include "faultinject.h"
 #include "helpers.h"
 #include "internal.h"
+#include "spill_seam.h"
 
 enum { L = 3, H = 96, N = 8, STEPS = 5 };
-
-/* ------------------------------------------------------------------ the seam */
-static struct {
-    int fail_write_at, fail_read_at; /* 1-based chunk results that fail with EIO; 0: none */
-    int writes, reads;
-    int block_uring;
-    int refuse_direct; /* open with O_DIRECT gives EINVAL, as on a filesystem without it */
-} seam;
-static int seam_probe(void) { return seam.block_uring ? -EPERM : 0; }
-static ssize_t seam_result(int write, ssize_t res)
-{
-    if (write && ++seam.writes == seam.fail_write_at) return -EIO;
-    if (!write && ++seam.reads == seam.fail_read_at) return -EIO;
-    return res;
-}
-static int seam_open(int dirfd, const char *name, int flags, mode_t mode)
-{
-    if (seam.refuse_direct && (flags & O_DIRECT)) return -EINVAL;
-    int fd = openat(dirfd, name, flags, mode);
-    return fd < 0 ? -errno : fd;
-}
-static const uvmrt_spill_ops_t seam_ops = {seam_open, NULL, seam_probe, seam_result};
 
 /* ------------------------------------------------------------------ the model */
 typedef struct mlp {
@@ -64,7 +47,7 @@ static void make_dir(void)
     const char *t = getenv("TMPDIR");
     snprintf(spill_dir, sizeof spill_dir, "%s/uvmrt-test-tier.XXXXXX", t && *t ? t : "/tmp");
     cr_assert_not_null(mkdtemp(spill_dir));
-    memset(&seam, 0, sizeof seam);
+    seam_reset();
     log_reset();
 }
 
@@ -131,6 +114,7 @@ static mlp_t *mlp_create(int tier, const char *dir) { return mlp_create_on(tier,
  * checked, and the same call made again, as a trainer that retries would: the failed
  * call changed nothing, so the run goes on as if it had not failed. */
 static int io_failures, backend_failures;
+static const char *io_cause; /* when set: each failure's message also says it ("No space left") */
 static uvmrt_status_t retried(uvmrt_status_t st, const char *what)
 {
     if (st == UVMRT_ERR_BACKEND && fi.last_failed) { /* an injected backend failure: the same */
@@ -141,6 +125,7 @@ static uvmrt_status_t retried(uvmrt_status_t st, const char *what)
     io_failures++;
     cr_assert(log_contains("adam_") && log_contains("block") && log_contains("uvmrt-spill."),
               "%s: the message names the tensor, its layer and the file: %s", what, log_text());
+    cr_assert(io_cause == NULL || log_contains(io_cause), "%s: the message says '%s': %s", what, io_cause, log_text());
     log_reset();
     return UVMRT_ERR_IO;
 }
@@ -150,14 +135,15 @@ static uvmrt_status_t call(mlp_t *n, int l, uvmrt_phase_t ph)
     uvmrt_layer_call_t c;
     uvmrt_layer_call_init(&c, l, ph, NULL);
     uvmrt_status_t st = uvmrt_layer_begin(n->ctx, &c);
-    if (retried(st, "uvmrt_layer_begin") == UVMRT_ERR_IO) st = uvmrt_layer_begin(n->ctx, &c);
+    for (int k = 0; k < 2 * L && retried(st, "uvmrt_layer_begin") == UVMRT_ERR_IO; k++)
+        st = uvmrt_layer_begin(n->ctx, &c);
     return st;
 }
 
 static uvmrt_status_t end_call(mlp_t *n)
 {
     uvmrt_status_t st = uvmrt_layer_end(n->ctx);
-    if (retried(st, "uvmrt_layer_end") == UVMRT_ERR_IO) st = uvmrt_layer_end(n->ctx);
+    for (int k = 0; k < 2 * L && retried(st, "uvmrt_layer_end") == UVMRT_ERR_IO; k++) st = uvmrt_layer_end(n->ctx);
     return st;
 }
 
@@ -217,7 +203,7 @@ static float mlp_step(mlp_t *n, uint64_t t, uvmrt_status_t *st)
         if ((*st = end_call(n)) != UVMRT_OK) return NAN;
     }
     *st = uvmrt_step_end(n->ctx);
-    if (retried(*st, "uvmrt_step_end") == UVMRT_ERR_IO) *st = uvmrt_step_end(n->ctx);
+    for (int k = 0; k < 2 * L && retried(*st, "uvmrt_step_end") == UVMRT_ERR_IO; k++) *st = uvmrt_step_end(n->ctx);
     return loss;
 }
 
@@ -318,9 +304,7 @@ static void fail_sweep(int write)
     const int per_run = STEPS * 2 * L; /* one chunk per moment tensor and step */
     for (int k = 1; k <= per_run; k++) {
         mlp_t *n = mlp_create(1, spill_dir);
-        seam.reads = seam.writes = 0; /* set_tier's own writes are not counted */
-        if (write) seam.fail_write_at = k;
-        else seam.fail_read_at = k;
+        seam_arm(write ? SEAM_WRITE : SEAM_READ, k, -EIO); /* set_tier's own writes are not counted */
         io_failures = 0;
         log_reset();
         for (int s = 0; s < STEPS; s++) {
@@ -335,7 +319,7 @@ static void fail_sweep(int write)
         cr_assert_eq(io_failures, 1, "k=%d: the injected failure surfaced once (%d)", k, io_failures);
         uvmrt_context_destroy(n->ctx);
         free(n);
-        seam.fail_write_at = seam.fail_read_at = 0;
+        seam_arm(-1, 0, 0);
     }
     rmdir(spill_dir);
 }
@@ -384,6 +368,71 @@ Test(tier, kth_backend_call_fails_for_every_k_with_the_tier_on)
 }
 
 Test(tier, kth_write_back_fails_for_every_k) { fail_sweep(1); }
+
+/* The disk fills up in the middle of a run and space comes back later; the moments'
+ * write-backs fail meanwhile. Each failure surfaces as UVMRT_ERR_IO naming the tensor,
+ * its layer, the file and the cause, the contents stay in host memory, and once the
+ * writes succeed again the run reads its files back: the losses of every step are those
+ * without the tier, bit for bit. full(n, on) fills the disk, on = 0 frees it again. */
+static void fill_mid_run(void (*full)(mlp_t *n, int on), const char *cause)
+{
+    make_dir();
+    float base[STEPS];
+    train(0, 0, base);
+    for (int blocked = 0; blocked < 2; blocked++) {
+        seam.block_uring = blocked;
+        mlp_t *n = mlp_create(1, spill_dir);
+        io_failures = 0;
+        io_cause = cause;
+        log_reset();
+        for (int s = 0; s < STEPS; s++) {
+            if (s == 1) full(n, 1); /* after step 1's reads and write-backs */
+            if (s == 3) full(n, 0);
+            uvmrt_status_t st;
+            float loss = mlp_step(n, (uint64_t)s + 1, &st);
+            cr_assert_eq(st, UVMRT_OK, "engine %d step %d: %s", blocked, s, log_text());
+            cr_assert(memcmp(&loss, &base[s], sizeof loss) == 0, "engine %d step %d: %.9g vs %.9g", blocked, s, loss,
+                      base[s]);
+        }
+        cr_assert_eq(retried(uvmrt__tier_poll(n->ctx, 1), "the last write-backs"), UVMRT_OK);
+        cr_assert_geq(io_failures, 2, "engine %d: the write-backs of both full steps failed (%d)", blocked,
+                      io_failures);
+        uvmrt_step_stats_t ss = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
+        cr_assert_eq(uvmrt_step_stats_get(n->ctx, STEPS - 1, &ss), UVMRT_OK);
+        cr_assert_eq(ss.spill_read_bytes, 2 * L * footprint_of(H * H * 4), "the last step read every moment back");
+        uvmrt_context_destroy(n->ctx);
+        free(n);
+        io_cause = NULL;
+    }
+    rmdir(spill_dir);
+}
+
+/* Through the seam: every write from the first on gives ENOSPC, as a full filesystem does. */
+static void full_seam(mlp_t *n, int on)
+{
+    (void)n;
+    seam_arm(on ? SEAM_WRITE : -1, 1, on ? -ENOSPC : 0);
+    seam.fail_on = on;
+}
+Test(tier, a_disk_that_fills_up_mid_run_loses_nothing) { fill_mid_run(full_seam, "No space left"); }
+
+/* Through the kernel, no seam and no mount: RLIMIT_FSIZE below the files' sizes makes
+ * every write past it fail (EFBIG, a short count; SIGXFSZ ignored), as a disk without
+ * room for the rest would. */
+static struct rlimit fsize_before;
+static void full_rlimit(mlp_t *n, int on)
+{
+    (void)n;
+    if (on) {
+        signal(SIGXFSZ, SIG_IGN);
+        cr_assert_eq(getrlimit(RLIMIT_FSIZE, &fsize_before), 0);
+        struct rlimit small = {UVMRT_SPILL_ALIGN, fsize_before.rlim_max};
+        cr_assert_eq(setrlimit(RLIMIT_FSIZE, &small), 0);
+    } else {
+        cr_assert_eq(setrlimit(RLIMIT_FSIZE, &fsize_before), 0);
+    }
+}
+Test(tier, a_file_size_limit_mid_run_loses_nothing) { fill_mid_run(full_rlimit, "short write"); }
 Test(tier, kth_read_fails_for_every_k) { fail_sweep(0); }
 
 Test(tier, refusals_change_nothing)

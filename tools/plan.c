@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -360,7 +361,7 @@ fail:
 }
 
 /* ------------------------------------------------------------------ the replay */
-enum { N_BOUNDS = 5 }; /* bound_names */
+enum { N_BOUNDS = 6 }; /* bound_names */
 typedef struct prediction {
     int fits;
     uvmrt_status_t status;
@@ -377,15 +378,27 @@ typedef struct prediction {
     int host_limited;             /* 1: it does not fit because of the host budget */
     uint64_t host_homed_bytes;    /* fits: the tensors the plan keeps in host memory */
     double disk_read_bps, disk_write_bps; /* the profile's disk figures (0: not measured) */
+    double host_mem_shared_bps;           /* the profile's, for the disk's share of host memory */
+    /* the disk tier (tier_apply): the CPU layers whose fp32 master weights and AdamW
+     * moments live in files of the spill directory, read before their update, written after */
+    size_t disk_layers;
+    char disk_first[128], disk_last[128];
+    uint64_t disk_bytes;          /* their footprints on the disk */
+    uint64_t host_without_disk;   /* the plan's host need without the tier */
+    double disk_read_ns, disk_write_ns; /* per step, at the profile's disk rates */
 } prediction_t;
 
 /* The host budget every replay has (--host-budget, UVMRT_HOST_BUDGET, else this machine's
  * memory less the reserve); 0: none. host_note says where it came from. */
 static uint64_t g_host_budget;
 static char host_note[160];
+/* The disk tier's directory (--spill-dir, UVMRT_SPILL_DIR; NULL: none) and its free bytes. */
+static const char *g_spill_dir;
+static uint64_t g_spill_free;
+static char g_tier_why[600]; /* a searched model's: why even the disk tier does not make it fit ("": none) */
 
 /* The floor's terms: the resources a step's time is bounded by (uvmrt-plan(1)). */
-static const char *const bound_names[N_BOUNDS] = {"gpu_compute", "link_h2d", "link_d2h", "host_memory", "cpu"};
+static const char *const bound_names[N_BOUNDS] = {"gpu_compute", "link_h2d", "link_d2h", "host_memory", "cpu", "disk"};
 
 /* The call's CPU work on host memory: a model's CPU AdamW at the profile's AdamW rate
  * (as uvmrt-mlp declares it), 30 bytes per parameter without one. */
@@ -592,6 +605,7 @@ static int predict_on(uvmrt_context_t *ctx, const record_t *r, uint64_t budget, 
         } else p->fits = 0;
         const uvmrt_profile_t *pr = uvmrt_context_profile(ctx);
         p->device_bytes = pr->memory_bytes;
+        p->host_mem_shared_bps = pr->host_mem_shared_bps;
         double cpu_ns = 0;
         for (size_t i = 0; i < r->n_calls; i++) {
             const rcall_t *c = &r->calls[i];
@@ -649,6 +663,69 @@ static int predict(const record_t *r, const char *profile, uint64_t budget, cons
     return ctx != NULL ? predict_on(ctx, r, budget, trace, p) : -1;
 }
 
+/* ------------------------------------------------------------------ the disk tier */
+/* The host bytes a layer's state on the disk tier takes off host memory: its fp32
+ * master weights and optimizer states, placed in host memory (a CPU layer's). */
+static uint64_t tier_bytes_of(const record_t *r, size_t layer)
+{
+    uint64_t b = 0;
+    for (size_t i = 0; i < r->n_tensors; i++) {
+        const rtensor_t *t = &r->tensors[i];
+        if (t->layer == (int)layer && t->host && (t->role == UVMRT_ROLE_OPTIMIZER_STATE || t->role == UVMRT_ROLE_WEIGHT))
+            b = sat_add(b, t->footprint);
+    }
+    return b;
+}
+
+/* p (r's plan, made without a host budget) over the host budget: puts the state of r's
+ * CPU layers on the disk tier, the last layers first, until the host need fits:
+ * each layer's state leaves host memory but for the two largest layers' (read back
+ * around their update while the one before is written: the tier's copies in flight);
+ * the step waits for the reads (the tier reads before the CPU's update opens) and the
+ * disk moves the bytes both ways once per step, which host memory carries too.
+ * 0: it fits (p says how); -1: even every CPU layer's state is not enough (p: with all
+ * of it); -2: the spill directory has less free space than the tier needs. */
+static int tier_apply(const record_t *r, prediction_t *p)
+{
+    uint64_t host = p->host_bytes_needed, moved = 0, big[2] = {0, 0}, need = host;
+    size_t n = 0;
+    for (size_t k = r->n_layers; k-- > 0 && need > g_host_budget;) {
+        if (r->cpu_opt == NULL || !r->cpu_opt[k]) continue;
+        uint64_t b = tier_bytes_of(r, k);
+        if (b == 0) continue;
+        if (n++ == 0) snprintf(p->disk_last, sizeof p->disk_last, "%s", r->layers[k]);
+        snprintf(p->disk_first, sizeof p->disk_first, "%s", r->layers[k]);
+        moved += b;
+        if (b > big[0]) big[1] = big[0], big[0] = b;
+        else if (b > big[1]) big[1] = b;
+        uint64_t staging = big[0] + big[1];
+        need = host - moved + (staging < moved ? staging : moved);
+    }
+    p->host_without_disk = host;
+    p->disk_layers = n;
+    p->disk_bytes = moved;
+    p->host_bytes_needed = need;
+    if (n == 0 || need > g_host_budget) return -1;
+    if (g_spill_dir != NULL && moved > g_spill_free) return -2;
+    p->disk_read_ns = (double)moved / p->disk_read_bps * 1e9;
+    p->disk_write_ns = (double)moved / p->disk_write_bps * 1e9;
+    p->floor_ns[5] = p->disk_read_ns + p->disk_write_ns; /* one drive, both ways */
+    if (p->host_mem_shared_bps > 0) p->floor_ns[3] += 2.0 * (double)moved / p->host_mem_shared_bps * 1e9;
+    p->step_ns += (uint64_t)p->disk_read_ns;
+    if ((double)p->step_ns < p->floor_ns[5]) p->step_ns = (uint64_t)p->floor_ns[5];
+    p->bound = 0;
+    for (int b = 1; b < N_BOUNDS; b++)
+        if (p->floor_ns[b] > p->floor_ns[p->bound]) p->bound = b;
+    p->host_limited = 0;
+    return 0;
+}
+
+/* Whether the plan may use the disk tier: a spill directory and the profile's disk rates. */
+static int tier_available(const prediction_t *p)
+{
+    return g_spill_dir != NULL && p->disk_read_bps > 0 && p->disk_write_bps > 0;
+}
+
 /* The largest working set of one call (host-placed tensors do not count), and its call. */
 static uint64_t largest_working_set(const record_t *r, size_t *call)
 {
@@ -702,6 +779,7 @@ static json_t *prediction_json(const record_t *r, const prediction_t *p)
     json_object_set_new(o, "tensor_bytes", json_integer((json_int_t)p->tensor_bytes));
     json_object_set_new(o, "host_bytes_needed", json_integer((json_int_t)p->host_bytes_needed));
     json_object_set_new(o, "gpu_bytes_needed", p->fits ? json_integer((json_int_t)p->gpu_bytes) : json_null());
+    json_object_set_new(o, "disk_bytes_needed", json_integer((json_int_t)p->disk_bytes));
     json_object_set_new(o, "host_limited", json_boolean(p->host_limited));
     if (!p->fits) { /* the keys are always there: no step, no bound, no plan */
         json_object_set_new(o, "label", json_string("predicted"));
@@ -739,7 +817,8 @@ static void print_text(const record_t *r, const prediction_t *p, const char *pro
     printf("uvmrt-plan: predicted by the sim model (profile %s); nothing here is measured\n", profile);
     printf("budget %.1f MiB: %s (predicted)\n", p->budget / MIB, p->fits ? "fits" : "does not fit");
     if (chose != NULL) printf("%s\n", chose);
-    printf("predicted smallest budget that fits: %.1f MiB\n", min_budget / MIB);
+    printf("predicted smallest budget that fits: %.1f MiB%s\n", min_budget / MIB,
+           p->disk_layers > 0 && p->fits ? " (without the disk tier)" : "");
     printf("host budget: %s\n", host_note);
     if (p->host_limited && !need) /* need: the search's own sentence says it */
         printf("does not fit: needs %.2f GiB host, budget %.2f GiB (%.2f GiB of tensors, %.2f GiB of GPU budget); "
@@ -747,8 +826,9 @@ static void print_text(const record_t *r, const prediction_t *p, const char *pro
                p->host_bytes_needed / GIB_D, g_host_budget / GIB_D, p->tensor_bytes / GIB_D, p->budget / GIB_D,
                min_budget / MIB, p->host_bytes_needed / GIB_D + 0.005);
     if (!p->fits) return;
-    printf("predicted memory: GPU %.2f GiB (peak resident), host %.2f GiB (the plan's need; %.2f GiB of tensors)\n",
-           p->gpu_bytes / GIB_D, p->host_bytes_needed / GIB_D, p->tensor_bytes / GIB_D);
+    printf("predicted memory: GPU %.2f GiB (peak resident), host %.2f GiB (the plan's need; %.2f GiB of tensors), "
+           "disk %.2f GiB\n",
+           p->gpu_bytes / GIB_D, p->host_bytes_needed / GIB_D, p->tensor_bytes / GIB_D, p->disk_bytes / GIB_D);
     printf("predicted step time: %.3f ms, bound by %s\n", p->step_ns / 1e6, bound_names[p->bound]);
     printf("predicted floor terms (ms):");
     for (int b = 0; b < N_BOUNDS; b++) printf("%s %s %.3f", b ? "," : "", bound_names[b], p->floor_ns[b] / 1e6);
@@ -1041,6 +1121,21 @@ static uint64_t profile_memory(const char *profile)
     return 0;
 }
 
+/* The reserve a run's budget auto keeps free (the budget is the free device memory less
+ * it): UVMRT_BUDGET_RESERVE when set and valid, else the library's default. A model
+ * without --budget is planned at the profile's memory less it, the budget a run on
+ * that card gets (on sim exactly; on cuda the driver's own memory comes off too), so
+ * that the plan's host need is the run's. */
+static uint64_t auto_reserve(void)
+{
+    uvmrt_params_t prm;
+    uvmrt_params_init(&prm);
+    uint64_t r = prm.budget_reserve_bytes;
+    const char *v = getenv("UVMRT_BUDGET_RESERVE");
+    if (v != NULL && *v != '\0' && uvmrt_size_parse(v, &r) != UVMRT_OK) r = prm.budget_reserve_bytes;
+    return r;
+}
+
 /* ------------------------------------------------------------------ the mechanisms */
 /* m at batch and budget with the mechanisms the search chooses (s non-NULL: s->quick
  * set by the caller; uvmrt_choose runs on the context the prediction then replays on,
@@ -1231,19 +1326,73 @@ static json_t *choice_json(const model_t *m, const record_t *r, const prediction
     return o;
 }
 
-/* The disk tier's line: the profile's figures are there, the cost model does not use them yet. */
+/* The disk tier's line: what the plan puts there, or why nothing (no spill directory,
+ * no measured disk, or the host budget needs none). */
 static void disk_note(const prediction_t *p, json_t *o)
 {
-    if (p->disk_read_bps <= 0 && p->disk_write_bps <= 0) return;
+    if (p->disk_read_bps <= 0 && p->disk_write_bps <= 0 && g_spill_dir == NULL) return;
+    double wear = p->fits && p->step_ns > 0 ? (double)p->disk_bytes * (86400e9 / (double)p->step_ns) / 1e12 : 0;
     if (o != NULL) {
-        json_object_set_new(
-            o, "disk",
-            json_pack("{s:b, s:f, s:f}", "modelled", 0, "read_bps", p->disk_read_bps, "write_bps", p->disk_write_bps));
+        json_t *d = json_pack("{s:b, s:f, s:f}", "modelled", tier_available(p), "read_bps", p->disk_read_bps,
+                              "write_bps", p->disk_write_bps);
+        json_object_set_new(d, "spill_dir", g_spill_dir ? json_string(g_spill_dir) : json_null());
+        json_object_set_new(d, "free_bytes", g_spill_dir ? json_integer((json_int_t)g_spill_free) : json_null());
+        json_object_set_new(d, "bytes", json_integer((json_int_t)p->disk_bytes));
+        json_object_set_new(d, "layers", json_integer((json_int_t)p->disk_layers));
+        if (p->disk_layers > 0) {
+            json_object_set_new(d, "first_layer", json_string(p->disk_first));
+            json_object_set_new(d, "last_layer", json_string(p->disk_last));
+            json_object_set_new(d, "host_bytes_without", json_integer((json_int_t)p->host_without_disk));
+        }
+        json_object_set_new(d, "read_bytes_per_step", json_integer(p->fits ? (json_int_t)p->disk_bytes : 0));
+        json_object_set_new(d, "write_bytes_per_step", json_integer(p->fits ? (json_int_t)p->disk_bytes : 0));
+        json_object_set_new(d, "read_ns", json_integer((json_int_t)p->disk_read_ns));
+        json_object_set_new(d, "write_ns", json_integer((json_int_t)p->disk_write_ns));
+        json_object_set_new(d, "tb_written_per_day", json_real(wear));
+        json_object_set_new(o, "disk", d);
         return;
     }
-    printf(
-        "disk: not modelled yet (the profile's disk reads %.2f GB/s, writes %.2f GB/s); no tensor is planned on it\n",
-        p->disk_read_bps / 1e9, p->disk_write_bps / 1e9);
+    char dir[600] = "";
+    if (g_spill_dir != NULL)
+        snprintf(dir, sizeof dir, "; spill directory %s, %.2f GiB free", g_spill_dir, g_spill_free / GIB_D);
+    if (!tier_available(p)) {
+        printf("disk: not planned (%s%s)\n",
+               g_spill_dir == NULL ? "no --spill-dir"
+                                   : "the profile has no disk figures: uvmrt-calibrate --spill-dir measures them",
+               dir);
+        return;
+    }
+    if (!p->fits || p->disk_layers == 0) {
+        printf("disk: reads %.2f GB/s, writes %.2f GB/s%s; nothing planned on it\n", p->disk_read_bps / 1e9,
+               p->disk_write_bps / 1e9, dir);
+        return;
+    }
+    printf("disk: the fp32 master weights and AdamW moments of %zu CPU layers (%s to %s), %.2f GiB, on the tier "
+           "(host %.2f GiB without it)%s\n",
+           p->disk_layers, p->disk_first, p->disk_last, p->disk_bytes / GIB_D, p->host_without_disk / GIB_D, dir);
+    printf("predicted disk traffic per step: %.2f GiB read (%.3f ms at %.2f GB/s, waited for), %.2f GiB written "
+           "(%.3f ms at %.2f GB/s); drive wear at this rate: %.3g TB written per day\n",
+           p->disk_bytes / GIB_D, p->disk_read_ns / 1e6, p->disk_read_bps / 1e9, p->disk_bytes / GIB_D,
+           p->disk_write_ns / 1e6, p->disk_write_bps / 1e9, wear);
+}
+
+/* Resolves the spill directory (g_spill_dir, g_spill_free) from --spill-dir (arg, may be
+ * NULL), else UVMRT_SPILL_DIR; "none": none. -1 after a message when it is not an
+ * existing directory. */
+static int spill_dir_resolve(const char *arg)
+{
+    const char *from = "--spill-dir", *v = arg;
+    if (v == NULL && (v = getenv("UVMRT_SPILL_DIR")) != NULL) from = "UVMRT_SPILL_DIR";
+    if (v == NULL || strcmp(v, "none") == 0) return 0;
+    struct stat sb;
+    struct statvfs fs;
+    if (v[0] == '\0' || stat(v, &sb) != 0 || !S_ISDIR(sb.st_mode) || statvfs(v, &fs) != 0) {
+        fprintf(stderr, "uvmrt-plan: %s '%s': expected none or an existing directory\n", from, v);
+        return -1;
+    }
+    g_spill_dir = v;
+    g_spill_free = (uint64_t)fs.f_bavail * fs.f_frsize;
+    return 0;
 }
 
 /* The tokens a step of m at batch trains (0: the model does not say). */
@@ -1328,6 +1477,7 @@ static void report_out(const record_t *r, const char *src, const model_t *m, uin
                                           "gpu_limited", nd->gpu_min > budget, "host_limited",
                                           g_host_budget > 0 && nd->host_min > g_host_budget));
         if (!p->fits) json_object_set_new(o, "why", json_string(why));
+        if (g_tier_why[0]) json_object_set_new(o, "disk_why", json_string(g_tier_why));
         json_dumpf(o, stdout, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
         putchar('\n');
         json_decref(o);
@@ -1360,6 +1510,7 @@ static void report_out(const record_t *r, const char *src, const model_t *m, uin
         if (p->host_homed_bytes > 0) printf("host-homed by the plan: %.2f GiB\n", p->host_homed_bytes / GIB_D);
     }
     disk_note(p, NULL);
+    if (g_tier_why[0]) printf("%s\n", g_tier_why);
     printf("largest working set: %.1f MiB, layer '%s' %s\n", ws / MIB, wlayer, wphase);
     if (nd != NULL) printf("%s\n", why);
     else if (!p->fits && !p->host_limited)
@@ -1393,6 +1544,50 @@ static int report_one(const record_t *r, const char *src, const model_t *m, uint
     return 0;
 }
 
+/* The host budget is what is short and the disk tier may be used: the search again
+ * without the host budget, and its plan with the CPU layers' state on the tier
+ * (tier_apply). When that fits, it replaces *s, *r, *p; when not, *p stays, and why
+ * says what the plan needs on the GPU, in host memory and on the disk. 0, or -1 after
+ * a message. */
+static int tier_search(const model_t *m, uint64_t batch, const char *profile, uint64_t budget, const char *trace,
+                       search_t *s, record_t *r, prediction_t *p, char *why, size_t cap)
+{
+    search_t s2 = {0};
+    record_t r2;
+    prediction_t p2;
+    uint64_t saved = g_host_budget;
+    g_host_budget = 0; /* the plan the GPU budget allows; the host's share goes to the disk */
+    int rc = predict_model(m, batch, profile, budget, trace, &s2, 1, &r2, &p2);
+    g_host_budget = saved;
+    if (rc != 0) return -1;
+    int t = p2.fits ? tier_apply(&r2, &p2) : -3;
+    if (t == 0) {
+        free(p->layer_mech);
+        record_free(r);
+        search_free(s);
+        *s = s2, *r = r2, *p = p2;
+        return 0;
+    }
+    if (t == -1)
+        snprintf(why, cap,
+                 "with the disk tier: does not fit: needs %.2f GiB on the GPU, %.2f GiB of host memory (budget %.2f "
+                 "GiB) with the fp32 master weights and AdamW moments of all %zu CPU layers, %.2f GiB, on the disk",
+                 p2.gpu_bytes / GIB_D, p2.host_bytes_needed / GIB_D, g_host_budget / GIB_D, p2.disk_layers,
+                 p2.disk_bytes / GIB_D);
+    else if (t == -2)
+        snprintf(why, cap,
+                 "with the disk tier: does not fit: needs %.2f GiB on the GPU, %.2f GiB of host memory and %.2f GiB "
+                 "on the disk, and %s has %.2f GiB free",
+                 p2.gpu_bytes / GIB_D, p2.host_bytes_needed / GIB_D, p2.disk_bytes / GIB_D, g_spill_dir,
+                 g_spill_free / GIB_D);
+    else
+        snprintf(why, cap, "with the disk tier: does not fit: the GPU budget is short even without a host budget");
+    free(p2.layer_mech);
+    record_free(&r2);
+    search_free(&s2);
+    return 0;
+}
+
 /* A model at batch with its mechanisms searched: at budget, or at the smallest budget
  * some mechanisms fit (fit); prints the best plan, or what a plan needs where when
  * none fits. Returns the exit status. */
@@ -1414,6 +1609,14 @@ static int report_search(const model_t *m, const char *src, uint64_t batch, int 
     prediction_t p;
     int rc = predict_model(m, batch, profile, budget, trace, &s, 0, &r, &p);
     if (rc != 0) return 1;
+    g_tier_why[0] = '\0';
+    if (!p.fits && p.host_limited && tier_available(&p) && tier_search(m, batch, profile, budget, trace, &s, &r, &p,
+                                                                       g_tier_why, sizeof g_tier_why) != 0) {
+        free(p.layer_mech);
+        record_free(&r);
+        search_free(&s);
+        return 1;
+    }
     need_t nd;
     if (!p.fits && need_of(m, batch, profile, budget, &nd) != 0) rc = 1;
     else report_out(&r, src, m, batch, batch_given, profile, &p, min_budget, &s, p.fits ? NULL : &nd, json);
@@ -1604,7 +1807,8 @@ static void usage(FILE *f)
         f,
         "Usage: uvmrt-plan (--record FILE | --model FILE [--batch N] [--seq T] [--no-search])\n"
         "                  [--profile NAME|FILE] [--budget SIZE | --fit | --sweep A:B[:STEP]]\n"
-        "                  [--host-budget SIZE|auto|none] [--json] [--plot FILE.png] [--trace FILE]\n"
+        "                  [--host-budget SIZE|auto|none] [--spill-dir DIR|none] [--json]\n"
+        "                  [--plot FILE.png] [--trace FILE]\n"
         "       uvmrt-plan --model FILE [--budget SIZE] --batch-max N [--no-search] [--profile NAME|FILE] [--json]\n"
         "       uvmrt-plan --profile list\n"
         "What if: re-plays a recorded step (written by a run with UVMRT_RECORD=FILE), or the\n"
@@ -1628,11 +1832,16 @@ static void usage(FILE *f)
         "  --profile NAME|FILE a built-in profile or a profile file (default: the record's;\n"
         "                      consumer-8g for a model); --profile list prints the built-in ones\n"
         "  --budget SIZE       device budget, e.g. 8G, 512M (default: the record's; for a model,\n"
-        "                      the profile's GPU memory)\n"
+        "                      the profile's GPU memory less the reserve a run's auto budget\n"
+        "                      keeps, 512 MiB by default)\n"
         "  --host-budget SIZE|auto|none\n"
         "                      host memory the plan may need: a plan or batch needing more does\n"
         "                      not fit (default: UVMRT_HOST_BUDGET, else auto: this machine's\n"
         "                      memory, or its cgroup's limit, less 10%%, at least 2 GiB)\n"
+        "  --spill-dir DIR|none the disk tier's directory (default: UVMRT_SPILL_DIR, else none):\n"
+        "                      an existing directory; with a profile's disk rates, a model whose\n"
+        "                      host budget is short puts CPU layers' master weights and AdamW\n"
+        "                      moments there (its free space is the disk's budget)\n"
         "  --fit               predict at the smallest budget that fits (2 MiB steps)\n"
         "  --sweep A:B[:STEP]  a table over budgets A to B (STEP default (B-A)/8)\n"
         "  --plot FILE.png     with --sweep: a chart, when gnuplot is on PATH\n"
@@ -1685,7 +1894,7 @@ static int plan_main(int argc, char **argv)
     const char *record_path = NULL, *model_path = NULL, *profile = NULL, *plot = NULL, *sweep_arg = NULL,
                *trace_path = NULL;
     uint64_t budget = 0, batch = 0, batch_max = 0, seq = 0;
-    const char *host_arg = NULL;
+    const char *host_arg = NULL, *spill_arg = NULL;
     int fit = 0, json = 0, have_budget = 0, batch_given = 0, search = 1;
     static const struct option longopts[] = {{"record", required_argument, NULL, 'r'},
                                              {"model", required_argument, NULL, 'm'},
@@ -1700,6 +1909,7 @@ static int plan_main(int argc, char **argv)
                                              {"trace", required_argument, NULL, 't'},
                                              {"seq", required_argument, NULL, 'T'},
                                              {"host-budget", required_argument, NULL, 'H'},
+                                             {"spill-dir", required_argument, NULL, 'S'},
                                              {"no-search", no_argument, NULL, 'N'},
                                              {"help", no_argument, NULL, 'h'},
                                              {"version", no_argument, NULL, 'V'},
@@ -1722,6 +1932,7 @@ static int plan_main(int argc, char **argv)
             break;
         case 'p': profile = optarg; break;
         case 'H': host_arg = optarg; break;
+        case 'S': spill_arg = optarg; break;
         case 'b':
             if (parse_size("--budget", optarg, &budget) != 0) return 2;
             if (budget == 0) {
@@ -1757,7 +1968,7 @@ static int plan_main(int argc, char **argv)
         return 2;
     }
     if (profile != NULL && strcmp(profile, "list") == 0) return profile_list();
-    if (host_budget_resolve(host_arg) != 0) return 2;
+    if (host_budget_resolve(host_arg) != 0 || spill_dir_resolve(spill_arg) != 0) return 2;
     if ((record_path == NULL) == (model_path == NULL)) {
         fprintf(stderr, "uvmrt-plan: give one of --record FILE (a run with UVMRT_RECORD=FILE writes one) and "
                         "--model FILE (a model description, uvmrt-plan(1))\n");
@@ -1829,13 +2040,23 @@ static int plan_main(int argc, char **argv)
         if ((model = model_load(model_path, seq)) == NULL) return 1;
         if (profile == NULL) profile = "consumer-8g";
         if (batch == 0) batch = model_batch(model);
-        if (!have_budget && !fit && sweep_arg == NULL) { /* the card's memory */
-            if ((budget = profile_memory(profile)) == 0) {
+        if (!have_budget && !fit && sweep_arg == NULL) { /* the card's memory, as a run's auto budget */
+            uint64_t mem = profile_memory(profile), reserve = auto_reserve();
+            if (mem == 0) {
                 model_free(model);
                 return 1;
             }
-            snprintf(budget_note, sizeof budget_note, "%.1f MiB, the GPU memory of profile %s (no --budget given)",
-                     budget / MIB, profile);
+            if (mem <= reserve) {
+                fprintf(stderr, "uvmrt-plan: profile %s: its GPU memory (%.1f MiB) is not above the budget's reserve "
+                                "(%.1f MiB, UVMRT_BUDGET_RESERVE): give --budget\n", profile, mem / MIB, reserve / MIB);
+                model_free(model);
+                return 1;
+            }
+            budget = mem - reserve;
+            snprintf(budget_note, sizeof budget_note,
+                     "%.1f MiB, the GPU memory of profile %s less the %.1f MiB a run's auto budget keeps free "
+                     "(no --budget given)",
+                     budget / MIB, profile, reserve / MIB);
         }
         if (batch_max) {
             int rc = batch_finder(model, model_path, profile, budget, batch_max, search, json);

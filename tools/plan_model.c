@@ -56,6 +56,7 @@ struct model {
     double input_ps, target_ps;
     double tokens_ps; /* tokens_per_sample (0: not given) */
     int staged; /* staged_half_copy */
+    int keeps;  /* recompute_keeps_tensors */
     size_t n_layers, n_expanded;
     mlayer_t *layers;
 };
@@ -198,8 +199,8 @@ static int known_keys(const char *path, const char *where, const json_t *obj, co
 
 /* ------------------------------------------------------------------ reading */
 static const char *const model_keys[] = {"format", "name", "description", "batch", "input_bytes_per_sample",
-                                         "target_bytes_per_sample", "tokens_per_sample", "staged_half_copy", "layers",
-                                         NULL};
+                                         "target_bytes_per_sample", "tokens_per_sample", "staged_half_copy",
+                                         "recompute_keeps_tensors", "layers", NULL};
 static const char *const layer_keys[] = {"name", "description", "repeat", "params", "param_bytes", "master_bytes",
                                          "grad_bytes", "optimizer_state_bytes", "optimizer_states", "optimizer",
                                          "optimizer_bytes_per_param", "activation_bytes_per_sample",
@@ -307,7 +308,7 @@ model_t *model_load(const char *path, uint64_t seq)
     }
     const char *fmt = "uvmrt-model", *name = NULL, *desc = NULL;
     double batch, in_ps, tgt_ps, tok_ps;
-    int staged = 0;
+    int staged = 0, keeps = 0;
     json_t *layers = json_object_get(root, "layers");
     if (!json_is_object(root)) {
         fprintf(stderr, "uvmrt-plan: %s: not a model description: expected a JSON object (uvmrt-plan(1), MODEL "
@@ -319,7 +320,8 @@ model_t *model_load(const char *path, uint64_t seq)
         num_key(path, "", root, "batch", 1, 0, 1, MAX_BATCH, 1, &batch) ||
         num_key(path, "", root, "target_bytes_per_sample", 0, 0, 0, 1e13, 0, &tgt_ps) ||
         num_key(path, "", root, "tokens_per_sample", 0, 0, 0, 1e9, 1, &tok_ps) ||
-        bool_key(path, "", root, "staged_half_copy", 0, &staged))
+        bool_key(path, "", root, "staged_half_copy", 0, &staged) ||
+        bool_key(path, "", root, "recompute_keeps_tensors", 0, &keeps))
         goto fail;
     if (strcmp(fmt, "uvmrt-model") != 0) {
         BADKEY("", "format", json_object_get(root, "format"), "\"uvmrt-model\"");
@@ -370,6 +372,7 @@ model_t *model_load(const char *path, uint64_t seq)
     m->target_ps = tgt_ps;
     m->tokens_ps = tok_ps;
     m->staged = staged;
+    m->keeps = keeps;
     snprintf(m->note, sizeof m->note, "%s", note);
     for (size_t i = 0; i < m->n_layers; i++) m->params += m->layers[i].params * m->layers[i].repeat;
     m->name = strdup(name);
@@ -545,12 +548,16 @@ int model_build(const model_t *m, uint64_t batch, const mech_t *mech, int quiet,
             if ((t->out = tensor_add(&b, name, "out", "output_bytes_per_sample", ml->out_ps, bs, (int)li,
                                      UVMRT_ROLE_ACTIVATION, a)) < -1 ||
                 (t->saved = tensor_add(&b, name, "saved", "activation_bytes_per_sample", ml->act_ps - ml->out_ps,
-                                       rcs[li] ? 0 : bs, (int)li, UVMRT_ROLE_ACTIVATION, a)) < -1)
+                                       rcs[li] && !m->keeps ? 0 : bs, (int)li, UVMRT_ROLE_ACTIVATION, a)) < -1)
                 goto fail;
             if (ml->out_ps > max_out) max_out = ml->out_ps;
             if (ml->fws_bytes > max_fws) max_fws = ml->fws_bytes;
             if (ml->ws_ps > max_ws) max_ws = ml->ws_ps;
-            if (rcs[li] && ml->act_ps - ml->out_ps > max_rc) max_rc = ml->act_ps - ml->out_ps;
+            /* a trainer that allocates before its choice (recompute_keeps_tensors, searched)
+             * has the shared buffer whenever a layer may recompute (uvmrt-mlp's Zr under
+             * --recompute auto): the library counts it in the host need */
+            int may = m->keeps && mech != NULL && mech->given && recomputable(ml);
+            if ((rcs[li] || may) && ml->act_ps - ml->out_ps > max_rc) max_rc = ml->act_ps - ml->out_ps;
         }
     }
     /* shared tensors, one arena (uvmrt-mlp's X, Y, dA0, dA1, dZ, Zr) */

@@ -102,6 +102,7 @@ void cli_note_env_overrides(void)
         {"UVMRT_BACKEND", "--backend"}, {"UVMRT_PROFILE", "--profile"},
         {"UVMRT_POLICY", "--policy"},   {"UVMRT_BUDGET", "--budget"},
         {"UVMRT_LOG_LEVEL", "--log-level"}, {"UVMRT_HOST_BUDGET", "--host-budget"},
+        {"UVMRT_SPILL_DIR", "--spill-dir"},
     };
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         const char *v = getenv(vars[i][0]);
@@ -272,6 +273,10 @@ static const cli_common_flag_t CLI_COMMON[CLI_F_COUNT] = {
      "host memory the plan may need: tensors off the GPU, staging, the CPU\n"
      "optimizer's state (default auto: the machine's memory, or its cgroup's\n"
      "limit, less 10%, at least 2 GiB; no limit on sim); none: no limit"},
+    {CLI_F_SPILL_DIR, "spill-dir", "DIR|none", 0,
+     "the disk tier's directory (UVMRT_SPILL_DIR): an existing directory on a\n"
+     "fast local disk, where tensors put on the tier live in files of a private\n"
+     "subdirectory (default none: no disk tier)"},
 };
 
 const char *cli_common_help(unsigned bit)
@@ -393,6 +398,13 @@ static void common_flag(const cli_spec_t *spec, cli_common_t *c, unsigned bit, c
         if (c->host_budget_bytes != 0 && c->host_budget_bytes < (1ull << 20))
             cli_usage_error("--host-budget '%s': expected auto, none or a size of at least 1M such as 48G", arg);
         break;
+    case CLI_F_SPILL_DIR: {
+        struct stat sb;
+        if (strcmp(arg, "none") != 0 && (arg[0] == '\0' || stat(arg, &sb) != 0 || !S_ISDIR(sb.st_mode)))
+            cli_usage_error("--spill-dir '%s': expected none or an existing directory", arg);
+        c->spill_dir = arg;
+        break;
+    }
     case CLI_F_STEPS: c->steps = (int)cli_parse_int("--steps", arg, spec->steps_min, spec->steps_max); break;
     case CLI_F_SEED: c->seed = cli_parse_u64("--seed", arg); break;
     case CLI_F_REPORT: cli_parse_report("--report", arg, &c->report_format, &c->report_path); break;
@@ -478,6 +490,7 @@ void cli_params_apply(const cli_common_t *common, uvmrt_params_t *params)
     params->policy = common->policy;
     params->budget_bytes = common->policy == UVMRT_POLICY_NONE ? 0 : common->budget_bytes;
     params->host_budget_bytes = common->host_budget_bytes;
+    if (common->spill_dir != NULL) params->spill_dir = common->spill_dir;
     if (common->log_level >= 0) params->log_level = (uvmrt_log_level_t)common->log_level;
 }
 

@@ -68,9 +68,10 @@ enum {
     CLI_F_LOG_LEVEL = 1u << 10,  /* --log-level error|warn|info|debug */
     CLI_F_QUIET = 1u << 11,      /* -q, --quiet */
     CLI_F_HOST_BUDGET = 1u << 12, /* --host-budget SIZE|auto|none */
+    CLI_F_SPILL_DIR = 1u << 13,   /* --spill-dir DIR|none */
     /* --help and --version are always taken */
 };
-#define CLI_F_COUNT 13
+#define CLI_F_COUNT 14
 
 /* What the shared flags said. The program fills in its defaults before cli_parse. */
 typedef struct cli_common {
@@ -91,6 +92,7 @@ typedef struct cli_common {
     int log_level;               /* uvmrt_log_level_t; -1: not given (the library's default) */
     int quiet;
     uint64_t host_budget_bytes;  /* --host-budget; 0: auto (UVMRT_HOST_BUDGET's default), UINT64_MAX: none */
+    const char *spill_dir;       /* --spill-dir: an existing directory, or "none"; NULL: not given */
 } cli_common_t;
 
 /* A program's own flag. key is the program's (passed back to cli_spec_t.flag). */
@@ -132,7 +134,7 @@ void cli_parse(int argc, char **argv, const cli_spec_t *spec, cli_common_t *comm
  * stderr what is needed where and what would make it fit, and returns -1 (0: fits, or
  * no host budget). */
 int cli_host_fits(const uvmrt_context_t *ctx, uint64_t planned_bytes);
-/* Copies backend, profile, policy, budget, host budget and log level from common into params
+/* Copies backend, profile, policy, budget, host budget, spill directory and log level from common into params
  * (budget 0 for policy none, which runs without one). */
 void cli_params_apply(const cli_common_t *common, uvmrt_params_t *params);
 /* The standard help line of a shared flag (CLI_F_* bit), for a program's man page

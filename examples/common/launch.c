@@ -7,23 +7,13 @@
 
 #include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    char buf[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (err != NULL && errlen > 0)
-        snprintf(err, errlen, "%s", buf);
-    else
-        fprintf(stderr, "uvmrt: %s\n", buf);
-    return -1;
-}
+#include "errbuf.h"
+
+#define ERR_PREFIX "uvmrt" /* errbuf_fail's messages on stderr start with it */
 
 static const char *env_default(const char *name, void *arg) {
     (void)arg;
@@ -53,8 +43,8 @@ static int parse_int(const char *name, const char *s, long min, long max, int *o
     errno = 0;
     long v = strtol(s, &end, 10);
     if (*s == '\0' || *end != '\0' || errno != 0 || v < min || v > max)
-        return fail(err, errlen, "%s=\"%s\": expected a whole number in %ld..%ld", name, s, min,
-                    max);
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "%s=\"%s\": expected a whole number in %ld..%ld", name, s, min, max);
     *out = (int)v;
     return 0;
 }
@@ -67,9 +57,11 @@ static int read_set(const names_t *n, launch_getenv_fn get, void *arg, launch_t 
     if (w == NULL && (r == NULL || n->world_marks_it))
         return 0;
     if (r == NULL || w == NULL || lr == NULL)
-        return fail(err, errlen, "%s launch: %s, %s and %s must all be set (%s=%s, %s=%s, %s=%s)",
-                    n->launcher, n->rank, n->world, n->local_rank, n->rank, r ? r : "(unset)",
-                    n->world, w ? w : "(unset)", n->local_rank, lr ? lr : "(unset)");
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "%s launch: %s, %s and %s must all be set (%s=%s, %s=%s, %s=%s)",
+                           n->launcher, n->rank, n->world, n->local_rank, n->rank,
+                           r ? r : "(unset)", n->world, w ? w : "(unset)", n->local_rank,
+                           lr ? lr : "(unset)");
     *l = (launch_t){.launcher = n->launcher, .local_world = -1};
     if (parse_int(n->world, w, 1, INT_MAX, &l->world, err, errlen) != 0 ||
         parse_int(n->rank, r, 0, INT_MAX, &l->rank, err, errlen) != 0 ||
@@ -78,18 +70,20 @@ static int read_set(const names_t *n, launch_getenv_fn get, void *arg, launch_t 
     if (lw != NULL && parse_int(n->local_world, lw, 1, INT_MAX, &l->local_world, err, errlen) != 0)
         return -1;
     if (l->rank >= l->world)
-        return fail(err, errlen, "%s=%d is not below %s=%d: expected a rank in 0..%d", n->rank,
-                    l->rank, n->world, l->world, l->world - 1);
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "%s=%d is not below %s=%d: expected a rank in 0..%d", n->rank, l->rank,
+                           n->world, l->world, l->world - 1);
     if (l->local_world > l->world)
-        return fail(err, errlen, "%s=%d is above %s=%d", n->local_world, l->local_world, n->world,
-                    l->world);
+        return errbuf_fail(err, errlen, ERR_PREFIX, "%s=%d is above %s=%d", n->local_world,
+                           l->local_world, n->world, l->world);
     if (l->local_world > 0 && l->local_rank >= l->local_world)
-        return fail(err, errlen, "%s=%d is not below %s=%d", n->local_rank, l->local_rank,
-                    n->local_world, l->local_world);
+        return errbuf_fail(err, errlen, ERR_PREFIX, "%s=%d is not below %s=%d", n->local_rank,
+                           l->local_rank, n->local_world, l->local_world);
     if (l->local_rank > l->rank)
-        return fail(err, errlen, "%s=%d is above %s=%d: a local rank counts the processes of "
-                    "one host, so it cannot exceed the rank", n->local_rank, l->local_rank,
-                    n->rank, l->rank);
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "%s=%d is above %s=%d: a local rank counts the processes of "
+                           "one host, so it cannot exceed the rank",
+                           n->local_rank, l->local_rank, n->rank, l->rank);
     return 1;
 }
 
@@ -98,10 +92,11 @@ static int check_comm_id(const char *what, const char *id, char *err, size_t err
     const char *colon = strrchr(id, ':');
     int port;
     if (strlen(id) >= LAUNCH_COMM_ID_MAX)
-        return fail(err, errlen, "%s is %zu characters long, expected fewer than %d", what,
-                    strlen(id), LAUNCH_COMM_ID_MAX);
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "%s is %zu characters long, expected fewer than %d", what, strlen(id),
+                           LAUNCH_COMM_ID_MAX);
     if (colon == NULL || colon == id)
-        return fail(err, errlen, "%s=\"%s\": expected <host>:<port>", what, id);
+        return errbuf_fail(err, errlen, ERR_PREFIX, "%s=\"%s\": expected <host>:<port>", what, id);
     char name[64];
     snprintf(name, sizeof name, "the port of %s", what);
     return parse_int(name, colon + 1, 1, 65535, &port, err, errlen);
@@ -118,9 +113,12 @@ static int bootstrap(launch_t *l, launch_getenv_fn get, void *arg, char *err, si
     const char *addr = get("MASTER_ADDR", arg), *mport = get("MASTER_PORT", arg);
     const char *nport = get("UVMRT_NCCL_PORT", arg);
     if (addr == NULL || *addr == '\0')
-        return fail(err, errlen, "%s launch of %d processes: set NCCL_COMM_ID=<host>:<port>, or "
-                    "MASTER_ADDR (rank 0's host) and MASTER_PORT or UVMRT_NCCL_PORT, for NCCL's "
-                    "bootstrap", l->launcher, l->world);
+        return errbuf_fail(
+            err, errlen, ERR_PREFIX,
+            "%s launch of %d processes: set NCCL_COMM_ID=<host>:<port>, or "
+            "MASTER_ADDR (rank 0's host) and MASTER_PORT or UVMRT_NCCL_PORT, for NCCL's "
+            "bootstrap",
+            l->launcher, l->world);
     int port;
     if (nport != NULL) {
         if (parse_int("UVMRT_NCCL_PORT", nport, 1, 65535, &port, err, errlen) != 0)
@@ -130,14 +128,17 @@ static int bootstrap(launch_t *l, launch_getenv_fn get, void *arg, char *err, si
             return -1;
         port++; /* torchrun's agent serves its store at MASTER_PORT itself */
     } else {
-        return fail(err, errlen, "MASTER_ADDR=%s but neither MASTER_PORT nor UVMRT_NCCL_PORT is "
-                    "set: expected a port for NCCL's bootstrap", addr);
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "MASTER_ADDR=%s but neither MASTER_PORT nor UVMRT_NCCL_PORT is "
+                           "set: expected a port for NCCL's bootstrap",
+                           addr);
     }
     int bracket = strchr(addr, ':') != NULL && addr[0] != '['; /* an IPv6 address */
     int n = snprintf(l->comm_id, sizeof l->comm_id, bracket ? "[%s]:%d" : "%s:%d", addr, port);
     if (n < 0 || (size_t)n >= sizeof l->comm_id)
-        return fail(err, errlen, "MASTER_ADDR is %zu characters long, expected fewer than %d",
-                    strlen(addr), LAUNCH_COMM_ID_MAX - 8);
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "MASTER_ADDR is %zu characters long, expected fewer than %d",
+                           strlen(addr), LAUNCH_COMM_ID_MAX - 8);
     return 0;
 }
 

@@ -3,37 +3,31 @@
  */
 #include "zero.h"
 
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    char buf[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (err != NULL && errlen > 0)
-        snprintf(err, errlen, "%s", buf);
-    else
-        fprintf(stderr, "uvmrt: %s\n", buf);
-    return -1;
-}
+#include "errbuf.h"
+
+#define ERR_PREFIX "uvmrt" /* errbuf_fail's messages on stderr start with it */
 
 int zero_shard(size_t n, int world, int rank, size_t align, zero_shard_t *out, char *err,
                size_t errlen) {
     if (world < 1)
-        return fail(err, errlen, "ZeRO shard: world %d: expected at least 1", world);
+        return errbuf_fail(err, errlen, ERR_PREFIX, "ZeRO shard: world %d: expected at least 1",
+                           world);
     if (rank < 0 || rank >= world)
-        return fail(err, errlen, "ZeRO shard: rank %d: expected 0..%d", rank, world - 1);
+        return errbuf_fail(err, errlen, ERR_PREFIX, "ZeRO shard: rank %d: expected 0..%d", rank,
+                           world - 1);
     if (align < 1)
-        return fail(err, errlen, "ZeRO shard: alignment %zu elements: expected at least 1",
-                    align);
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "ZeRO shard: alignment %zu elements: expected at least 1", align);
     size_t w = (size_t)world;
     size_t per = n / w + (n % w != 0);
     if (per > SIZE_MAX - (align - 1) || (per + align - 1) / align * align > SIZE_MAX / w)
-        return fail(err, errlen, "ZeRO shard: %zu elements over %zu ranks: the padded size "
-                    "does not fit in size_t", n, w);
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "ZeRO shard: %zu elements over %zu ranks: the padded size "
+                           "does not fit in size_t",
+                           n, w);
     size_t chunk = (per + align - 1) / align * align;
     size_t offset = (size_t)rank * chunk;
     *out = (zero_shard_t){.chunk = chunk, .padded = w * chunk, .offset = offset,

@@ -124,7 +124,7 @@ static void options_parse(int argc, char **argv, demo_options_t *opt) {
                    "prefetch, and compare their step times, traffic and results.",
         .common = CLI_F_BACKEND | CLI_F_PROFILE | CLI_F_POLICY | CLI_F_BUDGET | CLI_F_STEPS |
                   CLI_F_SEED | CLI_F_REPORT | CLI_F_TRACE | CLI_F_RESULT_JSON | CLI_F_LOG_LEVEL |
-                  CLI_F_QUIET | CLI_F_HOST_BUDGET,
+                  CLI_F_QUIET | CLI_F_HOST_BUDGET | CLI_F_SPILL_DIR,
         .common_help = {
             [0] = "backend (default cuda; without a usable GPU: sim, profile\n"
                   FALLBACK_PROFILE ", unless --backend was given)",

@@ -14,13 +14,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "../common/errbuf.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <nmmintrin.h>
@@ -36,18 +37,7 @@
 /* ----------------------------------------------------------------------------
  * errors */
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    char buf[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (err != NULL && errlen > 0)
-        snprintf(err, errlen, "%s", buf);
-    else
-        fprintf(stderr, "uvmrt-gpt: %s\n", buf);
-    return -1;
-}
+#define ERR_PREFIX "uvmrt-gpt" /* errbuf_fail's messages on stderr start with it */
 
 /* ----------------------------------------------------------------------------
  * CRC32C (reflected polynomial 0x82F63B78) */
@@ -172,8 +162,8 @@ static const char *kind_name(mode_t mode) {
 }
 
 static int not_a_file(const char *path, mode_t mode, char *err, size_t errlen) {
-    return fail(err, errlen, "checkpoint %s: %s, not a checkpoint file%s", path,
-                kind_name(mode), S_ISLNK(mode) ? " (links are not followed)" : "");
+    return errbuf_fail(err, errlen, ERR_PREFIX, "checkpoint %s: %s, not a checkpoint file%s", path,
+                       kind_name(mode), S_ISLNK(mode) ? " (links are not followed)" : "");
 }
 
 /* Opens a checkpoint for reading: only a regular file, never a device, a FIFO or a
@@ -184,16 +174,19 @@ static int not_a_file(const char *path, mode_t mode, char *err, size_t errlen) {
 static int open_checkpoint(const char *path, char *err, size_t errlen) {
     struct stat st;
     if (lstat(path, &st) != 0)
-        return fail(err, errlen, "checkpoint %s: cannot stat: %s", path, strerror(errno));
+        return errbuf_fail(err, errlen, ERR_PREFIX, "checkpoint %s: cannot stat: %s", path,
+                           strerror(errno));
     if (!S_ISREG(st.st_mode))
         return not_a_file(path, st.st_mode, err, errlen);
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
-        return fail(err, errlen, "checkpoint %s: cannot open: %s", path, strerror(errno));
+        return errbuf_fail(err, errlen, ERR_PREFIX, "checkpoint %s: cannot open: %s", path,
+                           strerror(errno));
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
-        return fail(err, errlen, "checkpoint %s: cannot stat: %s", path, strerror(e));
+        return errbuf_fail(err, errlen, ERR_PREFIX, "checkpoint %s: cannot stat: %s", path,
+                           strerror(e));
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
@@ -220,8 +213,8 @@ static int scan(const char *dir, const char *prefix, const char *suffix, uint64_
     if (d == NULL) {
         if (errno == ENOENT)
             return 0;
-        return fail(err, errlen, "checkpoint directory %s: cannot open: %s", dir,
-                    strerror(errno));
+        return errbuf_fail(err, errlen, ERR_PREFIX, "checkpoint directory %s: cannot open: %s", dir,
+                           strerror(errno));
     }
     uint64_t *steps = NULL;
     int n = 0, cap = 0;
@@ -236,7 +229,8 @@ static int scan(const char *dir, const char *prefix, const char *suffix, uint64_
             if (t == NULL) {
                 free(steps);
                 closedir(d);
-                return fail(err, errlen, "checkpoint directory %s: out of memory", dir);
+                return errbuf_fail(err, errlen, ERR_PREFIX,
+                                   "checkpoint directory %s: out of memory", dir);
             }
             steps = t;
         }
@@ -266,20 +260,23 @@ int gpt_ckpt_list(const char *dir, uint64_t *steps, int cap, char *err, size_t e
 
 static int check_buffers(const gpt_ckpt_buffer_t *bufs, int n, char *err, size_t errlen) {
     if (n < 0 || (n > 0 && bufs == NULL))
-        return fail(err, errlen, "checkpoint: %d buffers at %p: expected a list", n,
-                    (const void *)bufs);
+        return errbuf_fail(err, errlen, ERR_PREFIX, "checkpoint: %d buffers at %p: expected a list",
+                           n, (const void *)bufs);
     for (int i = 0; i < n; i++) {
         size_t len = bufs[i].name ? strlen(bufs[i].name) : 0;
         if (len == 0 || len > GPT_CKPT_NAME_MAX)
-            return fail(err, errlen, "checkpoint: buffer %d: name of %zu bytes, expected 1..%d",
-                        i, len, GPT_CKPT_NAME_MAX);
+            return errbuf_fail(err, errlen, ERR_PREFIX,
+                               "checkpoint: buffer %d: name of %zu bytes, expected 1..%d", i, len,
+                               GPT_CKPT_NAME_MAX);
         if (bufs[i].bytes > 0 && bufs[i].ptr == NULL)
-            return fail(err, errlen, "checkpoint: buffer '%s': NULL pointer for %" PRIu64
-                        " bytes", bufs[i].name, bufs[i].bytes);
+            return errbuf_fail(err, errlen, ERR_PREFIX,
+                               "checkpoint: buffer '%s': NULL pointer for %" PRIu64 " bytes",
+                               bufs[i].name, bufs[i].bytes);
         for (int j = 0; j < i; j++)
             if (strcmp(bufs[i].name, bufs[j].name) == 0)
-                return fail(err, errlen, "checkpoint: buffer name '%s' given twice (%d and %d)",
-                            bufs[i].name, j, i);
+                return errbuf_fail(err, errlen, ERR_PREFIX,
+                                   "checkpoint: buffer name '%s' given twice (%d and %d)",
+                                   bufs[i].name, j, i);
     }
     return 0;
 }
@@ -396,28 +393,33 @@ int gpt_ckpt_save(const char *dir, uint64_t step, const gpt_ckpt_buffer_t *bufs,
                   const void *meta, uint64_t meta_bytes, const gpt_ckpt_save_options_t *opts,
                   char *err, size_t errlen) {
     if (dir == NULL || dir[0] == 0)
-        return fail(err, errlen, "checkpoint: no directory given");
+        return errbuf_fail(err, errlen, ERR_PREFIX, "checkpoint: no directory given");
     if (strlen(dir) > 4000)
-        return fail(err, errlen, "checkpoint directory %.64s...: path too long", dir);
+        return errbuf_fail(err, errlen, ERR_PREFIX, "checkpoint directory %.64s...: path too long",
+                           dir);
     if (meta_bytes > 0 && meta == NULL)
-        return fail(err, errlen, "checkpoint: NULL metadata of %" PRIu64 " bytes", meta_bytes);
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "checkpoint: NULL metadata of %" PRIu64 " bytes", meta_bytes);
     if (check_buffers(bufs, n, err, errlen) != 0)
         return -1;
     if (opts == NULL || opts->run_id == 0)
-        return fail(err, errlen, "checkpoint: no run id given (expected one from "
-                    "gpt_ckpt_run_id_new)");
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "checkpoint: no run id given (expected one from "
+                           "gpt_ckpt_run_id_new)");
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        return fail(err, errlen, "checkpoint directory %s: cannot create: %s", dir,
-                    strerror(errno));
+        return errbuf_fail(err, errlen, ERR_PREFIX, "checkpoint directory %s: cannot create: %s",
+                           dir, strerror(errno));
     char at[4096], why[4608];
     gpt_ckpt_path(at, sizeof at, dir, step);
     if (!opts->overwrite && foreign_at(at, opts->run_id, why, sizeof why))
-        return fail(err, errlen, "%s; this run did not write it: not replaced (nothing "
-                    "saved; earlier checkpoints are kept)", why);
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "%s; this run did not write it: not replaced (nothing "
+                           "saved; earlier checkpoints are kept)",
+                           why);
     uint64_t table_bytes, data_bytes;
     unsigned char *table = table_build(bufs, n, &table_bytes, &data_bytes);
     if (table == NULL)
-        return fail(err, errlen, "checkpoint: out of memory for the table");
+        return errbuf_fail(err, errlen, ERR_PREFIX, "checkpoint: out of memory for the table");
 
     char tmp[4096], final[4096];
     tmp_path(tmp, sizeof tmp, dir, step);
@@ -426,12 +428,14 @@ int gpt_ckpt_save(const char *dir, uint64_t step, const gpt_ckpt_buffer_t *bufs,
      * link would have its target overwritten and then be renamed to the final name) */
     if (unlink(tmp) != 0 && errno != ENOENT) {
         free(table);
-        return fail(err, errlen, "checkpoint %s: cannot remove what is there: %s", tmp, strerror(errno));
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "checkpoint %s: cannot remove what is there: %s", tmp, strerror(errno));
     }
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) {
         free(table);
-        return fail(err, errlen, "checkpoint %s: cannot create: %s", tmp, strerror(errno));
+        return errbuf_fail(err, errlen, ERR_PREFIX, "checkpoint %s: cannot create: %s", tmp,
+                           strerror(errno));
     }
     uint64_t h[HEADER_WORDS] = {0};
     uint64_t total = HEADER_BYTES + table_bytes + meta_bytes + data_bytes, done = HEADER_BYTES;
@@ -470,12 +474,14 @@ int gpt_ckpt_save(const char *dir, uint64_t step, const gpt_ckpt_buffer_t *bufs,
     if (!ok) {
         int e = errno;
         unlink(tmp);
-        return fail(err, errlen, "checkpoint %s: %s failed: %s (earlier checkpoints are kept)",
-                    tmp, what, strerror(e));
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "checkpoint %s: %s failed: %s (earlier checkpoints are kept)", tmp, what,
+                           strerror(e));
     }
     if (fsync_dir(dir) != 0)
-        return fail(err, errlen, "checkpoint directory %s: fsync after renaming %s failed: %s",
-                    dir, final, strerror(errno));
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "checkpoint directory %s: fsync after renaming %s failed: %s", dir,
+                           final, strerror(errno));
     prune(dir, opts->keep, opts->run_id, final);
     return 0;
 }
@@ -489,29 +495,37 @@ static int read_header(int fd, const char *path, file_info_t *fi, char *err, siz
     fi->table = NULL;
     struct stat st;
     if (fstat(fd, &st) != 0)
-        return fail(err, errlen, "checkpoint %s: cannot stat: %s", path, strerror(errno));
+        return errbuf_fail(err, errlen, ERR_PREFIX, "checkpoint %s: cannot stat: %s", path,
+                           strerror(errno));
     uint64_t size = (uint64_t)st.st_size, h[HEADER_WORDS] = {0};
     int words = HEADER1_WORDS;
     if (size < HEADER1_WORDS * 8 || read_all(fd, h, HEADER1_WORDS * 8) != 0)
-        return fail(err, errlen, "checkpoint %s: truncated: %" PRIu64 " bytes, shorter than the "
-                    "%d-byte header", path, size, HEADER1_WORDS * 8);
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "checkpoint %s: truncated: %" PRIu64 " bytes, shorter than the "
+                           "%d-byte header",
+                           path, size, HEADER1_WORDS * 8);
     if ((uint32_t)h[0] != GPT_CKPT_MAGIC)
-        return fail(err, errlen, "checkpoint %s: bad magic %" PRIu32 ", expected %u (not a "
-                    "uvmrt-gpt checkpoint, or a save that never finished)", path,
-                    (uint32_t)h[0], GPT_CKPT_MAGIC);
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "checkpoint %s: bad magic %" PRIu32 ", expected %u (not a "
+                           "uvmrt-gpt checkpoint, or a save that never finished)",
+                           path, (uint32_t)h[0], GPT_CKPT_MAGIC);
     uint32_t version = (uint32_t)(h[0] >> 32);
     if (version == GPT_CKPT_VERSION) {
         words = HEADER_WORDS;
         if (size < HEADER_BYTES || read_all(fd, h + HEADER1_WORDS, 8) != 0)
-            return fail(err, errlen, "checkpoint %s: truncated: %" PRIu64 " bytes, shorter than "
-                        "the %d-byte header", path, size, HEADER_BYTES);
+            return errbuf_fail(err, errlen, ERR_PREFIX,
+                               "checkpoint %s: truncated: %" PRIu64 " bytes, shorter than "
+                               "the %d-byte header",
+                               path, size, HEADER_BYTES);
     } else if (version != 1) {
-        return fail(err, errlen, "checkpoint %s: format version %" PRIu32 ", expected 1 or %u "
-                    "(written by another uvmrt-gpt?)", path, version, GPT_CKPT_VERSION);
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "checkpoint %s: format version %" PRIu32 ", expected 1 or %u "
+                           "(written by another uvmrt-gpt?)",
+                           path, version, GPT_CKPT_VERSION);
     }
     if (gpt_ckpt_crc32c(0, h, (size_t)(words - 1) * sizeof h[0]) != (uint32_t)h[words - 1])
-        return fail(err, errlen, "checkpoint %s: header checksum mismatch (corrupt header)",
-                    path);
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "checkpoint %s: header checksum mismatch (corrupt header)", path);
     fi->version = version;
     fi->header_bytes = (uint64_t)words * 8;
     fi->step = h[1];
@@ -523,13 +537,17 @@ static int read_header(int fd, const char *path, file_info_t *fi, char *err, siz
     fi->run_id = version == 1 ? 0 : h[7];
     uint64_t want = fi->header_bytes + fi->table_bytes + fi->meta_bytes + fi->data_bytes;
     if (fi->table_bytes > TABLE_MAX_BYTES || want < fi->data_bytes)
-        return fail(err, errlen, "checkpoint %s: implausible sizes in the header", path);
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "checkpoint %s: implausible sizes in the header", path);
     if (size < want)
-        return fail(err, errlen, "checkpoint %s: truncated: %" PRIu64 " bytes, the header says %"
-                    PRIu64, path, size, want);
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "checkpoint %s: truncated: %" PRIu64 " bytes, the header says %" PRIu64,
+                           path, size, want);
     if (size > want)
-        return fail(err, errlen, "checkpoint %s: %" PRIu64 " bytes, %" PRIu64 " more than the "
-                    "header says", path, size, size - want);
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "checkpoint %s: %" PRIu64 " bytes, %" PRIu64 " more than the "
+                           "header says",
+                           path, size, size - want);
     return 0;
 }
 
@@ -539,12 +557,13 @@ static int read_head(int fd, const char *path, file_info_t *fi, char *err, size_
         return -1;
     fi->table = malloc(fi->table_bytes + 1);
     if (fi->table == NULL)
-        return fail(err, errlen, "checkpoint %s: out of memory for the table", path);
+        return errbuf_fail(err, errlen, ERR_PREFIX, "checkpoint %s: out of memory for the table",
+                           path);
     if (read_all(fd, fi->table, fi->table_bytes) != 0) {
         free(fi->table);
         fi->table = NULL;
-        return fail(err, errlen, "checkpoint %s: cannot read the table: %s", path,
-                    errno ? strerror(errno) : "end of file");
+        return errbuf_fail(err, errlen, ERR_PREFIX, "checkpoint %s: cannot read the table: %s",
+                           path, errno ? strerror(errno) : "end of file");
     }
     /* walk it once so later reads stay in bounds */
     uint64_t off = 0, sum = 0;
@@ -563,8 +582,10 @@ static int read_head(int fd, const char *path, file_info_t *fi, char *err, size_
     if (off != fi->table_bytes || sum != fi->data_bytes) {
         free(fi->table);
         fi->table = NULL;
-        return fail(err, errlen, "checkpoint %s: the buffer table does not match the header "
-                    "(corrupt)", path);
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "checkpoint %s: the buffer table does not match the header "
+                           "(corrupt)",
+                           path);
     }
     return 0;
 }
@@ -574,14 +595,14 @@ static int crc_rest(int fd, const char *path, const file_info_t *fi, uint64_t by
                     uint32_t *crc, char *err, size_t errlen) {
     unsigned char *buf = malloc(CHUNK_BYTES);
     if (buf == NULL)
-        return fail(err, errlen, "checkpoint %s: out of memory", path);
+        return errbuf_fail(err, errlen, ERR_PREFIX, "checkpoint %s: out of memory", path);
     uint32_t c = gpt_ckpt_crc32c(0, fi->table, fi->table_bytes);
     while (bytes > 0) {
         size_t k = bytes < CHUNK_BYTES ? (size_t)bytes : CHUNK_BYTES;
         if (read_all(fd, buf, k) != 0) {
             free(buf);
-            return fail(err, errlen, "checkpoint %s: read failed: %s", path,
-                        errno ? strerror(errno) : "end of file");
+            return errbuf_fail(err, errlen, ERR_PREFIX, "checkpoint %s: read failed: %s", path,
+                               errno ? strerror(errno) : "end of file");
         }
         c = gpt_ckpt_crc32c(c, buf, k);
         bytes -= k;
@@ -596,8 +617,10 @@ static int verify_fd(int fd, const char *path, file_info_t *fi, char *err, size_
     if (crc_rest(fd, path, fi, fi->meta_bytes + fi->data_bytes, &crc, err, errlen) != 0)
         return -1;
     if (crc != fi->crc)
-        return fail(err, errlen, "checkpoint %s: checksum mismatch: CRC32C %08" PRIx32 ", the "
-                    "header says %08" PRIx32 " (corrupt)", path, crc, fi->crc);
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "checkpoint %s: checksum mismatch: CRC32C %08" PRIx32 ", the "
+                           "header says %08" PRIx32 " (corrupt)",
+                           path, crc, fi->crc);
     return 0;
 }
 
@@ -620,8 +643,10 @@ int gpt_ckpt_verify(const char *path, uint64_t *step, char *err, size_t errlen) 
 static int match_table(const char *path, const file_info_t *fi, const gpt_ckpt_buffer_t *bufs,
                        int n, uint64_t meta_cap, char *err, size_t errlen) {
     if (fi->nbufs != (uint64_t)n)
-        return fail(err, errlen, "checkpoint %s: %" PRIu64 " buffers in the file, this run has "
-                    "%d (another model or optimizer layout)", path, fi->nbufs, n);
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "checkpoint %s: %" PRIu64 " buffers in the file, this run has "
+                           "%d (another model or optimizer layout)",
+                           path, fi->nbufs, n);
     uint64_t off = 0;
     for (int i = 0; i < n; i++) {
         uint32_t len;
@@ -631,14 +656,18 @@ static int match_table(const char *path, const file_info_t *fi, const gpt_ckpt_b
         const char *name = (const char *)fi->table + off + 4;
         if (strlen(bufs[i].name) != len || memcmp(bufs[i].name, name, len) != 0 ||
             bytes != bufs[i].bytes)
-            return fail(err, errlen, "checkpoint %s: buffer %d is '%.*s' of %" PRIu64 " bytes in "
-                        "the file, this run has '%s' of %" PRIu64 " bytes (another model shape?)",
-                        path, i, (int)len, name, bytes, bufs[i].name, bufs[i].bytes);
+            return errbuf_fail(err, errlen, ERR_PREFIX,
+                               "checkpoint %s: buffer %d is '%.*s' of %" PRIu64 " bytes in "
+                               "the file, this run has '%s' of %" PRIu64
+                               " bytes (another model shape?)",
+                               path, i, (int)len, name, bytes, bufs[i].name, bufs[i].bytes);
         off += 4 + len + 8;
     }
     if (fi->meta_bytes > meta_cap)
-        return fail(err, errlen, "checkpoint %s: %" PRIu64 " bytes of metadata, more than the %"
-                    PRIu64 " this run expects", path, fi->meta_bytes, meta_cap);
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "checkpoint %s: %" PRIu64 " bytes of metadata, more than the %" PRIu64
+                           " this run expects",
+                           path, fi->meta_bytes, meta_cap);
     return 0;
 }
 
@@ -649,8 +678,8 @@ static int load_path(const char *path, const gpt_ckpt_buffer_t *bufs, int n, voi
     if (check_buffers(bufs, n, err, errlen) != 0)
         return -1;
     if (meta_cap > 0 && meta == NULL)
-        return fail(err, errlen, "checkpoint: NULL metadata buffer of %" PRIu64 " bytes",
-                    meta_cap);
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "checkpoint: NULL metadata buffer of %" PRIu64 " bytes", meta_cap);
     int fd = open_checkpoint(path, err, errlen);
     if (fd < 0)
         return -1;
@@ -662,14 +691,16 @@ static int load_path(const char *path, const gpt_ckpt_buffer_t *bufs, int n, voi
     if (status == 0 && verify) {
         status = verify_fd(fd, path, &fi, err, errlen);
         if (status == 0 && lseek(fd, (off_t)(fi.header_bytes + fi.table_bytes), SEEK_SET) < 0)
-            status = fail(err, errlen, "checkpoint %s: seek failed: %s", path, strerror(errno));
+            status = errbuf_fail(err, errlen, ERR_PREFIX, "checkpoint %s: seek failed: %s", path,
+                                 strerror(errno));
     }
     if (status == 0) {
         m = malloc(fi.meta_bytes + 1);
         if (m == NULL)
-            status = fail(err, errlen, "checkpoint %s: out of memory", path);
+            status = errbuf_fail(err, errlen, ERR_PREFIX, "checkpoint %s: out of memory", path);
         else if (read_all(fd, m, fi.meta_bytes) != 0)
-            status = fail(err, errlen, "checkpoint %s: cannot read the metadata", path);
+            status = errbuf_fail(err, errlen, ERR_PREFIX, "checkpoint %s: cannot read the metadata",
+                                 path);
     }
     if (status == 0) {
         /* the buffers are written from here on: the file was verified (or is verified
@@ -681,8 +712,9 @@ static int load_path(const char *path, const gpt_ckpt_buffer_t *bufs, int n, voi
             for (uint64_t left = bufs[i].bytes; left > 0 && status == 0;) {
                 size_t k = left < CHUNK_BYTES ? (size_t)left : CHUNK_BYTES;
                 if (read_all(fd, p, k) != 0)
-                    status = fail(err, errlen, "checkpoint %s: read of '%s' failed: %s", path,
-                                  bufs[i].name, errno ? strerror(errno) : "end of file");
+                    status = errbuf_fail(err, errlen, ERR_PREFIX,
+                                         "checkpoint %s: read of '%s' failed: %s", path,
+                                         bufs[i].name, errno ? strerror(errno) : "end of file");
                 else
                     c = gpt_ckpt_crc32c(c, p, k);
                 p += k;
@@ -690,8 +722,10 @@ static int load_path(const char *path, const gpt_ckpt_buffer_t *bufs, int n, voi
             }
         }
         if (status == 0 && c != fi.crc)
-            status = fail(err, errlen, "checkpoint %s: checksum mismatch while loading (the file "
-                          "changed after it was verified); the buffers hold partial data", path);
+            status = errbuf_fail(err, errlen, ERR_PREFIX,
+                                 "checkpoint %s: checksum mismatch while loading (the file "
+                                 "changed after it was verified); the buffers hold partial data",
+                                 path);
     }
     if (status == 0) {
         if (fi.meta_bytes)
@@ -726,20 +760,22 @@ int gpt_ckpt_run_id_new(uint64_t *run_id, char *err, size_t errlen) {
             r = getrandom(&v, sizeof v, 0);
         while (r < 0 && errno == EINTR);
         if (r != (ssize_t)sizeof v)
-            return fail(err, errlen, "checkpoint: getrandom for a run id failed: %s",
-                        r < 0 ? strerror(errno) : "short read");
+            return errbuf_fail(err, errlen, ERR_PREFIX,
+                               "checkpoint: getrandom for a run id failed: %s",
+                               r < 0 ? strerror(errno) : "short read");
     }
     if (v == 0)
-        return fail(err, errlen, "checkpoint: getrandom returned 0 four times");
+        return errbuf_fail(err, errlen, ERR_PREFIX, "checkpoint: getrandom returned 0 four times");
     *run_id = v;
     return 0;
 }
 
 int gpt_ckpt_dir_prepare(const char *dir, char *err, size_t errlen) {
     if (dir == NULL || dir[0] == 0)
-        return fail(err, errlen, "checkpoint: no directory given");
+        return errbuf_fail(err, errlen, ERR_PREFIX, "checkpoint: no directory given");
     if (strlen(dir) > 4000)
-        return fail(err, errlen, "checkpoint directory %.64s...: path too long", dir);
+        return errbuf_fail(err, errlen, ERR_PREFIX, "checkpoint directory %.64s...: path too long",
+                           dir);
     if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
         int e = errno;
         char parent[4096];
@@ -751,23 +787,25 @@ int gpt_ckpt_dir_prepare(const char *dir, char *err, size_t errlen) {
         else
             slash[slash == parent] = '\0'; /* "/x": "/" */
         int missing = e == ENOENT && stat(parent, &pst) != 0;
-        return fail(err, errlen, "checkpoint directory %s: cannot create: %s%s%s%s", dir,
-                    strerror(e), missing ? " (its parent " : "", missing ? parent : "",
-                    missing ? " is missing)" : "");
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "checkpoint directory %s: cannot create: %s%s%s%s", dir, strerror(e),
+                           missing ? " (its parent " : "", missing ? parent : "",
+                           missing ? " is missing)" : "");
     }
     struct stat st;
     if (stat(dir, &st) != 0)
-        return fail(err, errlen, "checkpoint directory %s: cannot stat: %s", dir,
-                    strerror(errno));
+        return errbuf_fail(err, errlen, ERR_PREFIX, "checkpoint directory %s: cannot stat: %s", dir,
+                           strerror(errno));
     if (!S_ISDIR(st.st_mode))
-        return fail(err, errlen, "checkpoint directory %s: %s, not a directory", dir,
-                    kind_name(st.st_mode));
+        return errbuf_fail(err, errlen, ERR_PREFIX, "checkpoint directory %s: %s, not a directory",
+                           dir, kind_name(st.st_mode));
     char probe[4096];
     snprintf(probe, sizeof probe, "%s/.ckpt-probe-XXXXXX", dir);
     int fd = mkstemp(probe);
     if (fd < 0)
-        return fail(err, errlen, "checkpoint directory %s: cannot create files in it: %s", dir,
-                    strerror(errno));
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "checkpoint directory %s: cannot create files in it: %s", dir,
+                           strerror(errno));
     close(fd);
     unlink(probe);
     return 0;
@@ -799,13 +837,14 @@ int gpt_ckpt_scan(const char *dir, gpt_ckpt_entry_t **entries, int *count, char 
     *entries = NULL;
     *count = 0;
     if (dir == NULL || strlen(dir) > 4000)
-        return fail(err, errlen, "checkpoint: no directory given, or path too long");
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "checkpoint: no directory given, or path too long");
     DIR *d = opendir(dir);
     if (d == NULL) {
         if (errno == ENOENT)
             return 0;
-        return fail(err, errlen, "checkpoint directory %s: cannot open: %s", dir,
-                    strerror(errno));
+        return errbuf_fail(err, errlen, ERR_PREFIX, "checkpoint directory %s: cannot open: %s", dir,
+                           strerror(errno));
     }
     gpt_ckpt_entry_t *v = NULL;
     int n = 0, cap = 0;
@@ -820,7 +859,8 @@ int gpt_ckpt_scan(const char *dir, gpt_ckpt_entry_t **entries, int *count, char 
             if (t == NULL) {
                 free(v);
                 closedir(d);
-                return fail(err, errlen, "checkpoint directory %s: out of memory", dir);
+                return errbuf_fail(err, errlen, ERR_PREFIX,
+                                   "checkpoint directory %s: out of memory", dir);
             }
             v = t;
         }
@@ -852,7 +892,8 @@ int gpt_ckpt_resume(const char *dir, const gpt_ckpt_buffer_t *bufs, int n, void 
                     uint64_t meta_cap, uint64_t *meta_bytes, uint64_t *step, uint64_t *run_id,
                     char *path_out, size_t path_len, char *err, size_t errlen) {
     if (dir == NULL || strlen(dir) > 4000)
-        return fail(err, errlen, "checkpoint: no directory given, or path too long");
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "checkpoint: no directory given, or path too long");
     gpt_ckpt_entry_t *e;
     int count;
     if (gpt_ckpt_scan(dir, &e, &count, err, errlen) != 0)
@@ -878,9 +919,10 @@ int gpt_ckpt_resume(const char *dir, const gpt_ckpt_buffer_t *bufs, int n, void 
             snprintf(path_out, path_len, "%s", e[i].path);
     }
     if (status == 1 && count > 0)
-        status = fail(err, errlen, "none of the %d checkpoint entr%s in %s can be used (each is "
-                      "named above with the reason); nothing was loaded", count,
-                      count == 1 ? "y" : "ies", dir);
+        status = errbuf_fail(err, errlen, ERR_PREFIX,
+                             "none of the %d checkpoint entr%s in %s can be used (each is "
+                             "named above with the reason); nothing was loaded",
+                             count, count == 1 ? "y" : "ies", dir);
     free(e);
     return status;
 }

@@ -14,12 +14,12 @@
 #include <errno.h>
 #include <glob.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../common/errbuf.h"
 #include "../common/input_file.h"
 
 #define HEADER_BYTES ((long long)GPT_DATA_HEADER_INTS * 4)
@@ -51,18 +51,7 @@ struct gpt_data {
 /* ----------------------------------------------------------------------------
  * errors */
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    char buf[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (err != NULL && errlen > 0)
-        snprintf(err, errlen, "%s", buf);
-    else
-        fprintf(stderr, "uvmrt-gpt: %s\n", buf);
-    return -1;
-}
+#define ERR_PREFIX "uvmrt-gpt" /* errbuf_fail's messages on stderr start with it */
 
 /* ----------------------------------------------------------------------------
  * RNG and shard order: splitmix64, so an epoch's order is a function of one
@@ -104,9 +93,9 @@ static uint64_t fnv1a(uint64_t h, uint64_t v) {
 static int file_size(const char *path, uint64_t *size, char *err, size_t errlen) {
     struct stat st;
     if (stat(path, &st) != 0)
-        return fail(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
+        return errbuf_fail(err, errlen, ERR_PREFIX, "%s: cannot stat: %s", path, strerror(errno));
     if (!S_ISREG(st.st_mode))
-        return fail(err, errlen, "%s: not a regular file", path);
+        return errbuf_fail(err, errlen, ERR_PREFIX, "%s: not a regular file", path);
     *size = (uint64_t)st.st_size;
     return 0;
 }
@@ -117,33 +106,43 @@ static int shard_check_header(const char *path, uint64_t *ntok, char *err, size_
     if (file_size(path, &size, err, errlen) != 0)
         return -1;
     if (size < (uint64_t)HEADER_BYTES)
-        return fail(err, errlen,
-                    "%s: truncated: %" PRIu64 " bytes, shorter than the %lld-byte header of a "
-                    "token file", path, size, HEADER_BYTES);
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "%s: truncated: %" PRIu64
+                           " bytes, shorter than the %lld-byte header of a "
+                           "token file",
+                           path, size, HEADER_BYTES);
     const char *why = NULL;
     FILE *f = input_file_fopen(path, NULL, &why); /* stat above, then replaced: still no hang */
     if (f == NULL)
-        return fail(err, errlen, "%s: cannot open: %s", path, why);
+        return errbuf_fail(err, errlen, ERR_PREFIX, "%s: cannot open: %s", path, why);
     int32_t h[GPT_DATA_HEADER_INTS];
     size_t got = fread(h, sizeof h[0], GPT_DATA_HEADER_INTS, f);
     fclose(f);
     if (got != GPT_DATA_HEADER_INTS)
-        return fail(err, errlen, "%s: cannot read the header", path);
+        return errbuf_fail(err, errlen, ERR_PREFIX, "%s: cannot read the header", path);
     if (h[0] != GPT_DATA_MAGIC)
-        return fail(err, errlen, "%s: bad magic %" PRId32 " in the header, expected %d (an llm.c "
-                    "token file)", path, h[0], GPT_DATA_MAGIC);
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "%s: bad magic %" PRId32 " in the header, expected %d (an llm.c "
+                           "token file)",
+                           path, h[0], GPT_DATA_MAGIC);
     if (h[1] != GPT_DATA_VERSION)
-        return fail(err, errlen, "%s: version %" PRId32 ", expected %d (uint16 tokens)", path,
-                    h[1], GPT_DATA_VERSION);
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "%s: version %" PRId32 ", expected %d (uint16 tokens)", path, h[1],
+                           GPT_DATA_VERSION);
     if (h[2] < 0)
-        return fail(err, errlen, "%s: negative token count %" PRId32 " in the header", path, h[2]);
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "%s: negative token count %" PRId32 " in the header", path, h[2]);
     uint64_t want = (uint64_t)HEADER_BYTES + 2 * (uint64_t)h[2];
     if (size < want)
-        return fail(err, errlen, "%s: truncated: the header says %" PRId32 " tokens (%" PRIu64
-                    " bytes), the file has %" PRIu64 " bytes", path, h[2], want, size);
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "%s: truncated: the header says %" PRId32 " tokens (%" PRIu64
+                           " bytes), the file has %" PRIu64 " bytes",
+                           path, h[2], want, size);
     if (size > want)
-        return fail(err, errlen, "%s: %" PRIu64 " bytes after the %" PRId32 " tokens the header "
-                    "counts (expected a file of %" PRIu64 " bytes)", path, size - want, h[2], want);
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "%s: %" PRIu64 " bytes after the %" PRId32 " tokens the header "
+                           "counts (expected a file of %" PRIu64 " bytes)",
+                           path, size - want, h[2], want);
     *ntok = (uint64_t)h[2];
     return 0;
 }
@@ -153,12 +152,13 @@ static int shard_load(const gpt_data_t *d, int i, uint16_t **out, char *err, siz
     const shard_t *s = &d->shards[i];
     uint16_t *buf = malloc(s->ntok * sizeof *buf + 1);
     if (buf == NULL)
-        return fail(err, errlen, "%s: out of memory for %" PRIu64 " tokens", s->path, s->ntok);
+        return errbuf_fail(err, errlen, ERR_PREFIX, "%s: out of memory for %" PRIu64 " tokens",
+                           s->path, s->ntok);
     const char *why = NULL;
     FILE *f = input_file_fopen(s->path, NULL, &why);
     if (f == NULL) {
         free(buf);
-        return fail(err, errlen, "%s: cannot open: %s", s->path, why);
+        return errbuf_fail(err, errlen, ERR_PREFIX, "%s: cannot open: %s", s->path, why);
     }
     int ok = fseeko(f, (off_t)s->start, SEEK_SET) == 0;
     if (ok && d->text) {
@@ -173,15 +173,17 @@ static int shard_load(const gpt_data_t *d, int i, uint16_t **out, char *err, siz
     fclose(f);
     if (!ok) {
         free(buf);
-        return fail(err, errlen, "%s: truncated: cannot read %" PRIu64 " tokens", s->path,
-                    s->ntok);
+        return errbuf_fail(err, errlen, ERR_PREFIX, "%s: truncated: cannot read %" PRIu64 " tokens",
+                           s->path, s->ntok);
     }
     for (uint64_t k = 0; k < s->ntok; k++)
         if (buf[k] >= d->vocab) {
             unsigned v = buf[k];
             free(buf);
-            return fail(err, errlen, "%s: token %u at index %" PRIu64 " is >= the vocabulary "
-                        "size %d", s->path, v, k, d->vocab);
+            return errbuf_fail(err, errlen, ERR_PREFIX,
+                               "%s: token %u at index %" PRIu64 " is >= the vocabulary "
+                               "size %d",
+                               s->path, v, k, d->vocab);
         }
     *out = buf;
     return 0;
@@ -194,11 +196,11 @@ static int add_shard(gpt_data_t *d, const char *path, uint64_t start, uint64_t n
                      char *err, size_t errlen) {
     shard_t *s = realloc(d->shards, (size_t)(d->nshards + 1) * sizeof *s);
     if (s == NULL)
-        return fail(err, errlen, "out of memory for the shard list");
+        return errbuf_fail(err, errlen, ERR_PREFIX, "out of memory for the shard list");
     d->shards = s;
     s[d->nshards].path = strdup(path);
     if (s[d->nshards].path == NULL)
-        return fail(err, errlen, "out of memory for the shard list");
+        return errbuf_fail(err, errlen, ERR_PREFIX, "out of memory for the shard list");
     s[d->nshards].start = start;
     s[d->nshards].ntok = ntok;
     d->nshards++;
@@ -209,17 +211,19 @@ static int open_tokens(gpt_data_t *d, const char *pattern, char *err, size_t err
     glob_t g;
     int rc = glob(pattern, 0, NULL, &g);
     if (rc == GLOB_NOMATCH)
-        return fail(err, errlen, "--data %s: no file matches", pattern);
+        return errbuf_fail(err, errlen, ERR_PREFIX, "--data %s: no file matches", pattern);
     if (rc != 0)
-        return fail(err, errlen, "--data %s: glob failed (%s)", pattern,
-                    rc == GLOB_NOSPACE ? "out of memory" : "read error");
+        return errbuf_fail(err, errlen, ERR_PREFIX, "--data %s: glob failed (%s)", pattern,
+                           rc == GLOB_NOSPACE ? "out of memory" : "read error");
     int status = 0;
     for (size_t i = 0; i < g.gl_pathc && status == 0; i++) {
         uint64_t ntok = 0;
         status = shard_check_header(g.gl_pathv[i], &ntok, err, errlen);
         if (status == 0 && ntok < d->bt + 1)
-            status = fail(err, errlen, "%s: %" PRIu64 " tokens, shorter than one batch: B*T+1 = "
-                          "%" PRIu64, g.gl_pathv[i], ntok, d->bt + 1);
+            status = errbuf_fail(err, errlen, ERR_PREFIX,
+                                 "%s: %" PRIu64 " tokens, shorter than one batch: B*T+1 = "
+                                 "%" PRIu64,
+                                 g.gl_pathv[i], ntok, d->bt + 1);
         if (status == 0)
             status = add_shard(d, g.gl_pathv[i], (uint64_t)HEADER_BYTES, ntok, err, errlen);
     }
@@ -242,8 +246,10 @@ static int open_text(gpt_data_t *d, const char *path, char *err, size_t errlen) 
         what = "its validation split (the last 10%)";
     }
     if (n < d->bt + 1)
-        return fail(err, errlen, "--text %s: %s has %" PRIu64 " bytes, shorter than one batch: "
-                    "B*T+1 = %" PRIu64, path, what, n, d->bt + 1);
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "--text %s: %s has %" PRIu64 " bytes, shorter than one batch: "
+                           "B*T+1 = %" PRIu64,
+                           path, what, n, d->bt + 1);
     return add_shard(d, path, start, n, err, errlen);
 }
 
@@ -262,27 +268,31 @@ void gpt_data_close(gpt_data_t *d) {
 int gpt_data_open(gpt_data_t **out, const gpt_data_config_t *cfg, char *err, size_t errlen) {
     *out = NULL;
     if (cfg == NULL)
-        return fail(err, errlen, "gpt_data_open: no configuration");
+        return errbuf_fail(err, errlen, ERR_PREFIX, "gpt_data_open: no configuration");
     if ((cfg->pattern == NULL) == (cfg->text == NULL))
-        return fail(err, errlen, "gpt_data_open: expected exactly one of a token-file pattern "
-                    "(--data) and a text file (--text)");
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "gpt_data_open: expected exactly one of a token-file pattern "
+                           "(--data) and a text file (--text)");
     if (cfg->B < 1 || cfg->T < 1)
-        return fail(err, errlen, "gpt_data_open: B = %d, T = %d: expected both >= 1", cfg->B,
-                    cfg->T);
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "gpt_data_open: B = %d, T = %d: expected both >= 1", cfg->B, cfg->T);
     if (cfg->split < GPT_DATA_ALL || cfg->split > GPT_DATA_VAL)
-        return fail(err, errlen, "gpt_data_open: split %d: expected GPT_DATA_ALL, _TRAIN or _VAL",
-                    (int)cfg->split);
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "gpt_data_open: split %d: expected GPT_DATA_ALL, _TRAIN or _VAL",
+                           (int)cfg->split);
     int maxv = cfg->text ? GPT_DATA_TEXT_VOCAB : 65536;
     if (cfg->vocab < 0 || cfg->vocab > 65536)
-        return fail(err, errlen, "gpt_data_open: vocab %d: expected 1..65536 (0: %d)", cfg->vocab,
-                    maxv);
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "gpt_data_open: vocab %d: expected 1..65536 (0: %d)", cfg->vocab, maxv);
     int world = cfg->world ? cfg->world : 1;
     if (cfg->world < 0 || cfg->rank < 0 || cfg->rank >= world)
-        return fail(err, errlen, "gpt_data_open: rank %d of world %d: expected a world >= 1 "
-                    "(0: 1) and a rank in 0..world-1", cfg->rank, cfg->world);
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "gpt_data_open: rank %d of world %d: expected a world >= 1 "
+                           "(0: 1) and a rank in 0..world-1",
+                           cfg->rank, cfg->world);
     gpt_data_t *d = calloc(1, sizeof *d);
     if (d == NULL)
-        return fail(err, errlen, "gpt_data_open: out of memory");
+        return errbuf_fail(err, errlen, ERR_PREFIX, "gpt_data_open: out of memory");
     d->rank = cfg->rank;
     d->world = world;
     d->cfg = *cfg;
@@ -297,7 +307,7 @@ int gpt_data_open(gpt_data_t **out, const gpt_data_config_t *cfg, char *err, siz
         d->order = malloc((size_t)d->nshards * sizeof *d->order);
         d->order_next = malloc((size_t)d->nshards * sizeof *d->order_next);
         if (d->order == NULL || d->order_next == NULL)
-            status = fail(err, errlen, "gpt_data_open: out of memory");
+            status = errbuf_fail(err, errlen, ERR_PREFIX, "gpt_data_open: out of memory");
     }
     if (status == 0) {
         uint64_t h = 0xCBF29CE484222325ull;
@@ -347,23 +357,28 @@ static int commit(gpt_data_t *d, const gpt_data_pos_t *pos, int *order, uint64_t
 
 int gpt_data_seek(gpt_data_t *d, const gpt_data_pos_t *pos, char *err, size_t errlen) {
     if (pos->fingerprint != d->fingerprint)
-        return fail(err, errlen, "data position: fingerprint %016" PRIx64 " is not this data's "
-                    "(%016" PRIx64 "): other files, shard sizes, B or T than the run that saved "
-                    "it", pos->fingerprint, d->fingerprint);
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "data position: fingerprint %016" PRIx64 " is not this data's "
+                           "(%016" PRIx64
+                           "): other files, shard sizes, B or T than the run that saved "
+                           "it",
+                           pos->fingerprint, d->fingerprint);
     if (pos->shard >= (uint64_t)d->nshards)
-        return fail(err, errlen, "data position: shard %" PRIu64 ", expected < %d", pos->shard,
-                    d->nshards);
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "data position: shard %" PRIu64 ", expected < %d", pos->shard,
+                           d->nshards);
     int *order = malloc((size_t)d->nshards * sizeof *order);
     if (order == NULL)
-        return fail(err, errlen, "data position: out of memory");
+        return errbuf_fail(err, errlen, ERR_PREFIX, "data position: out of memory");
     uint64_t rng = pos->rng;
     draw_order(&rng, d->nshards, d->cfg.shuffle, order);
     int status = 0;
     const shard_t *s = &d->shards[order[pos->shard]];
     if (pos->offset % d->bt != 0 || pos->offset > s->ntok)
-        status = fail(err, errlen, "data position: offset %" PRIu64 " in %s: expected a multiple "
-                      "of B*T = %" PRIu64 " and <= %" PRIu64, pos->offset, s->path, d->bt,
-                      s->ntok);
+        status = errbuf_fail(err, errlen, ERR_PREFIX,
+                             "data position: offset %" PRIu64 " in %s: expected a multiple "
+                             "of B*T = %" PRIu64 " and <= %" PRIu64,
+                             pos->offset, s->path, d->bt, s->ntok);
     if (status == 0)
         status = commit(d, pos, order, rng, err, errlen);
     free(order);
@@ -472,15 +487,17 @@ int gpt_data_vocab(const gpt_data_t *d) {
 int gpt_data_write_tokens(const char *path, const uint16_t *tokens, uint64_t n, char *err,
                           size_t errlen) {
     if (n > INT32_MAX)
-        return fail(err, errlen, "%s: %" PRIu64 " tokens, more than a token file's header can "
-                    "count (%d)", path, n, INT32_MAX);
+        return errbuf_fail(err, errlen, ERR_PREFIX,
+                           "%s: %" PRIu64 " tokens, more than a token file's header can "
+                           "count (%d)",
+                           path, n, INT32_MAX);
     int32_t h[GPT_DATA_HEADER_INTS] = {GPT_DATA_MAGIC, GPT_DATA_VERSION, (int32_t)n};
     FILE *f = fopen(path, "wb");
     if (f == NULL)
-        return fail(err, errlen, "%s: cannot create: %s", path, strerror(errno));
+        return errbuf_fail(err, errlen, ERR_PREFIX, "%s: cannot create: %s", path, strerror(errno));
     int ok = fwrite(h, sizeof h, 1, f) == 1 && (n == 0 || fwrite(tokens, 2, n, f) == n);
     ok = (fclose(f) == 0) && ok;
     if (!ok)
-        return fail(err, errlen, "%s: write failed: %s", path, strerror(errno));
+        return errbuf_fail(err, errlen, ERR_PREFIX, "%s: write failed: %s", path, strerror(errno));
     return 0;
 }

@@ -121,7 +121,7 @@ void mlp_options_parse(int argc, char **argv, mlp_options_t *opt) {
                    "uvmrt, with tensors that may exceed the GPU's memory.",
         .common = CLI_F_BACKEND | CLI_F_PROFILE | CLI_F_POLICY | CLI_F_BUDGET | CLI_F_STEPS |
                   CLI_F_SEED | CLI_F_REPORT | CLI_F_TRACE | CLI_F_LOSS_LOG | CLI_F_RESULT_JSON |
-                  CLI_F_LOG_LEVEL | CLI_F_QUIET | CLI_F_HOST_BUDGET,
+                  CLI_F_LOG_LEVEL | CLI_F_QUIET | CLI_F_HOST_BUDGET | CLI_F_SPILL_DIR,
         .common_help = {
             [0] = "backend (default cuda; without a usable GPU: sim, profile\n"
                   MLP_FALLBACK_PROFILE ", unless --backend was given)",

@@ -373,6 +373,8 @@ static uvmrt_status_t apply_params(uvmrt_config_t *c, const uvmrt_params_t *p, c
         BAD_PARAM("profile", "'%s'", p->profile, expected_of("PROFILE"));
     if (p->report != NULL && parse_report(c, p->report) != UVMRT_OK)
         BAD_PARAM("report", "'%s'", p->report, expected_of("REPORT"));
+    if (p->spill_dir != NULL && parse_spill_dir(c, p->spill_dir) != UVMRT_OK)
+        BAD_PARAM("spill_dir", "'%s'", p->spill_dir, expected_of("SPILL_DIR"));
 #undef BAD_PARAM
     c->device = p->device;
     c->backend = p->backend;
