@@ -74,7 +74,8 @@ class Params(ctypes.Structure):
                 ("policy", c_int), ("budget_bytes", c_u64), ("budget_reserve_bytes", c_u64),
                 ("discard_dead", c_int), ("remote", c_int), ("log_level", c_int), ("log_fn", c_void_p),
                 ("log_user", c_void_p), ("report", c_char_p), ("ignore_env", c_int), ("fault_stats", c_int),
-                ("fault_sample_every", c_int), ("trace", c_char_p), ("host_budget_bytes", c_u64)]
+                ("fault_sample_every", c_int), ("trace", c_char_p), ("host_budget_bytes", c_u64),
+                ("spill_dir", c_char_p)]
 
 
 class TensorDesc(ctypes.Structure):
