@@ -189,3 +189,22 @@ def test_a_recomputing_blocks_copies_are_freed_with_its_activations(monkeypatch)
     opt.step()
     opt.zero_grad()
     ut.close(model)
+
+
+@pytest.mark.parametrize("make", [gpt2, llama], ids=["gpt2", "llama"])
+def test_offloaded_checkpoint_inputs_of_hf_blocks_give_the_same_losses(make):
+    """The saved_tensors_hooks around a transformers block's checkpoint see its inputs
+    (hidden states, and whatever else the block is called with), send them away and bring
+    them back: the same losses, and every block's inputs moved out and back."""
+    batches = data()
+    out, moved = {}, {}
+    for off in (False, True):
+        model, opt = ut.offload(make(), torch.optim.AdamW, lr=1e-3, budget="256M", cpu_optimizer=False,
+                                recompute=True, offload_inputs=off)
+        e = ut.engine_of(model)
+        if e.offload is not None:
+            e.offload.min_bytes = 0
+        out[off] = train(model, opt, batches)
+        moved[off] = (e.offload.moved_out, e.offload.moved_in) if e.offload is not None else (0, 0)
+    assert out[True] == out[False]
+    assert moved[True][0] > 0 and moved[True][0] == moved[True][1]
