@@ -388,3 +388,89 @@ AC_DEFUN([UVMRT_CHECK_NCCL], [
     AC_SUBST([NCCL_LIBS])
     AM_CONDITIONAL([HAVE_NCCL], [test "$nccl_happy" = yes])
 ])
+
+# UVMRT_CHECK_CUDNN
+# -----------------
+# --with-cudnn[=DIR] (default: look in the CUDA toolkit, then /usr). Needs CUDA.
+# cuDNN's fused attention for uvmrt-gpt (--attention cudnn), through the C backend
+# API of cudnn_graph.h. DIR may be PyTorch's wheel folder (site-packages/nvidia/cudnn),
+# whose lib/ has only libcudnn.so.9: the check then also accepts that name.
+# AC_SUBSTs CUDNN_CPPFLAGS CUDNN_LDFLAGS CUDNN_LIBS; defines UVMRT_HAVE_CUDNN;
+# AM_CONDITIONAL HAVE_CUDNN. Leaves cudnn_happy, cudnn_dir, cudnn_version.
+AC_DEFUN([UVMRT_CHECK_CUDNN], [
+    AC_REQUIRE([UVMRT_CHECK_CUDA])
+    AC_ARG_WITH([cudnn],
+        [AS_HELP_STRING([--with-cudnn@<:@=DIR@:>@],
+            [cuDNN 9 for uvmrt-gpt's fused attention, in DIR
+             (default: look in the CUDA toolkit, then /usr)])],
+        [], [with_cudnn=check])
+    cudnn_happy=no
+    cudnn_dir=
+    cudnn_version=
+    CUDNN_CPPFLAGS=
+    CUDNN_LDFLAGS=
+    CUDNN_LIBS=
+    AS_IF([test "x$with_cudnn" != xno], [
+        AS_IF([test "$cuda_happy" != yes], [
+            AS_IF([test "x$with_cudnn" != xcheck],
+                  [AC_MSG_ERROR([--with-cudnn needs CUDA, which was not found or disabled])])
+        ], [
+            AS_CASE([$with_cudnn],
+                [yes|check], [uvmrt_cudnn_dirs="$CUDA_HOME_DIR /usr"],
+                [uvmrt_cudnn_dirs="$with_cudnn"])
+            for uvmrt_dir in $uvmrt_cudnn_dirs; do
+                AC_MSG_CHECKING([for cuDNN 9 in $uvmrt_dir])
+                _UVMRT_LIBDIR_OF([$uvmrt_dir], [cudnn])
+                uvmrt_cudnn_lib="-lcudnn"
+                # a wheel's lib/ holds libcudnn.so.9 only: link it by file name
+                AS_IF([test -z "$uvmrt_libdir" && test -f "$uvmrt_dir/lib/libcudnn.so.9"], [
+                    uvmrt_libdir="$uvmrt_dir/lib"
+                    uvmrt_cudnn_lib="-l:libcudnn.so.9"])
+                uvmrt_cudnn_inc="$uvmrt_dir/include"
+                AS_IF([test ! -f "$uvmrt_cudnn_inc/cudnn_graph.h" &&
+                       test -f "$uvmrt_dir/include/x86_64-linux-gnu/cudnn_graph.h"],
+                      [uvmrt_cudnn_inc="$uvmrt_dir/include/x86_64-linux-gnu"])
+                AS_IF([test -f "$uvmrt_cudnn_inc/cudnn_graph.h" && test -n "$uvmrt_libdir"], [
+                    _UVMRT_LDFLAGS_FOR([$uvmrt_libdir])
+                    uvmrt_save_CPPFLAGS=$CPPFLAGS
+                    uvmrt_save_LDFLAGS=$LDFLAGS
+                    uvmrt_save_LIBS=$LIBS
+                    CPPFLAGS="-I$uvmrt_cudnn_inc $CUDA_CPPFLAGS $CPPFLAGS"
+                    LDFLAGS="$uvmrt_ldflags $CUDA_LDFLAGS $LDFLAGS"
+                    LIBS="$uvmrt_cudnn_lib $CUDA_LIBS $LIBS"
+                    AC_LINK_IFELSE(
+                        [AC_LANG_PROGRAM([[#include <cudnn_graph.h>
+#if CUDNN_MAJOR < 9
+#error cuDNN 9 or later is needed (the backend API's SDPA graphs)
+#endif]],
+                                         [[cudnnBackendDescriptor_t d = 0;
+                                           (void)cudnnBackendCreateDescriptor(
+                                               CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &d);
+                                           return (int)cudnnGetVersion();]])],
+                        [cudnn_happy=yes])
+                    CPPFLAGS=$uvmrt_save_CPPFLAGS
+                    LDFLAGS=$uvmrt_save_LDFLAGS
+                    LIBS=$uvmrt_save_LIBS
+                ])
+                AC_MSG_RESULT([$cudnn_happy])
+                AS_IF([test "$cudnn_happy" = yes], [
+                    cudnn_dir=$uvmrt_dir
+                    uvmrt_cudnn_vh="$uvmrt_cudnn_inc/cudnn_version.h"
+                    cudnn_version=`$AWK '/^#define CUDNN_(MAJOR|MINOR|PATCHLEVEL) /{v = v sep $NF; sep = "."} END{print v}' "$uvmrt_cudnn_vh" 2>/dev/null`
+                    AS_IF([test "$uvmrt_cudnn_inc" != /usr/include],
+                          [CUDNN_CPPFLAGS="-I$uvmrt_cudnn_inc"])
+                    CUDNN_LDFLAGS=$uvmrt_ldflags
+                    CUDNN_LIBS=$uvmrt_cudnn_lib
+                    break])
+            done
+            AS_IF([test "$cudnn_happy" != yes && test "x$with_cudnn" != xcheck],
+                  [AC_MSG_ERROR([--with-cudnn=$with_cudnn requested but cuDNN 9's cudnn_graph.h/libcudnn not usable (Debian: nvidia-cudnn; pip: nvidia-cudnn-cu12/13, then --with-cudnn=.../site-packages/nvidia/cudnn); see config.log])])
+        ])
+    ])
+    AS_IF([test "$cudnn_happy" = yes],
+          [AC_DEFINE([UVMRT_HAVE_CUDNN], [1], [Define to 1 when cuDNN 9 is available (uvmrt-gpt --attention cudnn).])])
+    AC_SUBST([CUDNN_CPPFLAGS])
+    AC_SUBST([CUDNN_LDFLAGS])
+    AC_SUBST([CUDNN_LIBS])
+    AM_CONDITIONAL([HAVE_CUDNN], [test "$cudnn_happy" = yes])
+])
