@@ -392,8 +392,8 @@ AC_DEFUN([UVMRT_CHECK_NCCL], [
 # UVMRT_CHECK_CUDNN
 # -----------------
 # --with-cudnn[=DIR] (default: look in the CUDA toolkit, then /usr). Needs CUDA.
-# cuDNN's fused attention for uvmrt-gpt (--attention cudnn), through the C backend
-# API of cudnn_graph.h. DIR may be PyTorch's wheel folder (site-packages/nvidia/cudnn),
+# For uvmrt-gpt's fused attention through cuDNN's C backend API (cudnn_graph.h; issue
+# 23: nothing links it yet). DIR may be PyTorch's wheel folder (site-packages/nvidia/cudnn),
 # whose lib/ has only libcudnn.so.9: the check then also accepts that name.
 # AC_SUBSTs CUDNN_CPPFLAGS CUDNN_LDFLAGS CUDNN_LIBS; defines UVMRT_HAVE_CUDNN;
 # AM_CONDITIONAL HAVE_CUDNN. Leaves cudnn_happy, cudnn_dir, cudnn_version.
@@ -468,7 +468,7 @@ AC_DEFUN([UVMRT_CHECK_CUDNN], [
         ])
     ])
     AS_IF([test "$cudnn_happy" = yes],
-          [AC_DEFINE([UVMRT_HAVE_CUDNN], [1], [Define to 1 when cuDNN 9 is available (uvmrt-gpt --attention cudnn).])])
+          [AC_DEFINE([UVMRT_HAVE_CUDNN], [1], [Define to 1 when cuDNN 9 is available.])])
     AC_SUBST([CUDNN_CPPFLAGS])
     AC_SUBST([CUDNN_LDFLAGS])
     AC_SUBST([CUDNN_LIBS])
