@@ -8,13 +8,15 @@ uvmrt, PyTorch, DeepSpeed):
   gpt.ROW.json     uvmrt-gpt --result-json        torch.ROW.json  bench/gpt_torch.py --json
   link.json        uvmrt-linkbench --json         hostbw.json     gpt_torch.py --mode hostbw
   shape.json       B, T of the run                skip.ROW.txt    why a row was not run
+  llmc.ROW.json    llm.c + cuDNN (run-gpt.sh's llmc rows: step times from its log)
 prints the table and writes OUTDIR/table.md.
 
 Columns: ms/step (median of the steps after the warm-up ones), tokens/s (B*T per step
 time), TFLOP/s (every row with one formula: 6 N B T + 12 L C T B T per step, N the
 parameter count, as bench/gpt_torch.py documents; recomputation is not counted as
 work), peak GPU memory (uvmrt: its peak resident managed bytes + the trainer's own
-device buffers; PyTorch/DeepSpeed: torch.cuda.max_memory_allocated), GB in/out per step
+device buffers; PyTorch/DeepSpeed: torch.cuda.max_memory_allocated; llm.c: its
+"device memory usage" line), GB in/out per step
 over the link (uvmrt's counters; - for the peers), GPU faults per step, the last loss,
 and for each uvmrt row its resource floor: the largest of
   compute   the resident row's step time at the same depth and recompute setting
@@ -90,7 +92,8 @@ def describe(rest, r):
     if m:
         return (f"uvmrt-gpt prefetch, budget {m.group(1).upper()}, optimizer {m.group(2).upper()}"
                 f", recompute {m.group(3)}")
-    return {"torch-resident": "PyTorch, all resident",
+    return {"llmc-cudnn": "llm.c + cuDNN attention (USE_CUDNN=1), all resident",
+            "torch-resident": "PyTorch, all resident",
             "torch-checkpoint": "PyTorch, activation checkpointing",
             "zero2": "DeepSpeed ZeRO-2, offload_optimizer cpu, checkpointing",
             "zero3": "DeepSpeed ZeRO-3, offload_param + optimizer cpu, checkpointing"}.get(rest, rest)
@@ -101,7 +104,7 @@ def order_key(row):
     d, rest = int(m.group(1)), m.group(3)
     kind = 0 if not (rest.startswith("torch") or rest.startswith("zero")) else (
         1 if rest.startswith("torch") else 2)
-    sub = {"resident": 0, "resident-recompute": 1, "torch-resident": 0, "torch-checkpoint": 1,
+    sub = {"resident": 0, "llmc-cudnn": 0.5, "resident-recompute": 1, "torch-resident": 0, "torch-checkpoint": 1,
            "zero2": 0, "zero3": 1}.get(rest, 2)
     big = 0
     pm = re.match(r"^prefetch-(\d+)([kmg]?)", rest, re.I)
@@ -135,7 +138,7 @@ def main(argv):
 
     runs, skipped = {}, {}
     for path in glob.glob(os.path.join(out, "gpt.*.json")) + glob.glob(
-            os.path.join(out, "torch.*.json")):
+            os.path.join(out, "torch.*.json")) + glob.glob(os.path.join(out, "llmc.*.json")):
         base = os.path.basename(path)
         if base.endswith(".report.json"):
             continue
@@ -188,7 +191,7 @@ def main(argv):
             gin, gout = r.get("gb_in_per_step"), r.get("gb_out_per_step")
             faults = r.get("faults_per_step")
         else:
-            peak, gin, gout, faults = r.get("peak_gpu_bytes", 0) / GIB, None, None, None
+            peak, gin, gout, faults = (r.get("peak_gpu_bytes") or 0) / GIB, None, None, None
         floor_s = "-"
         ratio = None
         if kind == "gpt" and ms:

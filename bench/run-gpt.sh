@@ -23,6 +23,9 @@
 #                              rest on the GPU; REC none|all|N
 #   dD-prefetch-SIZE-auto      --cpu-layers auto --recompute auto: uvmrt chooses both
 #                              with the profile of the calibrate row
+#   dD-llmc-cudnn              llm.c (karpathy/llm.c train_gpt2cu, bf16) built with cuDNN's
+#                              fused attention (USE_CUDNN=1, cudnn-frontend v1.18.0), random
+#                              init (-e dD), all resident: see "llm.c" below
 #   dD-torch-resident          PyTorch (transformers GPT2LMHeadModel, SDPA, bf16 autocast,
 #                              fused AdamW), everything on the GPU
 #   dD-torch-checkpoint        the same with activation checkpointing
@@ -52,6 +55,17 @@
 # measured call times) and replay.ROW.json (uvmrt-plan --record of it with the calibrated
 # profile: the model's prediction, which the table sets beside the measured step);
 # OUTDIR/torch.ROW.json and .log; OUTDIR/link.json, hostbw.json, shape.json, table.md.
+#
+# llm.c: its source and cudnn-frontend's headers come from bench/peers/fetch-llmc.sh, run
+# where there is network (PEERS=DIR, default .peers in the source tree). The first llmc row
+# copies llm.c to OUTDIR/llmc and builds train_gpt2cu there with nvcc (make USE_CUDNN=1
+# NO_MULTI_GPU=1 NO_USE_MPI=1; build log OUTDIR/llmc.build.log), against the cuDNN 9 of
+# CUDNN_HOME (a folder with include/cudnn.h and lib/ or lib64/ holding libcudnn.so.9),
+# by default PyTorch's wheel: $PYTHON -c "import nvidia.cudnn; print(nvidia.cudnn.__path__[0])".
+# That lib/ is put on LD_LIBRARY_PATH when the row runs. LLMC_ARCH=90 sets the compute
+# capability (default: llm.c asks nvidia-smi). The row trains LLMC_STEPS (default 10) steps
+# on OUTDIR/llmc/tokens.bin (random tokens in llm.c's shard format) and writes
+# OUTDIR/llmc.ROW.json (the median step time of steps 3 onward) and .log.
 #
 # STEPS=N (default 6; 4 at depth 60) steps per uvmrt row; AUTO_STEPS=N (default 12) for
 # the automatic rows, room for the review, a re-plan, the second review and the final
@@ -84,8 +98,8 @@ if [ "$smoke" = 1 ]; then
 else
     batch=8 seq=1024 steps=${STEPS:-6} torch_steps=8 torch_warmup=2 ds_steps=6 ds_warmup=2
     default_rows=(calibrate link hostbw
-                  d12-resident d12-prefetch-8g-auto
-                  d48-resident d48-resident-recompute
+                  d12-resident d12-llmc-cudnn d12-prefetch-8g-auto
+                  d48-resident d48-llmc-cudnn d48-resident-recompute
                   d48-prefetch-16g-gpu-all d48-prefetch-16g-auto
                   d48-prefetch-8g-gpu-all d48-prefetch-8g-cpu-all
                   d48-prefetch-8g-k25-all d48-prefetch-8g-auto
@@ -110,6 +124,7 @@ parse_row() {
     case $rest in
     resident) echo "$d $b uvmrt none none 0 none" ;;
     resident-recompute) echo "$d $b uvmrt none none 0 all" ;;
+    llmc-cudnn) echo "$d $b llmc cudnn" ;;
     torch-resident) echo "$d $b torch resident" ;;
     torch-checkpoint) echo "$d $b torch checkpoint" ;;
     zero2 | zero3) echo "$d $b ds $rest" ;;
@@ -132,7 +147,7 @@ for row in "${rows[@]}"; do
     if [ -z "$(parse_row "$row")" ]; then
         echo "run-gpt.sh: unknown row '$row': expected calibrate, link, hostbw, dD-resident," \
              "dD-resident-recompute, dD-prefetch-SIZE-gpu|cpu-none|all, dD-prefetch-SIZE-kK-REC," \
-             "dD-prefetch-SIZE-auto, dD-torch-resident," \
+             "dD-prefetch-SIZE-auto, dD-llmc-cudnn, dD-torch-resident," \
              "dD-torch-checkpoint, dD-zero2 or dD-zero3 (D: 12 24 36 48 60; dDbN-: batch N)" >&2
         exit 2
     fi
@@ -166,7 +181,7 @@ C = {12: 768, 24: 1024, 36: 1280, 48: 1600, 60: 1920}[depth]
 L = depth
 N = V * C + T * C + L * (12 * C * C + 13 * C)
 A, G = B * T * C * L, B * T * V
-if kind == "uvmrt":
+if kind in ("uvmrt", "llmc"):
     need = 18 * N + (4 if extra == "all" else 40) * A + 4 * G
 elif kind == "torch":
     need = 16 * N + (85 if extra == "resident" else 6) * A + 12 * G
@@ -239,6 +254,101 @@ uvmrt_row() { # ROW DEPTH BATCH POLICY BUDGET OPTIMIZER(gpu|cpu|K|auto) RECOMPUT
     fi
 }
 
+# llm.c's build, once per run: sets llmc_bin, or says why not and returns 1
+llmc_bin= llmc_failed=0 cudnn_lib=
+llmc_build() {
+    [ -n "$llmc_bin" ] && return 0
+    [ "$llmc_failed" = 1 ] && return 1
+    llmc_failed=1
+    local peers=${PEERS:-$here/../.peers} cudnn=${CUDNN_HOME:-} dir=$outdir/llmc
+    if [ ! -f "$peers/llm.c/train_gpt2.cu" ] || [ ! -d "$peers/cudnn-frontend/include" ]; then
+        echo "run-gpt.sh: no llm.c source in $peers: run bench/peers/fetch-llmc.sh where there is" \
+             "network and bring its folder (or set PEERS)" >&2
+        return 1
+    fi
+    [ -z "$cudnn" ] && cudnn=$("$python" -c 'import nvidia.cudnn; print(nvidia.cudnn.__path__[0])' 2>/dev/null)
+    cudnn_lib=
+    for l in "$cudnn/lib" "$cudnn/lib64"; do
+        [ -f "$l/libcudnn.so.9" ] && cudnn_lib=$l && break
+    done
+    if [ -z "$cudnn" ] || [ ! -f "$cudnn/include/cudnn.h" ] || [ -z "$cudnn_lib" ]; then
+        echo "run-gpt.sh: no cuDNN 9 found (set CUDNN_HOME to a folder with include/cudnn.h and" \
+             "lib/libcudnn.so.9, or install PyTorch's nvidia-cudnn wheel in $python)" >&2
+        return 1
+    fi
+    peers=$(cd "$peers" && pwd) cudnn=$(cd "$cudnn" && pwd) cudnn_lib=$(cd "$cudnn_lib" && pwd)
+    rm -rf "$dir"
+    mkdir -p "$dir/linkdir"
+    dir=$(cd "$dir" && pwd)
+    cp -r "$peers/llm.c/." "$dir/"
+    # llm.c's Makefile insists on a cudnn-frontend/include folder beside it (the headers
+    # named by CUDNN_FRONTEND_PATH, which also carries cudnn.h's folder); a wheel's lib/
+    # has no unversioned libcudnn.so for -lcudnn (LIBRARY_PATH: this link folder)
+    ln -s "$peers/cudnn-frontend" "$dir/cudnn-frontend"
+    ln -s "$cudnn_lib/libcudnn.so.9" "$dir/linkdir/libcudnn.so"
+    local make_args=(train_gpt2cu USE_CUDNN=1 NO_MULTI_GPU=1 NO_USE_MPI=1
+                     CUDNN_FRONTEND_PATH="$peers/cudnn-frontend/include -I$cudnn/include")
+    [ -n "${LLMC_ARCH:-}" ] && make_args+=(GPU_COMPUTE_CAPABILITY="$LLMC_ARCH")
+    echo "== llm.c build: make -C $dir ${make_args[*]} (cuDNN $cudnn)"
+    if ! (cd "$dir" && LIBRARY_PATH="$dir/linkdir:$cudnn_lib${LIBRARY_PATH:+:$LIBRARY_PATH}" \
+            make "${make_args[@]}") >"$outdir/llmc.build.log" 2>&1; then
+        echo "run-gpt.sh: llm.c's build failed: see $outdir/llmc.build.log" >&2
+        tail -5 "$outdir/llmc.build.log" >&2
+        return 1
+    fi
+    # random tokens in llm.c's shard format: 256 int32 header (magic, version, count),
+    # then uint16 tokens; enough for every step of both sizes
+    "$python" - "$dir/tokens.bin" $((batch * seq * (${LLMC_STEPS:-10} + 4) + 1)) <<'EOF' || return 1
+import random, struct, sys
+n = int(sys.argv[2])
+rng = random.Random(1234)
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)))
+    f.write(struct.pack(f"<{n}H", *(rng.randrange(50257) for _ in range(n))))
+EOF
+    llmc_bin=$dir/train_gpt2cu
+    llmc_failed=0
+}
+
+llmc_row() { # ROW DEPTH BATCH
+    local row=$1 depth=$2 b=$3 n=${LLMC_STEPS:-10}
+    fits "$row" llmc "$depth" "$b" none || return
+    rm -f "$outdir/llmc.$row.json"
+    if ! llmc_build; then
+        fail "$row" 1 "the messages above"
+        return
+    fi
+    # no validation or sampling inside the timed steps (-v/-s past the end; llm.c does one
+    # validation batch before step 1 and after the last); no checkpoints, no HellaSwag
+    local args=(-e "d$depth" -i tokens.bin -j tokens.bin -b "$b" -t "$seq" -x "$n" -v 100000
+                -s 100000 -m 1 -g 1 -h 0 -n 0)
+    echo "== $row: LD_LIBRARY_PATH=$cudnn_lib $llmc_bin ${args[*]}"
+    (cd "$outdir/llmc" && LD_LIBRARY_PATH="$cudnn_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+        ./train_gpt2cu "${args[@]}") 2>&1 | tee "$outdir/llmc.$row.log"
+    local rc=${PIPESTATUS[0]}
+    [ "$rc" -eq 0 ] || { fail "$row" "$rc" "$outdir/llmc.$row.log"; return; }
+    "$python" - "$outdir/llmc.$row.log" "$outdir/llmc.$row.json" "$depth" "$b" "$seq" <<'EOF' ||
+import json, re, statistics, sys
+log, out, depth, B, T = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:])
+ms, losses, mem = [], [], None
+for line in open(log, encoding="utf-8", errors="replace"):
+    m = re.match(r"^step\s+(\d+)/\d+ \| loss ([0-9.eE+-]+) .*?\| ([0-9.]+) ms \|", line)
+    if m:
+        losses.append(float(m.group(2)))
+        if int(m.group(1)) >= 3:  # steps 1-2: cuBLAS/cuDNN set-up
+            ms.append(float(m.group(3)))
+    m = re.match(r"^device memory usage: (\d+) MiB", line)
+    if m:
+        mem = int(m.group(1)) << 20
+if not ms:
+    sys.exit(f"{log}: no timed step lines (llm.c's output changed?)")
+json.dump({"program": "llm.c train_gpt2cu USE_CUDNN=1", "depth": depth, "batch": B, "seq": T,
+           "ms_per_step_median": statistics.median(ms), "steps_timed": len(ms),
+           "losses": losses, "peak_gpu_bytes": mem}, open(out, "w"), indent=1)
+EOF
+        fail "$row" 1 "$outdir/llmc.$row.log"
+}
+
 torch_row() { # ROW DEPTH BATCH MODE STEPS WARMUP
     local row=$1 depth=$2 b=$3 mode=$4 n=$5 w=$6
     fits "$row" "$([ "${mode#zero}" != "$mode" ] && echo ds || echo torch)" "$depth" "$b" \
@@ -277,6 +387,7 @@ for row in "${rows[@]}"; do
             fail hostbw $? "the output above"
         ;;
     uvmrt) uvmrt_row "$row" "$depth" "$b" "$a1" "$a2" "$a3" "$a4" ;;
+    llmc) llmc_row "$row" "$depth" "$b" ;;
     torch) torch_row "$row" "$depth" "$b" "$a1" "$torch_steps" "$torch_warmup" ;;
     ds) torch_row "$row" "$depth" "$b" "$a1" "$ds_steps" "$ds_warmup" ;;
     esac
