@@ -286,6 +286,24 @@ llmc_build() {
     # has no unversioned libcudnn.so for -lcudnn (LIBRARY_PATH: this link folder)
     ln -s "$peers/cudnn-frontend" "$dir/cudnn-frontend"
     ln -s "$cudnn_lib/libcudnn.so.9" "$dir/linkdir/libcudnn.so"
+    # llm.c links -lnvidia-ml; where the driver left no unversioned libnvidia-ml.so, its
+    # libnvidia-ml.so.1, else the toolkit's stub (same soname: the driver's one runs)
+    if [ "$(gcc -print-file-name=libnvidia-ml.so)" = libnvidia-ml.so ]; then
+        local stub
+        for stub in "$(/sbin/ldconfig -p 2>/dev/null | awk '/libnvidia-ml\.so\.1 .*x86-64/ { print $NF; exit }')" \
+                    "$(dirname "$(command -v nvcc)")"/../lib64/stubs/libnvidia-ml.so \
+                    "$(dirname "$(command -v nvcc)")"/../targets/*/lib/stubs/libnvidia-ml.so; do
+            [ -f "$stub" ] && ln -s "$stub" "$dir/linkdir/libnvidia-ml.so" && break
+        done
+    fi
+    # CUDA 13's cudaMemAdvise takes a cudaMemLocation: llm.c's one call (its fallback to
+    # managed memory when cudaMalloc runs out, never taken in these rows) gets the host
+    # location in that form; with CUDA 12 the macro is llm.c's own argument
+    if grep -q 'cudaMemAdviseSetPreferredLocation, cudaCpuDeviceId)' "$dir/llmc/cuda_utils.cuh"; then
+        sed -i -e 's/cudaMemAdviseSetPreferredLocation, cudaCpuDeviceId)/cudaMemAdviseSetPreferredLocation, LLMC_HOST_LOCATION)/' \
+            -e '/^int cudaMallocConditionallyManaged/i #if CUDART_VERSION >= 13000\n#define LLMC_HOST_LOCATION (cudaMemLocation{cudaMemLocationTypeHost, 0})\n#else\n#define LLMC_HOST_LOCATION cudaCpuDeviceId\n#endif' \
+            "$dir/llmc/cuda_utils.cuh"
+    fi
     local make_args=(train_gpt2cu USE_CUDNN=1 NO_MULTI_GPU=1 NO_USE_MPI=1
                      CUDNN_FRONTEND_PATH="$peers/cudnn-frontend/include -I$cudnn/include")
     [ -n "${LLMC_ARCH:-}" ] && make_args+=(GPU_COMPUTE_CAPABILITY="$LLMC_ARCH")
