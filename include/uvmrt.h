@@ -517,10 +517,15 @@ typedef enum uvmrt_tier {
  * (io_uring, or a pool of pread/pwrite threads where io_uring is blocked; O_DIRECT,
  * or buffered where the filesystem refuses it; the choice is logged at info). On sim
  * its host pages are given back between uses (a read of them outside its calls gives
- * zeros); on cuda the managed pages stay, so no host memory is saved there yet. The
+ * zeros); on cuda the managed pages stay, so no host memory is saved there yet. Where
+ * they go back, the host budget counts the tier's tensors (at allocation and in the
+ * plan) as the copies it holds at once: the two largest layers' tier bytes, a window
+ * that uvmrt_layer_begin keeps by waiting for the oldest write-backs (so allocate a
+ * layer at a time and put its state on the tier before the next). The
  * counters spill_read_bytes and spill_write_bytes count the bytes per (layer, phase)
  * and step. Back to UVMRT_TIER_MEMORY: the contents are read
- * back and the file removed. Files are removed at uvmrt_tensor_free and destroy, and a
+ * back and the file removed (UVMRT_ERR_BUDGET, nothing changed, when that would pass
+ * the host budget). Files are removed at uvmrt_tensor_free and destroy, and a
  * later run removes those of a run that was killed. Not allowed inside a step
  * (UVMRT_ERR_STATE, also for a tensor not placed on the host); UVMRT_ERR_CONFIG without
  * UVMRT_SPILL_DIR; UVMRT_ERR_IO (logged, naming the file, the bytes needed and free)

@@ -569,3 +569,91 @@ Test(tier, a_filesystem_without_o_direct_falls_back_to_buffered, .fini = unmount
     seam.refuse_direct = 0;
     rmdir(spill_dir);
 }
+
+/* ------------------------------------------------------------------ the host budget */
+/* LB layers of w, m and v, 2 MiB each, at a GPU budget of 8 MiB: allocated layer by
+ * layer, with each layer's m and v put on the disk tier (tier) before the next. */
+enum { LB = 6 };
+static uvmrt_status_t budget_model(uvmrt_context_t **out, int tier, uvmrt_tensor_t *state[2 * LB], int *made)
+{
+    uvmrt_params_t p;
+    sim_params(&p, UVMRT_POLICY_PREFETCH, 8 * MIB, NULL);
+    p.host_budget_bytes = 18 * MIB;
+    p.spill_dir = spill_dir;
+    cr_assert_eq(uvmrt_context_create(&p, out), UVMRT_OK, "%s", log_text());
+    uvmrt_context_t *ctx = *out;
+    uvmrt__tier_set_ops(ctx, &seam_ops);
+    *made = 0;
+    for (int l = 0; l < LB; l++) {
+        char name[32];
+        snprintf(name, sizeof name, "block%d", l);
+        int layer;
+        cr_assert_eq(uvmrt_layer_add(ctx, name, &layer), UVMRT_OK);
+        uvmrt_tensor_desc_t d[3] = {{"w", layer, UVMRT_ROLE_WEIGHT, 2 * MIB},
+                                    {"adam_m", layer, UVMRT_ROLE_OPTIMIZER_STATE, 2 * MIB},
+                                    {"adam_v", layer, UVMRT_ROLE_OPTIMIZER_STATE, 2 * MIB}};
+        uvmrt_tensor_t *t[3];
+        uvmrt_status_t st = uvmrt_tensors_alloc(ctx, 3, d, t);
+        if (st != UVMRT_OK) return st;
+        for (int k = 1; k < 3; k++) {
+            state[2 * l + k - 1] = t[k];
+            cr_assert_eq(uvmrt_tensor_set_placement(ctx, t[k], UVMRT_PLACE_HOST), UVMRT_OK);
+            if (tier) cr_assert_eq(uvmrt_tensor_set_tier(ctx, t[k], UVMRT_TIER_DISK), UVMRT_OK, "%s", log_text());
+        }
+        (*made)++;
+    }
+    return UVMRT_OK;
+}
+
+Test(tier, a_host_budget_that_fits_only_with_the_tier_is_accepted)
+{
+    make_dir();
+    uvmrt_context_t *ctx = NULL;
+    uvmrt_tensor_t *state[2 * LB];
+    int made = 0;
+    /* without the tier: 36 MiB of tensors, 8 on the GPU, over 18 MiB of host memory */
+    cr_assert_eq(budget_model(&ctx, 0, state, &made), UVMRT_ERR_BUDGET);
+    cr_assert_lt(made, LB);
+    cr_assert(log_contains("host budget of"), "%s", log_text());
+    uvmrt_context_destroy(ctx);
+    log_reset();
+    /* with it: each layer's state leaves host memory but for two layers' copies in flight */
+    cr_assert_eq(budget_model(&ctx, 1, state, &made), UVMRT_OK, "%s", log_text());
+    cr_assert_eq(ctx->tier.window, 8 * MIB, "the two largest layers' tier bytes");
+    cr_assert_eq(uvmrt__host_need_min(ctx, 0, 0), 4 * MIB + 8 * MIB, "12 MiB of w beyond the GPU's 8, the window");
+    for (int s = 0; s < 4; s++) {
+        cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK, "%s", log_text());
+        for (int ph = 0; ph < 3; ph++)
+            for (int l = 0; l < LB; l++) {
+                uvmrt_layer_call_t c;
+                int layer = ph == 1 ? LB - 1 - l : l;
+                uvmrt_layer_call_init(&c, layer, (uvmrt_phase_t)ph, NULL);
+                cr_assert_eq(uvmrt_layer_begin(ctx, &c), UVMRT_OK, "%s", log_text());
+                cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK, "%s", log_text());
+                /* the tier's copies in host memory never pass its window */
+                uint64_t held = 0;
+                for (int k = 0; k < 2 * LB; k++) held += state[k]->host_valid ? state[k]->footprint : 0;
+                cr_assert_leq(held, ctx->tier.window, "step %d: %llu bytes held", s, (unsigned long long)held);
+            }
+        cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK, "%s", log_text());
+    }
+    cr_assert_gt(ctx->sched.plans_built, 0, "the steps ran planned");
+    cr_assert_eq(ctx->sched.host_refused, 0, "%s", log_text());
+    cr_assert_gt(uvmrt__plan_host_bytes(ctx), 8 * MIB);
+    cr_assert_leq(uvmrt__plan_host_bytes(ctx), 18 * MIB);
+    /* back in memory only as far as the host budget allows; a refusal changes nothing */
+    int back = 0;
+    uvmrt_status_t st = UVMRT_OK;
+    char sub[600];
+    snprintf(sub, sizeof sub, "%s", uvmrt__spill_path(ctx->tier.sp));
+    for (; back < 2 * LB && st == UVMRT_OK; back++) st = uvmrt_tensor_set_tier(ctx, state[back], UVMRT_TIER_MEMORY);
+    back--;
+    cr_assert_eq(st, UVMRT_ERR_BUDGET, "%s", log_text());
+    cr_assert_gt(back, 0);
+    cr_assert(log_contains("host budget") && log_contains("adam_"), "%s", log_text());
+    cr_assert_eq(uvmrt_tensor_tier(state[back]), UVMRT_TIER_DISK);
+    cr_assert_eq(entries(sub), 2 * LB - back, "its file stays");
+    uvmrt_context_destroy(ctx);
+    cr_assert_eq(entries(spill_dir), 0);
+    rmdir(spill_dir);
+}

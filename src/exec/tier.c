@@ -24,13 +24,16 @@ static void label_of(const uvmrt_context_t *ctx, const uvmrt_tensor_t *t, char *
     else snprintf(b, n, "%s", t->name);
 }
 
-/* Drops the host copy: on sim the pages go back to the system (a later read of them
- * gives zeros until the file is read back); on cuda the managed pages stay (managed
- * memory has no way to give host pages back without freeing the range), so the copy
- * stays valid there and no read is needed. */
+/* Whether the tier's tensors leave host memory between their uses: on sim their pages
+ * go back to the system; on cuda the managed pages stay (managed memory has no way to
+ * give host pages back without freeing the range). */
+static int gives_back(const uvmrt_context_t *ctx) { return ctx->cfg.backend == UVMRT_BACKEND_SIM; }
+
+/* Drops the host copy where the pages go back (a later read of them gives zeros until
+ * the file is read back); elsewhere the copy stays valid and no read is needed. */
 static void drop_host(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
 {
-    if (ctx->cfg.backend != UVMRT_BACKEND_SIM) return;
+    if (!gives_back(ctx)) return;
     if (madvise(t->ptr, t->footprint, MADV_DONTNEED) == 0) t->host_valid = 0;
 }
 
@@ -82,6 +85,76 @@ uvmrt_status_t uvmrt__tier_poll(uvmrt_context_t *ctx, int block)
     return worst;
 }
 
+/* ------------------------------------------------------------------ host memory */
+void uvmrt__tier_host(const uvmrt_context_t *ctx, const uvmrt_tensor_t *except, uint64_t *off, uint64_t *window)
+{
+    *off = *window = 0;
+    if (ctx->tier.n_disk == 0 || !gives_back(ctx)) return;
+    size_t nl = (size_t)ctx->tensors.n_layers + 1; /* layer + 1: -1 is one too */
+    uint64_t *per = calloc(nl, sizeof *per);
+    for (int id = 0; id < ctx->tensors.n; id++) {
+        const uvmrt_tensor_t *t = ctx->tensors.by_id[id];
+        if (t == NULL || t->magic != UVMRT_TENSOR_MAGIC || !t->on_disk || t == except) continue;
+        *off += t->footprint;
+        if (per != NULL) per[t->layer + 1] += t->footprint;
+    }
+    if (per == NULL) { /* no memory to group them: the most they could hold */
+        *window = *off;
+        return;
+    }
+    uint64_t big[2] = {0, 0};
+    for (size_t l = 0; l < nl; l++) {
+        if (per[l] > big[0]) big[1] = big[0], big[0] = per[l];
+        else if (per[l] > big[1]) big[1] = per[l];
+    }
+    free(per);
+    *window = big[0] + big[1];
+}
+
+uint64_t uvmrt__tier_plan_host_peak(const uvmrt_context_t *ctx, const uvmrt_plan_t *p, const uint64_t *fp,
+                                    uint8_t *off_gpu)
+{
+    uint64_t off, window;
+    uvmrt__tier_host(ctx, NULL, &off, &window);
+    size_t n = (size_t)p->n_tensors;
+    uint64_t *own = off > 0 ? malloc((n + 1) * sizeof *own) : NULL;
+    if (own == NULL) return uvmrt__plan_host_peak(p, fp, off_gpu); /* whole footprints: never less than needed */
+    for (size_t t = 0; t < n; t++) {
+        const uvmrt_tensor_t *x = t < (size_t)ctx->tensors.n ? ctx->tensors.by_id[t] : NULL;
+        own[t] = x != NULL && x->magic == UVMRT_TENSOR_MAGIC && x->on_disk ? 0 : fp[t];
+    }
+    uint64_t host = uvmrt__plan_host_peak(p, own, off_gpu) + window;
+    free(own);
+    return host;
+}
+
+static void window_update(uvmrt_context_t *ctx)
+{
+    uint64_t off;
+    uvmrt__tier_host(ctx, NULL, &off, &ctx->tier.window);
+}
+
+/* The copies still being written and `reads` more bytes fit in the window: the oldest
+ * write-backs are waited for until they do (a failure keeps its host copy, logged). */
+static uvmrt_status_t make_room(uvmrt_context_t *ctx, uint64_t reads)
+{
+    uvmrt_tier_state_t *s = &ctx->tier;
+    if (!gives_back(ctx)) return UVMRT_OK;
+    uint64_t held = 0;
+    for (int i = 0; i < s->n_writing; i++) {
+        const uvmrt_tensor_t *t = ctx->tensors.by_id[s->writing[i]];
+        if (t->wb != NULL) held += t->footprint;
+    }
+    uvmrt_status_t st = UVMRT_OK;
+    for (int i = 0; i < s->n_writing && held + reads > s->window; i++) {
+        uvmrt_tensor_t *t = ctx->tensors.by_id[s->writing[i]];
+        if (t->wb == NULL) continue;
+        held -= t->footprint;
+        if (finish_write(ctx, t) != UVMRT_OK) st = UVMRT_ERR_IO;
+    }
+    return st;
+}
+
 /* ------------------------------------------------------------------ layer calls */
 uvmrt_status_t uvmrt__tier_before_call(uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, size_t first, size_t n)
 {
@@ -95,14 +168,25 @@ uvmrt_status_t uvmrt__tier_before_call(uvmrt_context_t *ctx, int layer, uvmrt_ph
         if (t->on_disk && t->wb != NULL && finish_write(ctx, t) != UVMRT_OK) st = UVMRT_ERR_IO;
     }
     uvmrt_spill_req_t **reqs = calloc(n ? n : 1, sizeof *reqs);
-    if (reqs == NULL) return UVMRT_ERR_NOMEM;
-    uint64_t bytes = 0;
+    uint8_t *to_read = calloc(n ? n : 1, 1);
+    if (reqs == NULL || to_read == NULL) {
+        free(reqs);
+        free(to_read);
+        return UVMRT_ERR_NOMEM;
+    }
+    uint64_t bytes = 0, reads = 0;
     for (size_t k = 0; k < n; k++) {
         uvmrt_tensor_t *t = ctx->tensors.by_id[q->use_tensor[first + k]];
         if (!t->on_disk || t->host_valid) continue;
         int dup = 0; /* a tensor named twice in one call is read once */
         for (size_t j = 0; j < k; j++) dup |= q->use_tensor[first + j] == t->id;
-        if (dup) continue;
+        to_read[k] = (uint8_t)!dup;
+        reads += dup ? 0 : t->footprint;
+    }
+    if (make_room(ctx, reads) != UVMRT_OK) st = UVMRT_ERR_IO;
+    for (size_t k = 0; k < n; k++) {
+        if (!to_read[k]) continue;
+        uvmrt_tensor_t *t = ctx->tensors.by_id[q->use_tensor[first + k]];
         uvmrt_status_t r = uvmrt__spill_submit(ctx->tier.sp, t->spill_file, 0, t->ptr, t->footprint, &reqs[k]);
         if (r != UVMRT_OK) st = r;
     }
@@ -121,6 +205,7 @@ uvmrt_status_t uvmrt__tier_before_call(uvmrt_context_t *ctx, int layer, uvmrt_ph
         }
     }
     free(reqs);
+    free(to_read);
     if (bytes > 0) uvmrt__stat_add(ctx, layer, phase, STAT_SPILL_READ, bytes);
     return st;
 }
@@ -193,12 +278,23 @@ static uvmrt_status_t to_disk(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
     t->file_valid = t->host_valid = 1;
     s->n_disk++;
     drop_host(ctx, t);
+    window_update(ctx);
     return UVMRT_OK;
 }
 
 static uvmrt_status_t to_memory(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
 {
     uvmrt_tier_state_t *s = &ctx->tier;
+    uint64_t need = uvmrt__host_need_except(ctx, t);
+    if (ctx->host_budget != 0 && need > ctx->host_budget) {
+        LOG_ERROR(&ctx->log,
+                  "uvmrt_tensor_set_tier('%s', memory): %.2f GiB back in host memory make the host need %.2f GiB, "
+                  "over the host budget of %.2f GiB (UVMRT_HOST_BUDGET, --host-budget): expected it to stay on the "
+                  "disk tier or a host budget of at least %.2f GiB",
+                  t->name, t->footprint / 1073741824.0, need / 1073741824.0, ctx->host_budget / 1073741824.0,
+                  need / 1073741824.0);
+        return UVMRT_ERR_BUDGET;
+    }
     if (t->wb != NULL) (void)finish_write(ctx, t); /* a failure keeps the host copy: all we need */
     if (!t->host_valid) {
         uvmrt_status_t st = uvmrt__spill_transfer(s->sp, t->spill_file, 0, t->ptr, t->footprint);
@@ -209,6 +305,7 @@ static uvmrt_status_t to_memory(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
     t->on_disk = 0;
     t->spill_file = -1;
     s->n_disk--;
+    window_update(ctx);
     return UVMRT_OK;
 }
 
@@ -253,6 +350,7 @@ void uvmrt__tier_forget(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
     uvmrt__spill_file_remove(ctx->tier.sp, t->spill_file);
     t->on_disk = 0;
     ctx->tier.n_disk--;
+    window_update(ctx);
 }
 
 void uvmrt__tier_close(uvmrt_context_t *ctx)

@@ -21,6 +21,10 @@ typedef struct uvmrt_tier_state {
     int *writing;                 /* ids of the tensors with a write-back in flight */
     int n_writing, cap_writing;
     int n_disk; /* live tensors on the disk tier */
+    /* the host bytes the tier's copies may hold at once (uvmrt__tier_host's window),
+     * kept when tensors change tiers: before a call's reads, write-backs in flight are
+     * waited for until they and the reads fit in it */
+    uint64_t window;
 } uvmrt_tier_state_t;
 
 /* Before layer call c opens (step.c, staged uses [first, first + n)): every disk tensor
@@ -43,6 +47,17 @@ uvmrt_status_t uvmrt__tier_poll(uvmrt_context_t *ctx, int block);
 void uvmrt__tier_forget(uvmrt_context_t *ctx, uvmrt_tensor_t *t);
 /* At destroy, after the tensors: the spill's files and directory removed. */
 void uvmrt__tier_close(uvmrt_context_t *ctx);
+/* The tier's tensors for the host budget (tensor.c's allocation check, the plan's):
+ * *off: the footprints it keeps out of host memory (0 where their host pages stay:
+ * cuda's managed memory cannot give them back yet); *window: the host bytes their
+ * copies in flight may hold at once, the two largest layers' tier bytes (one layer's
+ * read back while the one before it is written), at most *off. except: a tensor
+ * counted as in memory (NULL: none). */
+void uvmrt__tier_host(const uvmrt_context_t *ctx, const uvmrt_tensor_t *except, uint64_t *off, uint64_t *window);
+/* The host bytes plan p needs at its peak (uvmrt__plan_host_peak) with the tier's
+ * tensors counted as their window, not their footprints. */
+uint64_t uvmrt__tier_plan_host_peak(const uvmrt_context_t *ctx, const uvmrt_plan_t *p, const uint64_t *fp,
+                                    uint8_t *off_gpu);
 /* Tests: the spill's system calls (before the first tensor goes to disk). */
 void uvmrt__tier_set_ops(uvmrt_context_t *ctx, const uvmrt_spill_ops_t *ops);
 
