@@ -521,7 +521,9 @@ typedef enum uvmrt_tier {
  * they go back, the host budget counts the tier's tensors (at allocation and in the
  * plan) as the copies it holds at once: the two largest layers' tier bytes, a window
  * that uvmrt_layer_begin keeps by waiting for the oldest write-backs (so allocate a
- * layer at a time and put its state on the tier before the next). The
+ * layer at a time and put its state on the tier before the next). In a rehearsal
+ * (uvmrt_choose) it makes no files and the model takes its bytes at the profile's
+ * disk rates (disk_read_bps, disk_write_bps; one drive, through host memory). The
  * counters spill_read_bytes and spill_write_bytes count the bytes per (layer, phase)
  * and step. Back to UVMRT_TIER_MEMORY: the contents are read
  * back and the file removed (UVMRT_ERR_BUDGET, nothing changed, when that would pass

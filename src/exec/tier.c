@@ -34,6 +34,10 @@ static int gives_back(const uvmrt_context_t *ctx) { return ctx->cfg.backend == U
 static void drop_host(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
 {
     if (!gives_back(ctx)) return;
+    if (ctx->tier.modelled) { /* as if: the contents stay for the rehearsal */
+        t->host_valid = 0;
+        return;
+    }
     if (madvise(t->ptr, t->footprint, MADV_DONTNEED) == 0) t->host_valid = 0;
 }
 
@@ -187,6 +191,11 @@ uvmrt_status_t uvmrt__tier_before_call(uvmrt_context_t *ctx, int layer, uvmrt_ph
     for (size_t k = 0; k < n; k++) {
         if (!to_read[k]) continue;
         uvmrt_tensor_t *t = ctx->tensors.by_id[q->use_tensor[first + k]];
+        if (ctx->tier.modelled) {
+            t->host_valid = 1;
+            bytes += t->footprint;
+            continue;
+        }
         uvmrt_status_t r = uvmrt__spill_submit(ctx->tier.sp, t->spill_file, 0, t->ptr, t->footprint, &reqs[k]);
         if (r != UVMRT_OK) st = r;
     }
@@ -206,12 +215,34 @@ uvmrt_status_t uvmrt__tier_before_call(uvmrt_context_t *ctx, int layer, uvmrt_ph
     }
     free(reqs);
     free(to_read);
+    ctx->tier.read_pending += bytes; /* also a read before a begin that failed: it happened */
     if (bytes > 0) uvmrt__stat_add(ctx, layer, phase, STAT_SPILL_READ, bytes);
     return st;
 }
 
+/* Whether the end of a call that used t with access acc writes t back. */
+static int writes_back(const uvmrt_tensor_t *t, unsigned acc)
+{
+    return t->on_disk && t->host_valid && t->wb == NULL && ((acc & UVMRT_USE_WRITE) || !t->file_valid);
+}
+
+void uvmrt__tier_call_bytes(const uvmrt_context_t *ctx, const uvmrt_call_t *c, uint64_t *read, uint64_t *write)
+{
+    *read = ctx->tier.read_pending;
+    *write = 0;
+    if (ctx->tier.n_disk == 0) return;
+    const uvmrt_sequence_t *q = &ctx->sched.cur;
+    for (size_t k = 0; k < c->n_uses; k++) {
+        const uvmrt_tensor_t *t = ctx->tensors.by_id[q->use_tensor[c->use_first + k]];
+        int dup = 0; /* a tensor named twice in one call is written once */
+        for (size_t j = 0; j < k; j++) dup |= q->use_tensor[c->use_first + j] == t->id;
+        if (!dup && writes_back(t, q->use_access[c->use_first + k])) *write += t->footprint;
+    }
+}
+
 uvmrt_status_t uvmrt__tier_after_call(uvmrt_context_t *ctx, const uvmrt_call_t *c)
 {
+    ctx->tier.read_pending = 0; /* the call's model of the work has them */
     if (ctx->tier.n_disk == 0) return UVMRT_OK;
     const uvmrt_sequence_t *q = &ctx->sched.cur;
     int any = 0;
@@ -227,6 +258,12 @@ uvmrt_status_t uvmrt__tier_after_call(uvmrt_context_t *ctx, const uvmrt_call_t *
         if (!t->on_disk || !t->host_valid || t->wb != NULL) continue; /* a retried end: already written */
         if (!(acc & UVMRT_USE_WRITE) && t->file_valid) {
             drop_host(ctx, t);
+            continue;
+        }
+        if (ctx->tier.modelled) {
+            t->file_valid = 1;
+            drop_host(ctx, t);
+            bytes += t->footprint;
             continue;
         }
         if (writing_add(ctx, t->id) != 0) return UVMRT_ERR_NOMEM;
@@ -246,7 +283,7 @@ uvmrt_status_t uvmrt__tier_after_call(uvmrt_context_t *ctx, const uvmrt_call_t *
 static uvmrt_status_t to_disk(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
 {
     uvmrt_tier_state_t *s = &ctx->tier;
-    if (strcmp(ctx->cfg.spill_dir, "none") == 0) {
+    if (!s->modelled && strcmp(ctx->cfg.spill_dir, "none") == 0) {
         LOG_ERROR(&ctx->log,
                   "uvmrt_tensor_set_tier('%s', disk): no spill directory: set UVMRT_SPILL_DIR to a "
                   "directory on a fast local disk",
@@ -259,6 +296,15 @@ static uvmrt_status_t to_disk(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
                   "uvmrt_tensor_set_placement(UVMRT_PLACE_HOST) first",
                   t->name);
         return UVMRT_ERR_STATE;
+    }
+    if (s->modelled) {
+        t->on_disk = 1;
+        t->spill_file = -1;
+        t->file_valid = t->host_valid = 1;
+        s->n_disk++;
+        drop_host(ctx, t);
+        window_update(ctx);
+        return UVMRT_OK;
     }
     if (s->sp == NULL) {
         uvmrt_status_t st = uvmrt__spill_open(ctx->cfg.spill_dir, s->ops, &ctx->log, &s->sp);
@@ -296,12 +342,12 @@ static uvmrt_status_t to_memory(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
         return UVMRT_ERR_BUDGET;
     }
     if (t->wb != NULL) (void)finish_write(ctx, t); /* a failure keeps the host copy: all we need */
-    if (!t->host_valid) {
+    if (!t->host_valid && !s->modelled) {
         uvmrt_status_t st = uvmrt__spill_transfer(s->sp, t->spill_file, 0, t->ptr, t->footprint);
         if (st != UVMRT_OK) return st;
-        t->host_valid = 1;
     }
-    uvmrt__spill_file_remove(s->sp, t->spill_file);
+    t->host_valid = 1;
+    if (!s->modelled) uvmrt__spill_file_remove(s->sp, t->spill_file);
     t->on_disk = 0;
     t->spill_file = -1;
     s->n_disk--;
@@ -347,7 +393,7 @@ void uvmrt__tier_forget(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
         (void)uvmrt__spill_wait(ctx->tier.sp, t->wb); /* its contents die with it */
         t->wb = NULL;
     }
-    uvmrt__spill_file_remove(ctx->tier.sp, t->spill_file);
+    if (!ctx->tier.modelled) uvmrt__spill_file_remove(ctx->tier.sp, t->spill_file);
     t->on_disk = 0;
     ctx->tier.n_disk--;
     window_update(ctx);
@@ -358,7 +404,12 @@ void uvmrt__tier_close(uvmrt_context_t *ctx)
     if (ctx->tier.sp != NULL) (void)uvmrt__tier_poll(ctx, 1);
     uvmrt__spill_close(ctx->tier.sp);
     free(ctx->tier.writing);
-    memset(&ctx->tier, 0, sizeof ctx->tier);
+    memset(&ctx->tier, 0, sizeof ctx->tier); /* modelled too: nothing is left to model */
 }
 
 void uvmrt__tier_set_ops(uvmrt_context_t *ctx, const uvmrt_spill_ops_t *ops) { ctx->tier.ops = ops; }
+
+void uvmrt__tier_model(uvmrt_context_t *model, const uvmrt_context_t *parent)
+{
+    model->tier.modelled = strcmp(parent->cfg.spill_dir, "none") != 0;
+}

@@ -25,6 +25,10 @@ typedef struct uvmrt_tier_state {
      * kept when tensors change tiers: before a call's reads, write-backs in flight are
      * waited for until they and the reads fit in it */
     uint64_t window;
+    uint64_t read_pending; /* bytes read for the open call, for its model of the work (touch) */
+    /* a rehearsal's model context (uvmrt__tier_model): its tensors go on the tier without
+     * files, their bytes counted and modelled as if they moved, their contents kept */
+    int modelled;
 } uvmrt_tier_state_t;
 
 /* Before layer call c opens (step.c, staged uses [first, first + n)): every disk tensor
@@ -58,6 +62,13 @@ void uvmrt__tier_host(const uvmrt_context_t *ctx, const uvmrt_tensor_t *except, 
  * tensors counted as their window, not their footprints. */
 uint64_t uvmrt__tier_plan_host_peak(const uvmrt_context_t *ctx, const uvmrt_plan_t *p, const uint64_t *fp,
                                     uint8_t *off_gpu);
+/* The disk bytes of call c (opened, not yet ended) for its model of the work: what was
+ * read for it and what its end will write back. */
+void uvmrt__tier_call_bytes(const uvmrt_context_t *ctx, const uvmrt_call_t *c, uint64_t *read, uint64_t *write);
+/* A rehearsal's model context of parent (choose.c): when parent has a spill directory,
+ * the model's tier is modelled (no files; the bytes it would move are counted and, on
+ * the sim, take the profile's disk rates); else set_tier fails there as it would for real. */
+void uvmrt__tier_model(uvmrt_context_t *model, const uvmrt_context_t *parent);
 /* Tests: the spill's system calls (before the first tensor goes to disk). */
 void uvmrt__tier_set_ops(uvmrt_context_t *ctx, const uvmrt_spill_ops_t *ops);
 
