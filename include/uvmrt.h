@@ -342,7 +342,8 @@ const uvmrt_profile_t *uvmrt_profile_find(const char *name);
  *                         for uvmrt-plan(1) (which documents the format); a failed write
  *                         only warns                               (default none)
  *   UVMRT_HOST_BUDGET     SIZE | auto | none: host memory the plan may need (tensors not on the
- *                         GPU, staging, and uvmrt_context_set_host_external_bytes);
+ *                         GPU, staging, those on the disk tier as its window of copies,
+ *                         and uvmrt_context_set_host_external_bytes);
  *                         allocations and plans that need more fail with
  *                         UVMRT_ERR_BUDGET. auto: the machine's memory (the cgroup's
  *                         limit when one is set: memory.max, v1 memory.limit_in_bytes;
@@ -957,7 +958,8 @@ typedef struct uvmrt_memory_stats {
     uint64_t role_footprint_bytes[UVMRT_ROLE_COUNT];
     uint64_t role_resident_bytes[UVMRT_ROLE_COUNT];  /* footprints counted resident now */
     /* host memory: footprints of the live tensors not resident on the GPU (host-homed,
-     * evicted, never moved) plus uvmrt_context_set_host_external_bytes */
+     * evicted, never moved; on the disk tier only while their host copy is there) plus
+     * uvmrt_context_set_host_external_bytes */
     uint64_t host_bytes;            /* now */
     uint64_t peak_host_bytes;       /* since creation or the last uvmrt_memory_peak_reset() */
     uint64_t host_budget_bytes;     /* uvmrt_context_host_budget (0: no limit) */

@@ -641,6 +641,12 @@ Test(tier, a_host_budget_that_fits_only_with_the_tier_is_accepted)
     cr_assert_eq(ctx->sched.host_refused, 0, "%s", log_text());
     cr_assert_gt(uvmrt__plan_host_bytes(ctx), 8 * MIB);
     cr_assert_leq(uvmrt__plan_host_bytes(ctx), 18 * MIB);
+    /* the memory stats count what is in host memory: never over the budget, and less
+     * than the tensors off the GPU */
+    uvmrt_memory_stats_t ms = UVMRT_STRUCT_INIT(uvmrt_memory_stats_t);
+    cr_assert_eq(uvmrt_memory_stats_get(ctx, &ms), UVMRT_OK);
+    cr_assert_leq(ms.peak_host_bytes, 18 * MIB, "peak %llu", (unsigned long long)ms.peak_host_bytes);
+    cr_assert_lt(ms.host_bytes, 36 * MIB - ms.resident_bytes - 8 * MIB, "now %llu", (unsigned long long)ms.host_bytes);
     /* back in memory only as far as the host budget allows; a refusal changes nothing */
     int back = 0;
     uvmrt_status_t st = UVMRT_OK;

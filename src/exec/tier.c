@@ -29,16 +29,27 @@ static void label_of(const uvmrt_context_t *ctx, const uvmrt_tensor_t *t, char *
  * give host pages back without freeing the range). */
 static int gives_back(const uvmrt_context_t *ctx) { return ctx->cfg.backend == UVMRT_BACKEND_SIM; }
 
+/* A disk tensor's host copy comes or goes: the tier's bytes out of host memory
+ * (ctx->tier.off_host, what the memory stats leave out) follow, and the host peak. */
+static void set_host_valid(uvmrt_context_t *ctx, uvmrt_tensor_t *t, int valid)
+{
+    if (t->host_valid == valid) return;
+    t->host_valid = valid;
+    if (valid) ctx->tier.off_host -= t->footprint;
+    else ctx->tier.off_host += t->footprint;
+    uvmrt__host_note(ctx);
+}
+
 /* Drops the host copy where the pages go back (a later read of them gives zeros until
  * the file is read back); elsewhere the copy stays valid and no read is needed. */
 static void drop_host(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
 {
     if (!gives_back(ctx)) return;
     if (ctx->tier.modelled) { /* as if: the contents stay for the rehearsal */
-        t->host_valid = 0;
+        set_host_valid(ctx, t, 0);
         return;
     }
-    if (madvise(t->ptr, t->footprint, MADV_DONTNEED) == 0) t->host_valid = 0;
+    if (madvise(t->ptr, t->footprint, MADV_DONTNEED) == 0) set_host_valid(ctx, t, 0);
 }
 
 static int writing_add(uvmrt_context_t *ctx, int id)
@@ -192,7 +203,7 @@ uvmrt_status_t uvmrt__tier_before_call(uvmrt_context_t *ctx, int layer, uvmrt_ph
         if (!to_read[k]) continue;
         uvmrt_tensor_t *t = ctx->tensors.by_id[q->use_tensor[first + k]];
         if (ctx->tier.modelled) {
-            t->host_valid = 1;
+            set_host_valid(ctx, t, 1);
             bytes += t->footprint;
             continue;
         }
@@ -203,7 +214,7 @@ uvmrt_status_t uvmrt__tier_before_call(uvmrt_context_t *ctx, int layer, uvmrt_ph
         if (reqs[k] == NULL) continue;
         uvmrt_tensor_t *t = ctx->tensors.by_id[q->use_tensor[first + k]];
         if (uvmrt__spill_wait(ctx->tier.sp, reqs[k]) == UVMRT_OK) {
-            t->host_valid = 1;
+            set_host_valid(ctx, t, 1);
             bytes += t->footprint;
         } else {
             char lab[300];
@@ -346,7 +357,7 @@ static uvmrt_status_t to_memory(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
         uvmrt_status_t st = uvmrt__spill_transfer(s->sp, t->spill_file, 0, t->ptr, t->footprint);
         if (st != UVMRT_OK) return st;
     }
-    t->host_valid = 1;
+    set_host_valid(ctx, t, 1);
     if (!s->modelled) uvmrt__spill_file_remove(s->sp, t->spill_file);
     t->on_disk = 0;
     t->spill_file = -1;
@@ -394,6 +405,7 @@ void uvmrt__tier_forget(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
         t->wb = NULL;
     }
     if (!ctx->tier.modelled) uvmrt__spill_file_remove(ctx->tier.sp, t->spill_file);
+    if (!t->host_valid) ctx->tier.off_host -= t->footprint; /* it leaves with its bytes */
     t->on_disk = 0;
     ctx->tier.n_disk--;
     window_update(ctx);

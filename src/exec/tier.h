@@ -25,6 +25,7 @@ typedef struct uvmrt_tier_state {
      * kept when tensors change tiers: before a call's reads, write-backs in flight are
      * waited for until they and the reads fit in it */
     uint64_t window;
+    uint64_t off_host;     /* footprints of the tier's tensors whose host copy is dropped now */
     uint64_t read_pending; /* bytes read for the open call, for its model of the work (touch) */
     /* a rehearsal's model context (uvmrt__tier_model): its tensors go on the tier without
      * files, their bytes counted and modelled as if they moved, their contents kept */
