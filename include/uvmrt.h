@@ -342,7 +342,8 @@ const uvmrt_profile_t *uvmrt_profile_find(const char *name);
  *                         for uvmrt-plan(1) (which documents the format); a failed write
  *                         only warns                               (default none)
  *   UVMRT_HOST_BUDGET     SIZE | auto | none: host memory the plan may need (tensors not on the
- *                         GPU, staging, and uvmrt_context_set_host_external_bytes);
+ *                         GPU, staging, those on the disk tier as its window of copies,
+ *                         and uvmrt_context_set_host_external_bytes);
  *                         allocations and plans that need more fail with
  *                         UVMRT_ERR_BUDGET. auto: the machine's memory (the cgroup's
  *                         limit when one is set: memory.max, v1 memory.limit_in_bytes;
@@ -517,10 +518,17 @@ typedef enum uvmrt_tier {
  * (io_uring, or a pool of pread/pwrite threads where io_uring is blocked; O_DIRECT,
  * or buffered where the filesystem refuses it; the choice is logged at info). On sim
  * its host pages are given back between uses (a read of them outside its calls gives
- * zeros); on cuda the managed pages stay, so no host memory is saved there yet. The
+ * zeros); on cuda the managed pages stay, so no host memory is saved there yet. Where
+ * they go back, the host budget counts the tier's tensors (at allocation and in the
+ * plan) as the copies it holds at once: the two largest layers' tier bytes, a window
+ * that uvmrt_layer_begin keeps by waiting for the oldest write-backs (so allocate a
+ * layer at a time and put its state on the tier before the next). In a rehearsal
+ * (uvmrt_choose) it makes no files and the model takes its bytes at the profile's
+ * disk rates (disk_read_bps, disk_write_bps; one drive, through host memory). The
  * counters spill_read_bytes and spill_write_bytes count the bytes per (layer, phase)
  * and step. Back to UVMRT_TIER_MEMORY: the contents are read
- * back and the file removed. Files are removed at uvmrt_tensor_free and destroy, and a
+ * back and the file removed (UVMRT_ERR_BUDGET, nothing changed, when that would pass
+ * the host budget). Files are removed at uvmrt_tensor_free and destroy, and a
  * later run removes those of a run that was killed. Not allowed inside a step
  * (UVMRT_ERR_STATE, also for a tensor not placed on the host); UVMRT_ERR_CONFIG without
  * UVMRT_SPILL_DIR; UVMRT_ERR_IO (logged, naming the file, the bytes needed and free)
@@ -950,7 +958,8 @@ typedef struct uvmrt_memory_stats {
     uint64_t role_footprint_bytes[UVMRT_ROLE_COUNT];
     uint64_t role_resident_bytes[UVMRT_ROLE_COUNT];  /* footprints counted resident now */
     /* host memory: footprints of the live tensors not resident on the GPU (host-homed,
-     * evicted, never moved) plus uvmrt_context_set_host_external_bytes */
+     * evicted, never moved; on the disk tier only while their host copy is there) plus
+     * uvmrt_context_set_host_external_bytes */
     uint64_t host_bytes;            /* now */
     uint64_t peak_host_bytes;       /* since creation or the last uvmrt_memory_peak_reset() */
     uint64_t host_budget_bytes;     /* uvmrt_context_host_budget (0: no limit) */

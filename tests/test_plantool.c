@@ -10,7 +10,8 @@
  * config's parameters, bad configs name the key. --profile list, and a model without
  * --budget at the profile's GPU memory. The search of a model's mechanisms (uvmrt_choose):
  * CPU layers when the budget is tight, none when roomy, the best candidate chosen, what a
- * model that fits no way needs where, --batch-max within both budgets, tokens per second.
+ * model that fits no way needs where, --batch-max within both budgets (and the disk's: the
+ * tier within the spill directory's free space, a small tmpfs when root), tokens per second.
  */
 #include <criterion/criterion.h>
 #include <jansson.h>
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -2026,4 +2028,79 @@ Test(plantool, sweep_searches_at_each_budget)
     }
     json_decref(s);
     json_decref(f);
+}
+
+/* --batch-max within all three budgets: with a short host budget and a spill directory,
+ * batches fit with CPU layers' state on the disk tier that would not without it, never
+ * with more on the disk than the directory's free space (a small tmpfs, where the test
+ * may mount one, fits a smaller largest batch). */
+static json_t *batch_max_json(const char *prof, const char *dir, json_int_t *largest)
+{
+    char args[900];
+    snprintf(args, sizeof args,
+             "--model '%s' --profile '%s' --budget 8G --host-budget 16G --spill-dir '%s' --batch-max 4 --json", W1_MODEL,
+             prof, dir);
+    json_t *j = run_json(args);
+    *largest = jint(j, "largest_fitting_batch");
+    json_t *rows = json_object_get(j, "batches");
+    json_int_t free_b = json_is_integer(json_object_get(j, "spill_free_bytes")) ? jint(j, "spill_free_bytes") : 0;
+    for (size_t i = 0; i < json_array_size(rows); i++) {
+        json_t *row = json_array_get(rows, i);
+        if (!json_is_true(json_object_get(row, "fits"))) continue;
+        cr_assert_leq(jint(row, "host_bytes_needed"), 16 * 1024 * MiB, "%s", json_dumps(row, 0));
+        cr_assert_leq(jint(row, "disk_bytes_needed"), free_b, "%s", json_dumps(row, 0));
+    }
+    return j;
+}
+
+static char g_small_dir[64];
+static void unmount_small(void)
+{
+    if (g_small_dir[0]) umount2(g_small_dir, MNT_DETACH), rmdir(g_small_dir);
+}
+
+Test(plantool, batch_max_respects_the_disk_budget, .fini = unmount_small)
+{
+    char dir[] = "/tmp/uvmrt-plantool-bmax-XXXXXX", prof[300];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(prof, sizeof prof, "%s/p.json", dir);
+    json_t *pj = json_load_file(UVMRT_TEST_DATA_DIR "/h200-calibrated.profile.json", 0, NULL);
+    cr_assert_not_null(pj);
+    json_object_set_new(pj, "disk_read_bps", json_real(6.5e9));
+    json_object_set_new(pj, "disk_write_bps", json_real(4.5e9));
+    cr_assert_eq(json_dump_file(pj, prof, 0), 0);
+    json_decref(pj);
+    json_int_t none = 0, tier = 0;
+    json_decref(batch_max_json(prof, "none", &none));
+    json_t *j = batch_max_json(prof, dir, &tier);
+    cr_assert_gt(tier, none, "the disk tier fits a larger batch: %lld against %lld", (long long)tier, (long long)none);
+    json_t *rows = json_object_get(j, "batches");
+    json_int_t disk_largest = 0;
+    for (size_t i = 0; i < json_array_size(rows); i++) {
+        json_t *row = json_array_get(rows, i);
+        if (jint(row, "batch") == tier) disk_largest = jint(row, "disk_bytes_needed");
+    }
+    cr_assert_gt(disk_largest, 0, "the largest batch puts state on the disk: %s", json_dumps(j, 0));
+    json_decref(j);
+    char *out = NULL, args[900];
+    snprintf(args, sizeof args, "--model '%s' --profile '%s' --budget 8G --host-budget 16G --spill-dir '%s' --batch-max 4",
+             W1_MODEL, prof, dir);
+    cr_assert_eq(run_tool(args, &out), 0, "%s", out);
+    cr_assert(strstr(out, "disk_GiB") && strstr(out, "disk tier: "), "%s", out);
+    free(out);
+    /* a spill directory with less free space than the largest batch needs there */
+    snprintf(g_small_dir, sizeof g_small_dir, "%s/small", dir);
+    cr_assert_eq(mkdir(g_small_dir, 0700), 0);
+    char opts[64];
+    snprintf(opts, sizeof opts, "size=%lldk,mode=0700", (long long)(disk_largest / 1024 - 1024));
+    if (geteuid() == 0 && mount("uvmrt-plantool", g_small_dir, "tmpfs", 0, opts) == 0) {
+        json_int_t small = 0;
+        json_decref(batch_max_json(prof, g_small_dir, &small));
+        cr_assert_lt(small, tier, "less free space on the disk fits a smaller batch");
+        cr_assert_eq(umount(g_small_dir), 0);
+    }
+    rmdir(g_small_dir);
+    g_small_dir[0] = '\0';
+    unlink(prof);
+    rmdir(dir);
 }

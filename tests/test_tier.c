@@ -569,3 +569,205 @@ Test(tier, a_filesystem_without_o_direct_falls_back_to_buffered, .fini = unmount
     seam.refuse_direct = 0;
     rmdir(spill_dir);
 }
+
+/* ------------------------------------------------------------------ the host budget */
+/* LB layers of w, m and v, 2 MiB each, at a GPU budget of 8 MiB: allocated layer by
+ * layer, with each layer's m and v put on the disk tier (tier) before the next. */
+enum { LB = 6 };
+static uvmrt_status_t budget_model(uvmrt_context_t **out, int tier, uvmrt_tensor_t *state[2 * LB], int *made)
+{
+    uvmrt_params_t p;
+    sim_params(&p, UVMRT_POLICY_PREFETCH, 8 * MIB, NULL);
+    p.host_budget_bytes = 18 * MIB;
+    p.spill_dir = spill_dir;
+    cr_assert_eq(uvmrt_context_create(&p, out), UVMRT_OK, "%s", log_text());
+    uvmrt_context_t *ctx = *out;
+    uvmrt__tier_set_ops(ctx, &seam_ops);
+    *made = 0;
+    for (int l = 0; l < LB; l++) {
+        char name[32];
+        snprintf(name, sizeof name, "block%d", l);
+        int layer;
+        cr_assert_eq(uvmrt_layer_add(ctx, name, &layer), UVMRT_OK);
+        uvmrt_tensor_desc_t d[3] = {{"w", layer, UVMRT_ROLE_WEIGHT, 2 * MIB},
+                                    {"adam_m", layer, UVMRT_ROLE_OPTIMIZER_STATE, 2 * MIB},
+                                    {"adam_v", layer, UVMRT_ROLE_OPTIMIZER_STATE, 2 * MIB}};
+        uvmrt_tensor_t *t[3];
+        uvmrt_status_t st = uvmrt_tensors_alloc(ctx, 3, d, t);
+        if (st != UVMRT_OK) return st;
+        for (int k = 1; k < 3; k++) {
+            state[2 * l + k - 1] = t[k];
+            cr_assert_eq(uvmrt_tensor_set_placement(ctx, t[k], UVMRT_PLACE_HOST), UVMRT_OK);
+            if (tier) cr_assert_eq(uvmrt_tensor_set_tier(ctx, t[k], UVMRT_TIER_DISK), UVMRT_OK, "%s", log_text());
+        }
+        (*made)++;
+    }
+    return UVMRT_OK;
+}
+
+Test(tier, a_host_budget_that_fits_only_with_the_tier_is_accepted)
+{
+    make_dir();
+    uvmrt_context_t *ctx = NULL;
+    uvmrt_tensor_t *state[2 * LB];
+    int made = 0;
+    /* without the tier: 36 MiB of tensors, 8 on the GPU, over 18 MiB of host memory */
+    cr_assert_eq(budget_model(&ctx, 0, state, &made), UVMRT_ERR_BUDGET);
+    cr_assert_lt(made, LB);
+    cr_assert(log_contains("host budget of"), "%s", log_text());
+    uvmrt_context_destroy(ctx);
+    log_reset();
+    /* with it: each layer's state leaves host memory but for two layers' copies in flight */
+    cr_assert_eq(budget_model(&ctx, 1, state, &made), UVMRT_OK, "%s", log_text());
+    cr_assert_eq(ctx->tier.window, 8 * MIB, "the two largest layers' tier bytes");
+    cr_assert_eq(uvmrt__host_need_min(ctx, 0, 0), 4 * MIB + 8 * MIB, "12 MiB of w beyond the GPU's 8, the window");
+    for (int s = 0; s < 4; s++) {
+        cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK, "%s", log_text());
+        for (int ph = 0; ph < 3; ph++)
+            for (int l = 0; l < LB; l++) {
+                uvmrt_layer_call_t c;
+                int layer = ph == 1 ? LB - 1 - l : l;
+                uvmrt_layer_call_init(&c, layer, (uvmrt_phase_t)ph, NULL);
+                cr_assert_eq(uvmrt_layer_begin(ctx, &c), UVMRT_OK, "%s", log_text());
+                cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK, "%s", log_text());
+                /* the tier's copies in host memory never pass its window */
+                uint64_t held = 0;
+                for (int k = 0; k < 2 * LB; k++) held += state[k]->host_valid ? state[k]->footprint : 0;
+                cr_assert_leq(held, ctx->tier.window, "step %d: %llu bytes held", s, (unsigned long long)held);
+            }
+        cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK, "%s", log_text());
+    }
+    cr_assert_gt(ctx->sched.plans_built, 0, "the steps ran planned");
+    cr_assert_eq(ctx->sched.host_refused, 0, "%s", log_text());
+    cr_assert_gt(uvmrt__plan_host_bytes(ctx), 8 * MIB);
+    cr_assert_leq(uvmrt__plan_host_bytes(ctx), 18 * MIB);
+    /* the memory stats count what is in host memory: never over the budget, and less
+     * than the tensors off the GPU */
+    uvmrt_memory_stats_t ms = UVMRT_STRUCT_INIT(uvmrt_memory_stats_t);
+    cr_assert_eq(uvmrt_memory_stats_get(ctx, &ms), UVMRT_OK);
+    cr_assert_leq(ms.peak_host_bytes, 18 * MIB, "peak %llu", (unsigned long long)ms.peak_host_bytes);
+    cr_assert_lt(ms.host_bytes, 36 * MIB - ms.resident_bytes - 8 * MIB, "now %llu", (unsigned long long)ms.host_bytes);
+    /* back in memory only as far as the host budget allows; a refusal changes nothing */
+    int back = 0;
+    uvmrt_status_t st = UVMRT_OK;
+    char sub[600];
+    snprintf(sub, sizeof sub, "%s", uvmrt__spill_path(ctx->tier.sp));
+    for (; back < 2 * LB && st == UVMRT_OK; back++) st = uvmrt_tensor_set_tier(ctx, state[back], UVMRT_TIER_MEMORY);
+    back--;
+    cr_assert_eq(st, UVMRT_ERR_BUDGET, "%s", log_text());
+    cr_assert_gt(back, 0);
+    cr_assert(log_contains("host budget") && log_contains("adam_"), "%s", log_text());
+    cr_assert_eq(uvmrt_tensor_tier(state[back]), UVMRT_TIER_DISK);
+    cr_assert_eq(entries(sub), 2 * LB - back, "its file stays");
+    uvmrt_context_destroy(ctx);
+    cr_assert_eq(entries(spill_dir), 0);
+    rmdir(spill_dir);
+}
+
+/* ------------------------------------------------------------------ the tier's cost, rehearsed */
+/* The rehearsal: LB layers of w, m and v (2 MiB each; m and v on the host, and on the
+ * disk tier when values[0] is 1), each layer's forward, backward and CPU update; it keeps
+ * the disk bytes of its last step. */
+typedef struct tier_rehearsal {
+    uint64_t read, write;
+} tier_rehearsal_t;
+
+static uvmrt_status_t rehearse_tier(uvmrt_context_t *model, const int *values, int steps, void *user)
+{
+    tier_rehearsal_t *r = user;
+    uvmrt_tensor_t *t[3];
+    for (int l = 0; l < LB; l++) {
+        char name[32];
+        snprintf(name, sizeof name, "block%d", l);
+        int layer;
+        uvmrt_status_t st = uvmrt_layer_add(model, name, &layer);
+        uvmrt_tensor_desc_t d[3] = {{"w", layer, UVMRT_ROLE_WEIGHT, 2 * MIB},
+                                    {"adam_m", layer, UVMRT_ROLE_OPTIMIZER_STATE, 2 * MIB},
+                                    {"adam_v", layer, UVMRT_ROLE_OPTIMIZER_STATE, 2 * MIB}};
+        if (st == UVMRT_OK) st = uvmrt_tensors_alloc(model, 3, d, t);
+        for (int k = 1; k < 3 && st == UVMRT_OK; k++) {
+            st = uvmrt_tensor_set_placement(model, t[k], UVMRT_PLACE_HOST);
+            if (st == UVMRT_OK && values[0]) st = uvmrt_tensor_set_tier(model, t[k], UVMRT_TIER_DISK);
+        }
+        if (st != UVMRT_OK) return st;
+    }
+    for (int s = 0; s < steps; s++) {
+        uvmrt_status_t st = uvmrt_step_begin(model);
+        for (int ph = 0; ph < 3 && st == UVMRT_OK; ph++)
+            for (int l = 0; l < LB && st == UVMRT_OK; l++) {
+                uvmrt_layer_call_t c;
+                uvmrt_layer_call_init(&c, ph == 1 ? LB - 1 - l : l, (uvmrt_phase_t)ph, NULL);
+                c.flops = 2e9;
+                if (ph == 2) c.host_bytes = 28 * (uint64_t)MIB; /* AdamW's bytes on the CPU */
+                st = uvmrt_layer_begin(model, &c);
+                if (st == UVMRT_OK) st = uvmrt_layer_end(model);
+            }
+        if (st == UVMRT_OK) st = uvmrt_step_end(model);
+        if (st != UVMRT_OK) return st;
+    }
+    uvmrt_step_stats_t ss = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
+    uvmrt_status_t st = uvmrt_step_stats_get(model, (uint64_t)steps - 1, &ss);
+    if (values[0]) r->read = ss.spill_read_bytes, r->write = ss.spill_write_bytes;
+    return st;
+}
+
+/* The predicted step times of no tier (ns[0]) and the tier (ns[1]) with the disk at
+ * read_bps and write_bps (0: the profile has no disk figures). */
+static void choose_tier(double read_bps, double write_bps, const char *dir, double ns[2], tier_rehearsal_t *r)
+{
+    uvmrt_profile_t prof = *uvmrt_profile_find("h200");
+    prof.name = "h200-disk";
+    prof.disk_read_bps = read_bps;
+    prof.disk_write_bps = write_bps;
+    char path[400];
+    snprintf(path, sizeof path, "%s.profile.json", spill_dir);
+    cr_assert_eq(uvmrt_profile_save(&prof, NULL, path), UVMRT_OK);
+    uvmrt_params_t p;
+    sim_params(&p, UVMRT_POLICY_PREFETCH, 0, path);
+    p.spill_dir = dir;
+    uvmrt_context_t *ctx = NULL;
+    cr_assert_eq(uvmrt_context_create(&p, &ctx), UVMRT_OK, "%s", log_text());
+    uvmrt_knob_t knob = {"tier", 2, (const int[]){0, 1}};
+    uvmrt_choice_t out = UVMRT_STRUCT_INIT(uvmrt_choice_t);
+    cr_assert_eq(uvmrt_choose(ctx, &knob, 1, rehearse_tier, r, &out), UVMRT_OK, "%s", log_text());
+    for (size_t i = 0; i < 2; i++) {
+        int v = -1;
+        cr_assert_eq(uvmrt_choice_candidate(ctx, i, &v, &ns[i]), UVMRT_OK);
+        cr_assert_eq(v, (int)i);
+        cr_assert_gt(ns[i], 0, "candidate %zu fits: %s", i, log_text());
+    }
+    cr_assert_eq(out.values[0], ns[1] < ns[0] ? 1 : 0, "the faster one is chosen");
+    uvmrt_context_destroy(ctx);
+    unlink(path);
+}
+
+Test(tier, a_rehearsal_predicts_the_tiers_cost_at_the_disks_rates)
+{
+    make_dir();
+    double ns[2];
+    tier_rehearsal_t r = {0, 0};
+    /* a disk of 1 GB/s each way: the step waits for the reads, and the drive carries
+     * the writes too (one drive): at least the two, as uvmrt-plan adds them */
+    choose_tier(1e9, 1e9, spill_dir, ns, &r);
+    cr_assert_gt(r.read, 0, "the model counts the tier's bytes");
+    cr_assert_gt(r.write, 0);
+    double disk_ns = (double)(r.read + r.write) / 1e9 * 1e9;
+    cr_assert_gt(ns[1], ns[0], "the tier costs time: %.0f against %.0f ns", ns[1], ns[0]);
+    cr_assert_geq(ns[1], 0.99 * disk_ns, "%.0f ns against the disk's %.0f", ns[1], disk_ns);
+    cr_assert_eq(entries(spill_dir), 0, "a rehearsal makes no files");
+    /* a disk 10 times faster costs less */
+    double fast[2];
+    choose_tier(1e10, 1e10, spill_dir, fast, &r);
+    cr_assert_lt(fast[1], ns[1]);
+    cr_assert_eq(fast[0], ns[0], "without the tier the disk does not matter");
+    /* without a spill directory the tier fails in the rehearsal as it would for real */
+    uvmrt_params_t p;
+    sim_params(&p, UVMRT_POLICY_PREFETCH, 0, "h200");
+    uvmrt_context_t *ctx = NULL;
+    cr_assert_eq(uvmrt_context_create(&p, &ctx), UVMRT_OK);
+    uvmrt_knob_t knob = {"tier", 2, (const int[]){0, 1}};
+    uvmrt_choice_t out = UVMRT_STRUCT_INIT(uvmrt_choice_t);
+    cr_assert_eq(uvmrt_choose(ctx, &knob, 1, rehearse_tier, &r, &out), UVMRT_ERR_CONFIG);
+    uvmrt_context_destroy(ctx);
+    rmdir(spill_dir);
+}

@@ -1629,7 +1629,9 @@ static int report_search(const model_t *m, const char *src, uint64_t batch, int 
 /* ------------------------------------------------------------------ batch finder */
 /* m at batch b and budget: *p (fits 0, nothing else, when b cannot fit: a call's
  * working set over the budget, or a tensor over the library's limit, needs no replay),
- * with the mechanisms searched (search; *chose: what the search chose) or the file's. */
+ * with the mechanisms searched (search; *chose: what the search chose) or the file's;
+ * searched, a host budget that is short puts CPU layers' state on the disk tier as a
+ * single prediction does (tier_search), within the spill directory's free space. */
 static int predict_batch(const model_t *m, uint64_t b, const char *profile, uint64_t budget, int search,
                          prediction_t *p, mech_t *chose)
 {
@@ -1652,6 +1654,15 @@ static int predict_batch(const model_t *m, uint64_t b, const char *profile, uint
     search_t s = {.quick = 1};
     rc = predict_model(m, b, profile, budget, NULL, &s, 1, &r, p);
     if (rc != 0) return rc == 1 ? 0 : -1;
+    char why[600];
+    if (!p->fits && p->host_limited && tier_available(p) &&
+        tier_search(m, b, profile, budget, NULL, &s, &r, p, why, sizeof why) != 0) {
+        free(p->layer_mech);
+        p->layer_mech = NULL;
+        record_free(&r);
+        search_free(&s);
+        return -1;
+    }
     *chose = s.mech;
     record_free(&r);
     search_free(&s);
@@ -1663,6 +1674,7 @@ typedef struct batch_row {
     int fits, bound;
     uint64_t step_ns;
     uint64_t host_bytes; /* fits: the plan's host need */
+    uint64_t disk_bytes; /* fits: on the disk tier */
     mech_t chose;        /* the search's choice */
 } batch_row_t;
 
@@ -1709,12 +1721,12 @@ static int batch_finder(const model_t *m, const char *src, const char *profile, 
     for (size_t i = 0; i < nc; i++) {
         if (predict_batch(m, cand[i], profile, budget, search, &p, &chose) != 0) return 1;
         free(p.layer_mech);
-        rows[nr] = (batch_row_t){cand[i], p.fits, p.bound, p.step_ns, p.host_bytes_needed, chose};
+        rows[nr] = (batch_row_t){cand[i], p.fits, p.bound, p.step_ns, p.host_bytes_needed, p.disk_bytes, chose};
         double sps = p.fits && p.step_ns > 0 ? (double)cand[i] * 1e9 / (double)p.step_ns : 0;
         if (sps > best_sps) best_sps = sps, best = cand[i];
         nr++;
     }
-    if (largest < nmax) rows[nr++] = (batch_row_t){largest + 1, 0, 0, 0, 0, {0, 0, 0}}; /* where it stops fitting */
+    if (largest < nmax) rows[nr++] = (batch_row_t){largest + 1, 0, 0, 0, 0, 0, {0, 0, 0}}; /* where it stops fitting */
     uint64_t min1 = 0;
     if (largest == 0 && search && search_min_budget(m, 1, profile, &min1) != 0) return 1;
     if (largest == 0 && !search) { /* what batch 1 would need */
@@ -1734,6 +1746,7 @@ static int batch_finder(const model_t *m, const char *src, const char *profile, 
                 b->fits && b->step_ns ? json_real((double)b->batch * 1e9 / (double)b->step_ns) : json_null(), "bound",
                 b->fits ? json_string(bound_names[b->bound]) : json_null(), "host_bytes_needed",
                 b->fits ? json_integer((json_int_t)b->host_bytes) : json_null());
+            json_object_set_new(row, "disk_bytes_needed", b->fits ? json_integer((json_int_t)b->disk_bytes) : json_null());
             if (search)
                 json_object_set_new(row, "choice",
                                     b->fits ? json_pack("{s:i, s:i}", "cpu_layers", b->chose.cpu_layers,
@@ -1748,6 +1761,8 @@ static int batch_finder(const model_t *m, const char *src, const char *profile, 
         if (largest == 0) json_object_set_new(o, "batch1_min_budget_bytes", json_integer((json_int_t)min1));
         json_object_set_new(o, "host_budget_bytes", g_host_budget ? json_integer((json_int_t)g_host_budget) : json_null());
         json_object_set_new(o, "host_budget_source", json_string(host_note));
+        json_object_set_new(o, "spill_dir", g_spill_dir ? json_string(g_spill_dir) : json_null());
+        json_object_set_new(o, "spill_free_bytes", g_spill_dir ? json_integer((json_int_t)g_spill_free) : json_null());
         json_object_set_new(o, "searched", json_boolean(search));
         profile_warn(profile, o);
         model_facts(m, 0, 0, o);
@@ -1761,19 +1776,22 @@ static int batch_finder(const model_t *m, const char *src, const char *profile, 
            model_name(m), src, budget / MIB, (unsigned long long)nmax, profile);
     model_facts(m, 0, 0, NULL);
     printf("host budget: %s\n", host_note);
+    if (g_spill_dir != NULL)
+        printf("disk tier: %s, %.2f GiB free (the disk's budget; used only where the host budget is short)\n",
+               g_spill_dir, g_spill_free / GIB_D);
     profile_warn(profile, NULL);
     if (search)
         printf("mechanisms: searched for each batch (uvmrt_choose): cpu_layers of %zu, recompute of %zu layers\n",
                model_placeable_layers(m), model_recomputable_layers(m));
     else printf("mechanisms: as the model file says (--no-search)\n");
-    printf("%-10s %-6s %-18s %-22s %-12s %-9s%s\n", "batch", "fits", "predicted_ms/step", "predicted_samples/s",
-           "bound", "host_GiB", search ? " cpu_layers recompute" : "");
+    printf("%-10s %-6s %-18s %-22s %-12s %-9s %-9s%s\n", "batch", "fits", "predicted_ms/step", "predicted_samples/s",
+           "bound", "host_GiB", "disk_GiB", search ? " cpu_layers recompute" : "");
     for (size_t i = 0; i < nr; i++) {
         const batch_row_t *b = &rows[i];
         if (b->fits) {
-            printf("%-10llu %-6s %-18.3f %-22.2f %-12s %-9.2f", (unsigned long long)b->batch, "yes", b->step_ns / 1e6,
-                   b->step_ns ? (double)b->batch * 1e9 / (double)b->step_ns : 0.0, bound_names[b->bound],
-                   b->host_bytes / GIB_D);
+            printf("%-10llu %-6s %-18.3f %-22.2f %-12s %-9.2f %-9.2f", (unsigned long long)b->batch, "yes",
+                   b->step_ns / 1e6, b->step_ns ? (double)b->batch * 1e9 / (double)b->step_ns : 0.0,
+                   bound_names[b->bound], b->host_bytes / GIB_D, b->disk_bytes / GIB_D);
             if (search) printf(" %-10d %d", b->chose.cpu_layers, b->chose.recompute);
             putchar('\n');
         } else printf("%-10llu %-6s\n", (unsigned long long)b->batch, "no");

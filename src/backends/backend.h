@@ -50,6 +50,10 @@ typedef struct uvmrt_touch {
     uint64_t duration_ns;
     uint64_t host_bytes; /* CPU work on host memory, beside the GPU's (sim: shares host memory with the link) */
     uint64_t host_ns;    /* > 0: that work's measured time (sim: taken as is, booking host_bytes / host_ns) */
+    /* the disk tier's bytes of this call (sim: at the profile's disk rates on one drive,
+     * through host memory): read before its work, written back after it */
+    uint64_t disk_read_bytes;
+    uint64_t disk_write_bytes;
 } uvmrt_touch_t;
 
 /* What the GPU did while running one layer's work (sim only: the model's view). */

@@ -28,7 +28,12 @@
  *    was enqueued first: CPU work booked before a transfer gives way down to that
  *    ceiling and does the rest after (its stream's clock moves on). The two
  *    link directions alone are not limited by host memory (the profile measured
- *    them together).
+ *    them together);
+ *  - the disk tier's transfers (with the profile's disk rates; none: free) run on one
+ *    drive, one at a time, and through host memory (booked as fixed host-memory
+ *    work beside the CPU's): a call's reads before its work (which waits for them),
+ *    its write-backs after it (nobody waits, but the drive is busy: the next reads
+ *    queue behind them), as uvmrt-plan's arithmetic has it.
  * Pages that hold no data move for free: nothing needs copying.
  */
 #include <math.h>
@@ -94,6 +99,7 @@ typedef struct sim {
     uint64_t host_t;
     uint64_t h2d_engine_t, d2h_engine_t; /* each direction's migrations (and reads: h2d) */
     uint64_t store_t;                     /* the GPU's remote writes (d2h) */
+    uint64_t disk_t;                      /* the drive: the disk tier's reads and writes */
     sim_timeline_t lines[MAX_STREAMS];
     int n_lines;
     int n_created_streams;
@@ -649,6 +655,16 @@ static uvmrt_status_t remote_bytes(sim_t *s, const uvmrt_range_t *r, size_t n, u
     return UVMRT_OK;
 }
 
+/* The disk tier's bytes from t on the drive (after what it has queued) at bps, through
+ * host memory; returns when they are done (t when there are none, or no rate). */
+static uint64_t disk_run(sim_t *s, uint64_t t, uint64_t bytes, double bps)
+{
+    if (bytes == 0 || !(bps > 0)) return t;
+    uint64_t t0 = s->disk_t > t ? s->disk_t : t;
+    s->disk_t = hm_run(s, t0, (double)bytes, bps, HM_CPU, NULL);
+    return s->disk_t;
+}
+
 static uvmrt_status_t sim_touch(void *state, uvmrt_stream_t stream, const uvmrt_touch_t *w,
                                 uvmrt_touch_result_t *res)
 {
@@ -656,6 +672,7 @@ static uvmrt_status_t sim_touch(void *state, uvmrt_stream_t stream, const uvmrt_
     sim_timeline_t *l = line_of(s, stream);
     uint64_t t = ready_at(s, l);
     memset(res, 0, sizeof *res);
+    t = disk_run(s, t, w->disk_read_bytes, s->prof->disk_read_bps); /* the work needs what it reads */
     uint64_t copied = 0, written = 0;
     for (size_t i = 0; i < w->n_local; i++) {
         size_t p0, p1;
@@ -725,6 +742,7 @@ static uvmrt_status_t sim_touch(void *state, uvmrt_stream_t stream, const uvmrt_
         uint64_t cpu_end = hm_run(s, t, (double)w->host_bytes, s->prof->host_mem_bps, HM_CPU, l);
         if (cpu_end > end) end = cpu_end;
     }
+    (void)disk_run(s, end, w->disk_write_bytes, s->prof->disk_write_bps); /* written back after it */
     l->t = end;
     return UVMRT_OK;
 }

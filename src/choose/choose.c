@@ -186,6 +186,7 @@ static uvmrt_status_t rehearse(uvmrt_context_t *ctx, search_t *s, const int *val
         return st;
     }
     model->choice.host_external_bytes = ctx->choice.host_external_bytes; /* the trainer's host state */
+    uvmrt__tier_model(model, ctx); /* the disk tier without files, its cost modelled */
     s->rehearsals++;
     model->choice.choice.recompute_tensors = s->n_knobs > s->n_user ? values[s->n_user] : 0;
     st = s->fn(model, values, REHEARSAL_STEPS, s->user);

@@ -318,7 +318,7 @@ static uvmrt_status_t plan_host_check(uvmrt_context_t *ctx, const uint64_t *fp)
     free(ctx->sched.plan_off_gpu);
     ctx->sched.plan_off_gpu = malloc((size_t)ctx->tensors.n + 1);
     if (ctx->sched.plan_off_gpu == NULL) return UVMRT_ERR_NOMEM;
-    uint64_t host = uvmrt__plan_host_peak(&ctx->sched.plan, fp, ctx->sched.plan_off_gpu);
+    uint64_t host = uvmrt__tier_plan_host_peak(ctx, &ctx->sched.plan, fp, ctx->sched.plan_off_gpu);
     uint64_t need = host + ctx->choice.host_external_bytes;
     ctx->sched.plan_host_bytes = host;
     if (ctx->host_budget == 0 || need <= ctx->host_budget) return UVMRT_OK; /* 0: no limit */

@@ -561,6 +561,8 @@ static uvmrt_status_t touch_call(uvmrt_context_t *ctx, uvmrt_call_t *c)
         else if (acc & UVMRT_USE_READ) rd[n_rd++] = t;
         if (t->host_homed && (acc & UVMRT_USE_WRITE)) wr[n_wr++] = t;
     }
+    uint64_t disk_rd = 0, disk_wr = 0;
+    uvmrt__tier_call_bytes(ctx, c, &disk_rd, &disk_wr);
     if (st == UVMRT_OK) {
         uvmrt_touch_t work = {.local = r_loc,
                               .n_local = uvmrt__merge_ranges(loc, n_loc, r_loc),
@@ -570,7 +572,9 @@ static uvmrt_status_t touch_call(uvmrt_context_t *ctx, uvmrt_call_t *c)
                               .n_remote_write = uvmrt__merge_ranges(wr, n_wr, r_wr),
                               .duration_ns = c->work.modelled_ns,
                               .host_bytes = c->work.host_byte_count,
-                              .host_ns = c->work.host_ns};
+                              .host_ns = c->work.host_ns,
+                              .disk_read_bytes = disk_rd,
+                              .disk_write_bytes = disk_wr};
         st = uvmrt__be_touch(ctx, c->stream, &work, &c->touch_res);
         if (st == UVMRT_OK) c->touched = 1;
     }

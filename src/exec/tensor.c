@@ -177,13 +177,27 @@ static uvmrt_status_t check_desc(const uvmrt_context_t *ctx, const uvmrt_tensor_
     return UVMRT_OK;
 }
 
-/* The host bytes the tensors need at least, with `more` bytes more: what the device
- * budget cannot hold, plus the declared host bytes. */
+/* The host bytes the tensors need at least, with `more` bytes more and `except` back
+ * from the disk tier: what the device budget cannot hold of those in memory, the
+ * window of the disk tier's copies, and the declared host bytes. */
+static uint64_t need_min(const uvmrt_context_t *ctx, uint64_t more, uint64_t host_external,
+                         const uvmrt_tensor_t *except)
+{
+    uint64_t off, window;
+    uvmrt__tier_host(ctx, except, &off, &window);
+    uint64_t a = ctx->tensors.allocated_bytes + more - off, b = uvmrt__plan_budget(ctx);
+    if (ctx->cfg.policy == UVMRT_POLICY_NONE) b = ctx->budget;
+    return (a > b ? a - b : 0) + window + host_external;
+}
+
 uint64_t uvmrt__host_need_min(const uvmrt_context_t *ctx, uint64_t more, uint64_t host_external)
 {
-    uint64_t a = ctx->tensors.allocated_bytes + more, b = uvmrt__plan_budget(ctx);
-    if (ctx->cfg.policy == UVMRT_POLICY_NONE) b = ctx->budget;
-    return (a > b ? a - b : 0) + host_external;
+    return need_min(ctx, more, host_external, NULL);
+}
+
+uint64_t uvmrt__host_need_except(const uvmrt_context_t *ctx, const uvmrt_tensor_t *t)
+{
+    return need_min(ctx, 0, ctx->choice.host_external_bytes, t);
 }
 
 /* The new arenas (n of them, bytes[]) keep the host need within the host budget, or

@@ -101,9 +101,13 @@ int uvmrt__resident_next(const uvmrt_context_t *ctx, int from);
 /* Layer's CPU call on stream ended at ring event done (see uvmrt_layer_t.host_done). */
 void uvmrt__layer_host_done(uvmrt_context_t *ctx, int layer, uvmrt_evref_t done, uvmrt_stream_t stream);
 void uvmrt__tensors_release_all(uvmrt_context_t *ctx);
-/* The host bytes the live tensors need at least with `more` bytes more: their footprints
- * beyond the plan budget (the context's budget for policy none), plus host_external. */
+/* The host bytes the live tensors need at least with `more` bytes more: the footprints
+ * of those in host memory beyond the plan budget (the context's budget for policy none),
+ * the disk tier's window (uvmrt__tier_host: its tensors count only as the copies it
+ * may hold at once), plus host_external. */
 uint64_t uvmrt__host_need_min(const uvmrt_context_t *ctx, uint64_t more, uint64_t host_external);
+/* The same with t back from the disk tier in host memory, and the declared host bytes. */
+uint64_t uvmrt__host_need_except(const uvmrt_context_t *ctx, const uvmrt_tensor_t *t);
 /* Frees the layers' names and owned lists (at destroy, after the tensors). */
 void uvmrt__layers_free(uvmrt_context_t *ctx);
 void uvmrt__describe_ptr(const uvmrt_context_t *ctx, const void *ptr, char *buf, size_t len);

@@ -24,14 +24,32 @@ static void label_of(const uvmrt_context_t *ctx, const uvmrt_tensor_t *t, char *
     else snprintf(b, n, "%s", t->name);
 }
 
-/* Drops the host copy: on sim the pages go back to the system (a later read of them
- * gives zeros until the file is read back); on cuda the managed pages stay (managed
- * memory has no way to give host pages back without freeing the range), so the copy
- * stays valid there and no read is needed. */
+/* Whether the tier's tensors leave host memory between their uses: on sim their pages
+ * go back to the system; on cuda the managed pages stay (managed memory has no way to
+ * give host pages back without freeing the range). */
+static int gives_back(const uvmrt_context_t *ctx) { return ctx->cfg.backend == UVMRT_BACKEND_SIM; }
+
+/* A disk tensor's host copy comes or goes: the tier's bytes out of host memory
+ * (ctx->tier.off_host, what the memory stats leave out) follow, and the host peak. */
+static void set_host_valid(uvmrt_context_t *ctx, uvmrt_tensor_t *t, int valid)
+{
+    if (t->host_valid == valid) return;
+    t->host_valid = valid;
+    if (valid) ctx->tier.off_host -= t->footprint;
+    else ctx->tier.off_host += t->footprint;
+    uvmrt__host_note(ctx);
+}
+
+/* Drops the host copy where the pages go back (a later read of them gives zeros until
+ * the file is read back); elsewhere the copy stays valid and no read is needed. */
 static void drop_host(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
 {
-    if (ctx->cfg.backend != UVMRT_BACKEND_SIM) return;
-    if (madvise(t->ptr, t->footprint, MADV_DONTNEED) == 0) t->host_valid = 0;
+    if (!gives_back(ctx)) return;
+    if (ctx->tier.modelled) { /* as if: the contents stay for the rehearsal */
+        set_host_valid(ctx, t, 0);
+        return;
+    }
+    if (madvise(t->ptr, t->footprint, MADV_DONTNEED) == 0) set_host_valid(ctx, t, 0);
 }
 
 static int writing_add(uvmrt_context_t *ctx, int id)
@@ -82,6 +100,76 @@ uvmrt_status_t uvmrt__tier_poll(uvmrt_context_t *ctx, int block)
     return worst;
 }
 
+/* ------------------------------------------------------------------ host memory */
+void uvmrt__tier_host(const uvmrt_context_t *ctx, const uvmrt_tensor_t *except, uint64_t *off, uint64_t *window)
+{
+    *off = *window = 0;
+    if (ctx->tier.n_disk == 0 || !gives_back(ctx)) return;
+    size_t nl = (size_t)ctx->tensors.n_layers + 1; /* layer + 1: -1 is one too */
+    uint64_t *per = calloc(nl, sizeof *per);
+    for (int id = 0; id < ctx->tensors.n; id++) {
+        const uvmrt_tensor_t *t = ctx->tensors.by_id[id];
+        if (t == NULL || t->magic != UVMRT_TENSOR_MAGIC || !t->on_disk || t == except) continue;
+        *off += t->footprint;
+        if (per != NULL) per[t->layer + 1] += t->footprint;
+    }
+    if (per == NULL) { /* no memory to group them: the most they could hold */
+        *window = *off;
+        return;
+    }
+    uint64_t big[2] = {0, 0};
+    for (size_t l = 0; l < nl; l++) {
+        if (per[l] > big[0]) big[1] = big[0], big[0] = per[l];
+        else if (per[l] > big[1]) big[1] = per[l];
+    }
+    free(per);
+    *window = big[0] + big[1];
+}
+
+uint64_t uvmrt__tier_plan_host_peak(const uvmrt_context_t *ctx, const uvmrt_plan_t *p, const uint64_t *fp,
+                                    uint8_t *off_gpu)
+{
+    uint64_t off, window;
+    uvmrt__tier_host(ctx, NULL, &off, &window);
+    size_t n = (size_t)p->n_tensors;
+    uint64_t *own = off > 0 ? malloc((n + 1) * sizeof *own) : NULL;
+    if (own == NULL) return uvmrt__plan_host_peak(p, fp, off_gpu); /* whole footprints: never less than needed */
+    for (size_t t = 0; t < n; t++) {
+        const uvmrt_tensor_t *x = t < (size_t)ctx->tensors.n ? ctx->tensors.by_id[t] : NULL;
+        own[t] = x != NULL && x->magic == UVMRT_TENSOR_MAGIC && x->on_disk ? 0 : fp[t];
+    }
+    uint64_t host = uvmrt__plan_host_peak(p, own, off_gpu) + window;
+    free(own);
+    return host;
+}
+
+static void window_update(uvmrt_context_t *ctx)
+{
+    uint64_t off;
+    uvmrt__tier_host(ctx, NULL, &off, &ctx->tier.window);
+}
+
+/* The copies still being written and `reads` more bytes fit in the window: the oldest
+ * write-backs are waited for until they do (a failure keeps its host copy, logged). */
+static uvmrt_status_t make_room(uvmrt_context_t *ctx, uint64_t reads)
+{
+    uvmrt_tier_state_t *s = &ctx->tier;
+    if (!gives_back(ctx)) return UVMRT_OK;
+    uint64_t held = 0;
+    for (int i = 0; i < s->n_writing; i++) {
+        const uvmrt_tensor_t *t = ctx->tensors.by_id[s->writing[i]];
+        if (t->wb != NULL) held += t->footprint;
+    }
+    uvmrt_status_t st = UVMRT_OK;
+    for (int i = 0; i < s->n_writing && held + reads > s->window; i++) {
+        uvmrt_tensor_t *t = ctx->tensors.by_id[s->writing[i]];
+        if (t->wb == NULL) continue;
+        held -= t->footprint;
+        if (finish_write(ctx, t) != UVMRT_OK) st = UVMRT_ERR_IO;
+    }
+    return st;
+}
+
 /* ------------------------------------------------------------------ layer calls */
 uvmrt_status_t uvmrt__tier_before_call(uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, size_t first, size_t n)
 {
@@ -95,14 +183,30 @@ uvmrt_status_t uvmrt__tier_before_call(uvmrt_context_t *ctx, int layer, uvmrt_ph
         if (t->on_disk && t->wb != NULL && finish_write(ctx, t) != UVMRT_OK) st = UVMRT_ERR_IO;
     }
     uvmrt_spill_req_t **reqs = calloc(n ? n : 1, sizeof *reqs);
-    if (reqs == NULL) return UVMRT_ERR_NOMEM;
-    uint64_t bytes = 0;
+    uint8_t *to_read = calloc(n ? n : 1, 1);
+    if (reqs == NULL || to_read == NULL) {
+        free(reqs);
+        free(to_read);
+        return UVMRT_ERR_NOMEM;
+    }
+    uint64_t bytes = 0, reads = 0;
     for (size_t k = 0; k < n; k++) {
         uvmrt_tensor_t *t = ctx->tensors.by_id[q->use_tensor[first + k]];
         if (!t->on_disk || t->host_valid) continue;
         int dup = 0; /* a tensor named twice in one call is read once */
         for (size_t j = 0; j < k; j++) dup |= q->use_tensor[first + j] == t->id;
-        if (dup) continue;
+        to_read[k] = (uint8_t)!dup;
+        reads += dup ? 0 : t->footprint;
+    }
+    if (make_room(ctx, reads) != UVMRT_OK) st = UVMRT_ERR_IO;
+    for (size_t k = 0; k < n; k++) {
+        if (!to_read[k]) continue;
+        uvmrt_tensor_t *t = ctx->tensors.by_id[q->use_tensor[first + k]];
+        if (ctx->tier.modelled) {
+            set_host_valid(ctx, t, 1);
+            bytes += t->footprint;
+            continue;
+        }
         uvmrt_status_t r = uvmrt__spill_submit(ctx->tier.sp, t->spill_file, 0, t->ptr, t->footprint, &reqs[k]);
         if (r != UVMRT_OK) st = r;
     }
@@ -110,7 +214,7 @@ uvmrt_status_t uvmrt__tier_before_call(uvmrt_context_t *ctx, int layer, uvmrt_ph
         if (reqs[k] == NULL) continue;
         uvmrt_tensor_t *t = ctx->tensors.by_id[q->use_tensor[first + k]];
         if (uvmrt__spill_wait(ctx->tier.sp, reqs[k]) == UVMRT_OK) {
-            t->host_valid = 1;
+            set_host_valid(ctx, t, 1);
             bytes += t->footprint;
         } else {
             char lab[300];
@@ -121,12 +225,35 @@ uvmrt_status_t uvmrt__tier_before_call(uvmrt_context_t *ctx, int layer, uvmrt_ph
         }
     }
     free(reqs);
+    free(to_read);
+    ctx->tier.read_pending += bytes; /* also a read before a begin that failed: it happened */
     if (bytes > 0) uvmrt__stat_add(ctx, layer, phase, STAT_SPILL_READ, bytes);
     return st;
 }
 
+/* Whether the end of a call that used t with access acc writes t back. */
+static int writes_back(const uvmrt_tensor_t *t, unsigned acc)
+{
+    return t->on_disk && t->host_valid && t->wb == NULL && ((acc & UVMRT_USE_WRITE) || !t->file_valid);
+}
+
+void uvmrt__tier_call_bytes(const uvmrt_context_t *ctx, const uvmrt_call_t *c, uint64_t *read, uint64_t *write)
+{
+    *read = ctx->tier.read_pending;
+    *write = 0;
+    if (ctx->tier.n_disk == 0) return;
+    const uvmrt_sequence_t *q = &ctx->sched.cur;
+    for (size_t k = 0; k < c->n_uses; k++) {
+        const uvmrt_tensor_t *t = ctx->tensors.by_id[q->use_tensor[c->use_first + k]];
+        int dup = 0; /* a tensor named twice in one call is written once */
+        for (size_t j = 0; j < k; j++) dup |= q->use_tensor[c->use_first + j] == t->id;
+        if (!dup && writes_back(t, q->use_access[c->use_first + k])) *write += t->footprint;
+    }
+}
+
 uvmrt_status_t uvmrt__tier_after_call(uvmrt_context_t *ctx, const uvmrt_call_t *c)
 {
+    ctx->tier.read_pending = 0; /* the call's model of the work has them */
     if (ctx->tier.n_disk == 0) return UVMRT_OK;
     const uvmrt_sequence_t *q = &ctx->sched.cur;
     int any = 0;
@@ -142,6 +269,12 @@ uvmrt_status_t uvmrt__tier_after_call(uvmrt_context_t *ctx, const uvmrt_call_t *
         if (!t->on_disk || !t->host_valid || t->wb != NULL) continue; /* a retried end: already written */
         if (!(acc & UVMRT_USE_WRITE) && t->file_valid) {
             drop_host(ctx, t);
+            continue;
+        }
+        if (ctx->tier.modelled) {
+            t->file_valid = 1;
+            drop_host(ctx, t);
+            bytes += t->footprint;
             continue;
         }
         if (writing_add(ctx, t->id) != 0) return UVMRT_ERR_NOMEM;
@@ -161,7 +294,7 @@ uvmrt_status_t uvmrt__tier_after_call(uvmrt_context_t *ctx, const uvmrt_call_t *
 static uvmrt_status_t to_disk(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
 {
     uvmrt_tier_state_t *s = &ctx->tier;
-    if (strcmp(ctx->cfg.spill_dir, "none") == 0) {
+    if (!s->modelled && strcmp(ctx->cfg.spill_dir, "none") == 0) {
         LOG_ERROR(&ctx->log,
                   "uvmrt_tensor_set_tier('%s', disk): no spill directory: set UVMRT_SPILL_DIR to a "
                   "directory on a fast local disk",
@@ -174,6 +307,15 @@ static uvmrt_status_t to_disk(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
                   "uvmrt_tensor_set_placement(UVMRT_PLACE_HOST) first",
                   t->name);
         return UVMRT_ERR_STATE;
+    }
+    if (s->modelled) {
+        t->on_disk = 1;
+        t->spill_file = -1;
+        t->file_valid = t->host_valid = 1;
+        s->n_disk++;
+        drop_host(ctx, t);
+        window_update(ctx);
+        return UVMRT_OK;
     }
     if (s->sp == NULL) {
         uvmrt_status_t st = uvmrt__spill_open(ctx->cfg.spill_dir, s->ops, &ctx->log, &s->sp);
@@ -193,22 +335,34 @@ static uvmrt_status_t to_disk(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
     t->file_valid = t->host_valid = 1;
     s->n_disk++;
     drop_host(ctx, t);
+    window_update(ctx);
     return UVMRT_OK;
 }
 
 static uvmrt_status_t to_memory(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
 {
     uvmrt_tier_state_t *s = &ctx->tier;
+    uint64_t need = uvmrt__host_need_except(ctx, t);
+    if (ctx->host_budget != 0 && need > ctx->host_budget) {
+        LOG_ERROR(&ctx->log,
+                  "uvmrt_tensor_set_tier('%s', memory): %.2f GiB back in host memory make the host need %.2f GiB, "
+                  "over the host budget of %.2f GiB (UVMRT_HOST_BUDGET, --host-budget): expected it to stay on the "
+                  "disk tier or a host budget of at least %.2f GiB",
+                  t->name, t->footprint / 1073741824.0, need / 1073741824.0, ctx->host_budget / 1073741824.0,
+                  need / 1073741824.0);
+        return UVMRT_ERR_BUDGET;
+    }
     if (t->wb != NULL) (void)finish_write(ctx, t); /* a failure keeps the host copy: all we need */
-    if (!t->host_valid) {
+    if (!t->host_valid && !s->modelled) {
         uvmrt_status_t st = uvmrt__spill_transfer(s->sp, t->spill_file, 0, t->ptr, t->footprint);
         if (st != UVMRT_OK) return st;
-        t->host_valid = 1;
     }
-    uvmrt__spill_file_remove(s->sp, t->spill_file);
+    set_host_valid(ctx, t, 1);
+    if (!s->modelled) uvmrt__spill_file_remove(s->sp, t->spill_file);
     t->on_disk = 0;
     t->spill_file = -1;
     s->n_disk--;
+    window_update(ctx);
     return UVMRT_OK;
 }
 
@@ -250,9 +404,11 @@ void uvmrt__tier_forget(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
         (void)uvmrt__spill_wait(ctx->tier.sp, t->wb); /* its contents die with it */
         t->wb = NULL;
     }
-    uvmrt__spill_file_remove(ctx->tier.sp, t->spill_file);
+    if (!ctx->tier.modelled) uvmrt__spill_file_remove(ctx->tier.sp, t->spill_file);
+    if (!t->host_valid) ctx->tier.off_host -= t->footprint; /* it leaves with its bytes */
     t->on_disk = 0;
     ctx->tier.n_disk--;
+    window_update(ctx);
 }
 
 void uvmrt__tier_close(uvmrt_context_t *ctx)
@@ -260,7 +416,12 @@ void uvmrt__tier_close(uvmrt_context_t *ctx)
     if (ctx->tier.sp != NULL) (void)uvmrt__tier_poll(ctx, 1);
     uvmrt__spill_close(ctx->tier.sp);
     free(ctx->tier.writing);
-    memset(&ctx->tier, 0, sizeof ctx->tier);
+    memset(&ctx->tier, 0, sizeof ctx->tier); /* modelled too: nothing is left to model */
 }
 
 void uvmrt__tier_set_ops(uvmrt_context_t *ctx, const uvmrt_spill_ops_t *ops) { ctx->tier.ops = ops; }
+
+void uvmrt__tier_model(uvmrt_context_t *model, const uvmrt_context_t *parent)
+{
+    model->tier.modelled = strcmp(parent->cfg.spill_dir, "none") != 0;
+}

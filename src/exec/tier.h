@@ -21,6 +21,15 @@ typedef struct uvmrt_tier_state {
     int *writing;                 /* ids of the tensors with a write-back in flight */
     int n_writing, cap_writing;
     int n_disk; /* live tensors on the disk tier */
+    /* the host bytes the tier's copies may hold at once (uvmrt__tier_host's window),
+     * kept when tensors change tiers: before a call's reads, write-backs in flight are
+     * waited for until they and the reads fit in it */
+    uint64_t window;
+    uint64_t off_host;     /* footprints of the tier's tensors whose host copy is dropped now */
+    uint64_t read_pending; /* bytes read for the open call, for its model of the work (touch) */
+    /* a rehearsal's model context (uvmrt__tier_model): its tensors go on the tier without
+     * files, their bytes counted and modelled as if they moved, their contents kept */
+    int modelled;
 } uvmrt_tier_state_t;
 
 /* Before layer call c opens (step.c, staged uses [first, first + n)): every disk tensor
@@ -43,6 +52,24 @@ uvmrt_status_t uvmrt__tier_poll(uvmrt_context_t *ctx, int block);
 void uvmrt__tier_forget(uvmrt_context_t *ctx, uvmrt_tensor_t *t);
 /* At destroy, after the tensors: the spill's files and directory removed. */
 void uvmrt__tier_close(uvmrt_context_t *ctx);
+/* The tier's tensors for the host budget (tensor.c's allocation check, the plan's):
+ * *off: the footprints it keeps out of host memory (0 where their host pages stay:
+ * cuda's managed memory cannot give them back yet); *window: the host bytes their
+ * copies in flight may hold at once, the two largest layers' tier bytes (one layer's
+ * read back while the one before it is written), at most *off. except: a tensor
+ * counted as in memory (NULL: none). */
+void uvmrt__tier_host(const uvmrt_context_t *ctx, const uvmrt_tensor_t *except, uint64_t *off, uint64_t *window);
+/* The host bytes plan p needs at its peak (uvmrt__plan_host_peak) with the tier's
+ * tensors counted as their window, not their footprints. */
+uint64_t uvmrt__tier_plan_host_peak(const uvmrt_context_t *ctx, const uvmrt_plan_t *p, const uint64_t *fp,
+                                    uint8_t *off_gpu);
+/* The disk bytes of call c (opened, not yet ended) for its model of the work: what was
+ * read for it and what its end will write back. */
+void uvmrt__tier_call_bytes(const uvmrt_context_t *ctx, const uvmrt_call_t *c, uint64_t *read, uint64_t *write);
+/* A rehearsal's model context of parent (choose.c): when parent has a spill directory,
+ * the model's tier is modelled (no files; the bytes it would move are counted and, on
+ * the sim, take the profile's disk rates); else set_tier fails there as it would for real. */
+void uvmrt__tier_model(uvmrt_context_t *model, const uvmrt_context_t *parent);
 /* Tests: the spill's system calls (before the first tensor goes to disk). */
 void uvmrt__tier_set_ops(uvmrt_context_t *ctx, const uvmrt_spill_ops_t *ops);
 

@@ -90,7 +90,7 @@ void uvmrt__resident_peak_reset(uvmrt_context_t *ctx)
 
 uint64_t uvmrt__host_bytes(const uvmrt_context_t *ctx)
 {
-    uint64_t a = ctx->tensors.allocated_bytes, r = ctx->res.bytes;
+    uint64_t a = ctx->tensors.allocated_bytes - ctx->tier.off_host, r = ctx->res.bytes; /* dropped tier copies: not in host memory */
     return (a > r ? a - r : 0) + ctx->choice.host_external_bytes;
 }
 

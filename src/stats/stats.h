@@ -44,8 +44,9 @@ void uvmrt__resident_add(uvmrt_context_t *ctx, int64_t delta);
 /* The peak starts over from the resident bytes now (uvmrt_memory_peak_reset); the
  * host peak too. */
 void uvmrt__resident_peak_reset(uvmrt_context_t *ctx);
-/* Host bytes now: footprints of the live tensors not resident on the GPU, plus the
- * bytes declared by uvmrt_context_set_host_external_bytes. */
+/* Host bytes now: footprints of the live tensors not resident on the GPU, less the disk
+ * tier's whose host copy is dropped (ctx->tier.off_host), plus the bytes declared by
+ * uvmrt_context_set_host_external_bytes. */
 uint64_t uvmrt__host_bytes(const uvmrt_context_t *ctx);
 /* The host bytes may have grown (an allocation, a declaration): the peak follows. */
 void uvmrt__host_note(uvmrt_context_t *ctx);
