@@ -196,38 +196,12 @@ class OffloadedOptimizer(torch.optim.Optimizer):
         hp.order = L.ADAMW_ORDER_TORCH  # the bits of the user's AdamW on CUDA
         return hp
 
-    def link_step(self, l, coef, with_grad, stream):
-        """The GPU's update of layer l's host-homed parameters over the link: uvmrt_adamw_gpu
-        on stream, the clip coefficient read from coef (a CUDA tensor) by the kernel."""
+    def _update_each(self, l, coef, with_grad, name, update):
+        """update(hp, w, m, v, g, n, half) -> status for each of layer l's parameters that had
+        a gradient, with its group's hyperparameters and its next step number."""
         opt = self._inner.get(l)
         if opt is None:
             return
-        lib = L.lib()
-        scale = None if coef is None else ctypes.c_void_p(coef.data_ptr())
-        for g in opt.param_groups:
-            hp = self._hparams(g, None)
-            for p in g["params"]:
-                if id(p) not in with_grad:
-                    continue
-                slot = self._engine.slots[id(p)]
-                st = self.state[p]
-                step = int(st["step"].item()) + 1
-                hp.step = step
-                h = slot.hviews
-                half = h["weight16"].data_ptr() if "weight16" in h else None
-                L.check("uvmrt_adamw_gpu",
-                        lib.uvmrt_adamw_gpu(ctypes.byref(hp), h["weight"].data_ptr(), h["exp_avg"].data_ptr(),
-                                            h["exp_avg_sq"].data_ptr(), h["grad"].data_ptr(), p.numel(), half,
-                                            scale, stream),
-                        slot.fqn)
-                st["step"].fill_(step)
-
-    def cpu_step(self, l, coef, with_grad):
-        """Runs on the CPU worker thread: AdamW of layer l's parameters that had a gradient."""
-        opt = self._inner.get(l)
-        if opt is None:
-            return
-        lib = L.lib()
         for g in opt.param_groups:
             hp = self._hparams(g, coef)
             for p in g["params"]:
@@ -239,8 +213,19 @@ class OffloadedOptimizer(torch.optim.Optimizer):
                 hp.step = step
                 h = slot.hviews
                 half = h["weight16"].data_ptr() if "weight16" in h else None  # the forwards' bf16 copy
-                L.check("uvmrt_adamw_cpu",
-                        lib.uvmrt_adamw_cpu(ctypes.byref(hp), h["weight"].data_ptr(), h["exp_avg"].data_ptr(),
-                                            h["exp_avg_sq"].data_ptr(), h["grad"].data_ptr(), p.numel(), half),
+                L.check(name, update(ctypes.byref(hp), h["weight"].data_ptr(), h["exp_avg"].data_ptr(),
+                                     h["exp_avg_sq"].data_ptr(), h["grad"].data_ptr(), p.numel(), half),
                         slot.fqn)
                 st["step"].fill_(step)
+
+    def link_step(self, l, coef, with_grad, stream):
+        """The GPU's update of layer l's host-homed parameters over the link: uvmrt_adamw_gpu
+        on stream, the clip coefficient read from coef (a CUDA tensor) by the kernel."""
+        lib = L.lib()
+        scale = None if coef is None else ctypes.c_void_p(coef.data_ptr())
+        self._update_each(l, None, with_grad, "uvmrt_adamw_gpu",
+                          lambda *a: lib.uvmrt_adamw_gpu(*a, scale, stream))
+
+    def cpu_step(self, l, coef, with_grad):
+        """Runs on the CPU worker thread: AdamW of layer l's parameters that had a gradient."""
+        self._update_each(l, coef, with_grad, "uvmrt_adamw_cpu", L.lib().uvmrt_adamw_cpu)
