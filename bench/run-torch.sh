@@ -50,6 +50,8 @@
 #
 # Variables: BUILD (build folder, default .), PYTHON, WHEELS, DS_SITE, ROW_TIMEOUT,
 # TRAIN_ARGS (more arguments for every torch_train.py row, e.g. --memory-sites),
+# TRACE=1 (the compute-only, resident and uvmrt.torch rows trace one extra step:
+# OUTDIR/trace.ROW.json.gz, and where the GPU sat idle, in the log and the row's JSON),
 # DEVICE (default cuda; cpu runs the resident and compute-only rows on the CPU, for tests;
 # no free-memory check then), FLOOR_BYTES (the floor row's buffer size, default 1 GiB),
 # STEPS/WARMUP (peers, default 6/2), UVMRT_STEPS/UVMRT_WARMUP (uvmrt.torch rows, default
@@ -282,6 +284,10 @@ run_py() {
     fi
     # shellcheck disable=SC2086 # TRAIN_ARGS: words on purpose
     set -- "$@" ${TRAIN_ARGS:-}
+    case $row in *-compute-only | *-resident | *-uvmrt-*)
+        [ "${TRACE:-0}" = 1 ] && [ "$row" = "${row%-uvmrt-gpt-*}" ] &&
+            set -- "$@" --trace "$outdir/trace.$row.json.gz" ;;
+    esac
     echo "== $row (timeout $t s): $python $train $*"
     timeout --kill-after=20 "$t" "$python" "$train" --name "$row" --json "$json" "$@" \
         2>&1 | tee "$outdir/torch.$row.log"

@@ -39,7 +39,9 @@ autocast (DeepSpeed rows: DeepSpeed's bf16 mode, which casts the model), AdamW l
 turns on transformers' gradient_checkpointing_enable(use_reentrant False).
 
 --json OUT gets one JSON object: ok, error (on failure), row, model, batch, seq, steps,
-warmup, step_ms and losses (every step), ms_per_step_median (median of the steps after the
+warmup, step_ms and losses (every step: from the step's call to its loss on the host, as
+a training loop sees it; work left running beside the next step counts in that one, and the
+last step waits for the whole device), ms_per_step_median (median of the steps after the
 --warmup first ones), tokens_per_s (B*T over that), peak_gpu_bytes
 (torch.cuda.max_memory_allocated; the uvmrt row: uvmrt.torch.max_memory_allocated, uvmrt's
 peak resident plus torch's), peak_host_rss_bytes (VmHWM of this process plus that of its
@@ -58,6 +60,7 @@ written per second, best of 5); --json OUT gets them (bench/torch_table.py's flo
 """
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -273,6 +276,52 @@ def host_rss():
     return sum(x["vm_hwm_bytes"] for x in per), per
 
 
+TRACING = {"on": False}
+
+
+def phase(name):
+    """A record_function span "phase:NAME" while --trace profiles a step (bench/trace_gaps.py
+    splits the step by them); nothing otherwise."""
+    if not TRACING["on"]:
+        return contextlib.nullcontext()
+    import torch
+    return torch.profiler.record_function("phase:" + name)
+
+
+def trace_step(step_fn, path):
+    """Runs step_fn() once under torch.profiler (CPU and CUDA activities, the step's phases
+    marked), writes the Chrome trace to PATH (gzip when it ends in .gz) and returns
+    bench/trace_gaps.py's analysis of it."""
+    import gzip
+    import shutil
+    import tempfile
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import trace_gaps
+    TRACING["on"] = True
+    try:
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as p:
+            step_fn()
+            torch.cuda.synchronize()
+    finally:
+        TRACING["on"] = False
+    fd, tmp = tempfile.mkstemp(suffix=".json", prefix="torch_train-trace-")
+    os.close(fd)
+    try:
+        p.export_chrome_trace(tmp)
+        res = trace_gaps.analyse(trace_gaps.load(tmp))
+        if path.endswith(".gz"):
+            with open(tmp, "rb") as src, gzip.open(path, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+        else:
+            shutil.copyfile(tmp, path)
+    finally:
+        os.unlink(tmp)
+    trace_gaps.print_report(res)
+    return res
+
+
 def count_link_bytes(step_fn):
     """Runs step_fn() once under torch.profiler (CUDA activity) and sums the bytes of its
     memcpy events by direction, from the exported trace. Returns a dict (h2d, d2h, events)
@@ -435,13 +484,15 @@ def make_row(a, model):
             opt = torch.optim.AdamW(model.parameters(), **kw)
 
         def step(x):
-            with torch.autocast(dev, dtype=torch.bfloat16):
+            with phase("forward"), torch.autocast(dev, dtype=torch.bfloat16):
                 loss = model(input_ids=x, labels=x).loss
-            loss.backward()
-            if opt is not None:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                opt.step()
-            opt_zero(model, opt)
+            with phase("backward"):
+                loss.backward()
+            with phase("optimizer"):
+                if opt is not None:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                    opt.step()
+                opt_zero(model, opt)
             return loss
         r.step = step
     elif a.row == "uvmrt":
@@ -462,11 +513,13 @@ def make_row(a, model):
         r.info["uvmrt_version"] = getattr(sys.modules.get("uvmrt"), "__version__", None)
 
         def step(x):
-            with torch.autocast(dev, dtype=torch.bfloat16):
+            with phase("forward"), torch.autocast(dev, dtype=torch.bfloat16):
                 loss = model(input_ids=x, labels=x).loss
-            loss.backward()
-            opt.step()
-            opt.zero_grad()
+            with phase("backward"):
+                loss.backward()
+            with phase("optimizer"):
+                opt.step()
+                opt.zero_grad()
             return loss
         r.step = step
     elif a.row in ("ds-zero2", "ds-zero3"):
@@ -610,12 +663,17 @@ def train(a, res):
         sync()
         torch.cuda.reset_peak_memory_stats()
     times, losses, stats = [], [], []
+    sync()
     for s in range(a.steps):
-        sync()
+        # A step's time runs from its call to its loss on the host (loss.item() waits for
+        # torch's stream), as a user's loop sees it: work a row leaves running beside the
+        # next step (uvmrt's updates over the link, its CPU updates) lands in the next
+        # step's time, and the last step waits for all of it (the whole device).
         t = time.perf_counter()
         loss = r.step(batches[s])
         lv = float(loss.item())
-        sync()
+        if s == a.steps - 1:
+            sync()
         ms = (time.perf_counter() - t) * 1e3
         times.append(ms)
         losses.append(lv)
@@ -657,6 +715,14 @@ def train(a, res):
         except Exception as e:
             res["memory_peak_error"] = f"{type(e).__name__}: {e}"
             print(f"{prog()}: memory peak not traced: {res['memory_peak_error']}", file=sys.stderr)
+            traceback.print_exc()
+    if a.trace and dev == "cuda":
+        try:
+            res["trace"] = trace_step(lambda: r.step(batches[a.steps % len(batches)]), a.trace)
+            res["trace_file"] = os.path.basename(a.trace)
+        except Exception as e:
+            res["trace_error"] = f"{type(e).__name__}: {e}"
+            print(f"{prog()}: step not traced: {res['trace_error']}", file=sys.stderr)
             traceback.print_exc()
     if a.count_link_bytes and dev == "cuda" and a.row != "uvmrt":
         try:
@@ -755,6 +821,10 @@ def main(argv=None):
     ap.add_argument("--lr", type=float, default=3e-4)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", default=None, metavar="OUT")
+    ap.add_argument("--trace", default=None, metavar="OUT.json.gz",
+                    help="one extra step under torch.profiler (CPU and CUDA, phases marked), "
+                    "its Chrome trace written to OUT and its GPU idle time explained "
+                    "(bench/trace_gaps.py) in the JSON's 'trace'; GPU only")
     ap.add_argument("--count-link-bytes", action="store_true",
                     help="one extra step under the CUDA profiler, counting memcpy bytes each way")
     ap.add_argument("--gpt-binary", default=None, help="uvmrt-gpt, for --row uvmrt-gpt")

@@ -22,6 +22,7 @@
 #define _GNU_SOURCE
 #include <math.h>
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -392,15 +393,17 @@ Test(adamw, half_out_is_bf16_of_new_w) {
 /* ----------------------------------------------------------------------------
  * invalid arguments: UVMRT_ERR_INVALID, a message, nothing changed */
 
-/* Runs uvmrt_adamw_cpu with stderr captured into buf. */
-static uvmrt_status_t run_captured(const uvmrt_adamw_t *hp, float *w, float *m, float *v,
-                                   const float *g, size_t n, uint16_t *h, char *buf, size_t cap) {
+/* Runs uvmrt_adamw_cpu (gpu: uvmrt_adamw_gpu, no stream) with stderr captured into buf. */
+static uvmrt_status_t run_captured_on(bool gpu, const uvmrt_adamw_t *hp, float *w, float *m,
+                                      float *v, const float *g, size_t n, uint16_t *h, char *buf,
+                                      size_t cap) {
     fflush(stderr);
     FILE *tmp = tmpfile();
     cr_assert(tmp != NULL);
     int saved = dup(2);
     cr_assert(saved >= 0 && dup2(fileno(tmp), 2) >= 0);
-    uvmrt_status_t st = uvmrt_adamw_cpu(hp, w, m, v, g, n, h);
+    uvmrt_status_t st = gpu ? uvmrt_adamw_gpu(hp, w, m, v, g, n, h, NULL, NULL)
+                            : uvmrt_adamw_cpu(hp, w, m, v, g, n, h);
     fflush(stderr);
     dup2(saved, 2);
     close(saved);
@@ -409,6 +412,11 @@ static uvmrt_status_t run_captured(const uvmrt_adamw_t *hp, float *w, float *m, 
     buf[got] = '\0';
     fclose(tmp);
     return st;
+}
+
+static uvmrt_status_t run_captured(const uvmrt_adamw_t *hp, float *w, float *m, float *v,
+                                   const float *g, size_t n, uint16_t *h, char *buf, size_t cap) {
+    return run_captured_on(false, hp, w, m, v, g, n, h, buf, cap);
 }
 
 typedef struct bad_case {
@@ -478,8 +486,10 @@ static void assert_unchanged(const arrays_t *a, const arrays_t *before, const ch
     cr_assert_eq(first_difference(a, before), a->n, "%s: the arrays changed", name);
 }
 
-Test(adamw, invalid_hyperparameters) {
-    const size_t n = 70001; /* two work items: the threaded path would run */
+/* Every bad case through uvmrt_adamw_cpu (gpu: uvmrt_adamw_gpu): UVMRT_ERR_INVALID, a
+ * message naming the function, the argument and what was expected, the arrays unchanged. */
+static void check_bad_cases(bool gpu, size_t n) {
+    const char *fn = gpu ? "uvmrt_adamw_gpu" : "uvmrt_adamw_cpu";
     arrays_t a, before;
     arrays_alloc(&a, n);
     arrays_alloc(&before, n);
@@ -490,16 +500,27 @@ Test(adamw, invalid_hyperparameters) {
         const bad_case_t *c = &BAD_CASES[k];
         uvmrt_adamw_t hp = hp_make(1, 1.0, 2);
         c->spoil(&hp);
-        uvmrt_status_t st = run_captured(&hp, a.w, a.m, a.v, a.g, n, a.h, msg, sizeof msg);
-        cr_assert_eq(st, UVMRT_ERR_INVALID, "%s: status %s, expected UVMRT_ERR_INVALID", c->name,
-                     uvmrt_status_name(st));
-        cr_assert(strstr(msg, c->needle) != NULL && strstr(msg, "expected") != NULL,
-                  "%s: the message should name '%s' and what was expected: '%s'", c->name,
-                  c->needle, msg);
+        uvmrt_status_t st = run_captured_on(gpu, &hp, a.w, a.m, a.v, a.g, n, a.h, msg, sizeof msg);
+        cr_assert_eq(st, UVMRT_ERR_INVALID, "%s %s: status %s, expected UVMRT_ERR_INVALID", fn,
+                     c->name, uvmrt_status_name(st));
+        cr_assert(strstr(msg, fn) != NULL && strstr(msg, c->needle) != NULL &&
+                      strstr(msg, "expected") != NULL,
+                  "%s %s: the message should name %s, '%s' and what was expected: '%s'", fn,
+                  c->name, fn, c->needle, msg);
         assert_unchanged(&a, &before, c->name);
     }
     arrays_free(&a);
     arrays_free(&before);
+}
+
+Test(adamw, invalid_hyperparameters) {
+    check_bad_cases(false, 70001); /* two work items: the threaded path would run */
+}
+
+/* uvmrt_adamw_gpu checks its arguments as the CPU's does, and its messages name it (no
+ * kernel is queued for a bad call, so host arrays are safe here with or without a GPU). */
+Test(adamw, gpu_invalid_hyperparameters_name_the_gpu_function) {
+    check_bad_cases(true, 1000);
 }
 
 Test(adamw, invalid_pointers) {

@@ -414,8 +414,20 @@ def test_link_updates_equal_the_cpus_and_are_declared_on_their_own_stream():
     slot = e.slots[id(e.opt_layers()[0].owned[0][1])]
     assert kinds[slot.handles["weight"]] == L.USE_READWRITE and kinds[slot.handles["grad"]] == L.USE_READ
     assert "GPU over the link" in ut.memory_summary(m2)
+    # the last updates over the link are the next step's first calls (uvmrt_step_end waits
+    # for every stream of its step's calls: they go on beside the next forward instead)
+    assert e.in_step and e.opened_by_updates
     sd = m2.state_dict()  # waits for the updates; ordinary tensors
     assert all(torch.equal(sd[k], v) for k, v in m1.state_dict().items())
+    steps = e.ctx.summary().steps
+    with torch.no_grad():  # an inference forward: the step the updates opened ends first
+        m2(data[0])
+    assert not e.in_step and not e.opened_by_updates
+    assert e.ctx.summary().steps >= steps + 1
+    assert models.train(m2, o2, data[:2]) == models.train(m1, o1, data[:2])
+    assert e.in_step and e.opened_by_updates
+    ut.close(m2)  # ends that step: none is left open in a destroyed context
+    assert not e.in_step
 
 
 def test_link_optimizer_is_checked_and_its_share_spreads_over_the_layers():

@@ -27,9 +27,11 @@
 #endif
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -339,55 +341,64 @@ void uvmrt_adamw_init(uvmrt_adamw_t *hp) {
     hp->order = UVMRT_ADAMW_ORDER_UVMRT;
 }
 
-#define BAD(...)                                                                  \
-    do {                                                                          \
-        LOG_ERROR(&stderr_log, "uvmrt_adamw_cpu: " __VA_ARGS__);                  \
-        return UVMRT_ERR_INVALID;                                                 \
-    } while (0)
+/* The error of a bad argument, naming the public function the caller called. */
+__attribute__((format(printf, 2, 3))) static uvmrt_status_t bad(const char *fn, const char *fmt,
+                                                                 ...) {
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    LOG_ERROR(&stderr_log, "%s: %s", fn, msg);
+    return UVMRT_ERR_INVALID;
+}
 
-static uvmrt_status_t check_hp(const uvmrt_adamw_t *hp) {
+/* Both updaters' arguments, checked alike: the caller's struct up to its struct_size into
+ * *full (fields past it take the defaults: a struct that ends before order means
+ * UVMRT_ADAMW_ORDER_UVMRT), the hyperparameters, then the arrays. */
+static uvmrt_status_t read_args(const char *fn, const uvmrt_adamw_t *given, uvmrt_adamw_t *full,
+                                const float *w, const float *m, const float *v, const float *g,
+                                size_t n) {
+    if (given == NULL)
+        return bad(fn, "hp is NULL: expected a uvmrt_adamw_t set up by uvmrt_adamw_init");
+    uvmrt_adamw_init(full);
+    if (UVMRT__ABI_READ(&stderr_log, fn, uvmrt_adamw_t, given, full) != UVMRT_OK)
+        return UVMRT_ERR_INVALID;
+    const uvmrt_adamw_t *hp = full;
     if (!(isfinite(hp->lr) && hp->lr >= 0.0))
-        BAD("lr %g: expected a finite value >= 0", hp->lr);
+        return bad(fn, "lr %g: expected a finite value >= 0", hp->lr);
     if (!(hp->beta1 >= 0.0 && hp->beta1 < 1.0))
-        BAD("beta1 %g: expected a value in [0, 1)", hp->beta1);
+        return bad(fn, "beta1 %g: expected a value in [0, 1)", hp->beta1);
     if (!(hp->beta2 >= 0.0 && hp->beta2 < 1.0))
-        BAD("beta2 %g: expected a value in [0, 1)", hp->beta2);
+        return bad(fn, "beta2 %g: expected a value in [0, 1)", hp->beta2);
     if (!(isfinite(hp->eps) && hp->eps >= 0.0))
-        BAD("eps %g: expected a finite value >= 0", hp->eps);
+        return bad(fn, "eps %g: expected a finite value >= 0", hp->eps);
     if (!(isfinite(hp->weight_decay) && hp->weight_decay >= 0.0))
-        BAD("weight_decay %g: expected a finite value >= 0", hp->weight_decay);
+        return bad(fn, "weight_decay %g: expected a finite value >= 0", hp->weight_decay);
     if (hp->step == 0)
-        BAD("step 0: expected the update's number, >= 1");
+        return bad(fn, "step 0: expected the update's number, >= 1");
     if (!isfinite(hp->grad_scale))
-        BAD("grad_scale %g: expected a finite value", hp->grad_scale);
+        return bad(fn, "grad_scale %g: expected a finite value", hp->grad_scale);
     if (hp->threads < 0)
-        BAD("threads %d: expected >= 0 (0: the CPUs the calling thread may run on)",
-            hp->threads);
+        return bad(fn, "threads %d: expected >= 0 (0: the CPUs the calling thread may run on)",
+                   hp->threads);
     if (hp->order != UVMRT_ADAMW_ORDER_UVMRT && hp->order != UVMRT_ADAMW_ORDER_TORCH)
-        BAD("order %d: expected UVMRT_ADAMW_ORDER_UVMRT (%d) or UVMRT_ADAMW_ORDER_TORCH (%d)",
-            hp->order, UVMRT_ADAMW_ORDER_UVMRT, UVMRT_ADAMW_ORDER_TORCH);
+        return bad(fn,
+                   "order %d: expected UVMRT_ADAMW_ORDER_UVMRT (%d) or UVMRT_ADAMW_ORDER_TORCH (%d)",
+                   hp->order, UVMRT_ADAMW_ORDER_UVMRT, UVMRT_ADAMW_ORDER_TORCH);
+    if (n > 0 && (w == NULL || m == NULL || v == NULL || g == NULL))
+        return bad(fn, "%s is NULL with n = %zu: expected %zu floats",
+                   w == NULL ? "w" : m == NULL ? "m" : v == NULL ? "v" : "g", n, n);
     return UVMRT_OK;
 }
 
 uvmrt_status_t uvmrt_adamw_cpu(const uvmrt_adamw_t *given, float *w, float *m, float *v,
                                const float *g, size_t n, uint16_t *half_out) {
-    if (given == NULL)
-        BAD("hp is NULL: expected a uvmrt_adamw_t set up by uvmrt_adamw_init");
-    /* The caller's struct up to its struct_size; fields past it take the defaults (a struct
-     * that ends before order: UVMRT_ADAMW_ORDER_UVMRT). */
     uvmrt_adamw_t full;
-    uvmrt_adamw_init(&full);
-    if (UVMRT__ABI_READ(&stderr_log, "uvmrt_adamw_cpu", uvmrt_adamw_t, given, &full) != UVMRT_OK)
-        return UVMRT_ERR_INVALID;
-    const uvmrt_adamw_t *hp = &full;
-    uvmrt_status_t st = check_hp(hp);
-    if (st != UVMRT_OK)
+    uvmrt_status_t st = read_args("uvmrt_adamw_cpu", given, &full, w, m, v, g, n);
+    if (st != UVMRT_OK || n == 0)
         return st;
-    if (n > 0 && (w == NULL || m == NULL || v == NULL || g == NULL))
-        BAD("%s is NULL with n = %zu: expected %zu floats",
-            w == NULL ? "w" : m == NULL ? "m" : v == NULL ? "v" : "g", n, n);
-    if (n == 0)
-        return UVMRT_OK;
+    const uvmrt_adamw_t *hp = &full;
     uvmrt__adamw_coef_t c = uvmrt__adamw_coef_make(hp->lr, hp->beta1, hp->beta2, hp->eps,
                                                    hp->weight_decay, hp->step, hp->grad_scale);
     adamw_isa_t isa = isa_for_order(hp->order);
@@ -421,30 +432,13 @@ int uvmrt__adamw_gpu_launch(int torch_order, const uvmrt__adamw_coef_t *coef, fl
 const char *uvmrt__adamw_gpu_error_string(int err);
 #endif
 
-#undef BAD
-#define BAD(...)                                                                  \
-    do {                                                                          \
-        LOG_ERROR(&stderr_log, "uvmrt_adamw_gpu: " __VA_ARGS__);                  \
-        return UVMRT_ERR_INVALID;                                                 \
-    } while (0)
-
 uvmrt_status_t uvmrt_adamw_gpu(const uvmrt_adamw_t *given, float *w, float *m, float *v,
                                const float *g, size_t n, uint16_t *half_out,
                                const float *grad_scale_dev, uvmrt_stream_t stream) {
-    if (given == NULL)
-        BAD("hp is NULL: expected a uvmrt_adamw_t set up by uvmrt_adamw_init");
     uvmrt_adamw_t full;
-    uvmrt_adamw_init(&full);
-    if (UVMRT__ABI_READ(&stderr_log, "uvmrt_adamw_gpu", uvmrt_adamw_t, given, &full) != UVMRT_OK)
-        return UVMRT_ERR_INVALID;
-    uvmrt_status_t st = check_hp(&full);
-    if (st != UVMRT_OK)
+    uvmrt_status_t st = read_args("uvmrt_adamw_gpu", given, &full, w, m, v, g, n);
+    if (st != UVMRT_OK || n == 0)
         return st;
-    if (n > 0 && (w == NULL || m == NULL || v == NULL || g == NULL))
-        BAD("%s is NULL with n = %zu: expected %zu floats",
-            w == NULL ? "w" : m == NULL ? "m" : v == NULL ? "v" : "g", n, n);
-    if (n == 0)
-        return UVMRT_OK;
 #ifdef UVMRT_HAVE_CUDA
     uvmrt__adamw_coef_t c = uvmrt__adamw_coef_make(full.lr, full.beta1, full.beta2, full.eps,
                                                    full.weight_decay, full.step, full.grad_scale);

@@ -150,6 +150,7 @@ class Engine:
         self.hooks = []
         self.in_step = False
         self.inference_step = False
+        self.opened_by_updates = False  # the open step began with the last step's link updates
         self.in_backward = False
         self.open = None           # (layer, phase) of the open call
         self.steps = 0             # completed training steps
@@ -361,6 +362,13 @@ class Engine:
         return ctypes.cast(ctypes.pointer(_SIM_LINK_STREAM), ctypes.c_void_p)
 
     def ensure_step(self, inference=False):
+        if self.in_step and inference and self.opened_by_updates:
+            # the step the last updates opened holds no forward yet: it ends here, and an
+            # inference step of its own begins
+            self.ctx.step_end()
+            self.in_step = self.opened_by_updates = False
+        if self.in_step and not inference:
+            self.opened_by_updates = False
         if not self.in_step:
             if self.recording and not inference:
                 self.start_measure()
@@ -668,12 +676,20 @@ class Engine:
                 opt.sync_hparams(l)
             self.cpu.submit(cpu_layers, done, coef_cpu, with_grad)
         link_layers = [l for l in order if l.cpu_opt and l.gpu_link]
-        if link_layers:
-            self.link_updates(opt, link_layers, coef)
         self.ctx.step_end()
         self.in_step = False
         self.steps += 1
         self.after_step()
+        if link_layers:
+            # The updates over the link go on beside the next forward (each layer's forward
+            # waits for its own update only), so they are the next step's first calls: in
+            # this step uvmrt_step_end would wait for them (it waits for every GPU stream of
+            # the step's calls) and the next forward would start after the last update.
+            # They are queued after the review (between steps, where placements may
+            # change): their kernels update the same tensors wherever these now live.
+            self.ensure_step()
+            self.opened_by_updates = True
+            self.link_updates(opt, link_layers, coef)
 
     def link_updates(self, opt, layers, coef):
         """The GPU's updates of host-homed layers over the link, in forward order on the link
@@ -1014,6 +1030,13 @@ class Engine:
                 if st is not None:
                     st.synchronize()
             self.half.drop()
+        if self.ctx is not None and self.in_step and self.opened_by_updates:
+            # the step the last updates opened ends (they are done): no step left open
+            try:
+                self.ctx.step_end()
+            except L.UvmrtError as e:  # the context goes anyway; its destroy says the rest
+                notice(f"the last step could not end: {e}")
+            self.in_step = self.opened_by_updates = False
         for h in self.hooks:
             h.remove()
         self.hooks = []

@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""copy_contention.py -- does a copy beside the compute stream slow it down? (session 29)
+
+    python3 bench/probes/copy_contention.py [--mib N] [--reps R]
+
+The 8 GiB GPT-2 row's trace (bench/results/2026-12-02-s29) shows the compute stream idle,
+its kernels already launched, while the gradients' copies into host-homed managed memory
+('Memcpy DtoD (Device -> Managed)') run on a stream of their own. This probe times a
+bf16 matmul loop on the compute stream alone and beside a loop of copies of N MiB on a
+second stream, for each destination: managed memory preferring the host (as uvmrt's
+host-homed tensors), pinned host memory, and device memory. It prints each case's
+compute time, the copies' rate, and the compute's slowdown. Needs a GPU and the CUDA
+runtime (libcudart) for cudaMallocManaged and cudaMemAdvise (CUDA 12.2+ location form).
+"""
+import argparse
+import ctypes
+import ctypes.util
+import sys
+import time
+
+
+class MemLocation(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]
+
+
+def cudart():
+    import glob
+    import os
+    names = ["libcudart.so.13", "libcudart.so.12", "libcudart.so"]
+    import torch
+    base = os.path.dirname(torch.__file__)
+    names += glob.glob(os.path.join(base, "..", "nvidia", "*", "lib", "libcudart.so*"))
+    for n in names:
+        try:
+            return ctypes.CDLL(n)
+        except OSError:
+            continue
+    raise OSError("libcudart not found")
+
+
+class CudaArray:
+    def __init__(self, ptr, nbytes):
+        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1",
+                                         "data": (ptr, False), "version": 3}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
+    ap.add_argument("--mib", type=int, default=40, help="bytes of one copy (MiB, default 40)")
+    ap.add_argument("--reps", type=int, default=200, help="matmuls per case (default 200)")
+    a = ap.parse_args()
+    import torch
+    if not torch.cuda.is_available():
+        print("copy_contention.py: no GPU", file=sys.stderr)
+        return 77
+    rt = cudart()
+    n = a.mib << 20
+    ptr = ctypes.c_void_p()
+    assert rt.cudaMallocManaged(ctypes.byref(ptr), ctypes.c_size_t(n), 1) == 0
+    host = MemLocation(2, 0)  # cudaMemLocationTypeHost
+    dev = MemLocation(1, 0)
+    assert rt.cudaMemAdvise(ptr, ctypes.c_size_t(n), 3, host) == 0  # SetPreferredLocation host
+    assert rt.cudaMemAdvise(ptr, ctypes.c_size_t(n), 5, dev) == 0   # SetAccessedBy GPU 0
+    ctypes.memset(ptr, 1, n)  # first touch on the host: the pages live there
+    managed = torch.as_tensor(CudaArray(ptr.value, n), device="cuda")
+    pinned = torch.empty(n, dtype=torch.uint8, pin_memory=True)
+    device = torch.empty(n, dtype=torch.uint8, device="cuda")
+    src = torch.ones(n, dtype=torch.uint8, device="cuda")
+    x = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    side = torch.cuda.Stream()
+
+    def compute():
+        y = x
+        for _ in range(a.reps):
+            y = x @ x
+        return y
+
+    def case(dst):
+        torch.cuda.synchronize()
+        copies = 0
+        t = time.perf_counter()
+        compute()
+        if dst is not None:
+            side.wait_stream(torch.cuda.current_stream())
+            ev = torch.cuda.Event()
+            ev.record()
+            with torch.cuda.stream(side):
+                while True:  # copies until the compute is done
+                    dst.copy_(src, non_blocking=True)
+                    copies += 1
+                    if ev.query() or copies >= 2000:
+                        break
+        done = torch.cuda.Event()
+        done.record()
+        done.synchronize()
+        t_compute = time.perf_counter() - t
+        torch.cuda.synchronize()
+        t_all = time.perf_counter() - t
+        return t_compute, copies * n / t_all / 1e9
+
+    case(None)
+    base, _ = case(None)
+    print(f"compute alone: {base * 1e3:.1f} ms ({a.reps} bf16 matmuls 4096^3)")
+    for name, dst in (("managed (host-preferred)", managed), ("pinned host", pinned),
+                      ("device", device)):
+        case(dst)
+        tc, rate = case(dst)
+        print(f"beside copies to {name:25s}: compute {tc * 1e3:8.1f} ms ({tc / base:5.2f}x), "
+              f"copies {rate:6.1f} GB/s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
