@@ -98,6 +98,36 @@ def main():
         t_all = time.perf_counter() - t
         return t_compute, copies * n / t_all / 1e9
 
+    def chain(dst, n_links=60):
+        """The backward's pattern: on the compute stream a chain of small kernels per
+        'parameter' (a norm, a cast), after each the side stream waits for it and copies a
+        gradient of N MiB out; returns the compute stream's time (ms) for the chain."""
+        torch.cuda.synchronize()
+        g = torch.randn(n // 4, device="cuda")
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(n_links):
+            torch._foreach_norm([g])
+            h = g.to(torch.bfloat16).float()
+            del h
+            if dst is not None:
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side):
+                    dst.copy_(src, non_blocking=True)
+            x @ x  # some compute after the copy is queued
+        end.record()
+        torch.cuda.synchronize()
+        return start.elapsed_time(end)
+
+    chain(None)
+    alone = chain(None)
+    print(f"chain of small kernels and a matmul, 60 links, alone: {alone:.1f} ms")
+    for name, dst in (("managed (host-preferred)", managed), ("pinned host", pinned),
+                      ("device", device)):
+        chain(dst)
+        t = chain(dst)
+        print(f"  each link's gradient copied to {name:25s}: {t:8.1f} ms ({t / alone:5.2f}x)")
+
     case(None)
     base, _ = case(None)
     print(f"compute alone: {base * 1e3:.1f} ms ({a.reps} bf16 matmuls 4096^3)")
