@@ -27,6 +27,7 @@
 #include "faultinject.h"
 #include "helpers.h"
 #include "internal.h"
+#include "monitor.h"
 #include "spill_seam.h"
 
 enum { L = 3, H = 96, N = 8, STEPS = 5 };
@@ -647,6 +648,25 @@ Test(tier, a_host_budget_that_fits_only_with_the_tier_is_accepted)
     cr_assert_eq(uvmrt_memory_stats_get(ctx, &ms), UVMRT_OK);
     cr_assert_leq(ms.peak_host_bytes, 18 * MIB, "peak %llu", (unsigned long long)ms.peak_host_bytes);
     cr_assert_lt(ms.host_bytes, 36 * MIB - ms.resident_bytes - 8 * MIB, "now %llu", (unsigned long long)ms.host_bytes);
+    /* uvmrt-top's per-layer rows count a disk tensor as the plan's total does: the plan's
+     * rows hold only the tensors it keeps off the GPU in host memory (the copies in
+     * flight are the context's window), and now, only host copies that are there */
+    uvmrt_mon_layer_t rows[LB];
+    uvmrt__monitor_layer_host(ctx, rows, LB);
+    uint64_t rows_plan = 0, rows_now = 0, disk = 0, in_memory = 0, off_now = 0;
+    for (int l = 0; l < LB; l++) rows_plan += rows[l].plan_host_bytes, rows_now += rows[l].host_bytes;
+    for (int id = 0; id < ctx->tensors.n; id++) {
+        const uvmrt_tensor_t *t = ctx->tensors.by_id[id];
+        if (t->magic != UVMRT_TENSOR_MAGIC) continue;
+        if (!t->resident) off_now += t->footprint;
+        if (!ctx->sched.plan_off_gpu[id]) continue;
+        if (t->on_disk) disk += t->footprint;
+        else in_memory += t->footprint;
+    }
+    cr_assert_gt(disk, 0, "the plan keeps state on the disk");
+    cr_assert_eq(rows_plan, in_memory, "rows %llu, tensors in host memory %llu", (unsigned long long)rows_plan,
+                 (unsigned long long)in_memory);
+    cr_assert_lt(rows_now, off_now, "a disk tensor without its host copy is not in host memory");
     /* back in memory only as far as the host budget allows; a refusal changes nothing */
     int back = 0;
     uvmrt_status_t st = UVMRT_OK;

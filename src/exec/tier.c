@@ -126,6 +126,12 @@ void uvmrt__tier_host(const uvmrt_context_t *ctx, const uvmrt_tensor_t *except, 
     *window = big[0] + big[1];
 }
 
+uint64_t uvmrt__tier_host_share(const uvmrt_context_t *ctx, const uvmrt_tensor_t *t, int plan)
+{
+    if (!t->on_disk || !gives_back(ctx)) return t->footprint;
+    return plan || !t->host_valid ? 0 : t->footprint;
+}
+
 uint64_t uvmrt__tier_plan_host_peak(const uvmrt_context_t *ctx, const uvmrt_plan_t *p, const uint64_t *fp,
                                     uint8_t *off_gpu)
 {
@@ -136,7 +142,7 @@ uint64_t uvmrt__tier_plan_host_peak(const uvmrt_context_t *ctx, const uvmrt_plan
     if (own == NULL) return uvmrt__plan_host_peak(p, fp, off_gpu); /* whole footprints: never less than needed */
     for (size_t t = 0; t < n; t++) {
         const uvmrt_tensor_t *x = t < (size_t)ctx->tensors.n ? ctx->tensors.by_id[t] : NULL;
-        own[t] = x != NULL && x->magic == UVMRT_TENSOR_MAGIC && x->on_disk ? 0 : fp[t];
+        own[t] = x != NULL && x->magic == UVMRT_TENSOR_MAGIC && uvmrt__tier_host_share(ctx, x, 1) == 0 ? 0 : fp[t];
     }
     uint64_t host = uvmrt__plan_host_peak(p, own, off_gpu) + window;
     free(own);

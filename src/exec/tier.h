@@ -59,6 +59,11 @@ void uvmrt__tier_close(uvmrt_context_t *ctx);
  * read back while the one before it is written), at most *off. except: a tensor
  * counted as in memory (NULL: none). */
 void uvmrt__tier_host(const uvmrt_context_t *ctx, const uvmrt_tensor_t *except, uint64_t *off, uint64_t *window);
+/* The bytes of tensor t that host memory holds while t is off the GPU, for the plan
+ * (plan: 1) or now (plan: 0): none for a disk-tier tensor whose pages go back (now: while
+ * its host copy is not valid; the plan counts the tier's copies in flight as the window,
+ * once for the context), its footprint otherwise (cuda's managed pages stay). */
+uint64_t uvmrt__tier_host_share(const uvmrt_context_t *ctx, const uvmrt_tensor_t *t, int plan);
 /* The host bytes plan p needs at its peak (uvmrt__plan_host_peak) with the tier's
  * tensors counted as their window, not their footprints. */
 uint64_t uvmrt__tier_plan_host_peak(const uvmrt_context_t *ctx, const uvmrt_plan_t *p, const uint64_t *fp,

@@ -24,6 +24,7 @@
 #include "internal.h"
 #include "memsum.h"
 #include "monitor.h"
+#include "tier.h"
 
 struct uvmrt_monitor {
     char name[UVMRT_MON_NAME_MAX];
@@ -192,6 +193,23 @@ static void refresh_mechanisms(uvmrt_context_t *ctx, struct uvmrt_monitor *m, ui
     m->mech_valid = 1;
 }
 
+/* Each layer's host bytes now and the plan's (rows[0..n_layers)). */
+void uvmrt__monitor_layer_host(const uvmrt_context_t *ctx, uvmrt_mon_layer_t *rows, uint32_t n_layers)
+{
+    for (uint32_t l = 0; l < n_layers; l++) rows[l].host_bytes = rows[l].plan_host_bytes = 0;
+    for (int id = 0; id < ctx->tensors.n; id++) {
+        const uvmrt_tensor_t *t = ctx->tensors.by_id[id];
+        if (t->magic != UVMRT_TENSOR_MAGIC || t->layer < 0 || t->layer >= (int)n_layers) continue;
+        /* a disk-tier tensor counts as the plan's total does (uvmrt__tier_plan_host_peak):
+         * not its footprint where its pages go back, its copies in flight being the
+         * context's window, not a layer's */
+        if (!t->resident) rows[t->layer].host_bytes += uvmrt__tier_host_share(ctx, t, 0);
+        if (ctx->sched.have_plan && ctx->sched.plan_off_gpu && id < ctx->sched.plan.n_tensors &&
+            ctx->sched.plan_off_gpu[id])
+            rows[t->layer].plan_host_bytes += uvmrt__tier_host_share(ctx, t, 1);
+    }
+}
+
 void uvmrt__monitor_publish(uvmrt_context_t *ctx)
 {
     struct uvmrt_monitor *m = ctx->monitor;
@@ -246,15 +264,7 @@ void uvmrt__monitor_publish(uvmrt_context_t *ctx)
     s->plan_host_bytes = uvmrt__plan_host_bytes(ctx);
     s->host_external_bytes = ctx->choice.host_external_bytes;
     s->host_budget_bytes = ctx->host_budget;
-    for (uint32_t l = 0; l < n_layers; l++) rows[l].host_bytes = rows[l].plan_host_bytes = 0;
-    for (int id = 0; id < ctx->tensors.n; id++) {
-        const uvmrt_tensor_t *t = ctx->tensors.by_id[id];
-        if (t->magic != UVMRT_TENSOR_MAGIC || t->layer < 0 || t->layer >= (int)n_layers) continue;
-        if (!t->resident) rows[t->layer].host_bytes += t->footprint;
-        if (ctx->sched.have_plan && ctx->sched.plan_off_gpu && id < ctx->sched.plan.n_tensors &&
-            ctx->sched.plan_off_gpu[id])
-            rows[t->layer].plan_host_bytes += t->footprint;
-    }
+    uvmrt__monitor_layer_host(ctx, rows, n_layers);
     uvmrt__copy_utf8(s->fault_source, sizeof s->fault_source, uvmrt__faults_source(ctx));
     if (s->step > 0) {
         /* called by step_end after the fold, before the step's counters are cleared */

@@ -99,6 +99,10 @@ void uvmrt__monitor_open(uvmrt_context_t *ctx);
  * the step's counters). No allocation and no system call, except growing the
  * segment when the layer count passed its room. */
 void uvmrt__monitor_publish(uvmrt_context_t *ctx);
+/* Each layer's host_bytes and plan_host_bytes (rows[0..n_layers)): its tensors off the GPU
+ * now and in the plan, a disk-tier tensor as the plan's total counts it
+ * (uvmrt__tier_host_share). */
+void uvmrt__monitor_layer_host(const uvmrt_context_t *ctx, uvmrt_mon_layer_t *rows, uint32_t n_layers);
 /* Unmaps and unlinks the segment (only in the process that created it). */
 void uvmrt__monitor_close(uvmrt_context_t *ctx);
 /* The segment's name ("/uvmrt.<uid>.<pid>..."), or NULL when not publishing. */
