@@ -105,7 +105,7 @@ static uint64_t recorded_run(const char *path, uint64_t budget) { return recorde
 static void remove_record(const char *path)
 {
     unlink(path);
-    char dir[256];
+    char dir[512];
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
     if (slash) *slash = '\0';
@@ -1885,20 +1885,27 @@ Test(plantool, search_reports_tokens_per_second)
     json_decref(j);
 }
 
+/* A fresh directory (dir: a mkdtemp template) holding prof, the calibrated H200 profile
+ * with the disk's rates (6.5 GB/s read, 4.5 GB/s write) added: the disk tier's tests. */
+static void disk_profile(char *dir, char *prof, size_t cap)
+{
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(prof, cap, "%s/p.json", dir);
+    json_t *pj = json_load_file(UVMRT_TEST_DATA_DIR "/h200-calibrated.profile.json", 0, NULL);
+    cr_assert_not_null(pj);
+    json_object_set_new(pj, "disk_read_bps", json_real(6.5e9));
+    json_object_set_new(pj, "disk_write_bps", json_real(4.5e9));
+    cr_assert_eq(json_dump_file(pj, prof, 0), 0);
+    json_decref(pj);
+}
+
 /* A profile that measured the disk, without a spill directory: the disk line says it is
  * not planned and why (nothing goes on it); one without its figures says nothing of it;
  * --spill-dir reports the directory and its free space. */
 Test(plantool, a_measured_disk_without_a_spill_dir_is_not_planned)
 {
     char dir[] = "/tmp/uvmrt-plantool-disk-XXXXXX", prof[300], args[800];
-    cr_assert_not_null(mkdtemp(dir));
-    snprintf(prof, sizeof prof, "%s/p.json", dir);
-    json_t *p = json_load_file(UVMRT_TEST_DATA_DIR "/h200-calibrated.profile.json", 0, NULL);
-    cr_assert_not_null(p);
-    json_object_set_new(p, "disk_read_bps", json_real(6.5e9));
-    json_object_set_new(p, "disk_write_bps", json_real(4.5e9));
-    cr_assert_eq(json_dump_file(p, prof, 0), 0);
-    json_decref(p);
+    disk_profile(dir, prof, sizeof prof);
     snprintf(args, sizeof args, "--model '%s' --profile '%s' --budget 8G --json", W1_MODEL, prof);
     json_t *j = run_json(args), *d = json_object_get(j, "disk");
     cr_assert(json_is_object(d) && json_is_false(json_object_get(d, "modelled")), "%s", json_dumps(j, 0));
@@ -1940,14 +1947,7 @@ Test(plantool, a_measured_disk_without_a_spill_dir_is_not_planned)
 Test(plantool, a_short_host_budget_puts_the_cpu_state_on_the_disk_tier)
 {
     char dir[] = "/tmp/uvmrt-plantool-tier-XXXXXX", prof[300], args[900];
-    cr_assert_not_null(mkdtemp(dir));
-    snprintf(prof, sizeof prof, "%s/p.json", dir);
-    json_t *pj = json_load_file(UVMRT_TEST_DATA_DIR "/h200-calibrated.profile.json", 0, NULL);
-    cr_assert_not_null(pj);
-    json_object_set_new(pj, "disk_read_bps", json_real(6.5e9));
-    json_object_set_new(pj, "disk_write_bps", json_real(4.5e9));
-    cr_assert_eq(json_dump_file(pj, prof, 0), 0);
-    json_decref(pj);
+    disk_profile(dir, prof, sizeof prof);
     /* the plan without a host budget: what the host would need */
     snprintf(args, sizeof args, "--model '%s' --profile '%s' --budget 8G --host-budget none --spill-dir '%s' --json",
              W1_MODEL, prof, dir);
@@ -2062,14 +2062,7 @@ static void unmount_small(void)
 Test(plantool, batch_max_respects_the_disk_budget, .fini = unmount_small)
 {
     char dir[] = "/tmp/uvmrt-plantool-bmax-XXXXXX", prof[300];
-    cr_assert_not_null(mkdtemp(dir));
-    snprintf(prof, sizeof prof, "%s/p.json", dir);
-    json_t *pj = json_load_file(UVMRT_TEST_DATA_DIR "/h200-calibrated.profile.json", 0, NULL);
-    cr_assert_not_null(pj);
-    json_object_set_new(pj, "disk_read_bps", json_real(6.5e9));
-    json_object_set_new(pj, "disk_write_bps", json_real(4.5e9));
-    cr_assert_eq(json_dump_file(pj, prof, 0), 0);
-    json_decref(pj);
+    disk_profile(dir, prof, sizeof prof);
     json_int_t none = 0, tier = 0;
     json_decref(batch_max_json(prof, "none", &none));
     json_t *j = batch_max_json(prof, dir, &tier);
