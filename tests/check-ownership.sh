@@ -57,18 +57,26 @@ if [ "$1" = --self-test ]; then
 fi
 
 status=0
-# part: owning files (basename, space separated)
-while read -r part owners; do
-    for f in "$top_srcdir"/src/*/*.c; do
+# writes OWNERS REGEX WHAT FILE...: reports each line of a FILE not among OWNERS (basenames,
+# space separated) that matches REGEX (a write), as "WHAT belongs to: OWNERS"
+writes() {
+    local owners=$1 re=$2 what=$3 f b hits
+    shift 3
+    for f in "$@"; do
         [ -e "$f" ] || continue
         b=${f##*/}
         case " $owners " in *" $b "*) continue ;; esac
-        hits=$(grep -nE "(\\+\\+|--)[[:space:]]*ctx->$part\\.|ctx->$part\\.[][A-Za-z0-9_.>-]*[[:space:]]*(\\+\\+|--|[-+|&*/]?=([^=]|\$))" "$f")
+        hits=$(grep -nE "$re" "$f")
         if [ -n "$hits" ]; then
-            printf '%s\n' "$hits" | sed "s|^|$b:|; s|\$|   <- ctx->$part belongs to: $owners|" >&2
+            printf '%s\n' "$hits" | sed "s|^|$b:|; s|\$|   <- $what belongs to: $owners|" >&2
             status=1
         fi
     done
+}
+# part: owning files (basename, space separated)
+while read -r part owners; do
+    writes "$owners" "(\\+\\+|--)[[:space:]]*ctx->$part\\.|ctx->$part\\.[][A-Za-z0-9_.>-]*[[:space:]]*(\\+\\+|--|[-+|&*/]?=([^=]|\$))" \
+        "ctx->$part" "$top_srcdir"/src/*/*.c
 done <<'PARTS'
 be backend.c
 tensors tensor.c
@@ -93,15 +101,8 @@ while read -r kind field owners; do
     else
         write="(\\+\\+|--)[[:space:]]*[A-Za-z_][][A-Za-z0-9_.>-]*layers\\[[^]]*\\]\\.$field\\b|layers\\[[^]]*\\]\\.$field(\\[[^]]*\\])*(\\.[A-Za-z0-9_]+)*[[:space:]]*(\\+\\+|--|[-+|&*/]?=([^=]|\$))"
     fi
-    for f in $tensor_files; do
-        b=${f##*/}
-        case " $owners " in *" $b "*) continue ;; esac
-        hits=$(grep -nE "$write" "$f")
-        if [ -n "$hits" ]; then
-            printf '%s\n' "$hits" | sed "s|^|$b:|; s|\$|   <- a $kind's $field belongs to: $owners|" >&2
-            status=1
-        fi
-    done
+    # shellcheck disable=SC2086 # the file list: words on purpose
+    writes "$owners" "$write" "a $kind's $field" $tensor_files
 done <<'FIELDS'
 tensor resident tensor.c
 tensor dead tensor.c migrate.c policy.c step.c
