@@ -7,13 +7,14 @@ Reads a Chrome trace exported by torch.profiler (CPU and CUDA activities) of one
 prints, for the whole step and for each phase the step marked with record_function
 ("phase:NAME", as bench/torch_train.py --trace does):
   - each stream's busy time (the union of its kernels, copies and memsets) and the bytes
-    its copies moved each way;
+    its copies moved each way (and to or from managed memory, which the profiler names
+    neither way);
   - the compute stream's (the one with the most kernel time) idle time, split by cause:
       cpu:WHAT     the next kernel was launched after the gap began: the launching thread
                    was busy with WHAT (its innermost CPU op or runtime call then);
-      wait:STREAM  the next kernel had been launched before the gap: it waited on work of
-                   another stream (the busiest one during the gap), or on nothing seen
-                   (wait:none);
+      wait:STREAM (OP)  the next kernel had been launched before the gap: it waited on
+                   work of another stream (the busiest one during the gap, with the
+                   operation it ran most then), or on nothing seen (wait:none);
   - the largest gaps, each with its cause;
   - the CUDA runtime calls that block the host (synchronize, blocking copies, allocations)
     with their total time per thread.
@@ -172,7 +173,18 @@ class Trace:
         others = {s: b for s, b in others.items() if b > 0}
         if not others:
             return "wait:none"
-        return f"wait:stream {max(others, key=others.get)}"
+        s = max(others, key=others.get)
+        return f"wait:stream {s} ({self.busiest_op(s, gap_start, gap_end)})"
+
+    def busiest_op(self, s, lo, hi):
+        """The name of stream s's operation that overlaps [lo, hi) the most: what the
+        compute stream waited beside (a copy's kind, a kernel)."""
+        best, name = 0.0, "?"
+        for e in self.by_stream[s]:
+            o = min(e["ts"] + e["dur"], hi) - max(e["ts"], lo)
+            if o > best:
+                best, name = o, e.get("name", "?")
+        return name[:48]
 
     def report(self, name, lo, hi, top):
         out = {"phase": name, "wall_ms": (hi - lo) / 1e3, "streams": {}}
@@ -187,10 +199,14 @@ class Trace:
             d2h = sum(int((e.get("args") or {}).get("bytes", 0)) for e in evs
                       if e.get("cat") == "gpu_memcpy" and "DtoH" in e.get("name", "")
                       and lo <= e["ts"] < hi)
+            managed = sum(int((e.get("args") or {}).get("bytes", 0)) for e in evs
+                          if e.get("cat") == "gpu_memcpy" and "Managed" in e.get("name", "")
+                          and lo <= e["ts"] < hi)
             kern = busy([(e["ts"], e["ts"] + e["dur"]) for e in evs if e.get("cat") == "kernel"],
                         lo, hi)
             out["streams"][str(s)] = {"busy_ms": b / 1e3, "kernel_ms": kern / 1e3,
-                                      "h2d_gb": h2d / 1e9, "d2h_gb": d2h / 1e9}
+                                      "h2d_gb": h2d / 1e9, "d2h_gb": d2h / 1e9,
+                                      "managed_gb": managed / 1e9}
         gaps = self.gaps(lo, hi)
         by_cause = defaultdict(float)
         for s, t, c in gaps:
@@ -228,7 +244,8 @@ def print_report(res, f=sys.stdout):
               f"{rep['compute_stream']} idle {rep['idle_ms']:.1f} ms", file=f)
         for s, v in rep["streams"].items():
             print(f"   stream {s:>4}: busy {v['busy_ms']:8.1f} ms (kernels {v['kernel_ms']:8.1f})"
-                  f"  H2D {v['h2d_gb']:6.2f} GB  D2H {v['d2h_gb']:6.2f} GB", file=f)
+                  f"  H2D {v['h2d_gb']:6.2f} GB  D2H {v['d2h_gb']:6.2f} GB"
+                  f"  managed {v['managed_gb']:6.2f} GB", file=f)
         for c, v in list(rep["idle_by_cause_ms"].items())[:12]:
             print(f"   idle {v:8.1f} ms  {c}", file=f)
         for g in rep["largest_gaps"][:8]:

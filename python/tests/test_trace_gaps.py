@@ -51,14 +51,15 @@ def test_gaps_and_causes():
     assert step["compute_stream"] == "7"
     assert abs(step["idle_ms"] - 0.61) < 1e-9  # 100..410 and 1000..1300
     assert step["idle_by_cause_ms"] == {"cpu:cudaStreamSynchronize < aten::item": 0.31,
-                                        "wait:stream 20": 0.3}
+                                        "wait:stream 20 (Memcpy DtoH (Device -> Pinned))": 0.3}
     fwd, bwd = res["phases"]
     assert fwd["phase"] == "forward" and bwd["phase"] == "backward"
     assert list(fwd["idle_by_cause_ms"]) == ["cpu:cudaStreamSynchronize < aten::item"]
-    assert list(bwd["idle_by_cause_ms"]) == ["wait:stream 20"]
+    assert list(bwd["idle_by_cause_ms"]) == ["wait:stream 20 (Memcpy DtoH (Device -> Pinned))"]
     s20 = bwd["streams"]["20"]
     assert abs(s20["busy_ms"] - 0.3) < 1e-9 and s20["kernel_ms"] == 0
     assert abs(s20["h2d_gb"] - 0.003) < 1e-12 and abs(s20["d2h_gb"] - 0.005) < 1e-12
+    assert s20["managed_gb"] == 0
     assert [b["call"] for b in res["blocking_calls"]] == ["cudaStreamSynchronize"]
 
 
@@ -80,3 +81,10 @@ def test_command_line(tmp_path):
     p = subprocess.run([sys.executable, str(REPO / "bench" / "trace_gaps.py"), str(path),
                         "--top", "0"], capture_output=True, text=True)
     assert p.returncode == 2 and "--top 0" in p.stderr
+
+
+def test_copies_into_managed_memory_are_counted_apart():
+    evs = synthetic() + [kernel(1400, 100, 11, stream=24, cat="gpu_memcpy",
+                                name="Memcpy DtoD (Device -> Managed)", bytes=7_000_000)]
+    s24 = trace_gaps.analyse(evs)["step"]["streams"]["24"]
+    assert abs(s24["managed_gb"] - 0.007) < 1e-12 and s24["h2d_gb"] == 0 and s24["d2h_gb"] == 0
