@@ -602,9 +602,12 @@ typedef struct uvmrt_layer_call {
     uint64_t sim_duration_ns;  /* sim: explicit duration; overrides flops when > 0 */
     /* CPU work of this call: host-memory bytes the CPU reads plus writes for it (an
      * fp32 AdamW: 28 per parameter). For a call whose work runs on the CPU (e.g. an
-     * optimizer step on host-placed tensors) give it no_default_uses and no uses, and
-     * a stream of its own (any handle: on sim a stream is a timeline) so that it runs
-     * beside the GPU's streams. sim: the work takes host_bytes at the profile's
+     * optimizer step on host-placed tensors) give it no_default_uses, as uses the
+     * host-placed tensors it reads and writes (or none), and a stream of its own (any
+     * handle: on sim a stream is a timeline) so that it runs beside the GPU's streams.
+     * Its uses are host memory, not link traffic (host_bytes counts them); they let the
+     * disk tier read a tensor back before the call and write it after; a use of a tensor
+     * not placed in host memory is UVMRT_ERR_INVALID. sim: the work takes host_bytes at the profile's
      * host_mem_bps, and while it overlaps link transfers in model time the two share
      * host memory (host_mem_shared_bps in all; uvmrt-profile(5)); with a profile
      * without those figures it adds no time. cuda: only declared (the CPU's real work

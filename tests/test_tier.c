@@ -791,3 +791,67 @@ Test(tier, a_rehearsal_predicts_the_tiers_cost_at_the_disks_rates)
     uvmrt_context_destroy(ctx);
     rmdir(spill_dir);
 }
+
+/* A CPU call (host_bytes) names the host-placed tensors its work reads and writes: they
+ * are host memory to it (no link traffic counted), and the disk tier reads them back
+ * before it and writes them after, as for any call, so a trainer's CPU AdamW can keep its
+ * moments on the disk; a use of a tensor not placed in host memory is refused. */
+Test(tier, a_cpu_calls_uses_are_read_back_and_written_by_the_tier)
+{
+    make_dir();
+    uvmrt_params_t p;
+    sim_params(&p, UVMRT_POLICY_PREFETCH, 0, NULL);
+    p.spill_dir = spill_dir;
+    uvmrt_context_t *ctx = NULL;
+    cr_assert_eq(uvmrt_context_create(&p, &ctx), UVMRT_OK, "%s", log_text());
+    int layer;
+    cr_assert_eq(uvmrt_layer_add(ctx, "block0", &layer), UVMRT_OK);
+    uvmrt_tensor_desc_t d[2] = {{"w", layer, UVMRT_ROLE_WEIGHT, 2 * MIB},
+                                {"adam_m", layer, UVMRT_ROLE_OPTIMIZER_STATE, 2 * MIB}};
+    uvmrt_tensor_t *t[2];
+    cr_assert_eq(uvmrt_tensors_alloc(ctx, 2, d, t), UVMRT_OK);
+    float *m = uvmrt_tensor_ptr(t[1]);
+    for (int i = 0; i < 16; i++) m[i] = (float)i;
+    cr_assert_eq(uvmrt_tensor_set_placement(ctx, t[1], UVMRT_PLACE_HOST), UVMRT_OK);
+    cr_assert_eq(uvmrt_tensor_set_tier(ctx, t[1], UVMRT_TIER_DISK), UVMRT_OK, "%s", log_text());
+    static int cpu_stream; /* any handle: a timeline of its own on sim */
+    uvmrt_use_t use_m = {t[1], UVMRT_USE_READWRITE}, use_w = {t[0], UVMRT_USE_READ};
+    for (int s = 0; s < 3; s++) {
+        cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK, "%s", log_text());
+        uvmrt_layer_call_t c;
+        uvmrt_layer_call_init(&c, layer, UVMRT_PHASE_FORWARD, NULL);
+        cr_assert_eq(uvmrt_layer_begin(ctx, &c), UVMRT_OK, "%s", log_text());
+        cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK);
+        uvmrt_layer_call_init(&c, layer, UVMRT_PHASE_OPTIMIZER, (uvmrt_stream_t)&cpu_stream);
+        c.no_default_uses = 1;
+        c.host_bytes = 28 * (uint64_t)MIB;
+        c.uses = &use_m;
+        c.n_uses = 1;
+        cr_assert_eq(uvmrt_layer_begin(ctx, &c), UVMRT_OK, "%s", log_text());
+        for (int i = 0; i < 16; i++) /* read back from its file for this call */
+            cr_assert_eq(m[i], (float)(i + s), "step %d: m[%d] = %g", s, i, m[i]);
+        for (int i = 0; i < 16; i++) m[i] += 1.0f; /* the CPU's update */
+        cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK, "%s", log_text());
+        cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK, "%s", log_text());
+        uvmrt_step_stats_t ss = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
+        cr_assert_eq(uvmrt_step_stats_get(ctx, (uint64_t)s, &ss), UVMRT_OK);
+        cr_assert_eq(ss.spill_write_bytes, 2 * MIB, "step %d: written back after the CPU's call", s);
+        if (s > 0) cr_assert_eq(ss.spill_read_bytes, 2 * MIB, "step %d: read back before it", s);
+        cr_assert_eq(ss.remote_read_bytes + ss.remote_write_bytes, 0, "the CPU's uses are not link traffic");
+    }
+    /* a CPU call naming a tensor that is not in host memory: refused, not opened */
+    cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
+    uvmrt_layer_call_t c;
+    uvmrt_layer_call_init(&c, layer, UVMRT_PHASE_OPTIMIZER, (uvmrt_stream_t)&cpu_stream);
+    c.no_default_uses = 1;
+    c.host_bytes = 28 * (uint64_t)MIB;
+    c.uses = &use_w;
+    c.n_uses = 1;
+    log_reset();
+    cr_assert_eq(uvmrt_layer_begin(ctx, &c), UVMRT_ERR_INVALID);
+    cr_assert(log_contains("'w'") && log_contains("UVMRT_PLACE_HOST"), "%s", log_text());
+    cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_ERR_STATE, "no call was opened");
+    uvmrt_context_destroy(ctx);
+    cr_assert_eq(entries(spill_dir), 0);
+    rmdir(spill_dir);
+}

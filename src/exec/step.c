@@ -190,6 +190,14 @@ static uvmrt_status_t resolve_uses(uvmrt_context_t *ctx, const uvmrt_layer_call_
                       ctx->tensors.layers[call->layer].name, uvmrt_phase_name(call->phase), u, t->name, acc);
             return UVMRT_ERR_INVALID;
         }
+        if (call->host_bytes > 0 && !t->placed_host) {
+            /* the CPU's work reads and writes host memory: what it names lives there */
+            LOG_ERROR(&ctx->log, "layer '%s' %s: uses[%zu] ('%s'): a call with host_bytes (the CPU's work) uses "
+                                 "only tensors placed in host memory: expected uvmrt_tensor_set_placement(%s, "
+                                 "UVMRT_PLACE_HOST) first",
+                      ctx->tensors.layers[call->layer].name, uvmrt_phase_name(call->phase), u, t->name, t->name);
+            return UVMRT_ERR_INVALID;
+        }
         size_t k = first;
         while (k < s->n_uses && s->use_tensor[k] != t->id) k++;
         if (k < s->n_uses) s->use_access[k] = acc;
@@ -352,6 +360,7 @@ uvmrt_status_t uvmrt_step_end(uvmrt_context_t *ctx)
 static double remote_ns_of(const uvmrt_context_t *ctx, const uvmrt_sequence_t *q, const uvmrt_call_t *c)
 {
     double rd = 0, wr = 0;
+    if (c->work.host_byte_count > 0) return 0; /* the CPU's work: host memory, not the link */
     for (size_t k = 0; k < c->n_uses; k++) {
         const uvmrt_tensor_t *t = ctx->tensors.by_id[q->use_tensor[c->use_first + k]];
         unsigned acc = q->use_access[c->use_first + k];
@@ -558,6 +567,7 @@ static uvmrt_status_t touch_call(uvmrt_context_t *ctx, uvmrt_call_t *c)
         uvmrt_tensor_t *t = ctx->tensors.by_id[ctx->sched.cur.use_tensor[c->use_first + k]];
         unsigned acc = ctx->sched.cur.use_access[c->use_first + k];
         if (!t->host_homed) loc[n_loc++] = t;
+        else if (c->work.host_byte_count > 0) continue; /* the CPU's work: its host_bytes, not the link */
         else if (acc & UVMRT_USE_READ) rd[n_rd++] = t;
         if (t->host_homed && (acc & UVMRT_USE_WRITE)) wr[n_wr++] = t;
     }
@@ -617,7 +627,7 @@ uvmrt_status_t uvmrt_layer_end(uvmrt_context_t *ctx)
         uvmrt_tensor_t *t = ctx->tensors.by_id[ctx->sched.cur.use_tensor[c->use_first + k]];
         unsigned acc = ctx->sched.cur.use_access[c->use_first + k];
         if (acc & UVMRT_USE_WRITE) t->dead = 0;
-        if (!t->host_homed) continue;
+        if (!t->host_homed || c->work.host_byte_count > 0) continue; /* the CPU's: not over the link */
         if (acc & UVMRT_USE_READ) uvmrt__stat_add(ctx, c->layer, c->phase, STAT_REMOTE_READ, t->footprint);
         if (acc & UVMRT_USE_WRITE) uvmrt__stat_add(ctx, c->layer, c->phase, STAT_REMOTE_WRITE, t->footprint);
     }
