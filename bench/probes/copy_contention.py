@@ -8,7 +8,8 @@ its kernels already launched, while the gradients' copies into host-homed manage
 ('Memcpy DtoD (Device -> Managed)') run on a stream of their own. This probe times a
 bf16 matmul loop on the compute stream alone and beside a loop of copies of N MiB on a
 second stream, for each destination: managed memory preferring the host (as uvmrt's
-host-homed tensors), pinned host memory, and device memory. It prints each case's
+host-homed tensors), pinned host memory, and device memory; copied, or written (and read)
+by an elementwise kernel, as the link's AdamW kernel reads and writes host-homed state. It prints each case's
 compute time, the copies' rate, and the compute's slowdown. Needs a GPU and the CUDA
 runtime (libcudart) for cudaMallocManaged and cudaMemAdvise (CUDA 12.2+ location form).
 """
@@ -99,7 +100,7 @@ def main():
         t_all = time.perf_counter() - t
         return t_compute, copies * n / t_all / 1e9
 
-    def chain(dst, n_links=60, kernel=False):
+    def chain(dst, n_links=60, kernel=False, read=None):
         """The backward's pattern: on the compute stream a chain of small kernels per
         'parameter' (a norm, a cast), after each the side stream waits for it and copies a
         gradient of N MiB out; returns the compute stream's time (ms) for the chain."""
@@ -114,7 +115,9 @@ def main():
             if dst is not None:
                 side.wait_stream(torch.cuda.current_stream())
                 with torch.cuda.stream(side):
-                    if kernel:  # an elementwise kernel writes it (x * 1: the same bits)
+                    if read is not None:  # a kernel reads it (into device memory)
+                        torch.mul(read.view(torch.float32), 1.0, out=device.view(torch.float32))
+                    elif kernel:  # an elementwise kernel writes it (x * 1: the same bits)
                         torch.mul(srcf, 1.0, out=dst.view(torch.float32))
                     else:
                         dst.copy_(src, non_blocking=True)
@@ -126,12 +129,19 @@ def main():
     chain(None)
     alone = chain(None)
     print(f"chain of small kernels and a matmul, 60 links, alone: {alone:.1f} ms")
-    for name, dst, kernel in (("managed (host-preferred)", managed, False),
-                              ("managed, by a kernel", managed, True),
-                              ("pinned host", pinned, False), ("device", device, False)):
-        chain(dst, kernel=kernel)
-        t = chain(dst, kernel=kernel)
-        print(f"  each link's gradient copied to {name:25s}: {t:8.1f} ms ({t / alone:5.2f}x)")
+    # pinned host memory seen as a CUDA tensor (its host pointer is valid on the GPU: UVA),
+    # as a kernel over the link would write it (zero-copy)
+    pinned_dev = torch.as_tensor(CudaArray(pinned.data_ptr(), n), device="cuda")
+    for name, dst, kernel, read in (("managed (host-preferred)", managed, False, None),
+                                    ("managed, by a kernel", managed, True, None),
+                                    ("pinned host", pinned, False, None),
+                                    ("pinned host, by a kernel", pinned_dev, True, None),
+                                    ("device", device, False, None),
+                                    ("[read] managed, by a kernel", device, False, managed),
+                                    ("[read] pinned, by a kernel", device, False, pinned_dev)):
+        chain(dst, kernel=kernel, read=read)
+        t = chain(dst, kernel=kernel, read=read)
+        print(f"  each link's gradient copied to {name:27s}: {t:8.1f} ms ({t / alone:5.2f}x)")
 
     case(None)
     base, _ = case(None)
