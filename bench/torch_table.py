@@ -313,9 +313,12 @@ def table(outdir):
                          f"{fl['d2h_bps'] / 1e9:.1f} GB/s (torch copies of 1 GiB pinned)")
         if fl.get("host_bps"):
             size = (fl.get("host_copy_bytes") or 0) / 2
-            parts.append(f"host memory {fl['host_bps'] / 1e9:.1f} GB/s read + written "
-                         f"(a copy of {size / GIB:.2f} GiB between CPU tensors, "
-                         f"{fl.get('threads', '?')} threads)")
+            how = (f"a copy of {size / GIB:.2f} GiB between CPU tensors, "
+                   f"{fl.get('threads', '?')} threads")
+            if fl.get("host_adamw_bps"):
+                how = (f"the faster of {fl['host_copy_bps'] / 1e9:.1f} GB/s by {how} and "
+                       f"{fl['host_adamw_bps'] / 1e9:.1f} GB/s by uvmrt_adamw_cpu")
+            parts.append(f"host memory {fl['host_bps'] / 1e9:.1f} GB/s read + written ({how})")
         lines.append("Same run: " + "; ".join(parts) + ".")
     else:
         lines.append("No floor.json (the floor row): floors count the compute-only step only.")

@@ -195,6 +195,11 @@ def test_measure_floor_on_cpu(tmp_path):
     f = json.loads(path.read_text())
     assert f["ok"] is True and f["host_bps"] > 1e8 and f["host_copy_bytes"] == 16 << 20
     assert f["h2d_bps"] is None and f["d2h_bps"] is None
+    # with libuvmrt (make check gives UVMRT_LIBRARY): the CPU AdamW's rate too, and the
+    # floor takes the faster of the two
+    if os.environ.get("UVMRT_LIBRARY"):
+        assert f.get("host_adamw_bps", 0) > 1e8, f
+        assert f["host_bps"] == max(f["host_copy_bps"], f["host_adamw_bps"])
 
 
 def test_estimates_fit_the_h200_and_order_the_rows():
