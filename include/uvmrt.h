@@ -476,7 +476,9 @@ uvmrt_status_t uvmrt_tensor_alloc(uvmrt_context_t *ctx, const uvmrt_tensor_desc_
  * Not allowed inside a step. */
 uvmrt_status_t uvmrt_tensor_free(uvmrt_context_t *ctx, uvmrt_tensor_t *tensor);
 
-/* The managed pointer (valid on host and device), size, name, layer and role. */
+/* The managed pointer (valid on host and device; while the tensor is placed
+ * UVMRT_PLACE_PINNED, its page-locked copy's address, valid on both too), size, name,
+ * layer and role. */
 void *uvmrt_tensor_ptr(const uvmrt_tensor_t *tensor);
 size_t uvmrt_tensor_size(const uvmrt_tensor_t *tensor);
 const char *uvmrt_tensor_name(const uvmrt_tensor_t *tensor);
@@ -489,8 +491,9 @@ int uvmrt_tensor_is_resident(const uvmrt_tensor_t *tensor);
 int uvmrt_tensor_is_host_homed(const uvmrt_tensor_t *tensor);
 
 typedef enum uvmrt_placement {
-    UVMRT_PLACE_AUTO = 0, /* uvmrt moves it as the policy plans (the default) */
-    UVMRT_PLACE_HOST = 1  /* it lives in host memory; the GPU reads and writes it over the link */
+    UVMRT_PLACE_AUTO = 0,  /* uvmrt moves it as the policy plans (the default) */
+    UVMRT_PLACE_HOST = 1,  /* it lives in host memory; the GPU reads and writes it over the link */
+    UVMRT_PLACE_PINNED = 2 /* as HOST, in page-locked host memory of its own (a new address) */
 } uvmrt_placement_t;
 
 /* Places a tensor. UVMRT_PLACE_HOST: preferred location host, mapped for the GPU
@@ -499,7 +502,14 @@ typedef enum uvmrt_placement {
  * For data whose next consumer is the CPU (gradients for a CPU optimizer: the
  * GPU writes them at ~52 GB/s on the H200, against ~13 GB/s for migrating them
  * back) or that only the CPU touches. Back to UVMRT_PLACE_AUTO: the policy moves
- * it again. Not allowed inside a step. */
+ * it again. UVMRT_PLACE_PINNED: as HOST, but its contents move to page-locked host
+ * memory of its own (cudaHostAlloc, mapped), and uvmrt_tensor_ptr returns that new
+ * address (valid on the host and the GPU) until it is placed back, when they move back
+ * to its managed address: on the H200 a GPU write into host-resident managed memory holds
+ * the work queued after it on every stream, a write into page-locked memory does not
+ * (bench/probes/copy_contention.py). A tensor never written (or discarded) moves no
+ * bytes, so pinning a fresh tensor leaves its managed pages unpopulated. Not on the
+ * disk tier. Not allowed inside a step; on failure the tensor is as it was. */
 uvmrt_status_t uvmrt_tensor_set_placement(uvmrt_context_t *ctx, uvmrt_tensor_t *tensor,
                                           uvmrt_placement_t placement);
 uvmrt_placement_t uvmrt_tensor_placement(const uvmrt_tensor_t *tensor);
@@ -605,9 +615,9 @@ typedef struct uvmrt_layer_call {
      * optimizer step on host-placed tensors) give it no_default_uses, as uses the
      * host-placed tensors it reads and writes (or none), and a stream of its own (any
      * handle: on sim a stream is a timeline) so that it runs beside the GPU's streams.
-     * Its uses are host memory, not link traffic (host_bytes counts them); they let the
-     * disk tier read a tensor back before the call and write it after; a use of a tensor
-     * not placed in host memory is UVMRT_ERR_INVALID. sim: the work takes host_bytes at the profile's
+     * Its uses of host-placed tensors are host memory, not link traffic (host_bytes counts
+     * them); they let the disk tier read a tensor back before the call and write it
+     * after. sim: the work takes host_bytes at the profile's
      * host_mem_bps, and while it overlaps link transfers in model time the two share
      * host memory (host_mem_shared_bps in all; uvmrt-profile(5)); with a profile
      * without those figures it adds no time. cuda: only declared (the CPU's real work

@@ -105,6 +105,7 @@ while read -r kind field owners; do
     writes "$owners" "$write" "a $kind's $field" $tensor_files
 done <<'FIELDS'
 tensor resident tensor.c
+tensor pinned tensor.c
 tensor dead tensor.c migrate.c policy.c step.c
 tensor host_homed tensor.c migrate.c policy.c step.c
 tensor placed_host tensor.c migrate.c policy.c step.c

@@ -131,6 +131,12 @@ static uvmrt_status_t w_alloc(void *state, size_t bytes, void **ptr)
     return inner->alloc(state, bytes, ptr);
 }
 static void w_free(void *state, void *ptr, size_t bytes) { inner->free(state, ptr, bytes); }
+static uvmrt_status_t w_host_alloc(void *state, size_t bytes, void **ptr)
+{
+    FAIL_IF(FI_HOST_ALLOC);
+    return inner->host_alloc(state, bytes, ptr);
+}
+static void w_host_free(void *state, void *ptr, size_t bytes) { inner->host_free(state, ptr, bytes); }
 static uvmrt_status_t w_stream_create(void *state, uvmrt_stream_t *out)
 {
     FAIL_IF(FI_STREAM_CREATE);
@@ -229,6 +235,8 @@ uvmrt_backend_ops_t fi_wrap(const uvmrt_backend_ops_t *in)
     o.mem_info = w_mem_info;
     o.alloc = w_alloc;
     o.free = w_free;
+    o.host_alloc = w_host_alloc;
+    o.host_free = w_host_free;
     o.stream_create = w_stream_create;
     o.stream_destroy = w_stream_destroy;
     o.event_create = w_event_create;

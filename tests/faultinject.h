@@ -26,7 +26,7 @@
     X(FI_EVENT_RECORD, "event_record") X(FI_STREAM_WAIT, "stream_wait")           \
     X(FI_EVENT_ELAPSED, "event_elapsed_ns") X(FI_STREAM_SYNC, "stream_sync")      \
     X(FI_MOVE, "move") X(FI_DISCARD, "discard") X(FI_ADVISE_REMOTE, "advise_remote") \
-    X(FI_TOUCH, "touch")
+    X(FI_TOUCH, "touch") X(FI_HOST_ALLOC, "host_alloc")
 
 typedef enum fi_op {
 #define FI_X_ENUM(e, name) e,

@@ -692,6 +692,70 @@ static void placement_host(uvmrt_policy_t policy)
 Test(executor, placement_host_prefetch) { placement_host(UVMRT_POLICY_PREFETCH); }
 Test(executor, placement_host_demand) { placement_host(UVMRT_POLICY_DEMAND); }
 
+/* UVMRT_PLACE_PINNED: the gradients' contents move to page-locked memory of their own
+ * (uvmrt_tensor_ptr gives the new address), they train there host-homed as HOST places
+ * them (never resident, read and written over the link, no faults planned), and back to
+ * HOST or AUTO the contents return to the managed address. */
+Test(executor, placement_pinned_moves_the_contents_and_back)
+{
+    net_spec_t spec = net_spec_default();
+    uint64_t budget = 7 * MIB;
+    uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_PREFETCH, budget, NULL);
+    net_t *net = net_create(ctx, &spec);
+    void *managed[16];
+    cr_assert_leq(net->L, 16);
+    for (int i = 0; i < net->L; i++) {
+        managed[i] = uvmrt_tensor_ptr(net->g[i]);
+        float *g = managed[i];
+        for (int k = 0; k < 64; k++) g[k] = (float)(100 * i + k);
+        cr_assert_eq(uvmrt_tensor_set_placement(ctx, net->g[i], UVMRT_PLACE_PINNED), UVMRT_OK, "%s", log_text());
+        cr_assert_eq(uvmrt_tensor_placement(net->g[i]), UVMRT_PLACE_PINNED);
+        float *p = uvmrt_tensor_ptr(net->g[i]);
+        cr_assert(p != NULL && (void *)p != managed[i], "g%d: a new address", i);
+        for (int k = 0; k < 64; k++) cr_assert_eq(p[k], (float)(100 * i + k), "g%d[%d] moved", i, k);
+        cr_assert(uvmrt_tensor_is_host_homed(net->g[i]) && !uvmrt_tensor_is_resident(net->g[i]));
+    }
+    cr_assert_eq(uvmrt_tensor_set_placement(ctx, net->g[0], UVMRT_PLACE_PINNED), UVMRT_OK, "again: no change");
+    run_steps(net, 4, NULL, NULL);
+    uvmrt_summary_t sum = UVMRT_STRUCT_INIT(uvmrt_summary_t);
+    cr_assert_eq(uvmrt_summary_get(ctx, &sum), UVMRT_OK);
+    cr_expect_leq(sum.peak_resident_bytes, budget);
+    cr_expect_gt(sum.remote_write_bytes, 0, "gradients were not written over the link");
+    for (uint64_t s = 1; s < 4; s++) {
+        uvmrt_step_stats_t st = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
+        cr_assert_eq(uvmrt_step_stats_get(ctx, s, &st), UVMRT_OK);
+        cr_expect_eq(st.fault_count, 0, "step %llu faulted", (unsigned long long)s);
+    }
+    for (int i = 0; i < net->L; i++) {
+        cr_expect(!uvmrt_tensor_is_resident(net->g[i]), "g%d counted resident", i);
+        float *p = uvmrt_tensor_ptr(net->g[i]);
+        p[0] = -1.0f - (float)i; /* written in page-locked memory: must come back */
+    }
+    /* back: g0 to HOST, the others to AUTO; the contents return to the managed address */
+    for (int i = 0; i < net->L; i++) {
+        uvmrt_placement_t to = i == 0 ? UVMRT_PLACE_HOST : UVMRT_PLACE_AUTO;
+        cr_assert_eq(uvmrt_tensor_set_placement(ctx, net->g[i], to), UVMRT_OK, "%s", log_text());
+        cr_assert_eq(uvmrt_tensor_placement(net->g[i]), to);
+        float *g = uvmrt_tensor_ptr(net->g[i]);
+        cr_assert_eq((void *)g, managed[i], "g%d: back at its managed address", i);
+        cr_assert_eq(g[0], -1.0f - (float)i);
+        cr_assert_eq(g[1], (float)(100 * i + 1));
+    }
+    /* refused inside a step, and then nothing changed */
+    cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
+    log_reset();
+    cr_assert_eq(uvmrt_tensor_set_placement(ctx, net->g[1], UVMRT_PLACE_PINNED), UVMRT_ERR_STATE);
+    cr_assert_eq(uvmrt_tensor_placement(net->g[1]), UVMRT_PLACE_AUTO);
+    cr_assert_eq(uvmrt_tensor_ptr(net->g[1]), managed[1]);
+    cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK);
+    /* freed and destroyed while pinned: the page-locked memory goes with them (ASan) */
+    cr_assert_eq(uvmrt_tensor_set_placement(ctx, net->g[1], UVMRT_PLACE_PINNED), UVMRT_OK);
+    cr_assert_eq(uvmrt_tensor_set_placement(ctx, net->g[2], UVMRT_PLACE_PINNED), UVMRT_OK);
+    cr_assert_eq(uvmrt_tensor_free(ctx, net->g[1]), UVMRT_OK);
+    net->g[1] = NULL;
+    net_destroy(net);
+}
+
 Test(executor, placement_inside_step_rejected)
 {
     net_spec_t spec = net_spec_default();

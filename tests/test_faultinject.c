@@ -2,7 +2,7 @@
  * test_faultinject.c -- the fault-injection sweep: every fallible backend
  * operation, failed at every one of its calls (the k-th, once), over a full
  * scenario per policy (create, allocate, steps with a deviation, host homing and
- * placement, reports, a free, destroy), on the sim backend wrapped by
+ * placement, page-locked placement, reports, a free, destroy), on the sim backend wrapped by
  * faultinject.c.
  *
  * For every injection it checks that
@@ -42,13 +42,15 @@ typedef struct scen {
      * chooses again; 1 ms: the run's own, so it keeps the values and predicts them
      * again with the measured work) */
     uint64_t model_call_ns;
+    int pinning; /* a tensor to page-locked memory of its own and back (UVMRT_PLACE_PINNED) */
 } scen_t;
 
 static const scen_t scenarios[] = {
-    {UVMRT_POLICY_NONE, 2, 0, 0},
-    {UVMRT_POLICY_DEMAND, 3, 0, 0},
-    {UVMRT_POLICY_PREFETCH, 5, 1, 0},
-    {UVMRT_POLICY_PREFETCH, 5, 1, 1000000},
+    {UVMRT_POLICY_NONE, 2, 0, 0, 0},
+    {UVMRT_POLICY_DEMAND, 3, 0, 0, 0},
+    {UVMRT_POLICY_PREFETCH, 5, 1, 0, 0},
+    {UVMRT_POLICY_PREFETCH, 5, 1, 1000000, 0},
+    {UVMRT_POLICY_PREFETCH, 5, 0, 0, 1},
 };
 
 /* ------------------------------------------------------------------ one run */
@@ -75,6 +77,7 @@ typedef struct snap {
     uint64_t steps_done, step_index, allocated;
     int n_tensors, n_layers;
     int live[4 * L + 3], placed[4 * L + 3];
+    void *ptr[4 * L + 3]; /* where uvmrt_tensor_ptr says its contents are (pinned: moved) */
     uvmrt_choice_t choice; /* the choice as uvmrt_choice_get answers it (zero: none) */
     size_t n_planned;
 } snap_t;
@@ -99,7 +102,8 @@ static void snap_take(const run_t *r, snap_t *s)
     s->n_planned = c->choice.n_planned;
     for (int i = 0; i < r->n_t; i++) {
         s->live[i] = r->t[i] != NULL && uvmrt_tensor_ptr(r->t[i]) != NULL;
-        s->placed[i] = r->t[i] != NULL && uvmrt_tensor_placement(r->t[i]) == UVMRT_PLACE_HOST;
+        s->placed[i] = r->t[i] != NULL ? (int)uvmrt_tensor_placement(r->t[i]) : -1;
+        s->ptr[i] = r->t[i] != NULL ? uvmrt_tensor_ptr(r->t[i]) : NULL;
     }
 }
 
@@ -322,6 +326,11 @@ static int run_once(const scen_t *sc, int op, uint64_t k)
     for (int s = 0; s < sc->steps; s++) {
         if (sc->homing && s == 2) CALL(&r, uvmrt_tensor_set_placement(r.ctx, T(&r, 2, L - 1), UVMRT_PLACE_HOST));
         if (sc->homing && s == 4) CALL(&r, uvmrt_tensor_set_placement(r.ctx, T(&r, 2, L - 1), UVMRT_PLACE_AUTO));
+        /* page-locked memory of its own, and back (the optimizer state of the first layer) */
+        if (sc->pinning && s == 1) CALL(&r, uvmrt_tensor_set_placement(r.ctx, T(&r, 3, 0), UVMRT_PLACE_PINNED));
+        if (sc->pinning && s == 2) CALL(&r, uvmrt_tensor_set_placement(r.ctx, T(&r, 2, 1), UVMRT_PLACE_PINNED));
+        if (sc->pinning && s == 3) CALL(&r, uvmrt_tensor_set_placement(r.ctx, T(&r, 3, 0), UVMRT_PLACE_HOST));
+        if (sc->pinning && s == 4) CALL(&r, uvmrt_tensor_set_placement(r.ctx, T(&r, 3, 0), UVMRT_PLACE_AUTO));
         step(&r, sc->policy == UVMRT_POLICY_PREFETCH && s == 3 ? 1 : -1);
         if (sc->homing && s == 2) { /* after steps 2 and 3, the planned ones */
             /* the CPU call's measured time, which the review's re-plan takes (3 ms: the

@@ -1378,7 +1378,7 @@ static const mcase_t cases[] = {
      .expect = UVMRT_ERR_STATE, .needle = "inside a step|step"},
 
     /* ---- tensor_set_placement */
-    {.name = "set_placement_unknown_value", .run = c_set_placement, .fix = FIX_IDLE, .a = "w0", .n = 2,
+    {.name = "set_placement_unknown_value", .run = c_set_placement, .fix = FIX_IDLE, .a = "w0", .n = 3,
      .expect = UVMRT_ERR_INVALID, .needle = "placement"},
     {.name = "set_placement_negative_value", .run = c_set_placement, .fix = FIX_IDLE, .a = "w0", .n = -1,
      .expect = UVMRT_ERR_INVALID, .needle = "placement"},

@@ -792,11 +792,8 @@ Test(tier, a_rehearsal_predicts_the_tiers_cost_at_the_disks_rates)
     rmdir(spill_dir);
 }
 
-/* A CPU call (host_bytes) names the host-placed tensors its work reads and writes: they
- * are host memory to it (no link traffic counted), and the disk tier reads them back
- * before it and writes them after, as for any call, so a trainer's CPU AdamW can keep its
- * moments on the disk; a use of a tensor not placed in host memory is refused. */
-Test(tier, a_cpu_calls_uses_are_read_back_and_written_by_the_tier)
+/* A sim context with the test's spill directory (made) and one layer, "block0". */
+static uvmrt_context_t *one_layer_with_tier(int *layer)
 {
     make_dir();
     uvmrt_params_t p;
@@ -804,8 +801,18 @@ Test(tier, a_cpu_calls_uses_are_read_back_and_written_by_the_tier)
     p.spill_dir = spill_dir;
     uvmrt_context_t *ctx = NULL;
     cr_assert_eq(uvmrt_context_create(&p, &ctx), UVMRT_OK, "%s", log_text());
+    cr_assert_eq(uvmrt_layer_add(ctx, "block0", layer), UVMRT_OK);
+    return ctx;
+}
+
+/* A CPU call (host_bytes) names the host-placed tensors its work reads and writes: they
+ * are host memory to it (no link traffic counted), and the disk tier reads them back
+ * before it and writes them after, as for any call, so a trainer's CPU AdamW can keep its
+ * moments on the disk. */
+Test(tier, a_cpu_calls_uses_are_read_back_and_written_by_the_tier)
+{
     int layer;
-    cr_assert_eq(uvmrt_layer_add(ctx, "block0", &layer), UVMRT_OK);
+    uvmrt_context_t *ctx = one_layer_with_tier(&layer);
     uvmrt_tensor_desc_t d[2] = {{"w", layer, UVMRT_ROLE_WEIGHT, 2 * MIB},
                                 {"adam_m", layer, UVMRT_ROLE_OPTIMIZER_STATE, 2 * MIB}};
     uvmrt_tensor_t *t[2];
@@ -815,7 +822,7 @@ Test(tier, a_cpu_calls_uses_are_read_back_and_written_by_the_tier)
     cr_assert_eq(uvmrt_tensor_set_placement(ctx, t[1], UVMRT_PLACE_HOST), UVMRT_OK);
     cr_assert_eq(uvmrt_tensor_set_tier(ctx, t[1], UVMRT_TIER_DISK), UVMRT_OK, "%s", log_text());
     static int cpu_stream; /* any handle: a timeline of its own on sim */
-    uvmrt_use_t use_m = {t[1], UVMRT_USE_READWRITE}, use_w = {t[0], UVMRT_USE_READ};
+    uvmrt_use_t use_m = {t[1], UVMRT_USE_READWRITE};
     for (int s = 0; s < 3; s++) {
         cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK, "%s", log_text());
         uvmrt_layer_call_t c;
@@ -839,18 +846,26 @@ Test(tier, a_cpu_calls_uses_are_read_back_and_written_by_the_tier)
         if (s > 0) cr_assert_eq(ss.spill_read_bytes, 2 * MIB, "step %d: read back before it", s);
         cr_assert_eq(ss.remote_read_bytes + ss.remote_write_bytes, 0, "the CPU's uses are not link traffic");
     }
-    /* a CPU call naming a tensor that is not in host memory: refused, not opened */
-    cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK);
-    uvmrt_layer_call_t c;
-    uvmrt_layer_call_init(&c, layer, UVMRT_PHASE_OPTIMIZER, (uvmrt_stream_t)&cpu_stream);
-    c.no_default_uses = 1;
-    c.host_bytes = 28 * (uint64_t)MIB;
-    c.uses = &use_w;
-    c.n_uses = 1;
+    uvmrt_context_destroy(ctx);
+    cr_assert_eq(entries(spill_dir), 0);
+    rmdir(spill_dir);
+}
+
+/* A tensor in page-locked memory (UVMRT_PLACE_PINNED) does not go on the disk tier (its
+ * file I/O would name its managed slot); refused, and it stays pinned. */
+Test(tier, a_pinned_tensor_is_refused_by_the_tier)
+{
+    int layer;
+    uvmrt_context_t *ctx = one_layer_with_tier(&layer);
+    uvmrt_tensor_desc_t d = {"adam_m", layer, UVMRT_ROLE_OPTIMIZER_STATE, 2 * MIB};
+    uvmrt_tensor_t *t;
+    cr_assert_eq(uvmrt_tensor_alloc(ctx, &d, &t), UVMRT_OK);
+    cr_assert_eq(uvmrt_tensor_set_placement(ctx, t, UVMRT_PLACE_PINNED), UVMRT_OK, "%s", log_text());
     log_reset();
-    cr_assert_eq(uvmrt_layer_begin(ctx, &c), UVMRT_ERR_INVALID);
-    cr_assert(log_contains("'w'") && log_contains("UVMRT_PLACE_HOST"), "%s", log_text());
-    cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_ERR_STATE, "no call was opened");
+    cr_assert_eq(uvmrt_tensor_set_tier(ctx, t, UVMRT_TIER_DISK), UVMRT_ERR_STATE);
+    cr_assert(log_contains("page-locked") && log_contains("UVMRT_PLACE_HOST"), "%s", log_text());
+    cr_assert_eq(uvmrt_tensor_placement(t), UVMRT_PLACE_PINNED);
+    cr_assert_eq(uvmrt_tensor_tier(t), UVMRT_TIER_MEMORY);
     uvmrt_context_destroy(ctx);
     cr_assert_eq(entries(spill_dir), 0);
     rmdir(spill_dir);

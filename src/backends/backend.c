@@ -123,6 +123,18 @@ uvmrt_status_t uvmrt__be_alloc(uvmrt_context_t *ctx, size_t bytes, void **ptr)
 
 void uvmrt__be_free(uvmrt_context_t *ctx, void *ptr, size_t bytes) { ctx->be.ops->free(ctx->be.state, ptr, bytes); }
 
+uvmrt_status_t uvmrt__be_host_alloc(uvmrt_context_t *ctx, size_t bytes, void **ptr)
+{
+    char what[48];
+    snprintf(what, sizeof what, "(%zu bytes)", bytes);
+    CHECKED(ctx, "host_alloc", what, ctx->be.ops->host_alloc(ctx->be.state, bytes, ptr));
+}
+
+void uvmrt__be_host_free(uvmrt_context_t *ctx, void *ptr, size_t bytes)
+{
+    ctx->be.ops->host_free(ctx->be.state, ptr, bytes);
+}
+
 /* ------------------------------------------------------------------ streams and events */
 uvmrt_status_t uvmrt__be_stream_create(uvmrt_context_t *ctx, uvmrt_stream_t *out)
 {

@@ -88,6 +88,11 @@ typedef struct uvmrt_backend_ops {
     /* Managed memory, 2 MiB aligned. */
     uvmrt_status_t (*alloc)(void *state, size_t bytes, void **ptr);
     void (*free)(void *state, void *ptr, size_t bytes);
+    /* Page-locked host memory the device reads and writes over the link at the same
+     * address (cuda: cudaHostAlloc, mapped and portable; sim: host pages), page aligned:
+     * a tensor placed UVMRT_PLACE_PINNED lives there. */
+    uvmrt_status_t (*host_alloc)(void *state, size_t bytes, void **ptr);
+    void (*host_free)(void *state, void *ptr, size_t bytes);
     uvmrt_status_t (*stream_create)(void *state, uvmrt_stream_t *out);
     void (*stream_destroy)(void *state, uvmrt_stream_t stream);
     /* timing = 1: usable with event_elapsed_ns. */

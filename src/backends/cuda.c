@@ -88,17 +88,21 @@ static uvmrt_status_t cuda_mem_info(void *state, uint64_t *free_bytes, uint64_t 
     return UVMRT_OK;
 }
 
-static uvmrt_status_t cuda_alloc(void *state, size_t bytes, void **ptr)
+/* An allocation's result: out of memory is UVMRT_ERR_NOMEM, another error the backend's. */
+static uvmrt_status_t alloc_result(cuda_be_t *be, cudaError_t err, const char *call, size_t bytes)
 {
-    cuda_be_t *be = state;
-    cudaError_t err = cudaMallocManaged(ptr, bytes, cudaMemAttachGlobal);
     if (err == cudaErrorMemoryAllocation) {
         be->last = err;
-        LOG_ERROR(be->log, "cudaMallocManaged(%zu bytes) failed: out of memory", bytes);
+        LOG_ERROR(be->log, "%s(%zu bytes) failed: out of memory", call, bytes);
         return UVMRT_ERR_NOMEM;
     }
     CUDA_TRY(be, err);
     return UVMRT_OK;
+}
+
+static uvmrt_status_t cuda_alloc(void *state, size_t bytes, void **ptr)
+{
+    return alloc_result(state, cudaMallocManaged(ptr, bytes, cudaMemAttachGlobal), "cudaMallocManaged", bytes);
 }
 
 static void cuda_free(void *state, void *ptr, size_t bytes)
@@ -106,6 +110,19 @@ static void cuda_free(void *state, void *ptr, size_t bytes)
     (void)state;
     (void)bytes;
     cudaFree(ptr);
+}
+
+static uvmrt_status_t cuda_host_alloc(void *state, size_t bytes, void **ptr)
+{
+    return alloc_result(state, cudaHostAlloc(ptr, bytes, cudaHostAllocMapped | cudaHostAllocPortable),
+                        "cudaHostAlloc", bytes);
+}
+
+static void cuda_host_free(void *state, void *ptr, size_t bytes)
+{
+    (void)state;
+    (void)bytes;
+    cudaFreeHost(ptr);
 }
 
 static uvmrt_status_t cuda_stream_create(void *state, uvmrt_stream_t *out)
@@ -297,6 +314,8 @@ static const uvmrt_backend_ops_t cuda_ops = {
     .mem_info = cuda_mem_info,
     .alloc = cuda_alloc,
     .free = cuda_free,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
     .stream_create = cuda_stream_create,
     .stream_destroy = cuda_stream_destroy,
     .event_create = cuda_event_create,

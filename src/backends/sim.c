@@ -250,6 +250,24 @@ static sim_alloc_t *alloc_of(sim_t *s, const char *lo, const char *hi)
     return a->base == s->index[l - 1].base && lo >= a->base && hi <= a->base + a->bytes ? a : NULL;
 }
 
+/* Page-locked host memory: plain host pages here (the model does not see them: a
+ * pinned tensor's uses are modelled on its managed slot, as host-homed). */
+static uvmrt_status_t sim_host_alloc(void *state, size_t bytes, void **ptr)
+{
+    (void)state;
+    void *p = NULL;
+    if (posix_memalign(&p, PAGE, bytes ? bytes : 1) != 0) return UVMRT_ERR_NOMEM;
+    *ptr = p;
+    return UVMRT_OK;
+}
+
+static void sim_host_free(void *state, void *ptr, size_t bytes)
+{
+    (void)state;
+    (void)bytes;
+    free(ptr);
+}
+
 static void sim_free(void *state, void *ptr, size_t bytes)
 {
     (void)bytes;
@@ -755,6 +773,8 @@ const uvmrt_backend_ops_t uvmrt__backend_sim = {
     .mem_info = sim_mem_info,
     .alloc = sim_alloc,
     .free = sim_free,
+    .host_alloc = sim_host_alloc,
+    .host_free = sim_host_free,
     .stream_create = sim_stream_create,
     .stream_destroy = sim_stream_destroy,
     .event_create = sim_event_create,

@@ -92,6 +92,8 @@ void uvmrt__be_close(uvmrt_context_t *ctx);
 uvmrt_status_t uvmrt__be_mem_info(uvmrt_context_t *ctx, uint64_t *free_bytes, uint64_t *total_bytes);
 uvmrt_status_t uvmrt__be_alloc(uvmrt_context_t *ctx, size_t bytes, void **ptr);
 void uvmrt__be_free(uvmrt_context_t *ctx, void *ptr, size_t bytes);
+uvmrt_status_t uvmrt__be_host_alloc(uvmrt_context_t *ctx, size_t bytes, void **ptr);
+void uvmrt__be_host_free(uvmrt_context_t *ctx, void *ptr, size_t bytes);
 uvmrt_status_t uvmrt__be_stream_create(uvmrt_context_t *ctx, uvmrt_stream_t *out);
 void uvmrt__be_stream_destroy(uvmrt_context_t *ctx, uvmrt_stream_t s);       /* NULL: no-op */
 uvmrt_status_t uvmrt__be_event_create(uvmrt_context_t *ctx, int timing, uvmrt_event_t *out);
@@ -132,6 +134,11 @@ void uvmrt__be_absorb(uvmrt_context_t *ctx, const char *op, uvmrt_status_t st);
 uvmrt_status_t uvmrt__exec_init(uvmrt_context_t *ctx);
 /* Keeps a tensor in host memory from now on (or gives it back to the policy). */
 uvmrt_status_t uvmrt__exec_place(uvmrt_context_t *ctx, uvmrt_tensor_t *t, int host);
+/* Between steps: t's contents readable and writable by the host now at t->ptr (a live
+ * resident tensor moved to the host and waited for; the copy streams' queued work on it
+ * done), and t host-homed, not resident, in uvmrt's accounting. On failure its
+ * accounting is unchanged. For a placement to page-locked memory (tensor.c). */
+uvmrt_status_t uvmrt__exec_host_now(uvmrt_context_t *ctx, uvmrt_tensor_t *t);
 /* Drops a resident tensor's pages from the device (after its last use). */
 uvmrt_status_t uvmrt__exec_release(uvmrt_context_t *ctx, uvmrt_tensor_t *t);
 /* At destroy: waits for the copy streams, harvests timings, frees the events. */

@@ -47,6 +47,33 @@ uvmrt_status_t uvmrt__exec_place(uvmrt_context_t *ctx, uvmrt_tensor_t *t, int ho
     return UVMRT_OK;
 }
 
+uvmrt_status_t uvmrt__exec_host_now(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
+{
+    uvmrt_evref_t leaving = 0;
+    uvmrt_status_t st = UVMRT_OK;
+    if (t->resident) { /* its pages leave the device: moved, or dropped when dead */
+        uvmrt_range_t r = {t->ptr, t->footprint};
+        st = uvmrt__ring_wait(ctx, ctx->ev.d2h_stream, t->last_use);
+        if (st == UVMRT_OK) st = uvmrt__ring_wait(ctx, ctx->ev.d2h_stream, t->ready);
+        if (st == UVMRT_OK)
+            st = t->dead ? uvmrt__be_discard(ctx, &r, 1, ctx->ev.d2h_stream)
+                         : uvmrt__be_move(ctx, &r, 1, UVMRT_LOC_HOST, ctx->ev.d2h_stream);
+        if (st == UVMRT_OK) st = uvmrt__ring_record(ctx, ctx->ev.d2h_stream, &leaving);
+    }
+    /* the copies queued on it (a prefetch, this move) end before the host reads it */
+    if (st == UVMRT_OK) st = uvmrt__be_stream_sync(ctx, ctx->ev.h2d_stream);
+    if (st == UVMRT_OK) st = uvmrt__be_stream_sync(ctx, ctx->ev.d2h_stream);
+    if (st != UVMRT_OK) return st;
+    if (t->resident) {
+        uvmrt__resident_add(ctx, -(int64_t)t->footprint);
+        uvmrt__tensor_set_resident(ctx, t, 0);
+        t->ready = 0;
+        t->leaving = leaving;
+    }
+    t->host_homed = 1;
+    return UVMRT_OK;
+}
+
 /* Discards a freed tensor's pages. On failure the tensor still counts as
  * resident (its pages may still be on the device). */
 uvmrt_status_t uvmrt__exec_release(uvmrt_context_t *ctx, uvmrt_tensor_t *t)

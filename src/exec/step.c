@@ -190,14 +190,6 @@ static uvmrt_status_t resolve_uses(uvmrt_context_t *ctx, const uvmrt_layer_call_
                       ctx->tensors.layers[call->layer].name, uvmrt_phase_name(call->phase), u, t->name, acc);
             return UVMRT_ERR_INVALID;
         }
-        if (call->host_bytes > 0 && !t->placed_host) {
-            /* the CPU's work reads and writes host memory: what it names lives there */
-            LOG_ERROR(&ctx->log, "layer '%s' %s: uses[%zu] ('%s'): a call with host_bytes (the CPU's work) uses "
-                                 "only tensors placed in host memory: expected uvmrt_tensor_set_placement(%s, "
-                                 "UVMRT_PLACE_HOST) first",
-                      ctx->tensors.layers[call->layer].name, uvmrt_phase_name(call->phase), u, t->name, t->name);
-            return UVMRT_ERR_INVALID;
-        }
         size_t k = first;
         while (k < s->n_uses && s->use_tensor[k] != t->id) k++;
         if (k < s->n_uses) s->use_access[k] = acc;

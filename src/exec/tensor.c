@@ -399,6 +399,8 @@ uvmrt_status_t uvmrt_tensor_free(uvmrt_context_t *ctx, uvmrt_tensor_t *tensor)
         ctx->tensors.allocated_bytes -= t->footprint;
     }
     uvmrt__tier_forget(ctx, t); /* its file goes with it */
+    if (t->pinned != NULL) uvmrt__be_host_free(ctx, t->pinned, t->footprint);
+    t->pinned = NULL;
     if (t->layer >= 0) {
         uvmrt_layer_t *L = &ctx->tensors.layers[t->layer];
         for (int i = 0; i < L->n_owned; i++)
@@ -423,6 +425,8 @@ void uvmrt__tensors_release_all(uvmrt_context_t *ctx)
     for (int i = 0; i < ctx->tensors.n_arenas; i++)
         if (ctx->tensors.arenas[i].base) uvmrt__be_free(ctx, ctx->tensors.arenas[i].base, ctx->tensors.arenas[i].bytes);
     for (int i = 0; i < ctx->tensors.n; i++) {
+        if (ctx->tensors.by_id[i]->pinned != NULL)
+            uvmrt__be_host_free(ctx, ctx->tensors.by_id[i]->pinned, ctx->tensors.by_id[i]->footprint);
         free(ctx->tensors.by_id[i]->name);
         free(ctx->tensors.by_id[i]);
     }
@@ -452,12 +456,55 @@ void uvmrt__describe_ptr(const uvmrt_context_t *ctx, const void *ptr, char *buf,
     snprintf(buf, len, "%p", ptr);
 }
 
-void *uvmrt_tensor_ptr(const uvmrt_tensor_t *t) { return t && t->magic == UVMRT_TENSOR_MAGIC ? t->ptr : NULL; }
+void *uvmrt_tensor_ptr(const uvmrt_tensor_t *t)
+{
+    if (t == NULL || t->magic != UVMRT_TENSOR_MAGIC) return NULL;
+    return t->pinned ? t->pinned : t->ptr;
+}
 size_t uvmrt_tensor_size(const uvmrt_tensor_t *t) { return t && t->magic == UVMRT_TENSOR_MAGIC ? t->size : 0; }
 const char *uvmrt_tensor_name(const uvmrt_tensor_t *t) { return t ? t->name : NULL; }
 int uvmrt_tensor_layer(const uvmrt_tensor_t *t) { return t ? t->layer : -1; }
 uvmrt_role_t uvmrt_tensor_role(const uvmrt_tensor_t *t) { return t ? t->role : UVMRT_ROLE_WORKSPACE; }
 int uvmrt_tensor_is_resident(const uvmrt_tensor_t *t) { return t && t->magic == UVMRT_TENSOR_MAGIC && t->resident; }
+/* To page-locked memory of its own (UVMRT_PLACE_PINNED): allocated first, then the
+ * contents made host-readable and copied, the address switched, and the managed slot's
+ * pages dropped (discard: on CUDA 12, which cannot, they go to the host and stay; a
+ * failure there is counted, the tensor is pinned all the same). */
+static uvmrt_status_t pin(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
+{
+    void *p = NULL;
+    uvmrt_status_t st = uvmrt__be_host_alloc(ctx, t->footprint, &p);
+    if (st == UVMRT_OK) st = uvmrt__exec_host_now(ctx, t);
+    if (st != UVMRT_OK) {
+        if (p != NULL) uvmrt__be_host_free(ctx, p, t->footprint);
+        return st;
+    }
+    memcpy(p, t->ptr, t->size); /* host writes through the pointer are not seen: always */
+    t->pinned = p;
+    t->placed_host = 1;
+    uvmrt_range_t r = {t->ptr, t->footprint};
+    uvmrt__be_absorb(ctx, "discard (pinned tensor's managed slot)", uvmrt__be_discard(ctx, &r, 1, ctx->ev.d2h_stream));
+    return UVMRT_OK;
+}
+
+/* From page-locked memory back to its managed address, placed host or auto: the
+ * contents copied back (after the discard of its slot: stream ordered), then the
+ * placement; on failure still pinned. */
+static uvmrt_status_t unpin(uvmrt_context_t *ctx, uvmrt_tensor_t *t, int host)
+{
+    uvmrt_status_t sync = uvmrt__be_stream_sync(ctx, ctx->ev.d2h_stream);
+    if (sync != UVMRT_OK) return sync;
+    memcpy(t->ptr, t->pinned, t->size);
+    uvmrt_status_t st = host ? uvmrt__exec_place(ctx, t, 1) : UVMRT_OK;
+    if (st != UVMRT_OK) return st;
+    if (!host) (void)uvmrt__exec_place(ctx, t, 0); /* cannot fail: accounting only */
+    uvmrt__be_host_free(ctx, t->pinned, t->footprint);
+    t->pinned = NULL;
+    return UVMRT_OK;
+}
+
+static const char *const PLACE_NAMES[] = {"auto", "host", "pinned"};
+
 uvmrt_status_t uvmrt_tensor_set_placement(uvmrt_context_t *ctx, uvmrt_tensor_t *tensor,
                                           uvmrt_placement_t placement)
 {
@@ -467,25 +514,29 @@ uvmrt_status_t uvmrt_tensor_set_placement(uvmrt_context_t *ctx, uvmrt_tensor_t *
         LOG_ERROR(&ctx->log, "uvmrt_tensor_set_placement(%p): not a live tensor of this context", (void *)tensor);
         return UVMRT_ERR_NOT_FOUND;
     }
-    if ((unsigned)placement > UVMRT_PLACE_HOST) {
-        LOG_ERROR(&ctx->log, "uvmrt_tensor_set_placement('%s'): placement %d: expected UVMRT_PLACE_AUTO or "
-                             "UVMRT_PLACE_HOST", t->name, (int)placement);
+    if ((unsigned)placement > UVMRT_PLACE_PINNED) {
+        LOG_ERROR(&ctx->log, "uvmrt_tensor_set_placement('%s'): placement %d: expected UVMRT_PLACE_AUTO, "
+                             "UVMRT_PLACE_HOST or UVMRT_PLACE_PINNED", t->name, (int)placement);
         return UVMRT_ERR_INVALID;
     }
     if (uvmrt__in_step(ctx)) {
         LOG_ERROR(&ctx->log, "uvmrt_tensor_set_placement('%s') inside a step: place tensors between steps", t->name);
         return UVMRT_ERR_STATE;
     }
-    if ((t->placed_host != 0) == (placement == UVMRT_PLACE_HOST)) return UVMRT_OK;
+    uvmrt_placement_t now = uvmrt_tensor_placement(t);
+    if (now == placement) return UVMRT_OK;
     if (t->on_disk) {
-        LOG_ERROR(&ctx->log, "uvmrt_tensor_set_placement('%s', auto): the tensor is on the disk tier: expected "
-                             "uvmrt_tensor_set_tier(UVMRT_TIER_MEMORY) first", t->name);
+        LOG_ERROR(&ctx->log, "uvmrt_tensor_set_placement('%s', %s): the tensor is on the disk tier: expected "
+                             "uvmrt_tensor_set_tier(UVMRT_TIER_MEMORY) first", t->name, PLACE_NAMES[placement]);
         return UVMRT_ERR_STATE;
     }
-    uvmrt_status_t st = uvmrt__exec_place(ctx, t, placement == UVMRT_PLACE_HOST);
+    uvmrt_status_t st;
+    if (placement == UVMRT_PLACE_PINNED) st = pin(ctx, t);
+    else if (now == UVMRT_PLACE_PINNED) st = unpin(ctx, t, placement == UVMRT_PLACE_HOST);
+    else st = uvmrt__exec_place(ctx, t, placement == UVMRT_PLACE_HOST);
     if (st != UVMRT_OK)
-        LOG_ERROR(&ctx->log, "uvmrt_tensor_set_placement('%s', host): placement unchanged: %s", t->name,
-                  uvmrt_status_str(st));
+        LOG_ERROR(&ctx->log, "uvmrt_tensor_set_placement('%s', %s): placement unchanged: %s", t->name,
+                  PLACE_NAMES[placement], uvmrt_status_str(st));
     if (st == UVMRT_OK) { /* the plan assumed the old placement */
         uvmrt__plan_drop(ctx);
     }
@@ -494,7 +545,8 @@ uvmrt_status_t uvmrt_tensor_set_placement(uvmrt_context_t *ctx, uvmrt_tensor_t *
 
 uvmrt_placement_t uvmrt_tensor_placement(const uvmrt_tensor_t *t)
 {
-    return t && t->magic == UVMRT_TENSOR_MAGIC && t->placed_host ? UVMRT_PLACE_HOST : UVMRT_PLACE_AUTO;
+    if (t == NULL || t->magic != UVMRT_TENSOR_MAGIC || !t->placed_host) return UVMRT_PLACE_AUTO;
+    return t->pinned ? UVMRT_PLACE_PINNED : UVMRT_PLACE_HOST;
 }
 
 int uvmrt_tensor_is_host_homed(const uvmrt_tensor_t *t)

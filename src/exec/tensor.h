@@ -37,7 +37,9 @@ struct uvmrt_tensor {
     size_t footprint;    /* size rounded up to its alignment: what residency counts */
     int arena;
     size_t offset;
-    void *ptr;
+    void *ptr;                /* its managed slot: what the executor's ranges name */
+    void *pinned;             /* UVMRT_PLACE_PINNED: its page-locked copy, which
+                               * uvmrt_tensor_ptr returns (tensor.c's; NULL: none) */
     /* uvmrt's own residency accounting (cudaMemGetInfo does not see managed pages);
      * changed by the executor, whose moves they describe */
     int resident;

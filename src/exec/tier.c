@@ -307,11 +307,11 @@ static uvmrt_status_t to_disk(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
                   t->name);
         return UVMRT_ERR_CONFIG;
     }
-    if (!t->placed_host) {
+    if (!t->placed_host || t->pinned != NULL) {
         LOG_ERROR(&ctx->log,
-                  "uvmrt_tensor_set_tier('%s', disk): the tensor is not placed in host memory: expected "
+                  "uvmrt_tensor_set_tier('%s', disk): the tensor is %s: expected "
                   "uvmrt_tensor_set_placement(UVMRT_PLACE_HOST) first",
-                  t->name);
+                  t->name, t->pinned != NULL ? "in page-locked memory (UVMRT_PLACE_PINNED)" : "not placed in host memory");
         return UVMRT_ERR_STATE;
     }
     if (s->modelled) {

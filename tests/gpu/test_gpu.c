@@ -696,8 +696,9 @@ extern int cudaDeviceSynchronize(void);
 
 /* One array per AdamW operand in one host-placed uvmrt tensor (so the kernel reads
  * and writes host memory over the link, as the PyTorch binding's layers do), and the
- * same values in malloc'd copies for uvmrt_adamw_cpu. */
-static void adamw_gpu_against_cpu(int order, int with_scale, size_t offset)
+ * same values in malloc'd copies for uvmrt_adamw_cpu. pinned: the tensor in page-locked
+ * memory of its own (UVMRT_PLACE_PINNED), and back to its managed address after. */
+static void adamw_gpu_against_cpu_in(int order, int with_scale, size_t offset, int pinned)
 {
     uvmrt_context_t *ctx = cuda_ctx_or_skip(UVMRT_POLICY_PREFETCH, 256 * MIB);
     const size_t n = 3 * 65536 + 7; /* a tail the vector kernel leaves to the scalar one */
@@ -706,8 +707,11 @@ static void adamw_gpu_against_cpu(int order, int with_scale, size_t offset)
     uvmrt_tensor_desc_t d = {"adamw", -1, UVMRT_ROLE_OPTIMIZER_STATE, bytes};
     uvmrt_tensor_t *t = NULL;
     cr_assert_eq(uvmrt_tensor_alloc(ctx, &d, &t), UVMRT_OK, "%s", log_text());
-    cr_assert_eq(uvmrt_tensor_set_placement(ctx, t, UVMRT_PLACE_HOST), UVMRT_OK, "%s", log_text());
+    void *managed = uvmrt_tensor_ptr(t);
+    cr_assert_eq(uvmrt_tensor_set_placement(ctx, t, pinned ? UVMRT_PLACE_PINNED : UVMRT_PLACE_HOST), UVMRT_OK,
+                 "%s", log_text());
     float *base = uvmrt_tensor_ptr(t);
+    cr_assert(pinned ? (void *)base != managed : (void *)base == managed);
     float *w = base + offset, *m = w + stride, *v = m + stride, *g = v + stride;
     float *scale = base + 4 * stride;
     uint16_t *half = (uint16_t *)(base + 5 * stride) + offset;
@@ -742,12 +746,28 @@ static void adamw_gpu_against_cpu(int order, int with_scale, size_t offset)
                memcmp(&v[i], &cv[i], 4) != 0 || half[i] != chalf[i];
     cr_expect_eq(bad, 0, "%zu of %zu elements differ between the GPU's and the CPU's AdamW (order %d)", bad, n,
                  order);
+    if (pinned) { /* back at the managed address, with what the kernel wrote */
+        cr_assert_eq(uvmrt_tensor_set_placement(ctx, t, UVMRT_PLACE_AUTO), UVMRT_OK, "%s", log_text());
+        cr_assert_eq(uvmrt_tensor_ptr(t), managed);
+        const float *mw = (const float *)managed + offset;
+        cr_expect_eq(memcmp(mw, cw, n * 4), 0, "the weights did not come back to the managed address");
+    }
     free(cw), free(cm), free(cv), free(cg), free(chalf);
     cr_assert_eq(uvmrt_tensor_free(ctx, t), UVMRT_OK);
     uvmrt_context_destroy(ctx);
+}
+
+static void adamw_gpu_against_cpu(int order, int with_scale, size_t offset)
+{
+    adamw_gpu_against_cpu_in(order, with_scale, offset, 0);
 }
 
 Test(gpu, adamw_gpu_equals_cpu_uvmrt_order, .timeout = 120) { adamw_gpu_against_cpu(UVMRT_ADAMW_ORDER_UVMRT, 0, 0); }
 Test(gpu, adamw_gpu_equals_cpu_torch_order, .timeout = 120) { adamw_gpu_against_cpu(UVMRT_ADAMW_ORDER_TORCH, 0, 0); }
 Test(gpu, adamw_gpu_device_scale_equals_cpu, .timeout = 120) { adamw_gpu_against_cpu(UVMRT_ADAMW_ORDER_TORCH, 1, 0); }
 Test(gpu, adamw_gpu_unaligned_equals_cpu, .timeout = 120) { adamw_gpu_against_cpu(UVMRT_ADAMW_ORDER_TORCH, 0, 1); }
+/* the link's update on state in page-locked memory (UVMRT_PLACE_PINNED) */
+Test(gpu, adamw_gpu_on_pinned_state_equals_cpu, .timeout = 120)
+{
+    adamw_gpu_against_cpu_in(UVMRT_ADAMW_ORDER_TORCH, 0, 0, 1);
+}
