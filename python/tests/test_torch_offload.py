@@ -204,6 +204,55 @@ def test_cpu_layers_are_host_homed():
                 assert lib.uvmrt_tensor_is_host_homed(h) == 1
 
 
+def test_cpu_layers_state_is_page_locked_and_the_views_follow(monkeypatch):
+    """The CPU's layers' tensors are placed UVMRT_PLACE_PINNED (page-locked memory of their
+    own: a new address), and the parameter, its gradient and the optimizer's moments are
+    views of that memory; UVMRT_TORCH_PINNED=0 keeps them in managed memory; the losses
+    are the same either way."""
+    data = models.batches(STEPS)
+    losses = {}
+    for pinned in ("1", "0"):
+        monkeypatch.setenv("UVMRT_TORCH_PINNED", pinned)
+        model, opt = ut.offload(models.make(), torch.optim.AdamW, lr=1e-2, budget="64M", cpu_optimizer=True)
+        losses[pinned] = models.train(model, opt, data)
+        e = ut.engine_of(model)
+        lib = L.lib()
+        want = L.PLACE_PINNED if pinned == "1" else L.PLACE_HOST
+        for l in e.opt_layers():
+            for _, p in l.owned:
+                slot = e.slots[id(p)]
+                for kind, h in slot.handles.items():
+                    assert lib.uvmrt_tensor_placement(h) == want, (slot.fqn, kind)
+                    assert slot.hviews[kind].data_ptr() == lib.uvmrt_tensor_ptr(h), (slot.fqn, kind)
+                assert p.data_ptr() == lib.uvmrt_tensor_ptr(slot.handles["weight"])
+                st = opt.state[p]
+                assert st["exp_avg"].data_ptr() == lib.uvmrt_tensor_ptr(slot.handles["exp_avg"])
+        ut.close(model)
+    assert losses["1"] == losses["0"]
+
+
+def test_page_locked_memory_refused_falls_back_to_managed(monkeypatch, capsys):
+    """Where page-locked memory is refused (a desktop short of it), the state stays in
+    managed memory, with a notice, and training goes on."""
+    from uvmrt._context import Context
+    real = Context.set_placement
+
+    def refuse(self, t, host, pinned=False):
+        if pinned:
+            raise L.UvmrtError("uvmrt_tensor_set_placement", L.ERR_NOMEM)
+        return real(self, t, host)
+    monkeypatch.setattr(Context, "set_placement", refuse)
+    model, opt = ut.offload(models.make(), torch.optim.AdamW, budget="64M", cpu_optimizer=True)
+    models.train(model, opt, models.batches(2))
+    assert "page-locked memory refused" in capsys.readouterr().err
+    e = ut.engine_of(model)
+    assert not e.pinned
+    for l in e.opt_layers():
+        for _, p in l.owned:
+            for h in e.slots[id(p)].handles.values():
+                assert L.lib().uvmrt_tensor_placement(h) == L.PLACE_HOST
+
+
 def test_inference_under_no_grad_runs_as_its_own_step():
     model, opt = ut.offload(models.make(), torch.optim.AdamW, budget="64M")
     models.train(model, opt, models.batches(2))

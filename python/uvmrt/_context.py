@@ -106,9 +106,11 @@ class Context:
     def tensor_ptr(self, t):
         return self._lib.uvmrt_tensor_ptr(t)
 
-    def set_placement(self, t, host):
-        L.check("uvmrt_tensor_set_placement",
-                self._lib.uvmrt_tensor_set_placement(self.handle, t, L.PLACE_HOST if host else L.PLACE_AUTO))
+    def set_placement(self, t, host, pinned=False):
+        """host: kept in host memory (pinned: page-locked memory of its own, at a new
+        address: uvmrt_tensor_ptr again after it); else the policy's."""
+        place = (L.PLACE_PINNED if pinned else L.PLACE_HOST) if host else L.PLACE_AUTO
+        L.check("uvmrt_tensor_set_placement", self._lib.uvmrt_tensor_set_placement(self.handle, t, place))
 
     # ---------------------------------------------------------------- steps
     def step_begin(self):

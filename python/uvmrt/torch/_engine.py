@@ -19,6 +19,7 @@ Calls per training step, all on torch's current stream:
 """
 
 import ctypes
+import os
 import sys
 import threading
 import time
@@ -173,6 +174,8 @@ class Engine:
         self.cpu_stream = None
         self.link_stream = None    # the link layers' updates (uvmrt_adamw_gpu), beside the forward
         self.grad_stream = None    # gradients to host-homed memory, beside the backward
+        # host-homed state in page-locked memory (place); UVMRT_TORCH_PINNED=0: managed
+        self.pinned = os.environ.get("UVMRT_TORCH_PINNED", "1") != "0"
         self.grad_pending = False  # copies queued on grad_stream that torch's stream has not waited for
         self.link_events = {}      # layer -> CUDA event after its last update over the link
         self.link_keep = None      # the clip coefficient the queued link updates read
@@ -240,13 +243,10 @@ class Engine:
                 handles = self.ctx.tensors_alloc(descs)
                 made += handles
                 for (slot, kind), h in zip(order, handles):
-                    ptr = self.ctx.tensor_ptr(h)
                     slot.handles[kind] = h
-                    n, dt = slot.kind_nbytes(kind), slot.kind_dtype(kind)
-                    slot.hviews[kind] = host_view(ptr, n, dt, slot.shape)
-                    slot.views[kind] = device_view(ptr, n, dt, slot.shape, self.device)
                     if kind == "weight16":
-                        self.ctx.set_placement(h, True)
+                        self.place(h, True)  # before the views: pinned, its address is new
+                    self.view(slot, kind)
             with torch.no_grad():
                 for slot in self.slots.values():
                     slot.hviews["weight"].copy_(slot.param.detach().to("cpu"))
@@ -263,6 +263,43 @@ class Engine:
             self.slots.clear()
             self.owner.clear()
             raise
+
+    def place(self, h, host):
+        """A host-homed tensor of the CPU's or the link's updates lives in page-locked
+        memory (UVMRT_PLACE_PINNED: a GPU write into host-resident managed memory holds the
+        work queued after it on every stream, bench/probes/copy_contention.py), unless
+        UVMRT_TORCH_PINNED=0; its views are made again after (rebind)."""
+        if host and self.pinned:
+            try:
+                self.ctx.set_placement(h, True, pinned=True)
+                return
+            except L.UvmrtError as e:  # no page-locked memory to spare: managed, as before
+                self.pinned = False
+                notice(f"host-homed state stays in managed memory: page-locked memory refused ({e})")
+        self.ctx.set_placement(h, host)
+
+    def view(self, slot, kind):
+        """slot's host and device views of kind, at its tensor's address now."""
+        ptr = self.ctx.tensor_ptr(slot.handles[kind])
+        n, dt = slot.kind_nbytes(kind), slot.kind_dtype(kind)
+        slot.hviews[kind] = host_view(ptr, n, dt, slot.shape)
+        slot.views[kind] = device_view(ptr, n, dt, slot.shape, self.device)
+
+    def rebind(self, slot):
+        """After a placement moved slot's tensors: new views, and everything that holds
+        the old ones takes the new (the parameter, its gradient, the optimizer's state)."""
+        old_grad = slot.views.get("grad")
+        for kind in slot.handles:
+            self.view(slot, kind)
+        with torch.no_grad():
+            slot.param.data = slot.views["weight"]
+            if old_grad is not None and slot.param.grad is old_grad:
+                slot.param.grad = slot.views["grad"]
+        st = self.opt.state.get(slot.param) if getattr(self, "opt", None) is not None else None
+        if st is not None:
+            for kind in ("exp_avg", "exp_avg_sq"):
+                if kind in st and kind in slot.views:
+                    st[kind] = slot.views[kind]
 
     def layer_descs(self, l):
         """Layer l's tensors as uvmrt_tensors_alloc takes them: [(name, layer, role, bytes)], and
@@ -918,7 +955,8 @@ class Engine:
                     slot = self.slots[id(p)]
                     for kind, h in slot.handles.items():
                         if kind != "weight16":  # always host-homed
-                            self.ctx.set_placement(h, want)
+                            self.place(h, want)
+                    self.rebind(slot)
                 if want:  # the GPU's updates reach the working copies the CPU keeps from now on
                     if self.device.type == "cuda":
                         torch.cuda.synchronize(self.device)
