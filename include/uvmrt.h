@@ -507,9 +507,9 @@ typedef enum uvmrt_placement {
  * address (valid on the host and the GPU) until it is placed back, when they move back
  * to its managed address: on the H200 a GPU write into host-resident managed memory holds
  * the work queued after it on every stream, a write into page-locked memory does not
- * (bench/probes/copy_contention.py). A tensor never written (or discarded) moves no
- * bytes, so pinning a fresh tensor leaves its managed pages unpopulated. Not on the
- * disk tier. Not allowed inside a step; on failure the tensor is as it was. */
+ * (bench/probes/copy_contention.py). Its managed slot's pages are dropped once the
+ * contents are copied (on CUDA 12, which cannot drop them, they stay on the host). Not
+ * on the disk tier. Not allowed inside a step; on failure the tensor is as it was. */
 uvmrt_status_t uvmrt_tensor_set_placement(uvmrt_context_t *ctx, uvmrt_tensor_t *tensor,
                                           uvmrt_placement_t placement);
 uvmrt_placement_t uvmrt_tensor_placement(const uvmrt_tensor_t *tensor);

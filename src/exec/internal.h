@@ -134,7 +134,7 @@ void uvmrt__be_absorb(uvmrt_context_t *ctx, const char *op, uvmrt_status_t st);
 uvmrt_status_t uvmrt__exec_init(uvmrt_context_t *ctx);
 /* Keeps a tensor in host memory from now on (or gives it back to the policy). */
 uvmrt_status_t uvmrt__exec_place(uvmrt_context_t *ctx, uvmrt_tensor_t *t, int host);
-/* Between steps: t's contents readable and writable by the host now at t->ptr (a live
+/* Between steps: t's contents readable and writable by the host now at t->ptr (a
  * resident tensor moved to the host and waited for; the copy streams' queued work on it
  * done), and t host-homed, not resident, in uvmrt's accounting. On failure its
  * accounting is unchanged. For a placement to page-locked memory (tensor.c). */

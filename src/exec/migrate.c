@@ -51,13 +51,12 @@ uvmrt_status_t uvmrt__exec_host_now(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
 {
     uvmrt_evref_t leaving = 0;
     uvmrt_status_t st = UVMRT_OK;
-    if (t->resident) { /* its pages leave the device: moved, or dropped when dead */
+    if (t->resident) { /* its pages come to the host: moved, never dropped (host writes
+                        * through its pointer are not seen, so "dead" cannot vouch) */
         uvmrt_range_t r = {t->ptr, t->footprint};
         st = uvmrt__ring_wait(ctx, ctx->ev.d2h_stream, t->last_use);
         if (st == UVMRT_OK) st = uvmrt__ring_wait(ctx, ctx->ev.d2h_stream, t->ready);
-        if (st == UVMRT_OK)
-            st = t->dead ? uvmrt__be_discard(ctx, &r, 1, ctx->ev.d2h_stream)
-                         : uvmrt__be_move(ctx, &r, 1, UVMRT_LOC_HOST, ctx->ev.d2h_stream);
+        if (st == UVMRT_OK) st = uvmrt__be_move(ctx, &r, 1, UVMRT_LOC_HOST, ctx->ev.d2h_stream);
         if (st == UVMRT_OK) st = uvmrt__ring_record(ctx, ctx->ev.d2h_stream, &leaving);
     }
     /* the copies queued on it (a prefetch, this move) end before the host reads it */

@@ -149,6 +149,7 @@ class Engine:
         self.slots = {}            # id(param) -> Slot
         self.owner = {}            # id(param) -> Layer
         self.hooks = []
+        self.opt = None            # the OffloadedOptimizer, once offload() made it (rebind)
         self.in_step = False
         self.inference_step = False
         self.opened_by_updates = False  # the open step began with the last step's link updates
@@ -295,7 +296,7 @@ class Engine:
             slot.param.data = slot.views["weight"]
             if old_grad is not None and slot.param.grad is old_grad:
                 slot.param.grad = slot.views["grad"]
-        st = self.opt.state.get(slot.param) if getattr(self, "opt", None) is not None else None
+        st = self.opt.state.get(slot.param) if self.opt is not None else None
         if st is not None:
             for kind in ("exp_avg", "exp_avg_sq"):
                 if kind in st and kind in slot.views:
