@@ -10,7 +10,9 @@ bf16 matmul loop on the compute stream alone and beside a loop of copies of N Mi
 second stream, for each destination: managed memory preferring the host (as uvmrt's
 host-homed tensors), pinned host memory, and device memory; copied, or written (and read)
 by an elementwise kernel, as the link's AdamW kernel reads and writes host-homed state. It prints each case's
-compute time, the copies' rate, and the compute's slowdown. Needs a GPU and the CUDA
+compute time, the copies' rate, and the compute's slowdown; then uvmrt_adamw_gpu over
+pinned state (when the uvmrt package and libuvmrt load) by the number of blocks it may
+take (UVMRT_ADAMW_LINK_BLOCKS): its rate alone and the chain's slowdown beside it. Needs a GPU and the CUDA
 runtime (libcudart) for cudaMallocManaged and cudaMemAdvise (CUDA 12.2+ location form).
 """
 import argparse
@@ -100,7 +102,14 @@ def main():
         t_all = time.perf_counter() - t
         return t_compute, copies * n / t_all / 1e9
 
-    def chain(dst, n_links=60, kernel=False, read=None):
+    def adamw_on(state, stream):
+        """uvmrt_adamw_gpu over the four fp32 arrays of state (pinned: over the link) on stream."""
+        w, m, v, g = (t.data_ptr() for t in state)
+        st = L.lib().uvmrt_adamw_gpu(ctypes.byref(hp), w, m, v, g, state[0].numel(), None, None,
+                                     ctypes.c_void_p(stream.cuda_stream))
+        assert st == 0, st
+
+    def chain(dst, n_links=60, kernel=False, read=None, adamw=None):
         """The backward's pattern: on the compute stream a chain of small kernels per
         'parameter' (a norm, a cast), after each the side stream waits for it and copies a
         gradient of N MiB out; returns the compute stream's time (ms) for the chain."""
@@ -115,7 +124,9 @@ def main():
             if dst is not None:
                 side.wait_stream(torch.cuda.current_stream())
                 with torch.cuda.stream(side):
-                    if read is not None:  # a kernel reads it (into device memory)
+                    if adamw is not None:  # the link's AdamW over state in pinned memory
+                        adamw_on(adamw, side)
+                    elif read is not None:  # a kernel reads it (into device memory)
                         torch.mul(read.view(torch.float32), 1.0, out=device.view(torch.float32))
                     elif kernel:  # an elementwise kernel writes it (x * 1: the same bits)
                         torch.mul(srcf, 1.0, out=dst.view(torch.float32))
@@ -142,6 +153,35 @@ def main():
         chain(dst, kernel=kernel, read=read)
         t = chain(dst, kernel=kernel, read=read)
         print(f"  each link's gradient copied to {name:27s}: {t:8.1f} ms ({t / alone:5.2f}x)")
+
+    # the link's AdamW (uvmrt_adamw_gpu over pinned state, each array N/4 MiB): its rate
+    # alone and the chain beside it, by the number of blocks it may take
+    L = None
+    try:
+        from uvmrt import _lib as L
+        hp = L.AdamW()
+        L.lib().uvmrt_adamw_init(ctypes.byref(hp))
+        hp.step = 1
+    except Exception as e:  # noqa: BLE001 - the probe goes on without it
+        print(f"  (uvmrt_adamw_gpu not measured: {e})")
+    if L is not None:
+        import os
+        state = [torch.ones(n // 16, dtype=torch.float32, pin_memory=True) for _ in range(4)]
+        for blocks in ("1056", "132", "64", "32", "16", "8", "4"):
+            os.environ["UVMRT_ADAMW_LINK_BLOCKS"] = blocks
+            for _ in range(2):
+                torch.cuda.synchronize()
+                t = time.perf_counter()
+                for _ in range(20):
+                    adamw_on(state, torch.cuda.current_stream())
+                torch.cuda.synchronize()
+                dt = (time.perf_counter() - t) / 20
+            rate = state[0].numel() / dt / 1e9
+            chain(device, adamw=state)
+            tc = chain(device, adamw=state)
+            print(f"  link AdamW, {blocks:>4s} blocks: {rate:5.2f} Gparam/s alone "
+                  f"({rate * 28:5.1f} GB/s over the link); chain beside it {tc:6.1f} ms ({tc / alone:5.2f}x)")
+        os.environ.pop("UVMRT_ADAMW_LINK_BLOCKS", None)
 
     case(None)
     base, _ = case(None)

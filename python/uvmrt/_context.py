@@ -106,6 +106,10 @@ class Context:
     def tensor_ptr(self, t):
         return self._lib.uvmrt_tensor_ptr(t)
 
+    def tensor_pinned(self, t):
+        """Whether t lives in page-locked memory of its own (UVMRT_PLACE_PINNED)."""
+        return self._lib.uvmrt_tensor_placement(t) == L.PLACE_PINNED
+
     def set_placement(self, t, host, pinned=False):
         """host: kept in host memory (pinned: page-locked memory of its own, at a new
         address: uvmrt_tensor_ptr again after it); else the policy's."""

@@ -11,6 +11,7 @@
  */
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "adamw_math.h" /* defines: uvmrt__adamw_coef_t, uvmrt__adamw_elem(_torch), uvmrt__f32_to_bf16 */
 
@@ -75,13 +76,48 @@ __global__ void adamw_scalar(float *w, float *m, float *v, const float *g, uint1
 
 bool aligned(const void *p, uintptr_t a) { return p == nullptr || ((uintptr_t)p % a) == 0; }
 
-unsigned grid_for(size_t items, int threads) {
+/* Whether p lives in host memory: mapped pinned memory, or managed memory whose preferred
+ * location is the CPU (a host-homed uvmrt tensor). A failed query: no (and not this
+ * call's error). */
+bool in_host_memory(const void *p) {
+    if (p == nullptr)
+        return false;
+    cudaPointerAttributes a;
+    bool host = false;
+    if (cudaPointerGetAttributes(&a, p) == cudaSuccess) {
+        if (a.type == cudaMemoryTypeHost) {
+            host = true;
+        } else if (a.type == cudaMemoryTypeManaged) {
+            int loc = 0;
+            host = cudaMemRangeGetAttribute(&loc, sizeof loc, cudaMemRangeAttributePreferredLocation, p, 1) ==
+                       cudaSuccess &&
+                   loc == cudaCpuDeviceId;
+        }
+    }
+    cudaGetLastError();
+    return host;
+}
+
+/* How many blocks a pass over host memory may take (UVMRT_ADAMW_LINK_BLOCKS, read at each
+ * call; default 16). A kernel whose loads wait on the link holds its SMs for as long as
+ * they wait: with a full grid, every SM, so that the kernels queued on other streams
+ * (the backward, the next forward) wait behind it (bench/probes/copy_contention.py: a
+ * chain of small kernels 4.1x slower beside a full-grid kernel over pinned memory). A
+ * few blocks keep enough requests in flight to fill the link (each block 16 KiB). */
+unsigned link_blocks(void) {
+    const char *e = getenv("UVMRT_ADAMW_LINK_BLOCKS");
+    char *end = nullptr;
+    long b = e != nullptr ? strtol(e, &end, 10) : 0;
+    return (e != nullptr && end != e && *end == '\0' && b > 0 && b <= 65535) ? (unsigned)b : 16u;
+}
+
+unsigned grid_for(size_t items, int threads, bool remote) {
     int dev = 0, sms = 0;
     if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
         sms = 32;
     cudaGetLastError(); /* an attribute query's failure is not this call's error */
     size_t want = (items + (size_t)threads - 1) / (size_t)threads;
-    size_t cap = (size_t)sms * 8; /* enough requests in flight to fill the link */
+    size_t cap = remote ? (size_t)link_blocks() : (size_t)sms * 8;
     return (unsigned)(want < cap ? (want > 0 ? want : 1) : cap);
 }
 
@@ -90,9 +126,11 @@ cudaError_t launch(const uvmrt__adamw_coef_t &c, float *w, float *m, float *v, c
                    uint16_t *half, const float *scale_dev, cudaStream_t s) {
     const int threads = 256;
     size_t n4 = n / 4, tail = n - n4 * 4;
+    bool remote = in_host_memory(w) || in_host_memory(m) || in_host_memory(v) || in_host_memory(g) ||
+                  in_host_memory(half);
     bool vec = aligned(w, 16) && aligned(m, 16) && aligned(v, 16) && aligned(g, 16) && aligned(half, 8);
     if (vec && n4 > 0) {
-        adamw_vec4<TORCH><<<grid_for(n4, threads), threads, 0, s>>>(
+        adamw_vec4<TORCH><<<grid_for(n4, threads, remote), threads, 0, s>>>(
             (float4 *)w, (float4 *)m, (float4 *)v, (const float4 *)g, (uint2 *)half, n4, c, scale_dev);
         cudaError_t e = cudaGetLastError();
         if (e != cudaSuccess || tail == 0)
@@ -102,7 +140,7 @@ cudaError_t launch(const uvmrt__adamw_coef_t &c, float *w, float *m, float *v, c
                                                    scale_dev);
         return cudaGetLastError();
     }
-    adamw_scalar<TORCH><<<grid_for(n, threads), threads, 0, s>>>(w, m, v, g, half, n, c, scale_dev);
+    adamw_scalar<TORCH><<<grid_for(n, threads, remote), threads, 0, s>>>(w, m, v, g, half, n, c, scale_dev);
     return cudaGetLastError();
 }
 

@@ -79,8 +79,13 @@ class _HalfCopy(torch.autograd.Function):
     @staticmethod
     def forward(ctx, param, src, dtype):
         if src is not None:
-            # a kernel (not a memcpy) reads the host-homed copy over the link in one pass,
-            # so that its pages stay on the host for the CPU's next update
+            if src.device.type == "cpu":
+                # page-locked: a copy engine's DMA, which holds no SMs while it waits on
+                # the link (a kernel reading host memory holds every SM it was given and
+                # the other streams' kernels wait behind it: bench/probes/copy_contention.py)
+                return src.to(param.device, non_blocking=True, copy=True)
+            # managed: a kernel (not a memcpy) reads the host-homed copy over the link in
+            # one pass, so that its pages stay on the host for the CPU's next update
             return torch.mul(src, 1)
         return param.detach().to(dtype)
 
@@ -124,7 +129,11 @@ class HalfWeights:
             self.stream.wait_event(ev)  # the GPU's update over the link first
         with torch.cuda.stream(self.stream):
             for s in slots:
-                torch.mul(s.views["weight16"], 1, out=bufs[id(s)])  # a kernel: the pages stay on the host
+                src = self.source(s)
+                if src.device.type == "cpu":
+                    bufs[id(s)].copy_(src, non_blocking=True)  # page-locked: DMA (see _HalfCopy)
+                else:
+                    torch.mul(src, 1, out=bufs[id(s)])  # managed: a kernel, the pages stay on the host
         done = torch.cuda.Event()
         done.record(self.stream)
         self.ready[layer] = {k: (b, done) for k, b in bufs.items()}
@@ -161,8 +170,15 @@ class HalfWeights:
                 mod, name = slot.half
                 mod._parameters[name] = slot.param
 
+    def source(self, slot):
+        """Where slot's bf16 working copy is read from: its host view when it is page-locked
+        (copied by DMA), its device view when it is managed memory (read by a kernel)."""
+        pinned = self.engine.ctx.tensor_pinned(slot.handles["weight16"])
+        return slot.hviews["weight16"] if pinned else slot.views["weight16"]
+
     def copy(self, layer, slot, dtype):
-        src = slot.views.get("weight16") if (layer.cpu_opt and dtype is torch.bfloat16) else None
+        src = self.source(slot) if (layer.cpu_opt and dtype is torch.bfloat16 and "weight16" in slot.views) \
+            else None
         got = self.ready.get(layer, {}).pop(id(slot), None) if src is not None else None
         if got is not None:  # fetched ahead: wait for its copy, then a device-to-device one
             buf, ev = got
