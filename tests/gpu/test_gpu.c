@@ -771,3 +771,14 @@ Test(gpu, adamw_gpu_on_pinned_state_equals_cpu, .timeout = 120)
 {
     adamw_gpu_against_cpu_in(UVMRT_ADAMW_ORDER_TORCH, 0, 0, 1);
 }
+
+/* Over host memory the kernel takes UVMRT_ADAMW_LINK_BLOCKS blocks: one block strides over
+ * every element, and the bits are the CPU's still. */
+Test(gpu, adamw_gpu_on_pinned_state_in_one_block_equals_cpu, .timeout = 120)
+{
+    cr_assert_eq(setenv("UVMRT_ADAMW_LINK_BLOCKS", "1", 1), 0);
+    adamw_gpu_against_cpu_in(UVMRT_ADAMW_ORDER_TORCH, 1, 0, 1);
+    cr_assert_eq(setenv("UVMRT_ADAMW_LINK_BLOCKS", "3", 1), 0);
+    adamw_gpu_against_cpu_in(UVMRT_ADAMW_ORDER_UVMRT, 0, 1, 0);
+    unsetenv("UVMRT_ADAMW_LINK_BLOCKS");
+}
