@@ -119,6 +119,7 @@ tensor spill_file tier.c
 tensor host_valid tier.c
 tensor file_valid tier.c
 tensor wb tier.c
+tensor rd tier.c
 layer stats stats.c
 layer host_measured_ns tensor.c
 layer host_done tensor.c

@@ -230,6 +230,7 @@ static void train(int tier, int block_uring, float *losses)
         cr_assert_eq(uvmrt_step_stats_get(n->ctx, 2, &ss), UVMRT_OK);
         cr_assert_eq(ss.spill_read_bytes, reads);
         cr_assert_eq(ss.spill_write_bytes, writes);
+        cr_assert_leq(n->ctx->tier.read_ahead, sum.spill_read_bytes);
         uvmrt_layer_stats_t ls = UVMRT_STRUCT_INIT(uvmrt_layer_stats_t);
         cr_assert_eq(uvmrt_layer_stats_get(n->ctx, 1, UVMRT_PHASE_OPTIMIZER, &ls), UVMRT_OK);
         cr_assert_eq(ls.spill_write_bytes, STEPS * (tier == 1 ? 2 : 3) * fp);
@@ -274,6 +275,53 @@ static void train(int tier, int block_uring, float *losses)
     free(n);
     if (tier) cr_assert_eq(entries(spill_dir), 0, "the spill directory is removed at destroy");
 }
+
+/* The moments on the disk tier, on both engines (io_uring, then the thread pool): run
+ * gets a fresh model and the losses without the tier. */
+typedef void (*engine_run_t)(mlp_t *n, int blocked, const float *base, const void *arg);
+static void each_engine(engine_run_t run, const void *arg)
+{
+    make_dir();
+    float base[STEPS];
+    train(0, 0, base);
+    for (int blocked = 0; blocked < 2; blocked++) {
+        seam.block_uring = blocked;
+        mlp_t *n = mlp_create(1, spill_dir);
+        run(n, blocked, base, arg);
+        uvmrt_context_destroy(n->ctx);
+        free(n);
+    }
+    rmdir(spill_dir);
+}
+
+/* In a step that follows the record, the record's next call's disk tensors are read
+ * while the current call works: here the first optimizer call's moments start reading at
+ * the backward call before it (nothing else is held then, once the last step's
+ * write-backs are done: waited for between steps, so that the count does not depend on
+ * the disk's speed), and later moments when the window has room. The losses stay those
+ * without the tier, and every byte is still counted at the call that uses it. */
+static void reads_ahead(mlp_t *n, int blocked, const float *base, const void *arg)
+{
+    (void)arg;
+    uint64_t fp = footprint_of(H * H * 4), before = 0;
+    for (int s = 0; s < STEPS; s++) {
+        uvmrt_status_t st;
+        float loss = mlp_step(n, (uint64_t)s + 1, &st);
+        cr_assert_eq(st, UVMRT_OK, "%s", log_text());
+        cr_assert(memcmp(&loss, &base[s], sizeof loss) == 0, "engine %d step %d", blocked, s);
+        cr_assert_eq(uvmrt__tier_poll(n->ctx, 1), UVMRT_OK);
+        uint64_t ahead = n->ctx->tier.read_ahead - before;
+        before = n->ctx->tier.read_ahead;
+        if (s == 0) cr_assert_eq(ahead, 0, "the recorded step has no record to read ahead by");
+        if (s >= 2)
+            cr_assert_geq(ahead, 2 * fp, "engine %d step %d: %llu bytes read ahead", blocked, s,
+                          (unsigned long long)ahead);
+        uvmrt_step_stats_t ss = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
+        cr_assert_eq(uvmrt_step_stats_get(n->ctx, (uint64_t)s, &ss), UVMRT_OK);
+        cr_assert_eq(ss.spill_read_bytes, 2 * L * fp, "every moment counted once, at its call");
+    }
+}
+Test(tier, a_planned_step_reads_the_next_calls_disk_tensors_ahead) { each_engine(reads_ahead, NULL); }
 
 Test(tier, mlp_losses_bitwise_equal_with_the_moments_and_weights_on_disk)
 {
@@ -375,37 +423,38 @@ Test(tier, kth_write_back_fails_for_every_k) { fail_sweep(1); }
  * its layer, the file and the cause, the contents stay in host memory, and once the
  * writes succeed again the run reads its files back: the losses of every step are those
  * without the tier, bit for bit. full(n, on) fills the disk, on = 0 frees it again. */
+typedef struct fill {
+    void (*full)(mlp_t *n, int on);
+    const char *cause;
+} fill_t;
+
+static void fills_mid_run(mlp_t *n, int blocked, const float *base, const void *arg)
+{
+    const fill_t *f = arg;
+    io_failures = 0;
+    io_cause = f->cause;
+    log_reset();
+    for (int s = 0; s < STEPS; s++) {
+        if (s == 1) f->full(n, 1); /* after step 1's reads and write-backs */
+        if (s == 3) f->full(n, 0);
+        uvmrt_status_t st;
+        float loss = mlp_step(n, (uint64_t)s + 1, &st);
+        cr_assert_eq(st, UVMRT_OK, "engine %d step %d: %s", blocked, s, log_text());
+        cr_assert(memcmp(&loss, &base[s], sizeof loss) == 0, "engine %d step %d: %.9g vs %.9g", blocked, s, loss,
+                  base[s]);
+    }
+    cr_assert_eq(retried(uvmrt__tier_poll(n->ctx, 1), "the last write-backs"), UVMRT_OK);
+    cr_assert_geq(io_failures, 2, "engine %d: the write-backs of both full steps failed (%d)", blocked, io_failures);
+    uvmrt_step_stats_t ss = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
+    cr_assert_eq(uvmrt_step_stats_get(n->ctx, STEPS - 1, &ss), UVMRT_OK);
+    cr_assert_eq(ss.spill_read_bytes, 2 * L * footprint_of(H * H * 4), "the last step read every moment back");
+    io_cause = NULL;
+}
+
 static void fill_mid_run(void (*full)(mlp_t *n, int on), const char *cause)
 {
-    make_dir();
-    float base[STEPS];
-    train(0, 0, base);
-    for (int blocked = 0; blocked < 2; blocked++) {
-        seam.block_uring = blocked;
-        mlp_t *n = mlp_create(1, spill_dir);
-        io_failures = 0;
-        io_cause = cause;
-        log_reset();
-        for (int s = 0; s < STEPS; s++) {
-            if (s == 1) full(n, 1); /* after step 1's reads and write-backs */
-            if (s == 3) full(n, 0);
-            uvmrt_status_t st;
-            float loss = mlp_step(n, (uint64_t)s + 1, &st);
-            cr_assert_eq(st, UVMRT_OK, "engine %d step %d: %s", blocked, s, log_text());
-            cr_assert(memcmp(&loss, &base[s], sizeof loss) == 0, "engine %d step %d: %.9g vs %.9g", blocked, s, loss,
-                      base[s]);
-        }
-        cr_assert_eq(retried(uvmrt__tier_poll(n->ctx, 1), "the last write-backs"), UVMRT_OK);
-        cr_assert_geq(io_failures, 2, "engine %d: the write-backs of both full steps failed (%d)", blocked,
-                      io_failures);
-        uvmrt_step_stats_t ss = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
-        cr_assert_eq(uvmrt_step_stats_get(n->ctx, STEPS - 1, &ss), UVMRT_OK);
-        cr_assert_eq(ss.spill_read_bytes, 2 * L * footprint_of(H * H * 4), "the last step read every moment back");
-        uvmrt_context_destroy(n->ctx);
-        free(n);
-        io_cause = NULL;
-    }
-    rmdir(spill_dir);
+    fill_t f = {full, cause};
+    each_engine(fills_mid_run, &f);
 }
 
 /* Through the seam: every write from the first on gives ENOSPC, as a full filesystem does. */

@@ -4,7 +4,7 @@
  * only through tensor.c's functions, with three documented exceptions: a
  * tensor's residency fields (dead .. last_use; resident itself only through
  * uvmrt__tensor_set_resident) are the executor's (exec.h: migrate.c, policy.c,
- * step.c), its disk-tier fields (on_disk .. wb) tier.c's, and a layer's stats
+ * step.c), its disk-tier fields (on_disk .. rd) tier.c's, and a layer's stats
  * stats.c's (uvmrt__stat_add). tests/check-ownership.sh checks each field.
  */
 #ifndef UVMRT_TENSOR_H
@@ -57,6 +57,7 @@ struct uvmrt_tensor {
     int host_valid;           /* its host memory holds the contents */
     int file_valid;           /* its file holds the contents */
     struct uvmrt_spill_req *wb; /* its write-back in flight, or NULL */
+    struct uvmrt_spill_req *rd; /* its read ahead of its next use in flight, or NULL */
 };
 
 typedef struct uvmrt_layer {

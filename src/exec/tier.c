@@ -5,7 +5,9 @@
  *   file_valid  the file holds them (a write-back completed, or no use wrote since)
  *   host_valid  the host memory holds them (read back, or not yet dropped)
  * At least one is always true: the host copy is dropped only after the file holds
- * the contents, and a failed write leaves the host copy in place.
+ * the contents, and a failed write leaves the host copy in place. A read ahead of use
+ * (rd) fills the host memory of a tensor that is not host_valid; it becomes host_valid
+ * only when a call that uses it has waited for the read.
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
@@ -177,6 +179,77 @@ static uvmrt_status_t make_room(uvmrt_context_t *ctx, uint64_t reads)
 }
 
 /* ------------------------------------------------------------------ layer calls */
+static void read_failed(uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, const uvmrt_tensor_t *t)
+{
+    char lab[300];
+    label_of(ctx, t, lab, sizeof lab);
+    LOG_ERROR(&ctx->log, "layer '%s' %s: reading '%s' from the disk tier failed; its file is unchanged",
+              ctx->tensors.layers[layer].name, uvmrt_phase_name(phase), lab);
+}
+
+/* Waits for t's read ahead, if any (its tensor is leaving the tier or the context):
+ * a success makes the host copy valid; a failure leaves it invalid (the file holds the
+ * contents) and is the caller's to report when it needs the contents. */
+static uvmrt_status_t finish_read(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
+{
+    if (t->rd == NULL) return UVMRT_OK;
+    uvmrt_status_t st = uvmrt__spill_wait(ctx->tier.sp, t->rd);
+    t->rd = NULL;
+    if (st == UVMRT_OK) set_host_valid(ctx, t, 1);
+    return st;
+}
+
+/* In a step that follows its record, call i (being opened: layer, phase and the staged
+ * uses [first, first + n) of cur) is the record's call i, so
+ * the record's call i + 1 (the next step's first after the last) comes next: its disk
+ * tensors start reading now, beside call i's work, so that their call finds them read
+ * (disk time off the critical path). Only what fits in the window beside the copies
+ * held now, without waiting for any write-back; a read that cannot start is left to
+ * its call (a debug line), one that fails is reported by its call. */
+static int is_record_call(const uvmrt_context_t *ctx, size_t i, int layer, uvmrt_phase_t phase, size_t first,
+                          size_t n)
+{
+    const uvmrt_sequence_t *rec = &ctx->sched.record, *q = &ctx->sched.cur;
+    if (i >= rec->n_calls) return 0;
+    const uvmrt_call_t *r = &rec->calls[i];
+    if (r->layer != layer || r->phase != phase || r->n_uses != n) return 0;
+    for (size_t k = 0; k < n; k++)
+        if (rec->use_tensor[r->use_first + k] != q->use_tensor[first + k] ||
+            rec->use_access[r->use_first + k] != q->use_access[first + k])
+            return 0;
+    return 1;
+}
+
+static void read_ahead(uvmrt_context_t *ctx, size_t i, int layer, uvmrt_phase_t phase, size_t first, size_t n)
+{
+    const uvmrt_sequence_t *rec = &ctx->sched.record;
+    if (ctx->tier.modelled || !gives_back(ctx) || ctx->cfg.policy != UVMRT_POLICY_PREFETCH ||
+        !ctx->sched.have_record || ctx->sched.deviated || !is_record_call(ctx, i, layer, phase, first, n))
+        return;
+    const uvmrt_call_t *next = &rec->calls[i + 1 < rec->n_calls ? i + 1 : 0];
+    uint64_t held = 0;
+    for (int id = 0; id < ctx->tensors.n; id++) {
+        const uvmrt_tensor_t *t = ctx->tensors.by_id[id];
+        if (t != NULL && t->magic == UVMRT_TENSOR_MAGIC && t->on_disk && (t->host_valid || t->rd != NULL))
+            held += t->footprint;
+    }
+    for (size_t k = 0; k < next->n_uses; k++) {
+        int id = rec->use_tensor[next->use_first + k];
+        uvmrt_tensor_t *t = id < ctx->tensors.n ? ctx->tensors.by_id[id] : NULL;
+        if (t == NULL || t->magic != UVMRT_TENSOR_MAGIC || !t->on_disk || t->host_valid || t->rd != NULL ||
+            t->wb != NULL)
+            continue;
+        if (held + t->footprint > ctx->tier.window) return; /* its call reads it */
+        if (uvmrt__spill_submit(ctx->tier.sp, t->spill_file, 0, t->ptr, t->footprint, &t->rd) != UVMRT_OK) {
+            t->rd = NULL;
+            LOG_DEBUG(&ctx->log, "tensor '%s': its read ahead did not start; its call reads it", t->name);
+            return;
+        }
+        held += t->footprint;
+        ctx->tier.read_ahead += t->footprint;
+    }
+}
+
 uvmrt_status_t uvmrt__tier_before_call(uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, size_t first, size_t n)
 {
     if (ctx->tier.n_disk == 0) return UVMRT_OK;
@@ -196,6 +269,19 @@ uvmrt_status_t uvmrt__tier_before_call(uvmrt_context_t *ctx, int layer, uvmrt_ph
         return UVMRT_ERR_NOMEM;
     }
     uint64_t bytes = 0, reads = 0;
+    for (size_t k = 0; k < n; k++) { /* read ahead: waited for, a failure as a read's here */
+        uvmrt_tensor_t *t = ctx->tensors.by_id[q->use_tensor[first + k]];
+        if (t->rd == NULL) continue;
+        uvmrt_status_t r = uvmrt__spill_wait(ctx->tier.sp, t->rd);
+        t->rd = NULL;
+        if (r == UVMRT_OK) {
+            set_host_valid(ctx, t, 1);
+            bytes += t->footprint;
+        } else {
+            read_failed(ctx, layer, phase, t);
+            st = UVMRT_ERR_IO;
+        }
+    }
     for (size_t k = 0; k < n; k++) {
         uvmrt_tensor_t *t = ctx->tensors.by_id[q->use_tensor[first + k]];
         if (!t->on_disk || t->host_valid) continue;
@@ -223,10 +309,7 @@ uvmrt_status_t uvmrt__tier_before_call(uvmrt_context_t *ctx, int layer, uvmrt_ph
             set_host_valid(ctx, t, 1);
             bytes += t->footprint;
         } else {
-            char lab[300];
-            label_of(ctx, t, lab, sizeof lab);
-            LOG_ERROR(&ctx->log, "layer '%s' %s: reading '%s' from the disk tier failed; its file is unchanged",
-                      ctx->tensors.layers[layer].name, uvmrt_phase_name(phase), lab);
+            read_failed(ctx, layer, phase, t);
             st = UVMRT_ERR_IO;
         }
     }
@@ -234,6 +317,7 @@ uvmrt_status_t uvmrt__tier_before_call(uvmrt_context_t *ctx, int layer, uvmrt_ph
     free(to_read);
     ctx->tier.read_pending += bytes; /* also a read before a begin that failed: it happened */
     if (bytes > 0) uvmrt__stat_add(ctx, layer, phase, STAT_SPILL_READ, bytes);
+    if (st == UVMRT_OK) read_ahead(ctx, q->n_calls, layer, phase, first, n);
     return st;
 }
 
@@ -359,6 +443,7 @@ static uvmrt_status_t to_memory(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
         return UVMRT_ERR_BUDGET;
     }
     if (t->wb != NULL) (void)finish_write(ctx, t); /* a failure keeps the host copy: all we need */
+    (void)finish_read(ctx, t); /* a failure: read below, as if it had not been read ahead */
     if (!t->host_valid && !s->modelled) {
         uvmrt_status_t st = uvmrt__spill_transfer(s->sp, t->spill_file, 0, t->ptr, t->footprint);
         if (st != UVMRT_OK) return st;
@@ -410,6 +495,7 @@ void uvmrt__tier_forget(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
         (void)uvmrt__spill_wait(ctx->tier.sp, t->wb); /* its contents die with it */
         t->wb = NULL;
     }
+    (void)finish_read(ctx, t); /* its buffer is about to go */
     if (!ctx->tier.modelled) uvmrt__spill_file_remove(ctx->tier.sp, t->spill_file);
     if (!t->host_valid) ctx->tier.off_host -= t->footprint; /* it leaves with its bytes */
     t->on_disk = 0;
@@ -420,6 +506,10 @@ void uvmrt__tier_forget(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
 void uvmrt__tier_close(uvmrt_context_t *ctx)
 {
     if (ctx->tier.sp != NULL) (void)uvmrt__tier_poll(ctx, 1);
+    for (int id = 0; ctx->tier.sp != NULL && id < ctx->tensors.n; id++) {
+        uvmrt_tensor_t *t = ctx->tensors.by_id[id];
+        if (t != NULL && t->magic == UVMRT_TENSOR_MAGIC && t->rd != NULL) (void)finish_read(ctx, t);
+    }
     uvmrt__spill_close(ctx->tier.sp);
     free(ctx->tier.writing);
     memset(&ctx->tier, 0, sizeof ctx->tier); /* modelled too: nothing is left to model */

@@ -27,6 +27,7 @@ typedef struct uvmrt_tier_state {
     uint64_t window;
     uint64_t off_host;     /* footprints of the tier's tensors whose host copy is dropped now */
     uint64_t read_pending; /* bytes read for the open call, for its model of the work (touch) */
+    uint64_t read_ahead;   /* bytes read ahead of their call, since the context began (tests) */
     /* a rehearsal's model context (uvmrt__tier_model): its tensors go on the tier without
      * files, their bytes counted and modelled as if they moved, their contents kept */
     int modelled;
@@ -34,7 +35,10 @@ typedef struct uvmrt_tier_state {
 
 /* Before layer call c opens (step.c, staged uses [first, first + n)): every disk tensor
  * it uses is in host memory once this returns UVMRT_OK (read back, the call's reads in
- * flight together), its bytes counted to (layer, phase). UVMRT_ERR_IO (logged with the
+ * flight together, or read ahead: waited for), its bytes counted to (layer, phase). In
+ * a step that follows its record, the disk tensors of the record's next call (the next
+ * step's first after the last) are then read ahead, in flight beside this call's work,
+ * when they fit in the window beside the copies held now. UVMRT_ERR_IO (logged with the
  * tensor, its layer and the file) when a read failed: the file is as it was, the call
  * is not opened. A write-back that failed surfaces here or at step end (its host copy
  * is kept, so nothing is lost). */
