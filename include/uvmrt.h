@@ -1182,8 +1182,9 @@ uvmrt_status_t uvmrt_adamw_cpu(const uvmrt_adamw_t *hp, float *w, float *m, floa
  * arrays must be device-accessible: device memory, managed memory (a host-homed uvmrt
  * tensor is read and written over the link in one pass, each element crossing once each
  * way: the GPU's update of state that lives in host memory) or mapped pinned memory.
- * Over host memory the kernels take few blocks (UVMRT_ADAMW_LINK_BLOCKS, default 16, read
- * at each call), so that the kernels of other streams are not held behind their loads.
+ * Over host memory the kernels take few blocks (UVMRT_ADAMW_LINK_BLOCKS, default an eighth
+ * of the SMs, 4 to 16; read at each call), so that the kernels of other streams are not
+ * held behind their loads.
  * grad_scale_dev, when not NULL, is a device-accessible float that replaces
  * hp->grad_scale (a clip coefficient computed on the GPU, read without a
  * synchronisation); it must hold its value until the kernels ran. n 0: nothing happens.

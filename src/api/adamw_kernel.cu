@@ -99,16 +99,20 @@ bool in_host_memory(const void *p) {
 }
 
 /* How many blocks a pass over host memory may take (UVMRT_ADAMW_LINK_BLOCKS, read at each
- * call; default 16). A kernel whose loads wait on the link holds its SMs for as long as
- * they wait: with a full grid, every SM, so that the kernels queued on other streams
- * (the backward, the next forward) wait behind it (bench/probes/copy_contention.py: a
- * chain of small kernels 4.1x slower beside a full-grid kernel over pinned memory). A
- * few blocks keep enough requests in flight to fill the link (each block 16 KiB). */
-unsigned link_blocks(void) {
+ * call; default an eighth of the SMs, 4 to 16: 16 on the H200). A kernel whose loads
+ * wait on the link holds its SMs for as long as they wait: with a full grid, every SM,
+ * so that the kernels queued on other streams (the backward, the next forward) wait
+ * behind it (bench/probes/copy_contention.py: a chain of small kernels 4.57x slower
+ * beside the full grid, 1.49x beside 16 blocks, which still move 2.97 Gparam/s against
+ * the full grid's 2.61). Each block keeps 16 KiB in flight: 4 fill a PCIe 4 link. */
+unsigned link_blocks(int sms) {
     const char *e = getenv("UVMRT_ADAMW_LINK_BLOCKS");
     char *end = nullptr;
     long b = e != nullptr ? strtol(e, &end, 10) : 0;
-    return (e != nullptr && end != e && *end == '\0' && b > 0 && b <= 65535) ? (unsigned)b : 16u;
+    if (e != nullptr && end != e && *end == '\0' && b > 0 && b <= 65535)
+        return (unsigned)b;
+    int d = sms / 8;
+    return (unsigned)(d < 4 ? 4 : d > 16 ? 16 : d);
 }
 
 unsigned grid_for(size_t items, int threads, bool remote) {
@@ -117,7 +121,7 @@ unsigned grid_for(size_t items, int threads, bool remote) {
         sms = 32;
     cudaGetLastError(); /* an attribute query's failure is not this call's error */
     size_t want = (items + (size_t)threads - 1) / (size_t)threads;
-    size_t cap = remote ? (size_t)link_blocks() : (size_t)sms * 8;
+    size_t cap = remote ? (size_t)link_blocks(sms) : (size_t)sms * 8;
     return (unsigned)(want < cap ? (want > 0 ? want : 1) : cap);
 }
 
