@@ -199,13 +199,8 @@ static uvmrt_status_t finish_read(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
     return st;
 }
 
-/* In a step that follows its record, call i (being opened: layer, phase and the staged
- * uses [first, first + n) of cur) is the record's call i, so
- * the record's call i + 1 (the next step's first after the last) comes next: its disk
- * tensors start reading now, beside call i's work, so that their call finds them read
- * (disk time off the critical path). Only what fits in the window beside the copies
- * held now, without waiting for any write-back; a read that cannot start is left to
- * its call (a debug line), one that fails is reported by its call. */
+/* Whether the call being opened (layer, phase and the staged uses [first, first + n)
+ * of cur) is the record's call i. */
 static int is_record_call(const uvmrt_context_t *ctx, size_t i, int layer, uvmrt_phase_t phase, size_t first,
                           size_t n)
 {
@@ -220,6 +215,12 @@ static int is_record_call(const uvmrt_context_t *ctx, size_t i, int layer, uvmrt
     return 1;
 }
 
+/* In a step that follows its record, the call being opened is the record's call i, so
+ * the record's call i + 1 (the next step's first after the last) comes next: its disk
+ * tensors start reading now, beside call i's work, so that their call finds them read
+ * (disk time off the critical path). Only what fits in the window beside the copies
+ * held now, without waiting for any write-back; a read that cannot start is left to
+ * its call (a debug line), one that fails is reported by its call. */
 static void read_ahead(uvmrt_context_t *ctx, size_t i, int layer, uvmrt_phase_t phase, size_t first, size_t n)
 {
     const uvmrt_sequence_t *rec = &ctx->sched.record;
@@ -269,6 +270,7 @@ uvmrt_status_t uvmrt__tier_before_call(uvmrt_context_t *ctx, int layer, uvmrt_ph
         return UVMRT_ERR_NOMEM;
     }
     uint64_t bytes = 0, reads = 0;
+    int ahead_failed = 0;
     for (size_t k = 0; k < n; k++) { /* read ahead: waited for, a failure as a read's here */
         uvmrt_tensor_t *t = ctx->tensors.by_id[q->use_tensor[first + k]];
         if (t->rd == NULL) continue;
@@ -280,9 +282,10 @@ uvmrt_status_t uvmrt__tier_before_call(uvmrt_context_t *ctx, int layer, uvmrt_ph
         } else {
             read_failed(ctx, layer, phase, t);
             st = UVMRT_ERR_IO;
+            ahead_failed = 1;
         }
     }
-    for (size_t k = 0; k < n; k++) {
+    for (size_t k = 0; k < n && !ahead_failed; k++) { /* a failed read ahead fails the call: no more reads */
         uvmrt_tensor_t *t = ctx->tensors.by_id[q->use_tensor[first + k]];
         if (!t->on_disk || t->host_valid) continue;
         int dup = 0; /* a tensor named twice in one call is read once */
