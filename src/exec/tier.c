@@ -269,7 +269,18 @@ uvmrt_status_t uvmrt__tier_before_call(uvmrt_context_t *ctx, int layer, uvmrt_ph
         free(to_read);
         return UVMRT_ERR_NOMEM;
     }
-    uint64_t bytes = 0, reads = 0;
+    uint64_t bytes = 0, reads = 0, ahead = 0;
+    for (size_t k = 0; k < n; k++) {
+        uvmrt_tensor_t *t = ctx->tensors.by_id[q->use_tensor[first + k]];
+        if (!t->on_disk || t->host_valid) continue;
+        int dup = 0; /* a tensor named twice in one call is read once */
+        for (size_t j = 0; j < k; j++) dup |= q->use_tensor[first + j] == t->id;
+        if (dup) continue;
+        if (t->rd != NULL) ahead += t->footprint; /* read ahead: waited for below */
+        else to_read[k] = 1, reads += t->footprint;
+    }
+    /* the copies read ahead count in the window as the reads do */
+    if (make_room(ctx, reads + ahead) != UVMRT_OK) st = UVMRT_ERR_IO;
     int ahead_failed = 0;
     for (size_t k = 0; k < n; k++) { /* read ahead: waited for, a failure as a read's here */
         uvmrt_tensor_t *t = ctx->tensors.by_id[q->use_tensor[first + k]];
@@ -285,15 +296,7 @@ uvmrt_status_t uvmrt__tier_before_call(uvmrt_context_t *ctx, int layer, uvmrt_ph
             ahead_failed = 1;
         }
     }
-    for (size_t k = 0; k < n && !ahead_failed; k++) { /* a failed read ahead fails the call: no more reads */
-        uvmrt_tensor_t *t = ctx->tensors.by_id[q->use_tensor[first + k]];
-        if (!t->on_disk || t->host_valid) continue;
-        int dup = 0; /* a tensor named twice in one call is read once */
-        for (size_t j = 0; j < k; j++) dup |= q->use_tensor[first + j] == t->id;
-        to_read[k] = (uint8_t)!dup;
-        reads += dup ? 0 : t->footprint;
-    }
-    if (make_room(ctx, reads) != UVMRT_OK) st = UVMRT_ERR_IO;
+    if (ahead_failed) memset(to_read, 0, n ? n : 1); /* the call fails: no more reads */
     for (size_t k = 0; k < n; k++) {
         if (!to_read[k]) continue;
         uvmrt_tensor_t *t = ctx->tensors.by_id[q->use_tensor[first + k]];
