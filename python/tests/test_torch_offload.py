@@ -11,7 +11,7 @@ import torch
 
 import uvmrt.torch as ut
 from uvmrt import _lib as L
-from uvmrt.torch._engine import host_view
+from uvmrt.torch._engine import RESPLIT_GAIN, host_view
 
 import models
 
@@ -506,6 +506,17 @@ def test_link_optimizer_is_checked_and_its_share_spreads_over_the_layers():
     e.link_possible = lambda: True
     e.rate_cpu, e.rate_link = 2e9, 3e9
     assert abs(e.link_share() - 0.6) < 1e-9
+    # a review splits again only when that saves more than RESPLIT_GAIN of the step
+    n = 10**9
+    e.host_homed_params = lambda: n
+    at = lambda s: max(s * n / 3e9, (1 - s) * n / 2e9) * 1e9  # noqa: E731
+    gain = at(0.5) - at(0.6)
+    assert gain > 0
+    assert e.resplit_worth(0.5, 0.6, gain / (2 * RESPLIT_GAIN))
+    assert not e.resplit_worth(0.5, 0.6, 2 * gain / RESPLIT_GAIN)
+    assert not e.resplit_worth(0.6, 0.5, 1.0)  # a worse split never
+    e.rate_link = None
+    assert e.resplit_worth(0.5, 0.6, 1e12)  # nothing measured: as before
 
 
 def test_offloaded_checkpoint_inputs_give_the_same_losses():

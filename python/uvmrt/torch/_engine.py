@@ -37,6 +37,11 @@ _SIM_GPU_STREAM = ctypes.c_char(0)
 _SIM_CPU_STREAM = ctypes.c_char(0)
 _SIM_LINK_STREAM = ctypes.c_char(0)
 REVIEW_AFTER = 3  # planned steps after a choice before uvmrt_choice_review
+# a review splits the host-homed updates between the CPU and the link again only when the
+# new split saves more than this share of the measured step: a new split records a step
+# again (4-5 s for GPT-2 d48 at 8 GiB, bench/README.md session 30), and the two rates,
+# measured beside each other, move by 20-30% between reviews (CPU 3.54 then 2.74 Gparam/s)
+RESPLIT_GAIN = 0.03
 
 
 def fmt_bytes(n):
@@ -822,6 +827,9 @@ class Engine:
                     for i, v in enumerate(best):
                         choice.values[i] = v
                 self.reviews = 2
+            if not changed and old_share is not None and abs(self.share - old_share) > 0.02 and \
+                    not self.resplit_worth(old_share, self.share, choice.measured_step_ns):
+                self.share = old_share  # the step it would save is within the rates' spread
             if not changed and old_share is not None and abs(self.share - old_share) > 0.02:
                 changed = True  # the same values, another split of the host-homed layers
                 notice(f"the link's share of the host-homed updates: {old_share:.2f} -> {self.share:.2f} "
@@ -881,6 +889,23 @@ class Engine:
         if cpu <= 0 or link <= 0:
             return 0.0
         return link / (link + cpu)
+
+    def resplit_worth(self, old, new, step_ns):
+        """Whether splitting the host-homed layers' updates at share new instead of old saves
+        more than RESPLIT_GAIN of a step of step_ns, with the rates measured: the updates
+        take max(link share / link rate, CPU share / CPU rate) of the host-homed parameters."""
+        if not (self.rate_cpu and self.rate_link) or step_ns <= 0:
+            return True  # nothing measured to weigh it with
+        n = self.host_homed_params()
+
+        def ns(s):
+            return max(s * n / self.rate_link, (1.0 - s) * n / self.rate_cpu) * 1e9
+
+        return ns(old) - ns(new) > RESPLIT_GAIN * step_ns
+
+    def host_homed_params(self):
+        """Parameters of the layers whose state lives in host memory (the CPU's and the link's)."""
+        return sum(self.layer_params(l) for l in self.layers if l.cpu_opt)
 
     def link_possible(self):
         """The GPU can update host-homed layers over the link: a CUDA device, AdamW the CPU
