@@ -534,6 +534,7 @@ uvmrt_status_t uvmrt_layer_begin(uvmrt_context_t *ctx, const uvmrt_layer_call_t 
     c->resident_bytes = ctx->res.bytes; /* for the trace's resident-bytes track */
     s->n_calls++;
     ctx->sched.open_call = (int)i;
+    uvmrt__tier_read_ahead(ctx, i); /* the record's next call's disk tensors, beside this one's work */
     if (ctx->sched.deviated && !deviated)
         LOG_INFO(&ctx->log, "step %llu left the recorded sequence at call %zu (layer '%s' %s): running like "
                             "demand, re-recording",

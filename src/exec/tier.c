@@ -199,33 +199,18 @@ static uvmrt_status_t finish_read(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
     return st;
 }
 
-/* Whether the call being opened (layer, phase and the staged uses [first, first + n)
- * of cur) is the record's call i. */
-static int is_record_call(const uvmrt_context_t *ctx, size_t i, int layer, uvmrt_phase_t phase, size_t first,
-                          size_t n)
-{
-    const uvmrt_sequence_t *rec = &ctx->sched.record, *q = &ctx->sched.cur;
-    if (i >= rec->n_calls) return 0;
-    const uvmrt_call_t *r = &rec->calls[i];
-    if (r->layer != layer || r->phase != phase || r->n_uses != n) return 0;
-    for (size_t k = 0; k < n; k++)
-        if (rec->use_tensor[r->use_first + k] != q->use_tensor[first + k] ||
-            rec->use_access[r->use_first + k] != q->use_access[first + k])
-            return 0;
-    return 1;
-}
-
-/* In a step that follows its record, the call being opened is the record's call i, so
- * the record's call i + 1 (the next step's first after the last) comes next: its disk
+/* Call i has opened in a step that has not left its record (step.c's match), so the
+ * record's call i + 1 (the next step's first after the last) comes next: its disk
  * tensors start reading now, beside call i's work, so that their call finds them read
  * (disk time off the critical path). Only what fits in the window beside the copies
  * held now, without waiting for any write-back; a read that cannot start is left to
  * its call (a debug line), one that fails is reported by its call. */
-static void read_ahead(uvmrt_context_t *ctx, size_t i, int layer, uvmrt_phase_t phase, size_t first, size_t n)
+void uvmrt__tier_read_ahead(uvmrt_context_t *ctx, size_t i)
 {
     const uvmrt_sequence_t *rec = &ctx->sched.record;
-    if (ctx->tier.modelled || !gives_back(ctx) || ctx->cfg.policy != UVMRT_POLICY_PREFETCH ||
-        !ctx->sched.have_record || ctx->sched.deviated || !is_record_call(ctx, i, layer, phase, first, n))
+    if (ctx->tier.n_disk == 0 || ctx->tier.modelled || !gives_back(ctx) ||
+        ctx->cfg.policy != UVMRT_POLICY_PREFETCH || !ctx->sched.have_record || ctx->sched.deviated ||
+        i >= rec->n_calls)
         return;
     const uvmrt_call_t *next = &rec->calls[i + 1 < rec->n_calls ? i + 1 : 0];
     uint64_t held = 0;
@@ -323,7 +308,6 @@ uvmrt_status_t uvmrt__tier_before_call(uvmrt_context_t *ctx, int layer, uvmrt_ph
     free(to_read);
     ctx->tier.read_pending += bytes; /* also a read before a begin that failed: it happened */
     if (bytes > 0) uvmrt__stat_add(ctx, layer, phase, STAT_SPILL_READ, bytes);
-    if (st == UVMRT_OK) read_ahead(ctx, q->n_calls, layer, phase, first, n);
     return st;
 }
 

@@ -35,14 +35,17 @@ typedef struct uvmrt_tier_state {
 
 /* Before layer call c opens (step.c, staged uses [first, first + n)): every disk tensor
  * it uses is in host memory once this returns UVMRT_OK (read back, the call's reads in
- * flight together, or read ahead: waited for), its bytes counted to (layer, phase). In
- * a step that follows its record, the disk tensors of the record's next call (the next
- * step's first after the last) are then read ahead, in flight beside this call's work,
- * when they fit in the window beside the copies held now. UVMRT_ERR_IO (logged with the
+ * flight together, or read ahead: waited for), its bytes counted to (layer, phase).
+ * UVMRT_ERR_IO (logged with the
  * tensor, its layer and the file) when a read failed: the file is as it was, the call
  * is not opened. A write-back that failed surfaces here or at step end (its host copy
  * is kept, so nothing is lost). */
 uvmrt_status_t uvmrt__tier_before_call(uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, size_t first, size_t n);
+/* After call i opened (step.c), in a step that has not left its record: the disk
+ * tensors of the record's next call (the next step's first after the last) are read
+ * ahead, in flight beside call i's work, when they fit in the window beside the copies
+ * held now. Cannot fail: a read that does not start is left to its call. */
+void uvmrt__tier_read_ahead(uvmrt_context_t *ctx, size_t i);
 /* After layer call c's work (step.c, before it closes): waits for its stream, starts
  * the write-back of the disk tensors it wrote (the host copy stays until the write
  * completed) and drops the host copy of those it only read. Retried calls do not
