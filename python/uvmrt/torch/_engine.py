@@ -827,14 +827,14 @@ class Engine:
                     for i, v in enumerate(best):
                         choice.values[i] = v
                 self.reviews = 2
-            if not changed and old_share is not None and abs(self.share - old_share) > 0.02 and \
-                    not self.resplit_worth(old_share, self.share, choice.measured_step_ns):
-                self.share = old_share  # the step it would save is within the rates' spread
             if not changed and old_share is not None and abs(self.share - old_share) > 0.02:
-                changed = True  # the same values, another split of the host-homed layers
-                notice(f"the link's share of the host-homed updates: {old_share:.2f} -> {self.share:.2f} "
-                       f"(measured: CPU {(self.rate_cpu or 0) / 1e9:.2f}, link {(self.rate_link or 0) / 1e9:.2f} "
-                       f"Gparam/s)")
+                if not self.resplit_worth(old_share, self.share, choice.measured_step_ns):
+                    self.share = old_share  # the step it would save is within the rates' spread
+                else:
+                    changed = True  # the same values, another split of the host-homed layers
+                    notice(f"the link's share of the host-homed updates: {old_share:.2f} -> {self.share:.2f} "
+                           f"(measured: CPU {(self.rate_cpu or 0) / 1e9:.2f}, link "
+                           f"{(self.rate_link or 0) / 1e9:.2f} Gparam/s)")
             self.choice = choice
             if changed:
                 notice(f"the review chose again: {self.describe(choice.values)} "
