@@ -466,14 +466,30 @@ const char *uvmrt_tensor_name(const uvmrt_tensor_t *t) { return t ? t->name : NU
 int uvmrt_tensor_layer(const uvmrt_tensor_t *t) { return t ? t->layer : -1; }
 uvmrt_role_t uvmrt_tensor_role(const uvmrt_tensor_t *t) { return t ? t->role : UVMRT_ROLE_WORKSPACE; }
 int uvmrt_tensor_is_resident(const uvmrt_tensor_t *t) { return t && t->magic == UVMRT_TENSOR_MAGIC && t->resident; }
+/* The managed slot's pages brought to (or made on) the host in one stream-ordered
+ * prefetch before the CPU copies out of or into it. Without it the copy faults each
+ * 4 KiB page in on its own: a discarded slot, 2.47 M CPU faults and about 90 s for
+ * 9.4 GB (session 30, the binding's 16 GiB row unpinning 19 layers' state); a slot
+ * never touched, 340 s to pin uvmrt-gpt's 44 CPU layers (session 31). */
+static uvmrt_status_t slot_to_host(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
+{
+    uvmrt_range_t r = {t->ptr, t->footprint};
+    uvmrt_status_t st = uvmrt__ring_wait(ctx, ctx->ev.d2h_stream, t->last_use);
+    if (st == UVMRT_OK) st = uvmrt__be_move(ctx, &r, 1, UVMRT_LOC_HOST, ctx->ev.d2h_stream);
+    if (st == UVMRT_OK) st = uvmrt__be_stream_sync(ctx, ctx->ev.d2h_stream);
+    return st;
+}
+
 /* To page-locked memory of its own (UVMRT_PLACE_PINNED): allocated first, then the
- * contents made host-readable and copied, the address switched, and the managed slot's
- * pages dropped (discard: on CUDA 12, which cannot, they go to the host and stay; a
- * failure there is counted, the tensor is pinned all the same). */
+ * contents made host-readable (a resident tensor moved out as any host-homing moves it,
+ * another's slot brought over in bulk) and copied, the address switched, and the
+ * managed slot's pages dropped (discard: on CUDA 12, which cannot, they go to the host
+ * and stay; a failure there is counted, the tensor is pinned all the same). */
 static uvmrt_status_t pin(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
 {
     void *p = NULL;
-    uvmrt_status_t st = uvmrt__be_host_alloc(ctx, t->footprint, &p);
+    uvmrt_status_t st = t->resident ? UVMRT_OK : slot_to_host(ctx, t);
+    if (st == UVMRT_OK) st = uvmrt__be_host_alloc(ctx, t->footprint, &p);
     if (st == UVMRT_OK) st = uvmrt__exec_host_now(ctx, t);
     if (st != UVMRT_OK) {
         if (p != NULL) uvmrt__be_host_free(ctx, p, t->footprint);
@@ -490,14 +506,10 @@ static uvmrt_status_t pin(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
 /* From page-locked memory back to its managed address, placed host or auto: the
  * slot's pages brought to the host in bulk (its discard undone by a prefetch, stream
  * ordered after it), the contents copied back, then the placement; on failure still
- * pinned. Without the prefetch the copy would fault each 4 KiB page of the discarded
- * slot in on its own: 2.47 M CPU faults and about 90 s for 9.4 GB (session 30, the
- * binding's 16 GiB row moving 19 layers' state off the host). */
+ * pinned. */
 static uvmrt_status_t unpin(uvmrt_context_t *ctx, uvmrt_tensor_t *t, int host)
 {
-    uvmrt_range_t r = {t->ptr, t->footprint};
-    uvmrt_status_t sync = uvmrt__be_move(ctx, &r, 1, UVMRT_LOC_HOST, ctx->ev.d2h_stream);
-    if (sync == UVMRT_OK) sync = uvmrt__be_stream_sync(ctx, ctx->ev.d2h_stream);
+    uvmrt_status_t sync = slot_to_host(ctx, t);
     if (sync != UVMRT_OK) return sync;
     memcpy(t->ptr, t->pinned, t->size);
     uvmrt_status_t st = host ? uvmrt__exec_place(ctx, t, 1) : UVMRT_OK;
