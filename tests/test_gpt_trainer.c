@@ -1126,9 +1126,11 @@ static int recorded_access(json_t *rec, int layer, const char *phase, const char
     return -1;
 }
 
-/* A CPU block's backward makes its gradient in the GPU's gdev and streams it to its
- * host-homed g once (written, never read: the matmuls do not write it over the link
- * and the grad norm does not read it back); a GPU block's writes its g in place. */
+/* A CPU block's backward makes its gradient in one of the GPU's two gdev buffers (block
+ * l's is gdev{l % 2}: one is copied to the host while the next block writes the other)
+ * and copies it to its host-homed g once (written, never read: the matmuls do not write
+ * it over the link and the grad norm does not read it back); a GPU block's writes its g
+ * in place and uses neither buffer. */
 Test(gpt_trainer, a_cpu_block_streams_its_gradient_to_the_host_once) {
     scratch();
     char rec[512], cmd[2048];
@@ -1145,16 +1147,20 @@ Test(gpt_trainer, a_cpu_block_streams_its_gradient_to_the_host_once) {
     json_t *r = json_file(rec);
     /* layers: embed, block0..block3, head; the CPU's: block2, block3, head */
     for (int l = 3; l <= 4; l++) {
-        char g[16];
+        char g[16], mine[8], other[8];
         snprintf(g, sizeof g, "g_%d", l);
-        cr_expect_eq(recorded_access(r, l, "backward", "gdev"), (int)UVMRT_USE_WRITE, "layer %d", l);
+        snprintf(mine, sizeof mine, "gdev%d", l % 2);
+        snprintf(other, sizeof other, "gdev%d", (l + 1) % 2);
+        cr_expect_eq(recorded_access(r, l, "backward", mine), (int)UVMRT_USE_WRITE, "layer %d", l);
+        cr_expect_eq(recorded_access(r, l, "backward", other), -1, "layer %d uses %s", l, other);
         cr_expect_eq(recorded_access(r, l, "backward", g), (int)(UVMRT_USE_WRITE | UVMRT_USE_STREAM),
                      "CPU layer %d's backward: %s", l, g);
     }
     for (int l = 1; l <= 2; l++) {
         char g[16];
         snprintf(g, sizeof g, "g_%d", l);
-        cr_expect_eq(recorded_access(r, l, "backward", "gdev"), -1, "GPU layer %d uses gdev", l);
+        cr_expect_eq(recorded_access(r, l, "backward", "gdev0"), -1, "GPU layer %d uses gdev0", l);
+        cr_expect_eq(recorded_access(r, l, "backward", "gdev1"), -1, "GPU layer %d uses gdev1", l);
         cr_expect_eq(recorded_access(r, l, "backward", g), (int)UVMRT_USE_WRITE, "GPU layer %d", l);
     }
     json_decref(r);

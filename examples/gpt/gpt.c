@@ -259,14 +259,16 @@ static double block_work_flops(const gpt_run_t *run, int backward) {
  * with the block's output the last residual 8. Backward: to bf16 6 twice, the fp32 bias
  * sums 4 twice, GELU 24, its bias sum 8, the two LayerNorms 20 each (with their weight
  * sums), attention 20 (delta, dq, dk, dv), the qkv bias sum 6; then the gradient's sum
- * of squares and, for a CPU block, its copy out of gdev (4 bytes per parameter each). */
+ * of squares (4 bytes per parameter; a CPU block's copy out of gdev is a DMA on a stream
+ * of its own, not the block's work). */
 static uint64_t block_forward_bytes(const gpt_run_t *run, int with_out) {
     return (uint64_t)run->model.N * run->model.C * (with_out ? 82 : 74);
 }
 
 static uint64_t block_backward_bytes(const gpt_run_t *run, int l, int recompute) {
     uint64_t nc = (uint64_t)run->model.N * run->model.C, params = run->model.lp[l].n;
-    return 118 * nc + 4 * params * (on_cpu(run, l) ? 2 : 1) +
+    (void)l;
+    return 118 * nc + 4 * params +
            (recompute ? block_forward_bytes(run, 0) : 0);
 }
 
@@ -443,10 +445,14 @@ static void block_backward(gpt_run_t *run, int l) {
         use_add(&u, ws[k], RW);
     /* A CPU block's g lives in host memory. Its matmuls would write it over the link
      * from their epilogues (slowly) and the grad norm would read it back: the block
-     * makes its gradient in gdev on the GPU and streams it to g once, at the end. */
+     * makes its gradient in gdev on the GPU and copies it to g (page-locked) once, at the
+     * end, by DMA on a stream of its own, beside the next block's backward: two gdev
+     * buffers take turns (block l uses l % 2), so a block waits only for the copy of the
+     * block two before it. */
     int to_host = on_cpu(run, l); /* gdev exists: the run has blocks (has_gdev) */
+    uvmrt_tensor_t *gdev = run->model.gdev[l % 2];
     if (to_host)
-        use_add(&u, run->model.gdev, W);
+        use_add(&u, gdev, W);
     use_add(&u, p->g, to_host ? W | S : W);
     use_add(&u, run->model.gnorm, RW);
     double flops = block_work_flops(run, 1) + (recompute ? block_work_flops(run, 0) : 0.0);
@@ -455,7 +461,9 @@ static void block_backward(gpt_run_t *run, int l) {
         int N = run->model.N, C = run->model.C;
         uvmrt_stream_t s = run->uv.stream;
         const uint16_t *wh = b16(p->wh);
-        float *g = f32(to_host ? run->model.gdev : p->g), *dres = f32(run->model.dres),
+        if (to_host) /* block l + 2's gradient has left this buffer */
+            gcheck(run, gpt_gpu_side_wait(run->gpu, l % 2), l);
+        float *g = f32(to_host ? gdev : p->g), *dres = f32(run->model.dres),
               *cs = f32(run->model.colsum);
         uint16_t *dbf = b16(run->model.dbf), *d4 = b16(run->model.d4), *dln = b16(run->model.dln);
         uint16_t *dqkv = b16(run->model.dqkv);
@@ -499,8 +507,8 @@ static void block_backward(gpt_run_t *run, int l) {
                gpt_sumsq_launch(g, p->n,
                                 (double *)ptr(run->model.gnorm) + (size_t)l * GPT_SUMSQ_BLOCKS, s),
                "grad norm", l);
-        if (to_host)
-            kcheck(run, gpt_copy_f32_launch(f32(p->g), g, p->n, s), "gradient to the host", l);
+        if (to_host) /* by DMA beside the next block's backward (the optimizer waits for it) */
+            gcheck(run, gpt_gpu_side_copy(run->gpu, f32(p->g), g, p->n * sizeof(float), l % 2), l);
     } else if (run->ref) {
         gpt_simref_block_backward(run, l, recompute);
     }
@@ -775,6 +783,8 @@ void gpt_step_calls(gpt_run_t *run, int s, double lr) {
     for (int l = run->model.L; l >= 1; l--)
         block_backward(run, l);
     embed_backward(run);
+    if (run->set.compute) /* the CPU blocks' gradients are on the host before anyone reads them */
+        gcheck(run, gpt_gpu_side_wait(run->gpu, -1), -1);
     mlp_adamw_coef_t cd = adamw_coef(lr, ADAM_WD, run->adam_t + 1);
     mlp_adamw_coef_t cn = adamw_coef(lr, 0.0, run->adam_t + 1);
     if (s == run->set.first && opt->dump_grads && gpt_computes(run)) {

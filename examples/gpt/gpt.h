@@ -84,8 +84,10 @@ typedef struct gpt_model {
     uvmrt_tensor_t *colsum;   /* 2 * colsum scratch of 4C columns */
     uvmrt_tensor_t *logits;   /* (CHUNK_ROWS, Vp) bf16 */
     uvmrt_tensor_t *gnorm;    /* (nl, GPT_SUMSQ_BLOCKS) double partials, then float clip */
-    uvmrt_tensor_t *gdev;     /* a block's fp32 gradient on the GPU, for a CPU block (NULL
-                               * without blocks): see block_backward */
+    uvmrt_tensor_t *gdev[2];  /* a block's fp32 gradient on the GPU, for a CPU block (NULL
+                               * without blocks), one per slot (block l uses l % 2): while
+                               * one is copied to the host, the next block writes the
+                               * other; see block_backward */
     block_acts_t shared_acts; /* the recomputing blocks' (recompute > 0) */
     int chunk;                /* classifier rows per chunk */
     uint64_t managed_bytes;

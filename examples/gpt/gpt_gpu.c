@@ -26,6 +26,9 @@ struct gpt_gpu {
     cudaStream_t cpu_stream; /* nothing runs on it: it names the CPU optimizer's calls */
     cublasHandle_t cublas;
     void *workspace;
+    cudaStream_t side;         /* gpt_gpu_side_copy's copies */
+    cudaEvent_t ready[2];      /* per slot: the stream's work before the copy */
+    cudaEvent_t copied[2];     /* per slot: the copy done */
 };
 
 int gpt_gpu_built(void) { return 1; }
@@ -70,7 +73,13 @@ gpt_gpu_t *gpt_gpu_open(char *err, size_t errlen) {
         (why = cublas_text(cublasSetStream(g->cublas, g->stream), "cublasSetStream")) ||
         (why = cuda_text(cudaMalloc(&g->workspace, CUBLAS_WORKSPACE_BYTES), "cudaMalloc")) ||
         (why = cublas_text(cublasSetWorkspace(g->cublas, g->workspace, CUBLAS_WORKSPACE_BYTES),
-                           "cublasSetWorkspace"))) {
+                           "cublasSetWorkspace")) ||
+        (why = cuda_text(cudaStreamCreateWithFlags(&g->side, cudaStreamNonBlocking),
+                         "cudaStreamCreateWithFlags")) ||
+        (why = cuda_text(cudaEventCreateWithFlags(&g->ready[0], cudaEventDisableTiming), "cudaEventCreate")) ||
+        (why = cuda_text(cudaEventCreateWithFlags(&g->ready[1], cudaEventDisableTiming), "cudaEventCreate")) ||
+        (why = cuda_text(cudaEventCreateWithFlags(&g->copied[0], cudaEventDisableTiming), "cudaEventCreate")) ||
+        (why = cuda_text(cudaEventCreateWithFlags(&g->copied[1], cudaEventDisableTiming), "cudaEventCreate"))) {
         snprintf(err, errlen, "%s", why);
         gpt_gpu_close(g);
         return NULL;
@@ -89,6 +98,14 @@ void gpt_gpu_close(gpt_gpu_t *g) {
         cudaStreamDestroy(g->stream);
     if (g->cpu_stream)
         cudaStreamDestroy(g->cpu_stream);
+    if (g->side)
+        cudaStreamDestroy(g->side);
+    for (int s = 0; s < 2; s++) {
+        if (g->ready[s])
+            cudaEventDestroy(g->ready[s]);
+        if (g->copied[s])
+            cudaEventDestroy(g->copied[s]);
+    }
     free(g);
 }
 
@@ -141,6 +158,26 @@ const char *gpt_mm_dweight(gpt_gpu_t *g, float *dw, const uint16_t *dout, const 
 const char *gpt_gpu_copy(gpt_gpu_t *g, void *dst, const void *src, size_t bytes) {
     return cuda_text(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, g->stream),
                      "cudaMemcpyAsync");
+}
+
+const char *gpt_gpu_side_copy(gpt_gpu_t *g, void *dst, const void *src, size_t bytes, int slot) {
+    const char *why;
+    if ((why = cuda_text(cudaEventRecord(g->ready[slot], g->stream), "cudaEventRecord")) ||
+        (why = cuda_text(cudaStreamWaitEvent(g->side, g->ready[slot], 0), "cudaStreamWaitEvent")) ||
+        (why = cuda_text(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, g->side), "cudaMemcpyAsync")))
+        return why;
+    return cuda_text(cudaEventRecord(g->copied[slot], g->side), "cudaEventRecord");
+}
+
+const char *gpt_gpu_side_wait(gpt_gpu_t *g, int slot) {
+    for (int s = 0; s < 2; s++) {
+        if (slot >= 0 && s != slot)
+            continue;
+        const char *why = cuda_text(cudaStreamWaitEvent(g->stream, g->copied[s], 0), "cudaStreamWaitEvent");
+        if (why)
+            return why;
+    }
+    return NULL;
 }
 
 const char *gpt_gpu_sync(gpt_gpu_t *g) {
@@ -198,6 +235,11 @@ const char *gpt_gpu_copy(gpt_gpu_t *g, void *dst, const void *src, size_t bytes)
     (void)g, (void)dst, (void)src, (void)bytes;
     return NO_GPU;
 }
+const char *gpt_gpu_side_copy(gpt_gpu_t *g, void *dst, const void *src, size_t bytes, int slot) {
+    (void)g, (void)dst, (void)src, (void)bytes, (void)slot;
+    return NO_GPU;
+}
+const char *gpt_gpu_side_wait(gpt_gpu_t *g, int slot) { (void)g, (void)slot; return NO_GPU; }
 const char *gpt_gpu_sync(gpt_gpu_t *g) { (void)g; return NO_GPU; }
 void *gpt_gpu_host_alloc(size_t bytes) { (void)bytes; return NULL; }
 void gpt_gpu_host_free(void *p) { (void)p; }

@@ -49,6 +49,14 @@ const char *gpt_mm_dweight(gpt_gpu_t *g, float *dw, const uint16_t *dout, const 
 
 /* Asynchronous copy on the stream (host memory should be pinned). */
 const char *gpt_gpu_copy(gpt_gpu_t *g, void *dst, const void *src, size_t bytes);
+/* A copy off the stream, for a CPU block's gradient into its page-locked host memory
+ * (the copy engine's DMA: the stream's next kernels run beside it). Slot 0 or 1 names
+ * the source buffer: the copy starts once the stream's work so far is done, and
+ * gpt_gpu_side_wait(g, slot) makes the stream's later work wait for it (before the
+ * buffer is written again); slot -1 waits for both (before the CPU reads what they
+ * copied). */
+const char *gpt_gpu_side_copy(gpt_gpu_t *g, void *dst, const void *src, size_t bytes, int slot);
+const char *gpt_gpu_side_wait(gpt_gpu_t *g, int slot);
 /* Waits for the stream. */
 const char *gpt_gpu_sync(gpt_gpu_t *g);
 /* Pinned, mapped host memory (the GPU writes losses and norms into it); NULL on failure. */

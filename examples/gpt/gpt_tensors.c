@@ -51,7 +51,7 @@ static size_t layer_nparams(const gpt_run_t *run, int layer, size_t *n_decay) {
     return n;
 }
 
-#define MAX_DESCS 20
+#define MAX_DESCS 24
 
 typedef struct desc_set {
     uvmrt_tensor_desc_t d[MAX_DESCS];
@@ -132,7 +132,8 @@ static void workspace_descs(const gpt_run_t *run, desc_set_t *s) {
              "gnorm");
     if (has_gdev(run)) {
         size_t nd;
-        desc_add(s, -1, UVMRT_ROLE_WORKSPACE, layer_nparams(run, 1, &nd) * 4, "gdev");
+        desc_add(s, -1, UVMRT_ROLE_WORKSPACE, layer_nparams(run, 1, &nd) * 4, "gdev0");
+        desc_add(s, -1, UVMRT_ROLE_WORKSPACE, layer_nparams(run, 1, &nd) * 4, "gdev1");
     }
     if (run->set.recompute > 0)
         block_acts_descs(run, s, -1, 0);
@@ -207,8 +208,10 @@ void gpt_net_alloc(gpt_run_t *run) {
     m->dres = t[0], m->dbf = t[1], m->d4 = t[2], m->dln = t[3], m->dqkv = t[4];
     m->delta = t[5], m->colsum = t[6], m->logits = t[7], m->gnorm = t[8];
     size_t next = 9;
-    if (has_gdev(run))
-        run->model.gdev = t[next++];
+    if (has_gdev(run)) {
+        run->model.gdev[0] = t[next++];
+        run->model.gdev[1] = t[next++];
+    }
     if (run->set.recompute > 0) {
         acts_from(&run->model.shared_acts, t + next);
         for (int l = 1; l <= run->set.recompute; l++)
@@ -221,13 +224,27 @@ void gpt_net_alloc(gpt_run_t *run) {
 /* ----------------------------------------------------------------------------
  * a changed choice, between steps: where AdamW runs, which blocks recompute */
 
-/* The CPU's layers' data lives on the host (the GPU writes g there); a GPU layer's is
- * moved by the policy. */
+/* The CPU's layers' data lives on the host (the GPU writes g there), in page-locked
+ * memory of its own (UVMRT_PLACE_PINNED): the GPU then reaches it by DMA (the gradient's
+ * copy) that holds no SMs, where a copy into host-resident managed memory holds the
+ * kernels of every stream (bench/probes/copy_contention.py); where no page-locked
+ * memory is to be had, managed memory placed on the host, with a notice. A GPU layer's
+ * is moved by the policy. */
 static void placement_set(gpt_run_t *run, int l, uvmrt_placement_t where) {
+    static int refused;
     uvmrt_tensor_t *h[4] = {run->model.lp[l].w, run->model.lp[l].m, run->model.lp[l].v,
                             run->model.lp[l].g};
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < 4; k++) {
+        if (where == UVMRT_PLACE_HOST && !refused) {
+            uvmrt_status_t st = uvmrt_tensor_set_placement(run->uv.ctx, h[k], UVMRT_PLACE_PINNED);
+            if (st == UVMRT_OK)
+                continue;
+            refused = 1;
+            fprintf(stderr, "uvmrt-gpt: the CPU layers' state stays in managed memory: page-locked memory "
+                            "refused (%s)\n", uvmrt_status_str(st));
+        }
         UV_CHECK(run, uvmrt_tensor_set_placement(run->uv.ctx, h[k], where));
+    }
 }
 
 static void acts_free(gpt_run_t *run, block_acts_t *a) {
