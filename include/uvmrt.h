@@ -45,6 +45,7 @@
  *         uvmrt_tensor_role          UVMRT_ROLE_WORKSPACE
  *         uvmrt_tensor_placement     UVMRT_PLACE_AUTO
  *         uvmrt_tensor_tier          UVMRT_TIER_MEMORY
+ *         uvmrt_context_has_disk_tier                          0
  *    5. Names return a static string, never NULL (not to be freed; "?",
  *       "unknown status" or "UVMRT_UNKNOWN" for a value outside the enum):
  *       uvmrt_status_str, uvmrt_status_name, uvmrt_policy_name, uvmrt_backend_name,
@@ -526,10 +527,11 @@ typedef enum uvmrt_tier {
  * when a layer call that uses it begins and written back when the call ends (after
  * the call's stream; CPU work on it must be done by uvmrt_layer_end), on CPU threads
  * (io_uring, or a pool of pread/pwrite threads where io_uring is blocked; O_DIRECT,
- * or buffered where the filesystem refuses it; the choice is logged at info). On sim
- * its host pages are given back between uses (a read of them outside its calls gives
- * zeros); on cuda the managed pages stay, so no host memory is saved there yet. Where
- * they go back, the host budget counts the tier's tensors (at allocation and in the
+ * or buffered where the filesystem refuses it; the choice is logged at info). Once a
+ * write-back has completed its host pages are given back (discarded: on sim, and on
+ * cuda from CUDA 13; a read of them outside its calls gives indeterminate values); on
+ * CUDA 12, which cannot discard, the managed pages stay and no host memory is saved.
+ * Where they go back, the host budget counts the tier's tensors (at allocation and in the
  * plan) as the copies it holds at once: the two largest layers' tier bytes, a window
  * that uvmrt_layer_begin keeps by waiting for the oldest write-backs (so allocate a
  * layer at a time and put its state on the tier before the next). In a rehearsal
@@ -550,6 +552,11 @@ typedef enum uvmrt_tier {
  * nothing is lost. */
 uvmrt_status_t uvmrt_tensor_set_tier(uvmrt_context_t *ctx, uvmrt_tensor_t *tensor, uvmrt_tier_t tier);
 uvmrt_tier_t uvmrt_tensor_tier(const uvmrt_tensor_t *tensor);
+/* 1 when the context has a disk tier (a spill directory: UVMRT_SPILL_DIR or
+ * params.spill_dir, not "none"; for a rehearsal's model context, when the context it
+ * models has one), so that uvmrt_tensor_set_tier(UVMRT_TIER_DISK) can be asked; 0
+ * otherwise (also for NULL). */
+int uvmrt_context_has_disk_tier(const uvmrt_context_t *ctx);
 
 /* Declares that the trainer can recompute the tensor (an activation its forward writes
  * and its backward reads) instead of keeping it, at `flops` of GPU work (for an

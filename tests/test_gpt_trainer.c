@@ -1100,6 +1100,62 @@ Test(gpt_trainer, cpu_layers_are_declared_and_host_placed) {
     scratch_done();
 }
 
+/* --spill-dir: the CPU layers' AdamW moments live on the disk tier, read back for their
+ * update and written after it: the losses equal those of a run without the tier bit
+ * for bit, the CPU layers' optimizer calls (block2 and the head of 4 layers)
+ * read and write their moments, the GPU layers' none, and the tier's files are gone
+ * when the run ends. */
+Test(gpt_trainer, moments_on_the_disk_tier_change_no_loss) {
+    scratch();
+    char spill[300], rep[512];
+    snprintf(spill, sizeof spill, "%s/spill", dir);
+    snprintf(rep, sizeof rep, "%s/rep.json", dir);
+    cr_assert_eq(mkdir(spill, 0700), 0);
+    int st = gpt(TINY " --profile h200 --steps 4 --budget 160M --text %s --cpu-layers 2 --recompute 0 "
+                      "--loss-log %s/plain.txt",
+                 GPT_CORPUS_PATH, dir);
+    cr_assert_eq(st, 0, "%s", out);
+    st = gpt(TINY " --profile h200 --steps 4 --budget 160M --text %s --cpu-layers 2 --recompute 0 "
+                  "--loss-log %s/tier.txt --spill-dir %s --report json:%s",
+             GPT_CORPUS_PATH, dir, spill, rep);
+    cr_assert_eq(st, 0, "%s", out);
+    char path[512];
+    snprintf(path, sizeof path, "%s/plain.txt", dir);
+    char *plain = file_slurp(path);
+    snprintf(path, sizeof path, "%s/tier.txt", dir);
+    char *tier = file_slurp(path);
+    cr_assert(plain != NULL && tier != NULL && strstr(plain, "null") == NULL, "%s", out);
+    cr_expect_str_eq(tier, plain, "the disk tier changed the losses");
+    free(plain);
+    free(tier);
+    json_t *r = json_file(rep);
+    long long C = 64;
+    for (int l = 2; l < 4; l++) {
+        long long n = l < 3 ? 12 * C * C + 13 * C : 2 * C; /* a block's parameters; the head's */
+        cr_expect_geq(optimizer_field(r, l, "spill_write_bytes"), 4 * 8 * n, "layer %d: moments not written", l);
+        cr_expect_geq(optimizer_field(r, l, "spill_read_bytes"), 3 * 8 * n, "layer %d: moments not read", l);
+    }
+    for (int l = 0; l < 2; l++)
+        cr_expect_eq(optimizer_field(r, l, "spill_read_bytes") + optimizer_field(r, l, "spill_write_bytes"), 0,
+                     "GPU layer %d used the tier", l);
+    json_decref(r);
+    /* a checkpoint saves the moments from their files and a resume puts them back: a
+     * run stopped after step 2 and resumed gives the same losses */
+    st = gpt(TINY " --profile h200 --steps 4 --budget 160M --text %s --cpu-layers 2 --recompute 0 --stop-at 2 "
+                  "--checkpoint %s/ck --checkpoint-every 2 --loss-log %s/a.txt --spill-dir %s",
+             GPT_CORPUS_PATH, dir, dir, spill);
+    cr_assert_eq(st, 0, "%s", out);
+    st = gpt(TINY " --profile h200 --steps 4 --budget 160M --text %s --cpu-layers 2 --recompute 0 --resume "
+                  "--checkpoint %s/ck --loss-log %s/b.txt --spill-dir %s",
+             GPT_CORPUS_PATH, dir, dir, spill);
+    cr_assert_eq(st, 0, "%s", out);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "cat %s/a.txt %s/b.txt | cmp -s - %s/plain.txt", dir, dir, dir);
+    cr_expect_eq(system(cmd), 0, "stopped and resumed with the tier, the losses differ");
+    cr_expect_eq(rmdir(spill), 0, "the tier's files are left in %s", spill);
+    scratch_done();
+}
+
 /* The access a recorded call declares for the tensor named name (-1: not used). */
 static int recorded_access(json_t *rec, int layer, const char *phase, const char *name) {
     json_t *tensors = json_object_get(rec, "tensors"), *calls = json_object_get(rec, "calls");

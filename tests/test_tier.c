@@ -373,10 +373,12 @@ static void fail_sweep(int write)
     rmdir(spill_dir);
 }
 
-/* Every backend call the disk tier adds (the stream sync before a write-back) and the
+/* Every backend call the disk tier adds (the stream sync before a write-back, the
+ * discard that gives a written tensor's host pages back and the sync after it) and the
  * others of the same steps fail once, for every k: the call fails and changes nothing,
- * made again it succeeds, and the losses are those of a run without failures. */
-Test(tier, kth_backend_call_fails_for_every_k_with_the_tier_on)
+ * made again it succeeds, or the tier keeps the host copy (counted); the losses are
+ * those of a run without failures. */
+static void tier_backend_sweep(int op)
 {
     make_dir();
     float base[STEPS];
@@ -388,13 +390,14 @@ Test(tier, kth_backend_call_fails_for_every_k_with_the_tier_on)
         mlp_step(n, (uint64_t)s + 1, &st);
         cr_assert_eq(st, UVMRT_OK);
     }
-    uint64_t syncs = fi.calls[FI_STREAM_SYNC];
+    uint64_t calls = fi.calls[op];
     uvmrt_context_destroy(n->ctx);
     free(n);
-    cr_assert_geq(syncs, (uint64_t)(STEPS * L), "a sync before each write-back call at least");
-    for (uint64_t k = 1; k <= syncs; k++) {
+    if (op == FI_STREAM_SYNC) cr_assert_geq(calls, (uint64_t)(STEPS * L), "a sync before each write-back call at least");
+    else cr_assert_gt(calls, 0, "no %s", fi_op_names[op]);
+    for (uint64_t k = 1; k <= calls; k++) {
         n = mlp_create_on(1, spill_dir, 1);
-        fi_arm(FI_STREAM_SYNC, k, 0, 0);
+        fi_arm(op, k, 0, 0);
         backend_failures = io_failures = 0;
         log_reset();
         for (int s = 0; s < STEPS; s++) {
@@ -403,10 +406,18 @@ Test(tier, kth_backend_call_fails_for_every_k_with_the_tier_on)
             cr_assert_eq(st, UVMRT_OK, "k=%llu step %d: %s", (unsigned long long)k, s, log_text());
             cr_assert(memcmp(&loss, &base[s], sizeof loss) == 0, "k=%llu step %d", (unsigned long long)k, s);
         }
-        /* it failed a call (made again), or a call completed without it (counted) */
+        /* it failed a call (made again), or a call completed without it (counted); or
+         * this run made fewer syncs than k: a dropped host copy's discard is waited for
+         * when its write-back is found done, which depends on the disk's timing */
         uvmrt_summary_t sum = UVMRT_STRUCT_INIT(uvmrt_summary_t);
         cr_assert_eq(uvmrt_summary_get(n->ctx, &sum), UVMRT_OK);
-        cr_assert(fi.fired);
+        if (!fi.fired) {
+            cr_assert_lt(fi.calls[op], k, "k=%llu: not fired", (unsigned long long)k);
+            cr_assert_eq(backend_failures + (int)sum.backend_errors, 0);
+            uvmrt_context_destroy(n->ctx);
+            free(n);
+            continue;
+        }
         cr_assert_eq(backend_failures + (int)sum.backend_errors, 1, "k=%llu: %d failures, %llu absorbed: %s",
                      (unsigned long long)k, backend_failures, (unsigned long long)sum.backend_errors, log_text());
         cr_assert_eq(io_failures, 0);
@@ -416,6 +427,8 @@ Test(tier, kth_backend_call_fails_for_every_k_with_the_tier_on)
     rmdir(spill_dir);
 }
 
+Test(tier, kth_backend_call_fails_for_every_k_with_the_tier_on) { tier_backend_sweep(FI_STREAM_SYNC); }
+Test(tier, kth_discard_fails_for_every_k_with_the_tier_on) { tier_backend_sweep(FI_DISCARD); }
 Test(tier, kth_write_back_fails_for_every_k) { fail_sweep(1); }
 
 /* The disk fills up in the middle of a run and space comes back later; the moments'

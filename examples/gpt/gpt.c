@@ -670,18 +670,47 @@ static void optimizer(gpt_run_t *run, int l, const mlp_adamw_coef_t *cd,
     layer_close(run, l, UVMRT_PHASE_OPTIMIZER);
 }
 
-/* Layer l's AdamW on the CPU thread, declared: no uses (the thread reads host memory,
- * not the GPU's), its own stream, 28 bytes of host memory per parameter (w, m, v read
- * and written, g read). sim: it takes that at the profile's host memory rate, sharing
- * host memory with the link's transfers; cuda: declared only (the thread does it). */
+/* Layer l's AdamW with the library's CPU AdamW, on this thread (w, m, v with g; wh is
+ * made from w on the GPU in the next forward), once the backward has finished: the clip
+ * factor is in clip_host then. */
+static void cpu_adamw_here(gpt_run_t *run, int l, const uvmrt_adamw_t *hp) {
+    const layer_params_t *p = &run->model.lp[l];
+    gcheck(run, gpt_gpu_sync(run->gpu), l);
+    uvmrt_adamw_t hd = *hp;
+    hd.grad_scale = run->clip_host[1];
+    uvmrt_adamw_t hn = hd;
+    hn.weight_decay = 0.0;
+    float *w = f32(p->w), *m = f32(p->m), *v = f32(p->v), *g = f32(p->g);
+    size_t nd = p->n_decay;
+    double t0 = cli_now_s();
+    uvmrt_status_t st = uvmrt_adamw_cpu(&hd, w, m, v, g, nd, NULL);
+    if (st == UVMRT_OK)
+        st = uvmrt_adamw_cpu(&hn, w + nd, m + nd, v + nd, g + nd, p->n - nd, NULL);
+    run->cpu_busy_s += cli_now_s() - t0;
+    if (st != UVMRT_OK)
+        gpt_run_fail(run, "layer %d: uvmrt_adamw_cpu failed: %s", l, uvmrt_status_str(st));
+}
+
+/* Layer l's AdamW on the CPU, declared: its own stream, 28 bytes of host memory per
+ * parameter (w, m, v read and written, g read), and no uses (the thread reads host
+ * memory, not the GPU's) but the moments when they are on the disk tier: the tier
+ * reads them back before the call and writes them after it, so the update runs in the
+ * call, on this thread, not on the CPU thread (which leaves such layers out). sim: it
+ * takes that at the profile's host memory rate, sharing host memory with the link's
+ * transfers; cuda: declared only, or the update itself for moments on the disk. */
 static void cpu_optimizer_declare(gpt_run_t *run, int l, const uvmrt_adamw_t *hp) {
+    const layer_params_t *p = &run->model.lp[l];
+    uvmrt_use_t moments[2] = {{p->m, UVMRT_USE_READWRITE}, {p->v, UVMRT_USE_READWRITE}};
+    int on_disk = gpt_moments_on_disk(run, l);
     uvmrt_layer_call_t call = {
         .struct_size = sizeof(uvmrt_layer_call_t),
         .layer = l,
         .phase = UVMRT_PHASE_OPTIMIZER,
         .stream = run->uv.cpu_stream,
         .no_default_uses = 1,
-        .host_bytes = cli_adamw_host_bytes(run->uv.profile, run->model.lp[l].n),
+        .uses = on_disk ? moments : NULL,
+        .n_uses = on_disk ? 2 : 0,
+        .host_bytes = cli_adamw_host_bytes(run->uv.profile, p->n),
         .after = run->uv.stream, /* the thread starts once the backward is done */
     };
     uvmrt_status_t st = uvmrt_layer_begin(run->uv.ctx, &call);
@@ -690,6 +719,8 @@ static void cpu_optimizer_declare(gpt_run_t *run, int l, const uvmrt_adamw_t *hp
                  uvmrt_status_str(st), uvmrt_status_name(st));
     if (run->ref) /* sim: the update is this call's work */
         gpt_simref_adamw(run, l, hp);
+    else if (run->set.compute && on_disk)
+        cpu_adamw_here(run, l, hp);
     layer_close(run, l, UVMRT_PHASE_OPTIMIZER);
 }
 
@@ -1022,6 +1053,7 @@ int main(int argc, char **argv) {
     gpt_net_alloc(&run);
     if (run.uv.backend != UVMRT_BACKEND_CUDA && gpt_simref_fits(&run))
         gpt_simref_open(&run);
+    gpt_moments_tier(&run, 0); /* written here, outside any call */
     if (gpt_computes(&run)) {
         if (opt.init_weights)
             gpt_weights_load(&run, opt.init_weights);
@@ -1032,6 +1064,7 @@ int main(int argc, char **argv) {
     }
     if (opt.resume)
         gpt_run_ckpt_resume(&run); /* after the initialisation, which it overwrites */
+    gpt_moments_tier(&run, 1);
     if (run.set.compute)
         gpt_cpu_opt_open(&run);
     if (run.set.first >= run.set.stop) {

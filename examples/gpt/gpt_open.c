@@ -161,17 +161,23 @@ void gpt_cpu_opt_open(gpt_run_t *run) {
     int n = 0;
     for (int l = run->model.nl - run->set.cpu_layers; l < run->model.nl; l++) {
         const layer_params_t *p = &run->model.lp[l];
+        if (gpt_moments_on_disk(run, l))
+            continue; /* updated in its declared call (gpt.c, cpu_optimizer_declare) */
         ls[n++] = (gpt_cpuopt_layer_t){l, f32(p->w), f32(p->m), f32(p->v), f32(p->g),
                                        b16(p->wh), p->n, p->n_decay};
     }
-    run->cpu = gpt_cpuopt_start(run->model.nl, n, ls, run->clip_host, err, sizeof err);
     run->cpu_last = -1; /* a new thread counts its steps from 0 */
+    if (n > 0)
+        run->cpu = gpt_cpuopt_start(run->model.nl, n, ls, run->clip_host, err, sizeof err);
     free(ls);
-    if (run->cpu == NULL)
+    if (n > 0 && run->cpu == NULL)
         gpt_run_fail(run, "CPU optimizer: %s", err);
-    if (!run->set.opt->c.quiet)
+    if (!run->set.opt->c.quiet && n > 0)
         printf("  cpu optimizer: AdamW of %d of %d layers, path %s\n", n, run->model.nl,
                mlp_isa_name(run->isa));
+    if (!run->set.opt->c.quiet && n < run->set.cpu_layers)
+        printf("  cpu optimizer: AdamW of %d of %d layers on the training thread, their moments on the disk "
+               "tier, path %s\n", run->set.cpu_layers - n, run->model.nl, mlp_isa_name(run->isa));
 }
 
 void gpt_run_close(gpt_run_t *run) {

@@ -282,6 +282,10 @@ uvmrt_backend_kind_t uvmrt_context_backend(const uvmrt_context_t *ctx)
 }
 uint64_t uvmrt_context_budget(const uvmrt_context_t *ctx) { return ctx ? ctx->budget : 0; }
 uint64_t uvmrt_context_host_budget(const uvmrt_context_t *ctx) { return ctx ? ctx->host_budget : 0; }
+int uvmrt_context_has_disk_tier(const uvmrt_context_t *ctx)
+{
+    return ctx != NULL && (ctx->tier.modelled || strcmp(ctx->cfg.spill_dir, "none") != 0);
+}
 const uvmrt_profile_t *uvmrt_context_profile(const uvmrt_context_t *ctx)
 {
     return ctx ? ctx->profile : uvmrt_profile_find("consumer-8g");

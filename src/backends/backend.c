@@ -239,6 +239,7 @@ uvmrt_status_t uvmrt__be_advise_remote(uvmrt_context_t *ctx, const uvmrt_range_t
 }
 
 int uvmrt__be_has_touch(const uvmrt_context_t *ctx) { return HAS(ctx, touch, touch); }
+int uvmrt__be_has_discard(const uvmrt_context_t *ctx) { return HAS(ctx, discard, discard); }
 
 uvmrt_status_t uvmrt__be_touch(uvmrt_context_t *ctx, uvmrt_stream_t stream, const uvmrt_touch_t *work,
                                uvmrt_touch_result_t *res)

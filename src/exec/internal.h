@@ -118,6 +118,7 @@ uvmrt_status_t uvmrt__be_discard(uvmrt_context_t *ctx, const uvmrt_range_t *r, s
                                  uvmrt_stream_t stream);
 uvmrt_status_t uvmrt__be_advise_remote(uvmrt_context_t *ctx, const uvmrt_range_t *r, size_t n);
 int uvmrt__be_has_touch(const uvmrt_context_t *ctx);
+int uvmrt__be_has_discard(const uvmrt_context_t *ctx);
 uvmrt_status_t uvmrt__be_touch(uvmrt_context_t *ctx, uvmrt_stream_t stream, const uvmrt_touch_t *work,
                                uvmrt_touch_result_t *res);
 int uvmrt__be_has_um(const uvmrt_context_t *ctx);

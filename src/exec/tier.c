@@ -26,10 +26,14 @@ static void label_of(const uvmrt_context_t *ctx, const uvmrt_tensor_t *t, char *
     else snprintf(b, n, "%s", t->name);
 }
 
-/* Whether the tier's tensors leave host memory between their uses: on sim their pages
- * go back to the system; on cuda the managed pages stay (managed memory has no way to
- * give host pages back without freeing the range). */
-static int gives_back(const uvmrt_context_t *ctx) { return ctx->cfg.backend == UVMRT_BACKEND_SIM; }
+/* Whether the tier's tensors leave host memory between their uses: where the backend
+ * can discard managed ranges (sim; cuda from CUDA 13, whose discard releases the pages
+ * wherever they are); on CUDA 12 the managed pages stay (managed memory has no other
+ * way to give host pages back without freeing the range). */
+static int gives_back(const uvmrt_context_t *ctx)
+{
+    return ctx->cfg.backend == UVMRT_BACKEND_SIM || uvmrt__be_has_discard(ctx);
+}
 
 /* A disk tensor's host copy comes or goes: the tier's bytes out of host memory
  * (ctx->tier.off_host, what the memory stats leave out) follow, and the host peak. */
@@ -42,8 +46,11 @@ static void set_host_valid(uvmrt_context_t *ctx, uvmrt_tensor_t *t, int valid)
     uvmrt__host_note(ctx);
 }
 
-/* Drops the host copy where the pages go back (a later read of them gives zeros until
- * the file is read back); elsewhere the copy stays valid and no read is needed. */
+/* Drops the host copy where the pages go back (a later read of them gives indeterminate
+ * contents until the file is read back); elsewhere the copy stays valid and no read is
+ * needed. The discard is waited for: a read into the range beside it would be undefined.
+ * sim's pages are its own memory, also given back by madvise. A failure keeps the copy
+ * (valid, in host memory), counted. */
 static void drop_host(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
 {
     if (!gives_back(ctx)) return;
@@ -51,7 +58,15 @@ static void drop_host(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
         set_host_valid(ctx, t, 0);
         return;
     }
-    if (madvise(t->ptr, t->footprint, MADV_DONTNEED) == 0) set_host_valid(ctx, t, 0);
+    uvmrt_range_t r = {t->ptr, t->footprint};
+    uvmrt_status_t st = uvmrt__be_discard(ctx, &r, 1, ctx->ev.d2h_stream);
+    if (st == UVMRT_OK) st = uvmrt__be_stream_sync(ctx, ctx->ev.d2h_stream);
+    if (st != UVMRT_OK) {
+        uvmrt__be_absorb(ctx, "discard (disk tier's host copy)", st);
+        return;
+    }
+    if (ctx->cfg.backend == UVMRT_BACKEND_SIM && madvise(t->ptr, t->footprint, MADV_DONTNEED) != 0) return;
+    set_host_valid(ctx, t, 0);
 }
 
 static int writing_add(uvmrt_context_t *ctx, int id)

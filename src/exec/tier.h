@@ -69,7 +69,7 @@ void uvmrt__tier_host(const uvmrt_context_t *ctx, const uvmrt_tensor_t *except, 
 /* The bytes of tensor t that host memory holds while t is off the GPU, for the plan
  * (plan: 1) or now (plan: 0): none for a disk-tier tensor whose pages go back (now: while
  * its host copy is not valid; the plan counts the tier's copies in flight as the window,
- * once for the context), its footprint otherwise (cuda's managed pages stay). */
+ * once for the context), its footprint otherwise (CUDA 12's managed pages stay). */
 uint64_t uvmrt__tier_host_share(const uvmrt_context_t *ctx, const uvmrt_tensor_t *t, int plan);
 /* The host bytes plan p needs at its peak (uvmrt__plan_host_peak) with the tier's
  * tensors counted as their window, not their footprints. */

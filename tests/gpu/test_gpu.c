@@ -23,6 +23,7 @@
 
 #include "../helpers.h"
 #include "backend_select.h"
+#include "internal.h"
 #include "profile_file.h"
 
 /* ------------------------------------------------------------------ contexts */
@@ -781,4 +782,97 @@ Test(gpu, adamw_gpu_on_pinned_state_in_one_block_equals_cpu, .timeout = 120)
     cr_assert_eq(setenv("UVMRT_ADAMW_LINK_BLOCKS", "3", 1), 0);
     adamw_gpu_against_cpu_in(UVMRT_ADAMW_ORDER_UVMRT, 0, 1, 0);
     unsetenv("UVMRT_ADAMW_LINK_BLOCKS");
+}
+
+/* ------------------------------------------------------------------ the disk tier */
+extern int cudaStreamCreate(void **stream);
+extern int cudaStreamDestroy(void *stream);
+
+static uint64_t rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    cr_assert_not_null(f);
+    char line[256];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %llu kB", &kb) == 1) break;
+    fclose(f);
+    return (uint64_t)kb * 1024;
+}
+
+/* The disk tier on cuda: a 256 MiB moment that only a CPU call uses is read back from
+ * its file before the call, updated there, written back after it, and its host pages
+ * are given back (CUDA 13's discard): the process's resident set falls by most of it
+ * once the write-back is waited for, and the next step reads the contents back bit for
+ * bit. On CUDA 12 (no discard) the copy stays in host memory, and only the contents are
+ * checked. */
+Test(gpu, disk_tier_gives_a_written_tensors_host_pages_back, .timeout = 300)
+{
+    skip_without_gpu();
+    char dir[256];
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/uvmrt-gpu-tier.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    cr_assert_not_null(mkdtemp(dir));
+    uvmrt_params_t p;
+    uvmrt_params_init(&p);
+    p.backend = UVMRT_BACKEND_CUDA;
+    p.policy = UVMRT_POLICY_PREFETCH;
+    p.budget_bytes = 64 * MIB;
+    p.ignore_env = 1;
+    p.log_fn = log_capture;
+    p.spill_dir = dir;
+    uvmrt_context_t *ctx = NULL;
+    cr_assert_eq(uvmrt_context_create(&p, &ctx), UVMRT_OK, "%s", log_text());
+    int layer;
+    cr_assert_eq(uvmrt_layer_add(ctx, "block0", &layer), UVMRT_OK);
+    const size_t bytes = 256 * MIB, n = bytes / sizeof(float);
+    uvmrt_tensor_desc_t d[2] = {{"w", layer, UVMRT_ROLE_WEIGHT, 2 * MIB},
+                                {"adam_m", layer, UVMRT_ROLE_OPTIMIZER_STATE, bytes}};
+    uvmrt_tensor_t *t[2];
+    cr_assert_eq(uvmrt_tensors_alloc(ctx, 2, d, t), UVMRT_OK, "%s", log_text());
+    cr_assert_eq(uvmrt_tensor_set_placement(ctx, t[1], UVMRT_PLACE_HOST), UVMRT_OK, "%s", log_text());
+    float *m = uvmrt_tensor_ptr(t[1]);
+    for (size_t i = 0; i < n; i++) m[i] = (float)(i & 0xffff);
+    cr_assert_eq(uvmrt_tensor_set_tier(ctx, t[1], UVMRT_TIER_DISK), UVMRT_OK, "%s", log_text());
+    void *cpu_stream = NULL; /* nothing runs on it: it names the CPU's calls */
+    cr_assert_eq(cudaStreamCreate(&cpu_stream), 0);
+    uvmrt_use_t use_m = {t[1], UVMRT_USE_READWRITE};
+    int discards = uvmrt__be_has_discard(ctx);
+    for (int s = 0; s < 3; s++) {
+        cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK, "%s", log_text());
+        uvmrt_layer_call_t c;
+        uvmrt_layer_call_init(&c, layer, UVMRT_PHASE_FORWARD, NULL);
+        cr_assert_eq(uvmrt_layer_begin(ctx, &c), UVMRT_OK, "%s", log_text());
+        cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK);
+        uvmrt_layer_call_init(&c, layer, UVMRT_PHASE_OPTIMIZER, (uvmrt_stream_t)cpu_stream);
+        c.no_default_uses = 1;
+        c.host_bytes = 7 * (uint64_t)bytes;
+        c.uses = &use_m;
+        c.n_uses = 1;
+        cr_assert_eq(uvmrt_layer_begin(ctx, &c), UVMRT_OK, "%s", log_text());
+        for (size_t i = 0; i < n; i++) { /* read back from its file for this call */
+            if (m[i] != (float)(i & 0xffff) + (float)s)
+                cr_assert_fail("step %d: m[%zu] = %g, expected %g", s, i, m[i], (float)(i & 0xffff) + (float)s);
+            m[i] += 1.0f; /* the CPU's update */
+        }
+        uint64_t held = rss_bytes();
+        cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK, "%s", log_text());
+        cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK, "%s", log_text());
+        cr_assert_eq(uvmrt__tier_poll(ctx, 1), UVMRT_OK, "%s", log_text()); /* the write-back done */
+        uint64_t after = rss_bytes();
+        cr_log_info("step %d: RSS %.1f MiB with the copy, %.1f MiB after its write-back (discard %s)", s,
+                    (double)held / MIB, (double)after / MIB, discards ? "yes" : "no");
+        if (discards)
+            cr_expect_lt(after + bytes / 2, held, "step %d: RSS %llu -> %llu: the host pages were not given back", s,
+                         (unsigned long long)held, (unsigned long long)after);
+        uvmrt_step_stats_t ss = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
+        cr_assert_eq(uvmrt_step_stats_get(ctx, (uint64_t)s, &ss), UVMRT_OK);
+        cr_expect_eq(ss.spill_write_bytes, bytes, "step %d", s);
+    }
+    uvmrt_summary_t sum = UVMRT_STRUCT_INIT(uvmrt_summary_t);
+    cr_assert_eq(uvmrt_summary_get(ctx, &sum), UVMRT_OK);
+    cr_expect_eq(sum.backend_errors, 0, "%s", log_text());
+    uvmrt_context_destroy(ctx);
+    cudaStreamDestroy(cpu_stream);
+    cr_expect_eq(rmdir(dir), 0, "the tier's files are removed at destroy");
 }
