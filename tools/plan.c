@@ -379,7 +379,7 @@ typedef struct prediction {
     uint64_t host_homed_bytes;    /* fits: the tensors the plan keeps in host memory */
     double disk_read_bps, disk_write_bps; /* the profile's disk figures (0: not measured) */
     double host_mem_shared_bps;           /* the profile's, for the disk's share of host memory */
-    /* the disk tier (tier_apply): the CPU layers whose fp32 master weights and AdamW
+    /* the disk tier (tier_apply): the CPU layers whose AdamW
      * moments live in files of the spill directory, read before their update, written after */
     size_t disk_layers;
     char disk_first[128], disk_last[128];
@@ -664,14 +664,15 @@ static int predict(const record_t *r, const char *profile, uint64_t budget, cons
 }
 
 /* ------------------------------------------------------------------ the disk tier */
-/* The host bytes a layer's state on the disk tier takes off host memory: its fp32
- * master weights and optimizer states, placed in host memory (a CPU layer's). */
+/* The host bytes a layer's state on the disk tier takes off host memory: its optimizer
+ * states placed in host memory (a CPU layer's AdamW moments: what uvmrt-gpt puts on
+ * the tier with --spill-dir; the master weights stay, the next forward reads them). */
 static uint64_t tier_bytes_of(const record_t *r, size_t layer)
 {
     uint64_t b = 0;
     for (size_t i = 0; i < r->n_tensors; i++) {
         const rtensor_t *t = &r->tensors[i];
-        if (t->layer == (int)layer && t->host && (t->role == UVMRT_ROLE_OPTIMIZER_STATE || t->role == UVMRT_ROLE_WEIGHT))
+        if (t->layer == (int)layer && t->host && t->role == UVMRT_ROLE_OPTIMIZER_STATE)
             b = sat_add(b, t->footprint);
     }
     return b;
@@ -1367,7 +1368,7 @@ static void disk_note(const prediction_t *p, json_t *o)
                p->disk_write_bps / 1e9, dir);
         return;
     }
-    printf("disk: the fp32 master weights and AdamW moments of %zu CPU layers (%s to %s), %.2f GiB, on the tier "
+    printf("disk: the AdamW moments of %zu CPU layers (%s to %s), %.2f GiB, on the tier "
            "(host %.2f GiB without it)%s\n",
            p->disk_layers, p->disk_first, p->disk_last, p->disk_bytes / GIB_D, p->host_without_disk / GIB_D, dir);
     printf("predicted disk traffic per step: %.2f GiB read (%.3f ms at %.2f GB/s, waited for), %.2f GiB written "
@@ -1571,7 +1572,7 @@ static int tier_search(const model_t *m, uint64_t batch, const char *profile, ui
     if (t == -1)
         snprintf(why, cap,
                  "with the disk tier: does not fit: needs %.2f GiB on the GPU, %.2f GiB of host memory (budget %.2f "
-                 "GiB) with the fp32 master weights and AdamW moments of all %zu CPU layers, %.2f GiB, on the disk",
+                 "GiB) with the AdamW moments of all %zu CPU layers, %.2f GiB, on the disk",
                  p2.gpu_bytes / GIB_D, p2.host_bytes_needed / GIB_D, g_host_budget / GIB_D, p2.disk_layers,
                  p2.disk_bytes / GIB_D);
     else if (t == -2)
@@ -1858,8 +1859,8 @@ static void usage(FILE *f)
         "                      memory, or its cgroup's limit, less 10%%, at least 2 GiB)\n"
         "  --spill-dir DIR|none the disk tier's directory (default: UVMRT_SPILL_DIR, else none):\n"
         "                      an existing directory; with a profile's disk rates, a model whose\n"
-        "                      host budget is short puts CPU layers' master weights and AdamW\n"
-        "                      moments there (its free space is the disk's budget)\n"
+        "                      host budget is short puts CPU layers' AdamW moments there (its\n"
+        "                      free space is the disk's budget)\n"
         "  --fit               predict at the smallest budget that fits (2 MiB steps)\n"
         "  --sweep A:B[:STEP]  a table over budgets A to B (STEP default (B-A)/8)\n"
         "  --plot FILE.png     with --sweep: a chart, when gnuplot is on PATH\n"
