@@ -524,7 +524,8 @@ typedef enum uvmrt_tier {
  * disk tier, e.g. the fp32 master weights and AdamW moments of a CPU optimizer: its
  * contents are written now to a file (0600, space reserved with fallocate) in a private
  * subdirectory of UVMRT_SPILL_DIR, and from then on read back into its host memory
- * when a layer call that uses it begins and written back when the call ends (after
+ * when a layer call that uses it begins (not for a use that only writes it: it
+ * overwrites every byte) and written back when the call ends (after
  * the call's stream; CPU work on it must be done by uvmrt_layer_end), on CPU threads
  * (io_uring, or a pool of pread/pwrite threads where io_uring is blocked; O_DIRECT,
  * or buffered where the filesystem refuses it; the choice is logged at info). Once a

@@ -913,6 +913,54 @@ Test(tier, a_cpu_calls_uses_are_read_back_and_written_by_the_tier)
     rmdir(spill_dir);
 }
 
+/* A call that writes a disk tensor without reading it (UVMRT_USE_WRITE: it overwrites
+ * every byte) gets no read from the file, and no read ahead: a gradient made in the
+ * backward costs its write only. What it wrote is written back and read for the next
+ * call that reads it. */
+Test(tier, a_write_only_use_is_not_read_back)
+{
+    int layer;
+    uvmrt_context_t *ctx = one_layer_with_tier(&layer);
+    uvmrt_tensor_desc_t d[2] = {{"w", layer, UVMRT_ROLE_WEIGHT, 2 * MIB},
+                                {"g", layer, UVMRT_ROLE_GRADIENT, 2 * MIB}};
+    uvmrt_tensor_t *t[2];
+    cr_assert_eq(uvmrt_tensors_alloc(ctx, 2, d, t), UVMRT_OK);
+    cr_assert_eq(uvmrt_tensor_set_placement(ctx, t[1], UVMRT_PLACE_HOST), UVMRT_OK);
+    cr_assert_eq(uvmrt_tensor_set_tier(ctx, t[1], UVMRT_TIER_DISK), UVMRT_OK, "%s", log_text());
+    float *g = uvmrt_tensor_ptr(t[1]);
+    static int cpu_stream;
+    uvmrt_use_t write_g = {t[1], UVMRT_USE_WRITE}, read_g = {t[1], UVMRT_USE_READ};
+    for (int s = 0; s < 4; s++) {
+        cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK, "%s", log_text());
+        uvmrt_layer_call_t c;
+        uvmrt_layer_call_init(&c, layer, UVMRT_PHASE_BACKWARD, NULL);
+        c.no_default_uses = 1;
+        c.uses = &write_g;
+        c.n_uses = 1;
+        cr_assert_eq(uvmrt_layer_begin(ctx, &c), UVMRT_OK, "%s", log_text());
+        for (size_t i = 0; i < 2 * MIB / sizeof(float); i++) g[i] = (float)(s * 1000 + (int)(i % 997));
+        cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK, "%s", log_text());
+        cr_assert_eq(uvmrt__tier_poll(ctx, 1), UVMRT_OK, "%s", log_text()); /* written, host copy dropped */
+        uvmrt_layer_call_init(&c, layer, UVMRT_PHASE_OPTIMIZER, (uvmrt_stream_t)&cpu_stream);
+        c.no_default_uses = 1;
+        c.host_bytes = 4 * (uint64_t)MIB;
+        c.uses = &read_g;
+        c.n_uses = 1;
+        cr_assert_eq(uvmrt_layer_begin(ctx, &c), UVMRT_OK, "%s", log_text());
+        for (size_t i = 0; i < 2 * MIB / sizeof(float); i += 4099)
+            cr_assert_eq(g[i], (float)(s * 1000 + (int)(i % 997)), "step %d: g[%zu] = %g", s, i, g[i]);
+        cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK, "%s", log_text());
+        cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK, "%s", log_text());
+        uvmrt_step_stats_t ss = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
+        cr_assert_eq(uvmrt_step_stats_get(ctx, (uint64_t)s, &ss), UVMRT_OK);
+        cr_assert_eq(ss.spill_read_bytes, 2 * MIB, "step %d: only the optimizer's read", s);
+        cr_assert_eq(ss.spill_write_bytes, 2 * MIB, "step %d: the backward's write", s);
+    }
+    uvmrt_context_destroy(ctx);
+    cr_assert_eq(entries(spill_dir), 0);
+    rmdir(spill_dir);
+}
+
 /* A tensor in page-locked memory (UVMRT_PLACE_PINNED) does not go on the disk tier (its
  * file I/O would name its managed slot); refused, and it stays pinned. */
 Test(tier, a_pinned_tensor_is_refused_by_the_tier)

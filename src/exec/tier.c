@@ -214,6 +214,16 @@ static uvmrt_status_t finish_read(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
     return st;
 }
 
+/* Whether the uses [first, first + n) of q read tensor id's previous contents (a use
+ * that writes without reading overwrites every byte first: uvmrt.h, UVMRT_USE_WRITE),
+ * so that the tier reads it back for them. */
+static int reads_contents(const uvmrt_sequence_t *q, size_t first, size_t n, int id)
+{
+    for (size_t k = 0; k < n; k++)
+        if (q->use_tensor[first + k] == id && (q->use_access[first + k] & UVMRT_USE_READ)) return 1;
+    return 0;
+}
+
 /* Call i has opened in a step that has not left its record (step.c's match), so the
  * record's call i + 1 (the next step's first after the last) comes next: its disk
  * tensors start reading now, beside call i's work, so that their call finds them read
@@ -238,7 +248,7 @@ void uvmrt__tier_read_ahead(uvmrt_context_t *ctx, size_t i)
         int id = rec->use_tensor[next->use_first + k];
         uvmrt_tensor_t *t = id < ctx->tensors.n ? ctx->tensors.by_id[id] : NULL;
         if (t == NULL || t->magic != UVMRT_TENSOR_MAGIC || !t->on_disk || t->host_valid || t->rd != NULL ||
-            t->wb != NULL)
+            t->wb != NULL || !reads_contents(rec, next->use_first, next->n_uses, id))
             continue;
         if (held + t->footprint > ctx->tier.window) return; /* its call reads it */
         if (uvmrt__spill_submit(ctx->tier.sp, t->spill_file, 0, t->ptr, t->footprint, &t->rd) != UVMRT_OK) {
@@ -269,7 +279,7 @@ uvmrt_status_t uvmrt__tier_before_call(uvmrt_context_t *ctx, int layer, uvmrt_ph
         free(to_read);
         return UVMRT_ERR_NOMEM;
     }
-    uint64_t bytes = 0, reads = 0, ahead = 0;
+    uint64_t bytes = 0, reads = 0, ahead = 0, fresh = 0;
     for (size_t k = 0; k < n; k++) {
         uvmrt_tensor_t *t = ctx->tensors.by_id[q->use_tensor[first + k]];
         if (!t->on_disk || t->host_valid) continue;
@@ -277,10 +287,12 @@ uvmrt_status_t uvmrt__tier_before_call(uvmrt_context_t *ctx, int layer, uvmrt_ph
         for (size_t j = 0; j < k; j++) dup |= q->use_tensor[first + j] == t->id;
         if (dup) continue;
         if (t->rd != NULL) ahead += t->footprint; /* read ahead: waited for below */
+        else if (!reads_contents(q, first, n, t->id)) to_read[k] = 2, fresh += t->footprint;
         else to_read[k] = 1, reads += t->footprint;
     }
-    /* the copies read ahead count in the window as the reads do */
-    if (make_room(ctx, reads + ahead) != UVMRT_OK) st = UVMRT_ERR_IO;
+    /* the copies read ahead, and those the call only writes, count in the window as the
+     * reads do */
+    if (make_room(ctx, reads + ahead + fresh) != UVMRT_OK) st = UVMRT_ERR_IO;
     int ahead_failed = 0;
     for (size_t k = 0; k < n; k++) { /* read ahead: waited for, a failure as a read's here */
         uvmrt_tensor_t *t = ctx->tensors.by_id[q->use_tensor[first + k]];
@@ -300,6 +312,11 @@ uvmrt_status_t uvmrt__tier_before_call(uvmrt_context_t *ctx, int layer, uvmrt_ph
     for (size_t k = 0; k < n; k++) {
         if (!to_read[k]) continue;
         uvmrt_tensor_t *t = ctx->tensors.by_id[q->use_tensor[first + k]];
+        if (to_read[k] == 2 && st == UVMRT_OK) { /* the call overwrites every byte: nothing to read */
+            set_host_valid(ctx, t, 1);
+            continue;
+        }
+        if (to_read[k] == 2) continue;
         if (ctx->tier.modelled) {
             set_host_valid(ctx, t, 1);
             bytes += t->footprint;
