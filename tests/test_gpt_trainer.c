@@ -1152,6 +1152,23 @@ Test(gpt_trainer, moments_on_the_disk_tier_change_no_loss) {
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "cat %s/a.txt %s/b.txt | cmp -s - %s/plain.txt", dir, dir, dir);
     cr_expect_eq(system(cmd), 0, "stopped and resumed with the tier, the losses differ");
+    /* --spill state: the master weights and gradients too; the forward reads w back, the
+     * backward writes g without reading it, the update reads all four */
+    st = gpt(TINY " --profile h200 --steps 4 --budget 160M --text %s --cpu-layers 2 --recompute 0 "
+                  "--loss-log %s/state.txt --spill-dir %s --spill state --report json:%s",
+             GPT_CORPUS_PATH, dir, spill, rep);
+    cr_assert_eq(st, 0, "%s", out);
+    snprintf(cmd, sizeof cmd, "cmp -s %s/state.txt %s/plain.txt", dir, dir);
+    cr_expect_eq(system(cmd), 0, "--spill state changed the losses");
+    r = json_file(rep);
+    long long n2 = 12 * C * C + 13 * C; /* block2's parameters */
+    json_t *l2 = json_array_get(json_object_get(r, "layers"), 2);
+    cr_expect_geq(jint(json_object_get(l2, "forward"), "spill_read_bytes"), 3 * 4 * n2, "w not read for the forward");
+    cr_expect_eq(jint(json_object_get(l2, "backward"), "spill_read_bytes"), 0, "g read back for the backward");
+    cr_expect_geq(jint(json_object_get(l2, "backward"), "spill_write_bytes"), 4 * 4 * n2, "g not written");
+    cr_expect_geq(optimizer_field(r, 2, "spill_read_bytes"), 3 * 16 * n2, "w, m, v, g not read for the update");
+    cr_expect_geq(optimizer_field(r, 2, "spill_write_bytes"), 4 * 12 * n2, "w, m, v not written after it");
+    json_decref(r);
     cr_expect_eq(rmdir(spill), 0, "the tier's files are left in %s", spill);
     scratch_done();
 }

@@ -915,12 +915,23 @@ Test(tier, a_cpu_calls_uses_are_read_back_and_written_by_the_tier)
 
 /* A call that writes a disk tensor without reading it (UVMRT_USE_WRITE: it overwrites
  * every byte) gets no read from the file, and no read ahead: a gradient made in the
- * backward costs its write only. What it wrote is written back and read for the next
- * call that reads it. */
-Test(tier, a_write_only_use_is_not_read_back)
+ * backward costs its write only; its discarded pages are made on the host first (a
+ * GPU's writes would fault them in). What it wrote is written back and read for the
+ * next call that reads it. fail_op >= 0: the k-th call of that backend operation fails
+ * (every k in turn, the calls retried): each begin or end that fails changes nothing,
+ * and the contents come back all the same. */
+static void write_only_steps(int fail_op, uint64_t k, uint64_t *calls)
 {
+    make_dir();
+    uvmrt_params_t p;
+    sim_params(&p, UVMRT_POLICY_PREFETCH, 0, NULL);
+    p.spill_dir = spill_dir;
+    uvmrt_backend_ops_t ops = fi_wrap(&uvmrt__backend_sim);
+    uvmrt_context_t *ctx = NULL;
+    fi_arm(-1, 0, 0, 0);
+    cr_assert_eq(uvmrt__context_create_with(&p, &ops, &ctx), UVMRT_OK, "%s", log_text());
     int layer;
-    uvmrt_context_t *ctx = one_layer_with_tier(&layer);
+    cr_assert_eq(uvmrt_layer_add(ctx, "block0", &layer), UVMRT_OK);
     uvmrt_tensor_desc_t d[2] = {{"w", layer, UVMRT_ROLE_WEIGHT, 2 * MIB},
                                 {"g", layer, UVMRT_ROLE_GRADIENT, 2 * MIB}};
     uvmrt_tensor_t *t[2];
@@ -930,35 +941,57 @@ Test(tier, a_write_only_use_is_not_read_back)
     float *g = uvmrt_tensor_ptr(t[1]);
     static int cpu_stream;
     uvmrt_use_t write_g = {t[1], UVMRT_USE_WRITE}, read_g = {t[1], UVMRT_USE_READ};
+    fi_arm(fail_op, k, 0, 0);
+    int failures = 0;
     for (int s = 0; s < 4; s++) {
-        cr_assert_eq(uvmrt_step_begin(ctx), UVMRT_OK, "%s", log_text());
+        uvmrt_status_t st;
+        while ((st = uvmrt_step_begin(ctx)) != UVMRT_OK) cr_assert(failures++ < 8, "%s", log_text());
         uvmrt_layer_call_t c;
         uvmrt_layer_call_init(&c, layer, UVMRT_PHASE_BACKWARD, NULL);
         c.no_default_uses = 1;
         c.uses = &write_g;
         c.n_uses = 1;
-        cr_assert_eq(uvmrt_layer_begin(ctx, &c), UVMRT_OK, "%s", log_text());
+        while ((st = uvmrt_layer_begin(ctx, &c)) != UVMRT_OK) cr_assert(failures++ < 8, "%s", log_text());
         for (size_t i = 0; i < 2 * MIB / sizeof(float); i++) g[i] = (float)(s * 1000 + (int)(i % 997));
-        cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK, "%s", log_text());
-        cr_assert_eq(uvmrt__tier_poll(ctx, 1), UVMRT_OK, "%s", log_text()); /* written, host copy dropped */
+        while ((st = uvmrt_layer_end(ctx)) != UVMRT_OK) cr_assert(failures++ < 8, "%s", log_text());
+        while ((st = uvmrt__tier_poll(ctx, 1)) != UVMRT_OK) cr_assert(failures++ < 8, "%s", log_text());
         uvmrt_layer_call_init(&c, layer, UVMRT_PHASE_OPTIMIZER, (uvmrt_stream_t)&cpu_stream);
         c.no_default_uses = 1;
         c.host_bytes = 4 * (uint64_t)MIB;
         c.uses = &read_g;
         c.n_uses = 1;
-        cr_assert_eq(uvmrt_layer_begin(ctx, &c), UVMRT_OK, "%s", log_text());
+        while ((st = uvmrt_layer_begin(ctx, &c)) != UVMRT_OK) cr_assert(failures++ < 8, "%s", log_text());
         for (size_t i = 0; i < 2 * MIB / sizeof(float); i += 4099)
-            cr_assert_eq(g[i], (float)(s * 1000 + (int)(i % 997)), "step %d: g[%zu] = %g", s, i, g[i]);
-        cr_assert_eq(uvmrt_layer_end(ctx), UVMRT_OK, "%s", log_text());
-        cr_assert_eq(uvmrt_step_end(ctx), UVMRT_OK, "%s", log_text());
+            cr_assert_eq(g[i], (float)(s * 1000 + (int)(i % 997)), "k=%llu step %d: g[%zu] = %g",
+                         (unsigned long long)k, s, i, g[i]);
+        while ((st = uvmrt_layer_end(ctx)) != UVMRT_OK) cr_assert(failures++ < 8, "%s", log_text());
+        while ((st = uvmrt_step_end(ctx)) != UVMRT_OK) cr_assert(failures++ < 8, "%s", log_text());
         uvmrt_step_stats_t ss = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
         cr_assert_eq(uvmrt_step_stats_get(ctx, (uint64_t)s, &ss), UVMRT_OK);
-        cr_assert_eq(ss.spill_read_bytes, 2 * MIB, "step %d: only the optimizer's read", s);
-        cr_assert_eq(ss.spill_write_bytes, 2 * MIB, "step %d: the backward's write", s);
+        if (fail_op < 0) {
+            cr_assert_eq(ss.spill_read_bytes, 2 * MIB, "step %d: only the optimizer's read", s);
+            cr_assert_eq(ss.spill_write_bytes, 2 * MIB, "step %d: the backward's write", s);
+        }
     }
+    if (calls != NULL) *calls = fail_op >= 0 ? fi.calls[fail_op] : 0;
     uvmrt_context_destroy(ctx);
     cr_assert_eq(entries(spill_dir), 0);
     rmdir(spill_dir);
+}
+
+Test(tier, a_write_only_use_is_not_read_back) { write_only_steps(-1, 0, NULL); }
+
+/* The same steps with the k-th move (the prefetch that makes a written tensor's pages),
+ * sync or discard failing, for every k the steps make. */
+Test(tier, a_write_only_use_survives_each_backend_failure)
+{
+    const int ops[] = {FI_MOVE, FI_STREAM_SYNC, FI_DISCARD};
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
+        uint64_t calls = 0;
+        write_only_steps(ops[o], UINT64_MAX, &calls);
+        cr_assert_gt(calls, 0, "no %s", fi_op_names[ops[o]]);
+        for (uint64_t k = 1; k <= calls; k++) write_only_steps(ops[o], k, NULL);
+    }
 }
 
 /* A tensor in page-locked memory (UVMRT_PLACE_PINNED) does not go on the disk tier (its

@@ -509,6 +509,8 @@ static void block_backward(gpt_run_t *run, int l) {
                "grad norm", l);
         if (to_host) /* by DMA beside the next block's backward (the optimizer waits for it) */
             gcheck(run, gpt_gpu_side_copy(run->gpu, f32(p->g), g, p->n * sizeof(float), l % 2), l);
+        if (to_host && gpt_state_on_disk(run, l)) /* the tier writes g back after the call's stream */
+            gcheck(run, gpt_gpu_side_wait(run->gpu, l % 2), l);
     } else if (run->ref) {
         gpt_simref_block_backward(run, l, recompute);
     }
@@ -693,14 +695,16 @@ static void cpu_adamw_here(gpt_run_t *run, int l, const uvmrt_adamw_t *hp) {
 
 /* Layer l's AdamW on the CPU, declared: its own stream, 28 bytes of host memory per
  * parameter (w, m, v read and written, g read), and no uses (the thread reads host
- * memory, not the GPU's) but the moments when they are on the disk tier: the tier
- * reads them back before the call and writes them after it, so the update runs in the
- * call, on this thread, not on the CPU thread (which leaves such layers out). sim: it
+ * memory, not the GPU's) but those on the disk tier (the moments; --spill state: w and
+ * g too): the tier reads them back before the call and writes them after it, so the
+ * update runs in the call, on this thread, not on the CPU thread (which leaves such
+ * layers out). sim: it
  * takes that at the profile's host memory rate, sharing host memory with the link's
  * transfers; cuda: declared only, or the update itself for moments on the disk. */
 static void cpu_optimizer_declare(gpt_run_t *run, int l, const uvmrt_adamw_t *hp) {
     const layer_params_t *p = &run->model.lp[l];
-    uvmrt_use_t moments[2] = {{p->m, UVMRT_USE_READWRITE}, {p->v, UVMRT_USE_READWRITE}};
+    uvmrt_use_t state[4] = {{p->m, UVMRT_USE_READWRITE}, {p->v, UVMRT_USE_READWRITE},
+                            {p->w, UVMRT_USE_READWRITE}, {p->g, UVMRT_USE_READ}};
     int on_disk = gpt_moments_on_disk(run, l);
     uvmrt_layer_call_t call = {
         .struct_size = sizeof(uvmrt_layer_call_t),
@@ -708,8 +712,8 @@ static void cpu_optimizer_declare(gpt_run_t *run, int l, const uvmrt_adamw_t *hp
         .phase = UVMRT_PHASE_OPTIMIZER,
         .stream = run->uv.cpu_stream,
         .no_default_uses = 1,
-        .uses = on_disk ? moments : NULL,
-        .n_uses = on_disk ? 2 : 0,
+        .uses = on_disk ? state : NULL,
+        .n_uses = !on_disk ? 0 : gpt_state_on_disk(run, l) ? 4 : 2,
         .host_bytes = cli_adamw_host_bytes(run->uv.profile, p->n),
         .after = run->uv.stream, /* the thread starts once the backward is done */
     };
@@ -1053,7 +1057,7 @@ int main(int argc, char **argv) {
     gpt_net_alloc(&run);
     if (run.uv.backend != UVMRT_BACKEND_CUDA && gpt_simref_fits(&run))
         gpt_simref_open(&run);
-    gpt_moments_tier(&run, 0); /* written here, outside any call */
+    gpt_state_tier(&run, 0); /* written here, outside any call */
     if (gpt_computes(&run)) {
         if (opt.init_weights)
             gpt_weights_load(&run, opt.init_weights);
@@ -1064,7 +1068,7 @@ int main(int argc, char **argv) {
     }
     if (opt.resume)
         gpt_run_ckpt_resume(&run); /* after the initialisation, which it overwrites */
-    gpt_moments_tier(&run, 1);
+    gpt_state_tier(&run, 1);
     if (run.set.compute)
         gpt_cpu_opt_open(&run);
     if (run.set.first >= run.set.stop) {

@@ -218,9 +218,11 @@ void gpt_run_reconfigure(gpt_run_t *run, int k, int n);
 /* 1: layer l's AdamW moments are on the disk tier (a CPU layer, a run with a spill
  * directory); the CPU thread leaves it to its declared call. */
 int gpt_moments_on_disk(const gpt_run_t *run, int l);
-/* The CPU layers' moments off the disk tier (on_disk 0) or onto it again (1), around
- * what reads or writes them between calls; nothing without a disk tier. */
-void gpt_moments_tier(gpt_run_t *run, int on_disk);
+/* 1: its master weights and gradient too (--spill state). */
+int gpt_state_on_disk(const gpt_run_t *run, int l);
+/* The CPU layers' tensors on the disk tier off it (on_disk 0) or onto it again (1),
+ * around what reads or writes them between calls; nothing without a disk tier. */
+void gpt_state_tier(gpt_run_t *run, int on_disk);
 void gpt_step_calls(gpt_run_t *run, int s, double lr);
 double gpt_lr_at(const gpt_options_t *o, int step);
 void gpt_cpu_drain(gpt_run_t *run);

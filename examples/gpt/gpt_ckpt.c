@@ -188,7 +188,7 @@ void gpt_run_ckpt_save(gpt_run_t *run, int s) {
     for (int l = 0; gpt_computes(run) && l < run->model.nl; l++)
         if (on_cpu(run, l))
             gpt_wh_from_master_host(run, l);
-    gpt_moments_tier(run, 0); /* read here, outside any call */
+    gpt_state_tier(run, 0); /* read here, outside any call */
     ckpt_bufs_t cb;
     ckpt_bufs_make(run, &cb);
     ckpt_meta_t meta;
@@ -203,7 +203,7 @@ void gpt_run_ckpt_save(gpt_run_t *run, int s) {
     int rc = gpt_ckpt_save(run->set.opt->ckpt_dir, (uint64_t)(s + 1), cb.b, cb.n, &meta,
                            sizeof meta, &so, err, sizeof err);
     ckpt_bufs_free(&cb);
-    gpt_moments_tier(run, 1);
+    gpt_state_tier(run, 1);
     if (rc != 0)
         gpt_run_fail(run, "--checkpoint: saving step %d: %s", s + 1, err);
     gpt_ckpt_path(run->ckpt_last, sizeof run->ckpt_last, run->set.opt->ckpt_dir, (uint64_t)(s + 1));

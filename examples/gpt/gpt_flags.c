@@ -14,7 +14,7 @@ enum { F_DEPTH, F_LAYERS, F_CHANNELS, F_HEADS, F_VOCAB, F_BATCH, F_SEQ, F_RECOMP
        F_WARMUP, F_TOKENS, F_OPTIMIZER_ON, F_INIT_WEIGHTS, F_DUMP_WEIGHTS, F_DUMP_GRADS,
        F_DATA, F_VAL, F_TEXT, F_VAL_EVERY, F_VAL_BATCHES, F_CHECKPOINT, F_CHECKPOINT_EVERY,
        F_KEEP, F_RESUME, F_OVERWRITE_CKPT, F_STOP_AT, F_SAMPLE, F_SAMPLE_EVERY, F_TOP_K,
-       F_PROMPT, F_CPU_LAYERS };
+       F_PROMPT, F_CPU_LAYERS, F_SPILL };
 
 static const cli_flag_t GPT_FLAGS[] = {
     {"depth", "12|24|36|48|60", "GPT-2 preset: 768/1024/1280/1600/1920 channels, head\n"
@@ -39,6 +39,10 @@ static const cli_flag_t GPT_FLAGS[] = {
                              "top blocks) on the CPU, the rest on the GPU; auto\n"
                              "(default): uvmrt chooses K in steps of (L+2)/8 by its\n"
                              "predicted step time", F_CPU_LAYERS},
+    {"spill", "moments|state", "with a disk tier (--spill-dir): what of the CPU layers'\n"
+                               "state lives there: moments (default: AdamW's m and v)\n"
+                               "or state (also their fp32 master weights and\n"
+                               "gradients)", F_SPILL},
     {"tokens", "random|cycle", "synthetic tokens when neither --data nor --text is given:\n"
                                "uniformly random (default, the benchmark's), or a repeated\n"
                                "random block the model can learn", F_TOKENS},
@@ -144,6 +148,7 @@ static void gpt_flag(int key, const char *arg, void *user) {
             cli_usage_error("--cpu-layers '': expected a number of layers or auto");
         st->cpu_layers = arg;
         break;
+    case F_SPILL: opt->spill_state = parse_choice("--spill", arg, "moments", "state"); break;
     case F_LR: opt->lr = parse_double("--lr", arg, 1e-12, 10.0); break;
     case F_WARMUP: opt->warmup = (int)cli_parse_int("--warmup", arg, 0, 10000000); break;
     case F_OPTIMIZER_ON:

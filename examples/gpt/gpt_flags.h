@@ -41,6 +41,9 @@ typedef struct gpt_options {
     /* the first `recompute` blocks keep only their output and recompute their forward in
      * their backward (sharing one activation set); GPT_AUTO: uvmrt chooses */
     int recompute;
+    /* with a disk tier: 0, the CPU layers' AdamW moments live on it; 1 (--spill state),
+     * also their fp32 master weights and gradients */
+    int spill_state;
     const char *dump_weights, *dump_grads, *init_weights;
     /* data */
     gpt_source_t source;

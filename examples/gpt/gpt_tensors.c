@@ -224,26 +224,34 @@ void gpt_net_alloc(gpt_run_t *run) {
 /* ----------------------------------------------------------------------------
  * a changed choice, between steps: where AdamW runs, which blocks recompute */
 
+/* Which of a CPU layer's w, m, v, g (k = 0..3) live on the disk tier: none without one
+ * (no spill directory); the moments; with --spill state all four. */
+static int on_tier_kind(const gpt_run_t *run, int k) {
+    if (!uvmrt_context_has_disk_tier(run->uv.ctx))
+        return 0;
+    return run->set.opt->spill_state || k == 1 || k == 2;
+}
+
 /* The CPU's layers' data lives on the host (the GPU writes g there), in page-locked
  * memory of its own (UVMRT_PLACE_PINNED): the GPU then reaches it by DMA (the gradient's
  * copy) that holds no SMs, where a copy into host-resident managed memory holds the
  * kernels of every stream (bench/probes/copy_contention.py); where no page-locked
  * memory is to be had, managed memory placed on the host, with a notice. With a disk
- * tier (a spill directory) their AdamW moments live in files instead, read back for
- * their update and written after it (uvmrt_tensor(3)): managed memory placed on the
- * host (the tier takes no page-locked memory), updated in their declared call on the
- * training thread (gpt.c, cpu_optimizer_declare). A GPU layer's data is moved by the
- * policy, its moments off the tier first. */
+ * tier (a spill directory) their AdamW moments (--spill state: all four) live in files
+ * instead, read back for the calls that read them and written after those that write
+ * them (uvmrt_tensor(3)): managed memory placed on the host (the tier takes no
+ * page-locked memory); their update runs in its declared call on the training thread
+ * (gpt.c, cpu_optimizer_declare). A GPU layer's data is moved by the policy, off the
+ * tier first. */
 static void placement_set(gpt_run_t *run, int l, uvmrt_placement_t where) {
     static int refused;
-    int spill = uvmrt_context_has_disk_tier(run->uv.ctx);
     uvmrt_tensor_t *h[4] = {run->model.lp[l].w, run->model.lp[l].m, run->model.lp[l].v,
                             run->model.lp[l].g};
     for (int k = 0; k < 4; k++) {
-        int moment = k == 1 || k == 2;
-        if (moment && where != UVMRT_PLACE_HOST && uvmrt_tensor_tier(h[k]) == UVMRT_TIER_DISK)
+        int tier = on_tier_kind(run, k);
+        if (where != UVMRT_PLACE_HOST && uvmrt_tensor_tier(h[k]) == UVMRT_TIER_DISK)
             UV_CHECK(run, uvmrt_tensor_set_tier(run->uv.ctx, h[k], UVMRT_TIER_MEMORY));
-        if (where == UVMRT_PLACE_HOST && !(spill && moment) && !refused) {
+        if (where == UVMRT_PLACE_HOST && !tier && !refused) {
             uvmrt_status_t st = uvmrt_tensor_set_placement(run->uv.ctx, h[k], UVMRT_PLACE_PINNED);
             if (st == UVMRT_OK)
                 continue;
@@ -252,22 +260,23 @@ static void placement_set(gpt_run_t *run, int l, uvmrt_placement_t where) {
                             "refused (%s)\n", uvmrt_status_str(st));
         }
         UV_CHECK(run, uvmrt_tensor_set_placement(run->uv.ctx, h[k], where));
-        if (where == UVMRT_PLACE_HOST && spill && moment)
+        if (where == UVMRT_PLACE_HOST && tier)
             UV_CHECK(run, uvmrt_tensor_set_tier(run->uv.ctx, h[k], UVMRT_TIER_DISK));
     }
 }
 
-/* The disk tier's moments back in host memory (on_disk 0) or onto the tier again (1),
+/* The disk tier's tensors back in host memory (on_disk 0) or onto the tier again (1),
  * around what reads or writes them outside their calls: the initialisation, a
  * checkpoint's save and its load (host writes through the pointer are not seen by the
  * tier, and between calls the host copy is not there). */
-void gpt_moments_tier(gpt_run_t *run, int on_disk) {
-    if (!uvmrt_context_has_disk_tier(run->uv.ctx))
-        return;
+void gpt_state_tier(gpt_run_t *run, int on_disk) {
     for (int l = run->model.nl - run->set.cpu_layers; l < run->model.nl; l++) {
-        uvmrt_tensor_t *mv[2] = {run->model.lp[l].m, run->model.lp[l].v};
-        for (int k = 0; k < 2; k++)
-            UV_CHECK(run, uvmrt_tensor_set_tier(run->uv.ctx, mv[k], on_disk ? UVMRT_TIER_DISK : UVMRT_TIER_MEMORY));
+        uvmrt_tensor_t *h[4] = {run->model.lp[l].w, run->model.lp[l].m, run->model.lp[l].v,
+                                run->model.lp[l].g};
+        for (int k = 0; k < 4; k++)
+            if (on_tier_kind(run, k))
+                UV_CHECK(run, uvmrt_tensor_set_tier(run->uv.ctx, h[k],
+                                                    on_disk ? UVMRT_TIER_DISK : UVMRT_TIER_MEMORY));
     }
 }
 
@@ -275,6 +284,11 @@ void gpt_moments_tier(gpt_run_t *run, int on_disk) {
  * directory): its update reads them back in its declared call. */
 int gpt_moments_on_disk(const gpt_run_t *run, int l) {
     return uvmrt_tensor_tier(run->model.lp[l].m) == UVMRT_TIER_DISK;
+}
+
+/* Layer l's master weights and gradient are on the disk tier too (--spill state). */
+int gpt_state_on_disk(const gpt_run_t *run, int l) {
+    return uvmrt_tensor_tier(run->model.lp[l].w) == UVMRT_TIER_DISK;
 }
 
 static void acts_free(gpt_run_t *run, block_acts_t *a) {

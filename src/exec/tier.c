@@ -261,6 +261,25 @@ void uvmrt__tier_read_ahead(uvmrt_context_t *ctx, size_t i)
     }
 }
 
+/* The tensors a call only writes (to_read[k] == 2 of its uses [first, first + n)):
+ * their discarded pages made on the host in one prefetch (a GPU's writes would fault
+ * each in), then their host copies valid; on a failure none is. */
+static uvmrt_status_t make_fresh(uvmrt_context_t *ctx, const uvmrt_sequence_t *q, size_t first, size_t n,
+                                 const uint8_t *to_read)
+{
+    uvmrt_status_t st = UVMRT_OK;
+    for (size_t k = 0; k < n && st == UVMRT_OK && !ctx->tier.modelled; k++) {
+        if (to_read[k] != 2) continue;
+        const uvmrt_tensor_t *t = ctx->tensors.by_id[q->use_tensor[first + k]];
+        uvmrt_range_t r = {t->ptr, t->footprint};
+        st = uvmrt__be_move(ctx, &r, 1, UVMRT_LOC_HOST, ctx->ev.d2h_stream);
+    }
+    if (st == UVMRT_OK && !ctx->tier.modelled) st = uvmrt__be_stream_sync(ctx, ctx->ev.d2h_stream);
+    for (size_t k = 0; k < n && st == UVMRT_OK; k++)
+        if (to_read[k] == 2) set_host_valid(ctx, ctx->tensors.by_id[q->use_tensor[first + k]], 1);
+    return st;
+}
+
 uvmrt_status_t uvmrt__tier_before_call(uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, size_t first, size_t n)
 {
     if (ctx->tier.n_disk == 0) return UVMRT_OK;
@@ -312,11 +331,7 @@ uvmrt_status_t uvmrt__tier_before_call(uvmrt_context_t *ctx, int layer, uvmrt_ph
     for (size_t k = 0; k < n; k++) {
         if (!to_read[k]) continue;
         uvmrt_tensor_t *t = ctx->tensors.by_id[q->use_tensor[first + k]];
-        if (to_read[k] == 2 && st == UVMRT_OK) { /* the call overwrites every byte: nothing to read */
-            set_host_valid(ctx, t, 1);
-            continue;
-        }
-        if (to_read[k] == 2) continue;
+        if (to_read[k] == 2) continue; /* the call overwrites every byte: nothing to read */
         if (ctx->tier.modelled) {
             set_host_valid(ctx, t, 1);
             bytes += t->footprint;
@@ -336,6 +351,7 @@ uvmrt_status_t uvmrt__tier_before_call(uvmrt_context_t *ctx, int layer, uvmrt_ph
             st = UVMRT_ERR_IO;
         }
     }
+    if (st == UVMRT_OK && fresh > 0) st = make_fresh(ctx, q, first, n, to_read);
     free(reqs);
     free(to_read);
     ctx->tier.read_pending += bytes; /* also a read before a begin that failed: it happened */
