@@ -1169,6 +1169,50 @@ Test(gpt_trainer, moments_on_the_disk_tier_change_no_loss) {
     cr_expect_geq(optimizer_field(r, 2, "spill_read_bytes"), 3 * 16 * n2, "w, m, v, g not read for the update");
     cr_expect_geq(optimizer_field(r, 2, "spill_write_bytes"), 4 * 12 * n2, "w, m, v not written after it");
     json_decref(r);
+    /* stopped and resumed with --spill state: the checkpoint's save and load bring each
+     * tensor in from the tier and put it back, one at a time */
+    st = gpt(TINY " --profile h200 --steps 4 --budget 160M --text %s --cpu-layers 2 --recompute 0 --stop-at 2 "
+                  "--checkpoint %s/ck2 --checkpoint-every 2 --loss-log %s/sa.txt --spill-dir %s --spill state",
+             GPT_CORPUS_PATH, dir, dir, spill);
+    cr_assert_eq(st, 0, "%s", out);
+    st = gpt(TINY " --profile h200 --steps 4 --budget 160M --text %s --cpu-layers 2 --recompute 0 --resume "
+                  "--checkpoint %s/ck2 --loss-log %s/sb.txt --spill-dir %s --spill state",
+             GPT_CORPUS_PATH, dir, dir, spill);
+    cr_assert_eq(st, 0, "%s", out);
+    snprintf(cmd, sizeof cmd, "cat %s/sa.txt %s/sb.txt | cmp -s - %s/plain.txt", dir, dir, dir);
+    cr_expect_eq(system(cmd), 0, "stopped and resumed with --spill state, the losses differ");
+    st = gpt(TINY " --steps 2 --text %s --cpu-layers 2 --spill-dir %s --spill state --dump-weights %s/w.bin",
+             GPT_CORPUS_PATH, spill, dir);
+    cr_expect_eq(st, 1, "%s", out);
+    cr_expect(strstr(out, "not with --spill state") != NULL, "%s", out);
+    cr_expect_eq(rmdir(spill), 0, "the tier's files are left in %s", spill);
+    scratch_done();
+}
+
+/* A host budget that holds the CPU layers' state only with the disk tier: refused
+ * before anything is allocated without it (naming what is needed), and with --spill
+ * state the run keeps within it, its peak host bytes under the budget. */
+Test(gpt_trainer, a_host_budget_that_fits_only_with_the_disk_tier) {
+    scratch();
+    char spill[300], rep[512];
+    snprintf(spill, sizeof spill, "%s/spill", dir);
+    snprintf(rep, sizeof rep, "%s/rep.json", dir);
+    cr_assert_eq(mkdir(spill, 0700), 0);
+#define HOSTLY "--backend sim --layers 8 --channels 512 --heads 8 --vocab 4096 --batch 2 --seq 256 --steps 3 " \
+               "--budget 256M --host-budget 300M --cpu-layers 10 --recompute 8 -q"
+    int st = gpt(HOSTLY);
+    cr_expect_eq(st, 1, "%s", out);
+    cr_expect(strstr(out, "does not fit") && strstr(out, "nothing allocated"), "%s", out);
+    st = gpt(HOSTLY " --spill-dir %s --spill moments", spill);
+    cr_expect_eq(st, 1, "%s", out);
+    cr_expect(strstr(out, "more on the disk tier"), "%s", out);
+    st = gpt(HOSTLY " --spill-dir %s --spill state --report json:%s", spill, rep);
+    cr_assert_eq(st, 0, "%s", out);
+    json_t *r = json_file(rep);
+    cr_expect_leq(jint(r, "peak_host_bytes"), jint(r, "host_budget_bytes"), "over the host budget");
+    cr_expect_gt(jint(json_array_get(json_object_get(r, "steps"), 1), "spill_write_bytes"), 0);
+    json_decref(r);
+#undef HOSTLY
     cr_expect_eq(rmdir(spill), 0, "the tier's files are left in %s", spill);
     scratch_done();
 }

@@ -467,19 +467,27 @@ void cli_parse(int argc, char **argv, const cli_spec_t *spec, cli_common_t *comm
     }
 }
 
-int cli_host_fits(const uvmrt_context_t *ctx, uint64_t planned_bytes)
+int cli_host_fits(const uvmrt_context_t *ctx, uint64_t planned_bytes, uint64_t host_homed_bytes,
+                  uint64_t tier_off_bytes)
 {
     const double gib = 1073741824.0;
     uint64_t host = uvmrt_context_host_budget(ctx), gpu = uvmrt_context_budget(ctx);
     uint64_t ext = uvmrt_context_host_external_bytes(ctx);
-    uint64_t need = (planned_bytes > gpu ? planned_bytes - gpu : 0) + ext;
+    uint64_t others = planned_bytes > host_homed_bytes ? planned_bytes - host_homed_bytes : 0;
+    uint64_t need = (others > gpu ? others - gpu : 0) + host_homed_bytes;
+    need = (need > tier_off_bytes ? need - tier_off_bytes : 0) + ext;
     if (host == 0 || need <= host) return 0;
+    char tier[96] = "", more_gpu[96] = "";
+    if (tier_off_bytes > 0) snprintf(tier, sizeof tier, " (%.2f GiB more on the disk tier)", tier_off_bytes / gib);
+    /* a larger GPU budget helps only with what the GPU could hold: not the host-homed state */
+    if (others > gpu && need - host <= others - gpu)
+        snprintf(more_gpu, sizeof more_gpu, ", a GPU budget of %.2f GiB", (gpu + need - host) / gib);
     fprintf(stderr,
-            "%s: does not fit: %.2f GiB of tensors with a GPU budget of %.2f GiB need %.2f GiB of host memory "
+            "%s: does not fit: %.2f GiB of tensors with a GPU budget of %.2f GiB need %.2f GiB of host memory%s "
             "(%.2f GiB declared outside uvmrt), host budget %.2f GiB; it fits with --host-budget %.2fG (if the "
-            "machine has it), a GPU budget of %.2f GiB, or a smaller model or batch\n",
-            cli_program, planned_bytes / gib, gpu / gib, need / gib, ext / gib, host / gib, need / gib + 0.005,
-            (gpu + need - host) / gib);
+            "machine has it)%s, %sor a smaller model or batch\n",
+            cli_program, planned_bytes / gib, gpu / gib, need / gib, tier, ext / gib, host / gib, need / gib + 0.005,
+            more_gpu, host_homed_bytes > 0 ? "less optimizer state in host memory (fewer CPU layers, the disk tier) " : "");
     return -1;
 }
 

@@ -129,11 +129,13 @@ typedef struct cli_spec {
  * --version too; a bad value or a stray argument exits 2. */
 void cli_parse(int argc, char **argv, const cli_spec_t *spec, cli_common_t *common);
 /* Before allocating tensors of planned_bytes in all: whether the host memory they need
- * (what ctx's device budget cannot hold, plus the bytes declared with
- * uvmrt_context_set_host_external_bytes) is within ctx's host budget. When not, says on
- * stderr what is needed where and what would make it fit, and returns -1 (0: fits, or
- * no host budget). */
-int cli_host_fits(const uvmrt_context_t *ctx, uint64_t planned_bytes);
+ * is within ctx's host budget: host_homed_bytes of them placed in host memory (a CPU
+ * optimizer's state), less tier_off_bytes that the disk tier keeps out of it, plus what
+ * ctx's device budget cannot hold of the others, plus the bytes declared with
+ * uvmrt_context_set_host_external_bytes. When not, says on stderr what is needed where
+ * and what would make it fit, and returns -1 (0: fits, or no host budget). */
+int cli_host_fits(const uvmrt_context_t *ctx, uint64_t planned_bytes, uint64_t host_homed_bytes,
+                  uint64_t tier_off_bytes);
 /* Copies backend, profile, policy, budget, host budget, spill directory and log level from common into params
  * (budget 0 for policy none, which runs without one). */
 void cli_params_apply(const cli_common_t *common, uvmrt_params_t *params);

@@ -384,7 +384,7 @@ static void run_open_gpu(demo_run_t *run) {
 
 static void net_alloc(demo_run_t *run) {
     const demo_options_t *opt = run->opt;
-    if (cli_host_fits(run->ctx, total_tensor_bytes(opt)) != 0)
+    if (cli_host_fits(run->ctx, total_tensor_bytes(opt), 0, 0) != 0)
         run_fail(run, "nothing allocated: the tensors do not fit the host budget");
     demo_net_t *net = &run->net;
     net->layers = opt->layers;

@@ -444,8 +444,13 @@ int gpt_ckpt_save(const char *dir, uint64_t step, const gpt_ckpt_buffer_t *bufs,
     int ok = write_all(fd, h, sizeof h) == 0 &&
              write_chunks(fd, table, table_bytes, &crc, &done, total, opts) == 0 &&
              write_chunks(fd, meta, meta_bytes, &crc, &done, total, opts) == 0;
-    for (int i = 0; ok && i < n; i++)
+    for (int i = 0; ok && i < n; i++) {
+        if (bufs[i].around)
+            bufs[i].around(bufs[i].user, 0);
         ok = write_chunks(fd, bufs[i].ptr, bufs[i].bytes, &crc, &done, total, opts) == 0;
+        if (bufs[i].around)
+            bufs[i].around(bufs[i].user, 1);
+    }
     free(table);
     if (ok) {
         h[0] = GPT_CKPT_MAGIC | (uint64_t)GPT_CKPT_VERSION << 32;
@@ -708,6 +713,8 @@ static int load_path(const char *path, const gpt_ckpt_buffer_t *bufs, int n, voi
         uint32_t c = gpt_ckpt_crc32c(gpt_ckpt_crc32c(0, fi.table, fi.table_bytes), m,
                                      fi.meta_bytes);
         for (int i = 0; i < n && status == 0; i++) {
+            if (bufs[i].around)
+                bufs[i].around(bufs[i].user, 0);
             unsigned char *p = bufs[i].ptr;
             for (uint64_t left = bufs[i].bytes; left > 0 && status == 0;) {
                 size_t k = left < CHUNK_BYTES ? (size_t)left : CHUNK_BYTES;
@@ -720,6 +727,8 @@ static int load_path(const char *path, const gpt_ckpt_buffer_t *bufs, int n, voi
                 p += k;
                 left -= k;
             }
+            if (bufs[i].around)
+                bufs[i].around(bufs[i].user, 1);
         }
         if (status == 0 && c != fi.crc)
             status = errbuf_fail(err, errlen, ERR_PREFIX,

@@ -58,6 +58,11 @@ typedef struct {
     const char *name; /* 1..GPT_CKPT_NAME_MAX bytes, unique in the list */
     void *ptr;        /* save: read from; load: written to */
     uint64_t bytes;
+    /* NULL, or called with after 0 just before ptr's bytes are read (save) or written
+     * (load), and with after 1 just after, also when that failed: e.g. to bring a
+     * tensor in from a tier of storage and put it back */
+    void (*around)(void *user, int after);
+    void *user;
 } gpt_ckpt_buffer_t;
 
 typedef struct {

@@ -1036,7 +1036,8 @@ int main(int argc, char **argv) {
         uvmrt_context_print_config(run.uv.ctx, stdout);
         fflush(stdout);
     }
-    if (cli_host_fits(run.uv.ctx, gpt_planned_managed_bytes(&run)) != 0)
+    if (cli_host_fits(run.uv.ctx, gpt_planned_managed_bytes(&run), gpt_host_homed_bytes(&run),
+                      gpt_tier_off_bytes(&run)) != 0)
         gpt_run_fail(&run, "nothing allocated: the tensors do not fit the host budget");
     if (run.uv.backend == UVMRT_BACKEND_CUDA) {
         if (!gpt_gpu_built())
@@ -1055,9 +1056,13 @@ int main(int argc, char **argv) {
             gpt_run_fail(&run, "out of host memory");
     }
     gpt_net_alloc(&run);
+    if (run.set.cpu_layers > 0 && opt.spill_state && uvmrt_context_has_disk_tier(run.uv.ctx) &&
+        (opt.dump_weights || opt.dump_grads || opt.init_weights))
+        gpt_run_fail(&run, "--dump-weights, --dump-grads and --init-weights read or write every layer's master "
+                           "weights or gradients at once: not with --spill state, which keeps the CPU layers' "
+                           "on the disk tier (use --spill moments)");
     if (run.uv.backend != UVMRT_BACKEND_CUDA && gpt_simref_fits(&run))
         gpt_simref_open(&run);
-    gpt_state_tier(&run, 0); /* written here, outside any call */
     if (gpt_computes(&run)) {
         if (opt.init_weights)
             gpt_weights_load(&run, opt.init_weights);
@@ -1068,7 +1073,6 @@ int main(int argc, char **argv) {
     }
     if (opt.resume)
         gpt_run_ckpt_resume(&run); /* after the initialisation, which it overwrites */
-    gpt_state_tier(&run, 1);
     if (run.set.compute)
         gpt_cpu_opt_open(&run);
     if (run.set.first >= run.set.stop) {

@@ -220,9 +220,14 @@ void gpt_run_reconfigure(gpt_run_t *run, int k, int n);
 int gpt_moments_on_disk(const gpt_run_t *run, int l);
 /* 1: its master weights and gradient too (--spill state). */
 int gpt_state_on_disk(const gpt_run_t *run, int l);
-/* The CPU layers' tensors on the disk tier off it (on_disk 0) or onto it again (1),
- * around what reads or writes them between calls; nothing without a disk tier. */
-void gpt_state_tier(gpt_run_t *run, int on_disk);
+/* The CPU layers' state placed in host memory, and what of it the disk tier keeps out
+ * of host memory (cli_host_fits). */
+uint64_t gpt_host_homed_bytes(const gpt_run_t *run);
+uint64_t gpt_tier_off_bytes(const gpt_run_t *run);
+/* A tensor on the disk tier back in host memory around what reads or writes it between
+ * calls (1: it was on the tier), and onto the tier again (held: what hold returned). */
+int gpt_tier_hold(gpt_run_t *run, uvmrt_tensor_t *t);
+void gpt_tier_release(gpt_run_t *run, uvmrt_tensor_t *t, int held);
 void gpt_step_calls(gpt_run_t *run, int s, double lr);
 double gpt_lr_at(const gpt_options_t *o, int step);
 void gpt_cpu_drain(gpt_run_t *run);

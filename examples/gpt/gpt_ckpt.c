@@ -39,17 +39,34 @@ typedef struct ckpt_meta {
     gpt_data_pos_t data;            /* the training data's next batch */
 } ckpt_meta_t;
 
+/* A buffer's tensor, brought in from the disk tier around its bytes' save or load. */
+typedef struct ckpt_tier {
+    gpt_run_t *run;
+    uvmrt_tensor_t *t;
+    int held;
+} ckpt_tier_t;
+
 typedef struct ckpt_bufs {
     gpt_ckpt_buffer_t *b;
     char (*names)[24];
+    ckpt_tier_t *tier;
     int n;
 } ckpt_bufs_t;
+
+static void ckpt_tier_around(void *user, int after) {
+    ckpt_tier_t *c = user;
+    if (!after)
+        c->held = gpt_tier_hold(c->run, c->t);
+    else
+        gpt_tier_release(c->run, c->t, c->held);
+}
 
 static void ckpt_bufs_make(gpt_run_t *run, ckpt_bufs_t *cb) {
     cb->n = 4 * run->model.nl;
     cb->b = calloc((size_t)cb->n, sizeof *cb->b);
     cb->names = calloc((size_t)cb->n, sizeof *cb->names);
-    if (!cb->b || !cb->names)
+    cb->tier = calloc((size_t)cb->n, sizeof *cb->tier);
+    if (!cb->b || !cb->names || !cb->tier)
         gpt_run_fail(run, "out of host memory");
     static const char *const kind[4] = {"w", "wh", "m", "v"};
     for (int l = 0; l < run->model.nl; l++) {
@@ -59,7 +76,10 @@ static void ckpt_bufs_make(gpt_run_t *run, ckpt_bufs_t *cb) {
         for (int k = 0; k < 4; k++) {
             int i = 4 * l + k;
             snprintf(cb->names[i], sizeof cb->names[i], "%s_%d", kind[k], l);
-            cb->b[i] = (gpt_ckpt_buffer_t){cb->names[i], ptr(t[k]), bytes[k]};
+            cb->tier[i] = (ckpt_tier_t){run, t[k], 0};
+            /* one tensor at a time in host memory: the host budget has room for the
+             * tier's window, not for every layer's state */
+            cb->b[i] = (gpt_ckpt_buffer_t){cb->names[i], ptr(t[k]), bytes[k], ckpt_tier_around, &cb->tier[i]};
         }
     }
 }
@@ -67,6 +87,7 @@ static void ckpt_bufs_make(gpt_run_t *run, ckpt_bufs_t *cb) {
 static void ckpt_bufs_free(ckpt_bufs_t *cb) {
     free(cb->b);
     free(cb->names);
+    free(cb->tier);
 }
 
 static void ckpt_meta_make(const gpt_run_t *run, ckpt_meta_t *m, int steps_done) {
@@ -188,7 +209,6 @@ void gpt_run_ckpt_save(gpt_run_t *run, int s) {
     for (int l = 0; gpt_computes(run) && l < run->model.nl; l++)
         if (on_cpu(run, l))
             gpt_wh_from_master_host(run, l);
-    gpt_state_tier(run, 0); /* read here, outside any call */
     ckpt_bufs_t cb;
     ckpt_bufs_make(run, &cb);
     ckpt_meta_t meta;
@@ -203,7 +223,6 @@ void gpt_run_ckpt_save(gpt_run_t *run, int s) {
     int rc = gpt_ckpt_save(run->set.opt->ckpt_dir, (uint64_t)(s + 1), cb.b, cb.n, &meta,
                            sizeof meta, &so, err, sizeof err);
     ckpt_bufs_free(&cb);
-    gpt_state_tier(run, 1);
     if (rc != 0)
         gpt_run_fail(run, "--checkpoint: saving step %d: %s", s + 1, err);
     gpt_ckpt_path(run->ckpt_last, sizeof run->ckpt_last, run->set.opt->ckpt_dir, (uint64_t)(s + 1));

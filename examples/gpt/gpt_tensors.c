@@ -154,6 +154,36 @@ uint64_t gpt_planned_managed_bytes(const gpt_run_t *run) {
 }
 
 static void placement_set(gpt_run_t *run, int l, uvmrt_placement_t where);
+static int on_tier_kind(const gpt_run_t *run, int k);
+
+/* The CPU layers' w, m, v, g: placed in host memory whatever the GPU's budget. */
+uint64_t gpt_host_homed_bytes(const gpt_run_t *run) {
+    uint64_t b = 0;
+    for (int l = run->model.nl - run->set.cpu_layers; l < run->model.nl; l++) {
+        size_t nd, n = layer_nparams(run, l, &nd);
+        b += 4 * footprint(n * 4);
+    }
+    return b;
+}
+
+/* The host bytes the disk tier keeps out of host memory: the CPU layers' tensors on it
+ * (the moments; --spill state: w and g too) less its window, the two largest layers'
+ * (read back around their use while the one before is written); 0 without a tier. */
+uint64_t gpt_tier_off_bytes(const gpt_run_t *run) {
+    uint64_t all = 0, big[2] = {0, 0};
+    for (int l = run->model.nl - run->set.cpu_layers; l < run->model.nl; l++) {
+        size_t nd, n = layer_nparams(run, l, &nd);
+        uint64_t b = 0;
+        for (int k = 0; k < 4; k++)
+            b += on_tier_kind(run, k) ? footprint(n * 4) : 0;
+        all += b;
+        if (b > big[0])
+            big[1] = big[0], big[0] = b;
+        else if (b > big[1])
+            big[1] = b;
+    }
+    return all > big[0] + big[1] ? all - big[0] - big[1] : 0;
+}
 
 static void acts_from(block_acts_t *a, uvmrt_tensor_t **t) {
     *a = (block_acts_t){t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9]};
@@ -198,6 +228,8 @@ void gpt_net_alloc(gpt_run_t *run) {
             if (!recomputes(run, l))
                 acts_from(&run->model.acts[l - 1], t + 6);
         }
+        if (on_cpu(run, l)) /* before the next layer's: on the disk tier, its state leaves host memory */
+            placement_set(run, l, UVMRT_PLACE_HOST);
     }
     workspace_descs(run, &s);
     memset(t, 0, sizeof t);
@@ -217,8 +249,6 @@ void gpt_net_alloc(gpt_run_t *run) {
         for (int l = 1; l <= run->set.recompute; l++)
             run->model.acts[l - 1] = run->model.shared_acts;
     }
-    for (int l = run->model.nl - run->set.cpu_layers; l < run->model.nl; l++)
-        placement_set(run, l, UVMRT_PLACE_HOST);
 }
 
 /* ----------------------------------------------------------------------------
@@ -265,19 +295,20 @@ static void placement_set(gpt_run_t *run, int l, uvmrt_placement_t where) {
     }
 }
 
-/* The disk tier's tensors back in host memory (on_disk 0) or onto the tier again (1),
- * around what reads or writes them outside their calls: the initialisation, a
- * checkpoint's save and its load (host writes through the pointer are not seen by the
- * tier, and between calls the host copy is not there). */
-void gpt_state_tier(gpt_run_t *run, int on_disk) {
-    for (int l = run->model.nl - run->set.cpu_layers; l < run->model.nl; l++) {
-        uvmrt_tensor_t *h[4] = {run->model.lp[l].w, run->model.lp[l].m, run->model.lp[l].v,
-                                run->model.lp[l].g};
-        for (int k = 0; k < 4; k++)
-            if (on_tier_kind(run, k))
-                UV_CHECK(run, uvmrt_tensor_set_tier(run->uv.ctx, h[k],
-                                                    on_disk ? UVMRT_TIER_DISK : UVMRT_TIER_MEMORY));
-    }
+/* A tensor on the disk tier back in host memory, to be read or written outside its
+ * calls (the initialisation, a checkpoint's save or load: host writes through the
+ * pointer are not seen by the tier, and between calls the host copy is not there);
+ * 1 when it was on the tier, for gpt_tier_release, which puts it back. */
+int gpt_tier_hold(gpt_run_t *run, uvmrt_tensor_t *t) {
+    if (uvmrt_tensor_tier(t) != UVMRT_TIER_DISK)
+        return 0;
+    UV_CHECK(run, uvmrt_tensor_set_tier(run->uv.ctx, t, UVMRT_TIER_MEMORY));
+    return 1;
+}
+
+void gpt_tier_release(gpt_run_t *run, uvmrt_tensor_t *t, int held) {
+    if (held)
+        UV_CHECK(run, uvmrt_tensor_set_tier(run->uv.ctx, t, UVMRT_TIER_DISK));
 }
 
 /* Layer l's AdamW moments are on the disk tier (a CPU layer of a run with a spill

@@ -67,28 +67,43 @@ void gpt_wh_from_master_host(gpt_run_t *run, int l) {
         wh[k] = mlp_f32_to_bf16(w[k]);
 }
 
-/* Every layer from its master weights as step 1 needs it: the bf16 copy made, the
- * moments and gradients zero (wpe rows beyond T never get a gradient). */
-static void layers_start_from_weights(gpt_run_t *run) {
-    for (int l = 0; l < run->model.nl; l++) {
-        const layer_params_t *p = &run->model.lp[l];
-        float *m = f32(p->m), *v = f32(p->v), *g = f32(p->g);
-        gpt_wh_from_master_host(run, l);
+/* Layer l from its master weights as step 1 needs it: the bf16 copy made, the moments
+ * and gradient zero (wpe rows beyond T never get a gradient); those on the disk tier
+ * are zero in their files already (written when the tensor was new). */
+static void layer_start_from_weights(gpt_run_t *run, int l) {
+    const layer_params_t *p = &run->model.lp[l];
+    gpt_wh_from_master_host(run, l);
+    uvmrt_tensor_t *z[3] = {p->m, p->v, p->g};
+    for (int i = 0; i < 3; i++) {
+        if (uvmrt_tensor_tier(z[i]) == UVMRT_TIER_DISK)
+            continue;
+        float *x = f32(z[i]);
 #pragma omp parallel for schedule(static)
         for (size_t k = 0; k < p->n; k++)
-            m[k] = v[k] = g[k] = 0.0f;
+            x[k] = 0.0f;
     }
+}
+
+static void layers_start_from_weights(gpt_run_t *run) {
+    for (int l = 0; l < run->model.nl; l++)
+        layer_start_from_weights(run, l);
 }
 
 void gpt_weights_init(gpt_run_t *run) {
     uint64_t seed = run->set.opt->c.seed;
     float std_res = 0.02f / sqrtf(2.0f * (float)run->model.L);
     double t0 = cli_now_s();
-    for (int t = 0; t < GPT_NUM_PARAM_TENSORS; t++)
+    /* a layer at a time: master weights on the disk tier come to host memory one layer
+     * at a time (the host budget holds the tier's window, not every layer) */
+    for (int at = 0; at < run->model.nl; at++) {
+        int held = gpt_tier_hold(run, run->model.lp[at].w);
+        for (int t = 0; t < GPT_NUM_PARAM_TENSORS; t++)
         for (int l = 0; l < piece_repeats(run, t); l++) {
             int layer;
             size_t off, count;
             piece(run, t, l, &layer, &off, &count);
+            if (layer != at)
+                continue;
             float *w = f32(run->model.lp[layer].w) + off;
             uint64_t id = (uint64_t)t * 4096 + (uint64_t)l;
             int is_lnw = t == 2 || t == 8 || t == 14;
@@ -102,7 +117,9 @@ void gpt_weights_init(gpt_run_t *run) {
                        : is_bias || k >= real ? 0.0f
                                               : std * normal_at(seed, id, k);
         }
-    layers_start_from_weights(run);
+        layer_start_from_weights(run, at);
+        gpt_tier_release(run, run->model.lp[at].w, held);
+    }
     if (!run->set.opt->c.quiet)
         printf("  initialised the weights on the host in %.1f s\n", cli_now_s() - t0);
 }

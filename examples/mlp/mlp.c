@@ -879,7 +879,7 @@ int main(int argc, char **argv) {
         run.gpu = mlp_gpu_open(&run);
     else
         sim_math_note(&opt);
-    if (cli_host_fits(run.ctx, mlp_planned_managed_bytes(&opt)) != 0)
+    if (cli_host_fits(run.ctx, mlp_planned_managed_bytes(&opt), 0, 0) != 0)
         run_fail(&run, "nothing allocated: the tensors do not fit the host budget");
     net_alloc(&run);
     run.recompute = recompute_count(&run); /* the runtime's answers, block by block */
