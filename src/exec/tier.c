@@ -54,10 +54,6 @@ static void set_host_valid(uvmrt_context_t *ctx, uvmrt_tensor_t *t, int valid)
 static void drop_host(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
 {
     if (!gives_back(ctx)) return;
-    if (ctx->tier.modelled) { /* as if: the contents stay for the rehearsal */
-        set_host_valid(ctx, t, 0);
-        return;
-    }
     uvmrt_range_t r = {t->ptr, t->footprint};
     uvmrt_status_t st = uvmrt__be_discard(ctx, &r, 1, ctx->ev.d2h_stream);
     if (st == UVMRT_OK) st = uvmrt__be_stream_sync(ctx, ctx->ev.d2h_stream);
@@ -65,7 +61,10 @@ static void drop_host(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
         uvmrt__be_absorb(ctx, "discard (disk tier's host copy)", st);
         return;
     }
-    if (ctx->cfg.backend == UVMRT_BACKEND_SIM && madvise(t->ptr, t->footprint, MADV_DONTNEED) != 0) return;
+    /* a rehearsal's model takes the discard's time as the run does; its contents stay */
+    if (!ctx->tier.modelled && ctx->cfg.backend == UVMRT_BACKEND_SIM &&
+        madvise(t->ptr, t->footprint, MADV_DONTNEED) != 0)
+        return;
     set_host_valid(ctx, t, 0);
 }
 
@@ -268,13 +267,13 @@ static uvmrt_status_t make_fresh(uvmrt_context_t *ctx, const uvmrt_sequence_t *q
                                  const uint8_t *to_read)
 {
     uvmrt_status_t st = UVMRT_OK;
-    for (size_t k = 0; k < n && st == UVMRT_OK && !ctx->tier.modelled; k++) {
+    for (size_t k = 0; k < n && st == UVMRT_OK; k++) { /* a rehearsal's model too: its time */
         if (to_read[k] != 2) continue;
         const uvmrt_tensor_t *t = ctx->tensors.by_id[q->use_tensor[first + k]];
         uvmrt_range_t r = {t->ptr, t->footprint};
         st = uvmrt__be_move(ctx, &r, 1, UVMRT_LOC_HOST, ctx->ev.d2h_stream);
     }
-    if (st == UVMRT_OK && !ctx->tier.modelled) st = uvmrt__be_stream_sync(ctx, ctx->ev.d2h_stream);
+    if (st == UVMRT_OK) st = uvmrt__be_stream_sync(ctx, ctx->ev.d2h_stream);
     for (size_t k = 0; k < n && st == UVMRT_OK; k++)
         if (to_read[k] == 2) set_host_valid(ctx, ctx->tensors.by_id[q->use_tensor[first + k]], 1);
     return st;
