@@ -231,6 +231,24 @@ def test_cpu_layers_state_is_page_locked_and_the_views_follow(monkeypatch):
     assert losses["1"] == losses["0"]
 
 
+def test_the_cpu_adamw_team_size_is_set_by_its_variable_and_changes_no_bit(monkeypatch):
+    """UVMRT_TORCH_CPU_THREADS sets the CPU AdamW's thread count (each element is computed
+    once by one thread, so the losses do not change); a value that is not a count >= 1 is
+    an error naming it."""
+    data = models.batches(STEPS)
+    losses = {}
+    for n in ("1", "3"):
+        monkeypatch.setenv("UVMRT_TORCH_CPU_THREADS", n)
+        model, opt = ut.offload(models.make(), torch.optim.AdamW, lr=1e-2, budget="64M", cpu_optimizer=True)
+        assert opt._cpu_threads == int(n)
+        losses[n] = models.train(model, opt, data)
+        ut.close(model)
+    assert losses["1"] == losses["3"]
+    monkeypatch.setenv("UVMRT_TORCH_CPU_THREADS", "zero")
+    with pytest.raises(ValueError, match="UVMRT_TORCH_CPU_THREADS='zero'"):
+        ut.offload(models.make(), torch.optim.AdamW, budget="64M", cpu_optimizer=True)
+
+
 def test_page_locked_memory_refused_falls_back_to_managed(monkeypatch, capsys):
     """Where page-locked memory is refused (a desktop short of it), the state stays in
     managed memory, with a notice, and training goes on."""
