@@ -1099,7 +1099,7 @@ static uvmrt_status_t c_record_dest(fix_t *f, const mcase_t *c, result_t *r)
     net_spec_t spec = net_spec_default();
     net_t *net = net_create(ctx, &spec);
     char why[256] = "";
-    if (normal_steps(net, 2, why, sizeof why) != 0) snprintf(r->wrong, sizeof r->wrong, "the steps failed: %s", why);
+    if (normal_steps(net, 2, why, sizeof why) != 0) snprintf(r->wrong, sizeof r->wrong, "the steps failed: %.230s", why);
     uvmrt_summary_t sum = UVMRT_STRUCT_INIT(uvmrt_summary_t);
     memset(&sum, 0, sizeof sum);
     uvmrt_summary_get(ctx, &sum);
