@@ -379,8 +379,8 @@ typedef struct prediction {
     uint64_t host_homed_bytes;    /* fits: the tensors the plan keeps in host memory */
     double disk_read_bps, disk_write_bps; /* the profile's disk figures (0: not measured) */
     double host_mem_shared_bps;           /* the profile's, for the disk's share of host memory */
-    /* the disk tier (tier_apply): the CPU layers whose AdamW
-     * moments live in files of the spill directory, read before their update, written after */
+    /* the disk tier (tier_apply): the CPU layers whose AdamW moments live in files of the
+     * spill directory, read before their update, written after */
     size_t disk_layers;
     char disk_first[128], disk_last[128];
     uint64_t disk_bytes;          /* their footprints on the disk */

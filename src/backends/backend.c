@@ -238,6 +238,13 @@ uvmrt_status_t uvmrt__be_advise_remote(uvmrt_context_t *ctx, const uvmrt_range_t
     CHECKED(ctx, "advise_remote", what, ctx->be.ops->advise_remote(ctx->be.state, r, n));
 }
 
+uvmrt_status_t uvmrt__be_move_wait(uvmrt_context_t *ctx, const uvmrt_range_t *r, size_t n, uvmrt_location_t to,
+                                   uvmrt_stream_t stream)
+{
+    uvmrt_status_t st = uvmrt__be_move(ctx, r, n, to, stream);
+    return st == UVMRT_OK ? uvmrt__be_stream_sync(ctx, stream) : st;
+}
+
 int uvmrt__be_has_touch(const uvmrt_context_t *ctx) { return HAS(ctx, touch, touch); }
 int uvmrt__be_has_discard(const uvmrt_context_t *ctx) { return HAS(ctx, discard, discard); }
 

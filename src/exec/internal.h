@@ -117,6 +117,11 @@ int uvmrt__be_move_undone(const uvmrt_context_t *ctx, uint64_t compensated_befor
 uvmrt_status_t uvmrt__be_discard(uvmrt_context_t *ctx, const uvmrt_range_t *r, size_t n,
                                  uvmrt_stream_t stream);
 uvmrt_status_t uvmrt__be_advise_remote(uvmrt_context_t *ctx, const uvmrt_range_t *r, size_t n);
+/* move, then the host waits for stream: n ranges' pages brought to (or made on) to's
+ * side in one stream-ordered batch before the host, or a GPU write over the link,
+ * touches them (never touched or discarded pages would fault in 4 KiB at a time). */
+uvmrt_status_t uvmrt__be_move_wait(uvmrt_context_t *ctx, const uvmrt_range_t *r, size_t n, uvmrt_location_t to,
+                                   uvmrt_stream_t stream);
 int uvmrt__be_has_touch(const uvmrt_context_t *ctx);
 int uvmrt__be_has_discard(const uvmrt_context_t *ctx);
 uvmrt_status_t uvmrt__be_touch(uvmrt_context_t *ctx, uvmrt_stream_t stream, const uvmrt_touch_t *work,

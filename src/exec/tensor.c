@@ -466,18 +466,16 @@ const char *uvmrt_tensor_name(const uvmrt_tensor_t *t) { return t ? t->name : NU
 int uvmrt_tensor_layer(const uvmrt_tensor_t *t) { return t ? t->layer : -1; }
 uvmrt_role_t uvmrt_tensor_role(const uvmrt_tensor_t *t) { return t ? t->role : UVMRT_ROLE_WORKSPACE; }
 int uvmrt_tensor_is_resident(const uvmrt_tensor_t *t) { return t && t->magic == UVMRT_TENSOR_MAGIC && t->resident; }
-/* The managed slot's pages brought to (or made on) the host in one stream-ordered
- * prefetch before the CPU copies out of or into it. Without it the copy faults each
- * 4 KiB page in on its own: a discarded slot, 2.47 M CPU faults and about 90 s for
- * 9.4 GB (session 30, the binding's 16 GiB row unpinning 19 layers' state); a slot
- * never touched, 340 s to pin uvmrt-gpt's 44 CPU layers (session 31). */
+/* The managed slot's pages on the host, after its last use, before the CPU copies out
+ * of or into it. Without it the copy faults each 4 KiB page in on its own: a discarded
+ * slot, 2.47 M CPU faults and about 90 s for 9.4 GB (session 30, the binding's 16 GiB
+ * row unpinning 19 layers' state); a slot never touched, 340 s to pin uvmrt-gpt's 44
+ * CPU layers (session 31). */
 static uvmrt_status_t slot_to_host(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
 {
     uvmrt_range_t r = {t->ptr, t->footprint};
     uvmrt_status_t st = uvmrt__ring_wait(ctx, ctx->ev.d2h_stream, t->last_use);
-    if (st == UVMRT_OK) st = uvmrt__be_move(ctx, &r, 1, UVMRT_LOC_HOST, ctx->ev.d2h_stream);
-    if (st == UVMRT_OK) st = uvmrt__be_stream_sync(ctx, ctx->ev.d2h_stream);
-    return st;
+    return st == UVMRT_OK ? uvmrt__be_move_wait(ctx, &r, 1, UVMRT_LOC_HOST, ctx->ev.d2h_stream) : st;
 }
 
 /* To page-locked memory of its own (UVMRT_PLACE_PINNED): allocated first, then the

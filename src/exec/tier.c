@@ -262,18 +262,21 @@ void uvmrt__tier_read_ahead(uvmrt_context_t *ctx, size_t i)
 
 /* The tensors a call only writes (to_read[k] == 2 of its uses [first, first + n)):
  * their discarded pages made on the host in one prefetch (a GPU's writes would fault
- * each in), then their host copies valid; on a failure none is. */
+ * each in; a rehearsal's model too, for its time), then their host copies valid; on a
+ * failure none is. */
 static uvmrt_status_t make_fresh(uvmrt_context_t *ctx, const uvmrt_sequence_t *q, size_t first, size_t n,
                                  const uint8_t *to_read)
 {
-    uvmrt_status_t st = UVMRT_OK;
-    for (size_t k = 0; k < n && st == UVMRT_OK; k++) { /* a rehearsal's model too: its time */
+    uvmrt_range_t *r = malloc(n * sizeof *r);
+    if (r == NULL) return UVMRT_ERR_NOMEM;
+    size_t m = 0;
+    for (size_t k = 0; k < n; k++) {
         if (to_read[k] != 2) continue;
         const uvmrt_tensor_t *t = ctx->tensors.by_id[q->use_tensor[first + k]];
-        uvmrt_range_t r = {t->ptr, t->footprint};
-        st = uvmrt__be_move(ctx, &r, 1, UVMRT_LOC_HOST, ctx->ev.d2h_stream);
+        r[m++] = (uvmrt_range_t){t->ptr, t->footprint};
     }
-    if (st == UVMRT_OK) st = uvmrt__be_stream_sync(ctx, ctx->ev.d2h_stream);
+    uvmrt_status_t st = uvmrt__be_move_wait(ctx, r, m, UVMRT_LOC_HOST, ctx->ev.d2h_stream);
+    free(r);
     for (size_t k = 0; k < n && st == UVMRT_OK; k++)
         if (to_read[k] == 2) set_host_valid(ctx, ctx->tensors.by_id[q->use_tensor[first + k]], 1);
     return st;

@@ -36,9 +36,8 @@ typedef struct uvmrt_tier_state {
 /* Before layer call c opens (step.c, staged uses [first, first + n)): every disk tensor
  * it uses is in host memory once this returns UVMRT_OK (read back, the call's reads in
  * flight together, or read ahead: waited for), its bytes counted to (layer, phase).
- * UVMRT_ERR_IO (logged with the
- * tensor, its layer and the file) when a read failed: the file is as it was, the call
- * is not opened. A write-back that failed surfaces here or at step end (its host copy
+ * UVMRT_ERR_IO (logged with the tensor, its layer and the file) when a read failed:
+ * the file is as it was, the call is not opened. A write-back that failed surfaces here or at step end (its host copy
  * is kept, so nothing is lost). */
 uvmrt_status_t uvmrt__tier_before_call(uvmrt_context_t *ctx, int layer, uvmrt_phase_t phase, size_t first, size_t n);
 /* After call i opened (step.c), in a step that has not left its record: the disk
