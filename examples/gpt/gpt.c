@@ -267,7 +267,6 @@ static uint64_t block_forward_bytes(const gpt_run_t *run, int with_out) {
 
 static uint64_t block_backward_bytes(const gpt_run_t *run, int l, int recompute) {
     uint64_t nc = (uint64_t)run->model.N * run->model.C, params = run->model.lp[l].n;
-    (void)l;
     return 118 * nc + 4 * params +
            (recompute ? block_forward_bytes(run, 0) : 0);
 }
@@ -678,16 +677,9 @@ static void optimizer(gpt_run_t *run, int l, const mlp_adamw_coef_t *cd,
 static void cpu_adamw_here(gpt_run_t *run, int l, const uvmrt_adamw_t *hp) {
     const layer_params_t *p = &run->model.lp[l];
     gcheck(run, gpt_gpu_sync(run->gpu), l);
-    uvmrt_adamw_t hd = *hp;
-    hd.grad_scale = run->clip_host[1];
-    uvmrt_adamw_t hn = hd;
-    hn.weight_decay = 0.0;
-    float *w = f32(p->w), *m = f32(p->m), *v = f32(p->v), *g = f32(p->g);
-    size_t nd = p->n_decay;
+    gpt_cpuopt_layer_t cl = {l, f32(p->w), f32(p->m), f32(p->v), f32(p->g), b16(p->wh), p->n, p->n_decay};
     double t0 = cli_now_s();
-    uvmrt_status_t st = uvmrt_adamw_cpu(&hd, w, m, v, g, nd, NULL);
-    if (st == UVMRT_OK)
-        st = uvmrt_adamw_cpu(&hn, w + nd, m + nd, v + nd, g + nd, p->n - nd, NULL);
+    uvmrt_status_t st = gpt_cpuopt_update(&cl, hp, run->clip_host[1]);
     run->cpu_busy_s += cli_now_s() - t0;
     if (st != UVMRT_OK)
         gpt_run_fail(run, "layer %d: uvmrt_adamw_cpu failed: %s", l, uvmrt_status_str(st));
@@ -698,9 +690,9 @@ static void cpu_adamw_here(gpt_run_t *run, int l, const uvmrt_adamw_t *hp) {
  * memory, not the GPU's) but those on the disk tier (the moments; --spill state: w and
  * g too): the tier reads them back before the call and writes them after it, so the
  * update runs in the call, on this thread, not on the CPU thread (which leaves such
- * layers out). sim: it
- * takes that at the profile's host memory rate, sharing host memory with the link's
- * transfers; cuda: declared only, or the update itself for moments on the disk. */
+ * layers out). sim: it takes that at the profile's host memory rate, sharing host
+ * memory with the link's transfers; cuda: declared only, or the update itself for
+ * moments on the disk. */
 static void cpu_optimizer_declare(gpt_run_t *run, int l, const uvmrt_adamw_t *hp) {
     const layer_params_t *p = &run->model.lp[l];
     uvmrt_use_t state[4] = {{p->m, UVMRT_USE_READWRITE}, {p->v, UVMRT_USE_READWRITE},

@@ -16,6 +16,19 @@
 
 #include "gpt_cpuopt.h"
 
+uvmrt_status_t gpt_cpuopt_update(const gpt_cpuopt_layer_t *l, const uvmrt_adamw_t *hp, float clip) {
+    uvmrt_adamw_t hd = *hp;
+    hd.grad_scale = clip;
+    uvmrt_adamw_t hn = hd;
+    hn.weight_decay = 0.0;
+    /* w only: the layer's forward makes wh from it on the GPU (gpt.c, weights_ready) */
+    uvmrt_status_t st = uvmrt_adamw_cpu(&hd, l->w, l->m, l->v, l->g, l->n_decay, NULL);
+    if (st == UVMRT_OK)
+        st = uvmrt_adamw_cpu(&hn, l->w + l->n_decay, l->m + l->n_decay, l->v + l->n_decay,
+                             l->g + l->n_decay, l->n - l->n_decay, NULL);
+    return st;
+}
+
 #if defined(UVMRT_HAVE_CUDA) && defined(UVMRT_HAVE_CUBLAS)
 #include <cuda_runtime_api.h>
 #include <pthread.h>
@@ -69,19 +82,12 @@ static void *cpuopt_main(void *arg) {
             return NULL;
         if (cudaEventSynchronize(c->ev) != cudaSuccess)
             goto fail;
-        hd.grad_scale = c->clip_host[1];
-        uvmrt_adamw_t hn = hd;
-        hn.weight_decay = 0.0;
+        float clip = c->clip_host[1];
         double t0 = cli_now_s();
         for (int i = 0; i < c->nlayers; i++) {
             const gpt_cpuopt_layer_t *l = &c->layers[i];
             double tl = cli_now_s();
-            /* w only: the layer's forward makes wh from it on the GPU (gpt.c, weights_ready) */
-            uvmrt_status_t st = uvmrt_adamw_cpu(&hd, l->w, l->m, l->v, l->g, l->n_decay, NULL);
-            if (st == UVMRT_OK)
-                st = uvmrt_adamw_cpu(&hn, l->w + l->n_decay, l->m + l->n_decay,
-                                     l->v + l->n_decay, l->g + l->n_decay, l->n - l->n_decay,
-                                     NULL);
+            uvmrt_status_t st = gpt_cpuopt_update(l, &hd, clip);
             if (st != UVMRT_OK) {
                 fprintf(stderr, "uvmrt-gpt: cpu optimizer: uvmrt_adamw_cpu: %s\n",
                         uvmrt_status_str(st));

@@ -24,6 +24,11 @@ typedef struct gpt_cpuopt_layer {
     size_t n, n_decay;    /* elements [0, n_decay) get weight decay */
 } gpt_cpuopt_layer_t;
 
+/* Layer l's AdamW (uvmrt_adamw_cpu) with hp, its grad_scale replaced by the clip
+ * factor: hp's weight decay on elements [0, n_decay), none on the rest; wh is not
+ * written. The thread's update, and a caller's own for a layer the thread leaves out. */
+uvmrt_status_t gpt_cpuopt_update(const gpt_cpuopt_layer_t *l, const uvmrt_adamw_t *hp, float clip);
+
 /* nl: the model's layers; layers: the n (>= 1) the thread updates, in forward order.
  * clip_host: mapped host memory where the GPU writes {norm, clip factor}. */
 gpt_cpuopt_t *gpt_cpuopt_start(int nl, int n, const gpt_cpuopt_layer_t *layers,

@@ -98,25 +98,25 @@ void gpt_weights_init(gpt_run_t *run) {
     for (int at = 0; at < run->model.nl; at++) {
         int held = gpt_tier_hold(run, run->model.lp[at].w);
         for (int t = 0; t < GPT_NUM_PARAM_TENSORS; t++)
-        for (int l = 0; l < piece_repeats(run, t); l++) {
-            int layer;
-            size_t off, count;
-            piece(run, t, l, &layer, &off, &count);
-            if (layer != at)
-                continue;
-            float *w = f32(run->model.lp[layer].w) + off;
-            uint64_t id = (uint64_t)t * 4096 + (uint64_t)l;
-            int is_lnw = t == 2 || t == 8 || t == 14;
-            int is_bias = t == 3 || t == 5 || t == 7 || t == 9 || t == 11 || t == 13 || t == 15;
-            float std = (t == 6 || t == 12) ? std_res : 0.02f;
-            size_t real =
-                t == 0 ? (size_t)run->model.V * run->model.C : count; /* padded rows stay 0 */
+            for (int l = 0; l < piece_repeats(run, t); l++) {
+                int layer;
+                size_t off, count;
+                piece(run, t, l, &layer, &off, &count);
+                if (layer != at)
+                    continue;
+                float *w = f32(run->model.lp[layer].w) + off;
+                uint64_t id = (uint64_t)t * 4096 + (uint64_t)l;
+                int is_lnw = t == 2 || t == 8 || t == 14;
+                int is_bias = t == 3 || t == 5 || t == 7 || t == 9 || t == 11 || t == 13 || t == 15;
+                float std = (t == 6 || t == 12) ? std_res : 0.02f;
+                size_t real =
+                    t == 0 ? (size_t)run->model.V * run->model.C : count; /* padded rows stay 0 */
 #pragma omp parallel for schedule(static)
-            for (size_t k = 0; k < count; k++)
-                w[k] = is_lnw ? 1.0f
-                       : is_bias || k >= real ? 0.0f
-                                              : std * normal_at(seed, id, k);
-        }
+                for (size_t k = 0; k < count; k++)
+                    w[k] = is_lnw ? 1.0f
+                           : is_bias || k >= real ? 0.0f
+                                                  : std * normal_at(seed, id, k);
+            }
         layer_start_from_weights(run, at);
         gpt_tier_release(run, run->model.lp[at].w, held);
     }
