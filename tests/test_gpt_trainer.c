@@ -1100,6 +1100,24 @@ Test(gpt_trainer, cpu_layers_are_declared_and_host_placed) {
     scratch_done();
 }
 
+/* The tier tests' run: TINY, 4 steps, block2 and the head on the CPU. */
+#define TIER_RUN TINY " --profile h200 --steps 4 --budget 160M --text " GPT_CORPUS_PATH " --cpu-layers 2 --recompute 0"
+
+/* A run with --spill-dir spill --spill what stopped after step 2 and resumed (into the
+ * checkpoint folder dir/ck_TAG) gives the losses of dir/plain.txt. */
+static void tier_stop_and_resume(const char *spill, const char *what, const char *tag) {
+    int st = gpt(TIER_RUN " --stop-at 2 --checkpoint %s/ck_%s --checkpoint-every 2 --loss-log %s/a_%s.txt "
+                          "--spill-dir %s --spill %s",
+                 dir, tag, dir, tag, spill, what);
+    cr_assert_eq(st, 0, "%s", out);
+    st = gpt(TIER_RUN " --resume --checkpoint %s/ck_%s --loss-log %s/b_%s.txt --spill-dir %s --spill %s", dir, tag,
+             dir, tag, spill, what);
+    cr_assert_eq(st, 0, "%s", out);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "cat %s/a_%s.txt %s/b_%s.txt | cmp -s - %s/plain.txt", dir, tag, dir, tag, dir);
+    cr_expect_eq(system(cmd), 0, "stopped and resumed with --spill %s, the losses differ", what);
+}
+
 /* --spill-dir: the CPU layers' AdamW moments live on the disk tier, read back for their
  * update and written after it: the losses equal those of a run without the tier bit
  * for bit, the CPU layers' optimizer calls (block2 and the head of 4 layers)
@@ -1111,13 +1129,9 @@ Test(gpt_trainer, moments_on_the_disk_tier_change_no_loss) {
     snprintf(spill, sizeof spill, "%s/spill", dir);
     snprintf(rep, sizeof rep, "%s/rep.json", dir);
     cr_assert_eq(mkdir(spill, 0700), 0);
-    int st = gpt(TINY " --profile h200 --steps 4 --budget 160M --text %s --cpu-layers 2 --recompute 0 "
-                      "--loss-log %s/plain.txt",
-                 GPT_CORPUS_PATH, dir);
+    int st = gpt(TIER_RUN " --loss-log %s/plain.txt", dir);
     cr_assert_eq(st, 0, "%s", out);
-    st = gpt(TINY " --profile h200 --steps 4 --budget 160M --text %s --cpu-layers 2 --recompute 0 "
-                  "--loss-log %s/tier.txt --spill-dir %s --report json:%s",
-             GPT_CORPUS_PATH, dir, spill, rep);
+    st = gpt(TIER_RUN " --loss-log %s/tier.txt --spill-dir %s --report json:%s", dir, spill, rep);
     cr_assert_eq(st, 0, "%s", out);
     char path[512];
     snprintf(path, sizeof path, "%s/plain.txt", dir);
@@ -1141,23 +1155,12 @@ Test(gpt_trainer, moments_on_the_disk_tier_change_no_loss) {
     json_decref(r);
     /* a checkpoint saves the moments from their files and a resume puts them back: a
      * run stopped after step 2 and resumed gives the same losses */
-    st = gpt(TINY " --profile h200 --steps 4 --budget 160M --text %s --cpu-layers 2 --recompute 0 --stop-at 2 "
-                  "--checkpoint %s/ck --checkpoint-every 2 --loss-log %s/a.txt --spill-dir %s",
-             GPT_CORPUS_PATH, dir, dir, spill);
-    cr_assert_eq(st, 0, "%s", out);
-    st = gpt(TINY " --profile h200 --steps 4 --budget 160M --text %s --cpu-layers 2 --recompute 0 --resume "
-                  "--checkpoint %s/ck --loss-log %s/b.txt --spill-dir %s",
-             GPT_CORPUS_PATH, dir, dir, spill);
-    cr_assert_eq(st, 0, "%s", out);
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "cat %s/a.txt %s/b.txt | cmp -s - %s/plain.txt", dir, dir, dir);
-    cr_expect_eq(system(cmd), 0, "stopped and resumed with the tier, the losses differ");
+    tier_stop_and_resume(spill, "moments", "m");
     /* --spill state: the master weights and gradients too; the forward reads w back, the
      * backward writes g without reading it, the update reads all four */
-    st = gpt(TINY " --profile h200 --steps 4 --budget 160M --text %s --cpu-layers 2 --recompute 0 "
-                  "--loss-log %s/state.txt --spill-dir %s --spill state --report json:%s",
-             GPT_CORPUS_PATH, dir, spill, rep);
+    st = gpt(TIER_RUN " --loss-log %s/state.txt --spill-dir %s --spill state --report json:%s", dir, spill, rep);
     cr_assert_eq(st, 0, "%s", out);
+    char cmd[1024];
     snprintf(cmd, sizeof cmd, "cmp -s %s/state.txt %s/plain.txt", dir, dir);
     cr_expect_eq(system(cmd), 0, "--spill state changed the losses");
     r = json_file(rep);
@@ -1171,16 +1174,7 @@ Test(gpt_trainer, moments_on_the_disk_tier_change_no_loss) {
     json_decref(r);
     /* stopped and resumed with --spill state: the checkpoint's save and load bring each
      * tensor in from the tier and put it back, one at a time */
-    st = gpt(TINY " --profile h200 --steps 4 --budget 160M --text %s --cpu-layers 2 --recompute 0 --stop-at 2 "
-                  "--checkpoint %s/ck2 --checkpoint-every 2 --loss-log %s/sa.txt --spill-dir %s --spill state",
-             GPT_CORPUS_PATH, dir, dir, spill);
-    cr_assert_eq(st, 0, "%s", out);
-    st = gpt(TINY " --profile h200 --steps 4 --budget 160M --text %s --cpu-layers 2 --recompute 0 --resume "
-                  "--checkpoint %s/ck2 --loss-log %s/sb.txt --spill-dir %s --spill state",
-             GPT_CORPUS_PATH, dir, dir, spill);
-    cr_assert_eq(st, 0, "%s", out);
-    snprintf(cmd, sizeof cmd, "cat %s/sa.txt %s/sb.txt | cmp -s - %s/plain.txt", dir, dir, dir);
-    cr_expect_eq(system(cmd), 0, "stopped and resumed with --spill state, the losses differ");
+    tier_stop_and_resume(spill, "state", "s");
     st = gpt(TINY " --steps 2 --text %s --cpu-layers 2 --spill-dir %s --spill state --dump-weights %s/w.bin",
              GPT_CORPUS_PATH, spill, dir);
     cr_expect_eq(st, 1, "%s", out);
