@@ -17,13 +17,15 @@
 #   host        --budget 8G, every layer's AdamW on the CPU, every block recomputing, no
 #               host budget
 #   tier        the same under --host-budget HOST (default 16G) with --spill-dir SPILL
-#               --spill state: the CPU layers' master weights, moments and gradients in
-#               files; skipped (OUTDIR/skip.tier.txt) when SPILL has less free space than
-#               their 16 bytes a parameter and a tenth more
+#               (--spill auto: uvmrt-gpt puts the least of the CPU layers' state in
+#               files that brings it within the host budget, moments first); skipped
+#               (OUTDIR/skip.tier.txt) when SPILL has less free space than the CPU
+#               layers' 16 bytes a parameter and a tenth more
 #   d48         --depth 48 --batch 8 at --budget 8G, the choice uvmrt's: the CPU AdamW's
 #               rate in the step (uvmrt-gpt's "cpu optimizer" line) against the profile's
 #
-# --smoke: the sim backend, a tiny shape (2 layers, 128 channels), a host budget of 96M,
+# --smoke: the sim backend, a tiny shape (8 layers, 128 channels), a host budget of 24M
+# (a mix of moments and whole layers on the tier),
 # no calibrate row (a profile written here): every row in seconds, to check the script.
 #
 # Variables: BUILD (the build folder, default .), SPILL (the disk tier's directory, on the
@@ -57,8 +59,8 @@ spill=${SPILL:-$out/spill}
 mkdir -p "$spill" || exit 2
 steps=${STEPS:-6}
 if [ $smoke = 1 ]; then
-    shape=(--layers 2 --channels 128 --heads 2 --vocab 4096 --batch 2 --seq 64)
-    backend=sim host=${HOST:-96M} budget=64M d48=(--layers 4 --channels 128 --heads 2 --batch 2 --seq 64)
+    shape=(--layers 8 --channels 128 --heads 2 --vocab 4096 --batch 2 --seq 64)
+    backend=sim host=${HOST:-24M} budget=64M d48=(--layers 4 --channels 128 --heads 2 --batch 2 --seq 64)
     rows_default=(resident host tier d48)
     cat >"$out/profile.json" <<'JSON'
 {"format_version": 1, "name": "smoke", "memory_bytes": 150000000000,
@@ -110,7 +112,7 @@ gpt_row() {
     run_rss "$row" "$gpt" "${args[@]}" >"$out/$row.log" 2>&1
     local rc=$?
     echo "== $row: exit $rc" | tee -a "$out/run-tier.log"
-    grep -E "^(summary|auto|cpu optimizer)" "$out/$row.log" | tee -a "$out/run-tier.log"
+    grep -E "^(summary|auto|cpu optimizer|disk tier)" "$out/$row.log" | tee -a "$out/run-tier.log"
 }
 
 for row in "${rows[@]}"; do
@@ -131,7 +133,7 @@ for row in "${rows[@]}"; do
             continue
         fi
         gpt_row tier "${shape[@]}" --budget "$budget" --host-budget "$host" --optimizer-on cpu --recompute all \
-            --spill-dir "$spill" --spill state
+            --spill-dir "$spill"
         ;;
     d48) gpt_row d48 "${d48[@]}" --budget "$budget" ;;
     *) echo "run-tier.sh: unknown row '$row'" >&2; exit 2 ;;
@@ -154,7 +156,7 @@ def load(name):
 prof = load("profile.json") or {}
 res = load("resident.json")
 compute_ms = res.get("ms_per_step_median") if res else None
-print("| row | ms/step | tokens/s | peak RSS GiB | peak host (uvmrt) GiB | GB in / out | disk GB read / written | floor ms (bound) | x floor |")
+print("| row | ms/step | tokens/s | peak RSS GiB | planned host (uvmrt) GiB | GB in / out | disk GB read / written | floor ms (bound) | x floor |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 for row in ("resident", "host", "tier", "d48"):
     r, rep = load(f"{row}.json"), load(f"{row}.report.json")
@@ -184,7 +186,7 @@ for row in ("resident", "host", "tier", "d48"):
     bound = max(floors, key=floors.get) if floors else None
     fl = f"{floors[bound]:.1f} ({bound})" if bound else "-"
     xf = f"{ms / floors[bound]:.2f}" if bound and floors[bound] > 0 else "-"
-    peak = ((rep or {}).get("peak_host_bytes") or 0) / 2**30
+    peak = ((rep or {}).get("plan_host_bytes") or 0) / 2**30
     print(f"| {row} | {ms:.1f} | {r.get('tokens_per_s', 0):.0f} | {rss:.1f} | {peak:.2f} | {gin:.2f} / {gout:.2f} "
           f"| {rd:.2f} / {wr:.2f} | {fl} | {xf} |")
 def losses(row):

@@ -1,7 +1,7 @@
 #!/bin/sh
 # check-bench-tier.sh -- bench/run-tier.sh --smoke end to end on the sim backend: every row
 # runs, the table has a line of figures for each, the tier row moved bytes to and from
-# the disk, its peak host bytes stayed under its host budget (96 MiB), and its losses
+# the disk, its peak host bytes stayed under its host budget (24 MiB), and its losses
 # equal the host row's bit for bit.
 #
 # Run by `make check` in the build directory. Skips (77) without python3 or uvmrt-gpt.
@@ -23,7 +23,7 @@ import json, sys
 rep = json.load(open(sys.argv[1] + "/tier.report.json"))
 steps = rep["steps"][1:]
 assert all(s["spill_read_bytes"] > 0 and s["spill_write_bytes"] > 0 for s in steps), "the tier moved nothing"
-assert rep["peak_host_bytes"] <= 96 << 20, f"peak host {rep['peak_host_bytes']} over the 96 MiB budget"
+assert rep["peak_host_bytes"] <= 24 << 20, f"peak host {rep['peak_host_bytes']} over the 24 MiB budget"
 host = json.load(open(sys.argv[1] + "/host.report.json"))
 assert host["peak_host_bytes"] > rep["peak_host_bytes"], "the tier saved no host memory"
 PY

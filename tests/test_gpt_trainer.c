@@ -1131,7 +1131,7 @@ Test(gpt_trainer, moments_on_the_disk_tier_change_no_loss) {
     cr_assert_eq(mkdir(spill, 0700), 0);
     int st = gpt(TIER_RUN " --loss-log %s/plain.txt", dir);
     cr_assert_eq(st, 0, "%s", out);
-    st = gpt(TIER_RUN " --loss-log %s/tier.txt --spill-dir %s --report json:%s", dir, spill, rep);
+    st = gpt(TIER_RUN " --loss-log %s/tier.txt --spill-dir %s --spill moments --report json:%s", dir, spill, rep);
     cr_assert_eq(st, 0, "%s", out);
     char path[512];
     snprintf(path, sizeof path, "%s/plain.txt", dir);
@@ -1178,7 +1178,7 @@ Test(gpt_trainer, moments_on_the_disk_tier_change_no_loss) {
     st = gpt(TINY " --steps 2 --text %s --cpu-layers 2 --spill-dir %s --spill state --dump-weights %s/w.bin",
              GPT_CORPUS_PATH, spill, dir);
     cr_expect_eq(st, 1, "%s", out);
-    cr_expect(strstr(out, "not with --spill state") != NULL, "%s", out);
+    cr_expect(strstr(out, "not with CPU layers' state on the disk tier") != NULL, "%s", out);
     cr_expect_eq(rmdir(spill), 0, "the tier's files are left in %s", spill);
     scratch_done();
 }
@@ -1216,6 +1216,58 @@ Test(gpt_trainer, a_host_budget_that_fits_only_with_the_disk_tier) {
     cr_assert(e != NULL && sscanf(e, "auto: predicted %lf ms/step, measured %lf", &pred, &meas) == 2, "%s", out);
     cr_expect(fabs(meas - pred) <= 0.05 * meas, "predicted %.1f ms, measured %.1f ms", pred, meas);
 #undef HOSTLY
+    cr_expect_eq(rmdir(spill), 0, "the tier's files are left in %s", spill);
+    scratch_done();
+}
+
+/* --spill auto (the default with --spill-dir): uvmrt puts on the disk tier the least that
+ * brings the host memory within the host budget: every CPU layer's moments first, then
+ * layers' whole state, blocks from the top down (the head and embedding last); nothing
+ * when the budget holds it all or there is none. A mixed plan's losses equal those of a
+ * run without the tier bit for bit. */
+Test(gpt_trainer, spill_auto_puts_the_least_on_the_disk_tier) {
+    scratch();
+    char spill[300], rep[512], cmd[1024];
+    snprintf(spill, sizeof spill, "%s/spill", dir);
+    snprintf(rep, sizeof rep, "%s/rep.json", dir);
+    cr_assert_eq(mkdir(spill, 0700), 0);
+#define MIXED "--backend sim --layers 4 --channels 128 --heads 4 --batch 2 --seq 64 -q --steps 3 --budget 64M " \
+              "--text " GPT_CORPUS_PATH " --recompute 0 --cpu-layers 6"
+    int st = gpt(MIXED " --host-budget none --loss-log %s/plain.txt", dir);
+    cr_assert_eq(st, 0, "%s", out);
+    st = gpt(MIXED " --host-budget 8M --spill-dir %s --loss-log %s/auto.txt --report json:%s", spill, dir, rep);
+    cr_assert_eq(st, 0, "%s", out);
+    int ml = -1, sl = -1;
+    const char *line = strstr(out, "disk tier: ");
+    cr_assert(line && sscanf(line, "disk tier: %d CPU layers' moments and %d layers' state", &ml, &sl) == 2, "%s", out);
+    cr_expect(ml > 0 && sl > 0 && ml + sl == 6, "expected a mix of moments and state on 6 layers: %s", out);
+    snprintf(cmd, sizeof cmd, "cmp -s %s/auto.txt %s/plain.txt", dir, dir);
+    cr_expect_eq(system(cmd), 0, "the auto tier plan changed the losses");
+    json_t *r = json_file(rep);
+    cr_expect_leq(jint(r, "plan_host_bytes"), jint(r, "host_budget_bytes"), "the plan is over the host budget");
+    /* the top block's whole state is on the tier (its forward reads w back); the embedding's
+     * moments only (its forward reads nothing back, its update m and v) */
+    json_t *layers = json_object_get(r, "layers");
+    cr_expect_gt(jint(json_object_get(json_array_get(layers, 4), "forward"), "spill_read_bytes"), 0,
+                 "block 3's master weights are not on the tier");
+    cr_expect_eq(jint(json_object_get(json_array_get(layers, 0), "forward"), "spill_read_bytes"), 0,
+                 "the embedding's master weights are on the tier");
+    cr_expect_gt(optimizer_field(r, 0, "spill_read_bytes"), 0, "the embedding's moments are not on the tier");
+    json_decref(r);
+    /* a host budget that holds everything, and none: nothing on the tier */
+    st = gpt(MIXED " --host-budget 24M --spill-dir %s --report json:%s", spill, rep);
+    cr_assert_eq(st, 0, "%s", out);
+    cr_expect(strstr(out, "disk tier: nothing on it (--spill auto): the host budget holds") != NULL, "%s", out);
+    r = json_file(rep);
+    cr_expect_eq(jint(json_array_get(json_object_get(r, "steps"), 1), "spill_write_bytes"), 0);
+    json_decref(r);
+    st = gpt(MIXED " --host-budget none --spill-dir %s", spill);
+    cr_assert_eq(st, 0, "%s", out);
+    cr_expect(strstr(out, "no host budget to make room in") != NULL, "%s", out);
+    st = gpt(MIXED " --spill-dir %s --spill everything", spill);
+    cr_expect_eq(st, 2, "%s", out);
+    cr_expect(strstr(out, "--spill 'everything': expected auto, moments or state") != NULL, "%s", out);
+#undef MIXED
     cr_expect_eq(rmdir(spill), 0, "the tier's files are left in %s", spill);
     scratch_done();
 }

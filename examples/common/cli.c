@@ -467,6 +467,15 @@ void cli_parse(int argc, char **argv, const cli_spec_t *spec, cli_common_t *comm
     }
 }
 
+uint64_t cli_host_need(const uvmrt_context_t *ctx, uint64_t planned_bytes, uint64_t host_homed_bytes,
+                       uint64_t tier_off_bytes)
+{
+    uint64_t gpu = uvmrt_context_budget(ctx);
+    uint64_t others = planned_bytes > host_homed_bytes ? planned_bytes - host_homed_bytes : 0;
+    uint64_t need = (others > gpu ? others - gpu : 0) + host_homed_bytes;
+    return (need > tier_off_bytes ? need - tier_off_bytes : 0) + uvmrt_context_host_external_bytes(ctx);
+}
+
 int cli_host_fits(const uvmrt_context_t *ctx, uint64_t planned_bytes, uint64_t host_homed_bytes,
                   uint64_t tier_off_bytes)
 {
@@ -474,8 +483,7 @@ int cli_host_fits(const uvmrt_context_t *ctx, uint64_t planned_bytes, uint64_t h
     uint64_t host = uvmrt_context_host_budget(ctx), gpu = uvmrt_context_budget(ctx);
     uint64_t ext = uvmrt_context_host_external_bytes(ctx);
     uint64_t others = planned_bytes > host_homed_bytes ? planned_bytes - host_homed_bytes : 0;
-    uint64_t need = (others > gpu ? others - gpu : 0) + host_homed_bytes;
-    need = (need > tier_off_bytes ? need - tier_off_bytes : 0) + ext;
+    uint64_t need = cli_host_need(ctx, planned_bytes, host_homed_bytes, tier_off_bytes);
     if (host == 0 || need <= host) return 0;
     char tier[96] = "", more_gpu[96] = "";
     if (tier_off_bytes > 0) snprintf(tier, sizeof tier, " (%.2f GiB more on the disk tier)", tier_off_bytes / gib);

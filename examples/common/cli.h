@@ -128,6 +128,12 @@ typedef struct cli_spec {
  * defaults on entry), the program's through spec->flag. --help prints and exits 0,
  * --version too; a bad value or a stray argument exits 2. */
 void cli_parse(int argc, char **argv, const cli_spec_t *spec, cli_common_t *common);
+/* The host memory tensors of planned_bytes in all need under ctx's GPU budget:
+ * host_homed_bytes of them placed in host memory (a CPU optimizer's state), less
+ * tier_off_bytes that the disk tier keeps out of it, plus what the GPU budget cannot hold
+ * of the others, plus the bytes declared with uvmrt_context_set_host_external_bytes. */
+uint64_t cli_host_need(const uvmrt_context_t *ctx, uint64_t planned_bytes, uint64_t host_homed_bytes,
+                       uint64_t tier_off_bytes);
 /* Before allocating tensors of planned_bytes in all: whether the host memory they need
  * is within ctx's host budget: host_homed_bytes of them placed in host memory (a CPU
  * optimizer's state), less tier_off_bytes that the disk tier keeps out of it, plus what

@@ -950,6 +950,24 @@ static void sim_math_note(const gpt_run_t *run) {
 /* Training on several GPUs is not built yet (README: Several GPUs (in progress)): N
  * processes would each train the whole model on the same data. A launcher's variables
  * that say so, or that contradict themselves, end the run before any work. */
+/* The one line that says what the disk tier holds, and why (--spill). */
+static void tier_plan_print(const gpt_run_t *run) {
+    int ml, sl;
+    uint64_t b = gpt_tier_bytes(run, &ml, &sl), host = uvmrt_context_host_budget(run->uv.ctx);
+    if (run->set.opt->spill != GPT_SPILL_AUTO)
+        printf("disk tier: %d CPU layers' %s (%.2f GiB; --spill %s)\n", ml + sl, sl > 0 ? "state" : "moments",
+               (double)b / GIB, sl > 0 ? "state" : "moments");
+    else if (ml + sl == 0)
+        printf("disk tier: nothing on it (--spill auto): %s\n",
+               run->set.cpu_layers == 0 ? "no layer's AdamW runs on the CPU"
+               : host == 0             ? "no host budget to make room in"
+                                       : "the host budget holds every layer's state");
+    else
+        printf("disk tier: %d CPU layers' moments and %d layers' state, %.2f GiB (--spill auto: the least "
+               "that brings the host memory within the host budget of %.2f GiB)\n",
+               ml, sl, (double)b / GIB, (double)host / GIB);
+}
+
 static void refuse_several_processes(void) {
     launch_t l;
     char err[1024];
@@ -1018,6 +1036,7 @@ int main(int argc, char **argv) {
     run.uv.policy = uvmrt_context_policy(run.uv.ctx);
     run.uv.profile = uvmrt_context_profile(run.uv.ctx);
     gpt_choose_auto(&run); /* before the tensors: they depend on the values */
+    gpt_tier_plan(&run);
     printf("policy %s on %s%s%s, budget %.2f GiB, tensors %.2f GiB\n",
            uvmrt_policy_name(run.uv.policy), uvmrt_backend_name(run.uv.backend),
            run.uv.backend == UVMRT_BACKEND_SIM ? ", profile " : "",
@@ -1028,6 +1047,8 @@ int main(int argc, char **argv) {
         uvmrt_context_print_config(run.uv.ctx, stdout);
         fflush(stdout);
     }
+    if (uvmrt_context_has_disk_tier(run.uv.ctx))
+        tier_plan_print(&run);
     if (cli_host_fits(run.uv.ctx, gpt_planned_managed_bytes(&run), gpt_host_homed_bytes(&run),
                       gpt_tier_off_bytes(&run)) != 0)
         gpt_run_fail(&run, "nothing allocated: the tensors do not fit the host budget");
@@ -1048,11 +1069,12 @@ int main(int argc, char **argv) {
             gpt_run_fail(&run, "out of host memory");
     }
     gpt_net_alloc(&run);
-    if (run.set.cpu_layers > 0 && opt.spill_state && uvmrt_context_has_disk_tier(run.uv.ctx) &&
-        (opt.dump_weights || opt.dump_grads || opt.init_weights))
+    int moments_layers, state_layers;
+    gpt_tier_bytes(&run, &moments_layers, &state_layers);
+    if (state_layers > 0 && (opt.dump_weights || opt.dump_grads || opt.init_weights))
         gpt_run_fail(&run, "--dump-weights, --dump-grads and --init-weights read or write every layer's master "
-                           "weights or gradients at once: not with --spill state, which keeps the CPU layers' "
-                           "on the disk tier (use --spill moments)");
+                           "weights or gradients at once: not with CPU layers' state on the disk tier (--spill "
+                           "state, or auto's plan: use --spill moments, or a larger --host-budget)");
     if (run.uv.backend != UVMRT_BACKEND_CUDA && gpt_simref_fits(&run))
         gpt_simref_open(&run);
     if (gpt_computes(&run)) {

@@ -103,6 +103,9 @@ typedef struct gpt_settings {
     int recompute;          /* N: blocks 1..N recompute in their backward */
     int knob_cpu, knob_rec; /* their index in uv.ac.choice.values; -1: explicit */
     int first, stop;        /* training steps [first, stop) run in this process */
+    /* per layer, what of its state the disk tier holds (a gpt_spill_t less AUTO): the
+     * plan for these cpu_layers and recompute (gpt_tier_plan) */
+    unsigned char tier[GPT_MAX_LAYERS + 2];
 } gpt_settings_t;
 
 /* What the run holds of uvmrt: the context, its streams, its steps and the choice. */
@@ -224,6 +227,13 @@ int gpt_state_on_disk(const gpt_run_t *run, int l);
  * of host memory (cli_host_fits). */
 uint64_t gpt_host_homed_bytes(const gpt_run_t *run);
 uint64_t gpt_tier_off_bytes(const gpt_run_t *run);
+/* set.tier for set.cpu_layers and set.recompute: with a disk tier and --spill auto, the
+ * fewest CPU layers' moments, then state, that bring the host memory the run needs
+ * within the host budget (none when it fits without); --spill moments or state: every
+ * CPU layer's; without a tier, none. */
+void gpt_tier_plan(gpt_run_t *run);
+/* The bytes set.tier puts on the disk tier, and its layers at each level. */
+uint64_t gpt_tier_bytes(const gpt_run_t *run, int *moments_layers, int *state_layers);
 /* A tensor on the disk tier back in host memory around what reads or writes it between
  * calls (1: it was on the tier), and onto the tier again (held: what hold returned). */
 int gpt_tier_hold(gpt_run_t *run, uvmrt_tensor_t *t);

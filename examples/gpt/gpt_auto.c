@@ -92,6 +92,7 @@ static uvmrt_status_t rehearse(uvmrt_context_t *model, const int *values, int st
                      .cpu_last = -1};
     gpt_shape_init(r);
     gpt_knob_values(real, values, &r->set.cpu_layers, &r->set.recompute);
+    gpt_tier_plan(r); /* what this candidate puts on the disk tier, as the real run would */
     uvmrt_status_t st = UVMRT_OK;
     if (setjmp(jb) == 0) {
         gpt_net_alloc(r);

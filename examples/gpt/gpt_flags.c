@@ -39,10 +39,12 @@ static const cli_flag_t GPT_FLAGS[] = {
                              "top blocks) on the CPU, the rest on the GPU; auto\n"
                              "(default): uvmrt chooses K in steps of (L+2)/8 by its\n"
                              "predicted step time", F_CPU_LAYERS},
-    {"spill", "moments|state", "with a disk tier (--spill-dir): what of the CPU layers'\n"
-                               "state lives there: moments (default: AdamW's m and v)\n"
-                               "or state (also their fp32 master weights and\n"
-                               "gradients)", F_SPILL},
+    {"spill", "auto|moments|state", "with a disk tier (--spill-dir): what of the CPU\n"
+                                    "layers' state lives there: auto (default: per layer,\n"
+                                    "the least the host budget needs, moments first, none\n"
+                                    "when it holds everything), moments (every CPU layer's\n"
+                                    "AdamW m and v) or state (also their fp32 master\n"
+                                    "weights and gradients)", F_SPILL},
     {"tokens", "random|cycle", "synthetic tokens when neither --data nor --text is given:\n"
                                "uniformly random (default, the benchmark's), or a repeated\n"
                                "random block the model can learn", F_TOKENS},
@@ -125,7 +127,7 @@ static void gpt_flag(int key, const char *arg, void *user) {
         if (opt->depth % 12)
             cli_usage_error("--depth '%s': expected 12, 24, 36, 48 or 60", arg);
         break;
-    case F_LAYERS: st->layers = (int)cli_parse_int("--layers", arg, 1, 1024); break;
+    case F_LAYERS: st->layers = (int)cli_parse_int("--layers", arg, 1, GPT_MAX_LAYERS); break;
     case F_CHANNELS:
         st->channels = (int)cli_parse_int("--channels", arg, 8, 1 << 16);
         if (st->channels % 8)
@@ -148,7 +150,16 @@ static void gpt_flag(int key, const char *arg, void *user) {
             cli_usage_error("--cpu-layers '': expected a number of layers or auto");
         st->cpu_layers = arg;
         break;
-    case F_SPILL: opt->spill_state = parse_choice("--spill", arg, "moments", "state"); break;
+    case F_SPILL:
+        if (strcmp(arg, "auto") == 0)
+            opt->spill = GPT_SPILL_AUTO;
+        else if (strcmp(arg, "moments") == 0)
+            opt->spill = GPT_SPILL_MOMENTS;
+        else if (strcmp(arg, "state") == 0)
+            opt->spill = GPT_SPILL_STATE;
+        else
+            cli_usage_error("--spill '%s': expected auto, moments or state", arg);
+        break;
     case F_LR: opt->lr = parse_double("--lr", arg, 1e-12, 10.0); break;
     case F_WARMUP: opt->warmup = (int)cli_parse_int("--warmup", arg, 0, 10000000); break;
     case F_OPTIMIZER_ON:
@@ -289,7 +300,7 @@ void gpt_options_parse(int argc, char **argv, gpt_options_t *opt) {
     *opt = (gpt_options_t){
         .c = {.backend = UVMRT_BACKEND_CUDA, .policy = UVMRT_POLICY_PREFETCH, .steps = 10,
               .seed = 1, .log_level = -1},
-        .depth = 12, .vocab = 50257, .batch = 8, .seq = 1024, .lr = 3e-4,
+        .depth = 12, .vocab = 50257, .batch = 8, .seq = 1024, .lr = 3e-4, .spill = GPT_SPILL_AUTO,
         .lr_final_frac = 0.1, .grad_clip = 1.0, .val_batches = 8, .keep = 3,
     };
     gpt_flag_state_t st = {.opt = opt, .optimizer_on = -1};

@@ -14,6 +14,7 @@
 
 #define GPT_PROG "uvmrt-gpt"
 #define GPT_AUTO (-1) /* --cpu-layers auto, --recompute auto */
+#define GPT_MAX_LAYERS 1024 /* --layers' largest */
 
 /* Where the tokens come from. */
 typedef enum {
@@ -22,6 +23,15 @@ typedef enum {
     GPT_SRC_DATA,       /* --data PATTERN: llm.c token shards */
     GPT_SRC_TEXT,       /* --text FILE: bytes, vocab 256, 90/10 train/validation */
 } gpt_source_t;
+
+/* What of a CPU layer's state lives on the disk tier (with --spill-dir): --spill's
+ * value, and per layer the plan's (gpt_tier_plan). */
+typedef enum {
+    GPT_SPILL_NONE = 0, /* a layer: nothing */
+    GPT_SPILL_MOMENTS,  /* AdamW's m and v */
+    GPT_SPILL_STATE,    /* also the fp32 master weights and the gradient */
+    GPT_SPILL_AUTO,     /* --spill auto (default): per layer, the least the host budget needs */
+} gpt_spill_t;
 
 typedef struct gpt_options {
     cli_common_t c;             /* the shared flags: steps, seed, budget, policy, backend, ... */
@@ -41,9 +51,9 @@ typedef struct gpt_options {
     /* the first `recompute` blocks keep only their output and recompute their forward in
      * their backward (sharing one activation set); GPT_AUTO: uvmrt chooses */
     int recompute;
-    /* with a disk tier: 0, the CPU layers' AdamW moments live on it; 1 (--spill state),
-     * also their fp32 master weights and gradients */
-    int spill_state;
+    /* with a disk tier: what of the CPU layers' state lives on it (every CPU layer's:
+     * moments, state; auto: gpt_tier_plan chooses per layer) */
+    gpt_spill_t spill;
     const char *dump_weights, *dump_grads, *init_weights;
     /* data */
     gpt_source_t source;

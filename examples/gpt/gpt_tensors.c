@@ -154,7 +154,7 @@ uint64_t gpt_planned_managed_bytes(const gpt_run_t *run) {
 }
 
 static void placement_set(gpt_run_t *run, int l, uvmrt_placement_t where);
-static int on_tier_kind(const gpt_run_t *run, int k);
+static int on_tier_kind(const gpt_run_t *run, int l, int k);
 
 /* The CPU layers' w, m, v, g: placed in host memory whatever the GPU's budget. */
 uint64_t gpt_host_homed_bytes(const gpt_run_t *run) {
@@ -175,7 +175,7 @@ uint64_t gpt_tier_off_bytes(const gpt_run_t *run) {
         size_t nd, n = layer_nparams(run, l, &nd);
         uint64_t b = 0;
         for (int k = 0; k < 4; k++)
-            b += on_tier_kind(run, k) ? footprint(n * 4) : 0;
+            b += on_tier_kind(run, l, k) ? footprint(n * 4) : 0;
         all += b;
         if (b > big[0])
             big[1] = big[0], big[0] = b;
@@ -183,6 +183,58 @@ uint64_t gpt_tier_off_bytes(const gpt_run_t *run) {
             big[1] = b;
     }
     return all > big[0] + big[1] ? all - big[0] - big[1] : 0;
+}
+
+uint64_t gpt_tier_bytes(const gpt_run_t *run, int *moments_layers, int *state_layers) {
+    uint64_t b = 0;
+    *moments_layers = *state_layers = 0;
+    for (int l = 0; l < run->model.nl; l++) {
+        size_t nd, n = layer_nparams(run, l, &nd);
+        for (int k = 0; k < 4; k++)
+            b += on_tier_kind(run, l, k) ? footprint(n * 4) : 0;
+        *moments_layers += run->set.tier[l] == GPT_SPILL_MOMENTS;
+        *state_layers += run->set.tier[l] == GPT_SPILL_STATE;
+    }
+    return b;
+}
+
+static int host_fits(const gpt_run_t *run, uint64_t host) {
+    return cli_host_need(run->uv.ctx, gpt_planned_managed_bytes(run), gpt_host_homed_bytes(run),
+                         gpt_tier_off_bytes(run)) <= host;
+}
+
+/* The order --spill auto takes the CPU layers in: the blocks from the top down, then the
+ * head and the embedding (the largest: the tier's host window is its two largest
+ * layers'). */
+static int tier_order(const gpt_run_t *run, int i) {
+    int nl = run->model.nl, k = run->set.cpu_layers, blocks = k - 1 - (k == nl);
+    if (i < blocks)
+        return nl - 2 - i;
+    return i == blocks ? nl - 1 : 0;
+}
+
+void gpt_tier_plan(gpt_run_t *run) {
+    gpt_spill_t mode = run->set.opt->spill;
+    int nl = run->model.nl, k = run->set.cpu_layers;
+    memset(run->set.tier, GPT_SPILL_NONE, sizeof run->set.tier);
+    if (!uvmrt_context_has_disk_tier(run->uv.ctx) || k == 0)
+        return;
+    if (mode != GPT_SPILL_AUTO) {
+        for (int l = nl - k; l < nl; l++)
+            run->set.tier[l] = (unsigned char)mode;
+        return;
+    }
+    uint64_t host = uvmrt_context_host_budget(run->uv.ctx);
+    if (host == 0)
+        return; /* no host budget: nothing to make room for */
+    host -= host / 16; /* a margin: the estimate counts no copies in flight, the run's peak does */
+    for (int level = GPT_SPILL_MOMENTS; level <= GPT_SPILL_STATE; level++)
+        for (int i = 0; i < k; i++) {
+            if (host_fits(run, host))
+                return;
+            run->set.tier[tier_order(run, i)] = (unsigned char)level;
+        }
+    /* every CPU layer's state on the tier: cli_host_fits says whether that is enough */
 }
 
 static void acts_from(block_acts_t *a, uvmrt_tensor_t **t) {
@@ -254,12 +306,12 @@ void gpt_net_alloc(gpt_run_t *run) {
 /* ----------------------------------------------------------------------------
  * a changed choice, between steps: where AdamW runs, which blocks recompute */
 
-/* Which of a CPU layer's w, m, v, g (k = 0..3) live on the disk tier: none without one
- * (no spill directory); the moments; with --spill state all four. */
-static int on_tier_kind(const gpt_run_t *run, int k) {
+/* Which of CPU layer l's w, m, v, g (k = 0..3) live on the disk tier: none without one
+ * (no spill directory), or as set.tier says: the moments, or all four. */
+static int on_tier_kind(const gpt_run_t *run, int l, int k) {
     if (!uvmrt_context_has_disk_tier(run->uv.ctx))
         return 0;
-    return run->set.opt->spill_state || k == 1 || k == 2;
+    return run->set.tier[l] == GPT_SPILL_STATE || (run->set.tier[l] == GPT_SPILL_MOMENTS && (k == 1 || k == 2));
 }
 
 /* The CPU's layers' data lives on the host (the GPU writes g there), in page-locked
@@ -278,8 +330,8 @@ static void placement_set(gpt_run_t *run, int l, uvmrt_placement_t where) {
     uvmrt_tensor_t *h[4] = {run->model.lp[l].w, run->model.lp[l].m, run->model.lp[l].v,
                             run->model.lp[l].g};
     for (int k = 0; k < 4; k++) {
-        int tier = on_tier_kind(run, k);
-        if (where != UVMRT_PLACE_HOST && uvmrt_tensor_tier(h[k]) == UVMRT_TIER_DISK)
+        int tier = on_tier_kind(run, l, k);
+        if ((where != UVMRT_PLACE_HOST || !tier) && uvmrt_tensor_tier(h[k]) == UVMRT_TIER_DISK)
             UV_CHECK(run, uvmrt_tensor_set_tier(run->uv.ctx, h[k], UVMRT_TIER_MEMORY));
         if (where == UVMRT_PLACE_HOST && !tier && !refused) {
             uvmrt_status_t st = uvmrt_tensor_set_placement(run->uv.ctx, h[k], UVMRT_PLACE_PINNED);
@@ -346,9 +398,16 @@ static void acts_alloc(gpt_run_t *run, int l, block_acts_t *a) {
 /* From the next step on: the top k layers' AdamW on the CPU, blocks 1..n recompute.
  * The runtime sees other layer calls and records the step again. */
 void gpt_run_reconfigure(gpt_run_t *run, int k, int n) {
+    /* the tier's plan for the new values: a CPU layer whose share of it changes moves too */
+    unsigned char was_tier[sizeof run->set.tier];
+    memcpy(was_tier, run->set.tier, sizeof was_tier);
+    int keep_k = run->set.cpu_layers, keep_n = run->set.recompute;
+    run->set.cpu_layers = k, run->set.recompute = n;
+    gpt_tier_plan(run);
+    run->set.cpu_layers = keep_k, run->set.recompute = keep_n;
     for (int l = 0; l < run->model.nl; l++) {
         int was = on_cpu(run, l), now = l >= run->model.nl - k;
-        if (was != now)
+        if (was != now || (now && was_tier[l] != run->set.tier[l]))
             placement_set(run, l, now ? UVMRT_PLACE_HOST : UVMRT_PLACE_AUTO);
         /* back on the GPU: its wh was last made in a forward from an older w */
         if (was && !now && run->set.compute) {
