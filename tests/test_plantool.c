@@ -1986,6 +1986,21 @@ Test(plantool, a_short_host_budget_puts_the_cpu_state_on_the_disk_tier)
                   strstr(out, ", disk ") && strstr(out, "GiB\n"),
               "%s", out);
     free(out);
+    /* 12 GiB of host: the moments of every CPU layer are not enough; layers' master
+     * weights and gradients follow them (as uvmrt-gpt's --spill auto), and a state
+     * layer's weights are read twice a step (its forward, its update) */
+    snprintf(args, sizeof args, "--model '%s' --profile '%s' --budget 8G --host-budget 12G --spill-dir '%s' --json",
+             W1_MODEL, prof, dir);
+    j = run_json(args);
+    d = json_object_get(j, "disk");
+    cr_assert(json_is_true(json_object_get(j, "fits")), "%s", json_dumps(j, 0));
+    cr_assert_leq(jint(j, "host_bytes_needed"), 12 * 1024 * MiB);
+    cr_assert_gt(jint(d, "state_layers"), 0, "%s", json_dumps(d, 0));
+    cr_assert_leq(jint(d, "state_layers"), jint(d, "layers"));
+    cr_assert_gt(jint(d, "bytes"), disk, "less host memory, more on the disk: %s", json_dumps(d, 0));
+    cr_assert_gt(jint(d, "read_bytes_per_step"), jint(d, "write_bytes_per_step"));
+    cr_assert_eq(jint(d, "write_bytes_per_step"), jint(d, "bytes"));
+    json_decref(j);
     /* no spill directory: the host budget is short */
     snprintf(args, sizeof args, "--model '%s' --profile '%s' --budget 8G --host-budget 16G --spill-dir none --json",
              W1_MODEL, prof);

@@ -379,11 +379,13 @@ typedef struct prediction {
     uint64_t host_homed_bytes;    /* fits: the tensors the plan keeps in host memory */
     double disk_read_bps, disk_write_bps; /* the profile's disk figures (0: not measured) */
     double host_mem_shared_bps;           /* the profile's, for the disk's share of host memory */
-    /* the disk tier (tier_apply): the CPU layers whose AdamW moments live in files of the
-     * spill directory, read before their update, written after */
-    size_t disk_layers;
+    /* the disk tier (tier_apply): the CPU layers whose AdamW moments (and, of
+     * disk_state_layers of them, master weights and gradients too) live in files of the
+     * spill directory, read before their use, written after */
+    size_t disk_layers, disk_state_layers;
     char disk_first[128], disk_last[128];
     uint64_t disk_bytes;          /* their footprints on the disk */
+    uint64_t disk_read_bytes;     /* per step: disk_bytes, and the state layers' weights again (their forward) */
     uint64_t host_without_disk;   /* the plan's host need without the tier */
     double disk_read_ns, disk_write_ns; /* per step, at the profile's disk rates */
 } prediction_t;
@@ -664,54 +666,74 @@ static int predict(const record_t *r, const char *profile, uint64_t budget, cons
 }
 
 /* ------------------------------------------------------------------ the disk tier */
-/* The host bytes a layer's state on the disk tier takes off host memory: its optimizer
- * states placed in host memory (a CPU layer's AdamW moments: what uvmrt-gpt puts on
- * the tier with --spill-dir; the master weights stay, the next forward reads them). */
-static uint64_t tier_bytes_of(const record_t *r, size_t layer)
+/* The host bytes of a layer's host-placed tensors of the disk tier's kind: its optimizer
+ * states (a CPU layer's AdamW moments: uvmrt-gpt's --spill moments), or its others
+ * (the fp32 master weights and the gradient: with them, --spill state); *weights: the
+ * weights' share of the others (read back for the forward too). */
+static uint64_t tier_bytes_of(const record_t *r, size_t layer, int others, uint64_t *weights)
 {
     uint64_t b = 0;
+    if (weights) *weights = 0;
     for (size_t i = 0; i < r->n_tensors; i++) {
         const rtensor_t *t = &r->tensors[i];
-        if (t->layer == (int)layer && t->host && t->role == UVMRT_ROLE_OPTIMIZER_STATE)
-            b = sat_add(b, t->footprint);
+        if (t->layer != (int)layer || !t->host) continue;
+        if ((t->role == UVMRT_ROLE_OPTIMIZER_STATE) == !others) b = sat_add(b, t->footprint);
+        if (others && weights && t->role == UVMRT_ROLE_WEIGHT) *weights = sat_add(*weights, t->footprint);
     }
     return b;
 }
 
-/* p (r's plan, made without a host budget) over the host budget: puts the state of r's
- * CPU layers on the disk tier, the last layers first, until the host need fits:
- * each layer's state leaves host memory but for the two largest layers' (read back
- * around their update while the one before is written: the tier's copies in flight);
+/* p (r's plan, made without a host budget) over the host budget: puts CPU layers'
+ * state on the disk tier as uvmrt-gpt's --spill auto does, until the host need fits:
+ * the AdamW moments of one CPU layer after another, the last layers first, then,
+ * where that is not enough, their master weights and gradients too, in the same order.
+ * Each layer's share leaves host memory but for the two largest layers' (read back
+ * around their use while the one before is written: the tier's copies in flight);
  * the step waits for the reads (the tier reads before the CPU's update opens) and the
- * disk moves the bytes both ways once per step, which host memory carries too.
+ * disk moves the bytes both ways once per step (a state layer's weights are read twice:
+ * for its forward and its update), which host memory carries too.
  * 0: it fits (p says how); -1: even every CPU layer's state is not enough (p: with all
  * of it); -2: the spill directory has less free space than the tier needs. */
 static int tier_apply(const record_t *r, prediction_t *p)
 {
-    uint64_t host = p->host_bytes_needed, moved = 0, big[2] = {0, 0}, need = host;
-    size_t n = 0;
-    for (size_t k = r->n_layers; k-- > 0 && need > g_host_budget;) {
-        if (r->cpu_opt == NULL || !r->cpu_opt[k]) continue;
-        uint64_t b = tier_bytes_of(r, k);
-        if (b == 0) continue;
-        if (n++ == 0) snprintf(p->disk_last, sizeof p->disk_last, "%s", r->layers[k]);
-        snprintf(p->disk_first, sizeof p->disk_first, "%s", r->layers[k]);
-        moved += b;
-        if (b > big[0]) big[1] = big[0], big[0] = b;
-        else if (b > big[1]) big[1] = b;
-        uint64_t staging = big[0] + big[1];
-        need = host - moved + (staging < moved ? staging : moved);
-    }
+    uint64_t host = p->host_bytes_needed, moved = 0, reads = 0, need = host;
+    size_t n = 0, n_state = 0;
+    uint64_t *share = calloc(r->n_layers ? r->n_layers : 1, sizeof *share);
+    if (share == NULL) return -1;
+    for (int others = 0; others <= 1 && need > g_host_budget; others++)
+        for (size_t k = r->n_layers; k-- > 0 && need > g_host_budget;) {
+            if (r->cpu_opt == NULL || !r->cpu_opt[k]) continue;
+            uint64_t w = 0, b = tier_bytes_of(r, k, others, &w);
+            if (b == 0) continue;
+            if (!others) {
+                if (n++ == 0) snprintf(p->disk_last, sizeof p->disk_last, "%s", r->layers[k]);
+                snprintf(p->disk_first, sizeof p->disk_first, "%s", r->layers[k]);
+            } else {
+                n_state++;
+            }
+            moved += b;
+            reads += b + w;
+            share[k] += b;
+            uint64_t big[2] = {0, 0};
+            for (size_t j = 0; j < r->n_layers; j++)
+                if (share[j] > big[0]) big[1] = big[0], big[0] = share[j];
+                else if (share[j] > big[1]) big[1] = share[j];
+            uint64_t staging = big[0] + big[1];
+            need = host - moved + (staging < moved ? staging : moved);
+        }
+    free(share);
     p->host_without_disk = host;
     p->disk_layers = n;
+    p->disk_state_layers = n_state;
     p->disk_bytes = moved;
+    p->disk_read_bytes = reads;
     p->host_bytes_needed = need;
     if (n == 0 || need > g_host_budget) return -1;
     if (g_spill_dir != NULL && moved > g_spill_free) return -2;
-    p->disk_read_ns = (double)moved / p->disk_read_bps * 1e9;
+    p->disk_read_ns = (double)reads / p->disk_read_bps * 1e9;
     p->disk_write_ns = (double)moved / p->disk_write_bps * 1e9;
     p->floor_ns[5] = p->disk_read_ns + p->disk_write_ns; /* one drive, both ways */
-    if (p->host_mem_shared_bps > 0) p->floor_ns[3] += 2.0 * (double)moved / p->host_mem_shared_bps * 1e9;
+    if (p->host_mem_shared_bps > 0) p->floor_ns[3] += (double)(moved + reads) / p->host_mem_shared_bps * 1e9;
     p->step_ns += (uint64_t)p->disk_read_ns;
     if ((double)p->step_ns < p->floor_ns[5]) p->step_ns = (uint64_t)p->floor_ns[5];
     p->bound = 0;
@@ -1345,7 +1367,8 @@ static void disk_note(const prediction_t *p, json_t *o)
             json_object_set_new(d, "last_layer", json_string(p->disk_last));
             json_object_set_new(d, "host_bytes_without", json_integer((json_int_t)p->host_without_disk));
         }
-        json_object_set_new(d, "read_bytes_per_step", json_integer(p->fits ? (json_int_t)p->disk_bytes : 0));
+        json_object_set_new(d, "state_layers", json_integer((json_int_t)p->disk_state_layers));
+        json_object_set_new(d, "read_bytes_per_step", json_integer(p->fits ? (json_int_t)p->disk_read_bytes : 0));
         json_object_set_new(d, "write_bytes_per_step", json_integer(p->fits ? (json_int_t)p->disk_bytes : 0));
         json_object_set_new(d, "read_ns", json_integer((json_int_t)p->disk_read_ns));
         json_object_set_new(d, "write_ns", json_integer((json_int_t)p->disk_write_ns));
@@ -1368,12 +1391,16 @@ static void disk_note(const prediction_t *p, json_t *o)
                p->disk_write_bps / 1e9, dir);
         return;
     }
-    printf("disk: the AdamW moments of %zu CPU layers (%s to %s), %.2f GiB, on the tier "
+    char state[96] = "";
+    if (p->disk_state_layers > 0)
+        snprintf(state, sizeof state, " and the master weights and gradients of %zu of them", p->disk_state_layers);
+    printf("disk: the AdamW moments of %zu CPU layers (%s to %s)%s, %.2f GiB, on the tier "
            "(host %.2f GiB without it)%s\n",
-           p->disk_layers, p->disk_first, p->disk_last, p->disk_bytes / GIB_D, p->host_without_disk / GIB_D, dir);
+           p->disk_layers, p->disk_first, p->disk_last, state, p->disk_bytes / GIB_D, p->host_without_disk / GIB_D,
+           dir);
     printf("predicted disk traffic per step: %.2f GiB read (%.3f ms at %.2f GB/s, waited for), %.2f GiB written "
            "(%.3f ms at %.2f GB/s); drive wear at this rate: %.3g TB written per day\n",
-           p->disk_bytes / GIB_D, p->disk_read_ns / 1e6, p->disk_read_bps / 1e9, p->disk_bytes / GIB_D,
+           p->disk_read_bytes / GIB_D, p->disk_read_ns / 1e6, p->disk_read_bps / 1e9, p->disk_bytes / GIB_D,
            p->disk_write_ns / 1e6, p->disk_write_bps / 1e9, wear);
 }
 
@@ -1572,9 +1599,10 @@ static int tier_search(const model_t *m, uint64_t batch, const char *profile, ui
     if (t == -1)
         snprintf(why, cap,
                  "with the disk tier: does not fit: needs %.2f GiB on the GPU, %.2f GiB of host memory (budget %.2f "
-                 "GiB) with the AdamW moments of all %zu CPU layers, %.2f GiB, on the disk",
+                 "GiB) with the AdamW moments of all %zu CPU layers and the master weights and gradients of %zu, "
+                 "%.2f GiB, on the disk",
                  p2.gpu_bytes / GIB_D, p2.host_bytes_needed / GIB_D, g_host_budget / GIB_D, p2.disk_layers,
-                 p2.disk_bytes / GIB_D);
+                 p2.disk_state_layers, p2.disk_bytes / GIB_D);
     else if (t == -2)
         snprintf(why, cap,
                  "with the disk tier: does not fit: needs %.2f GiB on the GPU, %.2f GiB of host memory and %.2f GiB "
