@@ -30,7 +30,8 @@
 #
 # Variables: BUILD (the build folder, default .), SPILL (the disk tier's directory, on the
 # disk to measure; default OUTDIR/spill), LAYERS, CHANNELS, BATCH, SEQ (the shape), HOST
-# (the tier row's host budget), STEPS (default 6). Before each GPU row the free GPU memory
+# (the tier row's host budget), STEPS (default 6), GPT_ARGS (more uvmrt-gpt flags for
+# every row, e.g. --page-locked off). Before each GPU row the free GPU memory
 # is read and the row is skipped when the model's managed bytes are above 80% of it.
 #
 # Writes OUTDIR/ROW.json (uvmrt-gpt --result-json), ROW.report.json (uvmrt-report(5)),
@@ -105,7 +106,8 @@ free_gpu_mib() {
 gpt_row() {
     local row=$1
     shift
-    local args=(--backend "$backend" --steps "$steps" --profile "$out/profile.json"
+    # shellcheck disable=SC2206 # GPT_ARGS: more flags for every row, split on spaces
+    local args=(--backend "$backend" --steps "$steps" --profile "$out/profile.json" ${GPT_ARGS:-}
                 --result-json "$out/$row.json" --report "json:$out/$row.report.json"
                 --loss-log "$out/$row.losses" "$@")
     echo "== $row: uvmrt-gpt ${args[*]}" | tee -a "$out/run-tier.log"

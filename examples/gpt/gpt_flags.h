@@ -54,6 +54,7 @@ typedef struct gpt_options {
     /* with a disk tier: what of the CPU layers' state lives on it (every CPU layer's:
      * moments, state; auto: gpt_tier_plan chooses per layer) */
     gpt_spill_t spill;
+    int no_page_lock; /* --page-locked off: the CPU layers' state in managed memory */
     const char *dump_weights, *dump_grads, *init_weights;
     /* data */
     gpt_source_t source;

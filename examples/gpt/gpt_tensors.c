@@ -333,7 +333,7 @@ static void placement_set(gpt_run_t *run, int l, uvmrt_placement_t where) {
         int tier = on_tier_kind(run, l, k);
         if ((where != UVMRT_PLACE_HOST || !tier) && uvmrt_tensor_tier(h[k]) == UVMRT_TIER_DISK)
             UV_CHECK(run, uvmrt_tensor_set_tier(run->uv.ctx, h[k], UVMRT_TIER_MEMORY));
-        if (where == UVMRT_PLACE_HOST && !tier && !refused) {
+        if (where == UVMRT_PLACE_HOST && !tier && !refused && !run->set.opt->no_page_lock) {
             uvmrt_status_t st = uvmrt_tensor_set_placement(run->uv.ctx, h[k], UVMRT_PLACE_PINNED);
             if (st == UVMRT_OK)
                 continue;
