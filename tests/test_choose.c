@@ -8,6 +8,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "helpers.h"
 
@@ -497,4 +498,48 @@ Test(choose, external_bytes_lower_what_the_plan_keeps_resident)
                   (unsigned long long)s.peak_resident_bytes, (unsigned long long)(budget - external));
     cr_expect_gt(s.allocated_bytes, budget - external, "the net must not fit beside the external bytes");
     uvmrt_context_destroy(ctx);
+}
+
+/* A rehearsal that places its tensors in page-locked memory: the model context takes it
+ * as the host placement (the sim times both alike) and neither allocates nor copies
+ * them: the process's peak RSS grows by far less than the 4 GiB the pinned copies would
+ * take, and the prediction equals a rehearsal that places them on the host. */
+static uvmrt_placement_t g_place;
+
+static uvmrt_status_t pinning_rehearse(uvmrt_context_t *model, const int *values, int steps, void *user)
+{
+    (void)user;
+    toy_net_t n;
+    uvmrt_status_t st = toy_build(model, values[0], &n);
+    for (int l = 0; l < NL && st == UVMRT_OK; l++) /* 6 x 2 x 256 MiB = 3 GiB of w and g */
+        if ((st = uvmrt_tensor_set_placement(model, n.w[l], g_place)) == UVMRT_OK)
+            st = uvmrt_tensor_set_placement(model, n.g[l], g_place);
+    if (st == UVMRT_OK && uvmrt_tensor_placement(n.w[0]) != UVMRT_PLACE_HOST) return UVMRT_ERR_STATE;
+    return st == UVMRT_OK ? toy_steps(model, &n, values[0], steps, 1.0) : st;
+}
+
+static long peak_rss_kib(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+Test(choose, a_rehearsal_pins_nothing)
+{
+    uvmrt_knob_t k = {"keep", 4, keep_values};
+    double ns[2][4];
+    for (int pass = 0; pass < 2; pass++) {
+        g_place = pass == 0 ? UVMRT_PLACE_PINNED : UVMRT_PLACE_HOST;
+        uvmrt_context_t *ctx = make_ctx(UVMRT_POLICY_PREFETCH, 3 * GIB, "h200");
+        uvmrt_choice_t c = UVMRT_STRUCT_INIT(uvmrt_choice_t);
+        long before = peak_rss_kib();
+        cr_assert_eq(uvmrt_choose(ctx, &k, 1, pinning_rehearse, NULL, &c), UVMRT_OK, "%s", log_text());
+        if (pass == 0)
+            cr_expect_lt(peak_rss_kib() - before, 512 * 1024, "the rehearsals' pinned copies took %ld KiB",
+                         peak_rss_kib() - before);
+        for (size_t i = 0; i < 4; i++) cr_assert_eq(uvmrt_choice_candidate(ctx, i, NULL, &ns[pass][i]), UVMRT_OK);
+        uvmrt_context_destroy(ctx);
+    }
+    for (size_t i = 0; i < 4; i++) cr_expect_eq(ns[0][i], ns[1][i], "candidate %zu: pinned %.0f, host %.0f", i, ns[0][i], ns[1][i]);
 }

@@ -163,6 +163,7 @@ static uvmrt_status_t create(const uvmrt_params_t *params, const uvmrt_backend_o
     uvmrt_status_t st = add_observers(ctx);
     if (st == UVMRT_OK) st = uvmrt__config_resolve(&ctx->cfg, ctx->sources, params, &ctx->log);
     if (st != UVMRT_OK) goto fail;
+    ctx->model = model;
     if (model) {
         ctx->cfg.monitor = 0;
         ctx->cfg.fault_stats = 0;

@@ -38,6 +38,7 @@ struct uvmrt_context {
     uint64_t budget;
     uint64_t host_budget;           /* resolved UVMRT_HOST_BUDGET */
     int created;                    /* creation completed (a failed create writes no report) */
+    int model;                      /* a rehearsal's model context (uvmrt_choose): its tensors carry no data */
 
     uvmrt_be_front_t be;            /* backend.h, backend.c: the ops table, state, absorbed errors */
     uvmrt_tensor_table_t tensors;   /* tensor.h, tensor.c: tensors, arenas, layers */

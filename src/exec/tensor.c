@@ -538,6 +538,10 @@ uvmrt_status_t uvmrt_tensor_set_placement(uvmrt_context_t *ctx, uvmrt_tensor_t *
         LOG_ERROR(&ctx->log, "uvmrt_tensor_set_placement('%s') inside a step: place tensors between steps", t->name);
         return UVMRT_ERR_STATE;
     }
+    /* a rehearsal's model: page-locked memory is modelled as the host placement (the sim
+     * times both alike), without allocating or copying the tensor: nobody reads it, and
+     * a real copy per rehearsal cost a 1.56B model's start minutes and gigabytes */
+    if (ctx->model && placement == UVMRT_PLACE_PINNED) placement = UVMRT_PLACE_HOST;
     uvmrt_placement_t now = uvmrt_tensor_placement(t);
     if (now == placement) return UVMRT_OK;
     if (t->on_disk) {
