@@ -111,9 +111,10 @@ gpt_row() {
                 --result-json "$out/$row.json" --report "json:$out/$row.report.json"
                 --loss-log "$out/$row.losses" "$@")
     echo "== $row: uvmrt-gpt ${args[*]}" | tee -a "$out/run-tier.log"
+    local t0=$SECONDS
     run_rss "$row" "$gpt" "${args[@]}" >"$out/$row.log" 2>&1
     local rc=$?
-    echo "== $row: exit $rc" | tee -a "$out/run-tier.log"
+    echo "== $row: exit $rc after $((SECONDS - t0)) s" | tee -a "$out/run-tier.log"
     grep -E "^(summary|auto|cpu optimizer|disk tier)" "$out/$row.log" | tee -a "$out/run-tier.log"
 }
 
