@@ -985,6 +985,9 @@ static void refuse_several_processes(void) {
 
 int main(int argc, char **argv) {
     cli_program = PROG;
+    /* a line at a time, also into a file or pipe: a long start or a killed run still
+     * shows how far it got */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     gpt_options_t opt;
     gpt_options_parse(argc, argv, &opt);
     cli_outputs_check(&opt.c); /* an output that cannot be written fails now, not after the steps */
@@ -1068,7 +1071,10 @@ int main(int argc, char **argv) {
         if (run.tok_host == NULL)
             gpt_run_fail(&run, "out of host memory");
     }
+    double t_alloc = cli_now_s();
     gpt_net_alloc(&run);
+    if (!opt.c.quiet)
+        printf("  allocated and placed the tensors in %.1f s\n", cli_now_s() - t_alloc);
     int moments_layers, state_layers;
     gpt_tier_bytes(&run, &moments_layers, &state_layers);
     if (state_layers > 0 && (opt.dump_weights || opt.dump_grads || opt.init_weights))
