@@ -947,9 +947,6 @@ static void sim_math_note(const gpt_run_t *run) {
            gpt_simref_work(run), GPT_SIM_MATH_MAX);
 }
 
-/* Training on several GPUs is not built yet (README: Several GPUs (in progress)): N
- * processes would each train the whole model on the same data. A launcher's variables
- * that say so, or that contradict themselves, end the run before any work. */
 /* The one line that says what the disk tier holds, and why (--spill). */
 static void tier_plan_print(const gpt_run_t *run) {
     int ml, sl;
@@ -968,6 +965,9 @@ static void tier_plan_print(const gpt_run_t *run) {
                ml, sl, (double)b / GIB, (double)host / GIB);
 }
 
+/* Training on several GPUs is not built yet (README: Several GPUs (in progress)): N
+ * processes would each train the whole model on the same data. A launcher's variables
+ * that say so, or that contradict themselves, end the run before any work. */
 static void refuse_several_processes(void) {
     launch_t l;
     char err[1024];

@@ -166,16 +166,22 @@ uint64_t gpt_host_homed_bytes(const gpt_run_t *run) {
     return b;
 }
 
+/* Layer l's bytes on the disk tier (set.tier: its moments, or all four of w, m, v, g). */
+static uint64_t layer_tier_bytes(const gpt_run_t *run, int l) {
+    size_t nd, n = layer_nparams(run, l, &nd);
+    uint64_t b = 0;
+    for (int k = 0; k < 4; k++)
+        b += on_tier_kind(run, l, k) ? footprint(n * 4) : 0;
+    return b;
+}
+
 /* The host bytes the disk tier keeps out of host memory: the CPU layers' tensors on it
  * (the moments; --spill state: w and g too) less its window, the two largest layers'
  * (read back around their use while the one before is written); 0 without a tier. */
 uint64_t gpt_tier_off_bytes(const gpt_run_t *run) {
     uint64_t all = 0, big[2] = {0, 0};
     for (int l = run->model.nl - run->set.cpu_layers; l < run->model.nl; l++) {
-        size_t nd, n = layer_nparams(run, l, &nd);
-        uint64_t b = 0;
-        for (int k = 0; k < 4; k++)
-            b += on_tier_kind(run, l, k) ? footprint(n * 4) : 0;
+        uint64_t b = layer_tier_bytes(run, l);
         all += b;
         if (b > big[0])
             big[1] = big[0], big[0] = b;
@@ -189,18 +195,11 @@ uint64_t gpt_tier_bytes(const gpt_run_t *run, int *moments_layers, int *state_la
     uint64_t b = 0;
     *moments_layers = *state_layers = 0;
     for (int l = 0; l < run->model.nl; l++) {
-        size_t nd, n = layer_nparams(run, l, &nd);
-        for (int k = 0; k < 4; k++)
-            b += on_tier_kind(run, l, k) ? footprint(n * 4) : 0;
+        b += layer_tier_bytes(run, l);
         *moments_layers += run->set.tier[l] == GPT_SPILL_MOMENTS;
         *state_layers += run->set.tier[l] == GPT_SPILL_STATE;
     }
     return b;
-}
-
-static int host_fits(const gpt_run_t *run, uint64_t host) {
-    return cli_host_need(run->uv.ctx, gpt_planned_managed_bytes(run), gpt_host_homed_bytes(run),
-                         gpt_tier_off_bytes(run)) <= host;
 }
 
 /* The order --spill auto takes the CPU layers in: the blocks from the top down, then the
@@ -228,9 +227,11 @@ void gpt_tier_plan(gpt_run_t *run) {
     if (host == 0)
         return; /* no host budget: nothing to make room for */
     host -= host / 16; /* a margin: the estimate counts no copies in flight, the run's peak does */
+    /* what the tier changes is only what it keeps off host memory */
+    uint64_t planned = gpt_planned_managed_bytes(run), homed = gpt_host_homed_bytes(run);
     for (int level = GPT_SPILL_MOMENTS; level <= GPT_SPILL_STATE; level++)
         for (int i = 0; i < k; i++) {
-            if (host_fits(run, host))
+            if (cli_host_need(run->uv.ctx, planned, homed, gpt_tier_off_bytes(run)) <= host)
                 return;
             run->set.tier[tier_order(run, i)] = (unsigned char)level;
         }
