@@ -469,8 +469,7 @@ int uvmrt_tensor_is_resident(const uvmrt_tensor_t *t) { return t && t->magic == 
 /* The managed slot's pages on the host, after its last use, before the CPU copies out
  * of or into it. Without it the copy faults each 4 KiB page in on its own: a discarded
  * slot, 2.47 M CPU faults and about 90 s for 9.4 GB (session 30, the binding's 16 GiB
- * row unpinning 19 layers' state); a slot never touched, 340 s to pin uvmrt-gpt's 44
- * CPU layers (session 31). */
+ * row unpinning 19 layers' state). */
 static uvmrt_status_t slot_to_host(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
 {
     uvmrt_range_t r = {t->ptr, t->footprint};
