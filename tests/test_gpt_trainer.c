@@ -1118,6 +1118,14 @@ static void tier_stop_and_resume(const char *spill, const char *what, const char
     cr_expect_eq(system(cmd), 0, "stopped and resumed with --spill %s, the losses differ", what);
 }
 
+/* A tier test's scratch: the spill directory dir/spill (made) and its report path
+ * dir/rep.json (spill: 300 bytes, rep: 512). */
+static void tier_scratch(char *spill, char *rep) {
+    snprintf(spill, 300, "%s/spill", dir);
+    snprintf(rep, 512, "%s/rep.json", dir);
+    cr_assert_eq(mkdir(spill, 0700), 0);
+}
+
 /* --spill-dir: the CPU layers' AdamW moments live on the disk tier, read back for their
  * update and written after it: the losses equal those of a run without the tier bit
  * for bit, the CPU layers' optimizer calls (block2 and the head of 4 layers)
@@ -1126,9 +1134,7 @@ static void tier_stop_and_resume(const char *spill, const char *what, const char
 Test(gpt_trainer, moments_on_the_disk_tier_change_no_loss) {
     scratch();
     char spill[300], rep[512];
-    snprintf(spill, sizeof spill, "%s/spill", dir);
-    snprintf(rep, sizeof rep, "%s/rep.json", dir);
-    cr_assert_eq(mkdir(spill, 0700), 0);
+    tier_scratch(spill, rep);
     int st = gpt(TIER_RUN " --loss-log %s/plain.txt", dir);
     cr_assert_eq(st, 0, "%s", out);
     st = gpt(TIER_RUN " --loss-log %s/tier.txt --spill-dir %s --spill moments --report json:%s", dir, spill, rep);
@@ -1189,9 +1195,7 @@ Test(gpt_trainer, moments_on_the_disk_tier_change_no_loss) {
 Test(gpt_trainer, a_host_budget_that_fits_only_with_the_disk_tier) {
     scratch();
     char spill[300], rep[512];
-    snprintf(spill, sizeof spill, "%s/spill", dir);
-    snprintf(rep, sizeof rep, "%s/rep.json", dir);
-    cr_assert_eq(mkdir(spill, 0700), 0);
+    tier_scratch(spill, rep);
 #define HOSTLY "--backend sim --layers 8 --channels 512 --heads 8 --vocab 4096 --batch 2 --seq 256 --steps 3 " \
                "--budget 256M --host-budget 300M --cpu-layers 10 --recompute 8 -q"
     int st = gpt(HOSTLY);
@@ -1228,9 +1232,7 @@ Test(gpt_trainer, a_host_budget_that_fits_only_with_the_disk_tier) {
 Test(gpt_trainer, spill_auto_puts_the_least_on_the_disk_tier) {
     scratch();
     char spill[300], rep[512], cmd[1024];
-    snprintf(spill, sizeof spill, "%s/spill", dir);
-    snprintf(rep, sizeof rep, "%s/rep.json", dir);
-    cr_assert_eq(mkdir(spill, 0700), 0);
+    tier_scratch(spill, rep);
 #define MIXED "--backend sim --layers 4 --channels 128 --heads 4 --batch 2 --seq 64 -q --steps 3 --budget 64M " \
               "--text " GPT_CORPUS_PATH " --recompute 0 --cpu-layers 6"
     int st = gpt(MIXED " --host-budget none --loss-log %s/plain.txt", dir);
