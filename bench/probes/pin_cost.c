@@ -17,19 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
-    fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
-
-static void line(const char *what, double s, size_t bytes) {
-    printf("%-52s %8.3f s  %8.2f GB/s\n", what, s, bytes / s / 1e9);
-    fflush(stdout);
-}
+#include "probe.h"
 
 int main(int argc, char **argv) {
     if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {

@@ -31,6 +31,9 @@ typedef struct uvmrt_tier_state {
     /* a rehearsal's model context (uvmrt__tier_model): its tensors go on the tier without
      * files, their bytes counted and modelled as if they moved, their contents kept */
     int modelled;
+    /* the stream of the prefetches that bring discarded pages in before a read (cuda):
+     * its own, so that they never queue behind the policy's evictions; made at the first */
+    uvmrt_stream_t fill_stream;
 } uvmrt_tier_state_t;
 
 /* Before layer call c opens (step.c, staged uses [first, first + n)): every disk tensor
