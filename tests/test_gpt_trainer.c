@@ -1033,7 +1033,7 @@ Test(gpt_trainer, explicit_cpu_layers_and_recompute_reach_the_result) {
         {"--cpu-layers 6 --optimizer-on cpu --recompute 0", 6, 0, "cpu", "none"},
         {"--cpu-layers 0 --optimizer-on gpu --recompute 4", 0, 4, "gpu", "all"},
     };
-    long long managed[5];
+    long long managed[5], cpu_params[5];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         json_t *r = split_run(cases[i].args);
         cr_expect_eq(jint(r, "cpu_layers"), cases[i].k, "%s", cases[i].args);
@@ -1043,8 +1043,15 @@ Test(gpt_trainer, explicit_cpu_layers_and_recompute_reach_the_result) {
         cr_expect(json_is_null(json_object_get(r, "choice")), "%s: no auto knob, but a choice",
                   cases[i].args);
         managed[i] = jint(r, "managed_bytes");
+        cpu_params[i] = jint(r, "cpu_params");
         json_decref(r);
     }
+    /* the CPU's AdamW parameters: the top k layers' (4 blocks of 12 C^2 + 13 C and the
+     * head's final LayerNorm, 2 C, at C = 128; then the embedding too) */
+    cr_expect_eq(cpu_params[0], 4 * (12 * 128 * 128 + 13 * 128) + 2 * 128);
+    cr_expect_gt(cpu_params[1], cpu_params[0]);
+    cr_expect_eq(cpu_params[1], cpu_params[3]);
+    cr_expect_eq(cpu_params[2], 0);
     /* each recomputing block drops its own activation set for the one they share */
     cr_expect(managed[2] > managed[0] && managed[0] > managed[1], "managed bytes for recompute "
               "0, 3, 4 blocks: %lld, %lld, %lld", managed[2], managed[0], managed[1]);

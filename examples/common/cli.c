@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -465,6 +466,16 @@ void cli_parse(int argc, char **argv, const cli_spec_t *spec, cli_common_t *comm
         profiles_list(stdout);
         exit(0);
     }
+}
+
+uint64_t cli_process_rss(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long long size = 0, resident = 0;
+    int n = f ? fscanf(f, "%llu %llu", &size, &resident) : 0;
+    if (f) fclose(f);
+    long page = sysconf(_SC_PAGESIZE);
+    return n == 2 && page > 0 ? (uint64_t)resident * (uint64_t)page : 0;
 }
 
 uint64_t cli_host_need(const uvmrt_context_t *ctx, uint64_t planned_bytes, uint64_t host_homed_bytes,

@@ -132,6 +132,8 @@ void cli_parse(int argc, char **argv, const cli_spec_t *spec, cli_common_t *comm
  * host_homed_bytes of them placed in host memory (a CPU optimizer's state), less
  * tier_off_bytes that the disk tier keeps out of it, plus what the GPU budget cannot hold
  * of the others, plus the bytes declared with uvmrt_context_set_host_external_bytes. */
+/* The process's resident set now (/proc/self/statm), bytes; 0 where it cannot be read. */
+uint64_t cli_process_rss(void);
 uint64_t cli_host_need(const uvmrt_context_t *ctx, uint64_t planned_bytes, uint64_t host_homed_bytes,
                        uint64_t tier_off_bytes);
 /* Before allocating tensors of planned_bytes in all: whether the host memory they need

@@ -1061,6 +1061,19 @@ int main(int argc, char **argv) {
                            " was built without CUDA and cuBLAS");
         gpt_run_open_gpu(&run);
         run.set.compute = 1;
+        /* the process's own host memory before its tensors (the CUDA context, cuBLAS, the
+         * program's buffers) is in its resident set too: declared outside uvmrt, so that
+         * the host need uvmrt reports is what the process holds */
+        uint64_t base = cli_process_rss();
+        if (base > 0)
+            UV_CHECK(&run, uvmrt_context_set_host_external_bytes(run.uv.ctx, base));
+        uint64_t need = cli_host_need(run.uv.ctx, gpt_planned_managed_bytes(&run), gpt_host_homed_bytes(&run),
+                                      gpt_tier_off_bytes(&run));
+        uint64_t host = uvmrt_context_host_budget(run.uv.ctx);
+        if (host != 0 && need > host)
+            fprintf(stderr, PROG ": note: with the process's own %.2f GiB (CUDA, cuBLAS, the program) the host "
+                            "need is %.2f GiB, over the host budget of %.2f GiB\n",
+                    (double)base / GIB, (double)need / GIB, (double)host / GIB);
     } else {
         sim_math_note(&run);
         if (!gpt_simref_fits(&run) && (opt.dump_weights || opt.dump_grads || opt.init_weights))

@@ -129,6 +129,11 @@ static int result_write(gpt_run_t *run, const char *path, const medians_t *m,
                             : run->ref       ? json_string("cpu-reference")
                                              : json_null());
         json_object_set_new(root, "cpu_layers", json_integer(run->set.cpu_layers));
+        /* the parameters the CPU's AdamW updates: its host-memory traffic, for a floor */
+        uint64_t cpu_params = 0;
+        for (int l = run->model.nl - run->set.cpu_layers; l < run->model.nl; l++)
+            cpu_params += run->model.lp[l].n;
+        json_object_set_new(root, "cpu_params", json_integer((json_int_t)cpu_params));
         json_object_set_new(root, "recompute_blocks", json_integer(run->set.recompute));
         json_object_set_new(root, "choice", choice_json(run));
         json_object_set_new(root, "predicted_step_ms",
