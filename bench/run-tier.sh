@@ -6,7 +6,9 @@
 # tier (--spill-dir, --spill state), the compute-only step of the same model, and d48 at
 # 8 GiB for the CPU AdamW's rate against uvmrt-calibrate's; side by side in one run, with
 # the machine's link, host memory and disk measured in the same run (uvmrt-calibrate
-# --spill-dir); then a table with each row's floor.
+# --spill-dir); then a table with each row's floor (compute, link each way, host memory:
+# the CPU AdamW's 28 bytes a parameter and the link's and disk's bytes at the shared rate,
+# disk: read then write on one drive) and uvmrt's prediction where uvmrt-gpt chose.
 #
 #   [BUILD=DIR] [SPILL=DIR] bench/run-tier.sh [--smoke] OUTDIR [ROW...]
 #
@@ -16,6 +18,8 @@
 #   resident    the model with --policy none (everything on the GPU): its compute-only step
 #   host        --budget 8G, every layer's AdamW on the CPU, every block recomputing, no
 #               host budget
+#   host-auto   the same with uvmrt's own choice of CPU layers and recompute (its
+#               prediction against the measured step in the table)
 #   tier        the same under --host-budget HOST (default 16G) with --spill-dir SPILL
 #               (--spill auto: uvmrt-gpt puts the least of the CPU layers' state in
 #               files that brings it within the host budget, moments first); skipped
@@ -36,6 +40,7 @@
 #
 # Writes OUTDIR/ROW.json (uvmrt-gpt --result-json), ROW.report.json (uvmrt-report(5)),
 # ROW.losses (--loss-log), ROW.log, ROW.rss (the row's peak resident set, KiB),
+# ROW.timeline (the log's lines with their times, and the resident set every 2 s),
 # profile.json, table.md; the table says whether the tier row's losses equal the host
 # row's bit for bit (they must: the tier moves bytes, not values).
 set -uo pipefail
@@ -80,13 +85,33 @@ rows=("$@")
 [ ${#rows[@]} -gt 0 ] || rows=("${rows_default[@]}")
 echo "run-tier.sh: $(date -u +%FT%TZ) rows: ${rows[*]}; shape: ${shape[*]}; spill: $spill" | tee "$out/run-tier.log"
 
-# The row's program under a peak-RSS probe: python's rusage of its child, in KiB.
+# The row's program under a peak-RSS probe: python's rusage of its child, in KiB, into
+# ROW.rss; beside it ROW.timeline: each line of the program's output with the seconds
+# since its start, and every 2 s the program's resident set (VmRSS, GiB), so that a row
+# killed by a timeout still shows how far it got and when its memory peaked.
 run_rss() {
     local row=$1
     shift
-    python3 - "$out/$row.rss" "$@" <<'EOF'
-import resource, subprocess, sys
-rc = subprocess.call(sys.argv[2:])
+    python3 - "$out/$row.rss" "$out/$row.timeline" "$@" <<'EOF'
+import resource, subprocess, sys, threading, time
+t0 = time.time()
+tl = open(sys.argv[2], "w", buffering=1)
+p = subprocess.Popen(sys.argv[3:], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+def sample():
+    while p.poll() is None:
+        try:
+            with open(f"/proc/{p.pid}/status") as f:
+                kb = next((int(l.split()[1]) for l in f if l.startswith("VmRSS:")), 0)
+            tl.write(f"{time.time() - t0:8.1f} rss {kb / 2**20:.2f} GiB\n")
+        except (OSError, ValueError):
+            pass
+        time.sleep(2)
+threading.Thread(target=sample, daemon=True).start()
+for raw in p.stdout:
+    sys.stdout.buffer.write(raw)
+    sys.stdout.flush()
+    tl.write(f"{time.time() - t0:8.1f} {raw.decode(errors='replace')}")
+rc = p.wait()
 open(sys.argv[1], "w").write(f"{resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}\n")
 sys.exit(rc)
 EOF
@@ -127,6 +152,7 @@ for row in "${rows[@]}"; do
         ;;
     resident) gpt_row resident "${shape[@]}" --policy none --cpu-layers 0 --recompute none ;;
     host) gpt_row host "${shape[@]}" --budget "$budget" --host-budget none --optimizer-on cpu --recompute all ;;
+    host-auto) gpt_row host-auto "${shape[@]}" --budget "$budget" --host-budget none ;;
     tier)
         mparams=$(params_of "${shape[@]}")
         need=$(python3 -c "print(int(float('${mparams:-0}') * 1e6 * 16 * 1.1))")
@@ -159,14 +185,14 @@ def load(name):
 prof = load("profile.json") or {}
 res = load("resident.json")
 compute_ms = res.get("ms_per_step_median") if res else None
-print("| row | ms/step | tokens/s | peak RSS GiB | planned host (uvmrt) GiB | GB in / out | disk GB read / written | floor ms (bound) | x floor |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-for row in ("resident", "host", "tier", "d48"):
+print("| row | ms/step | predicted ms | tokens/s | peak RSS GiB | planned host (uvmrt) GiB | GB in / out | disk GB read / written | floor ms (bound) | x floor |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+for row in ("resident", "host", "host-auto", "tier", "d48"):
     r, rep = load(f"{row}.json"), load(f"{row}.report.json")
     if r is None:
         skip = os.path.join(out, f"skip.{row}.txt")
         why = open(skip).read().strip() if os.path.exists(skip) else "did not run"
-        print(f"| {row} | {why} | | | | | | | |")
+        print(f"| {row} | {why} | | | | | | | | |")
         continue
     ms = r.get("ms_per_step_median") or 0
     try:
@@ -184,13 +210,22 @@ for row in ("resident", "host", "tier", "d48"):
         floors["link in"] = gin * 1e9 / prof["pinned_h2d_bps"] * 1e3
     if prof.get("pinned_d2h_bps"):
         floors["link out"] = gout * 1e9 / prof["pinned_d2h_bps"] * 1e3
+    # host memory: the CPU AdamW's 28 bytes a parameter (w, m, v read and written, g
+    # read), the link's bytes both ways and the disk's, at the rate CPU and link reach
+    # together (the profile's host_mem_shared_bps)
+    hm = prof.get("host_mem_shared_bps") or prof.get("host_mem_bps")
+    if hm and row != "resident":
+        hbytes = (r.get("cpu_params") or 0) * 28 + (gin + gout + rd + wr) * 1e9
+        floors["host mem"] = hbytes / hm * 1e3
     if prof.get("disk_read_bps") and prof.get("disk_write_bps"):  # one drive, both ways
         floors["disk"] = (rd * 1e9 / prof["disk_read_bps"] + wr * 1e9 / prof["disk_write_bps"]) * 1e3
     bound = max(floors, key=floors.get) if floors else None
     fl = f"{floors[bound]:.1f} ({bound})" if bound else "-"
     xf = f"{ms / floors[bound]:.2f}" if bound and floors[bound] > 0 else "-"
     peak = ((rep or {}).get("plan_host_bytes") or 0) / 2**30
-    print(f"| {row} | {ms:.1f} | {r.get('tokens_per_s', 0):.0f} | {rss:.1f} | {peak:.2f} | {gin:.2f} / {gout:.2f} "
+    pred = r.get("predicted_step_ms")
+    pred = f"{pred:.1f} ({(ms - pred) / pred * 100:+.1f}%)" if pred and ms else ""
+    print(f"| {row} | {ms:.1f} | {pred} | {r.get('tokens_per_s', 0):.0f} | {rss:.1f} | {peak:.2f} | {gin:.2f} / {gout:.2f} "
           f"| {rd:.2f} / {wr:.2f} | {fl} | {xf} |")
 def losses(row):
     try:
@@ -204,6 +239,6 @@ if losses("tier") is not None and losses("host") is not None:
 print()
 print(f"profile: link {prof.get('pinned_h2d_bps', 0) / 1e9:.1f} / {prof.get('pinned_d2h_bps', 0) / 1e9:.1f} GB/s, "
       f"disk {prof.get('disk_read_bps', 0) / 1e9:.2f} read / {prof.get('disk_write_bps', 0) / 1e9:.2f} write GB/s, "
-      f"CPU AdamW {prof.get('cpu_adamw_params_per_s', 0) / 1e9:.2f} Gparam/s (host memory's floor is the step's own "
-      "uvmrt prediction: not counted here)")
+      f"host memory {(prof.get('host_mem_shared_bps') or 0) / 1e9:.1f} GB/s shared, "
+      f"CPU AdamW {prof.get('cpu_adamw_params_per_s', 0) / 1e9:.2f} Gparam/s")
 EOF
