@@ -68,18 +68,19 @@ void gpt_wh_from_master_host(gpt_run_t *run, int l) {
 }
 
 /* Layer l from its master weights as step 1 needs it: the bf16 copy made, the moments
- * and gradient zero (wpe rows beyond T never get a gradient); those on the disk tier
- * are zero in their files already (written when the tensor was new). A CPU layer's
- * bf16 copy is made by each forward from w (gpt.c, weights_ready): made here too it
- * would only fill host pages (2 bytes a parameter of every CPU layer, over the host
- * budget's plan) that the forward overwrites. */
+ * zero, and the embedding's gradient (wpe rows beyond T never get one); those on the
+ * disk tier are zero in their files already (written when the tensor was new). The
+ * other layers' gradients are written whole by each backward before anything reads
+ * them, and a CPU layer's bf16 copy by each forward from w (gpt.c, weights_ready):
+ * made here they would only fill host pages the plan does not count (the start's
+ * resident set over the plan's host need). */
 static void layer_start_from_weights(gpt_run_t *run, int l) {
     const layer_params_t *p = &run->model.lp[l];
     if (!on_cpu(run, l))
         gpt_wh_from_master_host(run, l);
-    uvmrt_tensor_t *z[3] = {p->m, p->v, p->g};
+    uvmrt_tensor_t *z[3] = {p->m, p->v, l == 0 ? p->g : NULL};
     for (int i = 0; i < 3; i++) {
-        if (uvmrt_tensor_tier(z[i]) == UVMRT_TIER_DISK)
+        if (z[i] == NULL || uvmrt_tensor_tier(z[i]) == UVMRT_TIER_DISK)
             continue;
         float *x = f32(z[i]);
 #pragma omp parallel for schedule(static)
