@@ -517,7 +517,11 @@ uvmrt_placement_t uvmrt_tensor_placement(const uvmrt_tensor_t *tensor);
 
 typedef enum uvmrt_tier {
     UVMRT_TIER_MEMORY = 0, /* its contents live in memory (the default) */
-    UVMRT_TIER_DISK = 1    /* they live in a file of UVMRT_SPILL_DIR, in host memory only around its uses */
+    UVMRT_TIER_DISK = 1,   /* they live in a file of UVMRT_SPILL_DIR, in host memory only around its uses */
+    /* uvmrt_tensor_set_tier only: on the disk tier with every byte zero, its contents
+     * now dropped (a new AdamW moment): the file's reserved space reads as zeros, so
+     * nothing is written */
+    UVMRT_TIER_DISK_ZERO = 2
 } uvmrt_tier_t;
 
 /* Puts a host-placed tensor (uvmrt_tensor_set_placement(UVMRT_PLACE_HOST) first) on the

@@ -63,8 +63,10 @@ static int entries(const char *dir)
     return n;
 }
 
-/* tier: 0 none, 1 the moments, 2 the moments and the weights; fi: over the
- * fault-injecting backend (tests/faultinject.c) around sim */
+/* tier: 0 none, 1 the moments, 2 the moments and the weights, 3 the moments put there
+ * as zeros (UVMRT_TIER_DISK_ZERO, never written by the trainer: new managed memory is
+ * not zero on every backend, so the tier must make them so) and the weights; fi: over
+ * the fault-injecting backend (tests/faultinject.c) around sim */
 static uvmrt_backend_ops_t fi_ops;
 static mlp_t *mlp_create_on(int tier, const char *dir, int fi_backend)
 {
@@ -95,12 +97,13 @@ static mlp_t *mlp_create_on(int tier, const char *dir, int fi_backend)
         n->w[l] = t[0], n->g[l] = t[1], n->m[l] = t[2], n->v[l] = t[3];
         float *w = uvmrt_tensor_ptr(t[0]);
         for (int i = 0; i < H * H; i++) w[i] = ((float)(xorshift64(&s) % 2001) - 1000.0f) / 1000.0f / sqrtf(H);
-        memset(uvmrt_tensor_ptr(t[2]), 0, H * H * 4);
-        memset(uvmrt_tensor_ptr(t[3]), 0, H * H * 4);
+        memset(uvmrt_tensor_ptr(t[2]), tier == 3 ? 0x7f : 0, H * H * 4); /* 3: garbage the tier drops */
+        memset(uvmrt_tensor_ptr(t[3]), tier == 3 ? 0x7f : 0, H * H * 4);
         uvmrt_tensor_t *on_disk[3] = {t[2], t[3], t[0]};
         for (int k = 0; k < (tier == 0 ? 0 : tier == 1 ? 2 : 3); k++) {
             cr_assert_eq(uvmrt_tensor_set_placement(n->ctx, on_disk[k], UVMRT_PLACE_HOST), UVMRT_OK);
-            cr_assert_eq(uvmrt_tensor_set_tier(n->ctx, on_disk[k], UVMRT_TIER_DISK), UVMRT_OK, "%s", log_text());
+            uvmrt_tier_t to = tier == 3 && k < 2 ? UVMRT_TIER_DISK_ZERO : UVMRT_TIER_DISK;
+            cr_assert_eq(uvmrt_tensor_set_tier(n->ctx, on_disk[k], to), UVMRT_OK, "%s", log_text());
         }
     }
     for (int i = 0; i < N * H; i++) {
@@ -326,16 +329,19 @@ Test(tier, a_planned_step_reads_the_next_calls_disk_tensors_ahead) { each_engine
 Test(tier, mlp_losses_bitwise_equal_with_the_moments_and_weights_on_disk)
 {
     make_dir();
-    float base[STEPS], moments[STEPS], all[STEPS], threads[STEPS];
+    float base[STEPS], moments[STEPS], all[STEPS], threads[STEPS], zeroed[STEPS];
     train(0, 0, base);
     train(1, 0, moments);
     train(2, 0, all);
     train(2, 1, threads);
+    train(3, 0, zeroed);
     cr_assert_lt(base[STEPS - 1], base[0], "the loss falls");
     for (int s = 0; s < STEPS; s++) {
         cr_assert(memcmp(&base[s], &moments[s], sizeof(float)) == 0, "step %d: %.9g vs %.9g", s, base[s], moments[s]);
         cr_assert(memcmp(&base[s], &all[s], sizeof(float)) == 0, "step %d: %.9g vs %.9g", s, base[s], all[s]);
         cr_assert(memcmp(&base[s], &threads[s], sizeof(float)) == 0, "step %d", s);
+        cr_assert(memcmp(&base[s], &zeroed[s], sizeof(float)) == 0, "step %d: %.9g vs %.9g (moments put there "
+                  "as zeros)", s, base[s], zeroed[s]);
     }
     rmdir(spill_dir);
 }
@@ -524,8 +530,10 @@ Test(tier, refusals_change_nothing)
     cr_assert_eq(uvmrt_tensor_set_placement(ctx, n->m[0], UVMRT_PLACE_AUTO), UVMRT_ERR_STATE, "on disk: stays host");
     cr_assert_eq(uvmrt_tensor_placement(n->m[0]), UVMRT_PLACE_HOST);
     cr_assert_eq(m[5], 0.0f, "the host pages were given back");
+    cr_assert_eq(uvmrt_tensor_set_tier(ctx, n->m[0], UVMRT_TIER_DISK_ZERO), UVMRT_ERR_STATE, "already on disk");
+    cr_assert(log_contains("already on the disk tier"), "%s", log_text());
     cr_assert_eq(uvmrt_tensor_set_tier(ctx, n->m[0], UVMRT_TIER_MEMORY), UVMRT_OK);
-    for (int i = 0; i < H * H; i++) cr_assert_eq(m[i], (float)i);
+    for (int i = 0; i < H * H; i++) cr_assert_eq(m[i], (float)i, "the refused zero changed nothing");
     /* a freed disk tensor takes its file with it */
     cr_assert_eq(uvmrt_tensor_set_tier(ctx, n->m[0], UVMRT_TIER_DISK), UVMRT_OK);
     char sub[600];
@@ -533,6 +541,35 @@ Test(tier, refusals_change_nothing)
     cr_assert_eq(entries(sub), 1);
     cr_assert_eq(uvmrt_tensor_free(ctx, n->m[0]), UVMRT_OK);
     cr_assert_eq(entries(sub), 0);
+    uvmrt_context_destroy(ctx);
+    free(n);
+    cr_assert_eq(entries(spill_dir), 0);
+    rmdir(spill_dir);
+}
+
+/* UVMRT_TIER_DISK_ZERO: the file is made and its space reserved, but nothing is
+ * written; the tensor reads back as zeros whatever it held; a failed file creation
+ * leaves it in memory with its contents. */
+Test(tier, a_tensor_put_there_as_zeros_is_not_written)
+{
+    make_dir();
+    mlp_t *n = mlp_create(0, spill_dir);
+    uvmrt_context_t *ctx = n->ctx;
+    float *m = uvmrt_tensor_ptr(n->m[0]);
+    for (int i = 0; i < H * H; i++) m[i] = (float)(i + 1);
+    cr_assert_eq(uvmrt_tensor_set_placement(ctx, n->m[0], UVMRT_PLACE_HOST), UVMRT_OK);
+    seam_arm(SEAM_FALLOCATE, 1, -ENOSPC);
+    cr_assert_eq(uvmrt_tensor_set_tier(ctx, n->m[0], UVMRT_TIER_DISK_ZERO), UVMRT_ERR_IO);
+    cr_assert_eq(uvmrt_tensor_tier(n->m[0]), UVMRT_TIER_MEMORY);
+    for (int i = 0; i < H * H; i++) cr_assert_eq(m[i], (float)(i + 1), "the refused call changed the contents");
+    seam_reset();
+    cr_assert_eq(uvmrt_tensor_set_tier(ctx, n->m[0], UVMRT_TIER_DISK_ZERO), UVMRT_OK, "%s", log_text());
+    cr_assert_eq(uvmrt_tensor_tier(n->m[0]), UVMRT_TIER_DISK);
+    cr_assert_eq(seam.calls[SEAM_WRITE], 0, "written: %d chunks", seam.calls[SEAM_WRITE]);
+    cr_assert_eq(seam.calls[SEAM_FALLOCATE], 1, "its space reserved");
+    cr_assert_eq(uvmrt_tensor_set_tier(ctx, n->m[0], UVMRT_TIER_MEMORY), UVMRT_OK);
+    cr_assert_gt(seam.calls[SEAM_READ], 0, "read back from the file");
+    for (int i = 0; i < H * H; i++) cr_assert_eq(m[i], 0.0f, "m[%d] = %g", i, m[i]);
     uvmrt_context_destroy(ctx);
     free(n);
     cr_assert_eq(entries(spill_dir), 0);

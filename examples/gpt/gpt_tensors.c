@@ -153,7 +153,7 @@ uint64_t gpt_planned_managed_bytes(const gpt_run_t *run) {
     return total;
 }
 
-static void placement_set(gpt_run_t *run, int l, uvmrt_placement_t where);
+static void placement_set(gpt_run_t *run, int l, uvmrt_placement_t where, int fresh);
 static int on_tier_kind(const gpt_run_t *run, int l, int k);
 
 /* The CPU layers' w, m, v, g: placed in host memory whatever the GPU's budget. */
@@ -282,7 +282,7 @@ void gpt_net_alloc(gpt_run_t *run) {
                 acts_from(&run->model.acts[l - 1], t + 6);
         }
         if (on_cpu(run, l)) /* before the next layer's: on the disk tier, its state leaves host memory */
-            placement_set(run, l, UVMRT_PLACE_HOST);
+            placement_set(run, l, UVMRT_PLACE_HOST, 1);
     }
     workspace_descs(run, &s);
     memset(t, 0, sizeof t);
@@ -325,8 +325,10 @@ static int on_tier_kind(const gpt_run_t *run, int l, int k) {
  * them (uvmrt_tensor(3)): managed memory placed on the host (the tier takes no
  * page-locked memory); their update runs in its declared call on the training thread
  * (gpt.c, cpu_optimizer_declare). A GPU layer's data is moved by the policy, off the
- * tier first. */
-static void placement_set(gpt_run_t *run, int l, uvmrt_placement_t where) {
+ * tier first. fresh: the tensors were just allocated (their contents are to be made:
+ * the moments zero, w by the initialisation): they go on the tier as zeros, with
+ * nothing written. */
+static void placement_set(gpt_run_t *run, int l, uvmrt_placement_t where, int fresh) {
     static int refused;
     uvmrt_tensor_t *h[4] = {run->model.lp[l].w, run->model.lp[l].m, run->model.lp[l].v,
                             run->model.lp[l].g};
@@ -344,7 +346,7 @@ static void placement_set(gpt_run_t *run, int l, uvmrt_placement_t where) {
         }
         UV_CHECK(run, uvmrt_tensor_set_placement(run->uv.ctx, h[k], where));
         if (where == UVMRT_PLACE_HOST && tier)
-            UV_CHECK(run, uvmrt_tensor_set_tier(run->uv.ctx, h[k], UVMRT_TIER_DISK));
+            UV_CHECK(run, uvmrt_tensor_set_tier(run->uv.ctx, h[k], fresh ? UVMRT_TIER_DISK_ZERO : UVMRT_TIER_DISK));
     }
 }
 
@@ -409,7 +411,7 @@ void gpt_run_reconfigure(gpt_run_t *run, int k, int n) {
     for (int l = 0; l < run->model.nl; l++) {
         int was = on_cpu(run, l), now = l >= run->model.nl - k;
         if (was != now || (now && was_tier[l] != run->set.tier[l]))
-            placement_set(run, l, now ? UVMRT_PLACE_HOST : UVMRT_PLACE_AUTO);
+            placement_set(run, l, now ? UVMRT_PLACE_HOST : UVMRT_PLACE_AUTO, 0);
         /* back on the GPU: its wh was last made in a forward from an older w */
         if (was && !now && run->set.compute) {
             const layer_params_t *p = &run->model.lp[l];

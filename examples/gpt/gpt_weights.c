@@ -69,7 +69,7 @@ void gpt_wh_from_master_host(gpt_run_t *run, int l) {
 
 /* Layer l from its master weights as step 1 needs it: the bf16 copy made, the moments
  * zero, and the embedding's gradient (wpe rows beyond T never get one); those on the
- * disk tier are zero in their files already (written when the tensor was new). The
+ * disk tier are zero in their files already (put there as zeros when new). The
  * other layers' gradients are written whole by each backward before anything reads
  * them, and a CPU layer's bf16 copy by each forward from w (gpt.c, weights_ready):
  * made here they would only fill host pages the plan does not count (the start's

@@ -469,7 +469,7 @@ uvmrt_status_t uvmrt__tier_after_call(uvmrt_context_t *ctx, const uvmrt_call_t *
 }
 
 /* ------------------------------------------------------------------ the public call */
-static uvmrt_status_t to_disk(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
+static uvmrt_status_t to_disk(uvmrt_context_t *ctx, uvmrt_tensor_t *t, int zero)
 {
     uvmrt_tier_state_t *s = &ctx->tier;
     if (!s->modelled && strcmp(ctx->cfg.spill_dir, "none") == 0) {
@@ -503,7 +503,7 @@ static uvmrt_status_t to_disk(uvmrt_context_t *ctx, uvmrt_tensor_t *t)
     label_of(ctx, t, lab, sizeof lab);
     int f;
     uvmrt_status_t st = uvmrt__spill_file_create(s->sp, lab, t->footprint, &f);
-    if (st == UVMRT_OK) {
+    if (st == UVMRT_OK && !zero) { /* zero: the file's reserved space reads as zeros */
         populate(ctx, &t, 1); /* a never-touched tensor's pages too: the write would fault each in */
         st = uvmrt__spill_transfer(s->sp, f, 1, t->ptr, t->footprint);
         if (st != UVMRT_OK) uvmrt__spill_file_remove(s->sp, f);
@@ -555,8 +555,10 @@ uvmrt_status_t uvmrt_tensor_set_tier(uvmrt_context_t *ctx, uvmrt_tensor_t *tenso
         LOG_ERROR(&ctx->log, "uvmrt_tensor_set_tier(%p): not a live tensor of this context", (void *)tensor);
         return UVMRT_ERR_NOT_FOUND;
     }
-    if ((unsigned)tier > UVMRT_TIER_DISK) {
-        LOG_ERROR(&ctx->log, "uvmrt_tensor_set_tier('%s'): tier %d: expected UVMRT_TIER_MEMORY or UVMRT_TIER_DISK",
+    if ((unsigned)tier > UVMRT_TIER_DISK_ZERO) {
+        LOG_ERROR(&ctx->log,
+                  "uvmrt_tensor_set_tier('%s'): tier %d: expected UVMRT_TIER_MEMORY, UVMRT_TIER_DISK or "
+                  "UVMRT_TIER_DISK_ZERO",
                   t->name, (int)tier);
         return UVMRT_ERR_INVALID;
     }
@@ -564,11 +566,19 @@ uvmrt_status_t uvmrt_tensor_set_tier(uvmrt_context_t *ctx, uvmrt_tensor_t *tenso
         LOG_ERROR(&ctx->log, "uvmrt_tensor_set_tier('%s') inside a step: change tiers between steps", t->name);
         return UVMRT_ERR_STATE;
     }
-    if (t->on_disk == (tier == UVMRT_TIER_DISK)) return UVMRT_OK;
-    uvmrt_status_t st = tier == UVMRT_TIER_DISK ? to_disk(ctx, t) : to_memory(ctx, t);
+    if (t->on_disk && tier == UVMRT_TIER_DISK_ZERO) {
+        LOG_ERROR(&ctx->log,
+                  "uvmrt_tensor_set_tier('%s', disk zero): already on the disk tier: UVMRT_TIER_DISK_ZERO puts a "
+                  "tensor there from memory",
+                  t->name);
+        return UVMRT_ERR_STATE;
+    }
+    if (t->on_disk == (tier != UVMRT_TIER_MEMORY)) return UVMRT_OK;
+    uvmrt_status_t st = tier == UVMRT_TIER_MEMORY ? to_memory(ctx, t) : to_disk(ctx, t, tier == UVMRT_TIER_DISK_ZERO);
     if (st != UVMRT_OK)
         LOG_ERROR(&ctx->log, "uvmrt_tensor_set_tier('%s', %s): tier unchanged: %s", t->name,
-                  tier == UVMRT_TIER_DISK ? "disk" : "memory", uvmrt_status_str(st));
+                  tier == UVMRT_TIER_MEMORY ? "memory" : tier == UVMRT_TIER_DISK ? "disk" : "disk zero",
+                  uvmrt_status_str(st));
     return st;
 }
 
