@@ -573,6 +573,20 @@ Test(tier, a_tensor_put_there_as_zeros_is_not_written)
     uvmrt_context_destroy(ctx);
     free(n);
     cr_assert_eq(entries(spill_dir), 0);
+    /* a discard that fails keeps the host copy, which the calls then use: zero too */
+    n = mlp_create_on(0, spill_dir, 1);
+    ctx = n->ctx;
+    m = uvmrt_tensor_ptr(n->m[0]);
+    for (int i = 0; i < H * H; i++) m[i] = (float)(i + 1);
+    cr_assert_eq(uvmrt_tensor_set_placement(ctx, n->m[0], UVMRT_PLACE_HOST), UVMRT_OK);
+    fi_arm(FI_DISCARD, 1, 0, 0);
+    cr_assert_eq(uvmrt_tensor_set_tier(ctx, n->m[0], UVMRT_TIER_DISK_ZERO), UVMRT_OK, "%s", log_text());
+    fi_arm(-1, 0, 0, 0);
+    cr_assert(ctx->tier.n_disk == 1 && n->m[0]->host_valid, "the failed discard kept the host copy");
+    for (int i = 0; i < H * H; i++) cr_assert_eq(m[i], 0.0f, "kept copy: m[%d] = %g", i, m[i]);
+    uvmrt_context_destroy(ctx);
+    free(n);
+    cr_assert_eq(entries(spill_dir), 0);
     rmdir(spill_dir);
 }
 

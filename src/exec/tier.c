@@ -514,6 +514,9 @@ static uvmrt_status_t to_disk(uvmrt_context_t *ctx, uvmrt_tensor_t *t, int zero)
     t->file_valid = t->host_valid = 1;
     s->n_disk++;
     drop_host(ctx, t);
+    /* zero: a host copy that stays (no discard: CUDA 12; or a discard that failed) is
+     * what the calls will use, so it is made zero as the file is */
+    if (zero && t->host_valid) memset(t->ptr, 0, t->footprint);
     window_update(ctx);
     return UVMRT_OK;
 }
