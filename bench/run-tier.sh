@@ -156,6 +156,13 @@ for row in "${rows[@]}"; do
     tier)
         mparams=$(params_of "${shape[@]}")
         need=$(python3 -c "print(int(float('${mparams:-0}') * 1e6 * 16 * 1.1))")
+        # a killed row's files (uvmrt-spill.PID.*, its process gone) would count as used:
+        # uvmrt removes them when it opens the tier, after this check, so here first
+        for d in "$spill"/uvmrt-spill.*; do
+            pid=${d##*/uvmrt-spill.}
+            pid=${pid%%.*}
+            [ -d "$d" ] && [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null && rm -rf "$d"
+        done
         free=$(df -PB1 "$spill" | awk 'NR == 2 {print $4}')
         if [ "${free:-0}" -lt "$need" ]; then
             echo "tier: $spill has $free bytes free, the tier needs about $need" | tee "$out/skip.tier.txt"
