@@ -41,6 +41,8 @@
 # Writes OUTDIR/ROW.json (uvmrt-gpt --result-json), ROW.report.json (uvmrt-report(5)),
 # ROW.losses (--loss-log), ROW.log, ROW.rss (the row's peak resident set, KiB),
 # ROW.timeline (the log's lines with their times, and the resident set every 2 s),
+# rec.ROW.json (UVMRT_RECORD: the planned step with its calls' measured times, for
+# uvmrt-plan --record and bench/replay-plan.sh, to check the model offline),
 # profile.json, table.md; the table says whether the tier row's losses equal the host
 # row's bit for bit (they must: the tier moves bytes, not values).
 set -uo pipefail
@@ -137,7 +139,7 @@ gpt_row() {
                 --loss-log "$out/$row.losses" "$@")
     echo "== $row: uvmrt-gpt ${args[*]}" | tee -a "$out/run-tier.log"
     local t0=$SECONDS
-    run_rss "$row" "$gpt" "${args[@]}" >"$out/$row.log" 2>&1
+    UVMRT_RECORD=$out/rec.$row.json run_rss "$row" "$gpt" "${args[@]}" >"$out/$row.log" 2>&1
     local rc=$?
     echo "== $row: exit $rc after $((SECONDS - t0)) s" | tee -a "$out/run-tier.log"
     grep -E "^(summary|auto|cpu optimizer|disk tier)" "$out/$row.log" | tee -a "$out/run-tier.log"
