@@ -1327,6 +1327,41 @@ Test(plantool, footprints_that_would_wrap_are_refused)
     remove_record(path);
 }
 
+/* A record of a run with tensors on the disk tier ("tier": "disk", written by the
+ * runtime): the replay says it keeps them in host memory and times no disk; a tier
+ * other than memory or disk is refused, named. */
+Test(plantool, a_records_disk_tensors_are_named_in_a_note)
+{
+    char path[256], args[512], *out = NULL;
+    for (int bad = 0; bad <= 1; bad++) {
+        tmpfile_path(path, sizeof path);
+        FILE *o = fopen(path, "w");
+        cr_assert_not_null(o);
+        fprintf(o, "{\"format\": \"uvmrt-record\", \"version\": 1, \"layers\": [\"l0\"], \"tensors\": ["
+                   "{\"id\": 0, \"name\": \"w\", \"layer\": 0, \"role\": \"weight\", \"size_bytes\": 1048576,"
+                   " \"footprint_bytes\": 1048576},"
+                   "{\"id\": 1, \"name\": \"m\", \"layer\": 0, \"role\": \"optimizer_state\", \"size_bytes\": 2097152,"
+                   " \"footprint_bytes\": 2097152, \"placement\": \"host\", \"tier\": \"%s\"}], "
+                   "\"calls\": [{\"layer\": 0, \"phase\": \"forward\", \"duration_ns\": 1000, \"uses\": [[0, 1]]},"
+                   "{\"layer\": 0, \"phase\": \"optimizer\", \"duration_ns\": 1000, \"uses\": [[0, 3], [1, 3]]}]}",
+                bad ? "tape" : "disk");
+        cr_assert_eq(fclose(o), 0);
+        snprintf(args, sizeof args, "--record '%s' --budget 64M --profile h200", path);
+        int rc = run_tool(args, &out);
+        if (bad) {
+            cr_assert_eq(rc, 1, "exit %d: %s", rc, out);
+            cr_assert_not_null(strstr(out, "tier 'tape'"), "%s", out);
+        } else {
+            cr_assert_eq(rc, 0, "exit %d: %s", rc, out);
+            cr_assert_not_null(strstr(out, "1 tensors (0.00 GiB) were on the disk tier"), "%s", out);
+            cr_assert_not_null(strstr(out, "fits (predicted)"), "%s", out);
+        }
+        free(out);
+        out = NULL;
+        remove_record(path);
+    }
+}
+
 /* A tensor id of 10^9 costs what one tensor costs: the run fits in 200 MB of address
  * space (a table by the largest id took 4.4 GB). */
 Test(plantool, a_large_tensor_id_allocates_nothing_by_it)

@@ -215,11 +215,28 @@ static void train(int tier, int block_uring, float *losses)
 {
     seam.block_uring = block_uring;
     mlp_t *n = mlp_create(tier, tier ? spill_dir : NULL);
+    char rec[400];
+    snprintf(rec, sizeof rec, "%s.rec.json", spill_dir); /* the recorded step (UVMRT_RECORD) */
+    snprintf(n->ctx->cfg.record, sizeof n->ctx->cfg.record, "%s", rec);
     for (int s = 0; s < STEPS; s++) {
         uvmrt_status_t st;
         losses[s] = mlp_step(n, (uint64_t)s + 1, &st);
         cr_assert_eq(st, UVMRT_OK, "tier %d step %d: %s", tier, s, log_text());
     }
+    /* the record names the tensors on the disk tier ("tier": "disk"), no others */
+    json_error_t jerr;
+    json_t *r = json_load_file(rec, 0, &jerr);
+    cr_assert_not_null(r, "%s: %s", rec, jerr.text);
+    size_t i, on_disk = 0;
+    json_t *t;
+    json_array_foreach(json_object_get(r, "tensors"), i, t) {
+        const char *tr = json_string_value(json_object_get(t, "tier"));
+        cr_assert(tr == NULL || strcmp(tr, "disk") == 0, "tier '%s'", tr);
+        on_disk += tr != NULL;
+    }
+    cr_assert_eq(on_disk, (size_t)(tier == 0 ? 0 : tier == 1 ? 2 * L : 3 * L), "tier %d: %zu on disk", tier, on_disk);
+    json_decref(r);
+    remove(rec);
     if (tier) {
         uvmrt_summary_t sum = UVMRT_STRUCT_INIT(uvmrt_summary_t);
         cr_assert_eq(uvmrt_summary_get(n->ctx, &sum), UVMRT_OK);

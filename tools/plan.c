@@ -256,7 +256,7 @@ static int record_load(const char *path, record_t *r)
     for (size_t i = 0; i < r->n_tensors; i++) {
         const json_t *o = json_array_get(tensors, i);
         json_int_t id, layer, size, fp, arena;
-        const char *name, *role, *place;
+        const char *name, *role, *place, *tier;
         if (!json_is_object(o)) BAD("tensors[%zu] is not an object", i);
         snprintf(where, sizeof where, "tensors[%zu]: ", i);
         if (rec_int(path, where, o, "id", 1, 0, REC_MAX_ID, 0, &id) || rec_str(path, where, o, "name", 1, NULL, &name))
@@ -271,13 +271,17 @@ static int record_load(const char *path, record_t *r)
         uint64_t fp_max = ((uint64_t)size + REC_BLOCK - 1) / REC_BLOCK * REC_BLOCK;
         if (rec_int(path, where, o, "footprint_bytes", 1, size, (json_int_t)fp_max, 0, &fp) ||
             rec_int(path, where, o, "arena", 0, -1, id, -1, &arena) || /* arenas are numbered as made: <= the id */
-            rec_str(path, where, o, "placement", 0, "auto", &place))
+            rec_str(path, where, o, "placement", 0, "auto", &place) ||
+            rec_str(path, where, o, "tier", 0, "memory", &tier))
             goto fail;
         rtensor_t *t = &r->tensors[i];
         t->role = parse_enum(role, UVMRT_ROLE_COUNT, role_name);
         if (t->role < 0) BAD("%srole '%s': expected weight, gradient, optimizer, activation or workspace", where, role);
         if (strcmp(place, "auto") != 0 && strcmp(place, "host") != 0)
             BAD("%splacement '%s': expected \"auto\" or \"host\"", where, place);
+        if (strcmp(tier, "memory") != 0 && strcmp(tier, "disk") != 0)
+            BAD("%stier '%s': expected \"memory\" or \"disk\"", where, tier);
+        t->disk = strcmp(tier, "disk") == 0;
         if ((t->name = strdup(name)) == NULL) BAD("out of memory");
         t->layer = (int)layer;
         t->size = (uint64_t)size;
@@ -1929,6 +1933,22 @@ static int parse_count(const char *flag, const char *v, uint64_t max, uint64_t *
 static int plan_main(int argc, char **argv);
 
 /* A prediction on a full disk or a closed pipe is not a prediction made: exit 1. */
+/* A record of a run with tensors on the disk tier: its replay keeps them in host
+ * memory and times no disk (the tier is planned for --model only), which the user is
+ * told rather than left to compare a disk-bound run with a prediction without it. */
+static void record_disk_note(const record_t *r)
+{
+    size_t n = 0;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < r->n_tensors; i++)
+        if (r->tensors[i].disk) n++, bytes += r->tensors[i].footprint;
+    if (n > 0)
+        fprintf(stderr,
+                "uvmrt-plan: note: %zu tensors (%.2f GiB) were on the disk tier in the recorded run; the replay keeps "
+                "them in host memory and times no disk (the tier is planned for --model only)\n",
+                n, bytes / 1073741824.0);
+}
+
 int main(int argc, char **argv)
 {
     int rc = plan_main(argc, argv);
@@ -2124,6 +2144,7 @@ static int plan_main(int argc, char **argv)
         }
     } else {
         if (record_load(record_path, &rec) != 0) return 1;
+        record_disk_note(&rec);
         if (profile == NULL) profile = rec.profile[0] ? rec.profile : "consumer-8g";
         if (!have_budget) budget = rec.budget;
     }

@@ -17,6 +17,7 @@
 typedef struct rtensor {
     char *name;
     int layer, role, arena, host; /* arena: tensors of one arena were allocated together */
+    int disk;                     /* a record's: on the disk tier in the recorded run */
     uint64_t size, footprint;     /* bytes; footprint: what residency counts */
 } rtensor_t;
 

@@ -21,10 +21,12 @@ static json_t *tensors_json(const uvmrt_context_t *ctx)
     for (int id = 0; a && id < ctx->tensors.n; id++) {
         const uvmrt_tensor_t *t = ctx->tensors.by_id[id];
         if (t->magic != UVMRT_TENSOR_MAGIC) continue; /* freed: the record names none */
-        json_array_append_new(
-            a, json_pack("{s:i, s:s, s:i, s:s, s:I, s:I, s:i, s:s}", "id", id, "name", t->name, "layer", t->layer,
-                         "role", uvmrt_role_name(t->role), "size_bytes", (json_int_t)t->size, "footprint_bytes",
-                         (json_int_t)t->footprint, "arena", t->arena, "placement", t->placed_host ? "host" : "auto"));
+        json_t *o = json_pack("{s:i, s:s, s:i, s:s, s:I, s:I, s:i, s:s}", "id", id, "name", t->name, "layer", t->layer,
+                              "role", uvmrt_role_name(t->role), "size_bytes", (json_int_t)t->size, "footprint_bytes",
+                              (json_int_t)t->footprint, "arena", t->arena, "placement",
+                              t->placed_host ? "host" : "auto");
+        if (o != NULL && t->on_disk) json_object_set_new(o, "tier", json_string("disk")); /* absent: memory */
+        json_array_append_new(a, o);
     }
     return a;
 }
