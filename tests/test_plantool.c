@@ -1354,7 +1354,42 @@ Test(plantool, a_records_disk_tensors_are_named_in_a_note)
         } else {
             cr_assert_eq(rc, 0, "exit %d: %s", rc, out);
             cr_assert_not_null(strstr(out, "1 tensors (0.00 GiB) were on the disk tier"), "%s", out);
+            cr_assert_not_null(strstr(out, "keeps them in host memory"), "%s", out);
             cr_assert_not_null(strstr(out, "fits (predicted)"), "%s", out);
+            /* with a spill directory and a profile with disk figures: planned there as
+             * recorded, m read and written once by its one read-write use, out of host
+             * memory but for the tier's window (its one layer's) */
+            char prof[300], dir[300];
+            snprintf(prof, sizeof prof, "%s.profile.json", path);
+            snprintf(dir, sizeof dir, "%s.spill", path);
+            cr_assert_eq(mkdir(dir, 0700), 0);
+            FILE *f = fopen(prof, "w");
+            cr_assert_not_null(f);
+            fprintf(f, "{\"format_version\": 1, \"name\": \"t\", \"memory_bytes\": 150000000000, "
+                       "\"prefetch_h2d_bps\": 4.8e10, \"evict_d2h_bps\": 1.3e10, \"fault_bps\": 5.8e9, "
+                       "\"remote_read_bps\": 5.05e10, \"remote_write_bps\": 5.22e10, \"flops\": 7.7e14, "
+                       "\"hbm_bps\": 4.26e12, \"pinned_h2d_bps\": 5.55e10, \"pinned_d2h_bps\": 5.53e10, "
+                       "\"disk_read_bps\": 1e9, \"disk_write_bps\": 5e8}");
+            cr_assert_eq(fclose(f), 0);
+            snprintf(args, sizeof args, "--record '%s' --budget 64M --profile '%s' --spill-dir '%s' --json", path,
+                     prof, dir);
+            free(out);
+            rc = run_tool(args, &out);
+            cr_assert_eq(rc, 0, "exit %d: %s", rc, out);
+            cr_assert_not_null(strstr(out, "planned there as recorded"), "%s", out);
+            json_error_t err;
+            json_t *j = json_loads(strstr(out, "{"), 0, &err);
+            cr_assert_not_null(j, "%s: %s", err.text, out);
+            json_t *d = json_object_get(j, "disk");
+            cr_assert_eq(json_integer_value(json_object_get(d, "bytes")), 2097152, "%s", out);
+            cr_assert_eq(json_integer_value(json_object_get(d, "read_bytes_per_step")), 2097152, "%s", out);
+            cr_assert_eq(json_integer_value(json_object_get(d, "write_bytes_per_step")), 2097152, "%s", out);
+            /* the drive's time both ways: 2 MiB at 1 GB/s and at 0.5 GB/s, at least */
+            double ns = (double)json_integer_value(json_object_get(j, "predicted_step_ns"));
+            cr_assert_geq(ns, 2097152 / 1e9 * 1e9 + 2097152 / 5e8 * 1e9 - 2, "%s", out);
+            json_decref(j);
+            remove(prof);
+            rmdir(dir);
         }
         free(out);
         out = NULL;

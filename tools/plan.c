@@ -390,6 +390,7 @@ typedef struct prediction {
     char disk_first[128], disk_last[128];
     uint64_t disk_bytes;          /* their footprints on the disk */
     uint64_t disk_read_bytes;     /* per step: disk_bytes, and the state layers' weights again (their forward) */
+    uint64_t disk_write_bytes;    /* per step: disk_bytes (a record's tier: what its calls write) */
     uint64_t host_without_disk;   /* the plan's host need without the tier */
     double disk_read_ns, disk_write_ns; /* per step, at the profile's disk rates */
 } prediction_t;
@@ -731,6 +732,7 @@ static int tier_apply(const record_t *r, prediction_t *p)
     p->disk_state_layers = n_state;
     p->disk_bytes = moved;
     p->disk_read_bytes = reads;
+    p->disk_write_bytes = moved;
     p->host_bytes_needed = need;
     if (n == 0 || need > g_host_budget) return -1;
     if (g_spill_dir != NULL && moved > g_spill_free) return -2;
@@ -751,6 +753,81 @@ static int tier_apply(const record_t *r, prediction_t *p)
 static int tier_available(const prediction_t *p)
 {
     return g_spill_dir != NULL && p->disk_read_bps > 0 && p->disk_write_bps > 0;
+}
+
+/* A record of a run with tensors on the disk tier (rtensor_t.disk), p its replay made
+ * without a host budget: those tensors as the run had them, out of host memory but for
+ * the two layers with the most on the tier (its window), read for each call that reads
+ * them and written after each call that writes them (what the runtime does), on one
+ * drive, the step waiting for the reads as tier_apply has it. 0: it fits the host
+ * budget; -1: not (p->host_bytes_needed says what it needs); -2: the spill directory
+ * has less free space than the tier's files. */
+static int record_tier_apply(const record_t *r, prediction_t *p)
+{
+    uint64_t *share = calloc(r->n_layers + 1, sizeof *share); /* layer + 1: -1 is one too */
+    uint8_t *state = calloc(r->n_layers + 1, 1);
+    if (share == NULL || state == NULL) {
+        free(share);
+        free(state);
+        return -1;
+    }
+    uint64_t moved = 0, reads = 0, writes = 0;
+    for (size_t i = 0; i < r->n_tensors; i++) {
+        const rtensor_t *t = &r->tensors[i];
+        if (!t->disk) continue;
+        moved = sat_add(moved, t->footprint);
+        share[t->layer + 1] = sat_add(share[t->layer + 1], t->footprint);
+        state[t->layer + 1] |= t->role != UVMRT_ROLE_OPTIMIZER_STATE;
+    }
+    for (size_t i = 0; i < r->n_calls; i++)
+        for (size_t k = 0; k < r->calls[i].n_uses; k++) {
+            const rtensor_t *t = &r->tensors[r->calls[i].use_t[k]];
+            if (!t->disk) continue;
+            if (r->calls[i].use_a[k] & UVMRT_USE_READ) reads = sat_add(reads, t->footprint);
+            if (r->calls[i].use_a[k] & UVMRT_USE_WRITE) writes = sat_add(writes, t->footprint);
+        }
+    size_t n = 0, n_state = 0;
+    uint64_t big[2] = {0, 0};
+    for (size_t l = 0; l <= r->n_layers; l++) {
+        if (share[l] == 0) continue;
+        const char *name = l == 0 ? "-" : r->layers[l - 1];
+        if (n++ == 0) snprintf(p->disk_first, sizeof p->disk_first, "%s", name);
+        snprintf(p->disk_last, sizeof p->disk_last, "%s", name);
+        n_state += state[l] != 0;
+        if (share[l] > big[0]) big[1] = big[0], big[0] = share[l];
+        else if (share[l] > big[1]) big[1] = share[l];
+    }
+    free(share);
+    free(state);
+    uint64_t host = p->host_bytes_needed, window = big[0] + big[1];
+    p->host_without_disk = host;
+    p->disk_layers = n;
+    p->disk_state_layers = n_state;
+    p->disk_bytes = moved;
+    p->disk_read_bytes = reads;
+    p->disk_write_bytes = writes;
+    p->host_bytes_needed = (host > moved ? host - moved : 0) + (window < moved ? window : moved);
+    if (g_host_budget != 0 && p->host_bytes_needed > g_host_budget) return -1;
+    if (g_spill_dir != NULL && moved > g_spill_free) return -2;
+    p->disk_read_ns = (double)reads / p->disk_read_bps * 1e9;
+    p->disk_write_ns = (double)writes / p->disk_write_bps * 1e9;
+    p->floor_ns[5] = p->disk_read_ns + p->disk_write_ns; /* one drive, both ways */
+    if (p->host_mem_shared_bps > 0) p->floor_ns[3] += (double)(reads + writes) / p->host_mem_shared_bps * 1e9;
+    p->step_ns += (uint64_t)p->disk_read_ns;
+    if ((double)p->step_ns < p->floor_ns[5]) p->step_ns = (uint64_t)p->floor_ns[5];
+    p->bound = 0;
+    for (int b = 1; b < N_BOUNDS; b++)
+        if (p->floor_ns[b] > p->floor_ns[p->bound]) p->bound = b;
+    p->host_limited = 0;
+    return 0;
+}
+
+/* Whether record r had tensors on the disk tier. */
+static int record_has_disk(const record_t *r)
+{
+    for (size_t i = 0; i < r->n_tensors; i++)
+        if (r->tensors[i].disk) return 1;
+    return 0;
 }
 
 /* The largest working set of one call (host-placed tensors do not count), and its call. */
@@ -1373,7 +1450,7 @@ static void disk_note(const prediction_t *p, json_t *o)
         }
         json_object_set_new(d, "state_layers", json_integer((json_int_t)p->disk_state_layers));
         json_object_set_new(d, "read_bytes_per_step", json_integer(p->fits ? (json_int_t)p->disk_read_bytes : 0));
-        json_object_set_new(d, "write_bytes_per_step", json_integer(p->fits ? (json_int_t)p->disk_bytes : 0));
+        json_object_set_new(d, "write_bytes_per_step", json_integer(p->fits ? (json_int_t)p->disk_write_bytes : 0));
         json_object_set_new(d, "read_ns", json_integer((json_int_t)p->disk_read_ns));
         json_object_set_new(d, "write_ns", json_integer((json_int_t)p->disk_write_ns));
         json_object_set_new(d, "tb_written_per_day", json_real(wear));
@@ -1404,7 +1481,7 @@ static void disk_note(const prediction_t *p, json_t *o)
            dir);
     printf("predicted disk traffic per step: %.2f GiB read (%.3f ms at %.2f GB/s, waited for), %.2f GiB written "
            "(%.3f ms at %.2f GB/s); drive wear at this rate: %.3g TB written per day\n",
-           p->disk_read_bytes / GIB_D, p->disk_read_ns / 1e6, p->disk_read_bps / 1e9, p->disk_bytes / GIB_D,
+           p->disk_read_bytes / GIB_D, p->disk_read_ns / 1e6, p->disk_read_bps / 1e9, p->disk_write_bytes / GIB_D,
            p->disk_write_ns / 1e6, p->disk_write_bps / 1e9, wear);
 }
 
@@ -1558,19 +1635,42 @@ static int report_one(const record_t *r, const char *src, const model_t *m, uint
                       const char *profile, uint64_t budget, int fit, int json, const char *trace)
 {
     uint64_t min_budget = 0;
+    /* a record of a run with the disk tier, replayed with a spill directory: planned
+     * without the host budget, then with its tensors on the tier as recorded, which the
+     * host budget then checks (record_tier_apply) */
+    int tiered = record_has_disk(r) && g_spill_dir != NULL;
+    uint64_t saved = g_host_budget;
+    if (tiered) g_host_budget = 0;
     int fr = fit_budget(r, profile, &min_budget);
-    if (fr < 0) return 1;
+    if (fr < 0) {
+        g_host_budget = saved;
+        return 1;
+    }
     if (fr > 0) {
+        g_host_budget = saved;
         fprintf(stderr, "uvmrt-plan: %s: the replay does not fit even with every tensor resident\n", src);
         return 1;
     }
     if (fit) budget = min_budget;
     if (budget == 0) {
+        g_host_budget = saved;
         fprintf(stderr, "uvmrt-plan: %s has no budget_bytes: give --budget SIZE or --fit\n", src);
         return 2;
     }
     prediction_t p;
-    if (predict(r, profile, budget, trace, &p) != 0) return 1; /* the trace is of this one, not of --fit's search */
+    int rc = predict(r, profile, budget, trace, &p); /* the trace is of this one, not of --fit's search */
+    g_host_budget = saved;
+    if (rc != 0) return 1;
+    if (tiered && p.fits && tier_available(&p)) {
+        int t = record_tier_apply(r, &p);
+        if (t == -1) p.fits = 0, p.host_limited = 1;
+        if (t == -2) {
+            fprintf(stderr, "uvmrt-plan: %s: the recorded tier needs %.2f GiB in %s, which has %.2f GiB free\n", src,
+                    p.disk_bytes / GIB_D, g_spill_dir, g_spill_free / GIB_D);
+            free(p.layer_mech);
+            return 1;
+        }
+    }
     report_out(r, src, m, batch, batch_given, profile, &p, min_budget, NULL, NULL, json);
     free(p.layer_mech);
     return 0;
@@ -1933,19 +2033,24 @@ static int parse_count(const char *flag, const char *v, uint64_t max, uint64_t *
 static int plan_main(int argc, char **argv);
 
 /* A prediction on a full disk or a closed pipe is not a prediction made: exit 1. */
-/* A record of a run with tensors on the disk tier: its replay keeps them in host
- * memory and times no disk (the tier is planned for --model only), which the user is
- * told rather than left to compare a disk-bound run with a prediction without it. */
+/* A record of a run with tensors on the disk tier: the replay plans them there with a
+ * spill directory (record_tier_apply), else keeps them in host memory and times no
+ * disk, which the user is told rather than left to compare a disk-bound run with a
+ * prediction without it. */
 static void record_disk_note(const record_t *r)
 {
     size_t n = 0;
     uint64_t bytes = 0;
     for (size_t i = 0; i < r->n_tensors; i++)
         if (r->tensors[i].disk) n++, bytes += r->tensors[i].footprint;
-    if (n > 0)
+    if (n > 0 && g_spill_dir != NULL)
+        fprintf(stderr, "uvmrt-plan: note: %zu tensors (%.2f GiB) were on the disk tier in the recorded run: planned "
+                        "there as recorded\n",
+                n, bytes / 1073741824.0);
+    else if (n > 0)
         fprintf(stderr,
-                "uvmrt-plan: note: %zu tensors (%.2f GiB) were on the disk tier in the recorded run; the replay keeps "
-                "them in host memory and times no disk (the tier is planned for --model only)\n",
+                "uvmrt-plan: note: %zu tensors (%.2f GiB) were on the disk tier in the recorded run; without "
+                "--spill-dir the replay keeps them in host memory and times no disk\n",
                 n, bytes / 1073741824.0);
 }
 
