@@ -688,6 +688,35 @@ static uint64_t tier_bytes_of(const record_t *r, size_t layer, int others, uint6
     return b;
 }
 
+/* The sum of the two largest of share[0..n): the tier's window, the copies it holds at
+ * once (one layer's read back while the one before is written). */
+static uint64_t two_largest(const uint64_t *share, size_t n)
+{
+    uint64_t big[2] = {0, 0};
+    for (size_t j = 0; j < n; j++)
+        if (share[j] > big[0]) big[1] = big[0], big[0] = share[j];
+        else if (share[j] > big[1]) big[1] = share[j];
+    return big[0] + big[1];
+}
+
+/* p's disk traffic (disk_read_bytes, disk_write_bytes) timed at the profile's rates: one
+ * drive, both ways, in the disk's floor; through host memory too; the step waits for
+ * the reads and is never under the drive's time; its bound again. */
+static void tier_time(prediction_t *p)
+{
+    p->disk_read_ns = (double)p->disk_read_bytes / p->disk_read_bps * 1e9;
+    p->disk_write_ns = (double)p->disk_write_bytes / p->disk_write_bps * 1e9;
+    p->floor_ns[5] = p->disk_read_ns + p->disk_write_ns;
+    if (p->host_mem_shared_bps > 0)
+        p->floor_ns[3] += (double)(p->disk_read_bytes + p->disk_write_bytes) / p->host_mem_shared_bps * 1e9;
+    p->step_ns += (uint64_t)p->disk_read_ns;
+    if ((double)p->step_ns < p->floor_ns[5]) p->step_ns = (uint64_t)p->floor_ns[5];
+    p->bound = 0;
+    for (int b = 1; b < N_BOUNDS; b++)
+        if (p->floor_ns[b] > p->floor_ns[p->bound]) p->bound = b;
+    p->host_limited = 0;
+}
+
 /* p (r's plan, made without a host budget) over the host budget: puts CPU layers'
  * state on the disk tier as uvmrt-gpt's --spill auto does, until the host need fits:
  * the AdamW moments of one CPU layer after another, the last layers first, then,
@@ -719,11 +748,7 @@ static int tier_apply(const record_t *r, prediction_t *p)
             moved += b;
             reads += b + w;
             share[k] += b;
-            uint64_t big[2] = {0, 0};
-            for (size_t j = 0; j < r->n_layers; j++)
-                if (share[j] > big[0]) big[1] = big[0], big[0] = share[j];
-                else if (share[j] > big[1]) big[1] = share[j];
-            uint64_t staging = big[0] + big[1];
+            uint64_t staging = two_largest(share, r->n_layers);
             need = host - moved + (staging < moved ? staging : moved);
         }
     free(share);
@@ -736,16 +761,7 @@ static int tier_apply(const record_t *r, prediction_t *p)
     p->host_bytes_needed = need;
     if (n == 0 || need > g_host_budget) return -1;
     if (g_spill_dir != NULL && moved > g_spill_free) return -2;
-    p->disk_read_ns = (double)reads / p->disk_read_bps * 1e9;
-    p->disk_write_ns = (double)moved / p->disk_write_bps * 1e9;
-    p->floor_ns[5] = p->disk_read_ns + p->disk_write_ns; /* one drive, both ways */
-    if (p->host_mem_shared_bps > 0) p->floor_ns[3] += (double)(moved + reads) / p->host_mem_shared_bps * 1e9;
-    p->step_ns += (uint64_t)p->disk_read_ns;
-    if ((double)p->step_ns < p->floor_ns[5]) p->step_ns = (uint64_t)p->floor_ns[5];
-    p->bound = 0;
-    for (int b = 1; b < N_BOUNDS; b++)
-        if (p->floor_ns[b] > p->floor_ns[p->bound]) p->bound = b;
-    p->host_limited = 0;
+    tier_time(p);
     return 0;
 }
 
@@ -787,19 +803,16 @@ static int record_tier_apply(const record_t *r, prediction_t *p)
             if (r->calls[i].use_a[k] & UVMRT_USE_WRITE) writes = sat_add(writes, t->footprint);
         }
     size_t n = 0, n_state = 0;
-    uint64_t big[2] = {0, 0};
     for (size_t l = 0; l <= r->n_layers; l++) {
         if (share[l] == 0) continue;
         const char *name = l == 0 ? "-" : r->layers[l - 1];
         if (n++ == 0) snprintf(p->disk_first, sizeof p->disk_first, "%s", name);
         snprintf(p->disk_last, sizeof p->disk_last, "%s", name);
         n_state += state[l] != 0;
-        if (share[l] > big[0]) big[1] = big[0], big[0] = share[l];
-        else if (share[l] > big[1]) big[1] = share[l];
     }
+    uint64_t host = p->host_bytes_needed, window = two_largest(share, r->n_layers + 1);
     free(share);
     free(state);
-    uint64_t host = p->host_bytes_needed, window = big[0] + big[1];
     p->host_without_disk = host;
     p->disk_layers = n;
     p->disk_state_layers = n_state;
@@ -809,16 +822,7 @@ static int record_tier_apply(const record_t *r, prediction_t *p)
     p->host_bytes_needed = (host > moved ? host - moved : 0) + (window < moved ? window : moved);
     if (g_host_budget != 0 && p->host_bytes_needed > g_host_budget) return -1;
     if (g_spill_dir != NULL && moved > g_spill_free) return -2;
-    p->disk_read_ns = (double)reads / p->disk_read_bps * 1e9;
-    p->disk_write_ns = (double)writes / p->disk_write_bps * 1e9;
-    p->floor_ns[5] = p->disk_read_ns + p->disk_write_ns; /* one drive, both ways */
-    if (p->host_mem_shared_bps > 0) p->floor_ns[3] += (double)(reads + writes) / p->host_mem_shared_bps * 1e9;
-    p->step_ns += (uint64_t)p->disk_read_ns;
-    if ((double)p->step_ns < p->floor_ns[5]) p->step_ns = (uint64_t)p->floor_ns[5];
-    p->bound = 0;
-    for (int b = 1; b < N_BOUNDS; b++)
-        if (p->floor_ns[b] > p->floor_ns[p->bound]) p->bound = b;
-    p->host_limited = 0;
+    tier_time(p);
     return 0;
 }
 
