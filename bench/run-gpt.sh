@@ -67,6 +67,9 @@
 # on OUTDIR/llmc/tokens.bin (random tokens in llm.c's shard format) and writes
 # OUTDIR/llmc.ROW.json (the median step time of steps 3 onward) and .log.
 #
+# LLMC_BIN=FILE: a train_gpt2cu built beforehand (e.g. on a machine without a GPU, by this
+# script's make line with LLMC_ARCH set): the llmc rows then skip the build.
+# GPT_ARGS="...": more uvmrt-gpt flags for every uvmrt row (e.g. --attention mma).
 # STEPS=N (default 6; 4 at depth 60) steps per uvmrt row; AUTO_STEPS=N (default 12) for
 # the automatic rows, room for the review, a re-plan, the second review and the final
 # values' own steps.
@@ -236,6 +239,8 @@ uvmrt_row() { # ROW DEPTH BATCH POLICY BUDGET OPTIMIZER(gpu|cpu|K|auto) RECOMPUT
                 --result-json "$outdir/gpt.$row.json" --report "json:$outdir/gpt.$row.report.json"
                 --loss-log "$outdir/gpt.$row.losses")
     [ "$budget" != none ] && args+=(--budget "$budget")
+    # shellcheck disable=SC2206 # GPT_ARGS: words on purpose
+    [ -n "${GPT_ARGS:-}" ] && args+=($GPT_ARGS)
     # the calibrated profile: the model of the automatic choices (on cuda nothing else)
     [ -s "$outdir/profile.json" ] && args+=(--profile "$outdir/profile.json")
     rm -f "$outdir/gpt.$row.json" # a failed row must not leave an old result behind
@@ -280,6 +285,11 @@ llmc_build() {
     rm -rf "$dir"
     mkdir -p "$dir/linkdir"
     dir=$(cd "$dir" && pwd)
+    if [ -n "${LLMC_BIN:-}" ]; then # built elsewhere (same llm.c, same flags): no nvcc here
+        [ -x "$LLMC_BIN" ] || { echo "run-gpt.sh: LLMC_BIN=$LLMC_BIN is not an executable" >&2; return 1; }
+        cp "$LLMC_BIN" "$dir/train_gpt2cu"
+        echo "== llm.c: $LLMC_BIN (prebuilt), cuDNN $cudnn_lib at run time"
+    else
     cp -r "$peers/llm.c/." "$dir/"
     # llm.c's Makefile insists on a cudnn-frontend/include folder beside it (the headers
     # named by CUDNN_FRONTEND_PATH, which also carries cudnn.h's folder); a wheel's lib/
@@ -313,6 +323,7 @@ llmc_build() {
         echo "run-gpt.sh: llm.c's build failed: see $outdir/llmc.build.log" >&2
         tail -5 "$outdir/llmc.build.log" >&2
         return 1
+    fi
     fi
     # random tokens in llm.c's shard format: 256 int32 header (magic, version, count),
     # then uint16 tokens; enough for every step of both sizes

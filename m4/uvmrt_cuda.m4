@@ -392,8 +392,9 @@ AC_DEFUN([UVMRT_CHECK_NCCL], [
 # UVMRT_CHECK_CUDNN
 # -----------------
 # --with-cudnn[=DIR] (default: look in the CUDA toolkit, then /usr). Needs CUDA.
-# For uvmrt-gpt's fused attention through cuDNN's C backend API (cudnn_graph.h; issue
-# 23: nothing links it yet). DIR may be PyTorch's wheel folder (site-packages/nvidia/cudnn),
+# For uvmrt-gpt's fused attention through cuDNN's backend API (cudnn_graph.h), reached
+# through cudnn-frontend (UVMRT_CHECK_CUDNN_FRONTEND, below); uvmrt-gpt opens
+# libcudnn.so.9 at run time rather than linking it. DIR may be PyTorch's wheel folder (site-packages/nvidia/cudnn),
 # whose lib/ has only libcudnn.so.9: the check then also accepts that name.
 # AC_SUBSTs CUDNN_CPPFLAGS CUDNN_LDFLAGS CUDNN_LIBS; defines UVMRT_HAVE_CUDNN;
 # AM_CONDITIONAL HAVE_CUDNN. Leaves cudnn_happy, cudnn_dir, cudnn_version.
@@ -473,4 +474,68 @@ AC_DEFUN([UVMRT_CHECK_CUDNN], [
     AC_SUBST([CUDNN_LDFLAGS])
     AC_SUBST([CUDNN_LIBS])
     AM_CONDITIONAL([HAVE_CUDNN], [test "$cudnn_happy" = yes])
+])
+
+# UVMRT_CHECK_CUDNN_FRONTEND
+# -------------------------
+# --with-cudnn-frontend[=DIR] (default: look in /usr/include, /usr/local/include and the
+# source tree's .peers/cudnn-frontend/include, which bench/peers/fetch-llmc.sh fills).
+# cudnn-frontend is NVIDIA's header-only C++ library over cuDNN's backend API (PyPI's
+# nvidia-cudnn-frontend wheel carries its include/ folder); uvmrt-gpt's cuDNN attention
+# (examples/gpt/gpt_attn_cudnn.cpp) is built with it and opens libcudnn.so.9 at run time.
+# DIR: a folder with cudnn_frontend.h, or one whose include/ has it. Needs cuDNN (the
+# headers) and a C++17 compiler. AC_SUBSTs CUDNN_FRONTEND_CPPFLAGS; defines
+# UVMRT_HAVE_CUDNN_FRONTEND; AM_CONDITIONAL HAVE_CUDNN_FRONTEND. Leaves
+# cudnn_frontend_happy, cudnn_frontend_dir, cudnn_frontend_version.
+AC_DEFUN([UVMRT_CHECK_CUDNN_FRONTEND], [
+    AC_REQUIRE([UVMRT_CHECK_CUDNN])
+    AC_ARG_WITH([cudnn-frontend],
+        [AS_HELP_STRING([--with-cudnn-frontend@<:@=DIR@:>@],
+            [cudnn-frontend's headers for uvmrt-gpt's cuDNN attention, in DIR or DIR/include
+             @<:@default: check /usr/include, /usr/local/include, .peers/cudnn-frontend/include@:>@])],
+        [], [with_cudnn_frontend=check])
+    cudnn_frontend_happy=no
+    cudnn_frontend_dir=
+    cudnn_frontend_version=
+    CUDNN_FRONTEND_CPPFLAGS=
+    AS_IF([test "x$with_cudnn_frontend" != xno], [
+        AS_IF([test "$cudnn_happy" != yes], [
+            AS_IF([test "x$with_cudnn_frontend" != xcheck],
+                  [AC_MSG_ERROR([--with-cudnn-frontend needs cuDNN 9, which was not found or disabled (--with-cudnn)])])
+        ], [
+            AS_CASE([$with_cudnn_frontend],
+                [yes|check], [uvmrt_fe_dirs="/usr/include /usr/local/include $srcdir/.peers/cudnn-frontend/include"],
+                [uvmrt_fe_dirs="$with_cudnn_frontend $with_cudnn_frontend/include"])
+            AC_LANG_PUSH([C++])
+            for uvmrt_dir in $uvmrt_fe_dirs; do
+                test -f "$uvmrt_dir/cudnn_frontend.h" || continue
+                AC_MSG_CHECKING([for cudnn-frontend (C++17) in $uvmrt_dir])
+                uvmrt_save_CPPFLAGS=$CPPFLAGS
+                uvmrt_save_CXXFLAGS=$CXXFLAGS
+                CPPFLAGS="-I$uvmrt_dir $CUDNN_CPPFLAGS $CUDA_CPPFLAGS $CPPFLAGS"
+                CXXFLAGS="-std=c++17 $CXXFLAGS"
+                AC_COMPILE_IFELSE(
+                    [AC_LANG_PROGRAM([[#define NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING 1
+#include <cudnn_frontend.h>]],
+                                     [[cudnn_frontend::graph::SDPA_backward_attributes a;
+                                       a.set_deterministic_algorithm(true).set_causal_mask(true);]])],
+                    [cudnn_frontend_happy=yes])
+                CPPFLAGS=$uvmrt_save_CPPFLAGS
+                CXXFLAGS=$uvmrt_save_CXXFLAGS
+                AC_MSG_RESULT([$cudnn_frontend_happy])
+                AS_IF([test "$cudnn_frontend_happy" = yes], [
+                    cudnn_frontend_dir=$uvmrt_dir
+                    cudnn_frontend_version=`$AWK '/^#define CUDNN_FRONTEND_(MAJOR|MINOR|PATCH)_VERSION /{v = v sep $NF; sep = "."} END{print v}' "$uvmrt_dir/cudnn_frontend_version.h" 2>/dev/null`
+                    CUDNN_FRONTEND_CPPFLAGS="-I$uvmrt_dir"
+                    break])
+            done
+            AC_LANG_POP([C++])
+            AS_IF([test "$cudnn_frontend_happy" != yes && test "x$with_cudnn_frontend" != xcheck],
+                  [AC_MSG_ERROR([--with-cudnn-frontend=$with_cudnn_frontend requested but no usable cudnn_frontend.h there (pip download nvidia-cudnn-frontend, unzip its include/; or bench/peers/fetch-llmc.sh); see config.log])])
+        ])
+    ])
+    AS_IF([test "$cudnn_frontend_happy" = yes],
+          [AC_DEFINE([UVMRT_HAVE_CUDNN_FRONTEND], [1], [Define to 1 when cudnn-frontend's headers are available.])])
+    AC_SUBST([CUDNN_FRONTEND_CPPFLAGS])
+    AM_CONDITIONAL([HAVE_CUDNN_FRONTEND], [test "$cudnn_frontend_happy" = yes])
 ])

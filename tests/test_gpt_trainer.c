@@ -205,6 +205,7 @@ Test(gpt_trainer, bad_usage_exits_2_naming_the_flag) {
         {"--recompute 3", "--recompute '3': expected none, all, a number of blocks in 0..2"},
         {"--recompute some", "--recompute 'some'"},
         {"--recompute -2", "--recompute '-2'"},
+        {"--attention flash", "--attention 'flash': expected auto, cudnn or mma"},
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         int st = gpt("%s %s", SMALL, bad[k].args);
@@ -1018,6 +1019,24 @@ static const char *jstr(json_t *obj, const char *key) {
     const char *v = json_string_value(json_object_get(obj, key));
     cr_assert(v != NULL, "result JSON: %s is not a string", key);
     return v;
+}
+
+/* --attention: on sim nothing runs the kernels, but the calls declare the attention's
+ * rate, so cudnn's (faster) declared work makes the modelled step shorter; auto on sim
+ * is the trainer's own kernels; the result names the attention. */
+Test(gpt_trainer, attention_choice_sets_the_declared_rate) {
+    scratch();
+    double ms[3];
+    const char *names[3] = {"mma", "mma", "cudnn"}, *args[3] = {"", "--attention mma", "--attention cudnn"};
+    for (int i = 0; i < 3; i++) {
+        json_t *r = split_run(args[i]);
+        ms[i] = json_real_value(json_object_get(r, "ms_per_step_median"));
+        cr_expect_str_eq(jstr(r, "attention"), names[i], "%s", args[i]);
+        json_decref(r);
+    }
+    cr_expect(ms[0] > 0 && ms[0] == ms[1], "auto on sim is mma: %.3f against %.3f ms", ms[0], ms[1]);
+    cr_expect(ms[2] < ms[1], "cudnn's declared rate is higher: %.3f ms, mma %.3f ms", ms[2], ms[1]);
+    scratch_done();
 }
 
 Test(gpt_trainer, explicit_cpu_layers_and_recompute_reach_the_result) {

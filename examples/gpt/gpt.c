@@ -240,16 +240,17 @@ static double block_forward_flops(const gpt_run_t *run) {
 }
 
 /* The work a block's calls declare to uvmrt's model (uvmrt_layer_call_t: flops at the
- * profile's GEMM rate, then hbm_bytes at its HBM rate). The attention kernels (mma.sync,
- * not cuBLAS) run at a fraction of the GEMM rate: on the H200 (ncu, 2026-12-01, d48
- * shapes) 164 TFLOP/s forward and 158 backward (counting the backward's 5 matmuls as 2.5
- * times the forward's flops) against 675 for the block's cuBLAS GEMMs. Their flops are
- * declared at that rate; the fraction is assumed to carry over to other GPUs. */
-#define GPT_ATTENTION_RATE 0.24
+ * profile's GEMM rate, then hbm_bytes at its HBM rate). The attention kernels run at a
+ * fraction of the GEMM rate, declared as such (the fraction is assumed to carry over to
+ * other GPUs): the trainer's mma.sync kernels on the H200 (ncu, 2026-12-01, d48 shapes)
+ * 164 TFLOP/s forward and 158 backward (counting the backward's 5 matmuls as 2.5 times
+ * the forward's flops) against 675 for the block's cuBLAS GEMMs; cuDNN's fused
+ * attention, until measured, twice that. */
+double gpt_attention_rate(int kind) { return kind == GPT_ATTN_CUDNN ? 0.48 : 0.24; }
 
 static double block_work_flops(const gpt_run_t *run, int backward) {
     double N = run->model.N, C = run->model.C, T = run->model.T,
-           attn = 2.0 * N * T * C / GPT_ATTENTION_RATE;
+           attn = 2.0 * N * T * C / run->attn_rate;
     return backward ? 48.0 * N * C * C + 2.5 * attn : 24.0 * N * C * C + attn;
 }
 
@@ -386,10 +387,10 @@ static void block_forward_math(gpt_run_t *run, int l, int with_out) {
     kcheck(run, gpt_bias_broadcast_launch(b16(a->qkv), wh + o[P_QKVB], N, 3 * C, s), "qkv bias", l);
     gcheck(run, gpt_mm_forward(run->gpu, ptr(a->qkv), 0, b16(a->ln1), wh + o[P_QKVW], N, C, 3 * C,
                                1.0f), l);
-    kcheck(run,
-           gpt_attention_forward_launch(b16(a->atty), f32(a->lse), b16(a->qkv), run->model.B,
-                                        run->model.T, C, run->model.NH, s),
-           "attention", l);
+    gcheck(run,
+           gpt_gpu_attention_forward(run->gpu, b16(a->atty), f32(a->lse), b16(a->qkv), run->model.B,
+                                     run->model.T, C, run->model.NH),
+           l);
     kcheck(run, gpt_residual_bias_launch(f32(a->res2), x, wh + o[P_ATTPROJB], N, C, s),
            "residual", l);
     gcheck(run, gpt_mm_forward(run->gpu, ptr(a->res2), 1, b16(a->atty), wh + o[P_ATTPROJW], N, C,
@@ -490,11 +491,11 @@ static void block_backward(gpt_run_t *run, int l) {
         gcheck(run, gpt_mm_dweight(run->gpu, g + o[P_ATTPROJW], dbf, b16(a->atty), N, C, C, 0.0f),
                l);
         gcheck(run, gpt_mm_dinp(run->gpu, dln, dbf, wh + o[P_ATTPROJW], N, C, C), l);
-        kcheck(run,
-               gpt_attention_backward_launch(dqkv, f32(run->model.delta), dln, b16(a->atty),
-                                             b16(a->qkv), f32(a->lse), run->model.B, run->model.T,
-                                             C, run->model.NH, s),
-               "attention backward", l);
+        gcheck(run,
+               gpt_gpu_attention_backward(run->gpu, dqkv, f32(run->model.delta), dln, b16(a->atty),
+                                          b16(a->qkv), f32(a->lse), run->model.B, run->model.T, C,
+                                          run->model.NH),
+               l);
         kcheck(run, gpt_bias_grad_launch(g + o[P_QKVB], cs, dqkv, N, 3 * C, s), "bias grad", l);
         gcheck(run, gpt_mm_dweight(run->gpu, g + o[P_QKVW], dqkv, b16(a->ln1), N, C, 3 * C, 0.0f),
                l);
@@ -1038,6 +1039,13 @@ int main(int argc, char **argv) {
     run.uv.backend = uvmrt_context_backend(run.uv.ctx);
     run.uv.policy = uvmrt_context_policy(run.uv.ctx);
     run.uv.profile = uvmrt_context_profile(run.uv.ctx);
+    /* the attention's declared rate: cuDNN's where a GPU run will try it (gpt_run_open_gpu
+     * corrects it when cuDNN cannot run there), or where asked for on sim */
+    run.attn_rate = gpt_attention_rate(opt.attention == GPT_ATTENTION_CUDNN ||
+                                               (opt.attention == GPT_ATTENTION_AUTO &&
+                                                run.uv.backend == UVMRT_BACKEND_CUDA && gpt_gpu_cudnn_built())
+                                           ? GPT_ATTN_CUDNN
+                                           : GPT_ATTN_MMA);
     gpt_choose_auto(&run); /* before the tensors: they depend on the values */
     gpt_tier_plan(&run);
     printf("policy %s on %s%s%s, budget %.2f GiB, tensors %.2f GiB\n",

@@ -14,7 +14,7 @@ enum { F_DEPTH, F_LAYERS, F_CHANNELS, F_HEADS, F_VOCAB, F_BATCH, F_SEQ, F_RECOMP
        F_WARMUP, F_TOKENS, F_OPTIMIZER_ON, F_INIT_WEIGHTS, F_DUMP_WEIGHTS, F_DUMP_GRADS,
        F_DATA, F_VAL, F_TEXT, F_VAL_EVERY, F_VAL_BATCHES, F_CHECKPOINT, F_CHECKPOINT_EVERY,
        F_KEEP, F_RESUME, F_OVERWRITE_CKPT, F_STOP_AT, F_SAMPLE, F_SAMPLE_EVERY, F_TOP_K,
-       F_PROMPT, F_CPU_LAYERS, F_SPILL, F_PAGE_LOCKED };
+       F_PROMPT, F_CPU_LAYERS, F_SPILL, F_PAGE_LOCKED, F_ATTENTION };
 
 static const cli_flag_t GPT_FLAGS[] = {
     {"depth", "12|24|36|48|60", "GPT-2 preset: 768/1024/1280/1600/1920 channels, head\n"
@@ -49,6 +49,10 @@ static const cli_flag_t GPT_FLAGS[] = {
                               "memory (on, default: the GPU reaches it by DMA) or in\n"
                               "managed memory placed on the host (off: no pinning at\n"
                               "the start)", F_PAGE_LOCKED},
+    {"attention", "auto|cudnn|mma", "the attention kernels: cudnn = cuDNN's fused flash\n"
+                                    "attention (a build with cuDNN and cudnn-frontend, and\n"
+                                    "libcudnn.so.9 at run time), mma = the trainer's own;\n"
+                                    "auto (default): cudnn where it can run, else mma", F_ATTENTION},
     {"tokens", "random|cycle", "synthetic tokens when neither --data nor --text is given:\n"
                                "uniformly random (default, the benchmark's), or a repeated\n"
                                "random block the model can learn", F_TOKENS},
@@ -153,6 +157,16 @@ static void gpt_flag(int key, const char *arg, void *user) {
         if (arg[0] == '\0')
             cli_usage_error("--cpu-layers '': expected a number of layers or auto");
         st->cpu_layers = arg;
+        break;
+    case F_ATTENTION:
+        if (strcmp(arg, "auto") == 0)
+            opt->attention = GPT_ATTENTION_AUTO;
+        else if (strcmp(arg, "cudnn") == 0)
+            opt->attention = GPT_ATTENTION_CUDNN;
+        else if (strcmp(arg, "mma") == 0)
+            opt->attention = GPT_ATTENTION_MMA;
+        else
+            cli_usage_error("--attention '%s': expected auto, cudnn or mma", arg);
         break;
     case F_PAGE_LOCKED: opt->no_page_lock = parse_choice("--page-locked", arg, "on", "off"); break;
     case F_SPILL:

@@ -13,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpt_attn_cudnn.h"
 #include "gpt_gpu.h"
+#include "gpt_kernels.h"
 
 #if defined(UVMRT_HAVE_CUDA) && defined(UVMRT_HAVE_CUBLAS)
 #include <cublas_v2.h>
@@ -29,9 +31,38 @@ struct gpt_gpu {
     cudaStream_t side;         /* gpt_gpu_side_copy's copies */
     cudaEvent_t ready[2];      /* per slot: the stream's work before the copy */
     cudaEvent_t copied[2];     /* per slot: the copy done */
+    gpt_attn_kind_t attn_kind; /* GPT_ATTN_MMA until gpt_gpu_attention_open chose cuDNN */
+    gpt_cudnn_attn_t *attn;    /* cuDNN's graphs for attn_shape */
+    int attn_shape[4];         /* B, T, C, NH */
+    void *attn_ws;             /* cuDNN's workspace */
+    size_t attn_ws_bytes;
+    char attn_name[32];
 };
 
 int gpt_gpu_built(void) { return 1; }
+
+#ifndef UVMRT_HAVE_CUDNN_FRONTEND /* no cuDNN attention in this build (gpt_attn_cudnn.cpp not built) */
+int gpt_cudnn_built(void) { return 0; }
+gpt_cudnn_attn_t *gpt_cudnn_attn_open(int B, int T, int C, int NH, char *why, size_t why_len) {
+    (void)B, (void)T, (void)C, (void)NH;
+    snprintf(why, why_len, "built without cuDNN attention");
+    return NULL;
+}
+size_t gpt_cudnn_attn_workspace_bytes(const gpt_cudnn_attn_t *a) { (void)a; return 0; }
+long gpt_cudnn_attn_version(const gpt_cudnn_attn_t *a) { (void)a; return 0; }
+int gpt_cudnn_attn_forward(gpt_cudnn_attn_t *a, uint16_t *out, float *lse, const uint16_t *qkv, void *ws,
+                           void *stream) {
+    (void)a, (void)out, (void)lse, (void)qkv, (void)ws, (void)stream;
+    return -1;
+}
+int gpt_cudnn_attn_backward(gpt_cudnn_attn_t *a, uint16_t *dqkv, const uint16_t *dout, const uint16_t *out,
+                            const uint16_t *qkv, const float *lse, void *ws, void *stream) {
+    (void)a, (void)dqkv, (void)dout, (void)out, (void)qkv, (void)lse, (void)ws, (void)stream;
+    return -1;
+}
+const char *gpt_cudnn_attn_error(const gpt_cudnn_attn_t *a) { (void)a; return "built without cuDNN attention"; }
+void gpt_cudnn_attn_close(gpt_cudnn_attn_t *a) { (void)a; }
+#endif
 
 const char *gpt_gpu_error_text(int err) {
     static __thread char buf[160];
@@ -65,6 +96,8 @@ gpt_gpu_t *gpt_gpu_open(char *err, size_t errlen) {
         snprintf(err, errlen, "out of host memory");
         return NULL;
     }
+    g->attn_kind = GPT_ATTN_MMA;
+    snprintf(g->attn_name, sizeof g->attn_name, "mma");
     if ((why = cuda_text(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking),
                          "cudaStreamCreateWithFlags")) ||
         (why = cuda_text(cudaStreamCreateWithFlags(&g->cpu_stream, cudaStreamNonBlocking),
@@ -90,6 +123,9 @@ gpt_gpu_t *gpt_gpu_open(char *err, size_t errlen) {
 void gpt_gpu_close(gpt_gpu_t *g) {
     if (g == NULL)
         return;
+    gpt_cudnn_attn_close(g->attn);
+    if (g->attn_ws)
+        cudaFree(g->attn_ws);
     if (g->cublas)
         cublasDestroy(g->cublas);
     if (g->workspace)
@@ -113,8 +149,92 @@ uvmrt_stream_t gpt_gpu_stream(const gpt_gpu_t *g) { return (uvmrt_stream_t)g->st
 uvmrt_stream_t gpt_gpu_cpu_stream(const gpt_gpu_t *g) { return (uvmrt_stream_t)g->cpu_stream; }
 
 uint64_t gpt_gpu_device_bytes(const gpt_gpu_t *g) {
-    (void)g;
-    return CUBLAS_WORKSPACE_BYTES;
+    return CUBLAS_WORKSPACE_BYTES + g->attn_ws_bytes;
+}
+
+const char *gpt_gpu_attention_open(gpt_gpu_t *g, gpt_attn_kind_t want, int B, int T, int C, int NH,
+                                   char *note, size_t note_len) {
+    static __thread char buf[512];
+    char why[400] = "";
+    if (note && note_len)
+        note[0] = '\0';
+    if (want == GPT_ATTN_MMA)
+        return NULL;
+    if (!gpt_cudnn_built()) {
+        snprintf(why, sizeof why, "this build has no cuDNN attention (configure found no cuDNN 9 with "
+                                  "cudnn-frontend: --with-cudnn, --with-cudnn-frontend)");
+    } else {
+        gpt_cudnn_attn_t *a = gpt_cudnn_attn_open(B, T, C, NH, why, sizeof why);
+        void *ws = NULL;
+        size_t wsb = a ? gpt_cudnn_attn_workspace_bytes(a) : 0;
+        if (a && wsb > 0) {
+            const char *e = cuda_text(cudaMalloc(&ws, wsb), "cudaMalloc (cuDNN's workspace)");
+            if (e) {
+                snprintf(why, sizeof why, "%s", e);
+                gpt_cudnn_attn_close(a);
+                a = NULL;
+            }
+        }
+        if (a) {
+            long v = gpt_cudnn_attn_version(a);
+            g->attn = a, g->attn_ws = ws, g->attn_ws_bytes = wsb, g->attn_kind = GPT_ATTN_CUDNN;
+            g->attn_shape[0] = B, g->attn_shape[1] = T, g->attn_shape[2] = C, g->attn_shape[3] = NH;
+            snprintf(g->attn_name, sizeof g->attn_name, "cudnn %ld.%ld.%ld", v / 10000, v / 100 % 100, v % 100);
+            return NULL;
+        }
+    }
+    if (want == GPT_ATTN_CUDNN) {
+        snprintf(buf, sizeof buf, "--attention cudnn: %s", why);
+        return buf;
+    }
+    if (note && note_len)
+        snprintf(note, note_len, "%s", why);
+    return NULL;
+}
+
+int gpt_gpu_cudnn_built(void) { return gpt_cudnn_built(); }
+gpt_attn_kind_t gpt_gpu_attention_kind(const gpt_gpu_t *g) { return g ? g->attn_kind : GPT_ATTN_MMA; }
+const char *gpt_gpu_attention_name(const gpt_gpu_t *g) { return g ? g->attn_name : "mma"; }
+
+static const char *attn_shape_text(const gpt_gpu_t *g, int B, int T, int C, int NH) {
+    static __thread char buf[200];
+    if (B == g->attn_shape[0] && T == g->attn_shape[1] && C == g->attn_shape[2] && NH == g->attn_shape[3])
+        return NULL;
+    snprintf(buf, sizeof buf, "cuDNN attention built for B %d T %d C %d NH %d, called with B %d T %d C %d NH %d",
+             g->attn_shape[0], g->attn_shape[1], g->attn_shape[2], g->attn_shape[3], B, T, C, NH);
+    return buf;
+}
+
+static const char *cudnn_text(const gpt_gpu_t *g, int rc) {
+    static __thread char buf[512];
+    if (rc == 0)
+        return NULL;
+    snprintf(buf, sizeof buf, "%s", gpt_cudnn_attn_error(g->attn));
+    return buf;
+}
+
+const char *gpt_gpu_attention_forward(gpt_gpu_t *g, uint16_t *out, float *lse, const uint16_t *qkv, int B,
+                                      int T, int C, int NH) {
+    const char *why;
+    if (g->attn_kind != GPT_ATTN_CUDNN)
+        return cuda_text((cudaError_t)gpt_attention_forward_launch(out, lse, qkv, B, T, C, NH, g->stream),
+                         "attention forward");
+    if ((why = attn_shape_text(g, B, T, C, NH)))
+        return why;
+    return cudnn_text(g, gpt_cudnn_attn_forward(g->attn, out, lse, qkv, g->attn_ws, g->stream));
+}
+
+const char *gpt_gpu_attention_backward(gpt_gpu_t *g, uint16_t *dqkv, float *delta, const uint16_t *dout,
+                                       const uint16_t *out, const uint16_t *qkv, const float *lse, int B,
+                                       int T, int C, int NH) {
+    const char *why;
+    if (g->attn_kind != GPT_ATTN_CUDNN)
+        return cuda_text((cudaError_t)gpt_attention_backward_launch(dqkv, delta, dout, out, qkv, lse, B, T, C,
+                                                                   NH, g->stream),
+                         "attention backward");
+    if ((why = attn_shape_text(g, B, T, C, NH)))
+        return why;
+    return cudnn_text(g, gpt_cudnn_attn_backward(g->attn, dqkv, dout, out, qkv, lse, g->attn_ws, g->stream));
 }
 
 const char *gpt_gpu_mem_info(uint64_t *free_bytes, uint64_t *total_bytes, int *device) {
@@ -210,6 +330,28 @@ void gpt_gpu_close(gpt_gpu_t *g) { (void)g; }
 uvmrt_stream_t gpt_gpu_stream(const gpt_gpu_t *g) { (void)g; return NULL; }
 uvmrt_stream_t gpt_gpu_cpu_stream(const gpt_gpu_t *g) { (void)g; return NULL; }
 uint64_t gpt_gpu_device_bytes(const gpt_gpu_t *g) { (void)g; return 0; }
+const char *gpt_gpu_attention_open(gpt_gpu_t *g, gpt_attn_kind_t want, int B, int T, int C, int NH,
+                                   char *note, size_t note_len) {
+    (void)g, (void)want, (void)B, (void)T, (void)C, (void)NH;
+    if (note && note_len)
+        note[0] = '\0';
+    return NO_GPU;
+}
+int gpt_gpu_cudnn_built(void) { return 0; }
+gpt_attn_kind_t gpt_gpu_attention_kind(const gpt_gpu_t *g) { (void)g; return GPT_ATTN_MMA; }
+const char *gpt_gpu_attention_name(const gpt_gpu_t *g) { (void)g; return "mma"; }
+const char *gpt_gpu_attention_forward(gpt_gpu_t *g, uint16_t *out, float *lse, const uint16_t *qkv, int B,
+                                      int T, int C, int NH) {
+    (void)g, (void)out, (void)lse, (void)qkv, (void)B, (void)T, (void)C, (void)NH;
+    return NO_GPU;
+}
+const char *gpt_gpu_attention_backward(gpt_gpu_t *g, uint16_t *dqkv, float *delta, const uint16_t *dout,
+                                       const uint16_t *out, const uint16_t *qkv, const float *lse, int B,
+                                       int T, int C, int NH) {
+    (void)g, (void)dqkv, (void)delta, (void)dout, (void)out, (void)qkv, (void)lse, (void)B, (void)T, (void)C;
+    (void)NH;
+    return NO_GPU;
+}
 const char *gpt_gpu_error_text(int err) { (void)err; return NO_GPU; }
 const char *gpt_gpu_mem_info(uint64_t *f, uint64_t *t, int *d) {
     *f = *t = 0;

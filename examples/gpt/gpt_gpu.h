@@ -47,6 +47,29 @@ const char *gpt_mm_dinp(gpt_gpu_t *g, uint16_t *dinp, const uint16_t *dout, cons
 const char *gpt_mm_dweight(gpt_gpu_t *g, float *dw, const uint16_t *dout, const uint16_t *inp,
                            int N, int K, int OC, float beta);
 
+/* The attention: cuDNN's fused flash attention (gpt_attn_cudnn.h; a build with cuDNN and
+ * cudnn-frontend, and libcudnn.so.9 found at run time) or the trainer's mma kernels
+ * (gpt_kernels.h). gpt_gpu_attention_open sets it up for one shape after gpt_gpu_open:
+ * want GPT_ATTN_AUTO takes cuDNN when it can (note then says why not, when it cannot),
+ * GPT_ATTN_CUDNN fails with err when it cannot, GPT_ATTN_MMA never tries it. cuDNN's
+ * workspace is cudaMalloc'd here (gpt_gpu_device_bytes counts it). */
+typedef enum gpt_attn_kind { GPT_ATTN_AUTO = 0, GPT_ATTN_CUDNN = 1, GPT_ATTN_MMA = 2 } gpt_attn_kind_t;
+const char *gpt_gpu_attention_open(gpt_gpu_t *g, gpt_attn_kind_t want, int B, int T, int C, int NH,
+                                   char *note, size_t note_len);
+/* 1 when this build has cuDNN's attention (it may still fail to open: no libcudnn.so.9). */
+int gpt_gpu_cudnn_built(void);
+/* GPT_ATTN_CUDNN or GPT_ATTN_MMA: what the calls below run (MMA before an open). */
+gpt_attn_kind_t gpt_gpu_attention_kind(const gpt_gpu_t *g);
+/* "cudnn 9.19.0" or "mma" */
+const char *gpt_gpu_attention_name(const gpt_gpu_t *g);
+/* gpt_attention_forward_launch's and gpt_attention_backward_launch's arguments, on the
+ * stream, for the shape given to the open (the mma kernels take any shape). */
+const char *gpt_gpu_attention_forward(gpt_gpu_t *g, uint16_t *out, float *lse, const uint16_t *qkv, int B,
+                                      int T, int C, int NH);
+const char *gpt_gpu_attention_backward(gpt_gpu_t *g, uint16_t *dqkv, float *delta, const uint16_t *dout,
+                                       const uint16_t *out, const uint16_t *qkv, const float *lse, int B,
+                                       int T, int C, int NH);
+
 /* Asynchronous copy on the stream (host memory should be pinned). */
 const char *gpt_gpu_copy(gpt_gpu_t *g, void *dst, const void *src, size_t bytes);
 /* A copy off the stream, for a CPU block's gradient into its page-locked host memory

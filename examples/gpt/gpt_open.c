@@ -135,6 +135,18 @@ void gpt_run_open_gpu(gpt_run_t *run) {
     run->gpu = gpt_gpu_open(err, sizeof err);
     if (run->gpu == NULL)
         gpt_run_fail(run, "GPU setup: %s", err);
+    char note[512];
+    const char *why = gpt_gpu_attention_open(run->gpu, (gpt_attn_kind_t)run->set.opt->attention, run->model.B,
+                                             run->model.T, run->model.C, run->model.NH, note, sizeof note);
+    if (why)
+        gpt_run_fail(run, "%s", why);
+    double rate = gpt_attention_rate(gpt_gpu_attention_kind(run->gpu));
+    if (note[0])
+        fprintf(stderr, PROG ": note: the attention runs on the trainer's own kernels: %s\n", note);
+    if (!run->set.opt->c.quiet)
+        printf("  attention: %s%s\n", gpt_gpu_attention_name(run->gpu),
+               rate != run->attn_rate ? " (the layers' settings were chosen with cuDNN's declared rate)" : "");
+    run->attn_rate = rate;
     run->uv.stream = gpt_gpu_stream(run->gpu);
     run->uv.cpu_stream = gpt_gpu_cpu_stream(run->gpu);
     run->model.device_bytes = gpt_gpu_device_bytes(run->gpu);

@@ -30,6 +30,7 @@
 
 #include "../common/adamw_cpu.h"
 #include "../common/train_math.h"
+#include "gpt_attn_cudnn.h"
 #include "gpt_gpu.h"
 #include "gpt_kernels.h"
 #include "gpt_ref.h"
@@ -260,7 +261,63 @@ static void check_attention_with(int B, int T, int NH, attn_fwd_fn fwd, attn_bwd
     check(name, memcmp(a, b2, nq * 2) == 0 ? 0.0 : 1.0, 0.0);
 }
 
+/* cuDNN's attention behind the launchers' signature: its graphs for the last shape asked
+ * for (rebuilt when it changes) and their workspace. cudnn_open's failure (no cuDNN in this
+ * build, or libcudnn.so.9 not found) skips the cuDNN checks with a line saying why; a
+ * failure once it opened is a failure. */
+static gpt_cudnn_attn_t *cd_attn;
+static void *cd_ws;
+static int cd_shape[4];
+
+static int cudnn_open(int B, int T, int C, int NH, int quiet) {
+    if (cd_attn && cd_shape[0] == B && cd_shape[1] == T && cd_shape[2] == C && cd_shape[3] == NH)
+        return 1;
+    gpt_cudnn_attn_close(cd_attn);
+    cd_attn = NULL;
+    if (cd_ws)
+        cuda_ok(cudaFree(cd_ws), "cudaFree");
+    cd_ws = NULL;
+    char why[512];
+    cd_attn = gpt_cudnn_attn_open(B, T, C, NH, why, sizeof why);
+    if (cd_attn == NULL) {
+        if (!quiet)
+            printf("SKIP cuDNN attention B%d T%d NH%d: %s\n", B, T, NH, why);
+        return 0;
+    }
+    size_t ws = gpt_cudnn_attn_workspace_bytes(cd_attn);
+    if (ws)
+        cuda_ok(cudaMalloc(&cd_ws, ws), "cudaMalloc (cuDNN workspace)");
+    cd_shape[0] = B, cd_shape[1] = T, cd_shape[2] = C, cd_shape[3] = NH;
+    return 1;
+}
+
+static int fwd_cudnn(uint16_t *out, float *lse, const uint16_t *qkv, int B, int T, int C, int NH,
+                     uvmrt_stream_t s) {
+    if (!cudnn_open(B, T, C, NH, 1))
+        return (int)cudaErrorNotSupported;
+    if (gpt_cudnn_attn_forward(cd_attn, out, lse, qkv, cd_ws, s) != 0) {
+        fprintf(stderr, "%s\n", gpt_cudnn_attn_error(cd_attn));
+        return (int)cudaErrorUnknown;
+    }
+    return 0;
+}
+
+static int bwd_cudnn(uint16_t *dqkv, float *delta, const uint16_t *dout, const uint16_t *out,
+                     const uint16_t *qkv, const float *lse, int B, int T, int C, int NH,
+                     uvmrt_stream_t s) {
+    (void)delta;
+    if (!cudnn_open(B, T, C, NH, 1))
+        return (int)cudaErrorNotSupported;
+    if (gpt_cudnn_attn_backward(cd_attn, dqkv, dout, out, qkv, lse, cd_ws, s) != 0) {
+        fprintf(stderr, "%s\n", gpt_cudnn_attn_error(cd_attn));
+        return (int)cudaErrorUnknown;
+    }
+    return 0;
+}
+
 static void check_attention(int B, int T, int NH) {
+    if (cudnn_open(B, T, NH * GPT_HEAD_SIZE, NH, 0))
+        check_attention_with(B, T, NH, fwd_cudnn, bwd_cudnn, "cudnn");
     check_attention_with(B, T, NH, gpt_attention_forward_mma_launch,
                          gpt_attention_backward_mma_launch, "flash(mma)");
     check_attention_with(B, T, NH, gpt_attention_forward_wmma_launch,
@@ -596,6 +653,30 @@ static void attn_shape(int B, int NH, int T, int timed) {
     cuda_ok(cudaMemcpy(b2, a.dqkv, nq * 2, cudaMemcpyDeviceToHost), "copy");
     snprintf(name, sizeof name, "mma backward rerun bitwise B%d NH%d T%d", B, NH, T);
     check(name, memcmp(b1, b2, nq * 2) == 0 ? 0.0 : 1.0, 0.0);
+    int have_cudnn = cudnn_open(B, T, C, NH, 0);
+    if (have_cudnn) {
+        cuda_ok(cudaMemset(a.out, 0xff, no * 2), "poison");
+        cuda_ok(cudaMemset(a.lse, 0xff, nl * 4), "poison");
+        kernel_ok(fwd_cudnn(a.out, a.lse, a.qkv, B, T, C, NH, NULL), "cudnn fwd");
+        float *cg = host_b16(a.out, no), *cl = host_f32(a.lse, nl);
+        snprintf(name, sizeof name, "cudnn vs fp32 forward B%d NH%d T%d", B, NH, T);
+        check(name, rel_l2(cg, want, no), 1e-2);
+        snprintf(name, sizeof name, "cudnn vs fp32 lse B%d NH%d T%d", B, NH, T);
+        check(name, rel_l2(cl, wl, nl), 1e-4);
+        /* the backward from the reference's out and lse, as the mma one above */
+        cuda_ok(cudaMemset(a.dqkv, 0xff, nq * 2), "poison");
+        kernel_ok(bwd_cudnn(a.dqkv, a.delta, a.dout, r_out, a.qkv, r_lse, B, T, C, NH, NULL), "cudnn bwd");
+        cuda_ok(cudaMemcpy(b1, a.dqkv, nq * 2, cudaMemcpyDeviceToHost), "copy");
+        float *cd = host_b16(a.dqkv, nq);
+        snprintf(name, sizeof name, "cudnn vs fp32 backward B%d NH%d T%d", B, NH, T);
+        check(name, rel_l2(cd, wd, nq), 2e-2);
+        cuda_ok(cudaMemset(a.dqkv, 0xff, nq * 2), "poison");
+        kernel_ok(bwd_cudnn(a.dqkv, a.delta, a.dout, r_out, a.qkv, r_lse, B, T, C, NH, NULL), "cudnn bwd");
+        cuda_ok(cudaMemcpy(b2, a.dqkv, nq * 2, cudaMemcpyDeviceToHost), "copy");
+        snprintf(name, sizeof name, "cudnn backward rerun bitwise B%d NH%d T%d", B, NH, T);
+        check(name, memcmp(b1, b2, nq * 2) == 0 ? 0.0 : 1.0, 0.0);
+        free(cg), free(cl), free(cd);
+    }
     if (timed) {
         double fl = 2.0 * B * NH * (double)T * T * GPT_HEAD_SIZE; /* causal: half of 4BHT^2d */
         a.fwd = gpt_attention_forward_mma_launch, a.bwd = gpt_attention_backward_mma_launch;
@@ -610,6 +691,14 @@ static void attn_shape(int B, int NH, int T, int timed) {
                "%6.1f)\n",
                B, NH, T, mf, fl / mf / 1e9, m1, fl / m1 / 1e9, wf, fl / wf / 1e9, mb,
                2.5 * fl / mb / 1e9, wb, 2.5 * fl / wb / 1e9);
+        if (have_cudnn) {
+            a.fwd = fwd_cudnn, a.bwd = bwd_cudnn;
+            double cf = time_ms(a_fwd, &a), cb = time_ms(a_bwd, &a);
+            cuda_ok(cudaDeviceSynchronize(), "timing");
+            printf("time B%-2d NH%-2d T%-5d forward cudnn %7.3f ms %6.1f TFLOP/s (%.2fx mma)  backward cudnn "
+                   "%7.3f ms %6.1f TFLOP/s (%.2fx mma)\n",
+                   B, NH, T, cf, fl / cf / 1e9, mf / cf, cb, 2.5 * fl / cb / 1e9, mb / cb);
+        }
     }
     free(qb), free(db), free(want), free(wl), free(wd), free(got), free(gl), free(gd);
     free(b1), free(b2);
@@ -626,7 +715,7 @@ static int attn_suite(void) {
                                     {1, 3, 2047, 0}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         attn_shape(shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3]);
-    printf("the trainer's attention: mma (gpt_kernels.cu)\n");
+    printf("the trainer's attention: --attention auto: cudnn where it opens, else mma (gpt_kernels.cu)\n");
     printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
     return failures ? 1 : 0;
 }
