@@ -463,23 +463,25 @@ typedef struct bench {
     void *logits, *wte, *losses, *tgt, *dwte;
 } bench_t;
 
-static void b_attn_fwd(void *p) {
-    bench_t *b = p;
-    kernel_ok(gpt_attention_forward_launch(b->out, b->lse, b->qkv, b->B, b->T, b->C, b->NH, NULL),
-              "attention");
-}
-
-static void b_attn_bwd(void *p) {
-    bench_t *b = p;
-    kernel_ok(gpt_attention_backward_launch(b->dqkv, b->delta, b->dout, b->out, b->qkv, b->lse,
-                                            b->B, b->T, b->C, b->NH, NULL), "attention backward");
-}
-
 static void mm_ok(const char *why) {
     if (why) {
         fprintf(stderr, "gpt-gpu-check: %s\n", why);
         exit(1);
     }
+}
+
+/* the trainer's attention (gpt_gpu_attention_open: cuDNN where it opens), on its stream */
+static void b_attn_fwd(void *p) {
+    bench_t *b = p;
+    mm_ok(gpt_gpu_attention_forward(b->g, b->out, b->lse, b->qkv, b->B, b->T, b->C, b->NH));
+    cuda_ok(cudaStreamSynchronize((cudaStream_t)gpt_gpu_stream(b->g)), "sync");
+}
+
+static void b_attn_bwd(void *p) {
+    bench_t *b = p;
+    mm_ok(gpt_gpu_attention_backward(b->g, b->dqkv, b->delta, b->dout, b->out, b->qkv, b->lse, b->B, b->T, b->C,
+                                     b->NH));
+    cuda_ok(cudaStreamSynchronize((cudaStream_t)gpt_gpu_stream(b->g)), "sync");
 }
 
 /* the block's 4 matmuls, forward (1x) and backward (dinp + dweight) */
@@ -527,6 +529,100 @@ static void b_head_chunk(void *p) {
     cuda_ok(cudaStreamSynchronize((cudaStream_t)gpt_gpu_stream(b->g)), "sync");
 }
 
+/* gpt-gpu-check --kernels B T C: each memory-bound kernel of a block and of the head at
+ * the trainer's shapes, timed alone (median of TIME_REPS), against the bytes it must move
+ * at least (each input read once, each output written once) over the HBM bandwidth a
+ * device-to-device copy reaches in the same run: a markdown table (bench/README.md). */
+typedef struct kcase {
+    bench_t *b;
+    int which;
+} kcase_t;
+
+enum { K_LN_F, K_LN_B, K_RESID, K_TO_BF16, K_BIASG_F32, K_BIAS_BC3, K_BIAS_BC4, K_GELU_F, K_GELU_B,
+       K_BIASG4, K_BIASG3, K_CE, K_COPY, K_COUNT };
+
+static void k_run(void *p) {
+    const kcase_t *k = p;
+    bench_t *b = k->b;
+    int N = b->N, C = b->C;
+    float *ms = b->ms;
+    switch (k->which) {
+    case K_LN_F:
+        kernel_ok(gpt_layernorm_forward_launch(b->ln, ms, ms + N, b->res, b->w, b->w, N, C, NULL), "ln");
+        break;
+    case K_LN_B:
+        kernel_ok(gpt_layernorm_backward_launch(b->res, b->dw, (float *)b->dw + C, b->cs, b->ln, b->res, b->w, ms,
+                                                ms + N, N, C, 1, NULL), "lnb");
+        break;
+    case K_RESID: kernel_ok(gpt_residual_bias_launch(b->dwte, b->res, b->w, N, C, NULL), "res"); break;
+    case K_TO_BF16: kernel_ok(gpt_f32_to_bf16_launch(b->ln, b->res, (size_t)N * C, NULL), "cvt"); break;
+    case K_BIASG_F32: kernel_ok(gpt_bias_grad_f32_launch(b->dw, b->cs, b->res, N, C, NULL), "bias"); break;
+    case K_BIAS_BC3: kernel_ok(gpt_bias_broadcast_launch(b->y4, b->w, N, 3 * C, NULL), "bias"); break;
+    case K_BIAS_BC4: kernel_ok(gpt_bias_broadcast_launch(b->y4, b->w, N, 4 * C, NULL), "bias"); break;
+    case K_GELU_F: kernel_ok(gpt_gelu_forward_launch(b->x4, b->y4, (size_t)N * 4 * C, NULL), "gelu"); break;
+    case K_GELU_B: kernel_ok(gpt_gelu_backward_launch(b->x4, b->y4, (size_t)N * 4 * C, NULL), "gelu"); break;
+    case K_BIASG4: kernel_ok(gpt_bias_grad_launch(b->dw, b->cs, b->x4, N, 4 * C, NULL), "bias"); break;
+    case K_BIASG3: kernel_ok(gpt_bias_grad_launch(b->dw, b->cs, b->x4, N, 3 * C, NULL), "bias"); break;
+    case K_CE:
+        kernel_ok(gpt_crossentropy_launch(b->logits, b->losses, b->tgt, b->R, 50257, b->Vp, 1.0f / b->N, NULL),
+                  "ce");
+        break;
+    case K_COPY:
+        cuda_ok(cudaMemcpyAsync(b->x4, b->y4, (size_t)N * 4 * C * 2, cudaMemcpyDeviceToDevice, NULL), "copy");
+        break;
+    }
+}
+
+static int kernels(char **argv) {
+    bench_t b = {.B = atoi(argv[0]), .T = atoi(argv[1]), .C = atoi(argv[2])};
+    if (b.B <= 0 || b.T <= 0 || b.C <= 0 || b.C % GPT_HEAD_SIZE) {
+        fprintf(stderr, "gpt-gpu-check --kernels: B, T > 0 and C a multiple of %d expected\n", GPT_HEAD_SIZE);
+        return 2;
+    }
+    b.NH = b.C / GPT_HEAD_SIZE, b.N = b.B * b.T, b.Vp = 50304, b.R = b.N < 2048 ? b.N : 2048;
+    size_t N = (size_t)b.N, C = (size_t)b.C;
+    b.w = dev_from(NULL, 4 * C * C * 2), b.x4 = dev_from(NULL, N * 4 * C * 2);
+    b.y4 = dev_from(NULL, N * 4 * C * 2), b.dw = dev_from(NULL, 4 * C * C * 4);
+    b.res = dev_from(NULL, N * C * 4), b.ln = dev_from(NULL, N * C * 2);
+    b.ms = dev_from(NULL, 2 * N * 4), b.cs = dev_from(NULL, 2 * gpt_colsum_scratch_floats(b.N, 4 * b.C) * 4);
+    b.logits = dev_from(NULL, (size_t)b.R * b.Vp * 2), b.losses = dev_from(NULL, N * 4);
+    b.tgt = dev_from(NULL, N * 4), b.dwte = dev_from(NULL, N * C * 4);
+    cuda_ok(cudaMemset(b.res, 0, N * C * 4), "memset");
+    cuda_ok(cudaMemset(b.x4, 0, N * 4 * C * 2), "memset");
+    cuda_ok(cudaMemset(b.y4, 0, N * 4 * C * 2), "memset");
+    cuda_ok(cudaMemset(b.ln, 0, N * C * 2), "memset");
+    cuda_ok(cudaMemset(b.w, 0, 4 * C * C * 2), "memset");
+    cuda_ok(cudaMemset(b.tgt, 0, N * 4), "memset");
+    double nc = (double)N * C, rv = (double)b.R * b.Vp;
+    static const char *names[K_COUNT] = {
+        "layernorm forward (N,C) fp32 -> bf16", "layernorm backward (dinp +=, dw, db)", "residual + bias (N,C) fp32",
+        "fp32 -> bf16 (N,C)", "bias gradient, fp32 (N,C)", "bias broadcast (N,3C) bf16", "bias broadcast (N,4C) bf16",
+        "GELU forward (N,4C)", "GELU backward in place (N,4C)", "bias gradient, bf16 (N,4C)",
+        "bias gradient, bf16 (N,3C)", "cross-entropy chunk (R,Vp) bf16 in place", "device copy (N,4C) bf16"};
+    /* the least bytes each must move: inputs read once, outputs written once */
+    double bytes[K_COUNT] = {6 * nc + 8.0 * N, 14 * nc + 8.0 * N, 8 * nc, 6 * nc, 4 * nc, 6 * nc, 8 * nc,
+                             16 * nc, 24 * nc, 8 * nc, 6 * nc, 4 * rv, 16 * nc};
+    double t[K_COUNT];
+    for (int k = 0; k < K_COUNT; k++) {
+        kcase_t kc = {&b, k};
+        t[k] = time_ms(k_run, &kc);
+    }
+    double hbm = bytes[K_COPY] / t[K_COPY] / 1e6; /* GB/s */
+    printf("kernels B %d T %d C %d (N %d; head chunk R %d x Vp %d); HBM by a device copy: %.0f GB/s\n\n", b.B, b.T,
+           b.C, b.N, b.R, b.Vp, hbm);
+    printf("| kernel | ms | least MB | GB/s | of the copy's rate | ms at the copy's rate |\n|---|---:|---:|---:|---:|---:|\n");
+    double sum = 0, ideal = 0;
+    for (int k = 0; k < K_COUNT; k++) {
+        double gbs = bytes[k] / t[k] / 1e6;
+        printf("| %s | %.3f | %.1f | %.0f | %.2f | %.3f |\n", names[k], t[k], bytes[k] / 1e6, gbs, gbs / hbm,
+               bytes[k] / hbm / 1e6);
+        if (k != K_COPY && k != K_CE) sum += t[k], ideal += bytes[k] / hbm / 1e6;
+    }
+    printf("\nper block (each kernel once; the trainer runs the layernorm ones twice): %.3f ms, %.3f at the copy's "
+           "rate\n", sum, ideal);
+    return 0;
+}
+
 static int bench(char **argv) {
     bench_t b = {.B = atoi(argv[0]), .T = atoi(argv[1]), .C = atoi(argv[2])};
     int L = atoi(argv[3]);
@@ -537,6 +633,9 @@ static int bench(char **argv) {
         fprintf(stderr, "gpt-gpu-check: %s\n", err);
         return 1;
     }
+    mm_ok(gpt_gpu_attention_open(b.g, GPT_ATTN_AUTO, b.B, b.T, b.C, b.NH, err, sizeof err));
+    if (err[0])
+        printf("attention: mma (%s)\n", err);
     size_t N = (size_t)b.N, C = (size_t)b.C, nl = (size_t)b.B * b.NH * b.T;
     uint16_t *qb, *db;
     rand_b(N * 3 * C, -1.5f, 1.5f, &qb);
@@ -555,7 +654,8 @@ static int bench(char **argv) {
     double mm = time_ms(b_gemms, &b), rest = time_ms(b_rest, &b), head = time_ms(b_head_chunk, &b);
     double aflops = 2.0 * b.B * (double)b.T * b.T * C, mflops = 72.0 * N * C * C;
     double hflops = 6.0 * b.R * C * b.Vp, chunks = (double)N / b.R;
-    printf("bench B %d T %d C %d NH %d (L %d):\n", b.B, b.T, b.C, b.NH, L);
+    printf("bench B %d T %d C %d NH %d (L %d), attention %s:\n", b.B, b.T, b.C, b.NH, L,
+           gpt_gpu_attention_name(b.g));
     printf("  attention forward   %8.3f ms  %6.1f TFLOP/s\n", af, aflops / af / 1e9);
     printf("  attention backward  %8.3f ms  %6.1f TFLOP/s (2.5x forward's FLOPs)\n", ab,
            2.5 * aflops / ab / 1e9);
@@ -725,10 +825,12 @@ int main(int argc, char **argv) {
         return attn_suite();
     if (argc == 6 && strcmp(argv[1], "--bench") == 0)
         return bench(argv + 2);
+    if (argc == 5 && strcmp(argv[1], "--kernels") == 0)
+        return kernels(argv + 2);
     if (argc == 8 && strcmp(argv[1], "--model") == 0)
         return check_model(argv + 2);
     if (argc != 1) {
-        fprintf(stderr, "usage: gpt-gpu-check [--attn | --bench B T C L | "
+        fprintf(stderr, "usage: gpt-gpu-check [--attn | --bench B T C L | --kernels B T C | "
                         "--model WEIGHTS GRADS LOSS B T SEED]\n");
         return 2;
     }
