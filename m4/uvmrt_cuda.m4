@@ -301,10 +301,12 @@ AC_DEFUN([UVMRT_CHECK_CUBLAS], [
             uvmrt_save_LIBS=$LIBS
             CPPFLAGS="$CUDA_CPPFLAGS $CPPFLAGS"
             LDFLAGS="$CUDA_LDFLAGS $LDFLAGS"
-            LIBS="-lcublas $CUDA_LIBS $LIBS"
+            LIBS="-lcublas -lcublasLt $CUDA_LIBS $LIBS"
             AC_LINK_IFELSE(
-                [AC_LANG_PROGRAM([[#include <cublas_v2.h>]],
-                                 [[cublasHandle_t h; return (int)cublasCreate(&h);]])],
+                [AC_LANG_PROGRAM([[#include <cublas_v2.h>
+#include <cublasLt.h>]],
+                                 [[cublasHandle_t h; cublasLtHandle_t lt;
+                                   return (int)cublasCreate(&h) + (int)cublasLtCreate(&lt);]])],
                 [cublas_happy=yes])
             CPPFLAGS=$uvmrt_save_CPPFLAGS
             LDFLAGS=$uvmrt_save_LDFLAGS
@@ -315,7 +317,7 @@ AC_DEFUN([UVMRT_CHECK_CUBLAS], [
         ])
     ])
     AS_IF([test "$cublas_happy" = yes], [
-        CUBLAS_LIBS="-lcublas"
+        CUBLAS_LIBS="-lcublas -lcublasLt" # cuBLASLt: uvmrt-gpt's matmuls with fused epilogues
         AC_DEFINE([UVMRT_HAVE_CUBLAS], [1], [Define to 1 when cuBLAS is available.])])
     AC_SUBST([CUBLAS_LIBS])
     AM_CONDITIONAL([HAVE_CUBLAS], [test "$cublas_happy" = yes])

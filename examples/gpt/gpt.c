@@ -384,34 +384,22 @@ static void block_forward_math(gpt_run_t *run, int l, int with_out) {
     float *ln1ms = f32(a->ln1_ms), *ln2ms = f32(a->ln2_ms);
     kcheck(run, gpt_layernorm_forward_launch(b16(a->ln1), ln1ms, ln1ms + N, x, wh + o[P_LN1W],
                                              wh + o[P_LN1B], N, C, s), "ln1", l);
-    kcheck(run, gpt_bias_broadcast_launch(b16(a->qkv), wh + o[P_QKVB], N, 3 * C, s), "qkv bias", l);
-    gcheck(run, gpt_mm_forward(run->gpu, ptr(a->qkv), 0, b16(a->ln1), wh + o[P_QKVW], N, C, 3 * C,
-                               1.0f), l);
+    gcheck(run, gpt_mm_forward_ep(run->gpu, ptr(a->qkv), 0, b16(a->ln1), wh + o[P_QKVW], N, C, 3 * C,
+                                  wh + o[P_QKVB], NULL, NULL), l);
     gcheck(run,
            gpt_gpu_attention_forward(run->gpu, b16(a->atty), f32(a->lse), b16(a->qkv), run->model.B,
                                      run->model.T, C, run->model.NH),
            l);
-    kcheck(run, gpt_residual_bias_launch(f32(a->res2), x, wh + o[P_ATTPROJB], N, C, s),
-           "residual", l);
-    gcheck(run, gpt_mm_forward(run->gpu, ptr(a->res2), 1, b16(a->atty), wh + o[P_ATTPROJW], N, C,
-                               C, 1.0f), l);
+    gcheck(run, gpt_mm_forward_ep(run->gpu, ptr(a->res2), 1, b16(a->atty), wh + o[P_ATTPROJW], N, C, C,
+                                  wh + o[P_ATTPROJB], x, NULL), l);
     kcheck(run, gpt_layernorm_forward_launch(b16(a->ln2), ln2ms, ln2ms + N, f32(a->res2),
                                              wh + o[P_LN2W], wh + o[P_LN2B], N, C, s), "ln2", l);
-    kcheck(run, gpt_bias_broadcast_launch(b16(a->fch), wh + o[P_FCB], N, 4 * C, s), "fc bias", l);
-    gcheck(run, gpt_mm_forward(run->gpu, ptr(a->fch), 0, b16(a->ln2), wh + o[P_FCW], N, C, 4 * C,
-                               1.0f), l);
-    kcheck(run, gpt_gelu_forward_launch(b16(a->fchg), b16(a->fch), (size_t)N * 4 * C, s), "gelu",
-           l);
+    gcheck(run, gpt_mm_forward_ep(run->gpu, ptr(a->fchg), 0, b16(a->ln2), wh + o[P_FCW], N, C, 4 * C,
+                                  wh + o[P_FCB], NULL, b16(a->fch)), l);
     if (!with_out)
         return;
-    kcheck(
-        run,
-        gpt_residual_bias_launch(f32(run->model.out[l]), f32(a->res2), wh + o[P_FCPROJB], N, C, s),
-        "residual", l);
-    gcheck(run,
-           gpt_mm_forward(run->gpu, ptr(run->model.out[l]), 1, b16(a->fchg), wh + o[P_FCPROJW], N,
-                          4 * C, C, 1.0f),
-           l);
+    gcheck(run, gpt_mm_forward_ep(run->gpu, ptr(run->model.out[l]), 1, b16(a->fchg), wh + o[P_FCPROJW], N,
+                                  4 * C, C, wh + o[P_FCPROJB], f32(a->res2), NULL), l);
 }
 
 void gpt_block_forward(gpt_run_t *run, int l) {
@@ -477,8 +465,7 @@ static void block_backward(gpt_run_t *run, int l) {
         kcheck(run, gpt_bias_grad_f32_launch(g + o[P_FCPROJB], cs, dres, N, C, s), "bias grad", l);
         gcheck(run, gpt_mm_dweight(run->gpu, g + o[P_FCPROJW], dbf, b16(a->fchg), N, 4 * C, C, 0.0f),
                l);
-        gcheck(run, gpt_mm_dinp(run->gpu, d4, dbf, wh + o[P_FCPROJW], N, 4 * C, C), l);
-        kcheck(run, gpt_gelu_backward_launch(d4, b16(a->fch), (size_t)N * 4 * C, s), "gelu", l);
+        gcheck(run, gpt_mm_dinp_dgelu(run->gpu, d4, dbf, wh + o[P_FCPROJW], N, 4 * C, C, b16(a->fch)), l);
         kcheck(run, gpt_bias_grad_launch(g + o[P_FCB], cs, d4, N, 4 * C, s), "bias grad", l);
         gcheck(run, gpt_mm_dweight(run->gpu, g + o[P_FCW], d4, b16(a->ln2), N, C, 4 * C, 0.0f), l);
         gcheck(run, gpt_mm_dinp(run->gpu, dln, d4, wh + o[P_FCW], N, C, 4 * C), l);

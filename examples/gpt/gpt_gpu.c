@@ -18,6 +18,7 @@
 #include "gpt_kernels.h"
 
 #if defined(UVMRT_HAVE_CUDA) && defined(UVMRT_HAVE_CUBLAS)
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
@@ -37,7 +38,23 @@ struct gpt_gpu {
     void *attn_ws;             /* cuDNN's workspace */
     size_t attn_ws_bytes;
     char attn_name[32];
+    cublasLtHandle_t lt;       /* gpt_mm_forward_ep's matmuls */
+    struct lt_plan *plans;     /* per shape and epilogue: cuBLASLt's or the plain path */
+    int n_plans;
 };
+
+/* One forward matmul shape with a fused epilogue: cuBLASLt's descriptors and the algorithm
+ * its heuristic chose once (the same every call: reproducible), or ok 0: the plain path
+ * (cublasGemmEx beside the bias and GELU kernels), chosen once too. */
+typedef struct lt_plan {
+    int N, K, OC, kind; /* kind: LT_BIAS, LT_GELU, LT_RESID, LT_DGELU */
+    int ok;
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t a, b, c, d;
+    cublasLtMatmulAlgo_t algo;
+} lt_plan_t;
+
+enum { LT_BIAS, LT_GELU, LT_RESID, LT_DGELU };
 
 int gpt_gpu_built(void) { return 1; }
 
@@ -112,7 +129,8 @@ gpt_gpu_t *gpt_gpu_open(char *err, size_t errlen) {
         (why = cuda_text(cudaEventCreateWithFlags(&g->ready[0], cudaEventDisableTiming), "cudaEventCreate")) ||
         (why = cuda_text(cudaEventCreateWithFlags(&g->ready[1], cudaEventDisableTiming), "cudaEventCreate")) ||
         (why = cuda_text(cudaEventCreateWithFlags(&g->copied[0], cudaEventDisableTiming), "cudaEventCreate")) ||
-        (why = cuda_text(cudaEventCreateWithFlags(&g->copied[1], cudaEventDisableTiming), "cudaEventCreate"))) {
+        (why = cuda_text(cudaEventCreateWithFlags(&g->copied[1], cudaEventDisableTiming), "cudaEventCreate")) ||
+        (why = cublas_text(cublasLtCreate(&g->lt), "cublasLtCreate"))) {
         snprintf(err, errlen, "%s", why);
         gpt_gpu_close(g);
         return NULL;
@@ -123,6 +141,22 @@ gpt_gpu_t *gpt_gpu_open(char *err, size_t errlen) {
 void gpt_gpu_close(gpt_gpu_t *g) {
     if (g == NULL)
         return;
+    for (int i = 0; i < g->n_plans; i++) {
+        lt_plan_t *p = &g->plans[i];
+        if (p->desc)
+            cublasLtMatmulDescDestroy(p->desc);
+        if (p->a)
+            cublasLtMatrixLayoutDestroy(p->a);
+        if (p->b)
+            cublasLtMatrixLayoutDestroy(p->b);
+        if (p->c)
+            cublasLtMatrixLayoutDestroy(p->c);
+        if (p->d)
+            cublasLtMatrixLayoutDestroy(p->d);
+    }
+    free(g->plans);
+    if (g->lt)
+        cublasLtDestroy(g->lt);
     gpt_cudnn_attn_close(g->attn);
     if (g->attn_ws)
         cudaFree(g->attn_ws);
@@ -257,6 +291,131 @@ const char *gpt_mm_forward(gpt_gpu_t *g, void *out, int out_f32, const uint16_t 
                        "cublasGemmEx (forward)");
 }
 
+/* cuBLASLt's descriptors for one shape and epilogue, and its heuristic's first algorithm
+ * within the cuBLAS workspace; 0 when it has none (the caller then takes the plain path) */
+static int lt_build(gpt_gpu_t *g, lt_plan_t *p, int out_f32) {
+    int dg = p->kind == LT_DGELU;
+    cublasOperation_t ta = dg ? CUBLAS_OP_N : CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    cublasLtEpilogue_t ep = dg                  ? CUBLASLT_EPILOGUE_DGELU
+                            : p->kind == LT_GELU ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                                                 : CUBLASLT_EPILOGUE_BIAS;
+    cudaDataType_t dt = out_f32 ? CUDA_R_32F : CUDA_R_16BF, bias_t = CUDA_R_16BF;
+    /* the output's rows in column-major terms: OC forward; K for the input gradient */
+    int64_t rows = dg ? p->K : p->OC, inner = dg ? p->OC : p->K, aux_ld = rows;
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasLtMatmulHeuristicResult_t h;
+    int found = 0;
+    size_t ws = CUBLAS_WORKSPACE_BYTES;
+    if (cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) ||
+        cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) ||
+        cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep) ||
+        (!dg && cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_t,
+                                               sizeof bias_t)) ||
+        ((p->kind == LT_GELU || dg) &&
+         cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld)) ||
+        /* column-major: forward D (OC x N) = W^T (OC x K) . inp (K x N); input gradient
+         * D (K x N) = W (K x OC) . dout (OC x N) */
+        cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, p->K, p->OC, p->K) ||
+        cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, inner, p->N, inner) ||
+        cublasLtMatrixLayoutCreate(&p->c, dt, rows, p->N, rows) ||
+        cublasLtMatrixLayoutCreate(&p->d, dt, rows, p->N, rows) ||
+        cublasLtMatmulPreferenceCreate(&pref) ||
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws) ||
+        cublasLtMatmulAlgoGetHeuristic(g->lt, p->desc, p->a, p->b, p->c, p->d, pref, 1, &h, &found) ||
+        found < 1) {
+        if (pref)
+            cublasLtMatmulPreferenceDestroy(pref);
+        return 0;
+    }
+    cublasLtMatmulPreferenceDestroy(pref);
+    p->algo = h.algo;
+    return 1;
+}
+
+static lt_plan_t *lt_plan(gpt_gpu_t *g, int N, int K, int OC, int kind, int out_f32) {
+    for (int i = 0; i < g->n_plans; i++) {
+        lt_plan_t *p = &g->plans[i];
+        if (p->N == N && p->K == K && p->OC == OC && p->kind == kind)
+            return p;
+    }
+    lt_plan_t *more = realloc(g->plans, (size_t)(g->n_plans + 1) * sizeof *more);
+    if (more == NULL)
+        return NULL;
+    g->plans = more;
+    lt_plan_t *p = &g->plans[g->n_plans++];
+    memset(p, 0, sizeof *p);
+    p->N = N, p->K = K, p->OC = OC, p->kind = kind;
+    /* UVMRT_GPT_PLAIN_EPILOGUES=1: never cuBLASLt (the plain path, for comparison) */
+    const char *e = getenv("UVMRT_GPT_PLAIN_EPILOGUES");
+    p->ok = !(e && strcmp(e, "1") == 0) && lt_build(g, p, out_f32);
+    return p;
+}
+
+const char *gpt_mm_forward_ep(gpt_gpu_t *g, void *out, int out_f32, const uint16_t *inp, const uint16_t *w,
+                              int N, int K, int OC, const uint16_t *bias, const float *residual,
+                              uint16_t *gelu_pre) {
+    const char *why;
+    int kind = out_f32 ? LT_RESID : gelu_pre ? LT_GELU : LT_BIAS;
+    if ((out_f32 && (residual == NULL || gelu_pre)) || (!out_f32 && residual))
+        return "gpt_mm_forward_ep: an fp32 output takes a residual and no GELU, a bf16 one no residual";
+    lt_plan_t *p = lt_plan(g, N, K, OC, kind, out_f32);
+    if (p == NULL)
+        return "gpt_mm_forward_ep: out of host memory";
+    if (p->ok) {
+        const float one = 1.0f, zero = 0.0f;
+        if (cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias) ||
+            (gelu_pre && cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                                        &gelu_pre, sizeof gelu_pre)))
+            return "cublasLtMatmulDescSetAttribute (bias, aux) failed";
+        return cublas_text(cublasLtMatmul(g->lt, p->desc, &one, w, p->a, inp, p->b, out_f32 ? &one : &zero,
+                                          out_f32 ? (const void *)residual : out, p->c, out, p->d, &p->algo,
+                                          g->workspace, CUBLAS_WORKSPACE_BYTES, g->stream),
+                           "cublasLtMatmul");
+    }
+    /* the plain path: the bias (and the residual) into the output first, a matmul that
+     * adds to it, then GELU */
+    if (out_f32) {
+        if ((why = cuda_text((cudaError_t)gpt_residual_bias_launch(out, residual, bias, N, OC, g->stream),
+                             "residual + bias")))
+            return why;
+        return gpt_mm_forward(g, out, 1, inp, w, N, K, OC, 1.0f);
+    }
+    uint16_t *pre = gelu_pre ? gelu_pre : out;
+    if ((why = cuda_text((cudaError_t)gpt_bias_broadcast_launch(pre, bias, N, OC, g->stream), "bias broadcast")) ||
+        (why = gpt_mm_forward(g, pre, 0, inp, w, N, K, OC, 1.0f)))
+        return why;
+    if (gelu_pre)
+        return cuda_text((cudaError_t)gpt_gelu_forward_launch(out, pre, (size_t)N * OC, g->stream), "GELU");
+    return NULL;
+}
+
+const char *gpt_mm_dinp_dgelu(gpt_gpu_t *g, uint16_t *dinp, const uint16_t *dout, const uint16_t *w, int N, int K,
+                              int OC, const uint16_t *gelu_pre) {
+    lt_plan_t *p = lt_plan(g, N, K, OC, LT_DGELU, 0);
+    if (p == NULL)
+        return "gpt_mm_dinp_dgelu: out of host memory";
+    if (p->ok) {
+        const float one = 1.0f, zero = 0.0f;
+        if (cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &gelu_pre,
+                                           sizeof gelu_pre))
+            return "cublasLtMatmulDescSetAttribute (aux) failed";
+        return cublas_text(cublasLtMatmul(g->lt, p->desc, &one, w, p->a, dout, p->b, &zero, dinp, p->c, dinp, p->d,
+                                          &p->algo, g->workspace, CUBLAS_WORKSPACE_BYTES, g->stream),
+                           "cublasLtMatmul (input gradient, GELU)");
+    }
+    const char *why = gpt_mm_dinp(g, dinp, dout, w, N, K, OC);
+    if (why)
+        return why;
+    return cuda_text((cudaError_t)gpt_gelu_backward_launch(dinp, gelu_pre, (size_t)N * K, g->stream),
+                     "GELU backward");
+}
+
+int gpt_mm_forward_ep_fused(gpt_gpu_t *g, int N, int K, int OC, int out_f32, int gelu) {
+    lt_plan_t *p = lt_plan(g, N, K, OC, out_f32 ? LT_RESID : gelu ? LT_GELU : LT_BIAS, out_f32);
+    return p != NULL && p->ok;
+}
+
 const char *gpt_mm_dinp(gpt_gpu_t *g, uint16_t *dinp, const uint16_t *dout, const uint16_t *w,
                         int N, int K, int OC) {
     const float one = 1.0f, zero = 0.0f;
@@ -338,6 +497,43 @@ const char *gpt_gpu_attention_open(gpt_gpu_t *g, gpt_attn_kind_t want, int B, in
     return NO_GPU;
 }
 int gpt_gpu_cudnn_built(void) { return 0; }
+const char *gpt_mm_forward_ep(gpt_gpu_t *g, void *out, int out_f32, const uint16_t *inp, const uint16_t *w,
+                              int N, int K, int OC, const uint16_t *bias, const float *residual,
+                              uint16_t *gelu_pre) {
+    (void)g, (void)out, (void)out_f32, (void)inp, (void)w, (void)N, (void)K, (void)OC, (void)bias;
+    (void)residual, (void)gelu_pre;
+    return NO_GPU;
+}
+const char *gpt_mm_dinp_dgelu(gpt_gpu_t *g, uint16_t *dinp, const uint16_t *dout, const uint16_t *w, int N, int K,
+                              int OC, const uint16_t *gelu_pre) {
+    lt_plan_t *p = lt_plan(g, N, K, OC, LT_DGELU, 0);
+    if (p == NULL)
+        return "gpt_mm_dinp_dgelu: out of host memory";
+    if (p->ok) {
+        const float one = 1.0f, zero = 0.0f;
+        if (cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &gelu_pre,
+                                           sizeof gelu_pre))
+            return "cublasLtMatmulDescSetAttribute (aux) failed";
+        return cublas_text(cublasLtMatmul(g->lt, p->desc, &one, w, p->a, dout, p->b, &zero, dinp, p->c, dinp, p->d,
+                                          &p->algo, g->workspace, CUBLAS_WORKSPACE_BYTES, g->stream),
+                           "cublasLtMatmul (input gradient, GELU)");
+    }
+    const char *why = gpt_mm_dinp(g, dinp, dout, w, N, K, OC);
+    if (why)
+        return why;
+    return cuda_text((cudaError_t)gpt_gelu_backward_launch(dinp, gelu_pre, (size_t)N * K, g->stream),
+                     "GELU backward");
+}
+
+int gpt_mm_forward_ep_fused(gpt_gpu_t *g, int N, int K, int OC, int out_f32, int gelu) {
+    (void)g, (void)N, (void)K, (void)OC, (void)out_f32, (void)gelu;
+    return 0;
+}
+const char *gpt_mm_dinp_dgelu(gpt_gpu_t *g, uint16_t *dinp, const uint16_t *dout, const uint16_t *w, int N, int K,
+                              int OC, const uint16_t *gelu_pre) {
+    (void)g, (void)dinp, (void)dout, (void)w, (void)N, (void)K, (void)OC, (void)gelu_pre;
+    return NO_GPU;
+}
 gpt_attn_kind_t gpt_gpu_attention_kind(const gpt_gpu_t *g) { (void)g; return GPT_ATTN_MMA; }
 const char *gpt_gpu_attention_name(const gpt_gpu_t *g) { (void)g; return "mma"; }
 const char *gpt_gpu_attention_forward(gpt_gpu_t *g, uint16_t *out, float *lse, const uint16_t *qkv, int B,

@@ -70,6 +70,25 @@ const char *gpt_gpu_attention_backward(gpt_gpu_t *g, uint16_t *dqkv, float *delt
                                        const uint16_t *out, const uint16_t *qkv, const float *lse, int B,
                                        int T, int C, int NH);
 
+/* The forward matmul with its bias (bias (OC,) bf16) in one call: cuBLASLt's epilogues
+ * where its heuristic has an algorithm for the shape, else the plain path (the bias
+ * broadcast into the output, a matmul adding to it, the GELU kernel), chosen once per
+ * shape (UVMRT_GPT_PLAIN_EPILOGUES=1: always plain):
+ *   out_f32 0:  out (N,OC) bf16 = inp . w^T + bias; with gelu_pre, gelu_pre = that and out
+ *               = GELU(that) (tanh form);
+ *   out_f32 1:  out (N,OC) fp32 = residual (N,OC) fp32 + inp . w^T + bias (residual may be
+ *               out). */
+const char *gpt_mm_forward_ep(gpt_gpu_t *g, void *out, int out_f32, const uint16_t *inp, const uint16_t *w,
+                              int N, int K, int OC, const uint16_t *bias, const float *residual,
+                              uint16_t *gelu_pre);
+/* gpt_mm_dinp, then times GELU's derivative at gelu_pre (N,K) bf16 (the forward's
+ * pre-GELU values): cuBLASLt's DGELU epilogue where it has an algorithm, else the matmul
+ * and the GELU backward kernel (as gpt_mm_forward_ep chooses). */
+const char *gpt_mm_dinp_dgelu(gpt_gpu_t *g, uint16_t *dinp, const uint16_t *dout, const uint16_t *w, int N, int K,
+                              int OC, const uint16_t *gelu_pre);
+/* 1 when gpt_mm_forward_ep takes cuBLASLt's fused path for this shape and epilogue. */
+int gpt_mm_forward_ep_fused(gpt_gpu_t *g, int N, int K, int OC, int out_f32, int gelu);
+
 /* Asynchronous copy on the stream (host memory should be pinned). */
 const char *gpt_gpu_copy(gpt_gpu_t *g, void *dst, const void *src, size_t bytes);
 /* A copy off the stream, for a CPU block's gradient into its page-locked host memory

@@ -163,8 +163,10 @@ static void check_encoder(void) {
     check("encoder backward dwpe", rel_l2(g2, dwpe, (size_t)T * C), 1e-6);
 }
 
-static void check_layernorm(void) {
-    int N = 200, C = 768;
+/* C 768 and 1600 take the vector kernels (the row in registers), 100 the vector ones
+ * with lanes masked, 130 and 2500 the scalar ones */
+static void check_layernorm(int N, int C) {
+    char name[96];
     size_t n = (size_t)N * C;
     uint16_t *wb, *bb, *doutb;
     float *inp = rand_f(n, -2, 3), *w = rand_b(C, 0.5f, 1.5f, &wb), *b = rand_b(C, -1, 1, &bb);
@@ -174,9 +176,12 @@ static void check_layernorm(void) {
     void *d_out = dev_from(NULL, n * 2), *d_m = dev_from(NULL, N * 4), *d_r = dev_from(NULL, N * 4);
     kernel_ok(gpt_layernorm_forward_launch(d_out, d_m, d_r, d_inp, d_w, d_b, N, C, NULL), "ln");
     float *got = host_b16(d_out, n), *gm = host_f32(d_m, N), *gr = host_f32(d_r, N);
-    check("layernorm forward out (bf16)", rel_l2(got, want, n), 1e-2);
-    check("layernorm forward mean", rel_l2(gm, mean, N), 1e-5);
-    check("layernorm forward rstd", rel_l2(gr, rstd, N), 1e-5);
+    snprintf(name, sizeof name, "layernorm forward out (bf16) C%d", C);
+    check(name, rel_l2(got, want, n), 1e-2);
+    snprintf(name, sizeof name, "layernorm forward mean C%d", C);
+    check(name, rel_l2(gm, mean, N), 1e-5);
+    snprintf(name, sizeof name, "layernorm forward rstd C%d", C);
+    check(name, rel_l2(gr, rstd, N), 1e-5);
     float *dout = rand_b(n, -1, 1, &doutb), *dinp = rand_f(n, -1, 1);
     float *dw = calloc(C, 4), *db = calloc(C, 4);
     void *d_dout = dev_from(doutb, n * 2), *d_dinp = dev_from(dinp, n * 4);
@@ -186,9 +191,12 @@ static void check_layernorm(void) {
     kernel_ok(gpt_layernorm_backward_launch(d_dinp, d_dw, d_db, d_s, d_dout, d_inp, d_w, d_m, d_r,
                                             N, C, 1, NULL), "ln backward");
     float *g1 = host_f32(d_dinp, n), *g2 = host_f32(d_dw, C), *g3 = host_f32(d_db, C);
-    check("layernorm backward dinp (accumulated)", rel_l2(g1, dinp, n), 1e-4);
-    check("layernorm backward dw", rel_l2(g2, dw, C), 1e-4);
-    check("layernorm backward db", rel_l2(g3, db, C), 1e-4);
+    snprintf(name, sizeof name, "layernorm backward dinp (accumulated) C%d", C);
+    check(name, rel_l2(g1, dinp, n), 1e-4);
+    snprintf(name, sizeof name, "layernorm backward dw C%d", C);
+    check(name, rel_l2(g2, dw, C), 1e-4);
+    snprintf(name, sizeof name, "layernorm backward db C%d", C);
+    check(name, rel_l2(g3, db, C), 1e-4);
 }
 
 static void check_gelu_bias(void) {
@@ -219,6 +227,53 @@ static void check_gelu_bias(void) {
     float *g4 = host_f32(d_bw, OC);
     (void)bw2;
     check("bias gradient (fp32 dout)", rel_l2(g4, bw, OC), 1e-5);
+    /* the same rows at an address the 16-byte loads cannot take: the scalar kernels,
+     * whose per-column order is the vector ones': the same bits */
+    uint16_t *ob1 = malloc((m + 8) * 2);
+    float *d1 = malloc((m + 4) * 4);
+    memcpy(ob1 + 1, ob, m * 2);
+    memcpy(d1 + 1, dout, m * 4);
+    char *d_odd = dev_from(ob1, (m + 8) * 2), *d_odd32 = dev_from(d1, (m + 4) * 4);
+    void *d_bw2 = dev_from(NULL, OC * 4);
+    kernel_ok(gpt_bias_grad_launch(d_bw2, d_s, (const uint16_t *)(d_odd + 2), N, OC, NULL), "bias grad (scalar)");
+    float *g5 = host_f32(d_bw2, OC);
+    check("bias gradient bf16: scalar kernel bitwise the vector one", memcmp(g5, g3, OC * 4) ? 1.0 : 0.0, 0.0);
+    kernel_ok(gpt_bias_grad_f32_launch(d_bw2, d_s, (const float *)(d_odd32 + 4), N, OC, NULL), "bias grad f32 (scalar)");
+    float *g6 = host_f32(d_bw2, OC);
+    check("bias gradient fp32: scalar kernel bitwise the vector one", memcmp(g6, g4, OC * 4) ? 1.0 : 0.0, 0.0);
+    /* a width that is not a multiple of 8 (bf16) or 4 (fp32) */
+    int OC2 = 390;
+    size_t m2 = (size_t)N * OC2;
+    float *e = rand_b(m2, -1, 1, &ob), *ew = calloc(OC2, 4);
+    for (size_t i = 0; i < m2; i++)
+        ew[i % OC2] += e[i];
+    void *d_e = dev_from(ob, m2 * 2), *d_e32 = dev_from(e, m2 * 4), *d_ew = dev_from(NULL, OC2 * 4);
+    void *d_s2 = dev_from(NULL, gpt_colsum_scratch_floats(N, OC2) * 4);
+    kernel_ok(gpt_bias_grad_launch(d_ew, d_s2, d_e, N, OC2, NULL), "bias grad 390");
+    float *g7 = host_f32(d_ew, OC2);
+    check("bias gradient (bf16 dout, 390 columns)", rel_l2(g7, ew, OC2), 1e-5);
+    kernel_ok(gpt_bias_grad_f32_launch(d_ew, d_s2, d_e32, N, OC2, NULL), "bias grad f32 390");
+    float *g8 = host_f32(d_ew, OC2);
+    check("bias gradient (fp32 dout, 390 columns)", rel_l2(g8, ew, OC2), 1e-5);
+}
+
+/* out = inp + bias per row: the vector kernel (C % 4 == 0) and the scalar one */
+static void check_residual_bias(void) {
+    const int shapes[2][2] = {{300, 768}, {70, 130}};
+    for (int k = 0; k < 2; k++) {
+        int N = shapes[k][0], C = shapes[k][1];
+        size_t n = (size_t)N * C;
+        uint16_t *bb;
+        float *x = rand_f(n, -2, 2), *b = rand_b(C, -1, 1, &bb), *want = malloc(n * 4);
+        for (size_t i = 0; i < n; i++)
+            want[i] = x[i] + b[i % C];
+        void *d_x = dev_from(x, n * 4), *d_b = dev_from(bb, C * 2), *d_o = dev_from(NULL, n * 4);
+        kernel_ok(gpt_residual_bias_launch(d_o, d_x, d_b, N, C, NULL), "residual");
+        float *got = host_f32(d_o, n);
+        char name[64];
+        snprintf(name, sizeof name, "residual + bias C%d (exact)", C);
+        check(name, memcmp(got, want, n * 4) ? 1.0 : 0.0, 0.0);
+    }
 }
 
 typedef int (*attn_fwd_fn)(uint16_t *, float *, const uint16_t *, int, int, int, int,
@@ -340,6 +395,20 @@ static void check_crossentropy(void) {
     float *g1 = host_f32(d_loss, R), *g2 = host_b16(d_l, n);
     check("cross-entropy losses", rel_l2(g1, losses, R), 1e-4);
     check("cross-entropy dlogits (bf16, in place)", rel_l2(g2, dwant, n), 2e-2);
+    /* logits at an address the 16-byte kernel cannot take: the scalar one */
+    uint16_t *lb1 = malloc((n + 8) * 2);
+    memcpy(lb1 + 1, lb, n * 2);
+    char *d_l1 = dev_from(lb1, (n + 8) * 2);
+    kernel_ok(gpt_crossentropy_launch((uint16_t *)(d_l1 + 2), d_loss, d_t, R, V, Vp, 1.0f / R, NULL), "ce scalar");
+    float *g3 = host_f32(d_loss, R), *g4 = malloc(n * 4);
+    uint16_t *raw = malloc((n + 8) * 2);
+    cuda_ok(cudaMemcpy(raw, d_l1, (n + 8) * 2, cudaMemcpyDeviceToHost), "copy");
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)raw[i + 1] << 16;
+        memcpy(&g4[i], &u, 4);
+    }
+    check("cross-entropy losses (scalar kernel)", rel_l2(g3, losses, R), 1e-4);
+    check("cross-entropy dlogits (scalar kernel)", rel_l2(g4, dwant, n), 2e-2);
     double want = 0, *d_mean = dev_from(NULL, 8), got = 0;
     for (int i = 0; i < R; i++)
         want += losses[i];
@@ -835,7 +904,12 @@ int main(int argc, char **argv) {
         return 2;
     }
     check_encoder();
-    check_layernorm();
+    check_layernorm(200, 768);
+    check_layernorm(64, 1600);
+    check_layernorm(33, 100);
+    check_layernorm(40, 130);
+    check_layernorm(20, 2500);
+    check_residual_bias();
     check_gelu_bias();
     check_attention(2, 200, 3);
     check_attention(1, 64, 1);
