@@ -27,7 +27,10 @@
 #define HF_MAX_VOCAB (1 << 24)
 #define HF_MAX_POS (1 << 24)
 #define HF_SEQ_CAP 2048         /* the default sequence: the config's positions, at most this */
-#define HF_ATTENTION_RATE 0.24  /* uvmrt-gpt's GPT_ATTENTION_RATE: attention at 0.24 of the GEMM rate */
+/* uvmrt-gpt's gpt_attention_rate for cuDNN's attention, its default on a GPU: the forward
+ * at 0.42 of the GEMM rate, the backward at 0.30 */
+#define HF_ATTENTION_RATE_FWD 0.42
+#define HF_ATTENTION_RATE_BWD 0.30
 #define HF_CHUNK_ROWS 2048      /* uvmrt-gpt's classifier chunk: the logits buffer's rows */
 
 /* The config's value as text for a message. */
@@ -177,12 +180,16 @@ json_t *hf_model_json(const char *path, const json_t *cfg, uint64_t seq, char *n
     double out = 4 * T * C; /* the residual stream, fp32 */
     /* backward scratch: dres, dbf, the MLP's gradient, dln, dqkv, delta */
     double ws = 4 * T * C + 2 * T * C + (gpt2 ? 2 : 4) * T * I + 2 * T * C + 2 * T * Q + 4 * NH * T;
-    double attn = 2 * T * T * C / HF_ATTENTION_RATE;
-    double f_block = 2 * T * mm + attn, b_block = 4 * T * mm + 2.5 * attn;
-    /* memory-bound kernels' bytes per sample (uvmrt-gpt's block_forward_bytes, backward) */
-    double h_block = T * (14 * C + 2 * Q * qkv_bias + 2 * Q + 2 * C + 8 * C + 14 * C + (gpt2 ? 2 * I + 4 * I : 6 * I) +
-                          8 * C);
-    double hb_block = T * (12 * C + bias * 8 * C + (gpt2 ? 6 * I + 2 * I : 10 * I) + 40 * C + 4 * Q + 8 * C +
+    double attn = 2 * T * T * C;
+    double f_block = 2 * T * mm + attn / HF_ATTENTION_RATE_FWD, b_block = 4 * T * mm + 2.5 * attn / HF_ATTENTION_RATE_BWD;
+    /* memory-bound kernels' bytes per sample (uvmrt-gpt's block_forward_bytes, backward; the
+     * biases, GPT-2's GELU and the residuals in the matmuls' epilogues): the LayerNorms 6 C
+     * each, attention 2 Q + 2 C, the residuals' fp32 reads 4 C each, the MLP's pre-GELU
+     * values 2 I (GPT-2; Llama's gate and up 6 I); backward: to bf16 12 C, the fp32 bias
+     * sums 8 C, the MLP 4 I (GPT-2's GELU derivative's read and its bias sum; Llama 10 I),
+     * the LayerNorms 40 C, attention 4 Q + 8 C, the qkv bias sum 2 Q */
+    double h_block = T * (6 * C + 2 * Q + 2 * C + 4 * C + 6 * C + (gpt2 ? 2 * I : 6 * I) + 4 * C);
+    double hb_block = T * (12 * C + bias * 8 * C + (gpt2 ? 2 * I + 2 * I : 10 * I) + 40 * C + 4 * Q + 8 * C +
                            qkv_bias * 2 * Q);
     char d[1024];
     json_t *layers = json_array();
@@ -205,7 +212,7 @@ json_t *hf_model_json(const char *path, const json_t *cfg, uint64_t seq, char *n
     snprintf(d, sizeof d, "final norm, %s classifier and loss; its forward also computes the classifier's backward",
              tied ? "tied" : "untied");
     json_t *h = hf_layer("head", d, p_head, 2 * T * C + stats * T + 4 * T, 6 * T * C * Vp, 0,
-                         14 * T * C + 4 * T * Vp, 20 * T * C, tied ? 0 : 4);
+                         6 * T * C + 4 * T * Vp, 20 * T * C, tied ? 0 : 4);
     if (tied) json_object_set_new(h, "tied_to", json_string("embed"));
     json_object_set_new(h, "forward_workspace_bytes", json_real(HF_CHUNK_ROWS * Vp * 2));
     json_array_append_new(layers, h);

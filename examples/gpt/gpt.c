@@ -242,33 +242,41 @@ static double block_forward_flops(const gpt_run_t *run) {
 /* The work a block's calls declare to uvmrt's model (uvmrt_layer_call_t: flops at the
  * profile's GEMM rate, then hbm_bytes at its HBM rate). The attention kernels run at a
  * fraction of the GEMM rate, declared as such (the fraction is assumed to carry over to
- * other GPUs): the trainer's mma.sync kernels on the H200 (ncu, 2026-12-01, d48 shapes)
- * 164 TFLOP/s forward and 158 backward (counting the backward's 5 matmuls as 2.5 times
- * the forward's flops) against 675 for the block's cuBLAS GEMMs; cuDNN's fused
- * attention, until measured, twice that. */
-double gpt_attention_rate(int kind) { return kind == GPT_ATTN_CUDNN ? 0.48 : 0.24; }
+ * other GPUs), counting the backward's 5 matmuls as 2.5 times the forward's flops,
+ * against 675 TFLOP/s for the block's cuBLAS GEMMs on the H200 at d48's shapes (B=8,
+ * T=1024, 25 heads): the trainer's mma.sync kernels 164 forward and 158 backward (ncu,
+ * 2026-12-01); cuDNN's fused attention 275-287 forward and 200-204 backward
+ * (gpt-gpu-check --attn, bench/results/2026-12-03-s34). */
+double gpt_attention_rate(int kind, int backward) {
+    if (kind == GPT_ATTN_CUDNN)
+        return backward ? 0.30 : 0.42;
+    return 0.24;
+}
 
 static double block_work_flops(const gpt_run_t *run, int backward) {
-    double N = run->model.N, C = run->model.C, T = run->model.T,
-           attn = 2.0 * N * T * C / run->attn_rate;
-    return backward ? 48.0 * N * C * C + 2.5 * attn : 24.0 * N * C * C + attn;
+    double N = run->model.N, C = run->model.C, T = run->model.T, attn = 2.0 * N * T * C;
+    return backward ? 48.0 * N * C * C + 2.5 * attn / gpt_attention_rate(run->attn_kind, 1)
+                    : 24.0 * N * C * C + attn / gpt_attention_rate(run->attn_kind, 0);
 }
 
 /* Device-memory bytes of a block's memory-bound kernels as they read and write them,
- * in N x C units. Forward: ln1 14 (three passes over the fp32 input, bf16 out), qkv
- * bias 6, attention 8 (q, k, v in, y out), residual 8, ln2 14, fc bias 8, GELU 16, and
- * with the block's output the last residual 8. Backward: to bf16 6 twice, the fp32 bias
- * sums 4 twice, GELU 24, its bias sum 8, the two LayerNorms 20 each (with their weight
- * sums), attention 20 (delta, dq, dk, dv), the qkv bias sum 6; then the gradient's sum
- * of squares (4 bytes per parameter; a CPU block's copy out of gdev is a DMA on a stream
- * of its own, not the block's work). */
+ * in N x C units, with the matmuls' bias, GELU and residual in cuBLASLt's epilogues
+ * (gpt_mm_forward_ep; the plain path moves more). Forward: ln1 6 (one pass over the fp32
+ * input, bf16 out), attention 8 (q, k, v in, y out), the attention projection's fp32
+ * residual read 4, ln2 6, the fc layer's pre-GELU values written beside its output 8,
+ * and with the block's output the last residual read 4. Backward: to bf16 6 twice, the
+ * fp32 bias sums 4 twice, the GELU derivative's read of the pre-GELU values 8, the fc
+ * bias sum 8, the two LayerNorms 20 each (with their weight sums), attention 20 (delta,
+ * dq, dk, dv), the qkv bias sum 6; then the gradient's sum of squares (4 bytes per
+ * parameter; a CPU block's copy out of gdev is a DMA on a stream of its own, not the
+ * block's work). */
 static uint64_t block_forward_bytes(const gpt_run_t *run, int with_out) {
-    return (uint64_t)run->model.N * run->model.C * (with_out ? 82 : 74);
+    return (uint64_t)run->model.N * run->model.C * (with_out ? 36 : 32);
 }
 
 static uint64_t block_backward_bytes(const gpt_run_t *run, int l, int recompute) {
     uint64_t nc = (uint64_t)run->model.N * run->model.C, params = run->model.lp[l].n;
-    return 118 * nc + 4 * params +
+    return 102 * nc + 4 * params +
            (recompute ? block_forward_bytes(run, 0) : 0);
 }
 
@@ -524,9 +532,9 @@ static void head_forward(gpt_run_t *run, double *loss_dst) {
     use_add(&u, run->model.dln, W);
     use_add(&u, pe->g, W); /* dwte, written here first */
     cpu_wait(run, hl);
-    /* lnf (14 N x C), then the cross-entropy reads and rewrites each chunk's bf16 logits */
+    /* lnf (6 N x C: one pass), then the cross-entropy reads and rewrites each chunk's bf16 logits */
     layer_open(run, hl, UVMRT_PHASE_FORWARD, &u, head_flops(run),
-               (uint64_t)run->model.N * run->model.C * 14 +
+               (uint64_t)run->model.N * run->model.C * 6 +
                    (uint64_t)run->model.N * run->model.Vp * 4);
     weights_ready(run, hl);
     if (run->set.compute) {
@@ -1028,11 +1036,11 @@ int main(int argc, char **argv) {
     run.uv.profile = uvmrt_context_profile(run.uv.ctx);
     /* the attention's declared rate: cuDNN's where a GPU run will try it (gpt_run_open_gpu
      * corrects it when cuDNN cannot run there), or where asked for on sim */
-    run.attn_rate = gpt_attention_rate(opt.attention == GPT_ATTENTION_CUDNN ||
-                                               (opt.attention == GPT_ATTENTION_AUTO &&
-                                                run.uv.backend == UVMRT_BACKEND_CUDA && gpt_gpu_cudnn_built())
-                                           ? GPT_ATTN_CUDNN
-                                           : GPT_ATTN_MMA);
+    run.attn_kind = opt.attention == GPT_ATTENTION_CUDNN || (opt.attention == GPT_ATTENTION_AUTO &&
+                                                              run.uv.backend == UVMRT_BACKEND_CUDA &&
+                                                              gpt_gpu_cudnn_built())
+                         ? GPT_ATTN_CUDNN
+                         : GPT_ATTN_MMA;
     gpt_choose_auto(&run); /* before the tensors: they depend on the values */
     gpt_tier_plan(&run);
     printf("policy %s on %s%s%s, budget %.2f GiB, tensors %.2f GiB\n",

@@ -134,7 +134,7 @@ typedef struct gpt_run {
     gpt_settings_t set;
     gpt_uvmrt_t uv;
     gpt_gpu_t *gpu;
-    double attn_rate;         /* the attention's share of the GEMM rate (gpt_attention_rate) */
+    int attn_kind;            /* GPT_ATTN_CUDNN or GPT_ATTN_MMA: whose rates the calls declare */
     int *tok_host;            /* pinned (5N+1) */
     int nbuckets;
     double *loss_host;        /* mapped (steps + validation batches + 1) */
@@ -163,8 +163,9 @@ typedef struct gpt_run {
 } gpt_run_t;
 
 /* The attention's declared rate, as a share of the profile's GEMM rate, for the kernels a
- * GPU run uses (kind: gpt_gpu.h's gpt_attn_kind_t, GPT_ATTN_CUDNN or GPT_ATTN_MMA). */
-double gpt_attention_rate(int kind);
+ * GPU run uses (kind: gpt_gpu.h's gpt_attn_kind_t, GPT_ATTN_CUDNN or GPT_ATTN_MMA), in
+ * the forward (backward 0) or the backward. */
+double gpt_attention_rate(int kind, int backward);
 
 /* The sim's stream handles for the CPU optimizer's calls and the GPU's (distinct
  * names; the same in a rehearsal and a sim run, so both run the same schedule). */

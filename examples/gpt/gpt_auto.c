@@ -89,7 +89,7 @@ static uvmrt_status_t rehearse(uvmrt_context_t *model, const int *values, int st
                             .cpu_stream = (uvmrt_stream_t)&gpt_sim_cpu_stream,
                             .stream = (uvmrt_stream_t)&gpt_sim_gpu_stream,
                             .fail_st = UVMRT_OK},
-                     .attn_rate = real->attn_rate,
+                     .attn_kind = real->attn_kind,
                      .cpu_last = -1};
     gpt_shape_init(r);
     gpt_knob_values(real, values, &r->set.cpu_layers, &r->set.recompute);

@@ -39,6 +39,9 @@ struct gpt_gpu {
     size_t attn_ws_bytes;
     char attn_name[32];
     cublasLtHandle_t lt;       /* gpt_mm_forward_ep's matmuls */
+    float *bias32;             /* an fp32 copy of the residual projections' bias (cuBLASLt's
+                                * bias for an fp32 output is fp32) */
+    size_t bias32_n;
     struct lt_plan *plans;     /* per shape and epilogue: cuBLASLt's or the plain path */
     int n_plans;
 };
@@ -155,6 +158,8 @@ void gpt_gpu_close(gpt_gpu_t *g) {
             cublasLtMatrixLayoutDestroy(p->d);
     }
     free(g->plans);
+    if (g->bias32)
+        cudaFree(g->bias32);
     if (g->lt)
         cublasLtDestroy(g->lt);
     gpt_cudnn_attn_close(g->attn);
@@ -183,7 +188,7 @@ uvmrt_stream_t gpt_gpu_stream(const gpt_gpu_t *g) { return (uvmrt_stream_t)g->st
 uvmrt_stream_t gpt_gpu_cpu_stream(const gpt_gpu_t *g) { return (uvmrt_stream_t)g->cpu_stream; }
 
 uint64_t gpt_gpu_device_bytes(const gpt_gpu_t *g) {
-    return CUBLAS_WORKSPACE_BYTES + g->attn_ws_bytes;
+    return CUBLAS_WORKSPACE_BYTES + g->attn_ws_bytes + g->bias32_n * sizeof(float);
 }
 
 const char *gpt_gpu_attention_open(gpt_gpu_t *g, gpt_attn_kind_t want, int B, int T, int C, int NH,
@@ -299,7 +304,7 @@ static int lt_build(gpt_gpu_t *g, lt_plan_t *p, int out_f32) {
     cublasLtEpilogue_t ep = dg                  ? CUBLASLT_EPILOGUE_DGELU
                             : p->kind == LT_GELU ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
                                                  : CUBLASLT_EPILOGUE_BIAS;
-    cudaDataType_t dt = out_f32 ? CUDA_R_32F : CUDA_R_16BF, bias_t = CUDA_R_16BF;
+    cudaDataType_t dt = out_f32 ? CUDA_R_32F : CUDA_R_16BF, bias_t = dt;
     /* the output's rows in column-major terms: OC forward; K for the input gradient */
     int64_t rows = dg ? p->K : p->OC, inner = dg ? p->OC : p->K, aux_ld = rows;
     cublasLtMatmulPreference_t pref = NULL;
@@ -364,7 +369,22 @@ const char *gpt_mm_forward_ep(gpt_gpu_t *g, void *out, int out_f32, const uint16
         return "gpt_mm_forward_ep: out of host memory";
     if (p->ok) {
         const float one = 1.0f, zero = 0.0f;
-        if (cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias) ||
+        const void *b = bias;
+        if (out_f32) { /* the bias in fp32, as cuBLASLt takes it beside an fp32 output */
+            if (g->bias32_n < (size_t)OC) {
+                float *nb = NULL;
+                if ((why = cuda_text(cudaMalloc((void **)&nb, (size_t)OC * sizeof(float)), "cudaMalloc (bias)")))
+                    return why;
+                if (g->bias32)
+                    cudaFree(g->bias32);
+                g->bias32 = nb, g->bias32_n = (size_t)OC;
+            }
+            if ((why = cuda_text((cudaError_t)gpt_bf16_to_f32_launch(g->bias32, bias, (size_t)OC, g->stream),
+                                 "bias to fp32")))
+                return why;
+            b = g->bias32;
+        }
+        if (cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b) ||
             (gelu_pre && cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
                                                         &gelu_pre, sizeof gelu_pre)))
             return "cublasLtMatmulDescSetAttribute (bias, aux) failed";
@@ -504,27 +524,6 @@ const char *gpt_mm_forward_ep(gpt_gpu_t *g, void *out, int out_f32, const uint16
     (void)residual, (void)gelu_pre;
     return NO_GPU;
 }
-const char *gpt_mm_dinp_dgelu(gpt_gpu_t *g, uint16_t *dinp, const uint16_t *dout, const uint16_t *w, int N, int K,
-                              int OC, const uint16_t *gelu_pre) {
-    lt_plan_t *p = lt_plan(g, N, K, OC, LT_DGELU, 0);
-    if (p == NULL)
-        return "gpt_mm_dinp_dgelu: out of host memory";
-    if (p->ok) {
-        const float one = 1.0f, zero = 0.0f;
-        if (cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &gelu_pre,
-                                           sizeof gelu_pre))
-            return "cublasLtMatmulDescSetAttribute (aux) failed";
-        return cublas_text(cublasLtMatmul(g->lt, p->desc, &one, w, p->a, dout, p->b, &zero, dinp, p->c, dinp, p->d,
-                                          &p->algo, g->workspace, CUBLAS_WORKSPACE_BYTES, g->stream),
-                           "cublasLtMatmul (input gradient, GELU)");
-    }
-    const char *why = gpt_mm_dinp(g, dinp, dout, w, N, K, OC);
-    if (why)
-        return why;
-    return cuda_text((cudaError_t)gpt_gelu_backward_launch(dinp, gelu_pre, (size_t)N * K, g->stream),
-                     "GELU backward");
-}
-
 int gpt_mm_forward_ep_fused(gpt_gpu_t *g, int N, int K, int OC, int out_f32, int gelu) {
     (void)g, (void)N, (void)K, (void)OC, (void)out_f32, (void)gelu;
     return 0;
@@ -622,6 +621,9 @@ int gpt_gelu_backward_launch(uint16_t *a, const uint16_t *b, size_t c, uvmrt_str
     (void)a, (void)b, (void)c, (void)s; NOGPU_FAIL;
 }
 int gpt_f32_to_bf16_launch(uint16_t *a, const float *b, size_t c, uvmrt_stream_t s) {
+    (void)a, (void)b, (void)c, (void)s; NOGPU_FAIL;
+}
+int gpt_bf16_to_f32_launch(float *a, const uint16_t *b, size_t c, uvmrt_stream_t s) {
     (void)a, (void)b, (void)c, (void)s; NOGPU_FAIL;
 }
 int gpt_copy_f32_launch(float *a, const float *b, size_t c, uvmrt_stream_t s) {

@@ -237,15 +237,19 @@ static int ln_vec(int C, uintptr_t a16, uintptr_t a8) {
     return nv <= 4 ? 4 : nv <= 8 ? 8 : nv <= 12 ? 12 : 16;
 }
 
-/* Column sums in two passes: partial[chunk][c] over GPT_COLSUM_ROWS rows (32 column
- * groups x 8 row lanes per block, then the 8 lanes in order), then the chunks in order.
+/* Column sums: partial[chunk][c] over GPT_COLSUM_ROWS rows (32 column groups x 8 row
+ * lanes per block, then the 8 lanes in order), then the chunks in order by the last
+ * block of each column group (colsum_last_block).
  * Each thread sums VEC adjacent columns (16-byte loads where the width and alignment
  * allow: 8 bf16 or 4 fp32); every column's sum runs in the same order for any VEC, so
  * the vector and scalar kernels give the same bits. */
+__device__ __forceinline__ void colsum_last_block(float *out, float *out2, const float *part, const float *part2,
+                                                  int nchunks, int OC, int group_cols, int mode2);
+
 template <int MODE, int VEC> /* MODE 0: bf16 dout; 1: fp32 dout; 2: LayerNorm dw (dout*norm) and db */
 __global__ void colsum_partial_kernel(float *part, float *part2, const void *dout_,
                                       const float *inp, const float *mean, const float *rstd,
-                                      int N, int OC) {
+                                      int N, int OC, float *out, float *out2) {
     __shared__ float sh[8][32 * VEC], sh2[MODE == 2 ? 8 : 1][MODE == 2 ? 32 * VEC : 1];
     int c0 = (blockIdx.x * 32 + threadIdx.x) * VEC, chunk = blockIdx.y;
     int r0 = chunk * GPT_COLSUM_ROWS, r1 = min(N, r0 + GPT_COLSUM_ROWS);
@@ -321,17 +325,46 @@ __global__ void colsum_partial_kernel(float *part, float *part2, const void *dou
         if (MODE == 2)
             part2[(size_t)chunk * OC + c] = t2;
     }
+    colsum_last_block(out, out2, part, part2, (int)gridDim.y, OC, 32 * VEC, MODE == 2);
 }
 
-__global__ void colsum_finish_kernel(float *out, const float *part, int nchunks, int OC) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= OC)
+/* Per column group of colsum_partial_kernel's grid: how many of its chunks' blocks have
+ * written their partial sums. The block that finds itself last sums the chunks in order
+ * (as a second kernel over the chunks did before: the same bits) and sets its counter back to 0,
+ * so that a column sum is one launch. Calls on one stream run one after another, so one
+ * set of counters serves them all (gpt_kernels.h: one stream at a time). */
+#define COLSUM_GROUPS_MAX 4096
+__device__ unsigned colsum_done[COLSUM_GROUPS_MAX];
+
+__device__ __forceinline__ void colsum_last_block(float *out, float *out2, const float *part, const float *part2,
+                                                  int nchunks, int OC, int group_cols, int mode2) {
+    __shared__ unsigned last;
+    __threadfence(); /* this block's partials are visible before it counts itself done */
+    __syncthreads();
+    if (threadIdx.x == 0 && threadIdx.y == 0)
+        last = atomicAdd(&colsum_done[blockIdx.x], 1u) == (unsigned)nchunks - 1;
+    __syncthreads();
+    if (!last)
         return;
-    float s = 0.0f;
-    for (int k = 0; k < nchunks; k++)
-        s += part[(size_t)k * OC + c];
-    out[c] = s;
+    __threadfence();
+    for (int j = threadIdx.y * blockDim.x + threadIdx.x; j < group_cols; j += blockDim.x * blockDim.y) {
+        int c = blockIdx.x * group_cols + j;
+        if (c >= OC)
+            continue;
+        float t = 0.0f, t2 = 0.0f;
+        for (int k = 0; k < nchunks; k++) {
+            t += ((volatile const float *)part)[(size_t)k * OC + c];
+            if (mode2)
+                t2 += ((volatile const float *)part2)[(size_t)k * OC + c];
+        }
+        out[c] = t;
+        if (mode2)
+            out2[c] = t2;
+    }
+    if (threadIdx.x == 0 && threadIdx.y == 0)
+        colsum_done[blockIdx.x] = 0;
 }
+
 
 extern "C" size_t gpt_colsum_scratch_floats(int N, int OC) {
     return (size_t)ceil_div((size_t)N, GPT_COLSUM_ROWS) * (size_t)OC;
@@ -350,18 +383,18 @@ static int colsum(float *out, float *out2, float *scratch, const void *dout, con
     bool wide = OC % vec == 0 && ((uintptr_t)dout & 15) == 0 && (MODE != 2 || ((uintptr_t)inp & 15) == 0);
     if (MODE == 2)
         wide = wide && ((uintptr_t)dout & 7) == 0;
+    unsigned groups = ceil_div((size_t)OC, 32 * (wide ? vec : 1));
+    if (groups > COLSUM_GROUPS_MAX)
+        return (int)cudaErrorInvalidValue;
     if (wide) {
-        dim3 grid(ceil_div((size_t)OC, 32 * vec), (unsigned)nchunks);
+        dim3 grid(groups, (unsigned)nchunks);
         colsum_partial_kernel<MODE, MODE == 0 ? 8 : 4><<<grid, block, 0, s>>>(scratch, part2, dout, inp, mean,
-                                                                            rstd, N, OC);
+                                                                            rstd, N, OC, out, out2);
     } else {
-        dim3 grid(ceil_div((size_t)OC, 32), (unsigned)nchunks);
-        colsum_partial_kernel<MODE, 1><<<grid, block, 0, s>>>(scratch, part2, dout, inp, mean, rstd, N, OC);
+        dim3 grid(groups, (unsigned)nchunks);
+        colsum_partial_kernel<MODE, 1><<<grid, block, 0, s>>>(scratch, part2, dout, inp, mean, rstd, N, OC, out,
+                                                             out2);
     }
-    colsum_finish_kernel<<<ceil_div((size_t)OC, BLOCK), BLOCK, 0, s>>>(out, scratch, nchunks, OC);
-    if (MODE == 2)
-        colsum_finish_kernel<<<ceil_div((size_t)OC, BLOCK), BLOCK, 0, s>>>(out2, part2, nchunks,
-                                                                           OC);
     return last_error();
 }
 
@@ -551,6 +584,18 @@ extern "C" int gpt_f32_to_bf16_launch(uint16_t *out, const float *in, size_t n,
     f32_to_bf16_kernel<<<grid_for(n / 4), BLOCK, 0, (cudaStream_t)stream>>>(out,
                                                                            (const float4 *)in,
                                                                            n / 4);
+    return last_error();
+}
+
+__global__ void bf16_to_f32_kernel(float *out, const uint16_t *in, size_t n) {
+    GRID_STRIDE(i, n)
+        out[i] = bf(in, i);
+}
+
+extern "C" int gpt_bf16_to_f32_launch(float *out, const uint16_t *in, size_t n, uvmrt_stream_t stream) {
+    if (n == 0)
+        return (int)cudaErrorInvalidValue;
+    bf16_to_f32_kernel<<<grid_for(n), BLOCK, 0, (cudaStream_t)stream>>>(out, in, n);
     return last_error();
 }
 

@@ -9,7 +9,10 @@
  *
  * Determinism: no reduction uses atomics; every sum runs in a fixed order that
  * depends only on the shapes, so a run gives the same bits every time (the loss
- * logs of uvmrt-gpt are compared bitwise across budgets and policies).
+ * logs of uvmrt-gpt are compared bitwise across budgets and policies). (The column
+ * sums count their finished blocks with an atomic, to know which one sums the chunks
+ * last; the sums themselves keep their order. Those counters are shared: column sums
+ * run on one stream at a time.)
  * The matmuls are cuBLAS calls in gpt_gpu.c; these are the rest.
  */
 #ifndef UVMRT_GPT_KERNELS_H
@@ -70,6 +73,8 @@ int gpt_gelu_forward_launch(uint16_t *out, const uint16_t *inp, size_t n, uvmrt_
 int gpt_gelu_backward_launch(uint16_t *d, const uint16_t *inp, size_t n, uvmrt_stream_t stream);
 /* out (n,) bf16 = in (n,) fp32 rounded to nearest even, n % 4 == 0 */
 int gpt_f32_to_bf16_launch(uint16_t *out, const float *in, size_t n, uvmrt_stream_t stream);
+/* out (n,) fp32 = in (n,) bf16 */
+int gpt_bf16_to_f32_launch(float *out, const uint16_t *in, size_t n, uvmrt_stream_t stream);
 /* out (n,) fp32 = in, n % 4 == 0, both 16-byte aligned: one streaming pass (out may be
  * host memory the GPU writes over the link) */
 int gpt_copy_f32_launch(float *out, const float *in, size_t n, uvmrt_stream_t stream);

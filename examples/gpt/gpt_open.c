@@ -140,13 +140,13 @@ void gpt_run_open_gpu(gpt_run_t *run) {
                                              run->model.T, run->model.C, run->model.NH, note, sizeof note);
     if (why)
         gpt_run_fail(run, "%s", why);
-    double rate = gpt_attention_rate(gpt_gpu_attention_kind(run->gpu));
+    int kind = (int)gpt_gpu_attention_kind(run->gpu);
     if (note[0])
         fprintf(stderr, PROG ": note: the attention runs on the trainer's own kernels: %s\n", note);
     if (!run->set.opt->c.quiet)
         printf("  attention: %s%s\n", gpt_gpu_attention_name(run->gpu),
-               rate != run->attn_rate ? " (the layers' settings were chosen with cuDNN's declared rate)" : "");
-    run->attn_rate = rate;
+               kind != run->attn_kind ? " (the layers' settings were chosen with cuDNN's declared rate)" : "");
+    run->attn_kind = kind;
     run->uv.stream = gpt_gpu_stream(run->gpu);
     run->uv.cpu_stream = gpt_gpu_cpu_stream(run->gpu);
     run->model.device_bytes = gpt_gpu_device_bytes(run->gpu);

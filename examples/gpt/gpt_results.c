@@ -132,9 +132,9 @@ static int result_write(gpt_run_t *run, const char *path, const medians_t *m,
         json_object_set_new(root, "cpu_layers", json_integer(run->set.cpu_layers));
         /* the attention that ran (on sim: whose rate the calls declared) */
         json_object_set_new(root, "attention",
-                            json_string(run->gpu ? gpt_gpu_attention_name(run->gpu)
-                                        : run->attn_rate == gpt_attention_rate(GPT_ATTN_CUDNN) ? "cudnn"
-                                                                                               : "mma"));
+                            json_string(run->gpu                            ? gpt_gpu_attention_name(run->gpu)
+                                        : run->attn_kind == GPT_ATTN_CUDNN ? "cudnn"
+                                                                           : "mma"));
         /* the parameters the CPU's AdamW updates: its host-memory traffic, for a floor */
         uint64_t cpu_params = 0;
         for (int l = run->model.nl - run->set.cpu_layers; l < run->model.nl; l++)
