@@ -12,6 +12,9 @@
  * through shared memory, live in gpu_check_attention.cu, where gpt-gpu-check checks
  * and times this one against them.
  */
+#include <stdlib.h>
+#include <string.h>
+
 #include "gpt_kernels_common.cuh"
 
 /* ----------------------------------------------------------------------------
@@ -202,6 +205,62 @@ __global__ void layernorm_backward_dinp_vec_kernel(float *dinp, const uint16_t *
             di[c4] = d;
         }
     }
+}
+
+/* The same input gradient reading the row twice (16-byte loads, the second pass from the
+ * caches) instead of keeping it in registers: fewer registers, more warps per SM, and
+ * faster on the H200 (d48: 0.088 ms against 0.108 with the colsum, bench/README.md
+ * session 34): the default. */
+__global__ void layernorm_backward_dinp_reread_kernel(float *dinp, const uint16_t *dout, const float *inp,
+                                                      const uint16_t *w, const float *mean, const float *rstd, int N,
+                                                      int C, int accumulate) {
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (row >= N)
+        return;
+    const float4 *x = (const float4 *)(inp + (size_t)row * C);
+    const uint2 *dy = (const uint2 *)(dout + (size_t)row * C);
+    const uint2 *w4 = (const uint2 *)w;
+    int C4 = C / 4;
+    float m = mean[row], r = rstd[row], a = 0.0f, an = 0.0f;
+    for (int c4 = lane; c4 < C4; c4 += 32) {
+        float4 xv = x[c4];
+        uint2 dq = dy[c4], wq = w4[c4];
+        float2 d0 = __bfloat1622float2(*(__nv_bfloat162 *)&dq.x), d1 = __bfloat1622float2(*(__nv_bfloat162 *)&dq.y);
+        float2 w0 = __bfloat1622float2(*(__nv_bfloat162 *)&wq.x), w1 = __bfloat1622float2(*(__nv_bfloat162 *)&wq.y);
+        float4 nv = make_float4((xv.x - m) * r, (xv.y - m) * r, (xv.z - m) * r, (xv.w - m) * r);
+        float4 dn = make_float4(w0.x * d0.x, w0.y * d0.y, w1.x * d1.x, w1.y * d1.y);
+        a += (dn.x + dn.y) + (dn.z + dn.w);
+        an += (dn.x * nv.x + dn.y * nv.y) + (dn.z * nv.z + dn.w * nv.w);
+    }
+    a = warp_sum(a) / C;
+    an = warp_sum(an) / C;
+    float4 *di = (float4 *)(dinp + (size_t)row * C);
+    for (int c4 = lane; c4 < C4; c4 += 32) {
+        float4 xv = x[c4];
+        uint2 dq = dy[c4], wq = w4[c4];
+        float2 d0 = __bfloat1622float2(*(__nv_bfloat162 *)&dq.x), d1 = __bfloat1622float2(*(__nv_bfloat162 *)&dq.y);
+        float2 w0 = __bfloat1622float2(*(__nv_bfloat162 *)&wq.x), w1 = __bfloat1622float2(*(__nv_bfloat162 *)&wq.y);
+        float4 nv = make_float4((xv.x - m) * r, (xv.y - m) * r, (xv.z - m) * r, (xv.w - m) * r);
+        float4 dn = make_float4(w0.x * d0.x, w0.y * d0.y, w1.x * d1.x, w1.y * d1.y);
+        float4 d = make_float4((dn.x - a - nv.x * an) * r, (dn.y - a - nv.y * an) * r, (dn.z - a - nv.z * an) * r,
+                               (dn.w - a - nv.w * an) * r);
+        if (accumulate) {
+            float4 o = di[c4];
+            d = make_float4(o.x + d.x, o.y + d.y, o.z + d.z, o.w + d.w);
+        }
+        di[c4] = d;
+    }
+}
+
+/* UVMRT_GPT_LN_BWD=registers: LayerNorm's input gradient keeps each row in registers
+ * (for comparison; default: it reads the row twice). Read once per process. */
+static int ln_bwd_reread(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("UVMRT_GPT_LN_BWD");
+        v = !(e != NULL && strcmp(e, "registers") == 0);
+    }
+    return v;
 }
 
 __global__ void layernorm_backward_dinp_kernel(float *dinp, const uint16_t *dout,
@@ -425,7 +484,12 @@ extern "C" int gpt_layernorm_backward_launch(float *dinp, float *dw, float *db, 
         return (int)cudaErrorInvalidValue;
     cudaStream_t s = (cudaStream_t)stream;
     unsigned grid = ceil_div((size_t)N, BLOCK / 32);
-    switch (ln_vec(C, (uintptr_t)inp | (uintptr_t)dinp, (uintptr_t)dout | (uintptr_t)w)) {
+    int nv = ln_vec(C, (uintptr_t)inp | (uintptr_t)dinp, (uintptr_t)dout | (uintptr_t)w);
+    if (nv > 0 && ln_bwd_reread()) {
+        layernorm_backward_dinp_reread_kernel<<<grid, BLOCK, 0, s>>>(dinp, dout, inp, w, mean, rstd, N, C, accumulate);
+        return colsum<2>(dw, db, scratch, dout, inp, mean, rstd, N, C, s);
+    }
+    switch (nv) {
     case 4: layernorm_backward_dinp_vec_kernel<4><<<grid, BLOCK, 0, s>>>(dinp, dout, inp, w, mean, rstd, N, C, accumulate); break;
     case 8: layernorm_backward_dinp_vec_kernel<8><<<grid, BLOCK, 0, s>>>(dinp, dout, inp, w, mean, rstd, N, C, accumulate); break;
     case 12: layernorm_backward_dinp_vec_kernel<12><<<grid, BLOCK, 0, s>>>(dinp, dout, inp, w, mean, rstd, N, C, accumulate); break;
@@ -1325,9 +1389,26 @@ extern "C" int gpt_loss_finish_launch(const float *losses, int n, double *out,
 __global__ void sumsq_kernel(const float *g, size_t n, double *partials) {
     __shared__ double sh[BLOCK];
     double s = 0.0;
-    GRID_STRIDE(i, n) {
-        double x = g[i];
-        s += x * x;
+    if (((uintptr_t)g & 15) == 0) { /* 16-byte loads, then the last n % 4 */
+        const float4 *g4 = (const float4 *)g;
+        GRID_STRIDE(i, n / 4) {
+            float4 q = g4[i];
+            double a = q.x, b = q.y, c = q.z, d = q.w;
+            s += a * a;
+            s += b * b;
+            s += c * c;
+            s += d * d;
+        }
+        size_t i = (n / 4) * 4 + (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) {
+            double x = g[i];
+            s += x * x;
+        }
+    } else {
+        GRID_STRIDE(i, n) {
+            double x = g[i];
+            s += x * x;
+        }
     }
     sh[threadIdx.x] = s;
     __syncthreads();

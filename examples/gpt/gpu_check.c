@@ -433,6 +433,21 @@ static void check_adamw_norm(void) {
     float clip = 0;
     cuda_ok(cudaMemcpy(&clip, d_clip, 4, cudaMemcpyDeviceToHost), "copy");
     check("gradient norm clip factor", fabs(clip - 1.0 / (want + 1e-6)) * want, 1e-5);
+    /* the sum of squares itself, 16-byte loads (n % 4 == 0), then from an address they
+     * cannot take with n % 4 == 3 (the scalar loop) */
+    for (int k = 0; k < 2; k++) {
+        size_t off = (size_t)k, cnt = n - 3 * (size_t)k;
+        double ref = 0, got = 0, *parts = malloc(GPT_SUMSQ_BLOCKS * 8);
+        for (size_t i = 0; i < cnt; i++)
+            ref += (double)g[off + i] * g[off + i];
+        kernel_ok(gpt_sumsq_launch((const float *)d_g + off, cnt, d_parts, NULL), "sumsq");
+        cuda_ok(cudaMemcpy(parts, d_parts, GPT_SUMSQ_BLOCKS * 8, cudaMemcpyDeviceToHost), "copy");
+        for (int b = 0; b < GPT_SUMSQ_BLOCKS; b++)
+            got += parts[b];
+        check(k ? "sum of squares (scalar: offset, n % 4 == 3)" : "sum of squares (16-byte loads)",
+              fabs(got - ref) / ref, 1e-12);
+        free(parts);
+    }
     mlp_adamw_coef_t c = mlp_adamw_coef_make(1e-3, 0.1, 3, 1.0);
     kernel_ok(gpt_adamw_launch(d_w, d_m, d_v, d_g, d_h, n, &c, d_clip, NULL), "adamw");
     uvmrt_adamw_t hp = mlp_adamw_hp(1e-3, 0.1, 3, 1.0); /* c's hyperparameters */
