@@ -30,6 +30,18 @@ void cli_usage_error(const char *fmt, ...)
     exit(2);
 }
 
+int cli_parse_choice(const char *flag, const char *text, const char *const *names, int n)
+{
+    char list[256] = "";
+    size_t len = 0;
+    for (int i = 0; i < n; i++) {
+        if (strcmp(text, names[i]) == 0) return i;
+        int w = snprintf(list + len, sizeof list - len, "%s%s", i == 0 ? "" : i == n - 1 ? " or " : ", ", names[i]);
+        if (w > 0 && (size_t)w < sizeof list - len) len += (size_t)w;
+    }
+    cli_usage_error("%s '%s': expected %s", flag, text, list);
+}
+
 long long cli_parse_int(const char *flag, const char *text, long long lo, long long hi)
 {
     char *end = NULL;

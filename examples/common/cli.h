@@ -21,6 +21,9 @@ extern const char *cli_program;
 
 /* "PROG: message" and a hint to --help on stderr, then exit(2). */
 void cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+/* The index of text among the n names, or a usage error naming the flag, the value and
+ * the names ("--spill 'x': expected auto, moments or state"). */
+int cli_parse_choice(const char *flag, const char *text, const char *const *names, int n);
 /* A decimal integer in [lo, hi], or a usage error naming the flag and the range. */
 long long cli_parse_int(const char *flag, const char *text, long long lo, long long hi);
 /* A size (uvmrt_size_parse: 8G, 512MiB, 1048576), or "auto" as 0 when allowed

@@ -1036,7 +1036,7 @@ int main(int argc, char **argv) {
     run.uv.profile = uvmrt_context_profile(run.uv.ctx);
     /* the attention's declared rate: cuDNN's where a GPU run will try it (gpt_run_open_gpu
      * corrects it when cuDNN cannot run there), or where asked for on sim */
-    run.attn_kind = opt.attention == GPT_ATTENTION_CUDNN || (opt.attention == GPT_ATTENTION_AUTO &&
+    run.attn_kind = opt.attention == GPT_ATTN_CUDNN || (opt.attention == GPT_ATTN_AUTO &&
                                                               run.uv.backend == UVMRT_BACKEND_CUDA &&
                                                               gpt_gpu_cudnn_built())
                          ? GPT_ATTN_CUDNN

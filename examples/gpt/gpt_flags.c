@@ -112,11 +112,8 @@ static double parse_double(const char *flag, const char *text, double lo, double
 }
 
 static int parse_choice(const char *flag, const char *text, const char *a, const char *b) {
-    if (strcmp(text, a) == 0)
-        return 0;
-    if (strcmp(text, b) == 0)
-        return 1;
-    cli_usage_error("%s '%s': expected %s or %s", flag, text, a, b);
+    const char *names[] = {a, b};
+    return cli_parse_choice(flag, text, names, 2);
 }
 
 /* A file to read: not empty (existence is checked when it is opened). */
@@ -158,27 +155,19 @@ static void gpt_flag(int key, const char *arg, void *user) {
             cli_usage_error("--cpu-layers '': expected a number of layers or auto");
         st->cpu_layers = arg;
         break;
-    case F_ATTENTION:
-        if (strcmp(arg, "auto") == 0)
-            opt->attention = GPT_ATTENTION_AUTO;
-        else if (strcmp(arg, "cudnn") == 0)
-            opt->attention = GPT_ATTENTION_CUDNN;
-        else if (strcmp(arg, "mma") == 0)
-            opt->attention = GPT_ATTENTION_MMA;
-        else
-            cli_usage_error("--attention '%s': expected auto, cudnn or mma", arg);
+    case F_ATTENTION: {
+        static const char *const names[] = {"auto", "cudnn", "mma"};
+        static const gpt_attn_kind_t values[] = {GPT_ATTN_AUTO, GPT_ATTN_CUDNN, GPT_ATTN_MMA};
+        opt->attention = values[cli_parse_choice("--attention", arg, names, 3)];
         break;
+    }
     case F_PAGE_LOCKED: opt->no_page_lock = parse_choice("--page-locked", arg, "on", "off"); break;
-    case F_SPILL:
-        if (strcmp(arg, "auto") == 0)
-            opt->spill = GPT_SPILL_AUTO;
-        else if (strcmp(arg, "moments") == 0)
-            opt->spill = GPT_SPILL_MOMENTS;
-        else if (strcmp(arg, "state") == 0)
-            opt->spill = GPT_SPILL_STATE;
-        else
-            cli_usage_error("--spill '%s': expected auto, moments or state", arg);
+    case F_SPILL: {
+        static const char *const names[] = {"auto", "moments", "state"};
+        static const gpt_spill_t values[] = {GPT_SPILL_AUTO, GPT_SPILL_MOMENTS, GPT_SPILL_STATE};
+        opt->spill = values[cli_parse_choice("--spill", arg, names, 3)];
         break;
+    }
     case F_LR: opt->lr = parse_double("--lr", arg, 1e-12, 10.0); break;
     case F_WARMUP: opt->warmup = (int)cli_parse_int("--warmup", arg, 0, 10000000); break;
     case F_OPTIMIZER_ON:

@@ -11,6 +11,7 @@
 
 #include "uvmrt.h"
 #include "../common/cli.h"
+#include "gpt_gpu.h" /* gpt_attn_kind_t: --attention's values */
 
 #define GPT_PROG "uvmrt-gpt"
 #define GPT_AUTO (-1) /* --cpu-layers auto, --recompute auto */
@@ -33,13 +34,6 @@ typedef enum {
     GPT_SPILL_AUTO,     /* --spill auto (default): per layer, the least the host budget needs */
 } gpt_spill_t;
 
-/* --attention: which attention kernels (gpt_gpu.h's gpt_attn_kind_t, same values) */
-typedef enum gpt_attention {
-    GPT_ATTENTION_AUTO = 0,  /* cuDNN where it can run, else the trainer's mma kernels */
-    GPT_ATTENTION_CUDNN = 1, /* cuDNN's fused flash attention, or fail */
-    GPT_ATTENTION_MMA = 2,   /* the trainer's mma kernels */
-} gpt_attention_t;
-
 typedef struct gpt_options {
     cli_common_t c;             /* the shared flags: steps, seed, budget, policy, backend, ... */
     int depth;                  /* preset that chose layers/channels/heads (0: explicit) */
@@ -61,7 +55,7 @@ typedef struct gpt_options {
     /* with a disk tier: what of the CPU layers' state lives on it (every CPU layer's:
      * moments, state; auto: gpt_tier_plan chooses per layer) */
     gpt_spill_t spill;
-    gpt_attention_t attention; /* --attention */
+    gpt_attn_kind_t attention; /* --attention: GPT_ATTN_AUTO (default), _CUDNN or _MMA */
     int no_page_lock; /* --page-locked off: the CPU layers' state in managed memory */
     const char *dump_weights, *dump_grads, *init_weights;
     /* data */

@@ -136,7 +136,7 @@ void gpt_run_open_gpu(gpt_run_t *run) {
     if (run->gpu == NULL)
         gpt_run_fail(run, "GPU setup: %s", err);
     char note[512];
-    const char *why = gpt_gpu_attention_open(run->gpu, (gpt_attn_kind_t)run->set.opt->attention, run->model.B,
+    const char *why = gpt_gpu_attention_open(run->gpu, run->set.opt->attention, run->model.B,
                                              run->model.T, run->model.C, run->model.NH, note, sizeof note);
     if (why)
         gpt_run_fail(run, "%s", why);

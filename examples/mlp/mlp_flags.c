@@ -66,22 +66,16 @@ static void mlp_flag(int key, const char *arg, void *user) {
             cli_usage_error("--lr '%s': expected a positive number such as 1e-4", arg);
         break;
     }
-    case F_PRECISION:
-        if (strcmp(arg, "bf16") == 0)
-            opt->precision = MLP_BF16;
-        else if (strcmp(arg, "fp16") == 0)
-            opt->precision = MLP_FP16;
-        else
-            cli_usage_error("--precision '%s': expected bf16 or fp16", arg);
+    case F_PRECISION: {
+        static const char *const names[] = {"bf16", "fp16"};
+        opt->precision = cli_parse_choice("--precision", arg, names, 2) == 0 ? MLP_BF16 : MLP_FP16;
         break;
-    case F_OPTIMIZER_ON:
-        if (strcmp(arg, "gpu") == 0)
-            st->optimizer_on = 0;
-        else if (strcmp(arg, "cpu") == 0)
-            st->optimizer_on = 1;
-        else
-            cli_usage_error("--optimizer-on '%s': expected gpu or cpu", arg);
+    }
+    case F_OPTIMIZER_ON: {
+        static const char *const names[] = {"gpu", "cpu"};
+        st->optimizer_on = cli_parse_choice("--optimizer-on", arg, names, 2);
         break;
+    }
     case F_CPU_LAYERS:
         st->cpu_text = arg;
         if (strcmp(arg, "auto") == 0)
