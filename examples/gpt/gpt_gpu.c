@@ -431,11 +431,6 @@ const char *gpt_mm_dinp_dgelu(gpt_gpu_t *g, uint16_t *dinp, const uint16_t *dout
                      "GELU backward");
 }
 
-int gpt_mm_forward_ep_fused(gpt_gpu_t *g, int N, int K, int OC, int out_f32, int gelu) {
-    lt_plan_t *p = lt_plan(g, N, K, OC, out_f32 ? LT_RESID : gelu ? LT_GELU : LT_BIAS, out_f32);
-    return p != NULL && p->ok;
-}
-
 const char *gpt_mm_dinp(gpt_gpu_t *g, uint16_t *dinp, const uint16_t *dout, const uint16_t *w,
                         int N, int K, int OC) {
     const float one = 1.0f, zero = 0.0f;
@@ -523,10 +518,6 @@ const char *gpt_mm_forward_ep(gpt_gpu_t *g, void *out, int out_f32, const uint16
     (void)g, (void)out, (void)out_f32, (void)inp, (void)w, (void)N, (void)K, (void)OC, (void)bias;
     (void)residual, (void)gelu_pre;
     return NO_GPU;
-}
-int gpt_mm_forward_ep_fused(gpt_gpu_t *g, int N, int K, int OC, int out_f32, int gelu) {
-    (void)g, (void)N, (void)K, (void)OC, (void)out_f32, (void)gelu;
-    return 0;
 }
 const char *gpt_mm_dinp_dgelu(gpt_gpu_t *g, uint16_t *dinp, const uint16_t *dout, const uint16_t *w, int N, int K,
                               int OC, const uint16_t *gelu_pre) {

@@ -86,8 +86,6 @@ const char *gpt_mm_forward_ep(gpt_gpu_t *g, void *out, int out_f32, const uint16
  * and the GELU backward kernel (as gpt_mm_forward_ep chooses). */
 const char *gpt_mm_dinp_dgelu(gpt_gpu_t *g, uint16_t *dinp, const uint16_t *dout, const uint16_t *w, int N, int K,
                               int OC, const uint16_t *gelu_pre);
-/* 1 when gpt_mm_forward_ep takes cuBLASLt's fused path for this shape and epilogue. */
-int gpt_mm_forward_ep_fused(gpt_gpu_t *g, int N, int K, int OC, int out_f32, int gelu);
 
 /* Asynchronous copy on the stream (host memory should be pinned). */
 const char *gpt_gpu_copy(gpt_gpu_t *g, void *dst, const void *src, size_t bytes);
