@@ -728,6 +728,30 @@ static void tier_time(prediction_t *p)
  * for its forward and its update), which host memory carries too.
  * 0: it fits (p says how); -1: even every CPU layer's state is not enough (p: with all
  * of it); -2: the spill directory has less free space than the tier needs. */
+/* A disk tier of n layers (n_state of them with more than their moments) in p: moved
+ * bytes on the drive, reads and writes a step, the host need from host (the need without
+ * it) to need. */
+static void tier_set(prediction_t *p, uint64_t host, size_t n, size_t n_state, uint64_t moved, uint64_t reads,
+                     uint64_t writes, uint64_t need)
+{
+    p->host_without_disk = host;
+    p->disk_layers = n;
+    p->disk_state_layers = n_state;
+    p->disk_bytes = moved;
+    p->disk_read_bytes = reads;
+    p->disk_write_bytes = writes;
+    p->host_bytes_needed = need;
+}
+
+/* After tier_set and the host budget's check: -2 when the spill directory holds less than
+ * the tier's files, else 0 with the tier timed. */
+static int tier_fits_disk(prediction_t *p)
+{
+    if (g_spill_dir != NULL && p->disk_bytes > g_spill_free) return -2;
+    tier_time(p);
+    return 0;
+}
+
 static int tier_apply(const record_t *r, prediction_t *p)
 {
     uint64_t host = p->host_bytes_needed, moved = 0, reads = 0, need = host;
@@ -752,17 +776,9 @@ static int tier_apply(const record_t *r, prediction_t *p)
             need = host - moved + (staging < moved ? staging : moved);
         }
     free(share);
-    p->host_without_disk = host;
-    p->disk_layers = n;
-    p->disk_state_layers = n_state;
-    p->disk_bytes = moved;
-    p->disk_read_bytes = reads;
-    p->disk_write_bytes = moved;
-    p->host_bytes_needed = need;
+    tier_set(p, host, n, n_state, moved, reads, moved, need);
     if (n == 0 || need > g_host_budget) return -1;
-    if (g_spill_dir != NULL && moved > g_spill_free) return -2;
-    tier_time(p);
-    return 0;
+    return tier_fits_disk(p);
 }
 
 /* Whether the plan may use the disk tier: a spill directory and the profile's disk rates. */
@@ -813,17 +829,10 @@ static int record_tier_apply(const record_t *r, prediction_t *p)
     uint64_t host = p->host_bytes_needed, window = two_largest(share, r->n_layers + 1);
     free(share);
     free(state);
-    p->host_without_disk = host;
-    p->disk_layers = n;
-    p->disk_state_layers = n_state;
-    p->disk_bytes = moved;
-    p->disk_read_bytes = reads;
-    p->disk_write_bytes = writes;
-    p->host_bytes_needed = (host > moved ? host - moved : 0) + (window < moved ? window : moved);
+    tier_set(p, host, n, n_state, moved, reads, writes,
+             (host > moved ? host - moved : 0) + (window < moved ? window : moved));
     if (g_host_budget != 0 && p->host_bytes_needed > g_host_budget) return -1;
-    if (g_spill_dir != NULL && moved > g_spill_free) return -2;
-    tier_time(p);
-    return 0;
+    return tier_fits_disk(p);
 }
 
 /* Whether record r had tensors on the disk tier. */
