@@ -159,6 +159,36 @@ __global__ void layernorm_forward_kernel(uint16_t *out, float *mean, float *rstd
     }
 }
 
+/* LayerNorm backward, 4 columns at c4 of a row (the vector kernels' layout): the
+ * normalized input nv and dn = w * dout; their sums into a and an; the input gradient
+ * stored (added to dinp's when accumulate). Shared by the two input-gradient kernels,
+ * which so do the same arithmetic in the same order. */
+__device__ __forceinline__ void ln_bwd_elem(const float4 *x, const uint2 *dy, const uint2 *w4, int c4, float m,
+                                            float r, float4 *nv, float4 *dn) {
+    float4 xv = x[c4];
+    uint2 dq = dy[c4], wq = w4[c4];
+    float2 d0 = __bfloat1622float2(*(__nv_bfloat162 *)&dq.x), d1 = __bfloat1622float2(*(__nv_bfloat162 *)&dq.y);
+    float2 w0 = __bfloat1622float2(*(__nv_bfloat162 *)&wq.x), w1 = __bfloat1622float2(*(__nv_bfloat162 *)&wq.y);
+    *nv = make_float4((xv.x - m) * r, (xv.y - m) * r, (xv.z - m) * r, (xv.w - m) * r);
+    *dn = make_float4(w0.x * d0.x, w0.y * d0.y, w1.x * d1.x, w1.y * d1.y);
+}
+
+__device__ __forceinline__ void ln_bwd_add(float4 nv, float4 dn, float *a, float *an) {
+    *a += (dn.x + dn.y) + (dn.z + dn.w);
+    *an += (dn.x * nv.x + dn.y * nv.y) + (dn.z * nv.z + dn.w * nv.w);
+}
+
+__device__ __forceinline__ void ln_bwd_store(float4 *di, int c4, float4 nv, float4 dn, float a, float an, float r,
+                                             int accumulate) {
+    float4 d = make_float4((dn.x - a - nv.x * an) * r, (dn.y - a - nv.y * an) * r, (dn.z - a - nv.z * an) * r,
+                           (dn.w - a - nv.w * an) * r);
+    if (accumulate) {
+        float4 o = di[c4];
+        d = make_float4(o.x + d.x, o.y + d.y, o.z + d.z, o.w + d.w);
+    }
+    di[c4] = d;
+}
+
 /* the input gradient, the row's x, dout and w read once into registers (as above) */
 template <int NV>
 __global__ void layernorm_backward_dinp_vec_kernel(float *dinp, const uint16_t *dout, const float *inp,
@@ -177,14 +207,8 @@ __global__ void layernorm_backward_dinp_vec_kernel(float *dinp, const uint16_t *
     for (int k = 0; k < NV; k++) {
         int c4 = lane + 32 * k;
         if (c4 < C4) {
-            float4 xv = x[c4];
-            uint2 dq = dy[c4], wq = w4[c4];
-            float2 d0 = __bfloat1622float2(*(__nv_bfloat162 *)&dq.x), d1 = __bfloat1622float2(*(__nv_bfloat162 *)&dq.y);
-            float2 w0 = __bfloat1622float2(*(__nv_bfloat162 *)&wq.x), w1 = __bfloat1622float2(*(__nv_bfloat162 *)&wq.y);
-            nv[k] = make_float4((xv.x - m) * r, (xv.y - m) * r, (xv.z - m) * r, (xv.w - m) * r);
-            dn[k] = make_float4(w0.x * d0.x, w0.y * d0.y, w1.x * d1.x, w1.y * d1.y);
-            a += (dn[k].x + dn[k].y) + (dn[k].z + dn[k].w);
-            an += (dn[k].x * nv[k].x + dn[k].y * nv[k].y) + (dn[k].z * nv[k].z + dn[k].w * nv[k].w);
+            ln_bwd_elem(x, dy, w4, c4, m, r, &nv[k], &dn[k]);
+            ln_bwd_add(nv[k], dn[k], &a, &an);
         } else {
             nv[k] = dn[k] = make_float4(0.f, 0.f, 0.f, 0.f);
         }
@@ -196,13 +220,7 @@ __global__ void layernorm_backward_dinp_vec_kernel(float *dinp, const uint16_t *
     for (int k = 0; k < NV; k++) {
         int c4 = lane + 32 * k;
         if (c4 < C4) {
-            float4 d = make_float4((dn[k].x - a - nv[k].x * an) * r, (dn[k].y - a - nv[k].y * an) * r,
-                                   (dn[k].z - a - nv[k].z * an) * r, (dn[k].w - a - nv[k].w * an) * r);
-            if (accumulate) {
-                float4 o = di[c4];
-                d = make_float4(o.x + d.x, o.y + d.y, o.z + d.z, o.w + d.w);
-            }
-            di[c4] = d;
+            ln_bwd_store(di, c4, nv[k], dn[k], a, an, r, accumulate);
         }
     }
 }
@@ -223,32 +241,17 @@ __global__ void layernorm_backward_dinp_reread_kernel(float *dinp, const uint16_
     int C4 = C / 4;
     float m = mean[row], r = rstd[row], a = 0.0f, an = 0.0f;
     for (int c4 = lane; c4 < C4; c4 += 32) {
-        float4 xv = x[c4];
-        uint2 dq = dy[c4], wq = w4[c4];
-        float2 d0 = __bfloat1622float2(*(__nv_bfloat162 *)&dq.x), d1 = __bfloat1622float2(*(__nv_bfloat162 *)&dq.y);
-        float2 w0 = __bfloat1622float2(*(__nv_bfloat162 *)&wq.x), w1 = __bfloat1622float2(*(__nv_bfloat162 *)&wq.y);
-        float4 nv = make_float4((xv.x - m) * r, (xv.y - m) * r, (xv.z - m) * r, (xv.w - m) * r);
-        float4 dn = make_float4(w0.x * d0.x, w0.y * d0.y, w1.x * d1.x, w1.y * d1.y);
-        a += (dn.x + dn.y) + (dn.z + dn.w);
-        an += (dn.x * nv.x + dn.y * nv.y) + (dn.z * nv.z + dn.w * nv.w);
+        float4 nv, dn;
+        ln_bwd_elem(x, dy, w4, c4, m, r, &nv, &dn);
+        ln_bwd_add(nv, dn, &a, &an);
     }
     a = warp_sum(a) / C;
     an = warp_sum(an) / C;
     float4 *di = (float4 *)(dinp + (size_t)row * C);
     for (int c4 = lane; c4 < C4; c4 += 32) {
-        float4 xv = x[c4];
-        uint2 dq = dy[c4], wq = w4[c4];
-        float2 d0 = __bfloat1622float2(*(__nv_bfloat162 *)&dq.x), d1 = __bfloat1622float2(*(__nv_bfloat162 *)&dq.y);
-        float2 w0 = __bfloat1622float2(*(__nv_bfloat162 *)&wq.x), w1 = __bfloat1622float2(*(__nv_bfloat162 *)&wq.y);
-        float4 nv = make_float4((xv.x - m) * r, (xv.y - m) * r, (xv.z - m) * r, (xv.w - m) * r);
-        float4 dn = make_float4(w0.x * d0.x, w0.y * d0.y, w1.x * d1.x, w1.y * d1.y);
-        float4 d = make_float4((dn.x - a - nv.x * an) * r, (dn.y - a - nv.y * an) * r, (dn.z - a - nv.z * an) * r,
-                               (dn.w - a - nv.w * an) * r);
-        if (accumulate) {
-            float4 o = di[c4];
-            d = make_float4(o.x + d.x, o.y + d.y, o.z + d.z, o.w + d.w);
-        }
-        di[c4] = d;
+        float4 nv, dn;
+        ln_bwd_elem(x, dy, w4, c4, m, r, &nv, &dn);
+        ln_bwd_store(di, c4, nv, dn, a, an, r, accumulate);
     }
 }
 
@@ -1237,29 +1240,15 @@ extern "C" int gpt_attention_backward_launch(uint16_t *dqkv, float *delta, const
 
 #define CE_THREADS 512
 
-__global__ __launch_bounds__(CE_THREADS) void crossentropy_scalar_kernel(uint16_t *logits,
-                                                                  float *losses,
-                                                                  const int *targets, int V,
-                                                                  int Vp, float dscale) {
+/* A row's max M and sum S of exp(x - M) from each thread's online (m, s): the lanes of a
+ * warp, then the warps in order (the same order for every row: the same bits). */
+__device__ __forceinline__ void ce_row_max_sum(float m, float s, float *M_out, float *S_out) {
     __shared__ float shm[CE_THREADS / 32], shs[CE_THREADS / 32];
-    int row = blockIdx.x, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    bf16 *l = (bf16 *)logits + (size_t)row * Vp;
-    /* online max and sum per thread, then combined: warps, then the warps in order */
-    float m = -INFINITY, s = 0.0f;
-    for (int j = threadIdx.x; j < V; j += CE_THREADS) {
-        float x = __bfloat162float(l[j]);
-        if (x > m) {
-            s = s * __expf(m - x) + 1.0f;
-            m = x;
-        } else {
-            s += __expf(x - m);
-        }
-    }
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     for (int o = 16; o > 0; o >>= 1) {
         float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
         float mn = fmaxf(m, m2);
-        s = (m == -INFINITY ? 0.0f : s * __expf(m - mn)) +
-            (m2 == -INFINITY ? 0.0f : s2 * __expf(m2 - mn));
+        s = (m == -INFINITY ? 0.0f : s * __expf(m - mn)) + (m2 == -INFINITY ? 0.0f : s2 * __expf(m2 - mn));
         m = mn;
     }
     if (lane == 0) {
@@ -1272,6 +1261,29 @@ __global__ __launch_bounds__(CE_THREADS) void crossentropy_scalar_kernel(uint16_
         M = fmaxf(M, shm[w]);
     for (int w = 0; w < CE_THREADS / 32; w++)
         S += shm[w] == -INFINITY ? 0.0f : shs[w] * __expf(shm[w] - M);
+    *M_out = M;
+    *S_out = S;
+}
+
+__global__ __launch_bounds__(CE_THREADS) void crossentropy_scalar_kernel(uint16_t *logits,
+                                                                  float *losses,
+                                                                  const int *targets, int V,
+                                                                  int Vp, float dscale) {
+    int row = blockIdx.x;
+    bf16 *l = (bf16 *)logits + (size_t)row * Vp;
+    /* online max and sum per thread, then combined: warps, then the warps in order */
+    float m = -INFINITY, s = 0.0f;
+    for (int j = threadIdx.x; j < V; j += CE_THREADS) {
+        float x = __bfloat162float(l[j]);
+        if (x > m) {
+            s = s * __expf(m - x) + 1.0f;
+            m = x;
+        } else {
+            s += __expf(x - m);
+        }
+    }
+    float M, S;
+    ce_row_max_sum(m, s, &M, &S);
     int tgt = targets[row];
     float lt = __bfloat162float(l[tgt]);
     __syncthreads(); /* everyone has read l[tgt] before it is overwritten */
@@ -1289,8 +1301,7 @@ __global__ __launch_bounds__(CE_THREADS) void crossentropy_scalar_kernel(uint16_
 __global__ __launch_bounds__(CE_THREADS) void crossentropy_kernel(uint16_t *logits, float *losses,
                                                                   const int *targets, int V, int Vp,
                                                                   float dscale) {
-    __shared__ float shm[CE_THREADS / 32], shs[CE_THREADS / 32];
-    int row = blockIdx.x, lane = threadIdx.x % 32, warp = threadIdx.x / 32, V8 = Vp / 8;
+    int row = blockIdx.x, V8 = Vp / 8;
     uint4 *l8 = (uint4 *)(logits + (size_t)row * Vp);
     float m = -INFINITY, s = 0.0f;
     for (int j = threadIdx.x; j < V8; j += CE_THREADS) {
@@ -1312,22 +1323,8 @@ __global__ __launch_bounds__(CE_THREADS) void crossentropy_kernel(uint16_t *logi
                 s += __expf(x[k] - m);
         }
     }
-    for (int o = 16; o > 0; o >>= 1) {
-        float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
-        float mn = fmaxf(m, m2);
-        s = (m == -INFINITY ? 0.0f : s * __expf(m - mn)) + (m2 == -INFINITY ? 0.0f : s2 * __expf(m2 - mn));
-        m = mn;
-    }
-    if (lane == 0) {
-        shm[warp] = m;
-        shs[warp] = s;
-    }
-    __syncthreads();
-    float M = -INFINITY, S = 0.0f;
-    for (int w = 0; w < CE_THREADS / 32; w++)
-        M = fmaxf(M, shm[w]);
-    for (int w = 0; w < CE_THREADS / 32; w++)
-        S += shm[w] == -INFINITY ? 0.0f : shs[w] * __expf(shm[w] - M);
+    float M, S;
+    ce_row_max_sum(m, s, &M, &S);
     int tgt = targets[row];
     float lt = __bfloat162float(((const bf16 *)l8)[tgt]);
     __syncthreads(); /* everyone has read l[tgt] before it is overwritten */
