@@ -787,6 +787,44 @@ static int fwd_mma_1tile(uint16_t *out, float *lse, const uint16_t *qkv, int B, 
     return gpt_attention_forward_mma_tiles_launch(out, lse, qkv, B, T, C, NH, 1, s);
 }
 
+/* fwd (outputs poisoned with NaN first, so an element not written fails) against the fp32
+ * kernels' out and lse (want, wl); a->out and a->lse then hold fwd's. */
+static void attn_fwd_vs_fp32(attn_case_t *a, attn_fwd_fn fwd, const char *kind, const float *want,
+                             const float *wl) {
+    size_t no = (size_t)a->B * a->T * a->C, nl = (size_t)a->B * a->NH * a->T;
+    char name[96];
+    cuda_ok(cudaMemset(a->out, 0xff, no * 2), "poison");
+    cuda_ok(cudaMemset(a->lse, 0xff, nl * 4), "poison");
+    kernel_ok(fwd(a->out, a->lse, a->qkv, a->B, a->T, a->C, a->NH, NULL), kind);
+    float *got = host_b16(a->out, no), *gl = host_f32(a->lse, nl);
+    snprintf(name, sizeof name, "%s vs fp32 forward B%d NH%d T%d", kind, a->B, a->NH, a->T);
+    check(name, rel_l2(got, want, no), 1e-2);
+    snprintf(name, sizeof name, "%s vs fp32 lse B%d NH%d T%d", kind, a->B, a->NH, a->T);
+    check(name, rel_l2(gl, wl, nl), 1e-4);
+    free(got), free(gl);
+}
+
+/* bwd from the fp32 kernels' out and lse (r_out, r_lse) against their dqkv (wd), then
+ * again: the same bits (no atomics) */
+static void attn_bwd_vs_fp32(attn_case_t *a, attn_bwd_fn bwd, const char *kind, void *r_out, void *r_lse,
+                             const float *wd) {
+    size_t nq = (size_t)a->B * a->T * 3 * a->C;
+    char name[96];
+    uint16_t *b1 = malloc(nq * 2), *b2 = malloc(nq * 2);
+    cuda_ok(cudaMemset(a->dqkv, 0xff, nq * 2), "poison");
+    kernel_ok(bwd(a->dqkv, a->delta, a->dout, r_out, a->qkv, r_lse, a->B, a->T, a->C, a->NH, NULL), kind);
+    cuda_ok(cudaMemcpy(b1, a->dqkv, nq * 2, cudaMemcpyDeviceToHost), "copy");
+    float *gd = host_b16(a->dqkv, nq);
+    snprintf(name, sizeof name, "%s vs fp32 backward B%d NH%d T%d", kind, a->B, a->NH, a->T);
+    check(name, rel_l2(gd, wd, nq), 2e-2);
+    cuda_ok(cudaMemset(a->dqkv, 0xff, nq * 2), "poison");
+    kernel_ok(bwd(a->dqkv, a->delta, a->dout, r_out, a->qkv, r_lse, a->B, a->T, a->C, a->NH, NULL), kind);
+    cuda_ok(cudaMemcpy(b2, a->dqkv, nq * 2, cudaMemcpyDeviceToHost), "copy");
+    snprintf(name, sizeof name, "%s backward rerun bitwise B%d NH%d T%d", kind, a->B, a->NH, a->T);
+    check(name, memcmp(b1, b2, nq * 2) == 0 ? 0.0 : 1.0, 0.0);
+    free(b1), free(b2), free(gd);
+}
+
 static void attn_shape(int B, int NH, int T, int timed) {
     int C = NH * GPT_HEAD_SIZE;
     size_t N = (size_t)B * T, nq = N * 3 * C, no = N * C, nl = (size_t)B * NH * T;
@@ -805,14 +843,7 @@ static void attn_shape(int B, int NH, int T, int timed) {
     kernel_ok(gpt_attention_backward_simple_launch(r_dqkv, a.delta, a.dout, r_out, a.qkv, r_lse,
                                                    B, T, C, NH, NULL), "ref bwd");
     float *want = host_b16(r_out, no), *wl = host_f32(r_lse, nl), *wd = host_b16(r_dqkv, nq);
-    cuda_ok(cudaMemset(a.out, 0xff, no * 2), "poison");
-    cuda_ok(cudaMemset(a.lse, 0xff, nl * 4), "poison");
-    kernel_ok(gpt_attention_forward_mma_launch(a.out, a.lse, a.qkv, B, T, C, NH, NULL), "fwd");
-    float *got = host_b16(a.out, no), *gl = host_f32(a.lse, nl);
-    snprintf(name, sizeof name, "mma vs fp32 forward B%d NH%d T%d", B, NH, T);
-    check(name, rel_l2(got, want, no), 1e-2);
-    snprintf(name, sizeof name, "mma vs fp32 lse B%d NH%d T%d", B, NH, T);
-    check(name, rel_l2(gl, wl, nl), 1e-4);
+    attn_fwd_vs_fp32(&a, gpt_attention_forward_mma_launch, "mma", want, wl);
     /* one m-tile per warp does each row's arithmetic in the same order: same bits */
     uint16_t *o2 = malloc(no * 2), *o1 = malloc(no * 2);
     cuda_ok(cudaMemcpy(o2, a.out, no * 2, cudaMemcpyDeviceToHost), "copy");
@@ -823,43 +854,11 @@ static void attn_shape(int B, int NH, int T, int timed) {
     snprintf(name, sizeof name, "mma forward 1 vs 2 m-tiles bitwise B%d NH%d T%d", B, NH, T);
     check(name, memcmp(o1, o2, no * 2) == 0 ? 0.0 : 1.0, 0.0);
     free(o1), free(o2);
-    cuda_ok(cudaMemset(a.dqkv, 0xff, nq * 2), "poison");
-    kernel_ok(gpt_attention_backward_mma_launch(a.dqkv, a.delta, a.dout, r_out, a.qkv, r_lse, B,
-                                                T, C, NH, NULL), "bwd");
-    uint16_t *b1 = malloc(nq * 2), *b2 = malloc(nq * 2);
-    cuda_ok(cudaMemcpy(b1, a.dqkv, nq * 2, cudaMemcpyDeviceToHost), "copy");
-    float *gd = host_b16(a.dqkv, nq);
-    snprintf(name, sizeof name, "mma vs fp32 backward B%d NH%d T%d", B, NH, T);
-    check(name, rel_l2(gd, wd, nq), 2e-2);
-    cuda_ok(cudaMemset(a.dqkv, 0xff, nq * 2), "poison");
-    kernel_ok(gpt_attention_backward_mma_launch(a.dqkv, a.delta, a.dout, r_out, a.qkv, r_lse, B,
-                                                T, C, NH, NULL), "bwd");
-    cuda_ok(cudaMemcpy(b2, a.dqkv, nq * 2, cudaMemcpyDeviceToHost), "copy");
-    snprintf(name, sizeof name, "mma backward rerun bitwise B%d NH%d T%d", B, NH, T);
-    check(name, memcmp(b1, b2, nq * 2) == 0 ? 0.0 : 1.0, 0.0);
+    attn_bwd_vs_fp32(&a, gpt_attention_backward_mma_launch, "mma", r_out, r_lse, wd);
     int have_cudnn = cudnn_open(B, T, C, NH, 0);
     if (have_cudnn) {
-        cuda_ok(cudaMemset(a.out, 0xff, no * 2), "poison");
-        cuda_ok(cudaMemset(a.lse, 0xff, nl * 4), "poison");
-        kernel_ok(fwd_cudnn(a.out, a.lse, a.qkv, B, T, C, NH, NULL), "cudnn fwd");
-        float *cg = host_b16(a.out, no), *cl = host_f32(a.lse, nl);
-        snprintf(name, sizeof name, "cudnn vs fp32 forward B%d NH%d T%d", B, NH, T);
-        check(name, rel_l2(cg, want, no), 1e-2);
-        snprintf(name, sizeof name, "cudnn vs fp32 lse B%d NH%d T%d", B, NH, T);
-        check(name, rel_l2(cl, wl, nl), 1e-4);
-        /* the backward from the reference's out and lse, as the mma one above */
-        cuda_ok(cudaMemset(a.dqkv, 0xff, nq * 2), "poison");
-        kernel_ok(bwd_cudnn(a.dqkv, a.delta, a.dout, r_out, a.qkv, r_lse, B, T, C, NH, NULL), "cudnn bwd");
-        cuda_ok(cudaMemcpy(b1, a.dqkv, nq * 2, cudaMemcpyDeviceToHost), "copy");
-        float *cd = host_b16(a.dqkv, nq);
-        snprintf(name, sizeof name, "cudnn vs fp32 backward B%d NH%d T%d", B, NH, T);
-        check(name, rel_l2(cd, wd, nq), 2e-2);
-        cuda_ok(cudaMemset(a.dqkv, 0xff, nq * 2), "poison");
-        kernel_ok(bwd_cudnn(a.dqkv, a.delta, a.dout, r_out, a.qkv, r_lse, B, T, C, NH, NULL), "cudnn bwd");
-        cuda_ok(cudaMemcpy(b2, a.dqkv, nq * 2, cudaMemcpyDeviceToHost), "copy");
-        snprintf(name, sizeof name, "cudnn backward rerun bitwise B%d NH%d T%d", B, NH, T);
-        check(name, memcmp(b1, b2, nq * 2) == 0 ? 0.0 : 1.0, 0.0);
-        free(cg), free(cl), free(cd);
+        attn_fwd_vs_fp32(&a, fwd_cudnn, "cudnn", want, wl);
+        attn_bwd_vs_fp32(&a, bwd_cudnn, "cudnn", r_out, r_lse, wd);
     }
     if (timed) {
         double fl = 2.0 * B * NH * (double)T * T * GPT_HEAD_SIZE; /* causal: half of 4BHT^2d */
@@ -884,8 +883,7 @@ static void attn_shape(int B, int NH, int T, int timed) {
                    B, NH, T, cf, fl / cf / 1e9, mf / cf, cb, 2.5 * fl / cb / 1e9, mb / cb);
         }
     }
-    free(qb), free(db), free(want), free(wl), free(wd), free(got), free(gl), free(gd);
-    free(b1), free(b2);
+    free(qb), free(db), free(want), free(wl), free(wd);
     void *devs[] = {a.qkv, a.dout, a.out, a.lse, a.dqkv, a.delta, r_out, r_lse, r_dqkv};
     for (size_t i = 0; i < sizeof devs / sizeof devs[0]; i++)
         cuda_ok(cudaFree(devs[i]), "cudaFree");
