@@ -1039,6 +1039,61 @@ Test(gpt_trainer, attention_choice_sets_the_declared_rate) {
     scratch_done();
 }
 
+/* The logits buffer's bytes (the classifier's chunk of rows x Vp x 2) of a 2-step run. */
+static long long logits_bytes(const char *env, const char *args) {
+    char rep[512];
+    snprintf(rep, sizeof rep, "%s/rep.json", dir);
+    snprintf(gpt_env, sizeof gpt_env, "%s", env);
+    int st = gpt("--backend sim --layers 1 --vocab 256 --batch 8 --seq 1024 --steps 2 -q %s --report json:%s",
+                 args, rep);
+    cr_assert_eq(st, 0, "'%s' exited %d:\n%s", args, st, out);
+    json_t *r = json_file(rep), *ts = json_object_get(json_object_get(r, "memory"), "tensors");
+    long long bytes = -1;
+    for (size_t i = 0; i < json_array_size(ts); i++) {
+        json_t *t = json_array_get(ts, i);
+        if (strcmp(json_string_value(json_object_get(t, "name")), "logits") == 0)
+            bytes = (long long)json_integer_value(json_object_get(t, "size_bytes"));
+    }
+    json_decref(r);
+    cr_assert(bytes > 0, "no logits tensor in the report of '%s'", args);
+    return bytes;
+}
+
+/* The classifier's chunk follows the shape (powers of two from 2048 rows while rows x
+ * channels <= 8192 x 768, at most the batch's 8192 rows), never the budget, so losses stay
+ * bitwise equal across budgets; UVMRT_GPT_CHUNK_ROWS overrides it, a bad value is named. */
+Test(gpt_trainer, classifier_chunk_follows_the_shape_not_the_budget) {
+    scratch();
+    const long long row = 256 * 2; /* Vp 256, bf16 */
+    cr_expect_eq(logits_bytes("", "--channels 64 --heads 1"), 8192 * row, "64 channels: all 8192 rows");
+    cr_expect_eq(logits_bytes("", "--channels 64 --heads 1 --budget 48M"), 8192 * row, "the same under a budget");
+    cr_expect_eq(logits_bytes("", "--channels 1024 --heads 16"), 4096 * row, "1024 channels: 4096 rows");
+    cr_expect_eq(logits_bytes("", "--channels 1600 --heads 25"), 2048 * row, "1600 channels: 2048 rows");
+    cr_expect_eq(logits_bytes("UVMRT_GPT_CHUNK_ROWS=1000", "--channels 64 --heads 1"), 1000 * row, "the override");
+    cr_expect_eq(logits_bytes("UVMRT_GPT_CHUNK_ROWS=lots", "--channels 64 --heads 1"), 8192 * row,
+                 "a bad override is ignored");
+    cr_expect(strstr(out, "UVMRT_GPT_CHUNK_ROWS=lots") && strstr(out, "expected rows"),
+              "a bad override is named with what was expected:\n%s", out);
+    scratch_done();
+}
+
+/* The result's wall clock: from one step's end to the next's, after non-recording steps
+ * (none in a 2-step run: null, never 0). */
+Test(gpt_trainer, result_has_the_wall_clock_per_step) {
+    scratch();
+    json_t *r = split_run("");
+    json_t *w = json_object_get(r, "wall_ms_per_step_median");
+    cr_expect(json_is_real(w) && json_real_value(w) > 0, "4 steps: wall_ms_per_step_median is a positive number");
+    json_decref(r);
+    char path[512];
+    snprintf(path, sizeof path, "%s/r2.json", dir);
+    cr_assert_eq(gpt(SPLIT " --steps 2 --result-json %s", path), 0, "%s", out);
+    r = json_file(path);
+    cr_expect(json_is_null(json_object_get(r, "wall_ms_per_step_median")), "2 steps: null");
+    json_decref(r);
+    scratch_done();
+}
+
 Test(gpt_trainer, explicit_cpu_layers_and_recompute_reach_the_result) {
     scratch();
     static const struct {

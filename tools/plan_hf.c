@@ -31,7 +31,10 @@
  * at 0.42 of the GEMM rate, the backward at 0.30 */
 #define HF_ATTENTION_RATE_FWD 0.42
 #define HF_ATTENTION_RATE_BWD 0.30
-#define HF_CHUNK_ROWS 2048      /* uvmrt-gpt's classifier chunk: the logits buffer's rows */
+/* uvmrt-gpt's classifier chunk, the logits buffer's rows (gpt_chunk_rows): powers of two
+ * from 2048 while rows x hidden <= 8192 x 768 */
+#define HF_CHUNK_ROWS 2048
+#define HF_CHUNK_ELEMS (8192.0 * 768.0)
 
 /* The config's value as text for a message. */
 static void hf_value_text(const json_t *v, char *buf, size_t n)
@@ -214,7 +217,9 @@ json_t *hf_model_json(const char *path, const json_t *cfg, uint64_t seq, char *n
     json_t *h = hf_layer("head", d, p_head, 2 * T * C + stats * T + 4 * T, 6 * T * C * Vp, 0,
                          6 * T * C + 4 * T * Vp, 20 * T * C, tied ? 0 : 4);
     if (tied) json_object_set_new(h, "tied_to", json_string("embed"));
-    json_object_set_new(h, "forward_workspace_bytes", json_real(HF_CHUNK_ROWS * Vp * 2));
+    double chunk = HF_CHUNK_ROWS;
+    while (chunk * 2 * C <= HF_CHUNK_ELEMS) chunk *= 2;
+    json_object_set_new(h, "forward_workspace_bytes", json_real(chunk * Vp * 2));
     json_array_append_new(layers, h);
     char name[120];
     const char *nm = json_string_value(json_object_get(cfg, "_name_or_path"));

@@ -110,7 +110,9 @@ const char gpt_sim_cpu_stream = 0, gpt_sim_gpu_stream = 0;
  * tokens: the batch of a step, and the rows of each token for dwte (sorted by
  * token, rows in order: the encoder's backward sums them without atomics) */
 
-/* The rows of each input token, for the embedding's backward (inputs in tok_host). */
+/* The rows of each input token, for the embedding's backward (inputs in tok_host), after
+ * tok_host's first 2N: made while the GPU runs the forward (gpt_step_calls), copied by
+ * the embedding's backward. */
 void gpt_tokens_index(gpt_run_t *run) {
     int N = run->model.N, V = run->model.V;
     int *inp = run->tok_host, *tgt = inp + N, *rows = tgt + N, *start = rows + N;
@@ -149,7 +151,6 @@ static void tokens_prepare(gpt_run_t *run, int step) {
     } else {
         gpt_tokens_random(inp, tgt, run->model.B, run->model.T, V, run->set.opt->c.seed, step);
     }
-    gpt_tokens_index(run);
 }
 
 /* ----------------------------------------------------------------------------
@@ -326,10 +327,8 @@ void gpt_embed_forward(gpt_run_t *run, int side) {
     layer_open(run, 0, UVMRT_PHASE_FORWARD, &u, 0, (uint64_t)run->model.N * run->model.C * 8);
     weights_ready(run, 0);
     if (run->set.compute) {
-        gcheck(run,
-               gpt_gpu_copy(run->gpu, ptr(run->model.tokens), run->tok_host,
-                            (5 * (size_t)run->model.N + 1) * sizeof(int)),
-               0);
+        gcheck(run, gpt_gpu_copy(run->gpu, ptr(run->model.tokens), run->tok_host, 2 * (size_t)run->model.N * sizeof(int)),
+               0); /* inputs and targets; the backward's index follows (embed_backward) */
         const uint16_t *wte = b16(p->wh), *wpe = wte + (size_t)run->model.Vp * run->model.C;
         kcheck(run,
                gpt_encoder_forward_launch(f32(run->model.out[0]), ptr(run->model.tokens), wte, wpe,
@@ -344,7 +343,7 @@ void gpt_embed_forward(gpt_run_t *run, int side) {
 static void embed_backward(gpt_run_t *run) {
     const layer_params_t *p = &run->model.lp[0];
     use_list_t u = {.n = 0};
-    use_add(&u, run->model.tokens, R);
+    use_add(&u, run->model.tokens, RW); /* the index of the token rows arrives */
     use_add(&u, run->model.dres, R);
     use_add(&u, p->g, RW); /* the head wrote dwte; the embedding adds its rows */
     use_add(&u, run->model.gnorm, RW);
@@ -355,6 +354,7 @@ static void embed_backward(gpt_run_t *run) {
         int N = run->model.N;
         const int *tk = ptr(run->model.tokens);
         const int *rows = tk + 2 * N, *start = rows + N, *tok = start + N + 1;
+        gcheck(run, gpt_gpu_copy(run->gpu, (int *)rows, run->tok_host + 2 * N, (3 * (size_t)N + 1) * sizeof(int)), 0);
         float *dwte = f32(p->g), *dwpe = dwte + (size_t)run->model.Vp * run->model.C;
         kcheck(run,
                gpt_encoder_backward_launch(dwte, dwpe, f32(run->model.dres), rows, start, tok,
@@ -468,8 +468,8 @@ static void block_backward(gpt_run_t *run, int l) {
                     *ln2ms = f32(a->ln2_ms);
         if (recompute)
             block_forward_math(run, l, 0);
-        /* out = res2 + fcproj(gelu(fc(ln2(res2)))): dres is d out */
-        kcheck(run, gpt_f32_to_bf16_launch(dbf, dres, (size_t)N * C, s), "to bf16", l);
+        /* out = res2 + fcproj(gelu(fc(ln2(res2)))): dres is d out, dbf its bf16 copy (made
+         * by the LayerNorm backward above: lnf's or block l + 1's ln1) */
         kcheck(run, gpt_bias_grad_f32_launch(g + o[P_FCPROJB], cs, dres, N, C, s), "bias grad", l);
         gcheck(run, gpt_mm_dweight(run->gpu, g + o[P_FCPROJW], dbf, b16(a->fchg), N, 4 * C, C, 0.0f),
                l);
@@ -477,11 +477,10 @@ static void block_backward(gpt_run_t *run, int l) {
         kcheck(run, gpt_bias_grad_launch(g + o[P_FCB], cs, d4, N, 4 * C, s), "bias grad", l);
         gcheck(run, gpt_mm_dweight(run->gpu, g + o[P_FCW], d4, b16(a->ln2), N, C, 4 * C, 0.0f), l);
         gcheck(run, gpt_mm_dinp(run->gpu, dln, d4, wh + o[P_FCW], N, C, 4 * C), l);
-        kcheck(run, gpt_layernorm_backward_launch(dres, g + o[P_LN2W], g + o[P_LN2B], cs, dln,
+        kcheck(run, gpt_layernorm_backward_launch(dres, dbf, g + o[P_LN2W], g + o[P_LN2B], cs, dln,
                                                   f32(a->res2), wh + o[P_LN2W], ln2ms, ln2ms + N,
                                                   N, C, 1, s), "ln2 backward", l);
-        /* res2 = x + attproj(attention(qkv(ln1(x)))): dres is now d res2 */
-        kcheck(run, gpt_f32_to_bf16_launch(dbf, dres, (size_t)N * C, s), "to bf16", l);
+        /* res2 = x + attproj(attention(qkv(ln1(x)))): dres is now d res2, dbf its copy */
         kcheck(run, gpt_bias_grad_f32_launch(g + o[P_ATTPROJB], cs, dres, N, C, s), "bias grad", l);
         gcheck(run, gpt_mm_dweight(run->gpu, g + o[P_ATTPROJW], dbf, b16(a->atty), N, C, C, 0.0f),
                l);
@@ -495,8 +494,10 @@ static void block_backward(gpt_run_t *run, int l) {
         gcheck(run, gpt_mm_dweight(run->gpu, g + o[P_QKVW], dqkv, b16(a->ln1), N, C, 3 * C, 0.0f),
                l);
         gcheck(run, gpt_mm_dinp(run->gpu, dln, dqkv, wh + o[P_QKVW], N, C, 3 * C), l);
-        kcheck(run, gpt_layernorm_backward_launch(dres, g + o[P_LN1W], g + o[P_LN1B], cs, dln, x,
-                                                  wh + o[P_LN1W], ln1ms, ln1ms + N, N, C, 1, s),
+        /* dbf for block l - 1 (the embedding's backward reads dres only) */
+        kcheck(run, gpt_layernorm_backward_launch(dres, l > 1 ? dbf : NULL, g + o[P_LN1W], g + o[P_LN1B],
+                                                  cs, dln, x, wh + o[P_LN1W], ln1ms, ln1ms + N, N, C,
+                                                  1, s),
                "ln1 backward", l);
         kcheck(run,
                gpt_sumsq_launch(g, p->n,
@@ -577,6 +578,7 @@ static void head_backward(gpt_run_t *run) {
     use_add(&u, run->model.lnf_ms, R);
     use_add(&u, run->model.dln, R);
     use_add(&u, run->model.dres, W | S);
+    use_add(&u, run->model.dbf, W); /* dres in bf16, for block L's first matmuls */
     use_add(&u, run->model.colsum, RW);
     use_add(&u, p->g, W);
     use_add(&u, run->model.gnorm, RW);
@@ -586,7 +588,8 @@ static void head_backward(gpt_run_t *run) {
         const float *ms = f32(run->model.lnf_ms);
         float *g = f32(p->g);
         kcheck(run,
-               gpt_layernorm_backward_launch(f32(run->model.dres), g, g + C, f32(run->model.colsum),
+               gpt_layernorm_backward_launch(f32(run->model.dres), b16(run->model.dbf), g, g + C,
+                                             f32(run->model.colsum),
                                              b16(run->model.dln), f32(run->model.out[hl - 1]),
                                              b16(p->wh), ms, ms + N, N, C, 0, run->uv.stream),
                "lnf backward", hl);
@@ -802,6 +805,8 @@ void gpt_step_calls(gpt_run_t *run, int s, double lr) {
     const gpt_options_t *opt = run->set.opt;
     gpt_uv_step_begin(run);
     gpt_forward(run, run->loss_host ? &run->loss_host[s] : NULL, 0);
+    if (run->tok_host) /* on the host while the GPU runs the forward (a rehearsal has no tokens) */
+        gpt_tokens_index(run);
     head_backward(run);
     for (int l = run->model.L; l >= 1; l--)
         block_backward(run, l);
@@ -872,6 +877,7 @@ static void run_steps(gpt_run_t *run, FILE *loss_log) {
         run->uv.recording[s] = s == run->set.first || run->uv.side_step;
         run->uv.side_step = 0;
         train_step(run, s, lr);
+        run->end_s[s] = cli_now_s();
 
         if (gpt_computes(run)) {
             run->losses_out[s] = run->loss_host[s]; /* step_end waited for the stream */
@@ -999,12 +1005,13 @@ int main(int argc, char **argv) {
     gpt_shape_init(&run);
     size_t S = (size_t)opt.c.steps;
     run.losses_out = calloc(S, sizeof *run.losses_out);
+    run.end_s = calloc(S, sizeof *run.end_s);
     run.norms = calloc(S, sizeof *run.norms);
     run.uv.stats = calloc(S, sizeof *run.uv.stats);
     run.uv.recording = calloc(S, 1);
     run.val_step = calloc(S, sizeof *run.val_step);
     run.val_loss = calloc(S, sizeof *run.val_loss);
-    if (!run.losses_out || !run.norms || !run.uv.stats || !run.uv.recording || !run.val_step ||
+    if (!run.losses_out || !run.end_s || !run.norms || !run.uv.stats || !run.uv.recording || !run.val_step ||
         !run.val_loss) {
         fprintf(stderr, PROG ": out of host memory\n");
         gpt_steps_free(&run);

@@ -30,7 +30,6 @@
 
 #define GIB (1024.0 * 1024.0 * 1024.0) /* sizes: GiB */
 #define GB 1e9                          /* traffic: GB */
-enum { CHUNK_ROWS = 2048 };             /* classifier rows per chunk */
 /* kept free on the GPU beyond our allocations: real oversubscription can hang it */
 #define GPU_SAFETY_BYTES (4ull << 30)
 
@@ -82,7 +81,7 @@ typedef struct gpt_model {
     uvmrt_tensor_t *dqkv;     /* (N,3C) bf16 */
     uvmrt_tensor_t *delta;    /* (B,NH,T) fp32 attention backward scratch */
     uvmrt_tensor_t *colsum;   /* 2 * colsum scratch of 4C columns */
-    uvmrt_tensor_t *logits;   /* (CHUNK_ROWS, Vp) bf16 */
+    uvmrt_tensor_t *logits;   /* (chunk, Vp) bf16 */
     uvmrt_tensor_t *gnorm;    /* (nl, GPT_SUMSQ_BLOCKS) double partials, then float clip */
     uvmrt_tensor_t *gdev[2];  /* a block's fp32 gradient on the GPU, for a CPU block (NULL
                                * without blocks), one per slot (block l uses l % 2): while
@@ -143,6 +142,7 @@ typedef struct gpt_run {
     gpt_cpuopt_t *cpu;
     mlp_isa_t isa;
     double *losses_out;       /* (steps) */
+    double *end_s;            /* (steps): the host clock after each step's calls (cli_now_s) */
     float *norms;             /* (steps) */
     long adam_t;              /* AdamW updates done (its bias correction's t) */
     int cpu_last;             /* last step (local count) given to the CPU optimizer; -1 */
@@ -317,6 +317,9 @@ void gpt_simref_head_sample(gpt_run_t *run, int row);
 typedef struct medians {
     double ms, in_gb, out_gb, faults;
     int n;        /* steps they are medians of: the run's, less the recording ones */
+    double wall_ms; /* from one step's end to the next's (all the host does between,
+                     * the runtime's bookkeeping and printing too), after non-recording
+                     * steps; 0 when no two such steps follow each other */
 } medians_t;
 medians_t gpt_run_medians(const gpt_run_t *run);
 const char *gpt_source_name(gpt_source_t s);

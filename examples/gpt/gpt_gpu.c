@@ -592,10 +592,10 @@ int gpt_layernorm_forward_launch(uint16_t *a, float *b, float *c, const float *d
                                  uvmrt_stream_t s) {
     (void)a, (void)b, (void)c, (void)d, (void)e, (void)f, (void)g, (void)h, (void)s; NOGPU_FAIL;
 }
-int gpt_layernorm_backward_launch(float *a, float *b, float *c, float *d, const uint16_t *e,
+int gpt_layernorm_backward_launch(float *a, uint16_t *a2, float *b, float *c, float *d, const uint16_t *e,
                                   const float *f, const uint16_t *g, const float *h,
                                   const float *i, int j, int k, int l, uvmrt_stream_t s) {
-    (void)a, (void)b, (void)c, (void)d, (void)e, (void)f, (void)g, (void)h, (void)i, (void)j;
+    (void)a, (void)a2, (void)b, (void)c, (void)d, (void)e, (void)f, (void)g, (void)h, (void)i, (void)j;
     (void)k, (void)l, (void)s; NOGPU_FAIL;
 }
 int gpt_bias_broadcast_launch(uint16_t *a, const uint16_t *b, int c, int d, uvmrt_stream_t s) {
@@ -656,3 +656,27 @@ int gpt_adamw_launch(float *a, float *b, float *c, const float *d, uint16_t *e, 
     (void)a, (void)b, (void)c, (void)d, (void)e, (void)f, (void)g, (void)h, (void)s; NOGPU_FAIL;
 }
 #endif
+
+/* Classifier rows per chunk: the most rows, a power of two from GPT_CHUNK_ROWS, with rows
+ * x C at most GPT_CHUNK_ELEMS, and at most N. Larger chunks make fewer, fuller matmuls: on
+ * the H200 (bench/README.md, session 35) C 768 takes 3.02 ms a step in one chunk of 8192
+ * rows against 3.42 in four of 2048; at C 1600 the 2048-row chunks cost 0.4% of a step
+ * and keep the logits buffer 412 MB smaller under a budget. It depends on the shape only,
+ * never on the budget, so the losses stay bitwise equal across budgets.
+ * UVMRT_GPT_CHUNK_ROWS=R sets R instead (for measurement). */
+int gpt_chunk_rows(int N, int C) {
+    long rows = GPT_CHUNK_ROWS;
+    while (C > 0 && rows * 2 * C <= GPT_CHUNK_ELEMS)
+        rows *= 2;
+    const char *e = getenv("UVMRT_GPT_CHUNK_ROWS");
+    if (e != NULL && *e) {
+        char *end = NULL;
+        long v = strtol(e, &end, 10);
+        if (*end != '\0' || v < 1 || v > (1L << 20))
+            fprintf(stderr, "uvmrt-gpt: UVMRT_GPT_CHUNK_ROWS=%s: expected rows 1-1048576; using %ld\n",
+                    e, rows);
+        else
+            rows = v;
+    }
+    return N < rows ? N : (int)rows;
+}

@@ -20,6 +20,12 @@ typedef struct gpt_gpu gpt_gpu_t;
 
 /* 1 when this build has CUDA and cuBLAS. */
 int gpt_gpu_built(void);
+
+/* The classifier's rows per chunk (its logits buffer's rows) for N rows of C channels:
+ * powers of two from GPT_CHUNK_ROWS while rows x C <= GPT_CHUNK_ELEMS (8192 at C 768, 2048
+ * at C 1600; tools/plan_hf.c follows the same rule) */
+enum { GPT_CHUNK_ROWS = 2048, GPT_CHUNK_ELEMS = 8192 * 768 };
+int gpt_chunk_rows(int N, int C);
 /* The stream, a cuBLAS handle on it with a fixed workspace (cuBLAS then picks the
  * same kernels every run: reproducible). NULL with a message in err on failure. */
 gpt_gpu_t *gpt_gpu_open(char *err, size_t errlen);

@@ -12,6 +12,7 @@
  * through shared memory, live in gpu_check_attention.cu, where gpt-gpu-check checks
  * and times this one against them.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -178,8 +179,10 @@ __device__ __forceinline__ void ln_bwd_add(float4 nv, float4 dn, float *a, float
     *an += (dn.x * nv.x + dn.y * nv.y) + (dn.z * nv.z + dn.w * nv.w);
 }
 
-__device__ __forceinline__ void ln_bwd_store(float4 *di, int c4, float4 nv, float4 dn, float a, float an, float r,
-                                             int accumulate) {
+/* dbf (or NULL): the stored gradient in bf16 as well (round to nearest, as
+ * f32_to_bf16_kernel), for the next matmul, which so needs no conversion pass */
+__device__ __forceinline__ void ln_bwd_store(float4 *di, uint2 *dbf, int c4, float4 nv, float4 dn, float a, float an,
+                                             float r, int accumulate) {
     float4 d = make_float4((dn.x - a - nv.x * an) * r, (dn.y - a - nv.y * an) * r, (dn.z - a - nv.z * an) * r,
                            (dn.w - a - nv.w * an) * r);
     if (accumulate) {
@@ -187,13 +190,17 @@ __device__ __forceinline__ void ln_bwd_store(float4 *di, int c4, float4 nv, floa
         d = make_float4(o.x + d.x, o.y + d.y, o.z + d.z, o.w + d.w);
     }
     di[c4] = d;
+    if (dbf != NULL) {
+        __nv_bfloat162 lo = __floats2bfloat162_rn(d.x, d.y), hi = __floats2bfloat162_rn(d.z, d.w);
+        dbf[c4] = make_uint2(*(unsigned *)&lo, *(unsigned *)&hi);
+    }
 }
 
 /* the input gradient, the row's x, dout and w read once into registers (as above) */
 template <int NV>
-__global__ void layernorm_backward_dinp_vec_kernel(float *dinp, const uint16_t *dout, const float *inp,
-                                                   const uint16_t *w, const float *mean, const float *rstd,
-                                                   int N, int C, int accumulate) {
+__global__ void layernorm_backward_dinp_vec_kernel(float *dinp, uint16_t *dinp_bf16, const uint16_t *dout,
+                                                   const float *inp, const uint16_t *w, const float *mean,
+                                                   const float *rstd, int N, int C, int accumulate) {
     int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= N)
         return;
@@ -216,11 +223,12 @@ __global__ void layernorm_backward_dinp_vec_kernel(float *dinp, const uint16_t *
     a = warp_sum(a) / C;
     an = warp_sum(an) / C;
     float4 *di = (float4 *)(dinp + (size_t)row * C);
+    uint2 *db = dinp_bf16 != NULL ? (uint2 *)(dinp_bf16 + (size_t)row * C) : NULL;
 #pragma unroll
     for (int k = 0; k < NV; k++) {
         int c4 = lane + 32 * k;
         if (c4 < C4) {
-            ln_bwd_store(di, c4, nv[k], dn[k], a, an, r, accumulate);
+            ln_bwd_store(di, db, c4, nv[k], dn[k], a, an, r, accumulate);
         }
     }
 }
@@ -229,9 +237,9 @@ __global__ void layernorm_backward_dinp_vec_kernel(float *dinp, const uint16_t *
  * caches) instead of keeping it in registers: fewer registers, more warps per SM, and
  * faster on the H200 (d48: 0.088 ms against 0.108 with the colsum, bench/README.md
  * session 34): the default. */
-__global__ void layernorm_backward_dinp_reread_kernel(float *dinp, const uint16_t *dout, const float *inp,
-                                                      const uint16_t *w, const float *mean, const float *rstd, int N,
-                                                      int C, int accumulate) {
+__global__ void layernorm_backward_dinp_reread_kernel(float *dinp, uint16_t *dinp_bf16, const uint16_t *dout,
+                                                      const float *inp, const uint16_t *w, const float *mean,
+                                                      const float *rstd, int N, int C, int accumulate) {
     int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= N)
         return;
@@ -248,10 +256,11 @@ __global__ void layernorm_backward_dinp_reread_kernel(float *dinp, const uint16_
     a = warp_sum(a) / C;
     an = warp_sum(an) / C;
     float4 *di = (float4 *)(dinp + (size_t)row * C);
+    uint2 *db = dinp_bf16 != NULL ? (uint2 *)(dinp_bf16 + (size_t)row * C) : NULL;
     for (int c4 = lane; c4 < C4; c4 += 32) {
         float4 nv, dn;
         ln_bwd_elem(x, dy, w4, c4, m, r, &nv, &dn);
-        ln_bwd_store(di, c4, nv, dn, a, an, r, accumulate);
+        ln_bwd_store(di, db, c4, nv, dn, a, an, r, accumulate);
     }
 }
 
@@ -266,7 +275,7 @@ static int ln_bwd_reread(void) {
     return v;
 }
 
-__global__ void layernorm_backward_dinp_kernel(float *dinp, const uint16_t *dout,
+__global__ void layernorm_backward_dinp_kernel(float *dinp, uint16_t *dinp_bf16, const uint16_t *dout,
                                                const float *inp, const uint16_t *w,
                                                const float *mean, const float *rstd, int N,
                                                int C, int accumulate) {
@@ -287,6 +296,8 @@ __global__ void layernorm_backward_dinp_kernel(float *dinp, const uint16_t *dout
         float d = (dn - a - norm * an) * r;
         size_t i = (size_t)row * C + c;
         dinp[i] = accumulate ? dinp[i] + d : d;
+        if (dinp_bf16 != NULL)
+            bf_store(dinp_bf16, i, dinp[i]);
     }
 }
 
@@ -478,7 +489,7 @@ extern "C" int gpt_layernorm_forward_launch(uint16_t *out, float *mean, float *r
     return last_error();
 }
 
-extern "C" int gpt_layernorm_backward_launch(float *dinp, float *dw, float *db, float *scratch,
+extern "C" int gpt_layernorm_backward_launch(float *dinp, uint16_t *dinp_bf16, float *dw, float *db, float *scratch,
                                              const uint16_t *dout, const float *inp,
                                              const uint16_t *w, const float *mean,
                                              const float *rstd, int N, int C, int accumulate,
@@ -487,18 +498,18 @@ extern "C" int gpt_layernorm_backward_launch(float *dinp, float *dw, float *db, 
         return (int)cudaErrorInvalidValue;
     cudaStream_t s = (cudaStream_t)stream;
     unsigned grid = ceil_div((size_t)N, BLOCK / 32);
-    int nv = ln_vec(C, (uintptr_t)inp | (uintptr_t)dinp, (uintptr_t)dout | (uintptr_t)w);
+    int nv = ln_vec(C, (uintptr_t)inp | (uintptr_t)dinp, (uintptr_t)dout | (uintptr_t)w | (uintptr_t)dinp_bf16);
     if (nv > 0 && ln_bwd_reread()) {
-        layernorm_backward_dinp_reread_kernel<<<grid, BLOCK, 0, s>>>(dinp, dout, inp, w, mean, rstd, N, C, accumulate);
+        layernorm_backward_dinp_reread_kernel<<<grid, BLOCK, 0, s>>>(dinp, dinp_bf16, dout, inp, w, mean, rstd, N, C, accumulate);
         return colsum<2>(dw, db, scratch, dout, inp, mean, rstd, N, C, s);
     }
     switch (nv) {
-    case 4: layernorm_backward_dinp_vec_kernel<4><<<grid, BLOCK, 0, s>>>(dinp, dout, inp, w, mean, rstd, N, C, accumulate); break;
-    case 8: layernorm_backward_dinp_vec_kernel<8><<<grid, BLOCK, 0, s>>>(dinp, dout, inp, w, mean, rstd, N, C, accumulate); break;
-    case 12: layernorm_backward_dinp_vec_kernel<12><<<grid, BLOCK, 0, s>>>(dinp, dout, inp, w, mean, rstd, N, C, accumulate); break;
-    case 16: layernorm_backward_dinp_vec_kernel<16><<<grid, BLOCK, 0, s>>>(dinp, dout, inp, w, mean, rstd, N, C, accumulate); break;
+    case 4: layernorm_backward_dinp_vec_kernel<4><<<grid, BLOCK, 0, s>>>(dinp, dinp_bf16, dout, inp, w, mean, rstd, N, C, accumulate); break;
+    case 8: layernorm_backward_dinp_vec_kernel<8><<<grid, BLOCK, 0, s>>>(dinp, dinp_bf16, dout, inp, w, mean, rstd, N, C, accumulate); break;
+    case 12: layernorm_backward_dinp_vec_kernel<12><<<grid, BLOCK, 0, s>>>(dinp, dinp_bf16, dout, inp, w, mean, rstd, N, C, accumulate); break;
+    case 16: layernorm_backward_dinp_vec_kernel<16><<<grid, BLOCK, 0, s>>>(dinp, dinp_bf16, dout, inp, w, mean, rstd, N, C, accumulate); break;
     default:
-        layernorm_backward_dinp_kernel<<<grid, BLOCK, 0, s>>>(dinp, dout, inp, w, mean, rstd, N, C, accumulate);
+        layernorm_backward_dinp_kernel<<<grid, BLOCK, 0, s>>>(dinp, dinp_bf16, dout, inp, w, mean, rstd, N, C, accumulate);
         break;
     }
     return colsum<2>(dw, db, scratch, dout, inp, mean, rstd, N, C, s);
@@ -1297,7 +1308,10 @@ __global__ __launch_bounds__(CE_THREADS) void crossentropy_scalar_kernel(uint16_
 }
 
 /* The same row job with 16-byte loads and stores (8 logits a thread at a time; Vp % 8 ==
- * 0 and 16-byte aligned rows): each thread's online max and sum take 8 logits a step. */
+ * 0 and 16-byte aligned rows): each thread's online max and sum take 8 logits a step.
+ * The second pass runs from the row's end, whose lines were read last (likelier still in
+ * L2). A block a row: fewer blocks walking the rows (2-4 an SM, so that the rows read
+ * twice fit L2) were 5-15% slower on the H200 (bench/README.md, session 35). */
 __global__ __launch_bounds__(CE_THREADS) void crossentropy_kernel(uint16_t *logits, float *losses,
                                                                   const int *targets, int V, int Vp,
                                                                   float dscale) {
@@ -1331,7 +1345,7 @@ __global__ __launch_bounds__(CE_THREADS) void crossentropy_kernel(uint16_t *logi
     if (threadIdx.x == 0)
         losses[row] = logf(S) + M - lt;
     float inv = 1.0f / S;
-    for (int j = threadIdx.x; j < V8; j += CE_THREADS) {
+    for (int j = V8 - 1 - threadIdx.x; j >= 0; j -= CE_THREADS) {
         uint4 q = l8[j];
         bf16 *h = (bf16 *)&q;
 #pragma unroll

@@ -55,9 +55,11 @@ int gpt_encoder_backward_launch(float *dwte, float *dwpe, const float *dout,
 int gpt_layernorm_forward_launch(uint16_t *out, float *mean, float *rstd, const float *inp,
                                  const uint16_t *w, const uint16_t *b, int N, int C,
                                  uvmrt_stream_t stream);
-/* dinp (N,C) fp32 += (accumulate) or = the input gradient from dout (N,C) bf16;
- * dw, db (C,) fp32 overwritten; scratch: 2 * gpt_colsum_scratch_floats(N, C) floats. */
-int gpt_layernorm_backward_launch(float *dinp, float *dw, float *db, float *scratch,
+/* dinp (N,C) fp32 += (accumulate) or = the input gradient from dout (N,C) bf16, and
+ * dinp_bf16 (N,C) bf16 (unless NULL) = the result rounded to bf16 (as
+ * gpt_f32_to_bf16_launch would); dw, db (C,) fp32 overwritten; scratch: 2 *
+ * gpt_colsum_scratch_floats(N, C) floats. */
+int gpt_layernorm_backward_launch(float *dinp, uint16_t *dinp_bf16, float *dw, float *db, float *scratch,
                                   const uint16_t *dout, const float *inp, const uint16_t *w,
                                   const float *mean, const float *rstd, int N, int C,
                                   int accumulate, uvmrt_stream_t stream);

@@ -39,6 +39,11 @@ medians_t gpt_run_medians(const gpt_run_t *run) {
         }
     m.ms = cli_median(ms, n), m.in_gb = cli_median(in, n), m.out_gb = cli_median(out, n);
     m.faults = cli_median(faults, n), m.n = (int)n;
+    n = 0; /* wall: steps whose predecessor is not a recording step */
+    for (int s = run->set.first + 1; s < run->set.stop; s++)
+        if (!run->uv.recording[s] && !run->uv.recording[s - 1] && run->end_s[s] > 0 && run->end_s[s - 1] > 0)
+            ms[n++] = (run->end_s[s] - run->end_s[s - 1]) * 1e3;
+    m.wall_ms = n > 0 ? cli_median(ms, n) : 0.0;
     free(v);
     return m;
 }
@@ -130,6 +135,9 @@ static int result_write(gpt_run_t *run, const char *path, const medians_t *m,
                             : run->ref       ? json_string("cpu-reference")
                                              : json_null());
         json_object_set_new(root, "cpu_layers", json_integer(run->set.cpu_layers));
+        /* the step as the host sees it, end to end (ms_per_step_median is the runtime's
+         * step: from uvmrt_step_begin to uvmrt_step_end's return) */
+        json_object_set_new(root, "wall_ms_per_step_median", m->wall_ms > 0 ? json_real(m->wall_ms) : json_null());
         /* the attention that ran (on sim: whose rate the calls declared) */
         json_object_set_new(root, "attention",
                             json_string(run->gpu                            ? gpt_gpu_attention_name(run->gpu)
@@ -163,6 +171,7 @@ int gpt_outputs_write(gpt_run_t *run, const medians_t *m, const uvmrt_summary_t 
 /* The per-step arrays main allocates. */
 void gpt_steps_free(gpt_run_t *run) {
     free(run->losses_out);
+    free(run->end_s);
     free(run->norms);
     free(run->uv.stats);
     free(run->uv.recording);

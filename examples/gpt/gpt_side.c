@@ -32,7 +32,6 @@ void gpt_validate(gpt_run_t *run, int s) {
         int *inp = run->tok_host, *tgt = inp + run->model.N;
         if (gpt_data_next(run->val, (int32_t *)inp, (int32_t *)tgt, err, sizeof err) != 0)
             gpt_run_fail(run, "validation data, batch %d: %s", k + 1, err);
-        gpt_tokens_index(run);
         double *dst = run->loss_host ? &run->loss_host[run->set.opt->c.steps + k] : NULL;
         gpt_uv_step_begin(run);
         gpt_forward(run, dst, 1);
@@ -132,7 +131,6 @@ void gpt_sample_run(gpt_run_t *run, int s) {
         int w0 = len > T ? len - T : 0, wl = len - w0;
         memset(run->tok_host, 0, (5 * (size_t)run->model.N + 1) * sizeof(int));
         memcpy(run->tok_host, seq + w0, (size_t)wl * sizeof *seq);
-        gpt_tokens_index(run);
         gpt_uv_step_begin(run);
         /* after a validation pass this follows its plan up to the head, which reads a
          * subset of what validation's head reads: nothing it needs was dropped */

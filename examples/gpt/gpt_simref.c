@@ -131,7 +131,7 @@ static void sumsq(gpt_run_t *run, int l, const float *g, size_t n) {
 
 void gpt_simref_embed_forward(gpt_run_t *run) {
     int N = run->model.N, C = run->model.C;
-    memcpy(ptr(run->model.tokens), run->tok_host, (5 * (size_t)N + 1) * sizeof(int));
+    memcpy(ptr(run->model.tokens), run->tok_host, 2 * (size_t)N * sizeof(int)); /* inputs, targets */
     const float *wte = weights(run, 0), *wpe = wte + (size_t)run->model.Vp * C;
     gref_encoder_forward(f32(run->model.out[0]), ptr(run->model.tokens), wte, wpe, run->model.B,
                          run->model.T, C);

@@ -37,8 +37,9 @@ void gpt_shape_init(gpt_run_t *run) {
         m->boff[k] = off;
         off += sz[k];
     }
-    m->chunk = m->N < CHUNK_ROWS ? m->N : CHUNK_ROWS;
+    m->chunk = gpt_chunk_rows(m->N, m->C);
 }
+
 
 static size_t layer_nparams(const gpt_run_t *run, int layer, size_t *n_decay) {
     size_t C = (size_t)run->model.C, n;

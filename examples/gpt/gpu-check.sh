@@ -6,7 +6,8 @@
 # bitwise equal resident vs --budget 2G for both optimizer placements, and resident vs
 # --budget 1G for a split optimizer (--cpu-layers 3) and for --recompute 2 (and the
 # auto choice, and a changed choice applied mid-run), then timings of --depth 12 and --depth 48 (B=8, T=1024) resident and
-# at --budget 8G (auto: cpu_layers and recompute chosen by uvmrt).
+# at --budget 8G (auto: cpu_layers and recompute chosen by uvmrt), whose loss logs must
+# equal the resident ones bitwise too.
 # Every result goes to OUTDIR (default ./gpt-gpu-check); exit 1 when a check failed.
 set -u
 OUT=${1:-gpt-gpu-check}
@@ -96,15 +97,19 @@ if cmp -s "$OUT/loss-d12-mixed-resident.txt" "$OUT/loss-d12-replan-1g.txt"; then
     note "re-plan applied after step 4: loss log identical to the mixed resident run"
 else note "re-plan applied after step 4: loss log DIFFERS from the mixed resident run"; fail=1; fi
 
-note "4. timings B8 T1024"
+note "4. timings B8 T1024; loss logs resident vs 8G bitwise"
 for d in 12 48; do
     if [ "$d" = 48 ] && [ "${free_mib:-0}" -lt 80000 ]; then note "d48 skipped: $free_mib MiB free"; continue; fi
     for b in resident 8G; do
         if [ $b = resident ]; then flags="--policy none"; else flags="--budget 8G"; fi
         $G/uvmrt-gpt --depth $d --batch 8 --seq 1024 --steps 4 -q $flags \
+            --loss-log "$OUT/loss-time-d$d-$b.txt" \
             --result-json "$OUT/time-d$d-$b.json" >"$OUT/time-d$d-$b.txt" 2>&1 || fail=1
         note "d$d $b"; grep -E "^auto|^step|^summary" "$OUT/time-d$d-$b.txt" | tail -6 | tee -a "$OUT/summary.txt"
     done
+    if cmp -s "$OUT/loss-time-d$d-resident.txt" "$OUT/loss-time-d$d-8G.txt"; then
+        note "d$d B8 T1024: loss logs resident and 8G identical"
+    else note "d$d B8 T1024: loss logs resident and 8G DIFFER"; fail=1; fi
 done
 rm -rf "$T"
 note "gpu-check: $([ $fail = 0 ] && echo PASS || echo FAIL)"

@@ -188,9 +188,19 @@ static void check_layernorm(int N, int C) {
     void *d_dw = dev_from(NULL, C * 4), *d_db = dev_from(NULL, C * 4);
     void *d_s = dev_from(NULL, 2 * gpt_colsum_scratch_floats(N, C) * 4);
     gref_layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
-    kernel_ok(gpt_layernorm_backward_launch(d_dinp, d_dw, d_db, d_s, d_dout, d_inp, d_w, d_m, d_r,
+    void *d_dbf = dev_from(NULL, n * 2), *d_cvt = dev_from(NULL, n * 2);
+    kernel_ok(gpt_layernorm_backward_launch(d_dinp, d_dbf, d_dw, d_db, d_s, d_dout, d_inp, d_w, d_m, d_r,
                                             N, C, 1, NULL), "ln backward");
     float *g1 = host_f32(d_dinp, n), *g2 = host_f32(d_dw, C), *g3 = host_f32(d_db, C);
+    if (n % 4 == 0) { /* its bf16 copy: bitwise the conversion kernel's of its fp32 result */
+        kernel_ok(gpt_f32_to_bf16_launch(d_cvt, d_dinp, n, NULL), "to bf16");
+        uint16_t *b1 = malloc(n * 2), *b2 = malloc(n * 2);
+        cuda_ok(cudaMemcpy(b1, d_dbf, n * 2, cudaMemcpyDeviceToHost), "copy");
+        cuda_ok(cudaMemcpy(b2, d_cvt, n * 2, cudaMemcpyDeviceToHost), "copy");
+        snprintf(name, sizeof name, "layernorm backward dinp's bf16 copy bitwise the conversion's C%d", C);
+        check(name, memcmp(b1, b2, n * 2) ? 1.0 : 0.0, 0.0);
+        free(b1), free(b2);
+    }
     snprintf(name, sizeof name, "layernorm backward dinp (accumulated) C%d", C);
     check(name, rel_l2(g1, dinp, n), 1e-4);
     snprintf(name, sizeof name, "layernorm backward dw C%d", C);
@@ -588,10 +598,10 @@ static void b_rest(void *p) {
     float *ms = b->ms;
     for (int k = 0; k < 2; k++) {
         kernel_ok(gpt_layernorm_forward_launch(b->ln, ms, ms + N, b->res, b->w, b->w, N, C, NULL), "ln");
-        kernel_ok(gpt_layernorm_backward_launch(b->res, b->dw, (float *)b->dw + C, b->cs, b->ln,
+        /* the input gradient's bf16 copy for the next matmul (no conversion pass) */
+        kernel_ok(gpt_layernorm_backward_launch(b->res, b->y4, b->dw, (float *)b->dw + C, b->cs, b->ln,
                                                 b->res, b->w, ms, ms + N, N, C, 1, NULL), "lnb");
         kernel_ok(gpt_residual_bias_launch(b->res, b->res, b->w, N, C, NULL), "res");
-        kernel_ok(gpt_f32_to_bf16_launch(b->ln, b->res, (size_t)N * C, NULL), "cvt");
         kernel_ok(gpt_bias_grad_f32_launch(b->dw, b->cs, b->res, N, C, NULL), "bias");
     }
     kernel_ok(gpt_bias_broadcast_launch(b->y4, b->w, N, 4 * C, NULL), "bias");
@@ -635,8 +645,8 @@ static void k_run(void *p) {
         kernel_ok(gpt_layernorm_forward_launch(b->ln, ms, ms + N, b->res, b->w, b->w, N, C, NULL), "ln");
         break;
     case K_LN_B:
-        kernel_ok(gpt_layernorm_backward_launch(b->res, b->dw, (float *)b->dw + C, b->cs, b->ln, b->res, b->w, ms,
-                                                ms + N, N, C, 1, NULL), "lnb");
+        kernel_ok(gpt_layernorm_backward_launch(b->res, b->y4, b->dw, (float *)b->dw + C, b->cs, b->ln, b->res,
+                                                b->w, ms, ms + N, N, C, 1, NULL), "lnb");
         break;
     case K_RESID: kernel_ok(gpt_residual_bias_launch(b->dwte, b->res, b->w, N, C, NULL), "res"); break;
     case K_TO_BF16: kernel_ok(gpt_f32_to_bf16_launch(b->ln, b->res, (size_t)N * C, NULL), "cvt"); break;
@@ -663,7 +673,7 @@ static int kernels(char **argv) {
         fprintf(stderr, "gpt-gpu-check --kernels: B, T > 0 and C a multiple of %d expected\n", GPT_HEAD_SIZE);
         return 2;
     }
-    b.NH = b.C / GPT_HEAD_SIZE, b.N = b.B * b.T, b.Vp = 50304, b.R = b.N < 2048 ? b.N : 2048;
+    b.NH = b.C / GPT_HEAD_SIZE, b.N = b.B * b.T, b.Vp = 50304, b.R = gpt_chunk_rows(b.N, b.C);
     size_t N = (size_t)b.N, C = (size_t)b.C;
     b.w = dev_from(NULL, 4 * C * C * 2), b.x4 = dev_from(NULL, N * 4 * C * 2);
     b.y4 = dev_from(NULL, N * 4 * C * 2), b.dw = dev_from(NULL, 4 * C * C * 4);
@@ -679,12 +689,12 @@ static int kernels(char **argv) {
     cuda_ok(cudaMemset(b.tgt, 0, N * 4), "memset");
     double nc = (double)N * C, rv = (double)b.R * b.Vp;
     static const char *names[K_COUNT] = {
-        "layernorm forward (N,C) fp32 -> bf16", "layernorm backward (dinp +=, dw, db)", "residual + bias (N,C) fp32",
+        "layernorm forward (N,C) fp32 -> bf16", "layernorm backward (dinp +=, its bf16, dw, db)", "residual + bias (N,C) fp32",
         "fp32 -> bf16 (N,C)", "bias gradient, fp32 (N,C)", "bias broadcast (N,3C) bf16", "bias broadcast (N,4C) bf16",
         "GELU forward (N,4C)", "GELU backward in place (N,4C)", "bias gradient, bf16 (N,4C)",
         "bias gradient, bf16 (N,3C)", "cross-entropy chunk (R,Vp) bf16 in place", "device copy (N,4C) bf16"};
     /* the least bytes each must move: inputs read once, outputs written once */
-    double bytes[K_COUNT] = {6 * nc + 8.0 * N, 14 * nc + 8.0 * N, 8 * nc, 6 * nc, 4 * nc, 6 * nc, 8 * nc,
+    double bytes[K_COUNT] = {6 * nc + 8.0 * N, 16 * nc + 8.0 * N, 8 * nc, 6 * nc, 4 * nc, 6 * nc, 8 * nc,
                              16 * nc, 24 * nc, 8 * nc, 6 * nc, 4 * rv, 16 * nc};
     double t[K_COUNT];
     for (int k = 0; k < K_COUNT; k++) {
@@ -711,7 +721,7 @@ static int bench(char **argv) {
     bench_t b = {.B = atoi(argv[0]), .T = atoi(argv[1]), .C = atoi(argv[2])};
     int L = atoi(argv[3]);
     char err[256];
-    b.NH = b.C / GPT_HEAD_SIZE, b.N = b.B * b.T, b.Vp = 50304, b.R = b.N < 2048 ? b.N : 2048;
+    b.NH = b.C / GPT_HEAD_SIZE, b.N = b.B * b.T, b.Vp = 50304, b.R = gpt_chunk_rows(b.N, b.C);
     b.g = gpt_gpu_open(err, sizeof err);
     if (b.g == NULL) {
         fprintf(stderr, "gpt-gpu-check: %s\n", err);

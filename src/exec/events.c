@@ -130,8 +130,10 @@ uint64_t uvmrt__elapsed(uvmrt_context_t *ctx, uvmrt_event_t a, uvmrt_event_t b)
 uint64_t uvmrt__time_of(uvmrt_context_t *ctx, uvmrt_event_t ev)
 {
     if (ctx->ev.anchor_ev == NULL) return 0;
+    /* events end before the anchor but for copies that ran on past it: one reading each
+     * (the elapsed time of a pair in the wrong order reads 0) */
     uint64_t before = uvmrt__elapsed(ctx, ev, ctx->ev.anchor_ev);
-    uint64_t after = uvmrt__elapsed(ctx, ctx->ev.anchor_ev, ev);
+    uint64_t after = before > 0 ? 0 : uvmrt__elapsed(ctx, ctx->ev.anchor_ev, ev);
     if (before > ctx->ev.anchor_ns) before = ctx->ev.anchor_ns;
     uint64_t t = ctx->ev.anchor_ns - before + after;
     return t > ctx->ev.t0_ns ? t - ctx->ev.t0_ns : 0;

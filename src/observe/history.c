@@ -71,7 +71,9 @@ static void uvmrt__step_spans_and_faults(uvmrt_context_t *ctx)
         ss[i] = (uvmrt_span_sort_t){{t0 + ctx->ev.t0_ns, t1 + ctx->ev.t0_ns}, i};
         if (keep) ctx->hist.spans[ctx->hist.n_spans++] = (uvmrt_span_t){step, c->layer, c->phase, t0, tw, t1, 0, 0, c->resident_bytes};
     }
-    if (uvmrt__faults_active(ctx)) {
+    /* only a step that collected has records to flush: CUPTI's flush costs the host
+     * time between steps (observe_begin gave a collecting step's tail to it already) */
+    if (uvmrt__faults_active(ctx) && ctx->faults.on) {
         uvmrt__faults_collect(ctx);
         if (refresh_index(ctx) != 0) return; /* no memory for the index: the records wait for the next step */
     }
