@@ -428,3 +428,34 @@ Test(faultinject, timing_failure_counted_and_named)
     cr_expect(log_contains("event_elapsed_ns failed: fiInjectedFailure"), "%s", log_text());
     uvmrt_context_destroy(r.ctx);
 }
+
+/* Timing events cost the stream time on a GPU: a resident step (policy none: no call
+ * waits for anything) records one timing event per call (its end; the next call starts
+ * there) and one to start the step, not three per call, beside each call's ring event
+ * (its tensors' last use); its per-call times still come out, and wait nothing. */
+Test(faultinject, a_resident_step_records_one_timing_event_a_call)
+{
+    run_t r;
+    memset(&r, 0, sizeof r);
+    r.sc = &scenarios[0]; /* policy none */
+    r.ops = fi_wrap(&uvmrt__backend_sim);
+    fi_arm(-1, 0, BUDGET, 0);
+    log_reset();
+    create(&r);
+    allocate(&r);
+    step(&r, -1);
+    uint64_t before = fi.calls[FI_EVENT_RECORD];
+    step(&r, -1);
+    uint64_t records = fi.calls[FI_EVENT_RECORD] - before, calls = 3 * L; /* forward, backward, optimizer */
+    cr_expect_leq(records, 2 * calls + 2, "%llu event records for %llu calls (the clock anchor is one more)",
+                  (unsigned long long)records, (unsigned long long)calls);
+    uvmrt_step_stats_t st = UVMRT_STRUCT_INIT(uvmrt_step_stats_t);
+    cr_assert_eq(uvmrt_step_stats_get(r.ctx, 1, &st), UVMRT_OK);
+    cr_expect_eq(st.wait_ns, 0, "nothing waited");
+    for (int i = 0; i < L; i++) {
+        uvmrt_layer_stats_t ls = UVMRT_STRUCT_INIT(uvmrt_layer_stats_t);
+        cr_assert_eq(uvmrt_layer_stats_get(r.ctx, r.layer[i], UVMRT_PHASE_BACKWARD, &ls), UVMRT_OK);
+        cr_expect_gt(ls.duration_ns, 0, "layer %d's backward is timed", i);
+    }
+    uvmrt_context_destroy(r.ctx);
+}
