@@ -660,8 +660,8 @@ int gpt_adamw_launch(float *a, float *b, float *c, const float *d, uint16_t *e, 
 /* Classifier rows per chunk: the most rows, a power of two from GPT_CHUNK_ROWS, with rows
  * x C at most GPT_CHUNK_ELEMS, and at most N. Larger chunks make fewer, fuller matmuls: on
  * the H200 (bench/README.md, session 35) C 768 takes 3.02 ms a step in one chunk of 8192
- * rows against 3.42 in four of 2048; at C 1600 the 2048-row chunks cost 0.4% of a step
- * and keep the logits buffer 412 MB smaller under a budget. It depends on the shape only,
+ * rows against 3.42 in four of 2048; at C 1600 the 2048-row chunks cost 0.94 ms a step
+ * (0.5%) against one of 8192 and keep the logits buffer 618 MB smaller under a budget. It depends on the shape only,
  * never on the budget, so the losses stay bitwise equal across budgets.
  * UVMRT_GPT_CHUNK_ROWS=R sets R instead (for measurement). */
 int gpt_chunk_rows(int N, int C) {

@@ -12,7 +12,6 @@
  * through shared memory, live in gpu_check_attention.cu, where gpt-gpu-check checks
  * and times this one against them.
  */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

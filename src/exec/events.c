@@ -36,10 +36,17 @@ uvmrt_status_t uvmrt__ring_record(uvmrt_context_t *ctx, uvmrt_stream_t stream, u
     return UVMRT_OK;
 }
 
+/* 1 when waiting for ref means something: it names a record still in the ring (0 names
+ * none; records older than the ring are complete). */
+int uvmrt__ring_pending(const uvmrt_context_t *ctx, uvmrt_evref_t ref)
+{
+    return ref != 0 && ctx->ev.ring_next - ref <= UVMRT_EVENT_RING;
+}
+
 /* Makes stream wait for a recorded event; records older than the ring are complete. */
 uvmrt_status_t uvmrt__ring_wait(uvmrt_context_t *ctx, uvmrt_stream_t stream, uvmrt_evref_t ref)
 {
-    if (ref == 0 || ctx->ev.ring_next - ref > UVMRT_EVENT_RING) return UVMRT_OK;
+    if (!uvmrt__ring_pending(ctx, ref)) return UVMRT_OK;
     return uvmrt__be_wait(ctx, stream, ctx->ev.ring[ref % UVMRT_EVENT_RING]);
 }
 

@@ -60,6 +60,8 @@ void uvmrt__events_close_streams(uvmrt_context_t *ctx);
 /* Records a sync event on stream; *out is its sequence number. The number is
  * taken only when the record happened. */
 uvmrt_status_t uvmrt__ring_record(uvmrt_context_t *ctx, uvmrt_stream_t stream, uvmrt_evref_t *out);
+/* 1 when ref names a record still in the ring: one a wait would wait for. */
+int uvmrt__ring_pending(const uvmrt_context_t *ctx, uvmrt_evref_t ref);
 /* Makes stream wait for a recorded event (0: none; older than the ring: complete). */
 uvmrt_status_t uvmrt__ring_wait(uvmrt_context_t *ctx, uvmrt_stream_t stream, uvmrt_evref_t ref);
 /* Re-anchors the event clock (a failure is counted and the old anchor kept; a new

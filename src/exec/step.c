@@ -512,8 +512,7 @@ uvmrt_status_t uvmrt_layer_begin(uvmrt_context_t *ctx, const uvmrt_layer_call_t 
     int waits = missing || (call->after != NULL && call->after != call->stream);
     for (size_t k = 0; k < c->n_uses && !waits; k++) {
         const uvmrt_tensor_t *t = ctx->tensors.by_id[s->use_tensor[first + k]];
-        uvmrt_evref_t r = t->host_homed ? t->leaving : t->ready;
-        waits = r != 0 && ctx->ev.ring_next - r <= UVMRT_EVENT_RING; /* as uvmrt__ring_wait */
+        waits = uvmrt__ring_pending(ctx, t->host_homed ? t->leaving : t->ready); /* as the waits below */
     }
     const uvmrt_call_t *prev = i > 0 ? &s->calls[i - 1] : NULL;
     int timed;
